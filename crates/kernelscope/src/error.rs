@@ -1,0 +1,158 @@
+//! The crate's one error type. Variants are structured so callers (the CLI,
+//! tests) can match on what went wrong and print a one-line message that
+//! names the culprit and, where there is one, the workaround.
+
+use std::path::PathBuf;
+
+use crate::runtime::DType;
+
+/// Everything that can go wrong in kernelscope's library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A backend was asked for but cannot be used here.
+    #[error("{backend} backend unavailable: {reason}")]
+    BackendUnavailable {
+        /// The backend's name (`cuda`).
+        backend: &'static str,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+
+    /// A device specification (`cpu`, `cuda:1`, ...) could not be parsed.
+    #[error("invalid device `{spec}`: {problem}")]
+    InvalidDevice {
+        /// What the user wrote.
+        spec: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+
+    /// A kernel has no implementation for the backend it was asked on.
+    /// Never answered by a silent fallback to another backend.
+    #[error("kernel `{name}` has no {backend} implementation; {workaround}")]
+    KernelMissing {
+        /// The kernel's registered name.
+        name: String,
+        /// The backend that lacks it.
+        backend: &'static str,
+        /// What the user can do instead (another device or dtype).
+        workaround: String,
+    },
+
+    /// A kernel's argument does not fit what the kernel asked of it.
+    #[error("kernel `{kernel}` argument {index}: {problem}")]
+    KernelArgument {
+        /// The kernel's name.
+        kernel: String,
+        /// Position of the argument in the dispatch.
+        index: usize,
+        /// What is wrong.
+        problem: String,
+    },
+
+    /// A kernel reported a failure while running.
+    #[error("kernel `{kernel}` failed: {message}")]
+    KernelFailed {
+        /// The kernel's name.
+        kernel: String,
+        /// The kernel's own message.
+        message: String,
+    },
+
+    /// A dispatch writes memory that another of its own arguments also covers.
+    #[error(
+        "dispatch of `{kernel}` writes argument {written} while argument {other} overlaps the same bytes; bind it once as read_write instead"
+    )]
+    Aliasing {
+        /// The kernel's name.
+        kernel: String,
+        /// The written argument.
+        written: usize,
+        /// The overlapping argument.
+        other: usize,
+    },
+
+    /// Element type differs from what the operation expects.
+    #[error("{context}: expected dtype {expected}, found {found}")]
+    DTypeMismatch {
+        /// Where the mismatch was found.
+        context: String,
+        /// The dtype the operation needs.
+        expected: DType,
+        /// The dtype it got.
+        found: DType,
+    },
+
+    /// Shape or length differs from what the operation expects.
+    #[error("{context}: expected shape {expected:?}, found {found:?}")]
+    ShapeMismatch {
+        /// Where the mismatch was found.
+        context: String,
+        /// The shape the operation needs.
+        expected: Vec<usize>,
+        /// The shape it got.
+        found: Vec<usize>,
+    },
+
+    /// A view or copy reaches outside its buffer.
+    #[error("{context}: range {start}..{end} is outside 0..{available}")]
+    OutOfBounds {
+        /// Where it happened.
+        context: String,
+        /// First element (or byte) asked for.
+        start: usize,
+        /// One past the last element (or byte) asked for.
+        end: usize,
+        /// How many there are.
+        available: usize,
+    },
+
+    /// A buffer was used with a device it does not belong to.
+    #[error("{context}: buffer belongs to device {buffer_device}, not to {device}")]
+    DeviceMismatch {
+        /// Where it happened.
+        context: String,
+        /// The buffer's device.
+        buffer_device: String,
+        /// The device it was used on.
+        device: String,
+    },
+
+    /// An encoder method was called in a state where it makes no sense.
+    #[error("command encoder: {0}")]
+    EncoderState(String),
+
+    /// A profiling level name was not one of off, submission, dispatch.
+    #[error("invalid profiling level `{0}`: expected off, submission or dispatch")]
+    InvalidProfileLevel(String),
+
+    /// A profile file could not be read or is not a kernelscope profile.
+    #[error("{path}: {problem}")]
+    ProfileFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+
+    /// Two profiles were taken under different conditions.
+    #[error(
+        "profiles were taken under different conditions ({differences}); pass --force to compare anyway"
+    )]
+    ConditionsDiffer {
+        /// Each differing condition as `name: base vs new`.
+        differences: String,
+    },
+
+    /// An operating-system I/O error.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

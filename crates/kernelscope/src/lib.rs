@@ -1,0 +1,61 @@
+//! kernelscope: a GPU compute runtime for LLM inference with kernel-level
+//! profiling built in.
+//!
+//! The crate is layered so that dependencies point down only:
+//!
+//! ```text
+//! ops      one folder per op: CPU reference, CUDA kernel, launch
+//!  └─ runtime   Device · Buffer · KernelRegistry · CommandEncoder · Graph · MemRanges
+//!      └─ profile   counters · submission table · dispatch table · report · trace · compare
+//! ```
+//!
+//! `profile` knows nothing of devices or models: it stores what the runtime
+//! tells it and renders it. `runtime` owns one [`profile::Profiler`] session per
+//! device, configured once when the device is created.
+//!
+//! # Example: register a kernel, encode two dispatches, read the tables
+//!
+//! ```
+//! use kernelscope::{Device, DeviceOptions, KernelRegistry, Dispatch, DType, OpKind};
+//! use kernelscope::profile::ProfileLevel;
+//!
+//! let device = Device::cpu_with(DeviceOptions::new().profile(ProfileLevel::Dispatch));
+//! let mut registry = KernelRegistry::new();
+//! registry.register_cpu("inc_one", |args| {
+//!     let input = args.input::<f32>(0)?;
+//!     let output = args.output::<f32>(1)?;
+//!     for (o, i) in output.iter_mut().zip(input) {
+//!         *o = i + 1.0;
+//!     }
+//!     Ok(())
+//! });
+//! let kernel = registry.kernel(&device, "inc_one")?;
+//! let input = device.buffer_from_slice(&[1.0f32, 2.0, 3.0], &[3])?;
+//! let output = device.alloc(DType::F32, &[3])?;
+//!
+//! let mut encoder = device.command_encoder();
+//! encoder.dispatch(Dispatch::new(&kernel).read(&input).write(&output).cost(24, 3))?;
+//! encoder.commit_and_wait_labeled("example")?;
+//!
+//! assert_eq!(output.to_vec::<f32>()?, vec![2.0, 3.0, 4.0]);
+//! let table = device.profiler().submission_table();
+//! assert_eq!(table[0].label, "example");
+//! let dispatches = device.profiler().dispatches_by_label();
+//! assert_eq!(dispatches[0].1[0].op_kind, OpKind::Other);
+//! # Ok::<(), kernelscope::Error>(())
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod error;
+pub mod ops;
+pub mod profile;
+pub mod rng;
+pub mod runtime;
+pub mod testing;
+
+pub use error::{Error, Result};
+pub use runtime::{
+    Access, Buffer, CommandEncoder, DType, Device, DeviceOptions, Dispatch, Element, Graph,
+    KernelArgs, KernelRegistry, OpKind, Param,
+};

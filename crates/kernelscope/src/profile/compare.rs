@@ -1,0 +1,363 @@
+//! Comparing two profiles: counters exactly, timings against a relative
+//! threshold that must also exceed the noise of the repetitions (tokens, or
+//! submissions of one label) each profile carries. Profiles taken under
+//! different conditions are refused unless forced.
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use comfy_table::{CellAlignment, Table, presets};
+
+use super::aggregate::{layer_of, per_repetition_totals};
+use super::{CounterSnapshot, Phase, Profile, Spread};
+use crate::error::{Error, Result};
+
+/// What a comparison row concluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Equal (counters) or within threshold and noise (timings).
+    Same,
+    /// Better beyond threshold and noise.
+    Improved,
+    /// Worse beyond threshold and noise: fails the comparison.
+    Regressed,
+    /// Only in the new profile.
+    Added,
+    /// Only in the base profile.
+    Removed,
+}
+
+impl Verdict {
+    fn name(self) -> &'static str {
+        match self {
+            Verdict::Same => "same",
+            Verdict::Improved => "improved",
+            Verdict::Regressed => "REGRESSED",
+            Verdict::Added => "new",
+            Verdict::Removed => "gone",
+        }
+    }
+}
+
+/// One compared quantity.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComparisonRow {
+    /// `counter`, `token`, `op`, `layer` or `submission`.
+    pub section: &'static str,
+    /// What is compared (counter name, op kind, layer, label).
+    pub key: String,
+    /// Base value (counts, or mean ns per repetition).
+    pub base: Option<f64>,
+    /// New value.
+    pub new: Option<f64>,
+    /// Relative change `(new - base) / base`.
+    pub change: Option<f64>,
+    /// Twice the standard error of the difference, in the values' unit
+    /// (0 for counters and single repetitions).
+    pub noise: f64,
+    /// The conclusion.
+    pub verdict: Verdict,
+}
+
+/// The result of [`compare`].
+#[derive(Clone, Debug)]
+pub struct Comparison {
+    /// Every compared quantity.
+    pub rows: Vec<ComparisonRow>,
+    /// Things the reader should know (forced conditions, missing timings).
+    pub notes: Vec<String>,
+    /// The threshold used.
+    pub threshold: f64,
+}
+
+impl Comparison {
+    /// Whether any row regressed.
+    pub fn regressed(&self) -> bool {
+        self.rows
+            .iter()
+            .any(|row| row.verdict == Verdict::Regressed)
+    }
+
+    /// A table of every row plus the notes and a one-line verdict.
+    pub fn render(&self) -> String {
+        let mut table = Table::new();
+        table.load_preset(presets::ASCII_MARKDOWN);
+        table.set_header(vec![
+            "section", "what", "base", "new", "change", "noise", "verdict",
+        ]);
+        for index in 2..6 {
+            if let Some(column) = table.column_mut(index) {
+                column.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        for row in &self.rows {
+            let timing = row.section != "counter";
+            let value = |value: Option<f64>| match value {
+                None => "-".to_string(),
+                Some(v) if timing => format!("{:.3} ms", v / 1e6),
+                Some(v) if v.fract() == 0.0 => format!("{v}"),
+                Some(v) => format!("{v:.3}"),
+            };
+            table.add_row(vec![
+                row.section.to_string(),
+                row.key.clone(),
+                value(row.base),
+                value(row.new),
+                row.change
+                    .map_or("-".to_string(), |c| format!("{:+.1}%", c * 100.0)),
+                if timing {
+                    format!("{:.3} ms", row.noise / 1e6)
+                } else {
+                    "-".to_string()
+                },
+                row.verdict.name().to_string(),
+            ]);
+        }
+        let mut out = format!("{table}\n");
+        for note in &self.notes {
+            let _ = writeln!(out, "note: {note}");
+        }
+        let regressions = self
+            .rows
+            .iter()
+            .filter(|row| row.verdict == Verdict::Regressed)
+            .count();
+        if regressions > 0 {
+            let _ = writeln!(
+                out,
+                "result: REGRESSION in {regressions} rows (threshold {:.1}%)",
+                self.threshold * 100.0
+            );
+        } else {
+            let _ = writeln!(
+                out,
+                "result: no regression (threshold {:.1}%)",
+                self.threshold * 100.0
+            );
+        }
+        out
+    }
+}
+
+/// Compares `new` against `base`. `threshold` is relative (0.05 = 5%).
+/// Refuses profiles taken under different conditions unless `force`.
+pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Result<Comparison> {
+    let differences = base.conditions.differences(&new.conditions);
+    let mut notes = Vec::new();
+    if !differences.is_empty() {
+        if !force {
+            return Err(Error::ConditionsDiffer {
+                differences: differences.join(", "),
+            });
+        }
+        notes.push(format!(
+            "compared despite different conditions: {}",
+            differences.join(", ")
+        ));
+    }
+    let mut rows = compare_counters(base, new, &mut notes);
+    rows.extend(compare_timings(
+        "token",
+        &token_times(base),
+        &token_times(new),
+        threshold,
+    ));
+    let base_tokens = base.repetition_tokens();
+    let new_tokens = new.repetition_tokens();
+    if base.dispatches.is_empty() || new.dispatches.is_empty() {
+        notes.push(
+            "per-op and per-layer timings not compared: a profile has no dispatch times".into(),
+        );
+    } else {
+        for (section, key) in [("op", KeyKind::Op), ("layer", KeyKind::Layer)] {
+            let totals = |profile: &Profile, tokens: &[u32]| {
+                per_repetition_totals(&profile.dispatches, tokens, |record| key.of(record))
+            };
+            rows.extend(compare_timings(
+                section,
+                &totals(base, &base_tokens),
+                &totals(new, &new_tokens),
+                threshold,
+            ));
+        }
+    }
+    rows.extend(compare_timings(
+        "submission",
+        &submission_times(base),
+        &submission_times(new),
+        threshold,
+    ));
+    Ok(Comparison {
+        rows,
+        notes,
+        threshold,
+    })
+}
+
+#[derive(Clone, Copy)]
+enum KeyKind {
+    Op,
+    Layer,
+}
+
+impl KeyKind {
+    fn of(self, record: &super::DispatchRecord) -> String {
+        match self {
+            KeyKind::Op => record.op_kind.name().to_string(),
+            KeyKind::Layer => layer_of(&record.scope),
+        }
+    }
+}
+
+/// Host time of each repetition token, under one key.
+fn token_times(profile: &Profile) -> Vec<(String, Vec<f64>)> {
+    let tokens = profile.repetition_tokens();
+    if tokens.is_empty() {
+        return Vec::new();
+    }
+    let times = profile
+        .tokens
+        .iter()
+        .filter(|token| tokens.contains(&token.index))
+        .map(|token| token.duration_ns() as f64)
+        .collect();
+    vec![("time per token".to_string(), times)]
+}
+
+/// Durations of each label's submissions.
+fn submission_times(profile: &Profile) -> Vec<(String, Vec<f64>)> {
+    let mut order: Vec<(String, Vec<f64>)> = Vec::new();
+    for record in &profile.submissions {
+        let duration = record.duration_ns() as f64;
+        match order
+            .iter_mut()
+            .find(|(label, _)| label.as_str() == &*record.label)
+        {
+            Some((_, times)) => times.push(duration),
+            None => order.push((record.label.to_string(), vec![duration])),
+        }
+    }
+    order
+}
+
+fn compare_timings(
+    section: &'static str,
+    base: &[(String, Vec<f64>)],
+    new: &[(String, Vec<f64>)],
+    threshold: f64,
+) -> Vec<ComparisonRow> {
+    let new_by_key: HashMap<&str, &Vec<f64>> = new
+        .iter()
+        .map(|(key, values)| (key.as_str(), values))
+        .collect();
+    let mut rows = Vec::new();
+    for (key, base_values) in base {
+        let base_spread = Spread::of(base_values);
+        let new_spread = new_by_key
+            .get(key.as_str())
+            .and_then(|values| Spread::of(values));
+        let row = match (base_spread, new_spread) {
+            (Some(b), Some(n)) => {
+                let noise = 2.0 * (b.standard_error().powi(2) + n.standard_error().powi(2)).sqrt();
+                let difference = n.mean - b.mean;
+                let change = (b.mean > 0.0).then(|| difference / b.mean);
+                let beyond = |c: f64| c > threshold && difference.abs() > noise;
+                let verdict = match change {
+                    Some(c) if beyond(c) => Verdict::Regressed,
+                    Some(c) if beyond(-c) => Verdict::Improved,
+                    _ => Verdict::Same,
+                };
+                ComparisonRow {
+                    section,
+                    key: key.clone(),
+                    base: Some(b.mean),
+                    new: Some(n.mean),
+                    change,
+                    noise,
+                    verdict,
+                }
+            }
+            (b, _) => ComparisonRow {
+                section,
+                key: key.clone(),
+                base: b.map(|b| b.mean),
+                new: None,
+                change: None,
+                noise: 0.0,
+                verdict: Verdict::Removed,
+            },
+        };
+        rows.push(row);
+    }
+    let base_keys: Vec<&str> = base.iter().map(|(key, _)| key.as_str()).collect();
+    for (key, values) in new {
+        if !base_keys.contains(&key.as_str()) {
+            rows.push(ComparisonRow {
+                section,
+                key: key.clone(),
+                base: None,
+                new: Spread::of(values).map(|s| s.mean),
+                change: None,
+                noise: 0.0,
+                verdict: Verdict::Added,
+            });
+        }
+    }
+    rows
+}
+
+/// Counters per decode token when both profiles have decode tokens (the
+/// work per token is what a change affects), run totals otherwise. Compared
+/// exactly: any increase regresses, except `concurrent`, where more is better.
+fn compare_counters(base: &Profile, new: &Profile, notes: &mut Vec<String>) -> Vec<ComparisonRow> {
+    let per_token = |profile: &Profile| -> Option<(u64, CounterSnapshot)> {
+        let tokens: Vec<_> = profile
+            .tokens
+            .iter()
+            .filter(|token| token.phase == Phase::Decode)
+            .collect();
+        (!tokens.is_empty()).then(|| {
+            let sum = tokens
+                .iter()
+                .fold(CounterSnapshot::default(), |sum, token| {
+                    sum + token.counters
+                });
+            (tokens.len() as u64, sum)
+        })
+    };
+    let ((base_count, base_sum), (new_count, new_sum)) = match (per_token(base), per_token(new)) {
+        (Some(b), Some(n)) => (b, n),
+        _ => {
+            notes.push("counters compared as run totals: a profile has no decode tokens".into());
+            ((1, base.counters), (1, new.counters))
+        }
+    };
+    base_sum
+        .entries()
+        .into_iter()
+        .zip(new_sum.entries())
+        .map(|((name, base_total), (_, new_total))| {
+            // Exact: compare base_total / base_count with new_total / new_count.
+            let lhs = u128::from(new_total) * u128::from(base_count);
+            let rhs = u128::from(base_total) * u128::from(new_count);
+            let more_is_better = name == "concurrent";
+            let verdict = match lhs.cmp(&rhs) {
+                std::cmp::Ordering::Equal => Verdict::Same,
+                std::cmp::Ordering::Greater if more_is_better => Verdict::Improved,
+                std::cmp::Ordering::Less if !more_is_better => Verdict::Improved,
+                _ => Verdict::Regressed,
+            };
+            let base_value = base_total as f64 / base_count as f64;
+            let new_value = new_total as f64 / new_count as f64;
+            ComparisonRow {
+                section: "counter",
+                key: name.to_string(),
+                base: Some(base_value),
+                new: Some(new_value),
+                change: (base_value > 0.0).then(|| (new_value - base_value) / base_value),
+                noise: 0.0,
+                verdict,
+            }
+        })
+        .collect()
+}

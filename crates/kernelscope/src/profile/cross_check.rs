@@ -1,0 +1,73 @@
+//! The cross-check: do the per-dispatch times add up to the per-submission
+//! time they were measured inside? A submission is always at least the sum of
+//! its serialised dispatches plus launch gaps; a large drift either way means
+//! one of the two clocks is lying, which the report flags as a measurement bug.
+
+use std::collections::HashMap;
+
+use super::Profile;
+
+/// Drift beyond which the cross-check is flagged (10%).
+pub const DRIFT_FLAG_THRESHOLD: f64 = 0.10;
+
+/// The cross-check of one submission label.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrossCheck {
+    /// The submission label.
+    pub label: String,
+    /// Submissions compared (those that have dispatch records).
+    pub submissions: u64,
+    /// Their total submission time.
+    pub submission_ns: u64,
+    /// The sum of their dispatches' times.
+    pub dispatch_sum_ns: u64,
+    /// `(submission - dispatch sum) / submission`: positive when time passed
+    /// between dispatches, negative when dispatches overlapped or a clock drifted.
+    pub drift: f64,
+    /// Whether `|drift|` exceeds [`DRIFT_FLAG_THRESHOLD`].
+    pub flagged: bool,
+}
+
+/// Cross-checks every label that has both submission and dispatch times.
+pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
+    let mut dispatch_sums: HashMap<u64, u64> = HashMap::new();
+    for dispatch in &profile.dispatches {
+        *dispatch_sums.entry(dispatch.submission).or_default() += dispatch.duration_ns();
+    }
+    let mut checks: Vec<CrossCheck> = Vec::new();
+    for submission in &profile.submissions {
+        let Some(&dispatch_sum) = dispatch_sums.get(&submission.submission) else {
+            continue;
+        };
+        let index = match checks
+            .iter()
+            .position(|check| check.label == *submission.label)
+        {
+            Some(index) => index,
+            None => {
+                checks.push(CrossCheck {
+                    label: submission.label.to_string(),
+                    submissions: 0,
+                    submission_ns: 0,
+                    dispatch_sum_ns: 0,
+                    drift: 0.0,
+                    flagged: false,
+                });
+                checks.len() - 1
+            }
+        };
+        let check = &mut checks[index];
+        check.submissions += 1;
+        check.submission_ns += submission.duration_ns();
+        check.dispatch_sum_ns += dispatch_sum;
+    }
+    for check in &mut checks {
+        check.drift = if check.submission_ns == 0 {
+            0.0
+        } else {
+            (check.submission_ns as f64 - check.dispatch_sum_ns as f64) / check.submission_ns as f64
+        };
+        check.flagged = check.drift.abs() > DRIFT_FLAG_THRESHOLD;
+    }
+    checks
+}

@@ -1,0 +1,30 @@
+//! The profiling kit: always-on counters, per-submission and per-dispatch
+//! timing tables, and what is made of them (human report, JSON profile,
+//! Chrome trace, comparison of two runs).
+//!
+//! This layer knows nothing of devices or models. The runtime owns one
+//! [`Profiler`] per device and feeds it records; everything else here reads
+//! a [`Profile`], the plain-data snapshot that is also the JSON file format.
+
+mod aggregate;
+mod compare;
+mod counters;
+mod cross_check;
+mod data;
+mod level;
+mod records;
+mod report;
+mod session;
+mod stats;
+mod trace;
+
+pub use compare::{Comparison, ComparisonRow, Verdict, compare};
+pub use counters::{CounterSnapshot, Counters};
+pub use cross_check::{CrossCheck, DRIFT_FLAG_THRESHOLD, cross_check};
+pub use data::{Conditions, PROFILE_SCHEMA_VERSION, Profile};
+pub use level::ProfileLevel;
+pub use records::{DispatchRecord, DispatchTiming, Phase, SubmissionRecord, TokenRecord};
+pub use report::render_report;
+pub use session::{DispatchMeta, Profiler};
+pub use stats::{Spread, SubmissionStats};
+pub use trace::chrome_trace;

@@ -1,0 +1,135 @@
+//! The plain records the profiler keeps: one per submission, one per dispatch,
+//! one per token. They are also the rows of the JSON profile.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::CounterSnapshot;
+use crate::runtime::OpKind;
+
+/// Whether a token was part of prompt processing or of generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// Processing the prompt.
+    Prefill,
+    /// Generating one new token.
+    Decode,
+}
+
+/// Whether and how a backend times individual dispatches.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "support", rename_all = "lowercase")]
+pub enum DispatchTiming {
+    /// Dispatches are timed by `method` (e.g. `host clock`, `cupti`).
+    Supported {
+        /// How the times are taken.
+        method: String,
+    },
+    /// Dispatches cannot be timed here; the report says so instead of
+    /// printing zeros.
+    Unsupported {
+        /// Why not.
+        reason: String,
+    },
+}
+
+impl DispatchTiming {
+    /// Whether dispatch times are available.
+    pub fn is_supported(&self) -> bool {
+        matches!(self, DispatchTiming::Supported { .. })
+    }
+
+    /// A short description for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            DispatchTiming::Supported { method } => method.clone(),
+            DispatchTiming::Unsupported { reason } => format!("unsupported ({reason})"),
+        }
+    }
+}
+
+/// One timed submission (a committed batch of dispatches).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmissionRecord {
+    /// The label it was committed with (`(unlabeled)` when none).
+    pub label: Arc<str>,
+    /// Sequence number of the submission on its device, from 0.
+    pub submission: u64,
+    /// The queue or stream it ran on.
+    pub stream: u32,
+    /// The token it belongs to, when tokens are being marked.
+    pub token: Option<u32>,
+    /// Start, in ns since the profiler's epoch.
+    pub start_ns: u64,
+    /// End, in ns since the profiler's epoch.
+    pub end_ns: u64,
+    /// How many dispatches it carried.
+    pub dispatches: u32,
+}
+
+impl SubmissionRecord {
+    /// Device time of the submission.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// One timed dispatch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DispatchRecord {
+    /// The label of the submission it ran in.
+    pub label: Arc<str>,
+    /// Sequence number of that submission.
+    pub submission: u64,
+    /// Position inside the submission, from 0.
+    pub index: u32,
+    /// The kernel's name.
+    pub kernel: Arc<str>,
+    /// What kind of operation it is.
+    pub op_kind: OpKind,
+    /// Where in the model it ran (`layer.3.attn`), empty when unscoped.
+    pub scope: Arc<str>,
+    /// The queue or stream it ran on.
+    pub stream: u32,
+    /// The token it belongs to, when tokens are being marked.
+    pub token: Option<u32>,
+    /// Start, in ns since the profiler's epoch.
+    pub start_ns: u64,
+    /// End, in ns since the profiler's epoch.
+    pub end_ns: u64,
+    /// Bytes the dispatch declares it moves (reads plus writes).
+    pub bytes: u64,
+    /// Floating-point operations the dispatch declares.
+    pub flops: u64,
+}
+
+impl DispatchRecord {
+    /// Device time of the dispatch.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}
+
+/// One token's span and what the counters did during it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    /// Token number in the run, from 0 (prefill tokens first).
+    pub index: u32,
+    /// Prefill or decode.
+    pub phase: Phase,
+    /// Start, in ns since the profiler's epoch.
+    pub start_ns: u64,
+    /// End, in ns since the profiler's epoch.
+    pub end_ns: u64,
+    /// Counter increments during the token.
+    pub counters: CounterSnapshot,
+}
+
+impl TokenRecord {
+    /// Wall time of the token on the host.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns.saturating_sub(self.start_ns)
+    }
+}

@@ -1,0 +1,373 @@
+//! The human report: per token, per layer and scope, per op and kernel, the
+//! submission table, counters per token and the cross-check. In the spirit of
+//! agave's `--profile`, with achieved bandwidth and FLOP/s from what each
+//! dispatch declares it moves.
+
+use std::fmt::Write;
+
+use comfy_table::{CellAlignment, Table, presets};
+
+use super::aggregate::{Aggregate, aggregate, layer_of, scope_of};
+use super::session::submission_table;
+use super::{CounterSnapshot, DRIFT_FLAG_THRESHOLD, Phase, Profile, TokenRecord, cross_check};
+
+/// Milliseconds with three decimals.
+fn ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// Microseconds with one decimal.
+fn us(ns: f64) -> String {
+    format!("{:.1}", ns / 1e3)
+}
+
+fn percent(part: f64, whole: f64) -> String {
+    if whole > 0.0 {
+        format!("{:.1}%", 100.0 * part / whole)
+    } else {
+        "-".to_string()
+    }
+}
+
+fn optional(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+fn new_table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table.load_preset(presets::ASCII_MARKDOWN);
+    table.set_header(header.iter().copied());
+    for index in 1..header.len() {
+        if let Some(column) = table.column_mut(index) {
+            column.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    table
+}
+
+/// Renders `profile` as the human report.
+pub fn render_report(profile: &Profile) -> String {
+    let mut out = String::new();
+    let conditions = &profile.conditions;
+    let _ = writeln!(out, "kernelscope profile ({})", profile.tool);
+    let _ = writeln!(
+        out,
+        "device: {} | backend: {} | mode: {} | profiling: {}",
+        conditions.device, conditions.backend, conditions.mode, conditions.profiling
+    );
+    let _ = writeln!(
+        out,
+        "timing: submissions by {}, dispatches {}",
+        conditions.submission_timing,
+        conditions.dispatch_timing.describe()
+    );
+    if let Some(model) = &conditions.model {
+        let _ = writeln!(out, "model: {model}");
+    }
+
+    let dispatch_times = !profile.dispatches.is_empty();
+    if !dispatch_times && conditions.profiling.times_dispatches() {
+        let _ = writeln!(
+            out,
+            "\nper-dispatch timing: {} — per-op and per-layer rows are not available; submission times below are",
+            conditions.dispatch_timing.describe()
+        );
+    }
+
+    render_tokens(profile, &mut out);
+    if dispatch_times {
+        render_dispatch_summary(profile, &mut out);
+    }
+    render_submissions(profile, &mut out);
+    render_counters(profile, &mut out);
+    render_cross_check(profile, &mut out);
+    for warning in &profile.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+    out
+}
+
+/// One line per layer of a token: `layer.0  1.234 ms (MatVec×7 1.0 ms, ...)`.
+fn render_token(profile: &Profile, token: &TokenRecord, title: &str, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "\n{title}: token {} ({:?}) {} ms, {} dispatches, {} syncs",
+        token.index,
+        token.phase,
+        ms(token.duration_ns()),
+        token.counters.dispatches,
+        token.counters.syncs
+    );
+    let records: Vec<_> = profile
+        .dispatches
+        .iter()
+        .filter(|record| record.token == Some(token.index))
+        .collect();
+    if records.is_empty() {
+        return;
+    }
+    for layer in aggregate(records.iter().copied(), |record| layer_of(&record.scope)) {
+        let ops = aggregate(
+            records
+                .iter()
+                .copied()
+                .filter(|record| layer_of(&record.scope) == layer.key),
+            |record| record.op_kind.name().to_string(),
+        );
+        let parts: Vec<String> = ops
+            .iter()
+            .map(|op| {
+                let times = if op.calls > 1 {
+                    format!("×{}", op.calls)
+                } else {
+                    String::new()
+                };
+                format!("{}{times} {}", op.key, ms(op.total_ns))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<16} {:>9} ms  ({})",
+            layer.key,
+            ms(layer.total_ns),
+            parts.join(", ")
+        );
+    }
+}
+
+fn render_tokens(profile: &Profile, out: &mut String) {
+    if profile.tokens.is_empty() {
+        return;
+    }
+    let count = |phase| {
+        profile
+            .tokens
+            .iter()
+            .filter(|token| token.phase == phase)
+            .count()
+    };
+    let decode: Vec<&TokenRecord> = profile
+        .tokens
+        .iter()
+        .filter(|token| token.phase == Phase::Decode)
+        .collect();
+    let _ = writeln!(
+        out,
+        "\ntokens: {} prefill, {} decode",
+        count(Phase::Prefill),
+        count(Phase::Decode)
+    );
+    if !decode.is_empty() {
+        let total: u64 = decode.iter().map(|token| token.duration_ns()).sum();
+        let mean = total as f64 / decode.len() as f64;
+        let _ = writeln!(
+            out,
+            "decode: {} ms per token on average, {:.1} tokens/s (host wall clock)",
+            ms(mean as u64),
+            1e9 / mean
+        );
+    }
+    let shown: Vec<&TokenRecord> = if decode.is_empty() {
+        profile.tokens.iter().collect()
+    } else {
+        decode
+    };
+    if let Some(first) = shown.first() {
+        render_token(profile, first, "first", out);
+    }
+    if shown.len() > 1
+        && let Some(last) = shown.last()
+    {
+        render_token(profile, last, "last", out);
+    }
+}
+
+fn aggregate_rows(
+    rows: &[Aggregate],
+    total_ns: u64,
+    peak_gbps: Option<f64>,
+    header: &str,
+) -> Table {
+    let mut table = new_table(&[
+        header,
+        "calls",
+        "total ms",
+        "avg µs",
+        "share",
+        "GB/s",
+        "GFLOP/s",
+        "% peak BW",
+    ]);
+    for row in rows {
+        let gbps = row.gigabytes_per_second();
+        table.add_row(vec![
+            row.key.clone(),
+            row.calls.to_string(),
+            ms(row.total_ns),
+            us(row.total_ns as f64 / row.calls.max(1) as f64),
+            percent(row.total_ns as f64, total_ns as f64),
+            optional(gbps, 1),
+            optional(row.gigaflops_per_second(), 1),
+            match (gbps, peak_gbps) {
+                (Some(gbps), Some(peak)) => percent(gbps, peak),
+                _ => "-".to_string(),
+            },
+        ]);
+    }
+    table
+}
+
+fn render_dispatch_summary(profile: &Profile, out: &mut String) {
+    let repetition_tokens = profile.repetition_tokens();
+    let records: Vec<_> = if repetition_tokens.is_empty() {
+        profile.dispatches.iter().collect()
+    } else {
+        profile
+            .dispatches
+            .iter()
+            .filter(|record| {
+                record
+                    .token
+                    .is_some_and(|token| repetition_tokens.contains(&token))
+            })
+            .collect()
+    };
+    let over = if repetition_tokens.is_empty() {
+        "the whole run".to_string()
+    } else {
+        format!("{} tokens", repetition_tokens.len())
+    };
+    let total_ns: u64 = records.iter().map(|record| record.duration_ns()).sum();
+    let peak = profile.conditions.peak_bandwidth_gbps;
+    let by_total = |mut rows: Vec<Aggregate>| {
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.key.cmp(&b.key)));
+        rows
+    };
+
+    let ops = by_total(aggregate(records.iter().copied(), |r| {
+        r.op_kind.name().to_string()
+    }));
+    let _ = writeln!(
+        out,
+        "\nper op, over {over} ({} ms of dispatch time):",
+        ms(total_ns)
+    );
+    let _ = writeln!(out, "{}", aggregate_rows(&ops, total_ns, peak, "op"));
+
+    let layers = aggregate(records.iter().copied(), |r| layer_of(&r.scope));
+    let _ = writeln!(out, "\nper layer, over {over}:");
+    let _ = writeln!(out, "{}", aggregate_rows(&layers, total_ns, peak, "layer"));
+
+    let scopes = aggregate(records.iter().copied(), scope_of);
+    if scopes.len() != layers.len() {
+        let _ = writeln!(out, "\nper scope, over {over}:");
+        let _ = writeln!(out, "{}", aggregate_rows(&scopes, total_ns, peak, "scope"));
+    }
+
+    let kernels = by_total(aggregate(records.iter().copied(), |r| r.kernel.to_string()));
+    let _ = writeln!(out, "\nper kernel, over {over}:");
+    let _ = writeln!(
+        out,
+        "{}",
+        aggregate_rows(&kernels, total_ns, peak, "kernel")
+    );
+    if peak.is_none() {
+        let _ = writeln!(out, "(peak bandwidth unknown: `kscope info` measures it)");
+    }
+}
+
+fn render_submissions(profile: &Profile, out: &mut String) {
+    let table_rows = submission_table(&profile.submissions);
+    if table_rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\nsubmissions by label (sorted by total):");
+    let mut table = new_table(&[
+        "label", "count", "total ms", "min µs", "max µs", "p50 µs", "p95 µs",
+    ]);
+    for row in table_rows {
+        table.add_row(vec![
+            row.label,
+            row.count.to_string(),
+            ms(row.total_ns),
+            us(row.min_ns as f64),
+            us(row.max_ns as f64),
+            us(row.p50_ns as f64),
+            us(row.p95_ns as f64),
+        ]);
+    }
+    let _ = writeln!(out, "{table}");
+}
+
+fn render_counters(profile: &Profile, out: &mut String) {
+    let per_phase = |phase: Phase| -> Option<(usize, CounterSnapshot)> {
+        let tokens: Vec<&TokenRecord> = profile
+            .tokens
+            .iter()
+            .filter(|token| token.phase == phase)
+            .collect();
+        if tokens.is_empty() {
+            return None;
+        }
+        let sum = tokens
+            .iter()
+            .fold(CounterSnapshot::default(), |sum, token| {
+                sum + token.counters
+            });
+        Some((tokens.len(), sum))
+    };
+    let prefill = per_phase(Phase::Prefill);
+    let decode = per_phase(Phase::Decode);
+    let mut header = vec!["counter", "run total"];
+    if prefill.is_some() {
+        header.push("per prefill token");
+    }
+    if decode.is_some() {
+        header.push("per decode token");
+    }
+    let mut table = new_table(&header);
+    let totals = profile.counters.entries();
+    for (row, (name, total)) in totals.iter().enumerate() {
+        let mut cells = vec![name.to_string(), total.to_string()];
+        for (count, sum) in [prefill, decode].into_iter().flatten() {
+            let value = sum.entries()[row].1 as f64 / count as f64;
+            cells.push(format!("{value:.2}"));
+        }
+        table.add_row(cells);
+    }
+    let _ = writeln!(out, "\ncounters:");
+    let _ = writeln!(out, "{table}");
+}
+
+fn render_cross_check(profile: &Profile, out: &mut String) {
+    let checks = cross_check(profile);
+    if checks.is_empty() {
+        if !profile.submissions.is_empty() {
+            let _ = writeln!(
+                out,
+                "\ncross-check: no per-dispatch times to check against submissions"
+            );
+        }
+        return;
+    }
+    let _ = writeln!(out);
+    for check in checks {
+        let verdict = if check.flagged {
+            format!(
+                "FLAGGED: drift over {:.0}% means a measurement bug",
+                DRIFT_FLAG_THRESHOLD * 100.0
+            )
+        } else {
+            "ok".to_string()
+        };
+        let _ = writeln!(
+            out,
+            "cross-check {}: dispatch sum {} ms vs submission {} ms over {} submissions, drift {:+.1}% {verdict}",
+            check.label,
+            ms(check.dispatch_sum_ns),
+            ms(check.submission_ns),
+            check.submissions,
+            check.drift * 100.0
+        );
+    }
+}

@@ -1,0 +1,300 @@
+//! The profiler session: one per device, configured once at creation. It
+//! owns the counters and the timing tables; backends feed it, reports read a
+//! [`Profile`] snapshot of it. Nothing here is a process global, so two
+//! devices (or two tests) never see each other's numbers.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use super::{
+    Conditions, CounterSnapshot, Counters, DispatchRecord, DispatchTiming, Phase, Profile,
+    ProfileLevel, SubmissionRecord, SubmissionStats, TokenRecord,
+};
+use crate::runtime::OpKind;
+
+/// What the encoder knows of a dispatch before it runs; joined with its
+/// times to make a [`DispatchRecord`].
+#[derive(Clone, Debug)]
+pub struct DispatchMeta {
+    /// The kernel's name.
+    pub kernel: Arc<str>,
+    /// What kind of operation it is.
+    pub op_kind: OpKind,
+    /// Where in the model it runs.
+    pub scope: Arc<str>,
+    /// Bytes it declares it moves.
+    pub bytes: u64,
+    /// Floating-point operations it declares.
+    pub flops: u64,
+}
+
+#[derive(Debug)]
+struct OpenToken {
+    index: u32,
+    phase: Phase,
+    start_ns: u64,
+    counters_at_start: CounterSnapshot,
+}
+
+#[derive(Debug, Default)]
+struct Tables {
+    submissions: Vec<SubmissionRecord>,
+    dispatches: Vec<DispatchRecord>,
+    tokens: Vec<TokenRecord>,
+    open_token: Option<OpenToken>,
+    next_token: u32,
+    warnings: Vec<String>,
+}
+
+/// A device's profiling session.
+#[derive(Debug)]
+pub struct Profiler {
+    level: ProfileLevel,
+    dispatch_timing: DispatchTiming,
+    counters: Counters,
+    epoch: Instant,
+    next_submission: AtomicU64,
+    warned_dispatch_unsupported: AtomicBool,
+    tables: Mutex<Tables>,
+}
+
+impl Profiler {
+    /// A session recording at `level`, on a backend whose dispatch timing
+    /// capability is `dispatch_timing`.
+    pub fn new(level: ProfileLevel, dispatch_timing: DispatchTiming) -> Self {
+        Profiler {
+            level,
+            dispatch_timing,
+            counters: Counters::default(),
+            epoch: Instant::now(),
+            next_submission: AtomicU64::new(0),
+            warned_dispatch_unsupported: AtomicBool::new(false),
+            tables: Mutex::new(Tables::default()),
+        }
+    }
+
+    /// The level chosen at creation.
+    pub fn level(&self) -> ProfileLevel {
+        self.level
+    }
+
+    /// Whether and how the backend times dispatches.
+    pub fn dispatch_timing(&self) -> &DispatchTiming {
+        &self.dispatch_timing
+    }
+
+    /// The live counters.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// Host time in ns since this session began; the clock every record uses.
+    pub fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// The instant all `*_ns` timestamps count from.
+    pub fn epoch(&self) -> Instant {
+        self.epoch
+    }
+
+    /// Whether submissions are being timed.
+    #[inline]
+    pub fn times_submissions(&self) -> bool {
+        self.level.times_submissions()
+    }
+
+    /// Whether dispatches are being timed. When dispatch timing was asked
+    /// for but the backend cannot provide it, says so once on stderr (and in
+    /// the profile's warnings) and answers false: the report then says
+    /// "unsupported" rather than showing zeros.
+    #[inline]
+    pub fn times_dispatches(&self) -> bool {
+        if !self.level.times_dispatches() {
+            return false;
+        }
+        if self.dispatch_timing.is_supported() {
+            return true;
+        }
+        if !self
+            .warned_dispatch_unsupported
+            .swap(true, Ordering::Relaxed)
+        {
+            let message = format!(
+                "kernelscope: per-dispatch timing is {}; only per-submission timing will be recorded",
+                self.dispatch_timing.describe()
+            );
+            eprintln!("{message}");
+            self.lock().warnings.push(message);
+        }
+        false
+    }
+
+    /// Takes the next submission sequence number.
+    pub fn next_submission_id(&self) -> u64 {
+        self.next_submission.fetch_add(1, Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Tables> {
+        // A panic while holding the lock leaves only plain data behind, so
+        // the tables are still usable.
+        self.tables
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records a timed submission and the timed dispatches it carried
+    /// (`dispatches` may be empty when only submissions are timed). The
+    /// records are tagged with the open token, if any.
+    pub fn record_submission(
+        &self,
+        mut submission: SubmissionRecord,
+        mut dispatches: Vec<DispatchRecord>,
+    ) {
+        let mut tables = self.lock();
+        let token = tables.open_token.as_ref().map(|open| open.index);
+        submission.token = token;
+        for dispatch in &mut dispatches {
+            dispatch.token = token;
+        }
+        tables.submissions.push(submission);
+        tables.dispatches.append(&mut dispatches);
+    }
+
+    /// Marks the start of a token; counters and records until
+    /// [`end_token`](Self::end_token) are attributed to it. An open token is
+    /// closed first.
+    pub fn begin_token(&self, phase: Phase) {
+        let now = self.now_ns();
+        let counters_at_start = self.counters.snapshot();
+        let mut tables = self.lock();
+        Self::close_token(&mut tables, now, counters_at_start);
+        let index = tables.next_token;
+        tables.next_token += 1;
+        tables.open_token = Some(OpenToken {
+            index,
+            phase,
+            start_ns: now,
+            counters_at_start,
+        });
+    }
+
+    /// Marks the end of the open token (no-op when none is open).
+    pub fn end_token(&self) {
+        let now = self.now_ns();
+        let counters = self.counters.snapshot();
+        Self::close_token(&mut self.lock(), now, counters);
+    }
+
+    fn close_token(tables: &mut Tables, now: u64, counters: CounterSnapshot) {
+        if let Some(open) = tables.open_token.take() {
+            tables.tokens.push(TokenRecord {
+                index: open.index,
+                phase: open.phase,
+                start_ns: open.start_ns,
+                end_ns: now,
+                counters: counters - open.counters_at_start,
+            });
+        }
+    }
+
+    /// The per-label submission table, sorted by total time, longest first
+    /// (ties by label, so the order is stable).
+    pub fn submission_table(&self) -> Vec<SubmissionStats> {
+        submission_table(&self.lock().submissions)
+    }
+
+    /// Per-dispatch records grouped by submission label: labels in the order
+    /// they first arrived, records in insertion order within each label.
+    pub fn dispatches_by_label(&self) -> Vec<(String, Vec<DispatchRecord>)> {
+        dispatches_by_label(&self.lock().dispatches)
+    }
+
+    /// Copies of the recorded submissions.
+    pub fn submissions(&self) -> Vec<SubmissionRecord> {
+        self.lock().submissions.clone()
+    }
+
+    /// Copies of the recorded dispatches.
+    pub fn dispatches(&self) -> Vec<DispatchRecord> {
+        self.lock().dispatches.clone()
+    }
+
+    /// Copies of the recorded tokens.
+    pub fn tokens(&self) -> Vec<TokenRecord> {
+        self.lock().tokens.clone()
+    }
+
+    /// Warnings raised so far (each printed once on stderr when raised).
+    pub fn warnings(&self) -> Vec<String> {
+        self.lock().warnings.clone()
+    }
+
+    /// Clears every table and counter (the level and capability stay).
+    pub fn reset(&self) {
+        let mut tables = self.lock();
+        let warnings = std::mem::take(&mut tables.warnings);
+        *tables = Tables {
+            warnings,
+            ..Tables::default()
+        };
+        self.counters.reset();
+    }
+
+    /// A plain-data snapshot of everything recorded, under `conditions`.
+    pub fn snapshot(&self, conditions: Conditions) -> Profile {
+        let tables = self.lock();
+        Profile {
+            schema: super::PROFILE_SCHEMA_VERSION,
+            tool: format!("kernelscope {}", env!("CARGO_PKG_VERSION")),
+            conditions,
+            counters: self.counters.snapshot(),
+            tokens: tables.tokens.clone(),
+            submissions: tables.submissions.clone(),
+            dispatches: tables.dispatches.clone(),
+            warnings: tables.warnings.clone(),
+        }
+    }
+}
+
+/// The per-label table of `submissions`, longest total first.
+pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<SubmissionStats> {
+    let mut by_label: Vec<(&str, Vec<u64>)> = Vec::new();
+    for record in submissions {
+        match by_label
+            .iter_mut()
+            .find(|(label, _)| *label == &*record.label)
+        {
+            Some((_, durations)) => durations.push(record.duration_ns()),
+            None => by_label.push((&record.label, vec![record.duration_ns()])),
+        }
+    }
+    let mut table: Vec<SubmissionStats> = by_label
+        .into_iter()
+        .map(|(label, mut durations)| SubmissionStats::from_durations(label, &mut durations))
+        .collect();
+    table.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then_with(|| a.label.cmp(&b.label))
+    });
+    table
+}
+
+/// `dispatches` grouped by label in first-arrival order.
+pub(crate) fn dispatches_by_label(
+    dispatches: &[DispatchRecord],
+) -> Vec<(String, Vec<DispatchRecord>)> {
+    let mut groups: Vec<(String, Vec<DispatchRecord>)> = Vec::new();
+    for record in dispatches {
+        match groups
+            .iter_mut()
+            .find(|(label, _)| label.as_str() == &*record.label)
+        {
+            Some((_, group)) => group.push(record.clone()),
+            None => groups.push((record.label.to_string(), vec![record.clone()])),
+        }
+    }
+    groups
+}

@@ -1,0 +1,313 @@
+//! The CPU backend: the reference every GPU kernel is checked against, and
+//! the default where no GPU is present. Its queue runs the committed
+//! dispatches in order on the committing thread, one at a time under the
+//! device's execution lock; kernels parallelise internally where it pays.
+//! Barriers order nothing on an in-order queue, but are still counted where
+//! the encoder issues them, so counters read the same on every backend.
+
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::buffer::{Buffer, Memory};
+use super::encoder::Command;
+use super::kernel::KernelArgs;
+use super::{DType, Element};
+use crate::error::{Error, Result};
+use crate::profile::{
+    Counters, DispatchRecord, DispatchTiming, ProfileLevel, Profiler, SubmissionRecord,
+};
+
+/// How the CPU backend takes its times.
+pub(crate) const CPU_TIMING_METHOD: &str = "host clock";
+
+/// State shared by a CPU device and every buffer allocated on it.
+#[derive(Debug)]
+pub(crate) struct CpuShared {
+    name: String,
+    profiler: Profiler,
+    /// Held while kernels run and while the host copies in or out, so a
+    /// kernel's exclusive view of its output is never observed half-written.
+    execution: Mutex<()>,
+}
+
+impl CpuShared {
+    fn lock_execution(&self) -> MutexGuard<'_, ()> {
+        self.execution
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A CPU device handle (cheap to clone).
+#[derive(Clone, Debug)]
+pub struct CpuDevice {
+    shared: Arc<CpuShared>,
+}
+
+impl CpuDevice {
+    pub(crate) fn new(level: ProfileLevel, dispatch_timing_unsupported: Option<String>) -> Self {
+        let dispatch_timing = match dispatch_timing_unsupported {
+            None => DispatchTiming::Supported {
+                method: CPU_TIMING_METHOD.to_string(),
+            },
+            Some(reason) => DispatchTiming::Unsupported { reason },
+        };
+        CpuDevice {
+            shared: Arc::new(CpuShared {
+                name: cpu_name(),
+                profiler: Profiler::new(level, dispatch_timing),
+                execution: Mutex::new(()),
+            }),
+        }
+    }
+
+    /// The device's name: the processor model and thread count.
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub(crate) fn profiler(&self) -> &Profiler {
+        &self.shared.profiler
+    }
+
+    pub(crate) fn same_device(&self, other: &CpuDevice) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    pub(crate) fn owns(&self, buffer: &Buffer) -> bool {
+        match &buffer.memory {
+            Memory::Cpu(memory) => Arc::ptr_eq(&memory.shared, &self.shared),
+        }
+    }
+
+    pub(crate) fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
+        let elements: usize = shape.iter().product();
+        let byte_len =
+            elements
+                .checked_mul(dtype.size_in_bytes())
+                .ok_or_else(|| Error::OutOfBounds {
+                    context: format!("allocation of shape {shape:?}"),
+                    start: 0,
+                    end: usize::MAX,
+                    available: usize::MAX,
+                })?;
+        let memory = CpuMemory::zeroed(self.shared.clone(), byte_len);
+        Ok(Buffer::new(
+            Memory::Cpu(Arc::new(memory)),
+            dtype,
+            shape.to_vec(),
+        ))
+    }
+
+    /// Runs `commands` in order, timing them as the profiler asks.
+    pub(crate) fn execute(&self, commands: &[Command], label: &Arc<str>) -> Result<()> {
+        let profiler = &self.shared.profiler;
+        let time_submission = profiler.times_submissions();
+        let time_dispatches = profiler.times_dispatches();
+        let _exclusive = self.shared.lock_execution();
+        let submission = if time_submission {
+            profiler.next_submission_id()
+        } else {
+            0
+        };
+        let start_ns = if time_submission {
+            profiler.now_ns()
+        } else {
+            0
+        };
+        let mut records = Vec::new();
+        let mut index = 0u32;
+        for command in commands {
+            let Command::Dispatch(recorded) = command else {
+                continue;
+            };
+            let dispatch_start = if time_dispatches {
+                profiler.now_ns()
+            } else {
+                0
+            };
+            let kernel = recorded.dispatch.kernel();
+            let function = kernel.cpu_function().ok_or_else(|| Error::KernelMissing {
+                name: kernel.name().to_string(),
+                backend: "cpu",
+                workaround: "this kernel handle was made for another backend; get it from the registry for this device".into(),
+            })?;
+            function(&KernelArgs::new(kernel.name(), recorded.dispatch.args()))?;
+            if time_dispatches {
+                let meta = &recorded.meta;
+                records.push(DispatchRecord {
+                    label: label.clone(),
+                    submission,
+                    index,
+                    kernel: meta.kernel.clone(),
+                    op_kind: meta.op_kind,
+                    scope: meta.scope.clone(),
+                    stream: 0,
+                    token: None,
+                    start_ns: dispatch_start,
+                    end_ns: profiler.now_ns(),
+                    bytes: meta.bytes,
+                    flops: meta.flops,
+                });
+            }
+            index += 1;
+        }
+        if time_submission {
+            let record = SubmissionRecord {
+                label: label.clone(),
+                submission,
+                stream: 0,
+                token: None,
+                start_ns,
+                end_ns: profiler.now_ns(),
+                dispatches: index,
+            };
+            profiler.record_submission(record, records);
+        }
+        Ok(())
+    }
+}
+
+/// Host memory of one CPU allocation, 8-byte aligned so any dtype view of
+/// it is aligned.
+pub(crate) struct CpuMemory {
+    shared: Arc<CpuShared>,
+    pointer: NonNull<u64>,
+    words: usize,
+    byte_len: usize,
+}
+
+// SAFETY: the memory is a plain heap allocation owned by this struct; every
+// access to its bytes happens under the owning device's execution lock
+// (kernels via `execute`, the host via `read`/`write`), which serialises them.
+unsafe impl Send for CpuMemory {}
+// SAFETY: as above: shared references only hand out access under the lock.
+unsafe impl Sync for CpuMemory {}
+
+impl Drop for CpuMemory {
+    fn drop(&mut self) {
+        // SAFETY: `pointer` and `words` come from `Box::<[u64]>::into_raw` in
+        // `zeroed` and are dropped exactly once, here.
+        unsafe {
+            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                self.pointer.as_ptr(),
+                self.words,
+            )));
+        }
+    }
+}
+
+impl CpuMemory {
+    fn zeroed(shared: Arc<CpuShared>, byte_len: usize) -> Self {
+        let words = byte_len.div_ceil(8);
+        let boxed: Box<[u64]> = vec![0u64; words].into_boxed_slice();
+        let pointer =
+            NonNull::new(Box::into_raw(boxed) as *mut u64).expect("Box pointers are never null");
+        CpuMemory {
+            shared,
+            pointer,
+            words,
+            byte_len,
+        }
+    }
+
+    pub(crate) fn byte_len(&self) -> usize {
+        self.byte_len
+    }
+
+    pub(crate) fn base_address(&self) -> usize {
+        self.pointer.as_ptr() as usize
+    }
+
+    pub(crate) fn device_name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        self.shared.profiler.counters()
+    }
+
+    fn check_range<T: Element>(&self, byte_offset: usize, len: usize) -> Result<()> {
+        let end = byte_offset + len * std::mem::size_of::<T>();
+        if end > self.byte_len || byte_offset % std::mem::align_of::<T>() != 0 {
+            return Err(Error::OutOfBounds {
+                context: format!("{} view of a CPU allocation", T::DTYPE),
+                start: byte_offset,
+                end,
+                available: self.byte_len,
+            });
+        }
+        Ok(())
+    }
+
+    /// A shared view of `len` elements at `byte_offset`.
+    ///
+    /// # Safety
+    /// The caller holds the device's execution lock and no mutable view of
+    /// these bytes exists for the returned lifetime.
+    pub(crate) unsafe fn view<T: Element>(
+        &self,
+        byte_offset: usize,
+        len: usize,
+    ) -> Result<&[T]> {
+        self.check_range::<T>(byte_offset, len)?;
+        // SAFETY: in bounds and aligned (checked above; the base is 8-aligned);
+        // exclusivity is the caller's contract.
+        Ok(unsafe {
+            std::slice::from_raw_parts(
+                (self.pointer.as_ptr() as *const u8).add(byte_offset) as *const T,
+                len,
+            )
+        })
+    }
+
+    /// An exclusive view of `len` elements at `byte_offset`.
+    ///
+    /// # Safety
+    /// The caller holds the device's execution lock and no other view of
+    /// these bytes exists for the returned lifetime.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn view_mut<T: Element>(
+        &self,
+        byte_offset: usize,
+        len: usize,
+    ) -> Result<&mut [T]> {
+        self.check_range::<T>(byte_offset, len)?;
+        // SAFETY: in bounds and aligned (checked above); exclusivity is the
+        // caller's contract.
+        Ok(unsafe {
+            std::slice::from_raw_parts_mut(
+                (self.pointer.as_ptr() as *mut u8).add(byte_offset) as *mut T,
+                len,
+            )
+        })
+    }
+
+    pub(crate) fn read<T: Element>(&self, byte_offset: usize, len: usize) -> Result<Vec<T>> {
+        let _exclusive = self.shared.lock_execution();
+        // SAFETY: the execution lock is held, so no kernel holds a view.
+        Ok(unsafe { self.view::<T>(byte_offset, len)? }.to_vec())
+    }
+
+    pub(crate) fn write<T: Element>(&self, byte_offset: usize, data: &[T]) -> Result<()> {
+        let _exclusive = self.shared.lock_execution();
+        // SAFETY: the execution lock is held, so no kernel holds a view.
+        unsafe { self.view_mut::<T>(byte_offset, data.len())? }.copy_from_slice(data);
+        Ok(())
+    }
+}
+
+/// `cpu: <model name> (<n> threads)`, from /proc/cpuinfo where there is one.
+fn cpu_name() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|name| name.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("cpu: {model} ({threads} threads)")
+}

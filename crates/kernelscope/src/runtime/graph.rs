@@ -1,0 +1,68 @@
+//! A captured graph: the dispatches and barriers an encoder recorded in
+//! capture mode, replayed as a whole by [`CommandEncoder::replay`]. On the
+//! CPU, replay re-queues the recorded commands; on CUDA it becomes one graph
+//! launch, which removes the per-launch host cost.
+//!
+//! [`CommandEncoder::replay`]: super::CommandEncoder::replay
+
+use std::sync::Arc;
+
+use super::Device;
+use super::encoder::GraphNode;
+
+/// A replayable recording of dispatches and barriers.
+#[derive(Clone, Debug)]
+pub struct Graph {
+    device: Device,
+    nodes: Arc<[GraphNode]>,
+}
+
+impl Graph {
+    pub(crate) fn new(device: Device, nodes: Vec<GraphNode>) -> Self {
+        Graph {
+            device,
+            nodes: nodes.into(),
+        }
+    }
+
+    pub(crate) fn nodes(&self) -> &[GraphNode] {
+        &self.nodes
+    }
+
+    /// The device it was captured on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Dispatches in the graph.
+    pub fn dispatch_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|node| matches!(node, GraphNode::Dispatch { .. }))
+            .count()
+    }
+
+    /// Barriers in the graph.
+    pub fn barrier_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|node| matches!(node, GraphNode::Barrier { .. }))
+            .count()
+    }
+
+    /// Dispatches that need no barrier from the one before them.
+    pub fn concurrent_count(&self) -> usize {
+        self.nodes
+            .iter()
+            .filter(|node| {
+                matches!(
+                    node,
+                    GraphNode::Dispatch {
+                        concurrent: true,
+                        ..
+                    }
+                )
+            })
+            .count()
+    }
+}

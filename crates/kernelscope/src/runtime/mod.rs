@@ -1,0 +1,27 @@
+//! The runtime: devices, typed buffers, the kernel registry, the command
+//! encoder with its dataflow barriers, and captured graphs. Every device
+//! owns a [`Profiler`](crate::profile::Profiler) that the encoder feeds.
+
+mod buffer;
+mod cpu;
+mod cuda;
+mod device;
+mod dispatch;
+mod dtype;
+mod encoder;
+mod graph;
+mod kernel;
+mod mem_ranges;
+mod op_kind;
+
+pub use buffer::Buffer;
+pub use cpu::CpuDevice;
+pub use cuda::CudaDevice;
+pub use device::{Capabilities, Device, DeviceOptions};
+pub use dispatch::{Access, Arg, Dispatch, LaunchGrid, Param};
+pub use dtype::{DType, Element};
+pub use encoder::{CommandEncoder, UNLABELED};
+pub use graph::Graph;
+pub use kernel::{CpuKernelFn, Kernel, KernelArgs, KernelRegistry};
+pub use mem_ranges::{MemRange, MemRanges};
+pub use op_kind::OpKind;
