@@ -122,7 +122,7 @@ fn render_token(profile: &Profile, token: &TokenRecord, title: &str, out: &mut S
                 } else {
                     String::new()
                 };
-                format!("{}{times} {}", op.key, ms(op.total_ns))
+                format!("{}{times} {} ms", op.key, ms(op.total_ns))
             })
             .collect();
         let _ = writeln!(

@@ -1,12 +1,25 @@
-//! CPU reference of copy: the source words into the destination words.
+//! CPU reference of copy: the source words into the destination words,
+//! split across threads for large copies (one thread cannot saturate memory).
+
+use rayon::prelude::*;
 
 use crate::error::Result;
 use crate::runtime::KernelArgs;
+
+/// Below this many words a copy stays on one thread.
+const PARALLEL_WORDS: usize = 1 << 18;
 
 /// `args`: source (u32, read), destination (u32, write), same length.
 pub(super) fn copy_bytes(args: &KernelArgs<'_>) -> Result<()> {
     let source = args.input::<u32>(0)?;
     let destination = args.output::<u32>(1)?;
-    destination.copy_from_slice(source);
+    if source.len() < PARALLEL_WORDS {
+        destination.copy_from_slice(source);
+    } else {
+        destination
+            .par_chunks_mut(PARALLEL_WORDS)
+            .zip(source.par_chunks(PARALLEL_WORDS))
+            .for_each(|(to, from)| to.copy_from_slice(from));
+    }
     Ok(())
 }

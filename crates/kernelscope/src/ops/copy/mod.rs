@@ -75,3 +75,29 @@ fn raw_view(buffer: &Buffer) -> Result<Buffer> {
     }
     buffer.reinterpret(crate::DType::U32)
 }
+
+/// Measures `device`'s memory bandwidth in GB/s as the best of `repetitions`
+/// timed copies of `bytes` bytes, counting bytes read plus bytes written
+/// (the convention of the roofline columns). Uses the device's own queue and
+/// host-side wall time around commit-and-wait, so it includes launch cost:
+/// pick `bytes` large (hundreds of MB) for a peak figure.
+pub fn measure_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> Result<f64> {
+    let registry = super::registry();
+    let copy = Copy::new(&registry, device)?;
+    let words = bytes.div_ceil(4).max(1);
+    let seed: Vec<u32> = (0..words as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    let source = device.buffer_from_slice(&seed, &[words])?;
+    let destination = device.alloc(crate::DType::U32, &[words])?;
+    let mut encoder = device.command_encoder();
+    // One untimed copy first so page faults and first-touch are not measured.
+    copy.encode(&mut encoder, &source, &destination)?;
+    encoder.commit_and_wait_labeled("bandwidth.warmup")?;
+    let mut best = f64::INFINITY;
+    for _ in 0..repetitions.max(1) {
+        let start = std::time::Instant::now();
+        copy.encode(&mut encoder, &source, &destination)?;
+        encoder.commit_and_wait_labeled("bandwidth")?;
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    Ok(2.0 * (words * 4) as f64 / best / 1e9)
+}

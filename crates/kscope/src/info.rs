@@ -1,0 +1,53 @@
+//! `kscope info`: which backends this build has, which devices it finds,
+//! how each can time submissions and dispatches, and its measured memory
+//! bandwidth (the roofline's denominator).
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use kernelscope::runtime::CudaDevice;
+use kernelscope::{Device, DeviceOptions};
+
+/// Arguments of `kscope info`.
+#[derive(Args, Debug)]
+pub struct InfoArgs {
+    /// Skip the bandwidth measurement (a few large copies on each device).
+    #[arg(long)]
+    pub no_bandwidth: bool,
+    /// Size of each bandwidth-probe copy in MiB.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub bandwidth_mib: u64,
+}
+
+pub fn run(args: InfoArgs) -> Result<ExitCode> {
+    let backends = if cfg!(feature = "cuda") { "cpu, cuda" } else { "cpu" };
+    println!("kscope {}", env!("CARGO_PKG_VERSION"));
+    println!("backends compiled in: {backends}");
+    println!("devices:");
+    let cpu = Device::cpu_with(DeviceOptions::new());
+    describe(&cpu, &args)?;
+    match CudaDevice::probe() {
+        Ok(count) => println!("  cuda: {count} device(s)"),
+        Err(reason) => println!("  cuda: none usable: {reason}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn describe(device: &Device, args: &InfoArgs) -> Result<()> {
+    let capabilities = device.capabilities();
+    println!("  {}", device.name());
+    println!("    backend: {}", device.backend());
+    println!("    per-submission timing: supported ({})", capabilities.submission_timing);
+    println!("    per-dispatch timing: {}", capabilities.dispatch_timing.describe());
+    if !args.no_bandwidth {
+        let bytes = (args.bandwidth_mib as usize) << 20;
+        let gbps = kernelscope::ops::copy::measure_bandwidth(device, bytes, 5)
+            .with_context(|| format!("measuring bandwidth of {}", device.name()))?;
+        println!(
+            "    memory bandwidth: {gbps:.1} GB/s (best of 5 copies of {} MiB, read + write)",
+            args.bandwidth_mib
+        );
+    }
+    Ok(())
+}
