@@ -27,7 +27,12 @@ struct Options {
 }
 
 fn parse_options() -> Result<Options, String> {
-    let mut options = Options { tokens: 8, profile_json: None, trace: None, slowdown_percent: 0 };
+    let mut options = Options {
+        tokens: 8,
+        profile_json: None,
+        trace: None,
+        slowdown_percent: 0,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
@@ -65,8 +70,15 @@ fn registry(slowdown_percent: u32) -> KernelRegistry {
         Ok(())
     });
     registry.register_cpu("add", |args| {
-        let (a, b, output) = (args.input::<f32>(0)?, args.input::<f32>(1)?, args.output::<f32>(2)?);
-        output.iter_mut().zip(a.iter().zip(b)).for_each(|(o, (a, b))| *o = a + b);
+        let (a, b, output) = (
+            args.input::<f32>(0)?,
+            args.input::<f32>(1)?,
+            args.output::<f32>(2)?,
+        );
+        output
+            .iter_mut()
+            .zip(a.iter().zip(b))
+            .for_each(|(o, (a, b))| *o = a + b);
         Ok(())
     });
     registry
@@ -102,7 +114,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             encoder.set_scope(&format!("layer.{layer}.attn"));
             let scaled = Dispatch::new(&scale).read(&hidden).write(&query).param(0.5f32);
             encoder.dispatch(scaled.cost(2 * bytes, ELEMENTS as u64).op_kind(OpKind::ElemMul))?;
-            encoder.dispatch(Dispatch::new(&inc_one).read(&hidden).write(&key).cost(2 * bytes, ELEMENTS as u64))?;
+            encoder.dispatch(
+                Dispatch::new(&inc_one)
+                    .read(&hidden)
+                    .write(&key)
+                    .cost(2 * bytes, ELEMENTS as u64),
+            )?;
             // ... then one that reads both: the tracker places a barrier.
             encoder.set_scope(&format!("layer.{layer}.mlp"));
             let summed = Dispatch::new(&add).read(&query).read(&key).write(&mixed);
@@ -129,7 +146,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(path) = &options.trace {
         std::fs::write(path, serde_json::to_string(&chrome_trace(&profile))?)?;
-        println!("trace written to {} (open in https://ui.perfetto.dev)", path.display());
+        println!(
+            "trace written to {} (open in https://ui.perfetto.dev)",
+            path.display()
+        );
     }
     Ok(())
 }

@@ -136,9 +136,7 @@ pub enum Error {
     },
 
     /// Two profiles were taken under different conditions.
-    #[error(
-        "profiles were taken under different conditions ({differences}); pass --force to compare anyway"
-    )]
+    #[error("profiles were taken under different conditions ({differences}); pass --force to compare anyway")]
     ConditionsDiffer {
         /// Each differing condition as `name: base vs new`.
         differences: String,

@@ -56,6 +56,6 @@ pub mod testing;
 
 pub use error::{Error, Result};
 pub use runtime::{
-    Access, Buffer, CommandEncoder, DType, Device, DeviceOptions, Dispatch, Element, Graph,
+    Access, Buffer, CommandEncoder, DType, Device, DeviceOptions, Dispatch, Element, Graph, Kernel,
     KernelArgs, KernelRegistry, OpKind, Param,
 };

@@ -69,3 +69,103 @@ macro_rules! device_tests {
 pub fn random_f32(seed: u64, count: usize) -> Vec<f32> {
     SplitMix64::new(seed).vec_f32(count, -1.0, 1.0)
 }
+
+/// A made-up but realistic profile for tests of reports and comparisons:
+/// `tokens` decode tokens over two layers, each running a MatVec (100 µs), an
+/// Attention (40 µs) and an RmsNorm (5 µs) dispatch in one labeled
+/// submission, with ±2% seeded jitter, every duration multiplied by
+/// `slowdown` (1.2 = 20% slower).
+pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profile::Profile {
+    use std::sync::Arc;
+
+    use crate::OpKind;
+    use crate::profile::{
+        Conditions, CounterSnapshot, DispatchRecord, DispatchTiming, Phase, Profile, ProfileLevel,
+        SubmissionRecord, TokenRecord,
+    };
+
+    let mut rng = SplitMix64::new(seed);
+    let label: Arc<str> = Arc::from("decode");
+    let per_token = CounterSnapshot {
+        dispatches: 6,
+        submissions: 1,
+        syncs: 1,
+        barriers: 5,
+        ..Default::default()
+    };
+    let mut profile = Profile {
+        schema: crate::profile::PROFILE_SCHEMA_VERSION,
+        tool: "synthetic".into(),
+        conditions: Conditions {
+            device: "cpu: synthetic".into(),
+            backend: "cpu".into(),
+            driver: None,
+            mode: "eager".into(),
+            profiling: ProfileLevel::Dispatch,
+            submission_timing: "host clock".into(),
+            dispatch_timing: DispatchTiming::Supported {
+                method: "host clock".into(),
+            },
+            model: Some("synthetic".into()),
+            peak_bandwidth_gbps: Some(100.0),
+        },
+        counters: CounterSnapshot::default(),
+        tokens: Vec::new(),
+        submissions: Vec::new(),
+        dispatches: Vec::new(),
+        warnings: Vec::new(),
+    };
+    let mut now = 1_000u64;
+    for token in 0..tokens {
+        let token_start = now;
+        let mut index = 0;
+        for layer in 0..2 {
+            for (kernel, kind, micros) in [
+                ("matvec_bf16", OpKind::MatVec, 100.0),
+                ("attention_f32", OpKind::Attention, 40.0),
+                ("rms_norm_f32", OpKind::RmsNorm, 5.0),
+            ] {
+                let jitter = 1.0 + rng.uniform(-0.02, 0.02) as f64;
+                let duration = (micros * 1e3 * slowdown * jitter) as u64;
+                profile.dispatches.push(DispatchRecord {
+                    label: label.clone(),
+                    submission: u64::from(token),
+                    index,
+                    kernel: Arc::from(kernel),
+                    op_kind: kind,
+                    scope: Arc::from(format!(
+                        "layer.{layer}.{}",
+                        if kind == OpKind::MatVec { "mlp" } else { "attn" }
+                    )),
+                    stream: 0,
+                    token: Some(token),
+                    start_ns: now,
+                    end_ns: now + duration,
+                    bytes: 1 << 20,
+                    flops: 1 << 19,
+                });
+                index += 1;
+                now += duration + 500;
+            }
+        }
+        profile.submissions.push(SubmissionRecord {
+            label: label.clone(),
+            submission: u64::from(token),
+            stream: 0,
+            token: Some(token),
+            start_ns: token_start,
+            end_ns: now,
+            dispatches: index,
+        });
+        now += 2_000;
+        profile.tokens.push(TokenRecord {
+            index: token,
+            phase: Phase::Decode,
+            start_ns: token_start,
+            end_ns: now,
+            counters: per_token,
+        });
+        profile.counters = profile.counters + per_token;
+    }
+    profile
+}

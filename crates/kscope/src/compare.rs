@@ -30,7 +30,9 @@ fn parse_threshold(text: &str) -> Result<f64, String> {
     let number = text.trim().trim_end_matches('%');
     match number.parse::<f64>() {
         Ok(percent) if percent.is_finite() && percent >= 0.0 => Ok(percent / 100.0),
-        _ => Err(format!("`{text}` is not a threshold: expected a non-negative percentage such as 5%")),
+        _ => Err(format!(
+            "`{text}` is not a threshold: expected a non-negative percentage such as 5%"
+        )),
     }
 }
 
@@ -41,7 +43,11 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     println!("base: {} ({})", args.base.display(), base.conditions.device);
     println!("new:  {} ({})", args.new.display(), new.conditions.device);
     print!("{}", comparison.render());
-    Ok(if comparison.regressed() { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if comparison.regressed() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 #[cfg(test)]

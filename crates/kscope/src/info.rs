@@ -21,7 +21,11 @@ pub struct InfoArgs {
 }
 
 pub fn run(args: InfoArgs) -> Result<ExitCode> {
-    let backends = if cfg!(feature = "cuda") { "cpu, cuda" } else { "cpu" };
+    let backends = if cfg!(feature = "cuda") {
+        "cpu, cuda"
+    } else {
+        "cpu"
+    };
     println!("kscope {}", env!("CARGO_PKG_VERSION"));
     println!("backends compiled in: {backends}");
     println!("devices:");
@@ -38,8 +42,14 @@ fn describe(device: &Device, args: &InfoArgs) -> Result<()> {
     let capabilities = device.capabilities();
     println!("  {}", device.name());
     println!("    backend: {}", device.backend());
-    println!("    per-submission timing: supported ({})", capabilities.submission_timing);
-    println!("    per-dispatch timing: {}", capabilities.dispatch_timing.describe());
+    println!(
+        "    per-submission timing: supported ({})",
+        capabilities.submission_timing
+    );
+    println!(
+        "    per-dispatch timing: {}",
+        capabilities.dispatch_timing.describe()
+    );
     if !args.no_bandwidth {
         let bytes = (args.bandwidth_mib as usize) << 20;
         let gbps = kernelscope::ops::copy::measure_bandwidth(device, bytes, 5)

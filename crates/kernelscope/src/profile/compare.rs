@@ -73,9 +73,7 @@ pub struct Comparison {
 impl Comparison {
     /// Whether any row regressed.
     pub fn regressed(&self) -> bool {
-        self.rows
-            .iter()
-            .any(|row| row.verdict == Verdict::Regressed)
+        self.rows.iter().any(|row| row.verdict == Verdict::Regressed)
     }
 
     /// A table of every row plus the notes and a one-line verdict.
@@ -165,9 +163,7 @@ pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Re
     let base_tokens = base.repetition_tokens();
     let new_tokens = new.repetition_tokens();
     if base.dispatches.is_empty() || new.dispatches.is_empty() {
-        notes.push(
-            "per-op and per-layer timings not compared: a profile has no dispatch times".into(),
-        );
+        notes.push("per-op and per-layer timings not compared: a profile has no dispatch times".into());
     } else {
         for (section, key) in [("op", KeyKind::Op), ("layer", KeyKind::Layer)] {
             let totals = |profile: &Profile, tokens: &[u32]| {
@@ -246,16 +242,12 @@ fn compare_timings(
     new: &[(String, Vec<f64>)],
     threshold: f64,
 ) -> Vec<ComparisonRow> {
-    let new_by_key: HashMap<&str, &Vec<f64>> = new
-        .iter()
-        .map(|(key, values)| (key.as_str(), values))
-        .collect();
+    let new_by_key: HashMap<&str, &Vec<f64>> =
+        new.iter().map(|(key, values)| (key.as_str(), values)).collect();
     let mut rows = Vec::new();
     for (key, base_values) in base {
         let base_spread = Spread::of(base_values);
-        let new_spread = new_by_key
-            .get(key.as_str())
-            .and_then(|values| Spread::of(values));
+        let new_spread = new_by_key.get(key.as_str()).and_then(|values| Spread::of(values));
         let row = match (base_spread, new_spread) {
             (Some(b), Some(n)) => {
                 let noise = 2.0 * (b.standard_error().powi(2) + n.standard_error().powi(2)).sqrt();
@@ -319,9 +311,7 @@ fn compare_counters(base: &Profile, new: &Profile, notes: &mut Vec<String>) -> V
         (!tokens.is_empty()).then(|| {
             let sum = tokens
                 .iter()
-                .fold(CounterSnapshot::default(), |sum, token| {
-                    sum + token.counters
-                });
+                .fold(CounterSnapshot::default(), |sum, token| sum + token.counters);
             (tokens.len() as u64, sum)
         })
     };

@@ -39,10 +39,7 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
         let Some(&dispatch_sum) = dispatch_sums.get(&submission.submission) else {
             continue;
         };
-        let index = match checks
-            .iter()
-            .position(|check| check.label == *submission.label)
-        {
+        let index = match checks.iter().position(|check| check.label == *submission.label) {
             Some(index) => index,
             None => {
                 checks.push(CrossCheck {

@@ -6,9 +6,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    CounterSnapshot, DispatchRecord, DispatchTiming, ProfileLevel, SubmissionRecord, TokenRecord,
-};
+use super::{CounterSnapshot, DispatchRecord, DispatchTiming, ProfileLevel, SubmissionRecord, TokenRecord};
 use crate::error::{Error, Result};
 
 /// The schema version written into every profile; readers refuse others.
@@ -102,8 +100,7 @@ impl Profile {
             path: path.to_path_buf(),
             problem,
         };
-        let text = std::fs::read_to_string(path)
-            .map_err(|error| problem(format!("cannot read: {error}")))?;
+        let text = std::fs::read_to_string(path).map_err(|error| problem(format!("cannot read: {error}")))?;
         Self::from_json(&text).map_err(problem)
     }
 

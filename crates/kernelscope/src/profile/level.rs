@@ -12,9 +12,7 @@ use crate::error::{Error, Result};
 pub const PROFILE_ENV_VAR: &str = "KSCOPE_PROFILE";
 
 /// How much the profiler records beyond the always-on counters.
-#[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProfileLevel {
     /// Counters only: a dispatch pays a few relaxed atomic increments.

@@ -139,13 +139,7 @@ fn render_tokens(profile: &Profile, out: &mut String) {
     if profile.tokens.is_empty() {
         return;
     }
-    let count = |phase| {
-        profile
-            .tokens
-            .iter()
-            .filter(|token| token.phase == phase)
-            .count()
-    };
+    let count = |phase| profile.tokens.iter().filter(|token| token.phase == phase).count();
     let decode: Vec<&TokenRecord> = profile
         .tokens
         .iter()
@@ -182,12 +176,7 @@ fn render_tokens(profile: &Profile, out: &mut String) {
     }
 }
 
-fn aggregate_rows(
-    rows: &[Aggregate],
-    total_ns: u64,
-    peak_gbps: Option<f64>,
-    header: &str,
-) -> Table {
+fn aggregate_rows(rows: &[Aggregate], total_ns: u64, peak_gbps: Option<f64>, header: &str) -> Table {
     let mut table = new_table(&[
         header,
         "calls",
@@ -266,11 +255,7 @@ fn render_dispatch_summary(profile: &Profile, out: &mut String) {
 
     let kernels = by_total(aggregate(records.iter().copied(), |r| r.kernel.to_string()));
     let _ = writeln!(out, "\nper kernel, over {over}:");
-    let _ = writeln!(
-        out,
-        "{}",
-        aggregate_rows(&kernels, total_ns, peak, "kernel")
-    );
+    let _ = writeln!(out, "{}", aggregate_rows(&kernels, total_ns, peak, "kernel"));
     if peak.is_none() {
         let _ = writeln!(out, "(peak bandwidth unknown: `kscope info` measures it)");
     }
@@ -311,9 +296,7 @@ fn render_counters(profile: &Profile, out: &mut String) {
         }
         let sum = tokens
             .iter()
-            .fold(CounterSnapshot::default(), |sum, token| {
-                sum + token.counters
-            });
+            .fold(CounterSnapshot::default(), |sum, token| sum + token.counters);
         Some((tokens.len(), sum))
     };
     let prefill = per_phase(Phase::Prefill);

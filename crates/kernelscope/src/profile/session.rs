@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use super::{
-    Conditions, CounterSnapshot, Counters, DispatchRecord, DispatchTiming, Phase, Profile,
-    ProfileLevel, SubmissionRecord, SubmissionStats, TokenRecord,
+    Conditions, CounterSnapshot, Counters, DispatchRecord, DispatchTiming, Phase, Profile, ProfileLevel,
+    SubmissionRecord, SubmissionStats, TokenRecord,
 };
 use crate::runtime::OpKind;
 
@@ -117,10 +117,7 @@ impl Profiler {
         if self.dispatch_timing.is_supported() {
             return true;
         }
-        if !self
-            .warned_dispatch_unsupported
-            .swap(true, Ordering::Relaxed)
-        {
+        if !self.warned_dispatch_unsupported.swap(true, Ordering::Relaxed) {
             let message = format!(
                 "kernelscope: per-dispatch timing is {}; only per-submission timing will be recorded",
                 self.dispatch_timing.describe()
@@ -147,11 +144,7 @@ impl Profiler {
     /// Records a timed submission and the timed dispatches it carried
     /// (`dispatches` may be empty when only submissions are timed). The
     /// records are tagged with the open token, if any.
-    pub fn record_submission(
-        &self,
-        mut submission: SubmissionRecord,
-        mut dispatches: Vec<DispatchRecord>,
-    ) {
+    pub fn record_submission(&self, mut submission: SubmissionRecord, mut dispatches: Vec<DispatchRecord>) {
         let mut tables = self.lock();
         let token = tables.open_token.as_ref().map(|open| open.index);
         submission.token = token;
@@ -262,10 +255,7 @@ impl Profiler {
 pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<SubmissionStats> {
     let mut by_label: Vec<(&str, Vec<u64>)> = Vec::new();
     for record in submissions {
-        match by_label
-            .iter_mut()
-            .find(|(label, _)| *label == &*record.label)
-        {
+        match by_label.iter_mut().find(|(label, _)| *label == &*record.label) {
             Some((_, durations)) => durations.push(record.duration_ns()),
             None => by_label.push((&record.label, vec![record.duration_ns()])),
         }
@@ -274,18 +264,12 @@ pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<Submissi
         .into_iter()
         .map(|(label, mut durations)| SubmissionStats::from_durations(label, &mut durations))
         .collect();
-    table.sort_by(|a, b| {
-        b.total_ns
-            .cmp(&a.total_ns)
-            .then_with(|| a.label.cmp(&b.label))
-    });
+    table.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.label.cmp(&b.label)));
     table
 }
 
 /// `dispatches` grouped by label in first-arrival order.
-pub(crate) fn dispatches_by_label(
-    dispatches: &[DispatchRecord],
-) -> Vec<(String, Vec<DispatchRecord>)> {
+pub(crate) fn dispatches_by_label(dispatches: &[DispatchRecord]) -> Vec<(String, Vec<DispatchRecord>)> {
     let mut groups: Vec<(String, Vec<DispatchRecord>)> = Vec::new();
     for record in dispatches {
         match groups

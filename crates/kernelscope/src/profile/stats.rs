@@ -70,11 +70,7 @@ impl Spread {
         } else {
             0.0
         };
-        Some(Spread {
-            count,
-            mean,
-            stddev,
-        })
+        Some(Spread { count, mean, stddev })
     }
 
     /// Standard error of the mean.

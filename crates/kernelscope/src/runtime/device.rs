@@ -93,10 +93,7 @@ impl Device {
         match spec_lower.as_str() {
             "auto" => match Self::cuda_with(0, options.clone()) {
                 Ok(device) => Ok((device, "auto: a CUDA GPU is present".to_string())),
-                Err(error) => Ok((
-                    Self::cpu_with(options),
-                    format!("auto: using the CPU ({error})"),
-                )),
+                Err(error) => Ok((Self::cpu_with(options), format!("auto: using the CPU ({error})"))),
             },
             "cpu" => Ok((Self::cpu_with(options), "cpu: as asked".to_string())),
             "cuda" => Ok((Self::cuda_with(0, options)?, "cuda:0: as asked".to_string())),
@@ -110,8 +107,7 @@ impl Device {
                     .parse::<usize>()
                     .map_err(|_| Error::InvalidDevice {
                         spec: spec.to_string(),
-                        problem: "the GPU number after `cuda:` must be a non-negative integer"
-                            .to_string(),
+                        problem: "the GPU number after `cuda:` must be a non-negative integer".to_string(),
                     })?;
                 Ok((
                     Self::cuda_with(ordinal, options)?,

@@ -159,11 +159,7 @@ impl CommandEncoder {
                 continue;
             }
             for &(other, other_buffer, _) in &buffers {
-                if other != written
-                    && buffer
-                        .address_range()
-                        .overlaps(&other_buffer.address_range())
-                {
+                if other != written && buffer.address_range().overlaps(&other_buffer.address_range()) {
                     return Err(Error::Aliasing {
                         kernel: dispatch.kernel().name().to_string(),
                         written,
@@ -202,10 +198,7 @@ impl CommandEncoder {
         };
         let recorded = Arc::new(RecordedDispatch { dispatch, meta });
         match &mut self.capture {
-            Some(nodes) => nodes.push(GraphNode::Dispatch {
-                recorded,
-                concurrent,
-            }),
+            Some(nodes) => nodes.push(GraphNode::Dispatch { recorded, concurrent }),
             None => {
                 let counters = self.device.profiler().counters();
                 Counters::add(&counters.dispatches, 1);
@@ -247,9 +240,7 @@ impl CommandEncoder {
     /// Uncommitted work must be committed first.
     pub fn begin_capture(&mut self) -> Result<()> {
         if self.capture.is_some() {
-            return Err(Error::EncoderState(
-                "begin_capture: already capturing".into(),
-            ));
+            return Err(Error::EncoderState("begin_capture: already capturing".into()));
         }
         if !self.queue.is_empty() {
             return Err(Error::EncoderState(
@@ -292,10 +283,7 @@ impl CommandEncoder {
         Counters::add(&counters.graph_launches, 1);
         for node in graph.nodes() {
             match node {
-                GraphNode::Dispatch {
-                    recorded,
-                    concurrent,
-                } => {
+                GraphNode::Dispatch { recorded, concurrent } => {
                     Counters::add(&counters.dispatches, 1);
                     if *concurrent {
                         Counters::add(&counters.concurrent, 1);

@@ -54,15 +54,7 @@ impl Graph {
     pub fn concurrent_count(&self) -> usize {
         self.nodes
             .iter()
-            .filter(|node| {
-                matches!(
-                    node,
-                    GraphNode::Dispatch {
-                        concurrent: true,
-                        ..
-                    }
-                )
-            })
+            .filter(|node| matches!(node, GraphNode::Dispatch { concurrent: true, .. }))
             .count()
     }
 }

@@ -68,9 +68,7 @@ impl fmt::Debug for KernelRegistry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut names: Vec<&String> = self.entries.keys().collect();
         names.sort();
-        f.debug_struct("KernelRegistry")
-            .field("kernels", &names)
-            .finish()
+        f.debug_struct("KernelRegistry").field("kernels", &names).finish()
     }
 }
 
@@ -96,10 +94,7 @@ impl KernelRegistry {
     /// define an `extern "C" __global__` function of that name. It is
     /// compiled by NVRTC for the device's architecture on first use.
     pub fn register_cuda_source(&mut self, name: &str, source: impl Into<Arc<str>>) {
-        self.entries
-            .entry(name.to_string())
-            .or_default()
-            .cuda_source = Some(source.into());
+        self.entries.entry(name.to_string()).or_default().cuda_source = Some(source.into());
     }
 
     /// Whether `name` is registered for any backend.
@@ -129,14 +124,10 @@ impl KernelRegistry {
             }
         })?;
         let implementation = match device {
-            Device::Cpu(_) => Implementation::Cpu(entry.cpu.clone().ok_or_else(|| {
-                Error::KernelMissing {
-                    name: name.to_string(),
-                    backend: "cpu",
-                    workaround:
-                        "register one with KernelRegistry::register_cpu, or run on --device cuda"
-                            .into(),
-                }
+            Device::Cpu(_) => Implementation::Cpu(entry.cpu.clone().ok_or_else(|| Error::KernelMissing {
+                name: name.to_string(),
+                backend: "cpu",
+                workaround: "register one with KernelRegistry::register_cpu, or run on --device cuda".into(),
             })?),
             Device::Cuda(cuda) => cuda.unreachable(),
         };
@@ -241,9 +232,7 @@ impl<'a> KernelArgs<'a> {
             // SAFETY: execution lock held by the queue; no other argument
             // overlaps a written one (checked at encode time); and this is the
             // only exclusive slice of it (the bit above).
-            Memory::Cpu(memory) => unsafe {
-                memory.view_mut::<T>(buffer.byte_offset(), buffer.len())
-            },
+            Memory::Cpu(memory) => unsafe { memory.view_mut::<T>(buffer.byte_offset(), buffer.len()) },
         }
     }
 
@@ -258,9 +247,7 @@ impl<'a> KernelArgs<'a> {
     fn scalar(&self, index: usize) -> Result<Param> {
         match self.args.get(index) {
             Some(Arg::Scalar(param)) => Ok(*param),
-            Some(Arg::Buffer { .. }) => {
-                Err(self.problem(index, "expected a scalar, found a buffer"))
-            }
+            Some(Arg::Buffer { .. }) => Err(self.problem(index, "expected a scalar, found a buffer")),
             None => Err(self.problem(
                 index,
                 format!("missing: the dispatch has {} arguments", self.args.len()),

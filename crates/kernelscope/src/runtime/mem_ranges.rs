@@ -23,10 +23,7 @@ impl MemRange {
 
     /// Whether the two ranges share at least one byte (empty ranges share none).
     pub fn overlaps(&self, other: &MemRange) -> bool {
-        self.start < other.end
-            && other.start < self.end
-            && self.start < self.end
-            && other.start < other.end
+        self.start < other.end && other.start < self.end && self.start < self.end && other.start < other.end
     }
 }
 

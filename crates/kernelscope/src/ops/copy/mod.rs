@@ -4,9 +4,7 @@
 mod cpu;
 
 use crate::error::{Error, Result};
-use crate::runtime::{
-    Buffer, CommandEncoder, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 /// The kernel's registered name.
 pub const KERNEL_NAME: &str = "copy_bytes";
@@ -31,12 +29,7 @@ impl Copy {
     }
 
     /// Encodes `destination = source`; both must have the same dtype and length.
-    pub fn encode(
-        &self,
-        encoder: &mut CommandEncoder,
-        source: &Buffer,
-        destination: &Buffer,
-    ) -> Result<()> {
+    pub fn encode(&self, encoder: &mut CommandEncoder, source: &Buffer, destination: &Buffer) -> Result<()> {
         if source.dtype() != destination.dtype() {
             return Err(Error::DTypeMismatch {
                 context: "copy destination".into(),

@@ -13,9 +13,7 @@ use super::encoder::Command;
 use super::kernel::KernelArgs;
 use super::{DType, Element};
 use crate::error::{Error, Result};
-use crate::profile::{
-    Counters, DispatchRecord, DispatchTiming, ProfileLevel, Profiler, SubmissionRecord,
-};
+use crate::profile::{Counters, DispatchRecord, DispatchTiming, ProfileLevel, Profiler, SubmissionRecord};
 
 /// How the CPU backend takes its times.
 pub(crate) const CPU_TIMING_METHOD: &str = "host clock";
@@ -82,21 +80,16 @@ impl CpuDevice {
 
     pub(crate) fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
         let elements: usize = shape.iter().product();
-        let byte_len =
-            elements
-                .checked_mul(dtype.size_in_bytes())
-                .ok_or_else(|| Error::OutOfBounds {
-                    context: format!("allocation of shape {shape:?}"),
-                    start: 0,
-                    end: usize::MAX,
-                    available: usize::MAX,
-                })?;
+        let byte_len = elements
+            .checked_mul(dtype.size_in_bytes())
+            .ok_or_else(|| Error::OutOfBounds {
+                context: format!("allocation of shape {shape:?}"),
+                start: 0,
+                end: usize::MAX,
+                available: usize::MAX,
+            })?;
         let memory = CpuMemory::zeroed(self.shared.clone(), byte_len);
-        Ok(Buffer::new(
-            Memory::Cpu(Arc::new(memory)),
-            dtype,
-            shape.to_vec(),
-        ))
+        Ok(Buffer::new(Memory::Cpu(Arc::new(memory)), dtype, shape.to_vec()))
     }
 
     /// Runs `commands` in order, timing them as the profiler asks.
@@ -110,22 +103,14 @@ impl CpuDevice {
         } else {
             0
         };
-        let start_ns = if time_submission {
-            profiler.now_ns()
-        } else {
-            0
-        };
+        let start_ns = if time_submission { profiler.now_ns() } else { 0 };
         let mut records = Vec::new();
         let mut index = 0u32;
         for command in commands {
             let Command::Dispatch(recorded) = command else {
                 continue;
             };
-            let dispatch_start = if time_dispatches {
-                profiler.now_ns()
-            } else {
-                0
-            };
+            let dispatch_start = if time_dispatches { profiler.now_ns() } else { 0 };
             let kernel = recorded.dispatch.kernel();
             let function = kernel.cpu_function().ok_or_else(|| Error::KernelMissing {
                 name: kernel.name().to_string(),
@@ -201,8 +186,7 @@ impl CpuMemory {
     fn zeroed(shared: Arc<CpuShared>, byte_len: usize) -> Self {
         let words = byte_len.div_ceil(8);
         let boxed: Box<[u64]> = vec![0u64; words].into_boxed_slice();
-        let pointer =
-            NonNull::new(Box::into_raw(boxed) as *mut u64).expect("Box pointers are never null");
+        let pointer = NonNull::new(Box::into_raw(boxed) as *mut u64).expect("Box pointers are never null");
         CpuMemory {
             shared,
             pointer,
@@ -245,11 +229,7 @@ impl CpuMemory {
     /// # Safety
     /// The caller holds the device's execution lock and no mutable view of
     /// these bytes exists for the returned lifetime.
-    pub(crate) unsafe fn view<T: Element>(
-        &self,
-        byte_offset: usize,
-        len: usize,
-    ) -> Result<&[T]> {
+    pub(crate) unsafe fn view<T: Element>(&self, byte_offset: usize, len: usize) -> Result<&[T]> {
         self.check_range::<T>(byte_offset, len)?;
         // SAFETY: in bounds and aligned (checked above; the base is 8-aligned);
         // exclusivity is the caller's contract.
@@ -267,19 +247,12 @@ impl CpuMemory {
     /// The caller holds the device's execution lock and no other view of
     /// these bytes exists for the returned lifetime.
     #[allow(clippy::mut_from_ref)]
-    pub(crate) unsafe fn view_mut<T: Element>(
-        &self,
-        byte_offset: usize,
-        len: usize,
-    ) -> Result<&mut [T]> {
+    pub(crate) unsafe fn view_mut<T: Element>(&self, byte_offset: usize, len: usize) -> Result<&mut [T]> {
         self.check_range::<T>(byte_offset, len)?;
         // SAFETY: in bounds and aligned (checked above); exclusivity is the
         // caller's contract.
         Ok(unsafe {
-            std::slice::from_raw_parts_mut(
-                (self.pointer.as_ptr() as *mut u8).add(byte_offset) as *mut T,
-                len,
-            )
+            std::slice::from_raw_parts_mut((self.pointer.as_ptr() as *mut u8).add(byte_offset) as *mut T, len)
         })
     }
 

@@ -1,0 +1,38 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use kernelscope::KernelRegistry;
+
+/// The seed test's `inc_one` kernel (`out[i] = in[i] + 1`) for every backend.
+pub fn inc_one_registry() -> KernelRegistry {
+    let mut registry = KernelRegistry::new();
+    registry.register_cpu("inc_one", |args| {
+        let input = args.input::<f32>(0)?;
+        let output = args.output::<f32>(1)?;
+        for (o, i) in output.iter_mut().zip(input) {
+            *o = i + 1.0;
+        }
+        Ok(())
+    });
+    registry.register_cuda_source(
+        "inc_one",
+        r#"extern "C" __global__ void inc_one(const float* in, float* out, unsigned int n) {
+            unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) out[i] = in[i] + 1.0f;
+        }"#,
+    );
+    registry.register_cpu("scale_in_place", |args| {
+        let data = args.output::<f32>(0)?;
+        let factor = args.f32(1)?;
+        data.iter_mut().for_each(|value| *value *= factor);
+        Ok(())
+    });
+    registry.register_cuda_source(
+        "scale_in_place",
+        r#"extern "C" __global__ void scale_in_place(float* data, float factor, unsigned int n) {
+            unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) data[i] *= factor;
+        }"#,
+    );
+    registry
+}

@@ -1,0 +1,256 @@
+//! Reports: the JSON profile round-trips and refuses other schemas, the
+//! Chrome trace is valid trace-event JSON with one complete event per
+//! dispatch, the human report has its sections, and compare finds a 20%
+//! slowdown, passes identical runs and refuses mismatched conditions.
+
+mod common;
+
+use kernelscope::profile::{Profile, ProfileLevel, Verdict, chrome_trace, compare, render_report};
+use kernelscope::testing::{random_f32, synthetic_profile};
+use kernelscope::{DType, Device, DeviceOptions, Dispatch, Error, OpKind};
+
+/// A real profile from the CPU backend: 3 tokens of 2 scoped dispatches.
+fn recorded_profile() -> Profile {
+    let device = Device::cpu_with(DeviceOptions::new().profile(ProfileLevel::Dispatch));
+    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let n = 4096;
+    let a = device.buffer_from_slice(&random_f32(40, n), &[n]).unwrap();
+    let b = device.alloc(DType::F32, &[n]).unwrap();
+    let mut encoder = device.command_encoder();
+    for _ in 0..3 {
+        device.profiler().begin_token(kernelscope::profile::Phase::Decode);
+        encoder.set_scope("layer.0.attn");
+        encoder
+            .dispatch(
+                Dispatch::new(&kernel)
+                    .read(&a)
+                    .write(&b)
+                    .cost(8 * n as u64, n as u64)
+                    .op_kind(OpKind::Rope),
+            )
+            .unwrap();
+        encoder.set_scope("lm_head");
+        encoder
+            .dispatch(
+                Dispatch::new(&kernel)
+                    .read(&b)
+                    .write(&a)
+                    .cost(8 * n as u64, n as u64)
+                    .op_kind(OpKind::MatVec),
+            )
+            .unwrap();
+        encoder.commit_and_wait_labeled("token").unwrap();
+        device.profiler().end_token();
+    }
+    device.profile(device.conditions("eager", Some("test".into()), Some(50.0)))
+}
+
+#[test]
+fn json_profile_round_trips() {
+    let profile = recorded_profile();
+    assert_eq!(profile.schema, 1);
+    assert_eq!(profile.dispatches.len(), 6);
+    let text = profile.to_json();
+    assert!(text.contains("\"schema\": 1"));
+    assert_eq!(Profile::from_json(&text).unwrap(), profile);
+
+    let path = std::env::temp_dir().join(format!("kernelscope-roundtrip-{}.json", std::process::id()));
+    profile.save(&path).unwrap();
+    assert_eq!(Profile::load(&path).unwrap(), profile);
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn bad_profiles_are_refused_with_the_reason() {
+    let wrong_schema = recorded_profile()
+        .to_json()
+        .replacen("\"schema\": 1", "\"schema\": 2", 1);
+    assert!(
+        Profile::from_json(&wrong_schema)
+            .unwrap_err()
+            .contains("schema 2 is not supported")
+    );
+    assert!(
+        Profile::from_json("{\"a\": 1}")
+            .unwrap_err()
+            .contains("no \"schema\" field")
+    );
+    assert!(
+        Profile::from_json("not json")
+            .unwrap_err()
+            .starts_with("not JSON")
+    );
+    assert!(
+        Profile::from_json("{\"schema\": 1}")
+            .unwrap_err()
+            .starts_with("malformed profile")
+    );
+    let missing = std::path::Path::new("/nonexistent/profile.json");
+    let error = Profile::load(missing).unwrap_err();
+    assert!(matches!(error, Error::ProfileFile { .. }));
+    assert!(
+        error
+            .to_string()
+            .starts_with("/nonexistent/profile.json: cannot read"),
+        "{error}"
+    );
+}
+
+#[test]
+fn chrome_trace_has_one_complete_event_per_dispatch() {
+    let profile = recorded_profile();
+    let text = serde_json::to_string(&chrome_trace(&profile)).unwrap();
+    let trace: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = trace["traceEvents"].as_array().expect("traceEvents array");
+    let of_category = |category: &str| -> Vec<&serde_json::Value> {
+        events.iter().filter(|e| e["cat"] == category).collect()
+    };
+    let dispatches = of_category("dispatch");
+    assert_eq!(dispatches.len(), profile.dispatches.len());
+    for (event, record) in dispatches.iter().zip(&profile.dispatches) {
+        assert_eq!(event["ph"], "X");
+        assert_eq!(event["name"], &*record.kernel);
+        assert_eq!(event["args"]["op_kind"], record.op_kind.name());
+        let ts = event["ts"].as_f64().unwrap();
+        let dur = event["dur"].as_f64().unwrap();
+        assert!((ts - record.start_ns as f64 / 1e3).abs() < 1e-6, "µs timestamps");
+        assert!(dur >= 0.0);
+        assert!(event["pid"].is_number() && event["tid"].is_number());
+    }
+    // Labels are slices that contain their dispatches on the same track.
+    let submissions = of_category("submission");
+    assert_eq!(submissions.len(), 3);
+    for submission in &submissions {
+        assert_eq!(submission["name"], "token");
+        let (start, end) = (
+            submission["ts"].as_f64().unwrap(),
+            submission["ts"].as_f64().unwrap() + submission["dur"].as_f64().unwrap(),
+        );
+        let inside = dispatches
+            .iter()
+            .filter(|d| {
+                d["tid"] == submission["tid"]
+                    && d["ts"].as_f64().unwrap() >= start
+                    && d["ts"].as_f64().unwrap() + d["dur"].as_f64().unwrap() <= end + 1e-3
+            })
+            .count();
+        assert_eq!(inside, 2, "each submission encloses its two dispatches");
+    }
+    assert_eq!(of_category("token").len(), 3);
+    let names: Vec<&str> = events
+        .iter()
+        .filter(|e| e["ph"] == "M")
+        .filter_map(|e| e["args"]["name"].as_str())
+        .collect();
+    assert!(names.iter().any(|n| n.contains("stream 0")), "{names:?}");
+}
+
+#[test]
+fn human_report_has_its_sections() {
+    let report = render_report(&recorded_profile());
+    for needle in [
+        "tokens: 0 prefill, 3 decode",
+        "first: token 0",
+        "last: token 2",
+        "per op, over 3 tokens",
+        "| Rope",
+        "| MatVec",
+        "per layer",
+        "| layer.0",
+        "| lm_head",
+        "% peak BW",
+        "submissions by label",
+        "| token",
+        "counters:",
+        "| dispatches",
+        "per decode token",
+        "cross-check token: dispatch sum",
+    ] {
+        assert!(report.contains(needle), "missing `{needle}` in:\n{report}");
+    }
+}
+
+#[test]
+fn cross_check_flags_drift_beyond_ten_percent() {
+    let mut profile = synthetic_profile(4, 1.0, 1);
+    let checks = kernelscope::profile::cross_check(&profile);
+    assert_eq!(checks.len(), 1);
+    assert!(!checks[0].flagged, "{checks:?}");
+    // Stretch one submission: its dispatches now cover far less than it.
+    profile.submissions[0].end_ns += 10 * (profile.submissions[0].end_ns - profile.submissions[0].start_ns);
+    let checks = kernelscope::profile::cross_check(&profile);
+    assert!(checks[0].flagged && checks[0].drift > 0.1, "{checks:?}");
+    assert!(render_report(&profile).contains("FLAGGED"));
+}
+
+#[test]
+fn compare_finds_a_twenty_percent_slowdown() {
+    let base = synthetic_profile(8, 1.0, 1);
+    let slow = synthetic_profile(8, 1.2, 2);
+    let comparison = compare(&base, &slow, 0.05, false).unwrap();
+    assert!(comparison.regressed(), "{}", comparison.render());
+    let regressed: Vec<(&str, &str)> = comparison
+        .rows
+        .iter()
+        .filter(|row| row.verdict == Verdict::Regressed)
+        .map(|row| (row.section, row.key.as_str()))
+        .collect();
+    for expected in [
+        ("op", "MatVec"),
+        ("op", "Attention"),
+        ("layer", "layer.0"),
+        ("submission", "decode"),
+    ] {
+        assert!(regressed.contains(&expected), "{expected:?} not in {regressed:?}");
+    }
+    assert!(comparison.render().contains("REGRESSION"));
+    // Faster is an improvement, not a regression.
+    let comparison = compare(&slow, &base, 0.05, false).unwrap();
+    assert!(!comparison.regressed());
+    assert!(comparison.rows.iter().any(|row| row.verdict == Verdict::Improved));
+}
+
+#[test]
+fn compare_passes_identical_and_noisy_runs() {
+    let base = synthetic_profile(8, 1.0, 1);
+    assert!(!compare(&base, &base, 0.05, false).unwrap().regressed());
+    // Same workload, other jitter, 1% slower: under the threshold.
+    assert!(
+        !compare(&base, &synthetic_profile(8, 1.01, 3), 0.05, false)
+            .unwrap()
+            .regressed()
+    );
+}
+
+#[test]
+fn compare_flags_counter_increases_exactly() {
+    let base = synthetic_profile(4, 1.0, 1);
+    let mut more_syncs = base.clone();
+    more_syncs.tokens[3].counters.syncs += 1;
+    let comparison = compare(&base, &more_syncs, 0.05, false).unwrap();
+    let row = comparison.rows.iter().find(|row| row.key == "syncs").unwrap();
+    assert_eq!(row.verdict, Verdict::Regressed);
+    assert_eq!((row.base, row.new), (Some(1.0), Some(1.25)));
+}
+
+#[test]
+fn compare_refuses_mismatched_conditions_unless_forced() {
+    let base = synthetic_profile(4, 1.0, 1);
+    let mut other = base.clone();
+    other.conditions.mode = "graph".into();
+    other.conditions.device = "cuda:0 NVIDIA H200".into();
+    let error = compare(&base, &other, 0.05, false).unwrap_err();
+    let message = error.to_string();
+    assert!(matches!(error, Error::ConditionsDiffer { .. }));
+    assert!(
+        message.contains("mode: eager vs graph") && message.contains("--force"),
+        "{message}"
+    );
+    let forced = compare(&base, &other, 0.05, true).unwrap();
+    assert!(
+        forced
+            .notes
+            .iter()
+            .any(|note| note.contains("different conditions"))
+    );
+}

@@ -1,0 +1,287 @@
+//! The seed's end-to-end tests of per-dispatch profiling (mlx-native
+//! `tests/dispatch_profile.rs`), ported to kernelscope and run on every
+//! backend: two dispatches in one labeled submission, grouping by label,
+//! op kind propagation, the cross-check against the submission total, and a
+//! capability diagnostic. Unlike the seed, the profiling level is an option
+//! of the device, so these tests need no environment variables.
+
+mod common;
+
+use kernelscope::profile::{DispatchTiming, ProfileLevel};
+use kernelscope::runtime::LaunchGrid;
+use kernelscope::testing::{Backend, random_f32};
+use kernelscope::{DType, Device, DeviceOptions, Dispatch, Kernel, OpKind};
+
+fn dispatch_profiled_device(backend: Backend) -> Option<Device> {
+    backend.device(DeviceOptions::new().profile(ProfileLevel::Dispatch))
+}
+
+fn inc_one_dispatch(kernel: &Kernel, input: &kernelscope::Buffer, output: &kernelscope::Buffer) -> Dispatch {
+    let n = input.len();
+    Dispatch::new(kernel)
+        .read(input)
+        .write(output)
+        .param(n as u32)
+        .grid(LaunchGrid::linear(n, 32))
+        .cost(8 * n as u64, n as u64)
+}
+
+fn two_dispatches_in_one_labeled_submission(backend: Backend) {
+    let Some(device) = dispatch_profiled_device(backend) else {
+        return;
+    };
+    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let n = 256;
+    let data = random_f32(1, n);
+    let input = device.buffer_from_slice(&data, &[n]).unwrap();
+    let output = device.alloc(DType::F32, &[n]).unwrap();
+
+    let mut encoder = device.command_encoder();
+    encoder
+        .dispatch(inc_one_dispatch(&kernel, &input, &output))
+        .unwrap();
+    encoder.memory_barrier();
+    encoder
+        .dispatch(inc_one_dispatch(&kernel, &input, &output))
+        .unwrap();
+    encoder.commit_and_wait_labeled("test.profile.cb").unwrap();
+
+    let expected: Vec<f32> = data.iter().map(|x| x + 1.0).collect();
+    assert_eq!(output.to_vec::<f32>().unwrap(), expected);
+
+    let groups = device.profiler().dispatches_by_label();
+    let (label, entries) = groups
+        .iter()
+        .find(|(label, _)| label == "test.profile.cb")
+        .expect("label present");
+    assert_eq!(label, "test.profile.cb");
+    assert_eq!(entries.len(), 2, "exactly 2 dispatches encoded; got {entries:?}");
+    for (i, entry) in entries.iter().enumerate() {
+        assert_eq!(
+            entry.index as usize, i,
+            "index must follow insertion order: {entry:?}"
+        );
+        assert!(entry.end_ns >= entry.start_ns, "end must follow start: {entry:?}");
+        assert_eq!(
+            entry.op_kind,
+            OpKind::Other,
+            "default op kind is Other: {entry:?}"
+        );
+        assert_eq!(&*entry.kernel, "inc_one");
+    }
+    assert!(
+        entries[1].start_ns >= entries[0].end_ns,
+        "dispatches after a barrier run in order"
+    );
+
+    // Cross-check: the submission contains its dispatches, so its total is at
+    // least their sum, within a stated slop of 1 ms for clock granularity.
+    let table = device.profiler().submission_table();
+    let row = table
+        .iter()
+        .find(|row| row.label == "test.profile.cb")
+        .expect("submission row");
+    assert_eq!(row.count, 1);
+    let dispatch_sum: u64 = entries.iter().map(|e| e.duration_ns()).sum();
+    assert!(
+        row.total_ns + 1_000_000 >= dispatch_sum,
+        "submission total {} ns must be >= dispatch sum {dispatch_sum} ns within 1 ms",
+        row.total_ns
+    );
+    device.profiler().reset();
+    assert!(device.profiler().dispatches_by_label().is_empty());
+    assert!(device.profiler().submission_table().is_empty());
+}
+
+fn dispatches_are_grouped_by_label(backend: Backend) {
+    let Some(device) = dispatch_profiled_device(backend) else {
+        return;
+    };
+    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let n = 64;
+    let input = device.buffer_from_slice(&random_f32(2, n), &[n]).unwrap();
+    let output = device.alloc(DType::F32, &[n]).unwrap();
+    for label in ["test.cb.alpha", "test.cb.beta", "test.cb.alpha"] {
+        let mut encoder = device.command_encoder();
+        encoder
+            .dispatch(inc_one_dispatch(&kernel, &input, &output))
+            .unwrap();
+        encoder.commit_and_wait_labeled(label).unwrap();
+    }
+    let groups = device.profiler().dispatches_by_label();
+    let labels: Vec<&str> = groups.iter().map(|(label, _)| label.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["test.cb.alpha", "test.cb.beta"],
+        "labels in first-arrival order"
+    );
+    assert_eq!(groups[0].1.len(), 2, "alpha was committed twice");
+    assert_eq!(groups[1].1.len(), 1, "beta once");
+    assert!(
+        groups
+            .iter()
+            .all(|(_, entries)| entries.iter().all(|e| e.index == 0))
+    );
+    assert!(
+        groups[0].1[0].submission < groups[0].1[1].submission,
+        "insertion order within a label"
+    );
+    let table = device.profiler().submission_table();
+    assert_eq!(table.len(), 2);
+    assert_eq!(
+        table
+            .iter()
+            .find(|row| row.label == "test.cb.alpha")
+            .unwrap()
+            .count,
+        2
+    );
+}
+
+fn op_kind_propagates_into_dispatch_entry(backend: Backend) {
+    let Some(device) = dispatch_profiled_device(backend) else {
+        return;
+    };
+    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let n = 64;
+    let input = device.buffer_from_slice(&random_f32(3, n), &[n]).unwrap();
+    let output = device.alloc(DType::F32, &[n]).unwrap();
+    let other = device.alloc(DType::F32, &[n]).unwrap();
+    let mut encoder = device.command_encoder();
+    encoder.set_scope("layer.0.attn");
+    encoder.set_op_kind(OpKind::Attention);
+    encoder
+        .dispatch(inc_one_dispatch(&kernel, &input, &output))
+        .unwrap();
+    // The pending kind is consumed by one dispatch; the next is Other again.
+    encoder
+        .dispatch(inc_one_dispatch(&kernel, &input, &other))
+        .unwrap();
+    // An explicit kind on the dispatch wins.
+    encoder
+        .dispatch(inc_one_dispatch(&kernel, &output, &other).op_kind(OpKind::Softmax))
+        .unwrap();
+    encoder.commit_and_wait_labeled("test.opkind.cb").unwrap();
+    let groups = device.profiler().dispatches_by_label();
+    let entries = &groups[0].1;
+    let kinds: Vec<OpKind> = entries.iter().map(|e| e.op_kind).collect();
+    assert_eq!(kinds, [OpKind::Attention, OpKind::Other, OpKind::Softmax]);
+    assert_eq!(entries[0].op_kind.name(), "Attention");
+    assert!(entries.iter().all(|e| &*e.scope == "layer.0.attn"));
+    assert!(
+        entries
+            .iter()
+            .all(|e| e.bytes == 8 * n as u64 && e.flops == n as u64)
+    );
+}
+
+fn capability_diagnostic(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new()) else {
+        return;
+    };
+    let capabilities = device.capabilities();
+    eprintln!(
+        "[kernelscope diag] device={} backend={} submission timing={} dispatch timing={}",
+        device.name(),
+        device.backend(),
+        capabilities.submission_timing,
+        capabilities.dispatch_timing.describe()
+    );
+    assert!(!capabilities.submission_timing.is_empty());
+    assert!(
+        capabilities.dispatch_timing.is_supported(),
+        "every backend of ours times dispatches by default: {:?}",
+        capabilities.dispatch_timing
+    );
+}
+
+/// The seed's degrade path: where dispatches cannot be timed, the dispatch
+/// table stays empty (never zeros), one warning is raised, and the
+/// per-submission table still fills.
+fn unsupported_dispatch_timing_degrades_to_submissions(backend: Backend) {
+    let options = DeviceOptions::new()
+        .profile(ProfileLevel::Dispatch)
+        .without_dispatch_timing("simulated: no dispatch-boundary timestamps");
+    let Some(device) = backend.device(options) else {
+        return;
+    };
+    assert!(matches!(
+        device.capabilities().dispatch_timing,
+        DispatchTiming::Unsupported { .. }
+    ));
+    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let n = 64;
+    let input = device.buffer_from_slice(&random_f32(4, n), &[n]).unwrap();
+    let output = device.alloc(DType::F32, &[n]).unwrap();
+    let mut encoder = device.command_encoder();
+    for _ in 0..3 {
+        encoder
+            .dispatch(inc_one_dispatch(&kernel, &input, &output))
+            .unwrap();
+        encoder.commit_and_wait_labeled("degraded").unwrap();
+    }
+    assert!(
+        device.profiler().dispatches_by_label().is_empty(),
+        "no dispatch entries, not zeros"
+    );
+    assert_eq!(device.profiler().submission_table()[0].count, 3);
+    let warnings = device.profiler().warnings();
+    assert_eq!(warnings.len(), 1, "warned once: {warnings:?}");
+    assert!(warnings[0].contains("unsupported"));
+    let profile = device.profile(device.conditions("eager", None, None));
+    let report = kernelscope::profile::render_report(&profile);
+    assert!(report.contains("per-dispatch timing: unsupported"), "{report}");
+    assert!(
+        report.contains("degraded"),
+        "submission rows still reported: {report}"
+    );
+}
+
+fn graph_replay_is_profiled_per_dispatch(backend: Backend) {
+    let Some(device) = dispatch_profiled_device(backend) else {
+        return;
+    };
+    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let n = 128;
+    let input = device.buffer_from_slice(&random_f32(5, n), &[n]).unwrap();
+    let middle = device.alloc(DType::F32, &[n]).unwrap();
+    let output = device.alloc(DType::F32, &[n]).unwrap();
+    let mut encoder = device.command_encoder();
+    encoder.begin_capture().unwrap();
+    encoder.set_op_kind(OpKind::ElemAdd);
+    encoder
+        .dispatch(inc_one_dispatch(&kernel, &input, &middle))
+        .unwrap();
+    encoder
+        .dispatch(inc_one_dispatch(&kernel, &middle, &output))
+        .unwrap();
+    let graph = encoder.end_capture().unwrap();
+    assert!(
+        device.profiler().dispatches_by_label().is_empty(),
+        "capture runs nothing"
+    );
+    for _ in 0..2 {
+        encoder.replay(&graph).unwrap();
+        encoder.commit_and_wait_labeled("test.graph").unwrap();
+    }
+    let groups = device.profiler().dispatches_by_label();
+    let entries = &groups[0].1;
+    assert_eq!(entries.len(), 4, "two replays of two dispatches");
+    let indices: Vec<u32> = entries.iter().map(|e| e.index).collect();
+    assert_eq!(indices, [0, 1, 0, 1]);
+    assert_eq!(entries[0].op_kind, OpKind::ElemAdd);
+    assert_eq!(entries[1].op_kind, OpKind::Other);
+    let checks = kernelscope::profile::cross_check(&device.profile(device.conditions("graph", None, None)));
+    assert_eq!(checks.len(), 1);
+    assert_eq!(checks[0].submissions, 2);
+    assert!(checks[0].submission_ns + 1_000_000 >= checks[0].dispatch_sum_ns);
+}
+
+kernelscope::device_tests!(
+    two_dispatches_in_one_labeled_submission,
+    dispatches_are_grouped_by_label,
+    op_kind_propagates_into_dispatch_entry,
+    capability_diagnostic,
+    unsupported_dispatch_timing_degrades_to_submissions,
+    graph_replay_is_profiled_per_dispatch,
+);

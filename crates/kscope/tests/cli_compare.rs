@@ -1,0 +1,155 @@
+//! `kscope compare` end to end: exit 1 on a constructed 20% slowdown, 0 on
+//! identical inputs, 2 on mismatched conditions and on bad files, each with
+//! a one-line message naming the file and the problem.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kernelscope::testing::synthetic_profile;
+
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("kscope-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn kscope(args: &[&Path]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_kscope"))
+        .arg("compare")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().expect("exited normally"),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn slowdown_exits_one_and_identical_exits_zero() {
+    let scratch = Scratch::new("verdicts");
+    let base = scratch.file("base.json", &synthetic_profile(8, 1.0, 1).to_json());
+    let slow = scratch.file("slow.json", &synthetic_profile(8, 1.2, 2).to_json());
+    let (code, stdout, _) = kscope(&[&base, &slow]);
+    assert_eq!(code, 1, "{stdout}");
+    assert!(
+        stdout.contains("REGRESSED") && stdout.contains("MatVec"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = kscope(&[&base, &base]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("no regression"));
+}
+
+#[test]
+fn threshold_flag_changes_the_verdict() {
+    let scratch = Scratch::new("threshold");
+    let base = scratch.file("base.json", &synthetic_profile(8, 1.0, 1).to_json());
+    let slow = scratch.file("slow.json", &synthetic_profile(8, 1.2, 2).to_json());
+    let output = Command::new(env!("CARGO_BIN_EXE_kscope"))
+        .args(["compare", "--threshold", "50%"])
+        .args([&base, &slow])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "20% is under a 50% threshold");
+}
+
+#[test]
+fn mismatched_conditions_exit_two_unless_forced() {
+    let scratch = Scratch::new("conditions");
+    let base_profile = synthetic_profile(4, 1.0, 1);
+    let mut other = base_profile.clone();
+    other.conditions.backend = "cuda".into();
+    let base = scratch.file("base.json", &base_profile.to_json());
+    let gpu = scratch.file("gpu.json", &other.to_json());
+    let (code, _, stderr) = kscope(&[&base, &gpu]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.starts_with("error: profiles were taken under different conditions"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("backend: cpu vs cuda") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    let output = Command::new(env!("CARGO_BIN_EXE_kscope"))
+        .args(["compare", "--force"])
+        .args([&base, &gpu])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+}
+
+#[test]
+fn bad_files_exit_two_naming_file_and_problem() {
+    let scratch = Scratch::new("bad");
+    let good = scratch.file("good.json", &synthetic_profile(2, 1.0, 1).to_json());
+    let not_json = scratch.file("notes.txt", "hello");
+    let no_schema = scratch.file("other.json", "{\"traceEvents\": []}");
+    let future = scratch.file(
+        "future.json",
+        &synthetic_profile(2, 1.0, 1)
+            .to_json()
+            .replacen("\"schema\": 1", "\"schema\": 7", 1),
+    );
+    let missing = scratch.0.join("missing.json");
+    let cases: [(&Path, &str); 4] = [
+        (&not_json, "not JSON"),
+        (&no_schema, "not a kernelscope profile"),
+        (&future, "schema 7 is not supported"),
+        (&missing, "cannot read"),
+    ];
+    for (bad, problem) in cases {
+        let (code, _, stderr) = kscope(&[&good, bad]);
+        assert_eq!(code, 2, "{bad:?}: {stderr}");
+        assert!(
+            stderr.contains(&*bad.to_string_lossy()),
+            "names the file: {stderr}"
+        );
+        assert!(stderr.contains(problem), "{problem}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_kscope"))
+        .args(["compare", "--threshold", "lots"])
+        .args([&good, &good])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn info_lists_backends_and_timing_capabilities() {
+    let output = Command::new(env!("CARGO_BIN_EXE_kscope"))
+        .args(["info", "--bandwidth-mib", "8"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    for needle in [
+        "backends compiled in: cpu",
+        "per-submission timing: supported (host clock)",
+        "per-dispatch timing: host clock",
+        "memory bandwidth:",
+        "cuda:",
+    ] {
+        assert!(stdout.contains(needle), "missing `{needle}`:\n{stdout}");
+    }
+}
