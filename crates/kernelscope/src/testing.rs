@@ -31,8 +31,13 @@ impl Backend {
                     if std::env::var(REQUIRE_GPU_ENV_VAR).is_ok_and(|value| value == "1") {
                         panic!("{REQUIRE_GPU_ENV_VAR}=1 but no CUDA device: {error}");
                     }
-                    eprintln!(
-                        "SKIPPED (no CUDA device; set {REQUIRE_GPU_ENV_VAR}=1 to fail instead): {error}"
+                    // Written straight to stderr so the test harness's output
+                    // capture cannot hide the skip.
+                    use std::io::Write;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "SKIPPED {} (no CUDA device; set {REQUIRE_GPU_ENV_VAR}=1 to fail instead): {error}",
+                        std::thread::current().name().unwrap_or("test")
                     );
                     None
                 }
@@ -44,9 +49,19 @@ impl Backend {
 /// Expands `name(backend: Backend)` test bodies into a module per test with
 /// `cpu` and `cuda` test functions.
 ///
-/// ```ignore
-/// fn doubles(backend: Backend) { let Some(device) = backend.device(DeviceOptions::new()) else { return }; ... }
-/// kernelscope::device_tests!(doubles);   // tests `doubles::cpu` and `doubles::cuda`
+/// ```
+/// use kernelscope::testing::Backend;
+/// use kernelscope::{DType, DeviceOptions};
+///
+/// fn allocates_zeros(backend: Backend) {
+///     let Some(device) = backend.device(DeviceOptions::new()) else { return };
+///     let buffer = device.alloc(DType::F32, &[3]).unwrap();
+///     assert_eq!(buffer.to_vec::<f32>().unwrap(), vec![0.0; 3]);
+/// }
+///
+/// // Tests `allocates_zeros::cpu` and `allocates_zeros::cuda`.
+/// kernelscope::device_tests!(allocates_zeros);
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! device_tests {
