@@ -107,6 +107,13 @@ pub enum Error {
         available: usize,
     },
 
+    /// Something tried to write read-only memory.
+    #[error("{context}: the memory is read-only")]
+    ReadOnly {
+        /// What was being written.
+        context: String,
+    },
+
     /// A buffer was used with a device it does not belong to.
     #[error("{context}: buffer belongs to device {buffer_device}, not to {device}")]
     DeviceMismatch {

@@ -2,8 +2,12 @@
 //! module; this file parses arguments and maps errors to exit codes
 //! (0 success, 1 regression found by `compare`, 2 bad input or failure).
 
+mod bench;
 mod compare;
+mod gen_model;
 mod info;
+mod model_args;
+mod run;
 
 use std::process::ExitCode;
 
@@ -19,8 +23,14 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Generate tokens with a model; --profile shows where every microsecond went.
+    Run(run::RunArgs),
+    /// Prompt-processing and generation tokens/s (mean ± stddev) against the bandwidth roofline.
+    Bench(bench::BenchArgs),
     /// Compare two JSON profiles; exit 1 on a regression.
     Compare(compare::CompareArgs),
+    /// Write a synthetic Hugging Face checkpoint with seeded weights for a preset shape.
+    GenModel(gen_model::GenModelArgs),
     /// Backends compiled in, devices found, their timing capabilities and bandwidth.
     Info(info::InfoArgs),
 }
@@ -28,7 +38,10 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::GenModel(args) => gen_model::run(args),
         Command::Info(args) => info::run(args),
     };
     match outcome {

@@ -122,14 +122,14 @@ fn render_token(profile: &Profile, token: &TokenRecord, title: &str, out: &mut S
                 } else {
                     String::new()
                 };
-                format!("{}{times} {} ms", op.key, ms(op.total_ns))
+                format!("{}{times} {} µs", op.key, us(op.total_ns as f64))
             })
             .collect();
         let _ = writeln!(
             out,
-            "  {:<16} {:>9} ms  ({})",
+            "  {:<16} {:>9} µs  ({})",
             layer.key,
-            ms(layer.total_ns),
+            us(layer.total_ns as f64),
             parts.join(", ")
         );
     }

@@ -192,6 +192,22 @@ impl Buffer {
         }
     }
 
+    /// Copies raw little-endian bytes from the host into the view (exactly
+    /// [`byte_len`](Self::byte_len) of them). Counts one host-device copy.
+    pub fn write_bytes(&self, data: &[u8]) -> Result<()> {
+        if data.len() != self.byte_len() {
+            return Err(Error::ShapeMismatch {
+                context: format!("Buffer::write_bytes into {} {:?}", self.dtype, self.shape),
+                expected: vec![self.byte_len()],
+                found: vec![data.len()],
+            });
+        }
+        Counters::add(&self.counters().host_device_copies, 1);
+        match &self.memory {
+            Memory::Cpu(memory) => memory.write_bytes(self.byte_offset, data),
+        }
+    }
+
     /// Copies `data` from the host into the view; `data` must have exactly
     /// as many elements. Counts one host-device copy.
     pub fn write_from<T: Element>(&self, data: &[T]) -> Result<()> {

@@ -191,6 +191,22 @@ impl Device {
         Ok(buffer)
     }
 
+    /// A buffer holding the `dtype` elements of `shape` found at
+    /// `byte_offset` in a memory-mapped file. The CPU reads them in place
+    /// (no copy; the buffer is read-only); a GPU copies them to its memory.
+    pub fn buffer_from_mapped(
+        &self,
+        map: std::sync::Arc<memmap2::Mmap>,
+        byte_offset: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Buffer> {
+        match self {
+            Device::Cpu(cpu) => cpu.map(map, byte_offset, dtype, shape),
+            Device::Cuda(cuda) => cuda.unreachable(),
+        }
+    }
+
     /// A new command encoder on this device's queue.
     pub fn command_encoder(&self) -> CommandEncoder {
         CommandEncoder::new(self.clone())

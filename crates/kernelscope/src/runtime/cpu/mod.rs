@@ -92,6 +92,29 @@ impl CpuDevice {
         Ok(Buffer::new(Memory::Cpu(Arc::new(memory)), dtype, shape.to_vec()))
     }
 
+    /// A buffer over `byte_len` bytes of `map` at `byte_offset`, without
+    /// copying (read-only).
+    pub(crate) fn map(
+        &self,
+        map: Arc<memmap2::Mmap>,
+        byte_offset: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Buffer> {
+        let byte_len = shape.iter().product::<usize>() * dtype.size_in_bytes();
+        let end = byte_offset.saturating_add(byte_len);
+        if end > map.len() {
+            return Err(Error::OutOfBounds {
+                context: "buffer over a mapped file".into(),
+                start: byte_offset,
+                end,
+                available: map.len(),
+            });
+        }
+        let memory = CpuMemory::mapped(self.shared.clone(), map, byte_offset, byte_len);
+        Ok(Buffer::new(Memory::Cpu(Arc::new(memory)), dtype, shape.to_vec()))
+    }
+
     /// Runs `commands` in order, timing them as the profiler asks.
     pub(crate) fn execute(&self, commands: &[Command], label: &Arc<str>) -> Result<()> {
         let profiler = &self.shared.profiler;
@@ -153,32 +176,52 @@ impl CpuDevice {
     }
 }
 
-/// Host memory of one CPU allocation, 8-byte aligned so any dtype view of
-/// it is aligned.
-pub(crate) struct CpuMemory {
-    shared: Arc<CpuShared>,
-    pointer: NonNull<u64>,
-    words: usize,
-    byte_len: usize,
+/// What owns the bytes of a CPU allocation.
+enum Backing {
+    /// A heap allocation of `words` u64s (8-byte aligned, so any dtype view is aligned).
+    Owned { words: usize },
+    /// Part of a read-only memory-mapped file (weights), shared, never copied.
+    Mapped(#[allow(dead_code)] Arc<memmap2::Mmap>),
 }
 
-// SAFETY: the memory is a plain heap allocation owned by this struct; every
-// access to its bytes happens under the owning device's execution lock
-// (kernels via `execute`, the host via `read`/`write`), which serialises them.
+/// Host memory of one CPU allocation.
+pub(crate) struct CpuMemory {
+    shared: Arc<CpuShared>,
+    pointer: NonNull<u8>,
+    byte_len: usize,
+    backing: Backing,
+}
+
+// SAFETY: the bytes are a heap allocation owned by this struct or a mapping
+// it keeps alive; every access happens under the owning device's execution
+// lock (kernels via `execute`, the host via `read`/`write`), which
+// serialises them, and mapped bytes are never written.
 unsafe impl Send for CpuMemory {}
 // SAFETY: as above: shared references only hand out access under the lock.
 unsafe impl Sync for CpuMemory {}
 
 impl Drop for CpuMemory {
     fn drop(&mut self) {
-        // SAFETY: `pointer` and `words` come from `Box::<[u64]>::into_raw` in
-        // `zeroed` and are dropped exactly once, here.
-        unsafe {
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.pointer.as_ptr(),
-                self.words,
-            )));
+        if let Backing::Owned { words } = self.backing {
+            // SAFETY: `pointer` and `words` come from `Box::<[u64]>::into_raw`
+            // in `zeroed` and are dropped exactly once, here.
+            unsafe {
+                drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+                    self.pointer.as_ptr() as *mut u64,
+                    words,
+                )));
+            }
         }
+    }
+}
+
+impl std::fmt::Debug for CpuMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = match self.backing {
+            Backing::Owned { .. } => "owned",
+            Backing::Mapped(_) => "mapped",
+        };
+        write!(f, "CpuMemory({kind}, {} bytes)", self.byte_len)
     }
 }
 
@@ -186,12 +229,24 @@ impl CpuMemory {
     fn zeroed(shared: Arc<CpuShared>, byte_len: usize) -> Self {
         let words = byte_len.div_ceil(8);
         let boxed: Box<[u64]> = vec![0u64; words].into_boxed_slice();
-        let pointer = NonNull::new(Box::into_raw(boxed) as *mut u64).expect("Box pointers are never null");
+        let pointer = NonNull::new(Box::into_raw(boxed) as *mut u8).expect("Box pointers are never null");
         CpuMemory {
             shared,
             pointer,
-            words,
             byte_len,
+            backing: Backing::Owned { words },
+        }
+    }
+
+    fn mapped(shared: Arc<CpuShared>, map: Arc<memmap2::Mmap>, byte_offset: usize, byte_len: usize) -> Self {
+        // SAFETY: the caller checked byte_offset + byte_len <= map.len().
+        let pointer = unsafe { map.as_ptr().add(byte_offset) } as *mut u8;
+        let pointer = NonNull::new(pointer).expect("mapped pointers are never null");
+        CpuMemory {
+            shared,
+            pointer,
+            byte_len,
+            backing: Backing::Mapped(map),
         }
     }
 
@@ -213,7 +268,8 @@ impl CpuMemory {
 
     fn check_range<T: Element>(&self, byte_offset: usize, len: usize) -> Result<()> {
         let end = byte_offset + len * std::mem::size_of::<T>();
-        if end > self.byte_len || byte_offset % std::mem::align_of::<T>() != 0 {
+        let address = self.pointer.as_ptr() as usize + byte_offset;
+        if end > self.byte_len || address % std::mem::align_of::<T>() != 0 {
             return Err(Error::OutOfBounds {
                 context: format!("{} view of a CPU allocation", T::DTYPE),
                 start: byte_offset,
@@ -231,14 +287,9 @@ impl CpuMemory {
     /// these bytes exists for the returned lifetime.
     pub(crate) unsafe fn view<T: Element>(&self, byte_offset: usize, len: usize) -> Result<&[T]> {
         self.check_range::<T>(byte_offset, len)?;
-        // SAFETY: in bounds and aligned (checked above; the base is 8-aligned);
-        // exclusivity is the caller's contract.
-        Ok(unsafe {
-            std::slice::from_raw_parts(
-                (self.pointer.as_ptr() as *const u8).add(byte_offset) as *const T,
-                len,
-            )
-        })
+        // SAFETY: in bounds and aligned (checked above); exclusivity is the
+        // caller's contract.
+        Ok(unsafe { std::slice::from_raw_parts(self.pointer.as_ptr().add(byte_offset) as *const T, len) })
     }
 
     /// An exclusive view of `len` elements at `byte_offset`.
@@ -249,17 +300,45 @@ impl CpuMemory {
     #[allow(clippy::mut_from_ref)]
     pub(crate) unsafe fn view_mut<T: Element>(&self, byte_offset: usize, len: usize) -> Result<&mut [T]> {
         self.check_range::<T>(byte_offset, len)?;
-        // SAFETY: in bounds and aligned (checked above); exclusivity is the
-        // caller's contract.
-        Ok(unsafe {
-            std::slice::from_raw_parts_mut((self.pointer.as_ptr() as *mut u8).add(byte_offset) as *mut T, len)
-        })
+        if matches!(self.backing, Backing::Mapped(_)) {
+            return Err(Error::ReadOnly {
+                context: format!("{} view of memory-mapped weights", T::DTYPE),
+            });
+        }
+        // SAFETY: in bounds and aligned (checked above); owned, so writable;
+        // exclusivity is the caller's contract.
+        Ok(unsafe { std::slice::from_raw_parts_mut(self.pointer.as_ptr().add(byte_offset) as *mut T, len) })
     }
 
     pub(crate) fn read<T: Element>(&self, byte_offset: usize, len: usize) -> Result<Vec<T>> {
         let _exclusive = self.shared.lock_execution();
         // SAFETY: the execution lock is held, so no kernel holds a view.
         Ok(unsafe { self.view::<T>(byte_offset, len)? }.to_vec())
+    }
+
+    pub(crate) fn write_bytes(&self, byte_offset: usize, data: &[u8]) -> Result<()> {
+        let _exclusive = self.shared.lock_execution();
+        // u32 views need 4-byte alignment, which byte copies do not; go
+        // through the raw pointer after the same bounds and writability checks.
+        if byte_offset + data.len() > self.byte_len {
+            return Err(Error::OutOfBounds {
+                context: "byte copy into a CPU allocation".into(),
+                start: byte_offset,
+                end: byte_offset + data.len(),
+                available: self.byte_len,
+            });
+        }
+        if matches!(self.backing, Backing::Mapped(_)) {
+            return Err(Error::ReadOnly {
+                context: "byte copy into memory-mapped weights".into(),
+            });
+        }
+        // SAFETY: in bounds (checked), owned memory (checked), and the
+        // execution lock is held so no kernel holds a view of it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.pointer.as_ptr().add(byte_offset), data.len());
+        }
+        Ok(())
     }
 
     pub(crate) fn write<T: Element>(&self, byte_offset: usize, data: &[T]) -> Result<()> {

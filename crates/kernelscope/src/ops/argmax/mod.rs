@@ -1,0 +1,46 @@
+//! Greedy token choice: the index of the largest logit (the first one on
+//! ties, as `torch.argmax`), written to a u32 slot in device memory.
+
+pub(crate) mod cpu;
+
+use super::{bytes_of, expect};
+use crate::error::Result;
+use crate::runtime::{
+    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
+};
+
+/// Registers `argmax_f32`.
+pub fn register(registry: &mut KernelRegistry) {
+    registry.register_cpu("argmax_f32", cpu::argmax);
+}
+
+/// The argmax op.
+#[derive(Clone, Debug)]
+pub struct Argmax {
+    kernel: Kernel,
+}
+
+impl Argmax {
+    /// The op on `device`.
+    pub fn new(registry: &KernelRegistry, device: &Device) -> Result<Self> {
+        Ok(Argmax {
+            kernel: super::kernel_for(registry, device, "argmax", DType::F32)?,
+        })
+    }
+
+    /// `out[0] = argmax(logits)`.
+    pub fn encode(&self, encoder: &mut CommandEncoder, logits: &Buffer, out: &Buffer) -> Result<()> {
+        let n = logits.len();
+        expect("argmax", "logits", logits, DType::F32, &[n])?;
+        expect("argmax", "output", out, DType::U32, &[1])?;
+        encoder.dispatch(
+            Dispatch::new(&self.kernel)
+                .read(logits)
+                .write(out)
+                .param(n as u32)
+                .grid(LaunchGrid::linear(1024, 1024))
+                .cost(bytes_of(n, DType::F32) + 4, n as u64)
+                .op_kind(OpKind::Argmax),
+        )
+    }
+}

@@ -1,0 +1,76 @@
+//! Appends this position's key and value rows to a layer's KV cache, at the
+//! position held in device memory.
+
+mod cpu;
+
+use super::{bytes_of, expect};
+use crate::error::Result;
+use crate::runtime::{
+    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
+};
+
+/// Registers `kv_append_f32`.
+pub fn register(registry: &mut KernelRegistry) {
+    registry.register_cpu("kv_append_f32", cpu::kv_append);
+}
+
+/// The KV-append op.
+#[derive(Clone, Debug)]
+pub struct KvAppend {
+    kernel: Kernel,
+}
+
+impl KvAppend {
+    /// The op on `device`.
+    pub fn new(registry: &KernelRegistry, device: &Device) -> Result<Self> {
+        Ok(KvAppend {
+            kernel: super::kernel_for(registry, device, "kv_append", DType::F32)?,
+        })
+    }
+
+    /// `key_cache[pos] = key; value_cache[pos] = value` with caches
+    /// `[max_positions, kv_dim]` and `pos = position_slot[index]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode(
+        &self,
+        encoder: &mut CommandEncoder,
+        key: &Buffer,
+        value: &Buffer,
+        key_cache: &Buffer,
+        value_cache: &Buffer,
+        position_slot: &Buffer,
+        index: usize,
+    ) -> Result<()> {
+        let kv_dim = key.len();
+        let max_positions = key_cache.len() / kv_dim.max(1);
+        expect("kv_append", "key", key, DType::F32, &[kv_dim])?;
+        expect("kv_append", "value", value, DType::F32, &[kv_dim])?;
+        expect(
+            "kv_append",
+            "key cache",
+            key_cache,
+            DType::F32,
+            &[max_positions, kv_dim],
+        )?;
+        expect(
+            "kv_append",
+            "value cache",
+            value_cache,
+            DType::F32,
+            &[max_positions, kv_dim],
+        )?;
+        encoder.dispatch(
+            Dispatch::new(&self.kernel)
+                .read(key)
+                .read(value)
+                .read_write(key_cache)
+                .read_write(value_cache)
+                .read(position_slot)
+                .param(index as u32)
+                .param(max_positions as u32)
+                .grid(LaunchGrid::linear(kv_dim, 256))
+                .cost(bytes_of(4 * kv_dim, DType::F32), 0)
+                .op_kind(OpKind::Copy),
+        )
+    }
+}

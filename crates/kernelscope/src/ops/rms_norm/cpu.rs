@@ -1,0 +1,19 @@
+//! CPU reference of RMSNorm (Llama/Qwen2: normalise in f32, then scale).
+
+use crate::error::Result;
+use crate::ops::WeightElement;
+use crate::runtime::KernelArgs;
+
+/// args: x f32 (read), weight (read), out f32 (write), eps, n.
+pub(super) fn rms_norm<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
+    let x = args.input::<f32>(0)?;
+    let weight = args.input::<W>(1)?;
+    let out = args.output::<f32>(2)?;
+    let eps = args.f32(3)?;
+    let mean_square = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let scale = 1.0 / (mean_square + eps).sqrt();
+    for ((o, v), w) in out.iter_mut().zip(x).zip(weight) {
+        *o = v * scale * w.to_f32();
+    }
+    Ok(())
+}

@@ -1,0 +1,62 @@
+//! RMS normalisation: `out = x / sqrt(mean(x²) + eps) * weight`, in f32.
+
+mod cpu;
+
+use super::{bytes_of, expect, kernel_for, register_weight_kernels};
+use crate::error::Result;
+use crate::runtime::{
+    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
+};
+
+use cpu::rms_norm;
+
+/// Registers `rms_norm_<dtype>` (the dtype of the weight).
+pub fn register(registry: &mut KernelRegistry) {
+    register_weight_kernels!(registry, "rms_norm", rms_norm);
+}
+
+/// The RMSNorm op for one weight dtype.
+#[derive(Clone, Debug)]
+pub struct RmsNorm {
+    kernel: Kernel,
+    dtype: DType,
+}
+
+impl RmsNorm {
+    /// The op for weights of `dtype` on `device`.
+    pub fn new(registry: &KernelRegistry, device: &Device, dtype: DType) -> Result<Self> {
+        Ok(RmsNorm {
+            kernel: kernel_for(registry, device, "rms_norm", dtype)?,
+            dtype,
+        })
+    }
+
+    /// `out[n] = x[n] / rms(x) * weight[n]`.
+    pub fn encode(
+        &self,
+        encoder: &mut CommandEncoder,
+        x: &Buffer,
+        weight: &Buffer,
+        out: &Buffer,
+        eps: f32,
+    ) -> Result<()> {
+        let n = x.len();
+        expect("rms_norm", "input", x, DType::F32, &[n])?;
+        expect("rms_norm", "weight", weight, self.dtype, &[n])?;
+        expect("rms_norm", "output", out, DType::F32, &[n])?;
+        encoder.dispatch(
+            Dispatch::new(&self.kernel)
+                .read(x)
+                .read(weight)
+                .write(out)
+                .param(eps)
+                .param(n as u32)
+                .grid(LaunchGrid::linear(n.min(1024), 1024.min(n.max(32)) as u32))
+                .cost(
+                    bytes_of(2 * n, DType::F32) + bytes_of(n, self.dtype),
+                    4 * n as u64,
+                )
+                .op_kind(OpKind::RmsNorm),
+        )
+    }
+}

@@ -1,0 +1,50 @@
+//! CPU reference of temperature + top-p sampling.
+
+use crate::error::Result;
+use crate::ops::argmax::cpu::first_max_index;
+use crate::runtime::KernelArgs;
+
+/// args: logits f32 (read), out u32 `[1]` (write), temperature, top_p, uniform.
+pub(super) fn sample(args: &KernelArgs<'_>) -> Result<()> {
+    let logits = args.input::<f32>(0)?;
+    let out = args.output::<u32>(1)?;
+    let (temperature, top_p, uniform) = (args.f32(2)?, args.f32(3)?, args.f32(4)?);
+    out[0] = choose(logits, temperature, top_p, uniform) as u32;
+    Ok(())
+}
+
+/// The token drawn from the nucleus of `softmax(logits / temperature)`.
+pub(crate) fn choose(logits: &[f32], temperature: f32, top_p: f32, uniform: f32) -> usize {
+    if temperature <= 0.0 {
+        return first_max_index(logits);
+    }
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut candidates: Vec<(usize, f64)> = logits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (i, (((l - max) / temperature) as f64).exp()))
+        .collect();
+    let total: f64 = candidates.iter().map(|(_, p)| p).sum();
+    // Largest first; equal probabilities keep index order so the draw is deterministic.
+    candidates.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    let mut kept = 0;
+    let mut mass = 0.0;
+    for (_, probability) in &candidates {
+        mass += probability / total;
+        kept += 1;
+        if mass >= f64::from(top_p) {
+            break;
+        }
+    }
+    let nucleus = &candidates[..kept];
+    let nucleus_total: f64 = nucleus.iter().map(|(_, p)| p).sum();
+    let target = f64::from(uniform.clamp(0.0, 1.0)) * nucleus_total;
+    let mut running = 0.0;
+    for (index, probability) in nucleus {
+        running += probability;
+        if target < running {
+            return *index;
+        }
+    }
+    nucleus[nucleus.len() - 1].0
+}

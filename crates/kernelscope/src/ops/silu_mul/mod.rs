@@ -1,0 +1,53 @@
+//! The gated MLP's activation: `out = silu(gate) * up`, `silu(g) = g / (1 + e^-g)`.
+
+mod cpu;
+
+use super::{bytes_of, expect};
+use crate::error::Result;
+use crate::runtime::{
+    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
+};
+
+/// Registers `silu_mul_f32`.
+pub fn register(registry: &mut KernelRegistry) {
+    registry.register_cpu("silu_mul_f32", cpu::silu_mul);
+}
+
+/// The SiLU-gate-multiply op.
+#[derive(Clone, Debug)]
+pub struct SiluMul {
+    kernel: Kernel,
+}
+
+impl SiluMul {
+    /// The op on `device`.
+    pub fn new(registry: &KernelRegistry, device: &Device) -> Result<Self> {
+        Ok(SiluMul {
+            kernel: super::kernel_for(registry, device, "silu_mul", DType::F32)?,
+        })
+    }
+
+    /// `out[n] = silu(gate[n]) * up[n]`.
+    pub fn encode(
+        &self,
+        encoder: &mut CommandEncoder,
+        gate: &Buffer,
+        up: &Buffer,
+        out: &Buffer,
+    ) -> Result<()> {
+        let n = gate.len();
+        expect("silu_mul", "gate", gate, DType::F32, &[n])?;
+        expect("silu_mul", "up", up, DType::F32, &[n])?;
+        expect("silu_mul", "output", out, DType::F32, &[n])?;
+        encoder.dispatch(
+            Dispatch::new(&self.kernel)
+                .read(gate)
+                .read(up)
+                .write(out)
+                .param(n as u32)
+                .grid(LaunchGrid::linear(n, 256))
+                .cost(bytes_of(3 * n, DType::F32), 5 * n as u64)
+                .op_kind(OpKind::SiluMul),
+        )
+    }
+}

@@ -1,0 +1,177 @@
+//! `kscope bench`: prompt-processing and generation throughput in the manner
+//! of llama-bench (mean ± stddev over repetitions, markdown or JSON), next to
+//! the memory-bandwidth roofline of decoding on this device.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use clap::{Args, ValueEnum};
+use kernelscope::DeviceOptions;
+use kernelscope::ops::sample::Sampling;
+use kernelscope::profile::{Phase, ProfileLevel, Spread};
+use kernelscope::rng::SplitMix64;
+use kernelscope_model::Model;
+use serde_json::json;
+
+use crate::model_args::ModelArgs;
+
+/// Output format.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Output {
+    /// A markdown table.
+    Md,
+    /// A JSON array.
+    Json,
+}
+
+/// Arguments of `kscope bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt tokens processed per repetition (0 skips the test).
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 128)]
+    pub prompt_tokens: usize,
+    /// Tokens generated per repetition (0 skips the test).
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    pub generated_tokens: usize,
+    /// Repetitions (after one warm-up that is not counted).
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    pub repetitions: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "md")]
+    pub output: Output,
+    /// Seed of the random prompt.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Size of the bandwidth probe in MiB (0 skips the roofline).
+    #[arg(long, default_value_t = 256)]
+    pub bandwidth_mib: usize,
+}
+
+/// Seconds to run `count` positions of `phase` from position 0.
+fn timed_run(model: &mut Model, tokens: &[u32], phase: Phase) -> Result<f64> {
+    let start = Instant::now();
+    let mut next = tokens[0];
+    for (position, &token) in tokens.iter().enumerate() {
+        // Decode feeds back its own choice; prefill feeds the prompt.
+        let input = if phase == Phase::Decode && position > 0 {
+            next
+        } else {
+            token
+        };
+        next = model.step(input, position, phase, Sampling::GREEDY, 0.0)?;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    if args.repetitions == 0 {
+        bail!("-r must be at least 1");
+    }
+    if args.prompt_tokens == 0 && args.generated_tokens == 0 {
+        bail!("nothing to measure: -p and -n are both 0");
+    }
+    let opened = args.model.open(DeviceOptions::new().profile(ProfileLevel::Off))?;
+    let (device, mut model) = (opened.device, opened.model);
+    let longest = args.prompt_tokens.max(args.generated_tokens);
+    model.reserve_context(longest)?;
+    let vocab = model.config().vocab_size as u64;
+    let mut rng = SplitMix64::new(args.seed);
+    let tokens: Vec<u32> = (0..longest).map(|_| rng.below(vocab) as u32).collect();
+
+    let mut rows = Vec::new();
+    for (test, count, phase) in [
+        (
+            format!("pp{}", args.prompt_tokens),
+            args.prompt_tokens,
+            Phase::Prefill,
+        ),
+        (
+            format!("tg{}", args.generated_tokens),
+            args.generated_tokens,
+            Phase::Decode,
+        ),
+    ] {
+        if count == 0 {
+            continue;
+        }
+        eprintln!(
+            "bench: {test} on {} ({} repetitions + warm-up)",
+            device.name(),
+            args.repetitions
+        );
+        timed_run(&mut model, &tokens[..count], phase)?;
+        let mut rates = Vec::with_capacity(args.repetitions);
+        for _ in 0..args.repetitions {
+            rates.push(count as f64 / timed_run(&mut model, &tokens[..count], phase)?);
+        }
+        let spread = Spread::of(&rates).expect("at least one repetition");
+        rows.push((test, count, phase, spread));
+    }
+
+    let bytes_per_token = model.weight_bytes_per_token();
+    let bandwidth = if args.bandwidth_mib > 0 {
+        Some(kernelscope::ops::copy::measure_bandwidth(
+            &device,
+            args.bandwidth_mib << 20,
+            5,
+        )?)
+    } else {
+        None
+    };
+    let roofline = bandwidth.map(|gbps| gbps * 1e9 / bytes_per_token as f64);
+    let dtype = model.weights().dtype.to_string();
+    match args.output {
+        Output::Md => {
+            println!("| model | backend | device | dtype | test | t/s | % of roofline |");
+            println!("| --- | --- | --- | --- | --- | --- | --- |");
+            for (test, _, phase, spread) in &rows {
+                let share = match (phase, roofline) {
+                    (Phase::Decode, Some(bound)) => format!("{:.1}%", 100.0 * spread.mean / bound),
+                    _ => "-".to_string(),
+                };
+                println!(
+                    "| {} | {} | {} | {dtype} | {test} | {:.2} ± {:.2} | {share} |",
+                    model.name(),
+                    device.backend(),
+                    device.name(),
+                    spread.mean,
+                    spread.stddev
+                );
+            }
+            match (bandwidth, roofline) {
+                (Some(gbps), Some(bound)) => println!(
+                    "\nroofline: {:.1} MB of weights per token / {gbps:.1} GB/s measured copy bandwidth = {bound:.1} tok/s",
+                    bytes_per_token as f64 / 1e6
+                ),
+                _ => println!("\nroofline: not measured (--bandwidth-mib 0)"),
+            }
+        }
+        Output::Json => {
+            let entries: Vec<_> = rows
+                .iter()
+                .map(|(test, count, phase, spread)| {
+                    json!({
+                        "model": model.name(),
+                        "backend": device.backend(),
+                        "device_name": device.name(),
+                        "dtype": dtype,
+                        "test": test,
+                        "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },
+                        "n_gen": if *phase == Phase::Decode { *count } else { 0 },
+                        "reps": spread.count,
+                        "mean_tps": spread.mean,
+                        "stddev_tps": spread.stddev,
+                        "weight_bytes_per_token": bytes_per_token,
+                        "bandwidth_gbps": bandwidth,
+                        "roofline_tps": roofline,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&entries)?);
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

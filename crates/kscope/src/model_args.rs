@@ -1,0 +1,101 @@
+//! The arguments every model-running subcommand shares: which model, which
+//! device, and how to open them.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use kernelscope::{DType, Device, DeviceOptions};
+use kernelscope_model::{LoadOptions, Model, Tokenizer};
+
+/// Which model and device.
+#[derive(Args, Debug, Clone)]
+pub struct ModelArgs {
+    /// A Hugging Face model directory: config.json, *.safetensors, optional tokenizer.json.
+    #[arg(long, value_name = "DIR", conflicts_with = "preset")]
+    pub model: Option<PathBuf>,
+    /// A synthetic preset generated in memory (tiny, tiny-qwen2, tiny-llama3,
+    /// qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, tinyllama-1.1b). Default: tiny.
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Weight dtype of a preset generated in memory.
+    #[arg(long, default_value = "bf16", value_parser = parse_weight_dtype)]
+    pub dtype: DType,
+    /// Seed of a preset's synthetic weights.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub weights_seed: u64,
+    /// Device: auto (CUDA when a GPU is usable, else the CPU), cpu, cuda or cuda:N.
+    #[arg(long, default_value = "auto")]
+    pub device: String,
+    /// No progress bar while loading.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `bf16`, `f16`, `f32`.
+pub fn parse_weight_dtype(text: &str) -> Result<DType, String> {
+    match text.to_ascii_lowercase().as_str() {
+        "bf16" | "bfloat16" => Ok(DType::BF16),
+        "f16" | "float16" => Ok(DType::F16),
+        "f32" | "float32" => Ok(DType::F32),
+        _ => Err(format!(
+            "`{text}` is not a weight dtype: expected bf16, f16 or f32"
+        )),
+    }
+}
+
+/// An opened model with its device.
+pub struct Opened {
+    pub device: Device,
+    pub device_reason: String,
+    pub model: Model,
+    pub tokenizer: Option<Tokenizer>,
+}
+
+impl ModelArgs {
+    /// Opens the device with `options`, then loads or generates the model.
+    pub fn open(&self, options: DeviceOptions) -> Result<Opened> {
+        let (device, device_reason) = Device::open(&self.device, options)?;
+        let (model, tokenizer) = match &self.model {
+            Some(directory) => {
+                if !directory.is_dir() {
+                    bail!(
+                        "{}: not a directory (expected a Hugging Face model directory)",
+                        directory.display()
+                    );
+                }
+                let model = Model::load(directory, &device, LoadOptions { quiet: self.quiet })?;
+                (model, Tokenizer::from_directory(directory)?)
+            }
+            None => {
+                let name = self.preset.as_deref().unwrap_or("tiny");
+                let model = Model::from_preset(name, &device, self.dtype, self.weights_seed, self.quiet)
+                    .with_context(|| format!("building preset {name}"))?;
+                (model, None)
+            }
+        };
+        Ok(Opened {
+            device,
+            device_reason,
+            model,
+            tokenizer,
+        })
+    }
+}
+
+/// One line describing the model's shape.
+pub fn describe(model: &Model) -> String {
+    let config = model.config();
+    format!(
+        "{}: {}, {} layers, hidden {}, {} heads ({} kv), vocab {}, {:.1}M parameters, {}",
+        model.name(),
+        config.architecture.class_name(),
+        config.num_layers,
+        config.hidden_size,
+        config.num_heads,
+        config.num_kv_heads,
+        config.vocab_size,
+        config.parameter_count() as f64 / 1e6,
+        model.weights().dtype
+    )
+}

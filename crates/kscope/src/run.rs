@@ -1,0 +1,171 @@
+//! `kscope run`: generate tokens with a model and, with `--profile`, show
+//! where every microsecond of every token went.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use kernelscope::DeviceOptions;
+use kernelscope::ops::sample::Sampling;
+use kernelscope::profile::{Phase, ProfileLevel, chrome_trace, render_report};
+
+use crate::model_args::{ModelArgs, describe};
+
+/// Arguments of `kscope run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Prompt text (needs the model's tokenizer.json).
+    #[arg(long, conflicts_with = "token_ids")]
+    pub prompt: Option<String>,
+    /// Prompt as token ids, e.g. 1,2,3 (default 1,2,3,4 for models without a tokenizer).
+    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    pub token_ids: Option<Vec<u32>>,
+    /// Tokens to generate.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    pub max_tokens: usize,
+    /// Seed of the sampler (temperature > 0).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub seed: u64,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Nucleus sampling: keep the smallest set of tokens reaching this probability.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Keep generating after an end-of-sequence token.
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Print the per-token / per-layer / per-op report (dispatch-level profiling).
+    #[arg(long)]
+    pub profile: bool,
+    /// Write the JSON profile (schema 1) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub profile_json: Option<PathBuf>,
+    /// Write a Chrome trace (chrome://tracing, Perfetto) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Dispatch launch by launch instead of replaying a captured graph
+    /// (the CPU backend always runs eagerly).
+    #[arg(long)]
+    pub eager: bool,
+    /// Write the logits of every processed position as .npy (f32, [steps, vocab]).
+    #[arg(long, value_name = "FILE")]
+    pub logits_out: Option<PathBuf>,
+}
+
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    if !(0.0..=1.0).contains(&args.top_p) || args.top_p == 0.0 {
+        bail!("--top-p must be in (0, 1], got {}", args.top_p);
+    }
+    if !args.temperature.is_finite() || args.temperature < 0.0 {
+        bail!(
+            "--temperature must be a non-negative number, got {}",
+            args.temperature
+        );
+    }
+    let profiling = args.profile || args.profile_json.is_some() || args.trace.is_some();
+    let mut options = DeviceOptions::from_env()?;
+    if profiling && std::env::var_os(kernelscope::profile::PROFILE_ENV_VAR).is_none() {
+        options = options.profile(ProfileLevel::Dispatch);
+    }
+    let opened = args.model.open(options)?;
+    let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
+    let prompt = match (&args.prompt, &args.token_ids, &tokenizer) {
+        (Some(text), _, Some(tokenizer)) => tokenizer.encode(text)?,
+        (Some(_), _, None) => {
+            bail!("--prompt needs a tokenizer.json in the model directory; pass --token-ids instead")
+        }
+        (None, Some(ids), _) => ids.clone(),
+        (None, None, Some(tokenizer)) => tokenizer.encode("The capital of France is")?,
+        (None, None, None) => vec![1, 2, 3, 4],
+    };
+
+    println!("device: {} ({})", device.name(), opened.device_reason);
+    println!("model: {}", describe(&model));
+    println!("prompt: {} tokens {:?}", prompt.len(), prompt);
+    let sampling = Sampling {
+        temperature: args.temperature,
+        top_p: args.top_p,
+    };
+    // Peak bandwidth for the report's roofline column, measured before the
+    // profiler is reset so the probe's copies are not part of the profile.
+    let peak_bandwidth = if args.profile {
+        Some(kernelscope::ops::copy::measure_bandwidth(&device, 64 << 20, 3)?)
+    } else {
+        None
+    };
+    device.profiler().reset();
+    let generation = model.generate(
+        &prompt,
+        args.max_tokens,
+        sampling,
+        args.seed,
+        !args.ignore_eos,
+        args.logits_out.is_some(),
+    )?;
+    println!(
+        "generated: {} tokens {:?}",
+        generation.generated.len(),
+        generation.generated
+    );
+    if let Some(tokenizer) = &tokenizer {
+        println!("text: {:?}", tokenizer.decode(&generation.generated)?);
+    }
+    if generation.stopped_at_eos {
+        println!("(stopped at an end-of-sequence token; --ignore-eos keeps going)");
+    }
+    let (prefill_count, prefill_time) = generation.phase_time(Phase::Prefill);
+    let (decode_count, decode_time) = generation.phase_time(Phase::Decode);
+    let rate = |count: usize, time: std::time::Duration| {
+        if time.is_zero() {
+            0.0
+        } else {
+            count as f64 / time.as_secs_f64()
+        }
+    };
+    println!(
+        "prefill: {prefill_count} tokens in {:.2} ms ({:.1} tok/s) | decode: {decode_count} tokens in {:.2} ms ({:.1} tok/s)",
+        prefill_time.as_secs_f64() * 1e3,
+        rate(prefill_count, prefill_time),
+        decode_time.as_secs_f64() * 1e3,
+        rate(decode_count, decode_time),
+    );
+
+    if let Some(path) = &args.logits_out {
+        kernelscope_model::npy::write_f32_2d(path, &generation.logits)?;
+        println!(
+            "logits: {} rows x {} written to {}",
+            generation.logits.len(),
+            model.config().vocab_size,
+            path.display()
+        );
+    }
+    if profiling {
+        let mode = if args.eager || device.backend() == "cpu" {
+            "eager"
+        } else {
+            "graph"
+        };
+        let conditions = device.conditions(mode, Some(model.name().to_string()), peak_bandwidth);
+        let profile = device.profile(conditions);
+        if args.profile {
+            print!("\n{}", render_report(&profile));
+        }
+        if let Some(path) = &args.profile_json {
+            profile.save(path)?;
+            println!("profile written to {}", path.display());
+        }
+        if let Some(path) = &args.trace {
+            std::fs::write(path, serde_json::to_string(&chrome_trace(&profile))?)
+                .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+            println!(
+                "trace written to {} (open in https://ui.perfetto.dev)",
+                path.display()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,504 @@
+//! The decode engine: `Model` holds the config, the weights, the ops bound
+//! to the device and the per-sequence state (activations and KV cache), and
+//! runs one token per submission. `forward` reads top to bottom like the
+//! model it runs; every dispatch is scoped (`embed`, `layer.N.attn`,
+//! `layer.N.mlp`, `lm_head`, `sample`) for the profiler.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use kernelscope::ops::attention::{Attention, Heads};
+use kernelscope::ops::rope::{Llama3Scaling, Rope, inverse_frequencies};
+use kernelscope::ops::sample::{Sample, Sampling};
+use kernelscope::ops::{
+    add::Add, argmax::Argmax, embedding::Embedding, kv_append::KvAppend, matvec::MatVec, rms_norm::RmsNorm,
+    silu_mul::SiluMul,
+};
+use kernelscope::profile::Phase;
+use kernelscope::rng::SplitMix64;
+use kernelscope::{Buffer, CommandEncoder, DType, Device};
+
+use crate::config::Config;
+use crate::error::{ModelError, Result};
+use crate::loader::LoadOptions;
+use crate::presets::preset;
+use crate::weights::Weights;
+
+/// The ops the model uses, bound to its device and weight dtype. Built once,
+/// so a kernel missing for this device and dtype is an error before any token.
+struct Ops {
+    embedding: Embedding,
+    rms_norm: RmsNorm,
+    matvec: MatVec,
+    add_residual: Add,
+    add_bias: Add,
+    rope: Rope,
+    kv_append: KvAppend,
+    attention: Attention,
+    silu_mul: SiluMul,
+    argmax: Argmax,
+    sample: Sample,
+}
+
+impl Ops {
+    fn new(device: &Device, dtype: DType) -> Result<Ops> {
+        let registry = kernelscope::ops::registry();
+        Ok(Ops {
+            embedding: Embedding::new(&registry, device, dtype)?,
+            rms_norm: RmsNorm::new(&registry, device, dtype)?,
+            matvec: MatVec::new(&registry, device, dtype)?,
+            add_residual: Add::new(&registry, device, DType::F32)?,
+            add_bias: Add::new(&registry, device, dtype)?,
+            rope: Rope::new(&registry, device)?,
+            kv_append: KvAppend::new(&registry, device)?,
+            attention: Attention::new(&registry, device)?,
+            silu_mul: SiluMul::new(&registry, device)?,
+            argmax: Argmax::new(&registry, device)?,
+            sample: Sample::new(&registry, device)?,
+        })
+    }
+}
+
+/// Slot of the position in [`State::step`] (slot 0 holds the token id).
+const POSITION_SLOT: usize = 1;
+
+/// One sequence's device state. `hidden = hidden_size`, `q = heads * head_dim`,
+/// `kv = kv_heads * head_dim`, `inter = intermediate_size`.
+struct State {
+    /// `[2]` u32: the token being processed and its position, written by the
+    /// host each step and read by the kernels, so captured work can be replayed.
+    step: Buffer,
+    /// `[1]` u32: the token chosen from this step's logits.
+    next_token: Buffer,
+    /// `[hidden]` the residual stream.
+    hidden: Buffer,
+    /// `[hidden]` RMSNorm output.
+    normed: Buffer,
+    /// `[q]`, `[kv]`, `[kv]` this position's projections.
+    query: Buffer,
+    key: Buffer,
+    value: Buffer,
+    /// `[q]` attention output.
+    attention: Buffer,
+    /// `[hidden]` output of o_proj and of down_proj.
+    projected: Buffer,
+    /// `[inter]` gate, up and their SiLU product.
+    gate: Buffer,
+    up: Buffer,
+    activated: Buffer,
+    /// `[vocab]`.
+    logits: Buffer,
+    /// `[head_dim / 2]` RoPE inverse frequencies.
+    inverse_frequencies: Buffer,
+    /// Per layer `[context, kv]`.
+    key_cache: Vec<Buffer>,
+    value_cache: Vec<Buffer>,
+    /// Positions the caches hold.
+    context: usize,
+}
+
+impl State {
+    fn new(config: &Config, device: &Device) -> Result<State> {
+        let f32_buffer = |len: usize| device.alloc(DType::F32, &[len]);
+        let scaling = config.rope_scaling.map(|s| Llama3Scaling {
+            factor: s.factor,
+            low_freq_factor: s.low_freq_factor,
+            high_freq_factor: s.high_freq_factor,
+            original_max_position_embeddings: s.original_max_position_embeddings as f32,
+        });
+        let frequencies = inverse_frequencies(config.head_dim, config.rope_theta, scaling);
+        Ok(State {
+            step: device.alloc(DType::U32, &[2])?,
+            next_token: device.alloc(DType::U32, &[1])?,
+            hidden: f32_buffer(config.hidden_size)?,
+            normed: f32_buffer(config.hidden_size)?,
+            query: f32_buffer(config.q_dim())?,
+            key: f32_buffer(config.kv_dim())?,
+            value: f32_buffer(config.kv_dim())?,
+            attention: f32_buffer(config.q_dim())?,
+            projected: f32_buffer(config.hidden_size)?,
+            gate: f32_buffer(config.intermediate_size)?,
+            up: f32_buffer(config.intermediate_size)?,
+            activated: f32_buffer(config.intermediate_size)?,
+            logits: f32_buffer(config.vocab_size)?,
+            inverse_frequencies: device.buffer_from_slice(&frequencies, &[frequencies.len()])?,
+            key_cache: Vec::new(),
+            value_cache: Vec::new(),
+            context: 0,
+        })
+    }
+}
+
+/// Host time of one processed position.
+#[derive(Clone, Copy, Debug)]
+pub struct StepTiming {
+    /// Prefill or decode.
+    pub phase: Phase,
+    /// Wall time of the step, host write to token read back.
+    pub duration: Duration,
+}
+
+/// What [`Model::generate`] produced.
+#[derive(Clone, Debug, Default)]
+pub struct Generation {
+    /// The prompt.
+    pub prompt: Vec<u32>,
+    /// The generated tokens.
+    pub generated: Vec<u32>,
+    /// One entry per processed position.
+    pub steps: Vec<StepTiming>,
+    /// Logits of every processed position, when asked for.
+    pub logits: Vec<Vec<f32>>,
+    /// Whether generation stopped at an end-of-sequence token.
+    pub stopped_at_eos: bool,
+}
+
+impl Generation {
+    /// Total time and count of the steps of `phase`.
+    pub fn phase_time(&self, phase: Phase) -> (usize, Duration) {
+        let steps = self.steps.iter().filter(|step| step.phase == phase);
+        steps.fold((0, Duration::ZERO), |(count, total), step| {
+            (count + 1, total + step.duration)
+        })
+    }
+}
+
+/// A Llama-family model ready to run on a device.
+pub struct Model {
+    name: String,
+    config: Config,
+    weights: Weights,
+    device: Device,
+    ops: Ops,
+    state: State,
+    encoder: CommandEncoder,
+}
+
+impl Model {
+    fn assemble(name: String, config: Config, weights: Weights, device: &Device) -> Result<Model> {
+        let ops = Ops::new(device, weights.dtype)?;
+        let state = State::new(&config, device)?;
+        Ok(Model {
+            name,
+            config,
+            weights,
+            device: device.clone(),
+            ops,
+            state,
+            encoder: device.command_encoder(),
+        })
+    }
+
+    /// Loads a Hugging Face model directory onto `device`.
+    pub fn load(directory: &Path, device: &Device, options: LoadOptions) -> Result<Model> {
+        let config = Config::from_directory(directory)?;
+        let weights = Weights::load(directory, &config, device, options)?;
+        Self::assemble(directory.display().to_string(), config, weights, device)
+    }
+
+    /// Builds preset `name` with seeded synthetic weights of `dtype` in memory.
+    pub fn from_preset(name: &str, device: &Device, dtype: DType, seed: u64, quiet: bool) -> Result<Model> {
+        let config = preset(name)?;
+        let weights = Weights::synthetic(&config, device, dtype, seed, quiet)?;
+        Self::assemble(
+            format!("{name} (synthetic, seed {seed}, {dtype})"),
+            config,
+            weights,
+            device,
+        )
+    }
+
+    /// A short description: the directory or preset.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The weights.
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// The device it runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Weight bytes read per decoded token, for the bandwidth roofline.
+    pub fn weight_bytes_per_token(&self) -> u64 {
+        (self.config.weight_elements_per_token() * self.weights.dtype.size_in_bytes()) as u64
+    }
+
+    /// Makes the KV cache hold at least `positions` positions (within the
+    /// context length). Existing cache contents are dropped when it grows.
+    pub fn reserve_context(&mut self, positions: usize) -> Result<()> {
+        if positions > self.config.max_position_embeddings {
+            return Err(ModelError::ContextExceeded {
+                prompt: positions,
+                generate: 0,
+                context: self.config.max_position_embeddings,
+            });
+        }
+        if positions <= self.state.context {
+            return Ok(());
+        }
+        let kv = self.config.kv_dim();
+        let layers = self.config.num_layers;
+        let cache = || {
+            (0..layers)
+                .map(|_| self.device.alloc(DType::F32, &[positions, kv]))
+                .collect::<kernelscope::Result<Vec<_>>>()
+        };
+        self.state.key_cache = cache()?;
+        self.state.value_cache = cache()?;
+        self.state.context = positions;
+        Ok(())
+    }
+
+    fn check_token(&self, token: u32) -> Result<()> {
+        if token as usize >= self.config.vocab_size {
+            return Err(ModelError::TokenOutOfRange {
+                token,
+                vocab: self.config.vocab_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Encodes the forward pass of the token and position in `state.step`,
+    /// ending with the choice of the next token.
+    fn encode_forward(&mut self, position: usize, sampling: Sampling, uniform: f32) -> Result<()> {
+        let (config, weights, ops, state) = (&self.config, &self.weights, &self.ops, &self.state);
+        let encoder = &mut self.encoder;
+        let eps = config.rms_norm_eps;
+        let heads = Heads {
+            query: config.num_heads,
+            key_value: config.num_kv_heads,
+            dim: config.head_dim,
+        };
+
+        encoder.set_scope("embed");
+        ops.embedding
+            .encode(encoder, &weights.embedding, &state.step, &state.hidden)?;
+
+        for (index, layer) in weights.layers.iter().enumerate() {
+            encoder.set_scope(&format!("layer.{index}.attn"));
+            ops.rms_norm
+                .encode(encoder, &state.hidden, &layer.input_norm, &state.normed, eps)?;
+            ops.matvec
+                .encode(encoder, &layer.q_proj, &state.normed, &state.query)?;
+            ops.matvec
+                .encode(encoder, &layer.k_proj, &state.normed, &state.key)?;
+            ops.matvec
+                .encode(encoder, &layer.v_proj, &state.normed, &state.value)?;
+            if let Some([q_bias, k_bias, v_bias]) = &layer.qkv_bias {
+                ops.add_bias.encode(encoder, &state.query, q_bias)?;
+                ops.add_bias.encode(encoder, &state.key, k_bias)?;
+                ops.add_bias.encode(encoder, &state.value, v_bias)?;
+            }
+            ops.rope.encode(
+                encoder,
+                &state.query,
+                &state.inverse_frequencies,
+                &state.step,
+                POSITION_SLOT,
+                heads.query,
+            )?;
+            ops.rope.encode(
+                encoder,
+                &state.key,
+                &state.inverse_frequencies,
+                &state.step,
+                POSITION_SLOT,
+                heads.key_value,
+            )?;
+            let (key_cache, value_cache) = (&state.key_cache[index], &state.value_cache[index]);
+            ops.kv_append.encode(
+                encoder,
+                &state.key,
+                &state.value,
+                key_cache,
+                value_cache,
+                &state.step,
+                POSITION_SLOT,
+            )?;
+            ops.attention.encode(
+                encoder,
+                &state.query,
+                key_cache,
+                value_cache,
+                &state.step,
+                POSITION_SLOT,
+                heads,
+                position + 1,
+                &state.attention,
+            )?;
+            ops.matvec
+                .encode(encoder, &layer.o_proj, &state.attention, &state.projected)?;
+            if let Some(o_bias) = &layer.o_bias {
+                ops.add_bias.encode(encoder, &state.projected, o_bias)?;
+            }
+            ops.add_residual
+                .encode(encoder, &state.hidden, &state.projected)?;
+
+            encoder.set_scope(&format!("layer.{index}.mlp"));
+            ops.rms_norm.encode(
+                encoder,
+                &state.hidden,
+                &layer.post_attention_norm,
+                &state.normed,
+                eps,
+            )?;
+            ops.matvec
+                .encode(encoder, &layer.gate_proj, &state.normed, &state.gate)?;
+            ops.matvec
+                .encode(encoder, &layer.up_proj, &state.normed, &state.up)?;
+            ops.silu_mul
+                .encode(encoder, &state.gate, &state.up, &state.activated)?;
+            ops.matvec
+                .encode(encoder, &layer.down_proj, &state.activated, &state.projected)?;
+            ops.add_residual
+                .encode(encoder, &state.hidden, &state.projected)?;
+        }
+
+        encoder.set_scope("lm_head");
+        ops.rms_norm
+            .encode(encoder, &state.hidden, &weights.final_norm, &state.normed, eps)?;
+        ops.matvec
+            .encode(encoder, &weights.lm_head, &state.normed, &state.logits)?;
+
+        encoder.set_scope("sample");
+        if sampling.temperature <= 0.0 {
+            ops.argmax.encode(encoder, &state.logits, &state.next_token)?;
+        } else {
+            ops.sample
+                .encode(encoder, &state.logits, &state.next_token, sampling, uniform)?;
+        }
+        Ok(())
+    }
+
+    /// Runs one position: `token` at `position`, and returns the next token
+    /// chosen from its logits. One submission, one host sync (reading the
+    /// chosen token back). The KV cache must hold `position`.
+    pub fn step(
+        &mut self,
+        token: u32,
+        position: usize,
+        phase: Phase,
+        sampling: Sampling,
+        uniform: f32,
+    ) -> Result<u32> {
+        self.check_token(token)?;
+        if position >= self.state.context {
+            self.reserve_context(position + 1)?;
+        }
+        let profiler = self.device.profiler();
+        profiler.begin_token(phase);
+        self.state.step.write_from(&[token, position as u32])?;
+        self.encode_forward(position, sampling, uniform)?;
+        let label = match phase {
+            Phase::Prefill => "prefill",
+            Phase::Decode => "decode",
+        };
+        self.encoder.commit_and_wait_labeled(label)?;
+        let next = self.state.next_token.to_vec::<u32>()?[0];
+        self.device.profiler().end_token();
+        Ok(next)
+    }
+
+    /// The logits of the last step (one host-device copy).
+    pub fn logits(&self) -> Result<Vec<f32>> {
+        Ok(self.state.logits.to_vec::<f32>()?)
+    }
+
+    /// Processes the prompt and returns the first generated token.
+    ///
+    /// Prompt processing goes token by token through [`step`](Self::step)
+    /// for now. Batched prefill belongs here: one pass of `MatMul` over all
+    /// prompt positions per projection (reading each weight once for the
+    /// whole prompt) with a causal attention over the prompt block.
+    fn prefill(
+        &mut self,
+        prompt: &[u32],
+        sampling: Sampling,
+        rng: &mut SplitMix64,
+        generation: &mut Generation,
+        keep_logits: bool,
+    ) -> Result<u32> {
+        let mut next = 0;
+        for (position, &token) in prompt.iter().enumerate() {
+            let start = Instant::now();
+            next = self.step(token, position, Phase::Prefill, sampling, rng.next_f32())?;
+            generation.steps.push(StepTiming {
+                phase: Phase::Prefill,
+                duration: start.elapsed(),
+            });
+            if keep_logits {
+                generation.logits.push(self.logits()?);
+            }
+        }
+        Ok(next)
+    }
+
+    /// Runs `prompt`, then generates up to `max_tokens` tokens. Stops early at
+    /// an end-of-sequence token when `stop_at_eos`. With `keep_logits`, the
+    /// logits of every processed position are returned (prompt positions,
+    /// then each generated token but the last, which is never fed back).
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        max_tokens: usize,
+        sampling: Sampling,
+        seed: u64,
+        stop_at_eos: bool,
+        keep_logits: bool,
+    ) -> Result<Generation> {
+        if prompt.is_empty() {
+            return Err(ModelError::InvalidInput("the prompt has no tokens".into()));
+        }
+        if max_tokens == 0 {
+            return Err(ModelError::InvalidInput("--max-tokens must be at least 1".into()));
+        }
+        for &token in prompt {
+            self.check_token(token)?;
+        }
+        let positions = prompt.len() + max_tokens - 1;
+        if positions > self.config.max_position_embeddings {
+            return Err(ModelError::ContextExceeded {
+                prompt: prompt.len(),
+                generate: max_tokens,
+                context: self.config.max_position_embeddings,
+            });
+        }
+        self.reserve_context(positions)?;
+        let mut rng = SplitMix64::new(seed);
+        let mut generation = Generation {
+            prompt: prompt.to_vec(),
+            ..Generation::default()
+        };
+        let mut next = self.prefill(prompt, sampling, &mut rng, &mut generation, keep_logits)?;
+        generation.generated.push(next);
+        while generation.generated.len() < max_tokens {
+            if stop_at_eos && self.config.eos_token_ids.contains(&next) {
+                generation.stopped_at_eos = true;
+                break;
+            }
+            let position = prompt.len() + generation.generated.len() - 1;
+            let start = Instant::now();
+            next = self.step(next, position, Phase::Decode, sampling, rng.next_f32())?;
+            generation.steps.push(StepTiming {
+                phase: Phase::Decode,
+                duration: start.elapsed(),
+            });
+            if keep_logits {
+                generation.logits.push(self.logits()?);
+            }
+            generation.generated.push(next);
+        }
+        Ok(generation)
+    }
+}

@@ -1,0 +1,126 @@
+//! The model crate's errors: each names the file or tensor at fault and what
+//! was expected, so the CLI can print one line and exit 2.
+
+use std::path::PathBuf;
+
+use kernelscope::DType;
+
+/// What can go wrong loading or running a model.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// `config.json` is missing.
+    #[error("{path}: no config.json here (expected a Hugging Face model directory)")]
+    ConfigMissing {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// `config.json` could not be parsed or has an unusable value.
+    #[error("{path}: {problem}")]
+    ConfigInvalid {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The architecture is not one this engine runs.
+    #[error(
+        "{path}: architecture `{architecture}` is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)"
+    )]
+    UnsupportedArchitecture {
+        /// The config file.
+        path: PathBuf,
+        /// The architecture named there.
+        architecture: String,
+    },
+    /// A safetensors file is truncated or its header is malformed.
+    #[error("{path}: {problem}")]
+    Safetensors {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+    /// A tensor the config requires is in no file.
+    #[error("{directory}: tensor `{name}` is missing from the safetensors files")]
+    TensorMissing {
+        /// The model directory.
+        directory: PathBuf,
+        /// The tensor name.
+        name: String,
+    },
+    /// A tensor's shape does not match the config.
+    #[error("{path}: tensor `{name}` has shape {found:?}, expected {expected:?} from config.json")]
+    TensorShape {
+        /// The file holding it.
+        path: PathBuf,
+        /// The tensor name.
+        name: String,
+        /// The shape the config implies.
+        expected: Vec<usize>,
+        /// The shape in the file.
+        found: Vec<usize>,
+    },
+    /// A tensor's dtype is not the model's.
+    #[error("{path}: tensor `{name}` has dtype {found}, expected {expected}")]
+    TensorDtype {
+        /// The file holding it.
+        path: PathBuf,
+        /// The tensor name.
+        name: String,
+        /// The model's dtype.
+        expected: String,
+        /// The tensor's dtype.
+        found: String,
+    },
+    /// A token id is not below the vocabulary size.
+    #[error("token id {token} is out of range: the vocabulary has {vocab} tokens (ids 0..{vocab})")]
+    TokenOutOfRange {
+        /// The id.
+        token: u32,
+        /// The vocabulary size.
+        vocab: usize,
+    },
+    /// The prompt plus the tokens to generate exceed the context length.
+    #[error(
+        "{prompt} prompt tokens + {generate} tokens to generate exceed the model's context length of {context} positions"
+    )]
+    ContextExceeded {
+        /// Prompt tokens.
+        prompt: usize,
+        /// Tokens to generate.
+        generate: usize,
+        /// `max_position_embeddings`.
+        context: usize,
+    },
+    /// The input is empty or otherwise unusable.
+    #[error("{0}")]
+    InvalidInput(String),
+    /// No such preset.
+    #[error("unknown preset `{name}` (presets: {known})")]
+    UnknownPreset {
+        /// What was asked for.
+        name: String,
+        /// The presets there are.
+        known: String,
+    },
+    /// The tokenizer failed or is absent.
+    #[error("{0}")]
+    Tokenizer(String),
+    /// A weight dtype the engine does not run.
+    #[error("dtype {0} is not a weight dtype (expected bf16, f16 or f32)")]
+    UnsupportedDtype(DType),
+    /// An I/O error on a named file.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// An error from the runtime (a kernel, a buffer).
+    #[error(transparent)]
+    Runtime(#[from] kernelscope::Error),
+}
+
+/// The model crate's result type.
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;

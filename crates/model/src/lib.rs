@@ -1,0 +1,29 @@
+//! The Llama-family decode engine on the kernelscope runtime.
+//!
+//! Reads a Hugging Face directory (`config.json`, `*.safetensors`, optional
+//! `tokenizer.json`) or builds a synthetic checkpoint from a preset, and runs
+//! it one token at a time on any [`kernelscope::Device`], each dispatch
+//! tagged with its scope (`embed`, `layer.N.attn`, `layer.N.mlp`,
+//! `lm_head`, `sample`) so the profiler can say where the time goes.
+//!
+//! This crate knows nothing of CUDA: it calls ops on a device.
+
+#![warn(missing_docs)]
+
+mod config;
+mod engine;
+mod error;
+mod loader;
+pub mod npy;
+mod presets;
+pub mod synthetic;
+mod tokenizer;
+mod weights;
+
+pub use config::{Architecture, Config, RopeScaling};
+pub use engine::{Generation, Model, StepTiming};
+pub use error::{ModelError, Result};
+pub use loader::LoadOptions;
+pub use presets::{PRESETS, preset};
+pub use tokenizer::Tokenizer;
+pub use weights::Weights;

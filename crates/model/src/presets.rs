@@ -1,0 +1,150 @@
+//! Preset shapes for synthetic checkpoints: tiny ones for tests and the
+//! built-in default, and real shapes of public models for benchmarks.
+
+use crate::config::{Architecture, Config, RopeScaling};
+use crate::error::{ModelError, Result};
+
+/// The preset names, smallest first.
+pub const PRESETS: [&str; 7] = [
+    "tiny",
+    "tiny-qwen2",
+    "tiny-llama3",
+    "qwen2.5-0.5b",
+    "llama-3.2-1b",
+    "llama-3-8b",
+    "tinyllama-1.1b",
+];
+
+fn tiny(architecture: Architecture) -> Config {
+    Config {
+        architecture,
+        vocab_size: 2048,
+        hidden_size: 128,
+        intermediate_size: 352,
+        num_layers: 4,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 32,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        rope_scaling: None,
+        max_position_embeddings: 512,
+        tie_word_embeddings: true,
+        qkv_bias: false,
+        o_bias: false,
+        eos_token_ids: vec![2],
+    }
+}
+
+/// The configuration of preset `name`.
+pub fn preset(name: &str) -> Result<Config> {
+    let config = match name {
+        // Llama with grouped-query attention and tied embeddings.
+        "tiny" => tiny(Architecture::Llama),
+        // Qwen2: q/k/v biases, untied LM head.
+        "tiny-qwen2" => Config {
+            qkv_bias: true,
+            tie_word_embeddings: false,
+            rope_theta: 1_000_000.0,
+            rms_norm_eps: 1e-6,
+            ..tiny(Architecture::Qwen2)
+        },
+        // Llama 3 RoPE scaling whose thresholds fall inside this head size's
+        // wavelengths, so all three bands of the rule are exercised.
+        "tiny-llama3" => Config {
+            rope_theta: 500_000.0,
+            rope_scaling: Some(RopeScaling {
+                factor: 8.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 64,
+            }),
+            tie_word_embeddings: false,
+            ..tiny(Architecture::Llama)
+        },
+        "qwen2.5-0.5b" => Config {
+            architecture: Architecture::Qwen2,
+            vocab_size: 151_936,
+            hidden_size: 896,
+            intermediate_size: 4864,
+            num_layers: 24,
+            num_heads: 14,
+            num_kv_heads: 2,
+            head_dim: 64,
+            rms_norm_eps: 1e-6,
+            rope_theta: 1_000_000.0,
+            rope_scaling: None,
+            max_position_embeddings: 32_768,
+            tie_word_embeddings: true,
+            qkv_bias: true,
+            o_bias: false,
+            eos_token_ids: vec![151_643],
+        },
+        "llama-3.2-1b" => Config {
+            architecture: Architecture::Llama,
+            vocab_size: 128_256,
+            hidden_size: 2048,
+            intermediate_size: 8192,
+            num_layers: 16,
+            num_heads: 32,
+            num_kv_heads: 8,
+            head_dim: 64,
+            rms_norm_eps: 1e-5,
+            rope_theta: 500_000.0,
+            rope_scaling: Some(RopeScaling {
+                factor: 32.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 8192,
+            }),
+            max_position_embeddings: 131_072,
+            tie_word_embeddings: true,
+            qkv_bias: false,
+            o_bias: false,
+            eos_token_ids: vec![128_001],
+        },
+        "llama-3-8b" => Config {
+            architecture: Architecture::Llama,
+            vocab_size: 128_256,
+            hidden_size: 4096,
+            intermediate_size: 14_336,
+            num_layers: 32,
+            num_heads: 32,
+            num_kv_heads: 8,
+            head_dim: 128,
+            rms_norm_eps: 1e-5,
+            rope_theta: 500_000.0,
+            rope_scaling: None,
+            max_position_embeddings: 8192,
+            tie_word_embeddings: false,
+            qkv_bias: false,
+            o_bias: false,
+            eos_token_ids: vec![128_001],
+        },
+        "tinyllama-1.1b" => Config {
+            architecture: Architecture::Llama,
+            vocab_size: 32_000,
+            hidden_size: 2048,
+            intermediate_size: 5632,
+            num_layers: 22,
+            num_heads: 32,
+            num_kv_heads: 4,
+            head_dim: 64,
+            rms_norm_eps: 1e-5,
+            rope_theta: 10_000.0,
+            rope_scaling: None,
+            max_position_embeddings: 2048,
+            tie_word_embeddings: false,
+            qkv_bias: false,
+            o_bias: false,
+            eos_token_ids: vec![2],
+        },
+        other => {
+            return Err(ModelError::UnknownPreset {
+                name: other.to_string(),
+                known: PRESETS.join(", "),
+            });
+        }
+    };
+    Ok(config)
+}

@@ -1,0 +1,178 @@
+//! Synthetic checkpoints: deterministic seeded random weights for any
+//! preset, written as a Hugging Face directory (`config.json` +
+//! `model.safetensors`) or generated straight into device buffers. Each
+//! tensor's values come from SplitMix64 seeded by the run's seed and an
+//! FNV-1a hash of the tensor's name, both defined in our code, so the bytes
+//! never change between versions. Scales keep activations finite over
+//! hundreds of steps: linear weights have variance 1/fan_in, norm weights
+//! sit near 1.
+
+use std::borrow::Cow;
+use std::path::Path;
+
+use half::{bf16, f16};
+use kernelscope::DType;
+use kernelscope::rng::SplitMix64;
+
+use crate::config::Config;
+use crate::error::{ModelError, Result};
+
+/// FNV-1a, 64 bits: a stable hash of a tensor name.
+fn fnv1a(text: &str) -> u64 {
+    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The f32 values of tensor `name` of `shape` for `seed`.
+pub fn tensor_values(name: &str, shape: &[usize], seed: u64) -> Vec<f32> {
+    let count: usize = shape.iter().product();
+    let mut rng = SplitMix64::new(seed ^ fnv1a(name));
+    if name.ends_with("norm.weight") {
+        rng.vec_f32(count, 0.9, 1.1)
+    } else if name.ends_with(".bias") {
+        rng.vec_f32(count, -0.1, 0.1)
+    } else if name == "model.embed_tokens.weight" {
+        rng.vec_f32(count, -1.0, 1.0)
+    } else {
+        // Uniform on ±sqrt(3/fan_in) has variance 1/fan_in.
+        let bound = (3.0 / shape[shape.len() - 1] as f32).sqrt();
+        rng.vec_f32(count, -bound, bound)
+    }
+}
+
+/// `values` encoded as little-endian `dtype` bytes (round to nearest).
+pub fn encode(values: &[f32], dtype: DType) -> Result<Vec<u8>> {
+    Ok(match dtype {
+        DType::F32 => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::F16 => values
+            .iter()
+            .flat_map(|v| f16::from_f32(*v).to_le_bytes())
+            .collect(),
+        DType::BF16 => values
+            .iter()
+            .flat_map(|v| bf16::from_f32(*v).to_le_bytes())
+            .collect(),
+        other => return Err(ModelError::UnsupportedDtype(other)),
+    })
+}
+
+/// The torch dtype name of a weight dtype.
+pub fn torch_dtype(dtype: DType) -> &'static str {
+    match dtype {
+        DType::BF16 => "bfloat16",
+        DType::F16 => "float16",
+        _ => "float32",
+    }
+}
+
+fn safetensors_dtype(dtype: DType) -> Result<safetensors::Dtype> {
+    match dtype {
+        DType::F32 => Ok(safetensors::Dtype::F32),
+        DType::F16 => Ok(safetensors::Dtype::F16),
+        DType::BF16 => Ok(safetensors::Dtype::BF16),
+        other => Err(ModelError::UnsupportedDtype(other)),
+    }
+}
+
+/// A tensor whose bytes are generated when the writer asks for them, so a
+/// multi-gigabyte checkpoint never sits in memory at once.
+struct LazyTensor<'a> {
+    name: String,
+    shape: Vec<usize>,
+    dtype: DType,
+    seed: u64,
+    progress: &'a indicatif::ProgressBar,
+}
+
+impl safetensors::View for LazyTensor<'_> {
+    fn dtype(&self) -> safetensors::Dtype {
+        safetensors_dtype(self.dtype).expect("checked before writing")
+    }
+
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn data(&self) -> Cow<'_, [u8]> {
+        let values = tensor_values(&self.name, &self.shape, self.seed);
+        let bytes = encode(&values, self.dtype).expect("checked before writing");
+        self.progress.inc(bytes.len() as u64);
+        Cow::Owned(bytes)
+    }
+
+    fn data_len(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size_in_bytes()
+    }
+}
+
+/// Writes `config` with seeded weights of `dtype` as a Hugging Face
+/// directory at `out` (created if needed): `config.json` and
+/// `model.safetensors`. Tensors are generated one at a time as they are written.
+pub fn write_checkpoint(config: &Config, dtype: DType, seed: u64, out: &Path, quiet: bool) -> Result<()> {
+    safetensors_dtype(dtype)?;
+    let total_bytes = config.parameter_count() * dtype.size_in_bytes();
+    let progress = crate::weights::progress_bar(total_bytes, quiet, "writing weights");
+    std::fs::create_dir_all(out).map_err(|source| ModelError::Io {
+        path: out.to_path_buf(),
+        source,
+    })?;
+    let config_path = out.join("config.json");
+    std::fs::write(&config_path, config.to_json(torch_dtype(dtype))).map_err(|source| ModelError::Io {
+        path: config_path,
+        source,
+    })?;
+    let tensors: Vec<(String, LazyTensor)> = config
+        .tensor_shapes()
+        .into_iter()
+        .map(|(name, shape)| {
+            (
+                name.clone(),
+                LazyTensor {
+                    name,
+                    shape,
+                    dtype,
+                    seed,
+                    progress: &progress,
+                },
+            )
+        })
+        .collect();
+    let metadata = std::collections::HashMap::from([
+        ("format".to_string(), "pt".to_string()),
+        ("generator".to_string(), format!("kscope gen-model seed={seed}")),
+    ]);
+    let weights_path = out.join("model.safetensors");
+    let written = safetensors::serialize_to_file(tensors, Some(metadata), &weights_path).map_err(|error| {
+        ModelError::Safetensors {
+            path: weights_path,
+            problem: error.to_string(),
+        }
+    });
+    progress.finish_and_clear();
+    written
+}
+
+/// FNV-1a 64 of a file's bytes, printed by `gen-model` and checked by tests
+/// so that a change to the generator cannot go unnoticed.
+pub fn file_digest(path: &Path) -> Result<u64> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(|source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    let mut chunk = vec![0u8; 1 << 20];
+    loop {
+        let read = file.read(&mut chunk).map_err(|source| ModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if read == 0 {
+            return Ok(hash);
+        }
+        for byte in &chunk[..read] {
+            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}

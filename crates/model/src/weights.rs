@@ -1,0 +1,187 @@
+//! The model's weights as device buffers, with the shape of each written
+//! where it is declared. Loaded from a checkpoint (mapped in place on the
+//! CPU) or generated from a preset's seed.
+
+use std::path::Path;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use kernelscope::{Buffer, DType, Device};
+
+use crate::config::Config;
+use crate::error::{ModelError, Result};
+use crate::loader::{Checkpoint, LoadOptions};
+use crate::synthetic;
+
+/// Show a progress bar when the weights are bigger than this.
+const PROGRESS_BAR_BYTES: usize = 300 << 20;
+
+/// One decoder layer's weights. `hidden = hidden_size`, `q = heads * head_dim`,
+/// `kv = kv_heads * head_dim`, `inter = intermediate_size`.
+#[derive(Clone, Debug)]
+pub struct LayerWeights {
+    /// `[hidden]` RMSNorm before attention.
+    pub input_norm: Buffer,
+    /// `[q, hidden]`.
+    pub q_proj: Buffer,
+    /// `[kv, hidden]`.
+    pub k_proj: Buffer,
+    /// `[kv, hidden]`.
+    pub v_proj: Buffer,
+    /// `[q]`, `[kv]`, `[kv]` when the architecture has q/k/v biases.
+    pub qkv_bias: Option<[Buffer; 3]>,
+    /// `[hidden, q]`.
+    pub o_proj: Buffer,
+    /// `[hidden]` when the architecture has an output bias.
+    pub o_bias: Option<Buffer>,
+    /// `[hidden]` RMSNorm before the MLP.
+    pub post_attention_norm: Buffer,
+    /// `[inter, hidden]`.
+    pub gate_proj: Buffer,
+    /// `[inter, hidden]`.
+    pub up_proj: Buffer,
+    /// `[hidden, inter]`.
+    pub down_proj: Buffer,
+}
+
+/// All weights of a model, in one dtype.
+#[derive(Clone, Debug)]
+pub struct Weights {
+    /// The weights' dtype.
+    pub dtype: DType,
+    /// `[vocab, hidden]`.
+    pub embedding: Buffer,
+    /// One entry per layer.
+    pub layers: Vec<LayerWeights>,
+    /// `[hidden]` final RMSNorm.
+    pub final_norm: Buffer,
+    /// `[vocab, hidden]`; the embedding table itself when tied.
+    pub lm_head: Buffer,
+}
+
+impl Weights {
+    /// Builds the weights by asking `tensor(name, shape)` for each one, in
+    /// the config's order.
+    fn assemble(
+        config: &Config,
+        dtype: DType,
+        mut tensor: impl FnMut(&str, &[usize]) -> Result<Buffer>,
+    ) -> Result<Self> {
+        let (hidden, inter, q, kv) = (
+            config.hidden_size,
+            config.intermediate_size,
+            config.q_dim(),
+            config.kv_dim(),
+        );
+        let embedding = tensor("model.embed_tokens.weight", &[config.vocab_size, hidden])?;
+        let mut layers = Vec::with_capacity(config.num_layers);
+        for layer in 0..config.num_layers {
+            let mut get =
+                |suffix: &str, shape: &[usize]| tensor(&format!("model.layers.{layer}.{suffix}"), shape);
+            let input_norm = get("input_layernorm.weight", &[hidden])?;
+            let q_proj = get("self_attn.q_proj.weight", &[q, hidden])?;
+            let k_proj = get("self_attn.k_proj.weight", &[kv, hidden])?;
+            let v_proj = get("self_attn.v_proj.weight", &[kv, hidden])?;
+            let qkv_bias = if config.qkv_bias {
+                Some([
+                    get("self_attn.q_proj.bias", &[q])?,
+                    get("self_attn.k_proj.bias", &[kv])?,
+                    get("self_attn.v_proj.bias", &[kv])?,
+                ])
+            } else {
+                None
+            };
+            let o_proj = get("self_attn.o_proj.weight", &[hidden, q])?;
+            let o_bias = if config.o_bias {
+                Some(get("self_attn.o_proj.bias", &[hidden])?)
+            } else {
+                None
+            };
+            layers.push(LayerWeights {
+                input_norm,
+                q_proj,
+                k_proj,
+                v_proj,
+                qkv_bias,
+                o_proj,
+                o_bias,
+                post_attention_norm: get("post_attention_layernorm.weight", &[hidden])?,
+                gate_proj: get("mlp.gate_proj.weight", &[inter, hidden])?,
+                up_proj: get("mlp.up_proj.weight", &[inter, hidden])?,
+                down_proj: get("mlp.down_proj.weight", &[hidden, inter])?,
+            });
+        }
+        let final_norm = tensor("model.norm.weight", &[hidden])?;
+        let lm_head = if config.tie_word_embeddings {
+            embedding.clone()
+        } else {
+            tensor("lm_head.weight", &[config.vocab_size, hidden])?
+        };
+        Ok(Weights {
+            dtype,
+            embedding,
+            layers,
+            final_norm,
+            lm_head,
+        })
+    }
+
+    /// Loads the weights of the checkpoint in `directory` onto `device`.
+    pub fn load(directory: &Path, config: &Config, device: &Device, options: LoadOptions) -> Result<Self> {
+        let checkpoint = Checkpoint::open(directory)?;
+        let dtype = checkpoint.dtype()?;
+        let total_bytes = config.parameter_count() * dtype.size_in_bytes();
+        let progress = progress_bar(total_bytes, options.quiet, "loading weights");
+        let weights = Self::assemble(config, dtype, |name, shape| {
+            let location = checkpoint.locate(name, shape, dtype)?;
+            let map = &checkpoint.files[location.file].1;
+            let address = map.as_ptr() as usize + location.offset;
+            let buffer = if address % dtype.size_in_bytes() == 0 {
+                device.buffer_from_mapped(map.clone(), location.offset, dtype, shape)?
+            } else {
+                // Misaligned for its dtype (allowed by the format): copy it.
+                let buffer = device.alloc(dtype, shape)?;
+                let length = buffer.byte_len();
+                buffer.write_bytes(&map[location.offset..location.offset + length])?;
+                buffer
+            };
+            progress.inc(buffer.byte_len() as u64);
+            Ok(buffer)
+        })?;
+        progress.finish_and_clear();
+        Ok(weights)
+    }
+
+    /// Generates the seeded synthetic weights of `config` on `device`: the
+    /// same values `gen-model` writes for this seed and dtype.
+    pub fn synthetic(config: &Config, device: &Device, dtype: DType, seed: u64, quiet: bool) -> Result<Self> {
+        if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
+            return Err(ModelError::UnsupportedDtype(dtype));
+        }
+        let total_bytes = config.parameter_count() * dtype.size_in_bytes();
+        let progress = progress_bar(total_bytes, quiet, "generating weights");
+        let weights = Self::assemble(config, dtype, |name, shape| {
+            let bytes = synthetic::encode(&synthetic::tensor_values(name, shape, seed), dtype)?;
+            let buffer = device.alloc(dtype, shape)?;
+            buffer.write_bytes(&bytes)?;
+            progress.inc(bytes.len() as u64);
+            Ok(buffer)
+        })?;
+        progress.finish_and_clear();
+        Ok(weights)
+    }
+}
+
+/// A byte-count progress bar on stderr, hidden when quiet or small.
+pub(crate) fn progress_bar(total_bytes: usize, quiet: bool, message: &'static str) -> ProgressBar {
+    if quiet || total_bytes < PROGRESS_BAR_BYTES {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total_bytes as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} ({eta})")
+            .expect("a valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_message(message);
+    bar
+}

@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Time PyTorch + Hugging Face transformers on a checkpoint, like llama-bench.
+
+Gives a baseline to put side by side with `kscope bench`. Two tests, each
+run once as an uncounted warm-up and then -r times:
+
+  * ppP (prompt processing): one forward of a P-token prompt with
+    use_cache=True; rate = P / seconds.
+  * tgN (text generation): from a 1-token prompt (its forward is not timed),
+    N greedy decode steps with the KV cache (past_key_values), one token per
+    step; only the N steps are timed; rate = N / seconds.
+
+The prompt is P random token ids in [0, vocab), drawn from --seed, so runs
+are repeatable. On CUDA the clocks are read after torch.cuda.synchronize().
+The report gives mean ± sample standard deviation of the rate over the -r
+repetitions, as a Markdown table (default) or JSON. A test whose size is 0
+(-p 0 or -n 0) is skipped, as llama-bench does.
+
+Example:
+
+    python3 tools/reference/hf_bench.py --model DIR -p 128 -n 128 -r 5
+
+Needs: pip install torch transformers safetensors numpy
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+try:
+    import torch
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    IMPORT_ERROR = None
+except ImportError as err:
+    IMPORT_ERROR = err
+
+INSTALL_HINT = "needs torch and transformers: pip install torch transformers safetensors"
+
+
+def fail(message):
+    """Print a one-line error to stderr and exit with status 2."""
+    print(f"hf_bench.py: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def log(message):
+    """Progress goes to stderr so that stdout holds only the report."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(
+        description="Time prompt processing and greedy text generation with "
+        "PyTorch + transformers, in the manner of llama-bench."
+    )
+    parser.add_argument("--model", required=True, help="Hugging Face model directory")
+    parser.add_argument("-p", type=int, default=128, help="prompt tokens (default 128)")
+    parser.add_argument("-n", type=int, default=128, help="generated tokens (default 128)")
+    parser.add_argument("-r", type=int, default=5, help="repetitions (default 5)")
+    parser.add_argument(
+        "--device", choices=["cpu", "cuda"], help="default: cuda if available, else cpu"
+    )
+    parser.add_argument(
+        "--dtype", choices=["bfloat16", "float16", "float32"], default="bfloat16"
+    )
+    parser.add_argument(
+        "--attn",
+        choices=["sdpa", "eager"],
+        default="sdpa",
+        help="transformers attention implementation (default sdpa)",
+    )
+    parser.add_argument("--output", choices=["md", "json"], default="md")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the prompt (default 0)")
+    return parser.parse_args()
+
+
+def check_sizes(args):
+    if args.p < 0 or args.n < 0:
+        fail("-p and -n must be >= 0")
+    if args.p == 0 and args.n == 0:
+        fail("nothing to run: -p and -n are both 0")
+    if args.r < 1:
+        fail("-r must be >= 1")
+
+
+def read_vocab_size(model_dir):
+    """Read vocab_size from DIR/config.json; fail if the file is missing."""
+    config_path = os.path.join(model_dir, "config.json")
+    if not os.path.isfile(config_path):
+        fail(f"{model_dir} has no config.json (not a Hugging Face model directory)")
+    with open(config_path, encoding="utf-8") as f:
+        config = json.load(f)
+    vocab_size = config.get("vocab_size")
+    if not isinstance(vocab_size, int):
+        fail(f"{config_path} has no integer vocab_size")
+    return vocab_size
+
+
+def pick_device(requested):
+    if requested is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        fail("--device cuda, but torch.cuda.is_available() is False")
+    return requested
+
+
+def device_name(device):
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return platform.processor() or platform.machine()
+
+
+def load_model(model_dir, dtype_name, attn, device):
+    model = AutoModelForCausalLM.from_pretrained(
+        model_dir,
+        torch_dtype=getattr(torch, dtype_name),
+        attn_implementation=attn,
+    )
+    model.to(device)
+    model.eval()
+    return model
+
+
+def make_prompt(vocab_size, length, seed, device):
+    """Deterministic random token ids in [0, vocab_size), shape [1, length]."""
+    generator = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab_size, (1, length), generator=generator, dtype=torch.long)
+    return ids.to(device)
+
+
+def synchronize(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_prompt_processing(model, prompt_ids, device):
+    """Seconds for one forward of the whole prompt."""
+    synchronize(device)
+    start = time.perf_counter()
+    model(input_ids=prompt_ids, use_cache=True)
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def greedy_next(output):
+    """The argmax token of the last position, shape [1, 1], left on the device."""
+    return output.logits[:, -1].argmax(dim=-1, keepdim=True)
+
+
+def time_text_generation(model, first_token, n_gen, device):
+    """Seconds for n_gen greedy decode steps after an untimed 1-token prompt."""
+    output = model(input_ids=first_token, use_cache=True)
+    past_key_values = output.past_key_values
+    next_token = greedy_next(output)
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(n_gen):
+        output = model(input_ids=next_token, past_key_values=past_key_values, use_cache=True)
+        past_key_values = output.past_key_values
+        next_token = greedy_next(output)
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def measure_rates(time_once, tokens, reps):
+    """One uncounted warm-up, then `reps` timed runs; returns tokens/s per run."""
+    time_once()
+    return [tokens / time_once() for _ in range(reps)]
+
+
+def summarize(rates):
+    mean = statistics.mean(rates)
+    stddev = statistics.stdev(rates) if len(rates) > 1 else 0.0
+    return mean, stddev
+
+
+def run_tests(model, args, vocab_size, device):
+    """Returns a list of (test name, n_prompt, n_gen, rates)."""
+    prompt_len = max(args.p, 1)
+    prompt_ids = make_prompt(vocab_size, prompt_len, args.seed, device)
+    results = []
+    if args.p > 0:
+        log(f"hf_bench: pp{args.p} ({args.r} reps + warm-up)")
+        rates = measure_rates(
+            lambda: time_prompt_processing(model, prompt_ids, device), args.p, args.r
+        )
+        results.append((f"pp{args.p}", args.p, 0, rates))
+    if args.n > 0:
+        log(f"hf_bench: tg{args.n} ({args.r} reps + warm-up)")
+        first_token = prompt_ids[:, :1]
+        rates = measure_rates(
+            lambda: time_text_generation(model, first_token, args.n, device), args.n, args.r
+        )
+        results.append((f"tg{args.n}", 0, args.n, rates))
+    return results
+
+
+def build_records(results, args, device):
+    """One JSON-ready dict per test."""
+    common = {
+        "model": os.path.basename(os.path.normpath(args.model)),
+        "backend": f"pytorch-{device}",
+        "device_name": device_name(device),
+        "dtype": args.dtype,
+    }
+    records = []
+    for test, n_prompt, n_gen, rates in results:
+        mean, stddev = summarize(rates)
+        record = dict(common)
+        record.update(
+            {
+                "test": test,
+                "n_prompt": n_prompt,
+                "n_gen": n_gen,
+                "reps": args.r,
+                "mean_tps": mean,
+                "stddev_tps": stddev,
+                "attn_implementation": args.attn,
+                "torch_version": torch.__version__,
+                "transformers_version": transformers.__version__,
+            }
+        )
+        records.append(record)
+    return records
+
+
+def format_markdown(records):
+    lines = [
+        "| model | backend | dtype | test | t/s |",
+        "| --- | --- | --- | ---: | ---: |",
+    ]
+    for r in records:
+        rate = f"{r['mean_tps']:.2f} ± {r['stddev_tps']:.2f}"
+        lines.append(f"| {r['model']} | {r['backend']} | {r['dtype']} | {r['test']} | {rate} |")
+    first = records[0]
+    lines.append("")
+    lines.append(
+        f"device: {first['device_name']}, attention: {first['attn_implementation']}, "
+        f"torch {first['torch_version']}, transformers {first['transformers_version']}"
+    )
+    return "\n".join(lines)
+
+
+def main():
+    args = parse_args()
+    check_sizes(args)
+    vocab_size = read_vocab_size(args.model)
+    if IMPORT_ERROR is not None:
+        fail(f"{INSTALL_HINT} ({IMPORT_ERROR})")
+    device = pick_device(args.device)
+
+    log(f"hf_bench: loading {args.model} ({args.dtype}, {args.attn}) on {device}")
+    model = load_model(args.model, args.dtype, args.attn, device)
+    with torch.no_grad():
+        results = run_tests(model, args, vocab_size, device)
+
+    records = build_records(results, args, device)
+    if args.output == "json":
+        print(json.dumps(records, indent=2))
+    else:
+        print(format_markdown(records))
+
+
+if __name__ == "__main__":
+    main()
