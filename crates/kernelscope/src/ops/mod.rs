@@ -124,6 +124,26 @@ pub(crate) fn expect(op: &str, role: &str, buffer: &Buffer, dtype: DType, shape:
     Ok(())
 }
 
+/// Checks that `slot` is a u32 buffer with an element at `index`.
+pub(crate) fn expect_slot(op: &str, slot: &Buffer, index: usize) -> Result<()> {
+    if slot.dtype() != DType::U32 {
+        return Err(Error::DTypeMismatch {
+            context: format!("{op} position slot"),
+            expected: DType::U32,
+            found: slot.dtype(),
+        });
+    }
+    if index >= slot.len() {
+        return Err(Error::OutOfBounds {
+            context: format!("{op} position slot index"),
+            start: index,
+            end: index + 1,
+            available: slot.len(),
+        });
+    }
+    Ok(())
+}
+
 /// Dot product of a weight row and an f32 vector, accumulated in f32 over
 /// eight lanes so the compiler can vectorise it.
 #[inline]

@@ -77,6 +77,7 @@ impl Attention {
         expect("attention", "output", out, DType::F32, &[heads.query, heads.dim])?;
         let flops = 4 * (heads.query * heads.dim * context) as u64;
         let bytes = bytes_of(2 * context * kv_dim + 2 * heads.query * heads.dim, DType::F32);
+        super::expect_slot("attention", position_slot, index)?;
         encoder.dispatch(
             Dispatch::new(&self.kernel)
                 .read(query)

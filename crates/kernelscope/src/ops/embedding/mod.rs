@@ -43,7 +43,7 @@ impl Embedding {
     ) -> Result<()> {
         let (vocab, hidden) = (table.shape()[0], table.shape()[1]);
         expect("embedding", "table", table, self.dtype, &[vocab, hidden])?;
-        expect("embedding", "token", token_slot, DType::U32, token_slot.shape())?;
+        super::expect_slot("embedding", token_slot, 0)?;
         expect("embedding", "output", out, DType::F32, &[hidden])?;
         encoder.dispatch(
             Dispatch::new(&self.kernel)

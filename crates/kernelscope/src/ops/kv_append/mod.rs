@@ -59,6 +59,7 @@ impl KvAppend {
             DType::F32,
             &[max_positions, kv_dim],
         )?;
+        super::expect_slot("kv_append", position_slot, index)?;
         encoder.dispatch(
             Dispatch::new(&self.kernel)
                 .read(key)

@@ -95,6 +95,7 @@ impl Rope {
             DType::U32,
             position_slot.shape(),
         )?;
+        super::expect_slot("rope", position_slot, index)?;
         encoder.dispatch(
             Dispatch::new(&self.kernel)
                 .read_write(x)

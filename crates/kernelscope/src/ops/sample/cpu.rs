@@ -18,11 +18,25 @@ pub(crate) fn choose(logits: &[f32], temperature: f32, top_p: f32, uniform: f32)
     if temperature <= 0.0 {
         return first_max_index(logits);
     }
-    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = logits
+        .iter()
+        .copied()
+        .filter(|l| !l.is_nan())
+        .fold(f32::NEG_INFINITY, f32::max);
+    // NaN logits get probability 0 (as in greedy mode, NaN never wins).
     let mut candidates: Vec<(usize, f64)> = logits
         .iter()
         .enumerate()
-        .map(|(i, l)| (i, (((l - max) / temperature) as f64).exp()))
+        .map(|(i, l)| {
+            (
+                i,
+                if l.is_nan() {
+                    0.0
+                } else {
+                    (((l - max) / temperature) as f64).exp()
+                },
+            )
+        })
         .collect();
     let total: f64 = candidates.iter().map(|(_, p)| p).sum();
     // Largest first; equal probabilities keep index order so the draw is deterministic.
@@ -47,4 +61,20 @@ pub(crate) fn choose(logits: &[f32], temperature: f32, top_p: f32, uniform: f32)
         }
     }
     nucleus[nucleus.len() - 1].0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::choose;
+
+    #[test]
+    fn nan_logits_are_never_drawn() {
+        for uniform in [0.0, 0.5, 0.999] {
+            assert_eq!(
+                choose(&[f32::NAN, 5.0, 1.0, -3.0], 1.0, 1.0, uniform).min(3),
+                choose(&[f32::NEG_INFINITY, 5.0, 1.0, -3.0], 1.0, 1.0, uniform)
+            );
+        }
+        assert_eq!(choose(&[f32::NAN, 5.0, 1.0, -3.0], 1.0, 1.0, 0.0), 1);
+    }
 }

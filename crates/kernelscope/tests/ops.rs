@@ -1,0 +1,935 @@
+//! Every op against an independent naive reference written here in f64
+//! (plain loops, no code shared with the crate), on seeded random inputs at
+//! several shapes including odd sizes, for every weight dtype the op
+//! supports. Outputs are poisoned with NaN (or u32::MAX) before each run so
+//! a kernel that writes nothing fails. f16/bf16 weights are rounded to their
+//! dtype before the reference is computed (the ops widen them exactly), so
+//! one f32-math tolerance (relative 1e-5) serves every dtype. Each test also
+//! checks the op kind and kernel its dispatches declare to the profiler.
+
+use half::{bf16, f16};
+use kernelscope::ops;
+use kernelscope::ops::attention::{Attention, Heads};
+use kernelscope::ops::rope::{Llama3Scaling, Rope, inverse_frequencies};
+use kernelscope::ops::sample::{Sample, Sampling};
+use kernelscope::profile::ProfileLevel;
+use kernelscope::rng::SplitMix64;
+use kernelscope::testing::Backend;
+use kernelscope::{Buffer, DType, Device, DeviceOptions, OpKind};
+
+/// Relative tolerance of f32 math against the f64 reference.
+const REL_TOL: f64 = 1e-5;
+
+const WEIGHT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
+
+fn profiled_device(backend: Backend) -> Option<Device> {
+    backend.device(DeviceOptions::new().profile(ProfileLevel::Dispatch))
+}
+
+/// `count` values uniform in `[low, high)` from `seed`.
+fn random(seed: u64, count: usize, low: f32, high: f32) -> Vec<f32> {
+    SplitMix64::new(seed).vec_f32(count, low, high)
+}
+
+fn widen(values: &[f32]) -> Vec<f64> {
+    values.iter().map(|&v| f64::from(v)).collect()
+}
+
+/// `values` rounded to `dtype` and uploaded, with the rounded values in f64
+/// for the reference.
+fn weights(device: &Device, dtype: DType, values: &[f32], shape: &[usize]) -> (Buffer, Vec<f64>) {
+    match dtype {
+        DType::F32 => (device.buffer_from_slice(values, shape).unwrap(), widen(values)),
+        DType::F16 => {
+            let rounded: Vec<f16> = values.iter().map(|&v| f16::from_f32(v)).collect();
+            let exact = rounded.iter().map(|v| v.to_f64()).collect();
+            (device.buffer_from_slice(&rounded, shape).unwrap(), exact)
+        }
+        DType::BF16 => {
+            let rounded: Vec<bf16> = values.iter().map(|&v| bf16::from_f32(v)).collect();
+            let exact = rounded.iter().map(|v| v.to_f64()).collect();
+            (device.buffer_from_slice(&rounded, shape).unwrap(), exact)
+        }
+        other => panic!("{other} is not a weight dtype"),
+    }
+}
+
+/// An f32 output buffer filled with NaN.
+fn poisoned(device: &Device, shape: &[usize]) -> Buffer {
+    let buffer = device.alloc(DType::F32, shape).unwrap();
+    buffer.write_from(&vec![f32::NAN; buffer.len()]).unwrap();
+    buffer
+}
+
+/// A one-element u32 output holding u32::MAX.
+fn poisoned_u32(device: &Device) -> Buffer {
+    device.buffer_from_slice(&[u32::MAX], &[1]).unwrap()
+}
+
+/// Fails when some `|actual - expected| > abs_tol + rel_tol * |expected|`
+/// (NaN always fails), printing the first mismatches.
+fn assert_close(actual: &[f32], expected: &[f64], rel_tol: f64, abs_tol: f64, what: &str) {
+    assert_eq!(actual.len(), expected.len(), "{what}: length");
+    let bad: Vec<usize> = (0..actual.len())
+        .filter(|&i| {
+            let error = (f64::from(actual[i]) - expected[i]).abs();
+            error.is_nan() || error > abs_tol + rel_tol * expected[i].abs()
+        })
+        .collect();
+    if !bad.is_empty() {
+        let first: Vec<String> = bad
+            .iter()
+            .take(5)
+            .map(|&i| format!("[{i}] expected {:e}, got {:e}", expected[i], actual[i]))
+            .collect();
+        panic!(
+            "{what}: {} of {} values mismatch; {}",
+            bad.len(),
+            actual.len(),
+            first.join("; ")
+        );
+    }
+}
+
+/// Every dispatch the profiler recorded declares `kind` and runs a kernel
+/// named `<kernel_prefix>...`.
+fn assert_dispatched(device: &Device, kind: OpKind, kernel_prefix: &str) {
+    let dispatches = device.profiler().dispatches();
+    assert!(!dispatches.is_empty(), "no dispatch recorded");
+    for dispatch in &dispatches {
+        assert_eq!(dispatch.op_kind, kind, "{dispatch:?}");
+        assert!(dispatch.kernel.starts_with(kernel_prefix), "{dispatch:?}");
+    }
+}
+
+fn embedding_copies_the_token_row(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let registry = ops::registry();
+    for dtype in WEIGHT_DTYPES {
+        let op = ops::embedding::Embedding::new(&registry, &device, dtype).unwrap();
+        for (vocab, hidden) in [(1, 1), (5, 7), (37, 64)] {
+            let (table, exact) = weights(
+                &device,
+                dtype,
+                &random(11, vocab * hidden, -1.0, 1.0),
+                &[vocab, hidden],
+            );
+            for token in [0, vocab / 2, vocab - 1] {
+                // The op reads element 0 of the slot.
+                let slot = device.buffer_from_slice(&[token as u32, 12_345], &[2]).unwrap();
+                let out = poisoned(&device, &[hidden]);
+                let mut encoder = device.command_encoder();
+                op.encode(&mut encoder, &table, &slot, &out).unwrap();
+                encoder.commit_and_wait().unwrap();
+                let expected = &exact[token * hidden..(token + 1) * hidden];
+                let what = format!("embedding {dtype} vocab {vocab} hidden {hidden} token {token}");
+                assert_close(&out.to_vec::<f32>().unwrap(), expected, 0.0, 0.0, &what);
+            }
+        }
+    }
+    assert_dispatched(&device, OpKind::Embedding, "embedding_");
+}
+
+fn embedding_rejects_a_token_beyond_the_vocabulary(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = ops::embedding::Embedding::new(&ops::registry(), &device, DType::F32).unwrap();
+    let (vocab, hidden) = (11, 8);
+    let table = device
+        .buffer_from_slice(&random(12, vocab * hidden, -1.0, 1.0), &[vocab, hidden])
+        .unwrap();
+    let out = poisoned(&device, &[hidden]);
+    for token in [11u32, 4_000_000] {
+        let slot = device.buffer_from_slice(&[token], &[1]).unwrap();
+        let mut encoder = device.command_encoder();
+        op.encode(&mut encoder, &table, &slot, &out).unwrap();
+        let error = encoder
+            .commit_and_wait()
+            .expect_err("token beyond the vocabulary must fail")
+            .to_string();
+        assert!(
+            error.contains(&token.to_string()),
+            "the error names the token {token}: {error}"
+        );
+    }
+}
+
+fn rms_norm_matches_reference(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let registry = ops::registry();
+    for dtype in WEIGHT_DTYPES {
+        let op = ops::rms_norm::RmsNorm::new(&registry, &device, dtype).unwrap();
+        for (n, eps) in [
+            (1, 1e-6),
+            (7, 1e-5),
+            (33, 1e-6),
+            (300, 1e-5),
+            (4096, 1e-6),
+            (33, 0.25),
+        ] {
+            let x = random(21 + n as u64, n, -2.0, 2.0);
+            let (weight, w) = weights(&device, dtype, &random(22 + n as u64, n, -1.5, 1.5), &[n]);
+            let out = poisoned(&device, &[n]);
+            let mut encoder = device.command_encoder();
+            op.encode(
+                &mut encoder,
+                &device.buffer_from_slice(&x, &[n]).unwrap(),
+                &weight,
+                &out,
+                eps,
+            )
+            .unwrap();
+            encoder.commit_and_wait().unwrap();
+
+            let mut mean_square = 0.0;
+            for &v in &x {
+                mean_square += f64::from(v) * f64::from(v);
+            }
+            mean_square /= n as f64;
+            let scale = 1.0 / (mean_square + f64::from(eps)).sqrt();
+            let expected: Vec<f64> = (0..n).map(|i| f64::from(x[i]) * scale * w[i]).collect();
+            let what = format!("rms_norm {dtype} n {n}");
+            assert_close(&out.to_vec::<f32>().unwrap(), &expected, REL_TOL, 1e-6, &what);
+        }
+    }
+    assert_dispatched(&device, OpKind::RmsNorm, "rms_norm_");
+}
+
+fn matvec_matches_reference(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let registry = ops::registry();
+    for dtype in WEIGHT_DTYPES {
+        let op = ops::matvec::MatVec::new(&registry, &device, dtype).unwrap();
+        for n in [1, 7, 33, 300] {
+            for k in [1, 5, 64, 257] {
+                let seed = (n * 1000 + k) as u64;
+                let (weight, w) = weights(&device, dtype, &random(seed, n * k, -1.0, 1.0), &[n, k]);
+                let x = random(seed + 1, k, -1.0, 1.0);
+                let out = poisoned(&device, &[n]);
+                let mut encoder = device.command_encoder();
+                op.encode(
+                    &mut encoder,
+                    &weight,
+                    &device.buffer_from_slice(&x, &[k]).unwrap(),
+                    &out,
+                )
+                .unwrap();
+                encoder.commit_and_wait().unwrap();
+
+                let mut expected = vec![0.0; n];
+                for row in 0..n {
+                    for col in 0..k {
+                        expected[row] += w[row * k + col] * f64::from(x[col]);
+                    }
+                }
+                let what = format!("matvec {dtype} n {n} k {k}");
+                let abs_tol = REL_TOL * (k as f64).sqrt();
+                assert_close(&out.to_vec::<f32>().unwrap(), &expected, REL_TOL, abs_tol, &what);
+            }
+        }
+    }
+    assert_dispatched(&device, OpKind::MatVec, "matvec_");
+}
+
+fn matmul_matches_reference(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let registry = ops::registry();
+    for dtype in WEIGHT_DTYPES {
+        let op = ops::matmul::MatMul::new(&registry, &device, dtype).unwrap();
+        for m in [1, 2, 5] {
+            for n in [1, 7, 33] {
+                for k in [1, 5, 64, 257] {
+                    let seed = (m * 100_000 + n * 1000 + k) as u64;
+                    let (weight, w) = weights(&device, dtype, &random(seed, n * k, -1.0, 1.0), &[n, k]);
+                    let x = random(seed + 1, m * k, -1.0, 1.0);
+                    let out = poisoned(&device, &[m, n]);
+                    let mut encoder = device.command_encoder();
+                    let input = device.buffer_from_slice(&x, &[m, k]).unwrap();
+                    op.encode(&mut encoder, &weight, &input, &out).unwrap();
+                    encoder.commit_and_wait().unwrap();
+
+                    let mut expected = vec![0.0; m * n];
+                    for token in 0..m {
+                        for row in 0..n {
+                            for col in 0..k {
+                                expected[token * n + row] += f64::from(x[token * k + col]) * w[row * k + col];
+                            }
+                        }
+                    }
+                    let what = format!("matmul {dtype} m {m} n {n} k {k}");
+                    let abs_tol = REL_TOL * (k as f64).sqrt();
+                    assert_close(&out.to_vec::<f32>().unwrap(), &expected, REL_TOL, abs_tol, &what);
+                }
+            }
+        }
+    }
+    assert_dispatched(&device, OpKind::MatMul, "matmul_");
+}
+
+/// `theta^(-2i/head_dim)` for `i < head_dim / 2`.
+fn reference_inverse_frequencies(head_dim: usize, theta: f64) -> Vec<f64> {
+    (0..head_dim / 2)
+        .map(|i| 1.0 / theta.powf((2 * i) as f64 / head_dim as f64))
+        .collect()
+}
+
+/// transformers' `_compute_llama3_parameters`, transcribed in f64.
+fn reference_llama3(base: &[f64], scaling: Llama3Scaling) -> Vec<f64> {
+    let factor = f64::from(scaling.factor);
+    let low_freq_factor = f64::from(scaling.low_freq_factor);
+    let high_freq_factor = f64::from(scaling.high_freq_factor);
+    let old_context_len = f64::from(scaling.original_max_position_embeddings);
+    let low_freq_wavelen = old_context_len / low_freq_factor;
+    let high_freq_wavelen = old_context_len / high_freq_factor;
+    base.iter()
+        .map(|&inv_freq| {
+            let wavelen = 2.0 * std::f64::consts::PI / inv_freq;
+            // inv_freq_llama = torch.where(wavelen > low_freq_wavelen, inv_freq / factor, inv_freq)
+            let inv_freq_llama = if wavelen > low_freq_wavelen {
+                inv_freq / factor
+            } else {
+                inv_freq
+            };
+            let smooth_factor =
+                (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+            let smoothed = (1.0 - smooth_factor) * inv_freq_llama / factor + smooth_factor * inv_freq_llama;
+            // is_medium_freq = ~(wavelen < high_freq_wavelen) * ~(wavelen > low_freq_wavelen)
+            let is_medium_freq = wavelen >= high_freq_wavelen && wavelen <= low_freq_wavelen;
+            if is_medium_freq { smoothed } else { inv_freq_llama }
+        })
+        .collect()
+}
+
+fn rope_inverse_frequencies_unscaled(_backend: Backend) {
+    for (head_dim, theta) in [(2, 10_000.0), (64, 10_000.0), (128, 500_000.0), (96, 1_000_000.0)] {
+        let expected = reference_inverse_frequencies(head_dim, theta);
+        let actual = inverse_frequencies(head_dim, theta as f32, None);
+        let what = format!("inverse frequencies head_dim {head_dim} theta {theta}");
+        assert_close(&actual, &expected, REL_TOL, 0.0, &what);
+    }
+}
+
+fn rope_inverse_frequencies_llama3_scaling(_backend: Backend) {
+    let configs = [
+        // Llama 3.1.
+        (
+            128,
+            500_000.0,
+            Llama3Scaling {
+                factor: 8.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 8192.0,
+            },
+        ),
+        // Llama 3.2 1B.
+        (
+            64,
+            500_000.0,
+            Llama3Scaling {
+                factor: 32.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 8192.0,
+            },
+        ),
+        // Made up, with low_freq_factor != 1.
+        (
+            96,
+            10_000.0,
+            Llama3Scaling {
+                factor: 4.0,
+                low_freq_factor: 2.0,
+                high_freq_factor: 8.0,
+                original_max_position_embeddings: 4096.0,
+            },
+        ),
+    ];
+    for (head_dim, theta, scaling) in configs {
+        let base = reference_inverse_frequencies(head_dim, theta);
+        let expected = reference_llama3(&base, scaling);
+        let actual = inverse_frequencies(head_dim, theta as f32, Some(scaling));
+        let what = format!("llama3 inverse frequencies head_dim {head_dim} {scaling:?}");
+        assert_close(&actual, &expected, REL_TOL, 0.0, &what);
+
+        // The three bands: high frequencies unchanged, low ones divided by
+        // factor, the middle strictly in between. Each is non-empty here.
+        let factor = f64::from(scaling.factor);
+        let high_freq_wavelen =
+            f64::from(scaling.original_max_position_embeddings / scaling.high_freq_factor);
+        let low_freq_wavelen = f64::from(scaling.original_max_position_embeddings / scaling.low_freq_factor);
+        let mut bands = [0; 3];
+        for (i, (&actual, &freq)) in actual.iter().zip(&base).enumerate() {
+            let (actual, wavelen) = (f64::from(actual), 2.0 * std::f64::consts::PI / freq);
+            let close = |want: f64| (actual - want).abs() <= REL_TOL * want;
+            if wavelen < high_freq_wavelen {
+                bands[0] += 1;
+                assert!(
+                    close(freq),
+                    "{what}: high frequency {i} must be unchanged: {actual} vs {freq}"
+                );
+            } else if wavelen > low_freq_wavelen {
+                bands[2] += 1;
+                assert!(
+                    close(freq / factor),
+                    "{what}: low frequency {i} must be divided by factor: {actual}"
+                );
+            } else {
+                bands[1] += 1;
+                assert!(
+                    freq / factor < actual && actual < freq,
+                    "{what}: middle frequency {i}: {actual}"
+                );
+            }
+        }
+        assert!(bands.iter().all(|&count| count > 0), "{what}: bands {bands:?}");
+        // Smooth: monotonically decreasing across the bands.
+        assert!(
+            actual.windows(2).all(|pair| pair[1] < pair[0]),
+            "{what}: not decreasing: {actual:?}"
+        );
+    }
+}
+
+fn rope_rotates_half_by_position(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = Rope::new(&ops::registry(), &device).unwrap();
+    let llama3 = Llama3Scaling {
+        factor: 8.0,
+        low_freq_factor: 1.0,
+        high_freq_factor: 4.0,
+        original_max_position_embeddings: 8192.0,
+    };
+    for (heads, head_dim) in [(1, 2), (3, 16), (4, 128)] {
+        let unscaled = reference_inverse_frequencies(head_dim, 10_000.0);
+        let scaled = reference_llama3(&reference_inverse_frequencies(head_dim, 500_000.0), llama3);
+        for frequencies in [unscaled, scaled] {
+            let frequencies: Vec<f32> = frequencies.iter().map(|&f| f as f32).collect();
+            let frequency_buffer = device.buffer_from_slice(&frequencies, &[head_dim / 2]).unwrap();
+            for position in [0u32, 1, 37, 4000] {
+                let x = random(u64::from(position) + head_dim as u64, heads * head_dim, -1.0, 1.0);
+                let buffer = device.buffer_from_slice(&x, &[heads, head_dim]).unwrap();
+                // The position sits at index 2 of the slot.
+                let slot = device
+                    .buffer_from_slice(&[99u32, 7, position, 123], &[4])
+                    .unwrap();
+                let mut encoder = device.command_encoder();
+                op.encode(&mut encoder, &buffer, &frequency_buffer, &slot, 2, heads)
+                    .unwrap();
+                encoder.commit_and_wait().unwrap();
+
+                let half = head_dim / 2;
+                let mut expected = vec![0.0; heads * head_dim];
+                for head in 0..heads {
+                    for i in 0..half {
+                        // The angle is an f32 product, as in transformers
+                        // (`inv_freq @ position_ids` in float32).
+                        let angle = f64::from(position as f32 * frequencies[i]);
+                        let (x0, x1) = (
+                            f64::from(x[head * head_dim + i]),
+                            f64::from(x[head * head_dim + i + half]),
+                        );
+                        expected[head * head_dim + i] = x0 * angle.cos() - x1 * angle.sin();
+                        expected[head * head_dim + i + half] = x1 * angle.cos() + x0 * angle.sin();
+                    }
+                }
+                let what = format!("rope heads {heads} head_dim {head_dim} position {position}");
+                assert_close(&buffer.to_vec::<f32>().unwrap(), &expected, REL_TOL, 1e-6, &what);
+            }
+        }
+    }
+    assert_dispatched(&device, OpKind::Rope, "rope_");
+}
+
+fn kv_append_writes_exactly_row_pos(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = ops::kv_append::KvAppend::new(&ops::registry(), &device).unwrap();
+    let max_positions = 40;
+    for kv_dim in [5, 32] {
+        for position in [0, 5, 39] {
+            let seed = (kv_dim * 100 + position) as u64;
+            let (old_keys, old_values) = (
+                random(seed, max_positions * kv_dim, -1.0, 1.0),
+                random(seed + 1, max_positions * kv_dim, -1.0, 1.0),
+            );
+            let (key, value) = (
+                random(seed + 2, kv_dim, 2.0, 3.0),
+                random(seed + 3, kv_dim, -3.0, -2.0),
+            );
+            let key_cache = device
+                .buffer_from_slice(&old_keys, &[max_positions, kv_dim])
+                .unwrap();
+            let value_cache = device
+                .buffer_from_slice(&old_values, &[max_positions, kv_dim])
+                .unwrap();
+            let slot = device.buffer_from_slice(&[3u32, position as u32], &[2]).unwrap();
+            let mut encoder = device.command_encoder();
+            op.encode(
+                &mut encoder,
+                &device.buffer_from_slice(&key, &[kv_dim]).unwrap(),
+                &device.buffer_from_slice(&value, &[kv_dim]).unwrap(),
+                &key_cache,
+                &value_cache,
+                &slot,
+                1,
+            )
+            .unwrap();
+            encoder.commit_and_wait().unwrap();
+
+            let row = position * kv_dim..(position + 1) * kv_dim;
+            let (mut expected_keys, mut expected_values) = (widen(&old_keys), widen(&old_values));
+            expected_keys[row.clone()].copy_from_slice(&widen(&key));
+            expected_values[row].copy_from_slice(&widen(&value));
+            let what = format!("kv_append kv_dim {kv_dim} position {position}");
+            assert_close(
+                &key_cache.to_vec::<f32>().unwrap(),
+                &expected_keys,
+                0.0,
+                0.0,
+                &format!("{what} keys"),
+            );
+            assert_close(
+                &value_cache.to_vec::<f32>().unwrap(),
+                &expected_values,
+                0.0,
+                0.0,
+                &format!("{what} values"),
+            );
+        }
+    }
+    assert_dispatched(&device, OpKind::Copy, "kv_append_");
+}
+
+fn attention_matches_reference(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = Attention::new(&ops::registry(), &device).unwrap();
+    let max_positions = 40;
+    let configs = [
+        Heads {
+            query: 8,
+            key_value: 2,
+            dim: 16,
+        },
+        Heads {
+            query: 4,
+            key_value: 4,
+            dim: 8,
+        },
+        Heads {
+            query: 3,
+            key_value: 1,
+            dim: 5,
+        },
+    ];
+    for heads in configs {
+        let kv_dim = heads.key_value * heads.dim;
+        for position in [0, 5, 31] {
+            let seed = (heads.query * 1000 + heads.dim * 100 + position) as u64;
+            let query = random(seed, heads.query * heads.dim, -3.0, 3.0);
+            let mut keys = random(seed + 1, max_positions * kv_dim, -1.0, 1.0);
+            let mut values = random(seed + 2, max_positions * kv_dim, -1.0, 1.0);
+            // Rows after the position must not matter: make them huge.
+            keys[(position + 1) * kv_dim..].fill(1e30);
+            values[(position + 1) * kv_dim..].fill(1e30);
+            let key_cache = device.buffer_from_slice(&keys, &[max_positions, kv_dim]).unwrap();
+            let value_cache = device
+                .buffer_from_slice(&values, &[max_positions, kv_dim])
+                .unwrap();
+            let slot = device
+                .buffer_from_slice(&[0u32, 9, position as u32], &[3])
+                .unwrap();
+            let out = poisoned(&device, &[heads.query, heads.dim]);
+            let mut encoder = device.command_encoder();
+            let query_buffer = device
+                .buffer_from_slice(&query, &[heads.query, heads.dim])
+                .unwrap();
+            op.encode(
+                &mut encoder,
+                &query_buffer,
+                &key_cache,
+                &value_cache,
+                &slot,
+                2,
+                heads,
+                position + 1,
+                &out,
+            )
+            .unwrap();
+            encoder.commit_and_wait().unwrap();
+
+            let group = heads.query / heads.key_value;
+            let d = heads.dim;
+            let mut expected = vec![0.0; heads.query * d];
+            for h in 0..heads.query {
+                let kv = (h / group) * d;
+                let mut scores = Vec::new();
+                for p in 0..=position {
+                    let mut dot = 0.0;
+                    for i in 0..d {
+                        dot += f64::from(query[h * d + i]) * f64::from(keys[p * kv_dim + kv + i]);
+                    }
+                    scores.push(dot / (d as f64).sqrt());
+                }
+                let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let total: f64 = scores.iter().map(|s| (s - max).exp()).sum();
+                for (p, score) in scores.iter().enumerate() {
+                    let weight = (score - max).exp() / total;
+                    for i in 0..d {
+                        expected[h * d + i] += weight * f64::from(values[p * kv_dim + kv + i]);
+                    }
+                }
+            }
+            let what = format!("attention {heads:?} position {position}");
+            assert_close(&out.to_vec::<f32>().unwrap(), &expected, REL_TOL, 2e-6, &what);
+        }
+    }
+    assert_dispatched(&device, OpKind::Attention, "attention_");
+}
+
+fn silu_mul_matches_reference(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = ops::silu_mul::SiluMul::new(&ops::registry(), &device).unwrap();
+    for n in [1, 7, 33, 300, 1025] {
+        let gate = random(41 + n as u64, n, -10.0, 10.0);
+        let up = random(42 + n as u64, n, -1.0, 1.0);
+        let out = poisoned(&device, &[n]);
+        let mut encoder = device.command_encoder();
+        op.encode(
+            &mut encoder,
+            &device.buffer_from_slice(&gate, &[n]).unwrap(),
+            &device.buffer_from_slice(&up, &[n]).unwrap(),
+            &out,
+        )
+        .unwrap();
+        encoder.commit_and_wait().unwrap();
+        let expected: Vec<f64> = (0..n)
+            .map(|i| {
+                let g = f64::from(gate[i]);
+                g / (1.0 + (-g).exp()) * f64::from(up[i])
+            })
+            .collect();
+        assert_close(
+            &out.to_vec::<f32>().unwrap(),
+            &expected,
+            REL_TOL,
+            1e-7,
+            &format!("silu_mul n {n}"),
+        );
+    }
+    assert_dispatched(&device, OpKind::SiluMul, "silu_mul_");
+}
+
+fn add_matches_reference(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let registry = ops::registry();
+    for dtype in WEIGHT_DTYPES {
+        let op = ops::add::Add::new(&registry, &device, dtype).unwrap();
+        for n in [1, 7, 33, 300] {
+            let x = random(51 + n as u64, n, -1.0, 1.0);
+            let (addend, y) = weights(&device, dtype, &random(52 + n as u64, n, -1.0, 1.0), &[n]);
+            // In place: the accumulator is the output, so it cannot be poisoned.
+            let accumulator = device.buffer_from_slice(&x, &[n]).unwrap();
+            let mut encoder = device.command_encoder();
+            op.encode(&mut encoder, &accumulator, &addend).unwrap();
+            encoder.commit_and_wait().unwrap();
+            let expected: Vec<f64> = (0..n).map(|i| f64::from(x[i]) + y[i]).collect();
+            let what = format!("add {dtype} n {n}");
+            assert_close(
+                &accumulator.to_vec::<f32>().unwrap(),
+                &expected,
+                REL_TOL,
+                1e-7,
+                &what,
+            );
+        }
+    }
+    assert_dispatched(&device, OpKind::ElemAdd, "add_");
+}
+
+/// The first index of the largest value; NaN never wins.
+fn reference_argmax(values: &[f32]) -> u32 {
+    let mut best: Option<usize> = None;
+    for (i, &v) in values.iter().enumerate() {
+        if !v.is_nan() && best.is_none_or(|b| v > values[b]) {
+            best = Some(i);
+        }
+    }
+    best.unwrap_or(0) as u32
+}
+
+/// Logit vectors for argmax and greedy sampling: random sizes, ties, all
+/// negative, and NaNs.
+fn argmax_cases() -> Vec<Vec<f32>> {
+    let mut cases: Vec<Vec<f32>> = [1, 7, 33, 300, 32_000]
+        .iter()
+        .map(|&n| random(61 + n, n as usize, -1.0, 1.0))
+        .collect();
+    cases.push(vec![1.0, 3.0, 0.0, 3.0, 3.0]);
+    cases.push(vec![0.5; 9]);
+    cases.push(random(62, 100, -9.0, -1.0));
+    let mut late_tie = random(63, 500, -1.0, 1.0);
+    (late_tie[250], late_tie[499]) = (2.0, 2.0);
+    cases.push(late_tie);
+    cases.push(vec![f32::NAN, 1.0, 3.0, f32::NAN, 2.0]);
+    cases
+}
+
+fn argmax_picks_the_first_largest(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = ops::argmax::Argmax::new(&ops::registry(), &device).unwrap();
+    for logits in argmax_cases() {
+        let out = poisoned_u32(&device);
+        let mut encoder = device.command_encoder();
+        op.encode(
+            &mut encoder,
+            &device.buffer_from_slice(&logits, &[logits.len()]).unwrap(),
+            &out,
+        )
+        .unwrap();
+        encoder.commit_and_wait().unwrap();
+        let expected = reference_argmax(&logits);
+        let shown = &logits[..logits.len().min(8)];
+        assert_eq!(
+            out.to_vec::<u32>().unwrap(),
+            [expected],
+            "argmax of {} logits {shown:?}...",
+            logits.len()
+        );
+    }
+    assert_dispatched(&device, OpKind::Argmax, "argmax_");
+}
+
+fn sample_at_temperature_zero_is_argmax(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = Sample::new(&ops::registry(), &device).unwrap();
+    for logits in argmax_cases() {
+        let buffer = device.buffer_from_slice(&logits, &[logits.len()]).unwrap();
+        for (top_p, uniform) in [(1.0, 0.0), (1.0, 0.5), (0.3, 0.9999)] {
+            let out = poisoned_u32(&device);
+            let mut encoder = device.command_encoder();
+            op.encode(
+                &mut encoder,
+                &buffer,
+                &out,
+                Sampling {
+                    temperature: 0.0,
+                    top_p,
+                },
+                uniform,
+            )
+            .unwrap();
+            encoder.commit_and_wait().unwrap();
+            let expected = reference_argmax(&logits);
+            let shown = &logits[..logits.len().min(8)];
+            assert_eq!(
+                out.to_vec::<u32>().unwrap(),
+                [expected],
+                "greedy sample, uniform {uniform}, {shown:?}..."
+            );
+        }
+    }
+    assert_dispatched(&device, OpKind::Sample, "sample_");
+}
+
+/// How often each token is drawn over the uniform grid `j / 10_000`.
+fn sample_frequencies(device: &Device, logits: &[f32], sampling: Sampling) -> Vec<f64> {
+    const DRAWS: usize = 10_000;
+    let op = Sample::new(&ops::registry(), device).unwrap();
+    let buffer = device.buffer_from_slice(logits, &[logits.len()]).unwrap();
+    let out = device
+        .buffer_from_slice(&vec![u32::MAX; DRAWS], &[DRAWS])
+        .unwrap();
+    let mut encoder = device.command_encoder();
+    for draw in 0..DRAWS {
+        let uniform = draw as f32 / DRAWS as f32;
+        op.encode(
+            &mut encoder,
+            &buffer,
+            &out.slice(draw, 1).unwrap(),
+            sampling,
+            uniform,
+        )
+        .unwrap();
+        // Committed in batches: an open batch checks each dispatch against
+        // the ranges of all the others.
+        if draw % 100 == 99 {
+            encoder.commit_and_wait().unwrap();
+        }
+    }
+    encoder.commit_and_wait().unwrap();
+    let mut counts = vec![0usize; logits.len()];
+    for token in out.to_vec::<u32>().unwrap() {
+        assert!(
+            (token as usize) < logits.len(),
+            "sampled token {token} of {} ({sampling:?})",
+            logits.len()
+        );
+        counts[token as usize] += 1;
+    }
+    counts.iter().map(|&count| count as f64 / DRAWS as f64).collect()
+}
+
+fn sample_frequencies_match_the_nucleus_softmax(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    for (seed, n) in [(71, 2), (72, 10), (73, 37)] {
+        let logits = random(seed, n, -2.0, 2.0);
+        for temperature in [0.5f32, 1.0, 1.7] {
+            for top_p in [1.0f32, 0.8] {
+                let sampling = Sampling { temperature, top_p };
+                let actual = sample_frequencies(&device, &logits, sampling);
+
+                let max = logits
+                    .iter()
+                    .map(|&l| f64::from(l))
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let weights: Vec<f64> = logits
+                    .iter()
+                    .map(|&l| ((f64::from(l) - max) / f64::from(temperature)).exp())
+                    .collect();
+                let total: f64 = weights.iter().sum();
+                // The nucleus: the most likely tokens until their mass reaches top_p.
+                let mut order: Vec<usize> = (0..n).collect();
+                order.sort_by(|&a, &b| weights[b].total_cmp(&weights[a]));
+                let (mut kept, mut mass) = (0, 0.0);
+                while mass < f64::from(top_p) && kept < n {
+                    mass += weights[order[kept]] / total;
+                    kept += 1;
+                }
+                let nucleus = &order[..kept];
+                let nucleus_total: f64 = nucleus.iter().map(|&i| weights[i]).sum();
+                let mut expected = vec![0.0; n];
+                for &i in nucleus {
+                    expected[i] = weights[i] / nucleus_total;
+                }
+                let what = format!("sample frequencies of {n} logits, {sampling:?}");
+                let actual: Vec<f32> = actual.iter().map(|&f| f as f32).collect();
+                assert_close(&actual, &expected, 0.0, 0.01, &what);
+            }
+        }
+    }
+    assert_dispatched(&device, OpKind::Sample, "sample_");
+}
+
+fn sample_with_small_top_p_picks_the_top_token(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    for (seed, n) in [(81, 2), (82, 10), (83, 300)] {
+        let logits = random(seed, n, -2.0, 2.0);
+        let top = reference_argmax(&logits) as usize;
+        for temperature in [0.5, 1.0, 3.0] {
+            // Below 1/n, the top token alone reaches top_p.
+            let sampling = Sampling {
+                temperature,
+                top_p: 0.001,
+            };
+            let frequencies = sample_frequencies(&device, &logits, sampling);
+            assert_eq!(
+                frequencies[top], 1.0,
+                "{n} logits, {sampling:?}: top token {top}, frequencies {frequencies:?}"
+            );
+        }
+    }
+    assert_dispatched(&device, OpKind::Sample, "sample_");
+}
+
+fn copy_copies_every_byte(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = ops::copy::Copy::new(&ops::registry(), &device).unwrap();
+    for n in [1, 7, 1000, 300_001] {
+        let source = random(91 + n as u64, n, -1.0, 1.0);
+        let destination = poisoned(&device, &[n]);
+        let mut encoder = device.command_encoder();
+        op.encode(
+            &mut encoder,
+            &device.buffer_from_slice(&source, &[n]).unwrap(),
+            &destination,
+        )
+        .unwrap();
+        encoder.commit_and_wait().unwrap();
+        assert_close(
+            &destination.to_vec::<f32>().unwrap(),
+            &widen(&source),
+            0.0,
+            0.0,
+            &format!("copy of {n} f32"),
+        );
+    }
+    // Two-byte elements go as 32-bit words: an even count copies, an odd one is refused.
+    let halves: Vec<bf16> = random(92, 6, -1.0, 1.0)
+        .iter()
+        .map(|&v| bf16::from_f32(v))
+        .collect();
+    let destination = device.buffer_from_slice(&[bf16::NAN; 6], &[6]).unwrap();
+    let mut encoder = device.command_encoder();
+    op.encode(
+        &mut encoder,
+        &device.buffer_from_slice(&halves, &[6]).unwrap(),
+        &destination,
+    )
+    .unwrap();
+    encoder.commit_and_wait().unwrap();
+    let bits = |values: &[bf16]| values.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&destination.to_vec::<bf16>().unwrap()),
+        bits(&halves),
+        "copy of 6 bf16"
+    );
+    let odd = device.alloc(DType::BF16, &[3]).unwrap();
+    assert!(
+        op.encode(&mut encoder, &odd, &device.alloc(DType::BF16, &[3]).unwrap())
+            .is_err()
+    );
+    assert!(
+        op.encode(&mut encoder, &odd, &device.alloc(DType::F16, &[3]).unwrap())
+            .is_err()
+    );
+    assert_dispatched(&device, OpKind::Copy, "copy_");
+}
+
+kernelscope::device_tests!(
+    embedding_copies_the_token_row,
+    embedding_rejects_a_token_beyond_the_vocabulary,
+    rms_norm_matches_reference,
+    matvec_matches_reference,
+    matmul_matches_reference,
+    rope_inverse_frequencies_unscaled,
+    rope_inverse_frequencies_llama3_scaling,
+    rope_rotates_half_by_position,
+    kv_append_writes_exactly_row_pos,
+    attention_matches_reference,
+    silu_mul_matches_reference,
+    add_matches_reference,
+    argmax_picks_the_first_largest,
+    sample_at_temperature_zero_is_argmax,
+    sample_frequencies_match_the_nucleus_softmax,
+    sample_with_small_top_p_picks_the_top_token,
+    copy_copies_every_byte,
+);
