@@ -36,7 +36,23 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if !error.use_stderr() => {
+            // --help and --version: clap prints them in full.
+            let _ = error.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(error) => {
+            // Usage errors keep to one line, like every other error.
+            let rendered = error.render().to_string();
+            eprintln!(
+                "{}",
+                rendered.lines().next().unwrap_or("error: invalid arguments")
+            );
+            return ExitCode::from(2);
+        }
+    };
     let outcome = match cli.command {
         Command::Run(args) => run::run(args),
         Command::Bench(args) => bench::run(args),

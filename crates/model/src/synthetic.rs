@@ -138,10 +138,9 @@ pub fn write_checkpoint(config: &Config, dtype: DType, seed: u64, out: &Path, qu
             )
         })
         .collect();
-    let metadata = std::collections::HashMap::from([
-        ("format".to_string(), "pt".to_string()),
-        ("generator".to_string(), format!("kscope gen-model seed={seed}")),
-    ]);
+    // One metadata key only: the map's iteration order is random, and the
+    // bytes of the file must not be.
+    let metadata = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
     let weights_path = out.join("model.safetensors");
     let written = safetensors::serialize_to_file(tensors, Some(metadata), &weights_path).map_err(|error| {
         ModelError::Safetensors {

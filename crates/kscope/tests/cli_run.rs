@@ -1,0 +1,302 @@
+//! `kscope run`, `gen-model` and `bench` end to end: the default command
+//! works offline with no files, and every bad input gets a one-line error
+//! naming the file (or value) and the problem, with exit code 2.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn kscope(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_kscope"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().expect("exited normally"),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+/// A fresh tiny checkpoint in its own directory, removed on drop.
+struct Checkpoint(PathBuf);
+
+impl Checkpoint {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("kscope-run-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (code, _, stderr) = kscope(&[
+            "gen-model",
+            "--preset",
+            "tiny",
+            "--seed",
+            "5",
+            "--quiet",
+            "--out",
+            dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        Checkpoint(dir)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    fn edit_config(&self, from: &str, to: &str) {
+        let path = self.file("config.json");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{from} not in config");
+        std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+    }
+}
+
+impl Drop for Checkpoint {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs `kscope run --model DIR` and expects exit 2 with one line holding every needle.
+fn expect_failure(args: &[&str], needles: &[&str]) {
+    let (code, stdout, stderr) = kscope(args);
+    assert_eq!(code, 2, "args {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    for needle in needles {
+        assert!(stderr.contains(needle), "missing `{needle}` in: {stderr}");
+    }
+}
+
+#[test]
+fn default_run_profiles_the_built_in_model() {
+    let (code, stdout, stderr) = kscope(&["run", "--profile", "--max-tokens", "6"]);
+    assert_eq!(code, 0, "{stderr}");
+    for needle in [
+        "model: tiny (synthetic",
+        "generated: 6 tokens",
+        "prefill: 4 tokens",
+        "decode: 5 tokens",
+        "first: token 4 (Decode)",
+        "last: token 8 (Decode)",
+        "| MatVec",
+        "| Attention",
+        "| layer.3",
+        "| lm_head",
+        "per decode token",
+        "cross-check decode",
+    ] {
+        assert!(stdout.contains(needle), "missing `{needle}`:\n{stdout}");
+    }
+}
+
+#[test]
+fn profile_json_and_trace_files_are_written_and_comparable() {
+    let dir = std::env::temp_dir().join(format!("kscope-run-outputs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("p.json");
+    let trace = dir.join("t.json");
+    let logits = dir.join("l.npy");
+    let (code, _, stderr) = kscope(&[
+        "run",
+        "--max-tokens",
+        "4",
+        "--profile-json",
+        json.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--logits-out",
+        logits.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let profile = kernelscope::profile::Profile::load(&json).unwrap();
+    assert_eq!(profile.tokens.len(), 7, "4 prompt + 3 decode positions");
+    assert!(profile.dispatches.iter().any(|d| &*d.scope == "layer.0.attn"));
+    let rows = kernelscope_model::npy::read_f32_2d(&logits).unwrap();
+    assert_eq!((rows.len(), rows[0].len()), (7, 2048));
+    let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(trace["traceEvents"].as_array().unwrap().len() > profile.dispatches.len());
+    let (code, stdout, _) = kscope(&["compare", json.to_str().unwrap(), json.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_model_directories_are_named() {
+    let missing = Path::new("/nonexistent/model");
+    expect_failure(
+        &["run", "--model", missing.to_str().unwrap()],
+        &["/nonexistent/model", "not a directory"],
+    );
+
+    let checkpoint = Checkpoint::new("noconfig");
+    std::fs::remove_file(checkpoint.file("config.json")).unwrap();
+    expect_failure(
+        &["run", "--model", checkpoint.path()],
+        &[checkpoint.path(), "no config.json"],
+    );
+
+    let checkpoint = Checkpoint::new("badjson");
+    std::fs::write(checkpoint.file("config.json"), "{ \"vocab_size\": ").unwrap();
+    expect_failure(
+        &["run", "--model", checkpoint.path()],
+        &["config.json", "malformed config.json"],
+    );
+
+    let checkpoint = Checkpoint::new("arch");
+    checkpoint.edit_config("LlamaForCausalLM", "GPT2LMHeadModel");
+    expect_failure(
+        &["run", "--model", checkpoint.path()],
+        &["config.json", "GPT2LMHeadModel", "not supported"],
+    );
+}
+
+#[test]
+fn bad_safetensors_are_named() {
+    let checkpoint = Checkpoint::new("truncated");
+    let weights = checkpoint.file("model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    expect_failure(
+        &["run", "--model", checkpoint.path()],
+        &["model.safetensors", "truncated"],
+    );
+
+    std::fs::write(&weights, &bytes[..5]).unwrap();
+    expect_failure(
+        &["run", "--model", checkpoint.path()],
+        &["model.safetensors", "truncated"],
+    );
+
+    let mut garbled = bytes.clone();
+    garbled[8..16].copy_from_slice(b"not json");
+    std::fs::write(&weights, &garbled).unwrap();
+    expect_failure(
+        &["run", "--model", checkpoint.path()],
+        &["model.safetensors", "malformed"],
+    );
+}
+
+#[test]
+fn tensors_that_do_not_fit_the_config_are_named() {
+    let checkpoint = Checkpoint::new("layers");
+    checkpoint.edit_config("\"num_hidden_layers\": 4", "\"num_hidden_layers\": 5");
+    expect_failure(
+        &["run", "--model", checkpoint.path()],
+        &["model.layers.4.input_layernorm.weight", "missing"],
+    );
+
+    let checkpoint = Checkpoint::new("shape");
+    checkpoint.edit_config("\"intermediate_size\": 352", "\"intermediate_size\": 360");
+    expect_failure(
+        &["run", "--model", checkpoint.path()],
+        &[
+            "model.safetensors",
+            "model.layers.0.mlp.gate_proj.weight",
+            "[352, 128]",
+            "[360, 128]",
+        ],
+    );
+
+    // Relabel one tensor as f16 (same size, padded with a space so the
+    // header keeps its length): its dtype no longer matches the model's.
+    let checkpoint = Checkpoint::new("dtype");
+    let weights = checkpoint.file("model.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let header_len = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header = String::from_utf8(bytes[8..8 + header_len].to_vec()).unwrap();
+    let key = "\"model.norm.weight\":{\"dtype\":\"BF16\"";
+    let position = header.find(key).expect("norm entry in header");
+    let relabeled = header.replacen(key, "\"model.norm.weight\":{\"dtype\":\"F16\" ", 1);
+    assert_eq!(relabeled.len(), header.len(), "at {position}");
+    bytes[8..8 + header_len].copy_from_slice(relabeled.as_bytes());
+    std::fs::write(&weights, bytes).unwrap();
+    expect_failure(
+        &["run", "--model", checkpoint.path()],
+        &["model.norm.weight", "dtype f16", "expected bf16"],
+    );
+}
+
+#[test]
+fn bad_run_arguments_are_refused() {
+    expect_failure(&["run", "--token-ids", "1,5000"], &["token id 5000", "2048"]);
+    expect_failure(
+        &["run", "--max-tokens", "600"],
+        &["600 tokens to generate", "512"],
+    );
+    expect_failure(&["run", "--max-tokens", "0"], &["--max-tokens"]);
+    expect_failure(&["run", "--prompt", "hello"], &["tokenizer.json", "--token-ids"]);
+    expect_failure(&["run", "--preset", "gpt-5"], &["unknown preset `gpt-5`", "tiny"]);
+    expect_failure(&["run", "--device", "tpu"], &["invalid device `tpu`"]);
+    expect_failure(&["run", "--top-p", "1.5"], &["--top-p"]);
+    expect_failure(
+        &[
+            "gen-model",
+            "--preset",
+            "tiny",
+            "--out",
+            "/tmp/x",
+            "--dtype",
+            "int8",
+        ],
+        &["int8", "bf16"],
+    );
+}
+
+#[test]
+fn gen_model_refuses_to_overwrite_without_force() {
+    let checkpoint = Checkpoint::new("overwrite");
+    expect_failure(
+        &["gen-model", "--preset", "tiny", "--out", checkpoint.path()],
+        &["already there", "--force"],
+    );
+    let (code, stdout, _) = kscope(&[
+        "gen-model",
+        "--preset",
+        "tiny",
+        "--seed",
+        "5",
+        "--quiet",
+        "--force",
+        "--out",
+        checkpoint.path(),
+    ]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("38 tensors"), "{stdout}");
+}
+
+#[test]
+fn bench_reports_rates_and_the_roofline() {
+    let (code, stdout, stderr) = kscope(&[
+        "bench",
+        "-p",
+        "8",
+        "-n",
+        "8",
+        "-r",
+        "2",
+        "--bandwidth-mib",
+        "8",
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0]["test"], "pp8");
+    assert_eq!(rows[1]["test"], "tg8");
+    for row in rows {
+        assert!(row["mean_tps"].as_f64().unwrap() > 0.0);
+        assert_eq!(row["reps"], 2);
+        assert!(row["roofline_tps"].as_f64().unwrap() > 0.0);
+    }
+    let (code, stdout, _) = kscope(&["bench", "-p", "4", "-n", "0", "-r", "1", "--bandwidth-mib", "0"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("| pp4 |") && !stdout.contains("tg0"), "{stdout}");
+    expect_failure(&["bench", "-r", "0"], &["-r"]);
+}

@@ -1,0 +1,152 @@
+//! Correctness against a reference no one here wrote: for each fixture the
+//! synthetic checkpoint is regenerated (and must be byte-identical to the
+//! one the reference saw), run by our CPU engine, and its logits and greedy
+//! tokens compared with those of Hugging Face transformers.
+
+use std::path::{Path, PathBuf};
+
+use kernelscope::ops::sample::Sampling;
+use kernelscope::{DType, Device};
+use kernelscope_model::{LoadOptions, Model, npy, preset, synthetic};
+
+/// Relative tolerance: max |ours - reference| over a row, divided by the
+/// row's largest |reference| logit. f32 on both sides; the difference is
+/// summation order only.
+const RELATIVE_TOLERANCE: f32 = 1e-5;
+
+struct Fixture {
+    preset: &'static str,
+    seed: u64,
+    digest: u64,
+}
+
+const FIXTURES: [Fixture; 3] = [
+    Fixture {
+        preset: "tiny",
+        seed: 1,
+        digest: 0x2419_56a9_5aec_fddb,
+    },
+    Fixture {
+        preset: "tiny-qwen2",
+        seed: 2,
+        digest: 0x8664_66d4_1037_7640,
+    },
+    Fixture {
+        preset: "tiny-llama3",
+        seed: 3,
+        digest: 0x47f6_7506_7b15_78b2,
+    },
+];
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+fn reference_tokens(name: &str) -> (Vec<u32>, Vec<u32>) {
+    let text = std::fs::read_to_string(fixtures_dir().join(format!("{name}.tokens.json"))).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let ids = |key: &str| {
+        value[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect()
+    };
+    (ids("prompt"), ids("generated"))
+}
+
+fn check_fixture(fixture: &Fixture) {
+    let directory =
+        std::env::temp_dir().join(format!("kscope-parity-{}-{}", fixture.preset, std::process::id()));
+    let config = preset(fixture.preset).unwrap();
+    synthetic::write_checkpoint(&config, DType::BF16, fixture.seed, &directory, true).unwrap();
+    let digest = synthetic::file_digest(&directory.join("model.safetensors")).unwrap();
+    assert_eq!(
+        digest, fixture.digest,
+        "{}: the generator's bytes changed (digest {digest:016x}); the reference logits no longer apply",
+        fixture.preset
+    );
+
+    let (prompt, expected_tokens) = reference_tokens(fixture.preset);
+    let reference = npy::read_f32_2d(&fixtures_dir().join(format!("{}.logits.npy", fixture.preset))).unwrap();
+    let mut model = Model::load(&directory, &Device::cpu(), LoadOptions { quiet: true }).unwrap();
+    let generation = model
+        .generate(&prompt, expected_tokens.len(), Sampling::GREEDY, 0, false, true)
+        .unwrap();
+    std::fs::remove_dir_all(&directory).unwrap();
+
+    assert_eq!(
+        generation.generated, expected_tokens,
+        "{}: greedy tokens differ",
+        fixture.preset
+    );
+    assert_eq!(
+        generation.logits.len(),
+        reference.len(),
+        "{}: rows",
+        fixture.preset
+    );
+    let mut worst = 0f32;
+    for (row, (ours, theirs)) in generation.logits.iter().zip(&reference).enumerate() {
+        assert_eq!(ours.len(), theirs.len());
+        let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let (index, error) = ours
+            .iter()
+            .zip(theirs)
+            .map(|(a, b)| (a - b).abs())
+            .enumerate()
+            .fold((0, 0f32), |best, (i, e)| if e > best.1 { (i, e) } else { best });
+        let relative = error / scale;
+        worst = worst.max(relative);
+        assert!(
+            relative <= RELATIVE_TOLERANCE,
+            "{} row {row}: logit {index} is {} vs reference {} (relative error {relative:e} > {RELATIVE_TOLERANCE:e})",
+            fixture.preset,
+            ours[index],
+            theirs[index]
+        );
+    }
+    eprintln!(
+        "{}: {} rows, worst relative error {worst:e}",
+        fixture.preset,
+        reference.len()
+    );
+}
+
+#[test]
+fn llama_with_gqa_and_tied_embeddings_matches_transformers() {
+    check_fixture(&FIXTURES[0]);
+}
+
+#[test]
+fn qwen2_with_biases_matches_transformers() {
+    check_fixture(&FIXTURES[1]);
+}
+
+#[test]
+fn llama3_rope_scaling_matches_transformers() {
+    check_fixture(&FIXTURES[2]);
+}
+
+/// The in-memory preset (what `kscope run` uses with no files) is the same
+/// model as the written checkpoint: identical logits.
+#[test]
+fn in_memory_preset_equals_written_checkpoint() {
+    let directory = std::env::temp_dir().join(format!("kscope-inmemory-{}", std::process::id()));
+    let config = preset("tiny-qwen2").unwrap();
+    synthetic::write_checkpoint(&config, DType::F16, 9, &directory, true).unwrap();
+    let device = Device::cpu();
+    let mut loaded = Model::load(&directory, &device, LoadOptions { quiet: true }).unwrap();
+    let mut generated = Model::from_preset("tiny-qwen2", &device, DType::F16, 9, true).unwrap();
+    let prompt = [7, 300, 1999];
+    let a = loaded
+        .generate(&prompt, 6, Sampling::GREEDY, 0, false, true)
+        .unwrap();
+    let b = generated
+        .generate(&prompt, 6, Sampling::GREEDY, 0, false, true)
+        .unwrap();
+    std::fs::remove_dir_all(&directory).unwrap();
+    assert_eq!(a.generated, b.generated);
+    assert_eq!(a.logits, b.logits);
+}
