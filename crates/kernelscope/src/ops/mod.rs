@@ -145,16 +145,43 @@ pub(crate) fn expect_slot(op: &str, slot: &Buffer, index: usize) -> Result<()> {
 }
 
 /// Dot product of a weight row and an f32 vector, accumulated in f32 over
-/// eight lanes so the compiler can vectorise it.
+/// eight lanes so the compiler can vectorise it. On x86-64 CPUs with AVX2
+/// and FMA (checked at run time; the build targets baseline x86-64) the same
+/// loop is compiled for those instructions, which roughly doubles the CPU
+/// mat-vec's throughput.
 #[inline]
 pub(crate) fn dot<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
+            return unsafe { dot_avx2_fma(row, x) };
+        }
+    }
+    dot_lanes::<W, false>(row, x)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_avx2_fma<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
+    dot_lanes::<W, true>(row, x)
+}
+
+/// The eight-lane loop; `FUSED` uses fused multiply-add, which is only fast
+/// where the target has FMA.
+#[inline(always)]
+fn dot_lanes<W: WeightElement, const FUSED: bool>(row: &[W], x: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let row_chunks = row.chunks_exact(8);
     let x_chunks = x.chunks_exact(8);
     let (row_tail, x_tail) = (row_chunks.remainder(), x_chunks.remainder());
     for (w, v) in row_chunks.zip(x_chunks) {
         for lane in 0..8 {
-            lanes[lane] += w[lane].to_f32() * v[lane];
+            lanes[lane] = if FUSED {
+                w[lane].to_f32().mul_add(v[lane], lanes[lane])
+            } else {
+                lanes[lane] + w[lane].to_f32() * v[lane]
+            };
         }
     }
     let mut sum =
