@@ -149,6 +149,15 @@ pub enum Error {
         differences: String,
     },
 
+    /// A CUDA driver or NVRTC call failed.
+    #[error("CUDA {operation}: {message}")]
+    Cuda {
+        /// What was being done.
+        operation: String,
+        /// The driver's or compiler's message.
+        message: String,
+    },
+
     /// An operating-system I/O error.
     #[error("{context}: {source}")]
     Io {

@@ -37,7 +37,9 @@ struct Ops {
     attention: Attention,
     silu_mul: SiluMul,
     argmax: Argmax,
-    sample: Sample,
+    /// `Err` where the backend has no sampling kernel: the error is reported
+    /// only when a temperature above 0 asks for it.
+    sample: std::result::Result<Sample, kernelscope::Error>,
 }
 
 impl Ops {
@@ -54,7 +56,7 @@ impl Ops {
             attention: Attention::new(&registry, device)?,
             silu_mul: SiluMul::new(&registry, device)?,
             argmax: Argmax::new(&registry, device)?,
-            sample: Sample::new(&registry, device)?,
+            sample: Sample::new(&registry, device),
         })
     }
 }
@@ -375,15 +377,20 @@ impl Model {
         if sampling.temperature <= 0.0 {
             ops.argmax.encode(encoder, &state.logits, &state.next_token)?;
         } else {
-            ops.sample
-                .encode(encoder, &state.logits, &state.next_token, sampling, uniform)?;
+            let sample = ops.sample.as_ref().map_err(|error| {
+                ModelError::InvalidInput(format!(
+                    "sampling with --temperature above 0 is unavailable here ({error}); use --temperature 0"
+                ))
+            })?;
+            sample.encode(encoder, &state.logits, &state.next_token, sampling, uniform)?;
         }
         Ok(())
     }
 
     /// Runs one position: `token` at `position`, and returns the next token
     /// chosen from its logits. One submission, one host sync (reading the
-    /// chosen token back). The KV cache must hold `position`.
+    /// chosen token back), two host-device copies (token and position in,
+    /// chosen token out).
     pub fn step(
         &mut self,
         token: u32,
@@ -404,7 +411,8 @@ impl Model {
             Phase::Prefill => "prefill",
             Phase::Decode => "decode",
         };
-        self.encoder.commit_and_wait_labeled(label)?;
+        self.encoder.commit_labeled(label)?;
+        // Reading the chosen token back is the step's one host sync.
         let next = self.state.next_token.to_vec::<u32>()?[0];
         self.device.profiler().end_token();
         Ok(next)

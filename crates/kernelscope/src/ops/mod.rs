@@ -74,12 +74,23 @@ impl WeightElement for f16 {
 /// The weight dtypes every op supports.
 pub const WEIGHT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 
-/// Registers `function::<f32>`, `::<f16>` and `::<bf16>` as `<op>_<dtype>`.
+/// The shared CUDA prelude (weight types, reductions) followed by an op's
+/// kernel source: what NVRTC compiles for every kernel of that op.
+pub(crate) fn cuda_source(op_source: &str) -> String {
+    format!("{}\n{op_source}", include_str!("prelude.cuh"))
+}
+
+/// Registers `function::<f32>`, `::<f16>` and `::<bf16>` as `<op>_<dtype>`
+/// on the CPU, and the op's `.cu` source for the same names on CUDA.
 macro_rules! register_weight_kernels {
-    ($registry:expr, $op:literal, $function:ident) => {
+    ($registry:expr, $op:literal, $function:ident, $cuda_source:expr) => {
+        let source: std::sync::Arc<str> = $crate::ops::cuda_source($cuda_source).into();
         $registry.register_cpu(concat!($op, "_f32"), $function::<f32>);
         $registry.register_cpu(concat!($op, "_f16"), $function::<half::f16>);
         $registry.register_cpu(concat!($op, "_bf16"), $function::<half::bf16>);
+        for dtype in ["f32", "f16", "bf16"] {
+            $registry.register_cuda_source(&format!("{}_{dtype}", $op), source.clone());
+        }
     };
 }
 pub(crate) use register_weight_kernels;

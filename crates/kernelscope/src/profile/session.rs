@@ -45,6 +45,7 @@ struct Tables {
     open_token: Option<OpenToken>,
     next_token: u32,
     warnings: Vec<String>,
+    warned_keys: Vec<String>,
 }
 
 /// A device's profiling session.
@@ -126,6 +127,17 @@ impl Profiler {
             self.lock().warnings.push(message);
         }
         false
+    }
+
+    /// Prints `message` on stderr and adds it to the warnings, once per `key`.
+    pub fn warn_once(&self, key: &str, message: &str) {
+        let mut tables = self.lock();
+        if tables.warned_keys.iter().any(|known| known == key) {
+            return;
+        }
+        tables.warned_keys.push(key.to_string());
+        eprintln!("{message}");
+        tables.warnings.push(message.to_string());
     }
 
     /// Takes the next submission sequence number.

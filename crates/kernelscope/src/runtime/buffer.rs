@@ -7,6 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::cpu::CpuMemory;
+use super::cuda::CudaMemory;
 use super::{DType, Element, MemRange};
 use crate::error::{Error, Result};
 use crate::profile::Counters;
@@ -15,6 +16,8 @@ use crate::profile::Counters;
 #[derive(Clone)]
 pub(crate) enum Memory {
     Cpu(Arc<CpuMemory>),
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    Cuda(Arc<CudaMemory>),
 }
 
 /// Typed memory on a device: an allocation, a dtype, a shape and a byte offset.
@@ -81,6 +84,7 @@ impl Buffer {
     pub fn allocation_len(&self) -> usize {
         match &self.memory {
             Memory::Cpu(memory) => memory.byte_len(),
+            Memory::Cuda(memory) => memory.byte_len(),
         }
     }
 
@@ -88,6 +92,7 @@ impl Buffer {
     pub fn address_range(&self) -> MemRange {
         let base = match &self.memory {
             Memory::Cpu(memory) => memory.base_address(),
+            Memory::Cuda(memory) => memory.base_address(),
         };
         let start = base + self.byte_offset;
         MemRange::new(start, start + self.byte_len())
@@ -97,6 +102,8 @@ impl Buffer {
     pub fn same_allocation(&self, other: &Buffer) -> bool {
         match (&self.memory, &other.memory) {
             (Memory::Cpu(a), Memory::Cpu(b)) => Arc::ptr_eq(a, b),
+            (Memory::Cuda(a), Memory::Cuda(b)) => Arc::ptr_eq(a, b),
+            _ => false,
         }
     }
 
@@ -104,6 +111,7 @@ impl Buffer {
     pub fn device_name(&self) -> &str {
         match &self.memory {
             Memory::Cpu(memory) => memory.device_name(),
+            Memory::Cuda(memory) => memory.device_name(),
         }
     }
 
@@ -179,16 +187,19 @@ impl Buffer {
     fn counters(&self) -> &Counters {
         match &self.memory {
             Memory::Cpu(memory) => memory.counters(),
+            Memory::Cuda(memory) => memory.counters(),
         }
     }
 
-    /// Copies the view's elements to the host (waits for the device's queue).
-    /// Counts one host-device copy.
+    /// Copies the view's elements to the host. The host waits for the
+    /// device's queue first, so this counts one host-device copy and one sync.
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         self.check_dtype::<T>("Buffer::to_vec")?;
         Counters::add(&self.counters().host_device_copies, 1);
+        Counters::add(&self.counters().syncs, 1);
         match &self.memory {
             Memory::Cpu(memory) => memory.read(self.byte_offset, self.len()),
+            Memory::Cuda(memory) => memory.read(self.byte_offset, self.len()),
         }
     }
 
@@ -205,6 +216,7 @@ impl Buffer {
         Counters::add(&self.counters().host_device_copies, 1);
         match &self.memory {
             Memory::Cpu(memory) => memory.write_bytes(self.byte_offset, data),
+            Memory::Cuda(memory) => memory.write_bytes(self.byte_offset, data),
         }
     }
 
@@ -222,6 +234,7 @@ impl Buffer {
         Counters::add(&self.counters().host_device_copies, 1);
         match &self.memory {
             Memory::Cpu(memory) => memory.write(self.byte_offset, data),
+            Memory::Cuda(memory) => memory.write(self.byte_offset, data),
         }
     }
 }

@@ -9,8 +9,8 @@ use crate::profile::{Conditions, DispatchTiming, Profile, ProfileLevel, Profiler
 /// How a device is set up. Fixed at creation.
 #[derive(Clone, Debug, Default)]
 pub struct DeviceOptions {
-    profile: ProfileLevel,
-    dispatch_timing_unsupported: Option<String>,
+    pub(crate) profile: ProfileLevel,
+    pub(crate) dispatch_timing_unsupported: Option<String>,
 }
 
 impl DeviceOptions {
@@ -81,8 +81,7 @@ impl Device {
     /// GPU `ordinal` with `options`; an error naming the workaround where
     /// there is no usable GPU or this build lacks CUDA.
     pub fn cuda_with(ordinal: usize, options: DeviceOptions) -> Result<Device> {
-        let _ = options;
-        CudaDevice::open(ordinal).map(Device::Cuda)
+        CudaDevice::open(ordinal, &options).map(Device::Cuda)
     }
 
     /// Parses `auto`, `cpu`, `cuda` or `cuda:N` and opens that device. `auto`
@@ -129,7 +128,7 @@ impl Device {
     pub fn name(&self) -> &str {
         match self {
             Device::Cpu(cpu) => cpu.name(),
-            Device::Cuda(cuda) => cuda.unreachable(),
+            Device::Cuda(cuda) => cuda.name(),
         }
     }
 
@@ -137,7 +136,7 @@ impl Device {
     pub fn profiler(&self) -> &Profiler {
         match self {
             Device::Cpu(cpu) => cpu.profiler(),
-            Device::Cuda(cuda) => cuda.unreachable(),
+            Device::Cuda(cuda) => cuda.profiler(),
         }
     }
 
@@ -148,7 +147,7 @@ impl Device {
                 submission_timing: super::cpu::CPU_TIMING_METHOD.to_string(),
                 dispatch_timing: cpu.profiler().dispatch_timing().clone(),
             },
-            Device::Cuda(cuda) => cuda.unreachable(),
+            Device::Cuda(cuda) => cuda.capabilities(),
         }
     }
 
@@ -156,7 +155,8 @@ impl Device {
     pub fn same_device(&self, other: &Device) -> bool {
         match (self, other) {
             (Device::Cpu(a), Device::Cpu(b)) => a.same_device(b),
-            (Device::Cuda(cuda), _) | (_, Device::Cuda(cuda)) => cuda.unreachable(),
+            (Device::Cuda(a), Device::Cuda(b)) => a.same_device(b),
+            _ => false,
         }
     }
 
@@ -164,7 +164,7 @@ impl Device {
     pub fn owns(&self, buffer: &Buffer) -> bool {
         match self {
             Device::Cpu(cpu) => cpu.owns(buffer),
-            Device::Cuda(cuda) => cuda.unreachable(),
+            Device::Cuda(cuda) => cuda.owns(buffer),
         }
     }
 
@@ -172,7 +172,7 @@ impl Device {
     pub fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
         match self {
             Device::Cpu(cpu) => cpu.alloc(dtype, shape),
-            Device::Cuda(cuda) => cuda.unreachable(),
+            Device::Cuda(cuda) => cuda.alloc(dtype, shape),
         }
     }
 
@@ -203,7 +203,7 @@ impl Device {
     ) -> Result<Buffer> {
         match self {
             Device::Cpu(cpu) => cpu.map(map, byte_offset, dtype, shape),
-            Device::Cuda(cuda) => cuda.unreachable(),
+            Device::Cuda(cuda) => cuda.upload_mapped(map, byte_offset, dtype, shape),
         }
     }
 
@@ -223,7 +223,10 @@ impl Device {
         Conditions {
             device: self.name().to_string(),
             backend: self.backend().to_string(),
-            driver: None,
+            driver: match self {
+                Device::Cpu(_) => None,
+                Device::Cuda(cuda) => cuda.driver_version(),
+            },
             mode: mode.to_string(),
             profiling: self.profiler().level(),
             submission_timing: capabilities.submission_timing,

@@ -25,6 +25,8 @@ pub(crate) struct RecordedDispatch {
 pub(crate) enum Command {
     Dispatch(Arc<RecordedDispatch>),
     Barrier,
+    /// A replay of a captured graph (CUDA: one graph launch).
+    Replay(Graph),
 }
 
 /// One node of a captured graph: the command plus what replay must count.
@@ -283,22 +285,21 @@ impl CommandEncoder {
         Counters::add(&counters.graph_launches, 1);
         for node in graph.nodes() {
             match node {
-                GraphNode::Dispatch { recorded, concurrent } => {
+                GraphNode::Dispatch { concurrent, .. } => {
                     Counters::add(&counters.dispatches, 1);
                     if *concurrent {
                         Counters::add(&counters.concurrent, 1);
                     }
-                    self.queue.push(Command::Dispatch(recorded.clone()));
                 }
                 GraphNode::Barrier { automatic } => {
                     Counters::add(&counters.barriers, 1);
                     if *automatic {
                         Counters::add(&counters.auto_barriers, 1);
                     }
-                    self.queue.push(Command::Barrier);
                 }
             }
         }
+        self.queue.push(Command::Replay(graph.clone()));
         // A replay is ordered like a launch on an in-order stream: after
         // everything before it and before everything after it, with no
         // barrier of ours.
@@ -321,7 +322,7 @@ impl CommandEncoder {
         let label: Arc<str> = Arc::from(label);
         match &self.device {
             Device::Cpu(cpu) => cpu.execute(&commands, &label),
-            Device::Cuda(cuda) => cuda.unreachable(),
+            Device::Cuda(cuda) => cuda.execute(&commands, &label),
         }
     }
 
@@ -331,7 +332,7 @@ impl CommandEncoder {
         match &self.device {
             // The CPU queue runs at commit; nothing is left to wait for.
             Device::Cpu(_) => Ok(()),
-            Device::Cuda(cuda) => cuda.unreachable(),
+            Device::Cuda(cuda) => cuda.wait(),
         }
     }
 

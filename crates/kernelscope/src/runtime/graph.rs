@@ -8,6 +8,7 @@
 use std::sync::Arc;
 
 use super::Device;
+use super::cuda::CudaGraphCache;
 use super::encoder::GraphNode;
 
 /// A replayable recording of dispatches and barriers.
@@ -15,6 +16,9 @@ use super::encoder::GraphNode;
 pub struct Graph {
     device: Device,
     nodes: Arc<[GraphNode]>,
+    /// The CUDA graph built from `nodes` on first replay (CUDA devices only).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) cuda: Arc<CudaGraphCache>,
 }
 
 impl Graph {
@@ -22,6 +26,7 @@ impl Graph {
         Graph {
             device,
             nodes: nodes.into(),
+            cuda: Arc::default(),
         }
     }
 

@@ -9,6 +9,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use super::buffer::Memory;
+use super::cuda::CudaKernel;
 use super::{Access, Arg, Device, Element, Param};
 use crate::error::{Error, Result};
 
@@ -18,6 +19,7 @@ pub type CpuKernelFn = Arc<dyn Fn(&KernelArgs<'_>) -> Result<()> + Send + Sync>;
 #[derive(Clone)]
 enum Implementation {
     Cpu(CpuKernelFn),
+    Cuda(CudaKernel),
 }
 
 struct KernelInner {
@@ -48,6 +50,15 @@ impl Kernel {
     pub(crate) fn cpu_function(&self) -> Option<&CpuKernelFn> {
         match &self.0.implementation {
             Implementation::Cpu(function) => Some(function),
+            Implementation::Cuda(_) => None,
+        }
+    }
+
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn cuda_function(&self) -> Option<&CudaKernel> {
+        match &self.0.implementation {
+            Implementation::Cuda(function) => Some(function),
+            Implementation::Cpu(_) => None,
         }
     }
 }
@@ -129,7 +140,14 @@ impl KernelRegistry {
                 backend: "cpu",
                 workaround: "register one with KernelRegistry::register_cpu, or run on --device cuda".into(),
             })?),
-            Device::Cuda(cuda) => cuda.unreachable(),
+            Device::Cuda(cuda) => {
+                let source = entry.cuda_source.as_deref().ok_or_else(|| Error::KernelMissing {
+                    name: name.to_string(),
+                    backend: "cuda",
+                    workaround: "register its source with KernelRegistry::register_cuda_source, or run on --device cpu".into(),
+                })?;
+                Implementation::Cuda(cuda.kernel(name, source)?)
+            }
         };
         Ok(Kernel(Arc::new(KernelInner {
             name: Arc::from(name),
@@ -209,6 +227,7 @@ impl<'a> KernelArgs<'a> {
             // lock, and read-only arguments never overlap written ones
             // (checked when the dispatch was encoded).
             Memory::Cpu(memory) => unsafe { memory.view::<T>(buffer.byte_offset(), buffer.len()) },
+            Memory::Cuda(_) => Err(self.problem(index, "a GPU buffer cannot be read by a CPU kernel")),
         }
     }
 
@@ -233,6 +252,7 @@ impl<'a> KernelArgs<'a> {
             // overlaps a written one (checked at encode time); and this is the
             // only exclusive slice of it (the bit above).
             Memory::Cpu(memory) => unsafe { memory.view_mut::<T>(buffer.byte_offset(), buffer.len()) },
+            Memory::Cuda(_) => Err(self.problem(index, "a GPU buffer cannot be written by a CPU kernel")),
         }
     }
 

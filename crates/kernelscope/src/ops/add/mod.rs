@@ -13,7 +13,7 @@ use cpu::add;
 
 /// Registers `add_<dtype>` (the dtype of the addend).
 pub fn register(registry: &mut KernelRegistry) {
-    register_weight_kernels!(registry, "add", add);
+    register_weight_kernels!(registry, "add", add, include_str!("add.cu"));
 }
 
 /// The add op for one addend dtype.

@@ -12,6 +12,7 @@ use crate::runtime::{
 /// Registers `argmax_f32`.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("argmax_f32", cpu::argmax);
+    registry.register_cuda_source("argmax_f32", super::cuda_source(include_str!("argmax.cu")));
 }
 
 /// The argmax op.

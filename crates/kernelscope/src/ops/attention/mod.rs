@@ -13,6 +13,7 @@ use crate::runtime::{
 /// Registers `attention_f32`.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("attention_f32", cpu::attention);
+    registry.register_cuda_source("attention_f32", super::cuda_source(include_str!("attention.cu")));
 }
 
 /// Head geometry of an attention layer.

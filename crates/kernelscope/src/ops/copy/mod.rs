@@ -12,6 +12,7 @@ pub const KERNEL_NAME: &str = "copy_bytes";
 /// Registers the copy kernels.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu(KERNEL_NAME, cpu::copy_bytes);
+    registry.register_cuda_source(KERNEL_NAME, super::cuda_source(include_str!("copy.cu")));
 }
 
 /// The copy op, bound to a device's kernel.
@@ -49,7 +50,11 @@ impl Copy {
             Dispatch::new(&self.kernel)
                 .read(&raw_view(source)?)
                 .write(&raw_view(destination)?)
-                .grid(LaunchGrid::linear(source.byte_len().div_ceil(4), 256))
+                .param((source.byte_len() / 4) as u32)
+                .grid(LaunchGrid::linear(
+                    source.byte_len().div_ceil(4).min(1 << 20),
+                    256,
+                ))
                 .cost(2 * bytes, 0)
                 .op_kind(OpKind::Copy),
         )

@@ -11,7 +11,7 @@ use crate::runtime::{
 
 /// Registers `embedding_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
-    register_weight_kernels!(registry, "embedding", embedding);
+    register_weight_kernels!(registry, "embedding", embedding, include_str!("embedding.cu"));
 }
 use cpu::embedding;
 

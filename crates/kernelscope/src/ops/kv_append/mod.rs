@@ -12,6 +12,7 @@ use crate::runtime::{
 /// Registers `kv_append_f32`.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("kv_append_f32", cpu::kv_append);
+    registry.register_cuda_source("kv_append_f32", super::cuda_source(include_str!("kv_append.cu")));
 }
 
 /// The KV-append op.
@@ -69,6 +70,7 @@ impl KvAppend {
                 .read(position_slot)
                 .param(index as u32)
                 .param(max_positions as u32)
+                .param(kv_dim as u32)
                 .grid(LaunchGrid::linear(kv_dim, 256))
                 .cost(bytes_of(4 * kv_dim, DType::F32), 0)
                 .op_kind(OpKind::Copy),

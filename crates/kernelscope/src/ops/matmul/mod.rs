@@ -14,7 +14,7 @@ use cpu::matmul;
 
 /// Registers `matmul_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
-    register_weight_kernels!(registry, "matmul", matmul);
+    register_weight_kernels!(registry, "matmul", matmul, include_str!("matmul.cu"));
 }
 
 /// The mat-mul op for one weight dtype.
@@ -54,11 +54,7 @@ impl MatMul {
                 .param(m as u32)
                 .param(n as u32)
                 .param(k as u32)
-                .grid(LaunchGrid {
-                    blocks: [n.div_ceil(64) as u32, m.div_ceil(64) as u32, 1],
-                    threads_per_block: [256, 1, 1],
-                    shared_memory_bytes: 0,
-                })
+                .grid(LaunchGrid::linear(m * n * 32, 256))
                 .cost(
                     bytes_of(n * k, self.dtype) + bytes_of(m * (n + k), DType::F32),
                     2 * (m * n * k) as u64,

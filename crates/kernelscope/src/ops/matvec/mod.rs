@@ -15,7 +15,7 @@ use cpu::matvec;
 
 /// Registers `matvec_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
-    register_weight_kernels!(registry, "matvec", matvec);
+    register_weight_kernels!(registry, "matvec", matvec, include_str!("matvec.cu"));
 }
 
 /// The mat-vec op for one weight dtype.

@@ -12,7 +12,7 @@ use cpu::rms_norm;
 
 /// Registers `rms_norm_<dtype>` (the dtype of the weight).
 pub fn register(registry: &mut KernelRegistry) {
-    register_weight_kernels!(registry, "rms_norm", rms_norm);
+    register_weight_kernels!(registry, "rms_norm", rms_norm, include_str!("rms_norm.cu"));
 }
 
 /// The RMSNorm op for one weight dtype.
@@ -51,7 +51,11 @@ impl RmsNorm {
                 .write(out)
                 .param(eps)
                 .param(n as u32)
-                .grid(LaunchGrid::linear(n.min(1024), 1024.min(n.max(32)) as u32))
+                .grid(LaunchGrid {
+                    blocks: [1, 1, 1],
+                    threads_per_block: [256, 1, 1],
+                    shared_memory_bytes: 0,
+                })
                 .cost(
                     bytes_of(2 * n, DType::F32) + bytes_of(n, self.dtype),
                     4 * n as u64,

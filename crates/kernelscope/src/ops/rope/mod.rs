@@ -14,6 +14,7 @@ use crate::runtime::{
 /// Registers `rope_f32`.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("rope_f32", cpu::rope);
+    registry.register_cuda_source("rope_f32", super::cuda_source(include_str!("rope.cu")));
 }
 
 /// Llama-3's `rope_scaling` (`rope_type: "llama3"`).

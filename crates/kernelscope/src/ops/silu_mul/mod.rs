@@ -11,6 +11,7 @@ use crate::runtime::{
 /// Registers `silu_mul_f32`.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("silu_mul_f32", cpu::silu_mul);
+    registry.register_cuda_source("silu_mul_f32", super::cuda_source(include_str!("silu_mul.cu")));
 }
 
 /// The SiLU-gate-multiply op.

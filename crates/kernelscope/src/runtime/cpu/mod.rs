@@ -9,7 +9,7 @@ use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::buffer::{Buffer, Memory};
-use super::encoder::Command;
+use super::encoder::{Command, GraphNode, RecordedDispatch};
 use super::kernel::KernelArgs;
 use super::{DType, Element};
 use crate::error::{Error, Result};
@@ -75,6 +75,7 @@ impl CpuDevice {
     pub(crate) fn owns(&self, buffer: &Buffer) -> bool {
         match &buffer.memory {
             Memory::Cpu(memory) => Arc::ptr_eq(&memory.shared, &self.shared),
+            Memory::Cuda(_) => false,
         }
     }
 
@@ -129,10 +130,24 @@ impl CpuDevice {
         let start_ns = if time_submission { profiler.now_ns() } else { 0 };
         let mut records = Vec::new();
         let mut index = 0u32;
-        for command in commands {
-            let Command::Dispatch(recorded) = command else {
-                continue;
-            };
+        // Barriers order nothing on this in-order queue; replays run their
+        // recorded dispatches in order.
+        let dispatches =
+            commands
+                .iter()
+                .flat_map(|command| -> Box<dyn Iterator<Item = &Arc<RecordedDispatch>>> {
+                    match command {
+                        Command::Dispatch(recorded) => Box::new(std::iter::once(recorded)),
+                        Command::Barrier => Box::new(std::iter::empty()),
+                        Command::Replay(graph) => {
+                            Box::new(graph.nodes().iter().filter_map(|node| match node {
+                                GraphNode::Dispatch { recorded, .. } => Some(recorded),
+                                GraphNode::Barrier { .. } => None,
+                            }))
+                        }
+                    }
+                });
+        for recorded in dispatches {
             let dispatch_start = if time_dispatches { profiler.now_ns() } else { 0 };
             let kernel = recorded.dispatch.kernel();
             let function = kernel.cpu_function().ok_or_else(|| Error::KernelMissing {

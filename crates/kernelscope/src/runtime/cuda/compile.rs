@@ -1,0 +1,79 @@
+//! NVRTC compilation of kernel sources for a device's architecture, cached
+//! in memory by the device and on disk here, keyed by the source's hash, the
+//! architecture and the NVRTC version, so a second run loads PTX instead of
+//! compiling.
+
+use std::path::PathBuf;
+
+use cudarc::nvrtc::{CompileOptions, Ptx};
+
+use crate::error::{Error, Result};
+
+fn nvrtc_version() -> (i32, i32) {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: writes two ints; only called after NVRTC was found.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    (major, minor)
+}
+
+fn nvrtc_present() -> bool {
+    // SAFETY: only tries to load the library by its known names.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// FNV-1a of the source, the architecture and the NVRTC version.
+pub(crate) fn source_key(source: &str, arch: &str) -> u64 {
+    let (major, minor) = if nvrtc_present() { nvrtc_version() } else { (0, 0) };
+    format!("{source}\u{0}{arch}\u{0}{major}.{minor}")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
+            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
+        })
+}
+
+/// `$KSCOPE_KERNEL_CACHE`, else `$XDG_CACHE_HOME/kernelscope/kernels`, else
+/// `~/.cache/kernelscope/kernels`; `None` when none can be made.
+fn cache_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("KSCOPE_KERNEL_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+                .map(|base| base.join("kernelscope").join("kernels"))
+        })?;
+    std::fs::create_dir_all(&dir).ok()?;
+    Some(dir)
+}
+
+/// PTX for `source` (whose kernel of interest is `name`), from the disk
+/// cache or compiled by NVRTC.
+pub(crate) fn compile(name: &str, source: &str, arch: &'static str, key: u64) -> Result<Ptx> {
+    let cached = cache_dir().map(|dir| dir.join(format!("{key:016x}-{arch}.ptx")));
+    if let Some(path) = &cached
+        && let Ok(text) = std::fs::read_to_string(path)
+    {
+        return Ok(Ptx::from_src(text));
+    }
+    if !nvrtc_present() {
+        return Err(Error::BackendUnavailable {
+            backend: "cuda",
+            reason: "NVRTC (libnvrtc.so) is not on the loader path, so kernels cannot be compiled; use --device cpu".into(),
+        });
+    }
+    let options = CompileOptions {
+        arch: Some(arch),
+        options: vec!["--std=c++17".into()],
+        name: Some(format!("{name}.cu")),
+        ..Default::default()
+    };
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, options).map_err(|error| Error::Cuda {
+        operation: format!("compiling `{name}` with NVRTC"),
+        message: format!("{error:?}"),
+    })?;
+    if let Some(path) = cached {
+        // A cache that cannot be written only costs a recompile next time.
+        let _ = std::fs::write(path, ptx.to_src());
+    }
+    Ok(ptx)
+}

@@ -1,0 +1,419 @@
+//! The CUDA device: one context and one non-default stream per GPU (stream
+//! capture is refused on the legacy default stream), cudarc's per-buffer
+//! event tracking off (it would record events around every launch), kernels
+//! compiled by NVRTC for the device's architecture and cached in memory and
+//! on disk, and the submission timings resolved from event pairs whenever
+//! the host waits.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
+
+use super::compile;
+use super::memory::CudaMemory;
+use crate::error::{Error, Result};
+use crate::profile::{DispatchRecord, DispatchTiming, Profiler, SubmissionRecord};
+use crate::runtime::buffer::{Buffer, Memory};
+use crate::runtime::device::{Capabilities, DeviceOptions};
+use crate::runtime::encoder::Command;
+use crate::runtime::{DType, OpKind};
+
+/// How CUDA submissions are timed.
+pub(crate) const SUBMISSION_TIMING_METHOD: &str = "cuda event pairs";
+/// How CUDA dispatches are timed (eager launches).
+pub(crate) const DISPATCH_TIMING_METHOD: &str = "cuda event pairs around eager launches";
+
+/// Turns a driver error into ours, naming the operation.
+pub(crate) fn driver_error(operation: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
+    move |error| Error::Cuda {
+        operation: operation.to_string(),
+        message: error.to_string(),
+    }
+}
+
+/// A CUDA event, destroyed on drop. Events are pooled by the device.
+pub(crate) struct Event(pub sys::CUevent);
+
+// SAFETY: a CUevent is a driver handle usable from any thread once the
+// context is bound; the device serialises its use through its own locks.
+unsafe impl Send for Event {}
+// SAFETY: shared access only reads elapsed times of completed events, which
+// the driver allows from any thread.
+unsafe impl Sync for Event {}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: the event was created by `event::create` and is destroyed once.
+        unsafe {
+            let _ = cudarc::driver::result::event::destroy(self.0);
+        }
+    }
+}
+
+/// A dispatch whose times await the events' completion.
+pub(crate) struct PendingDispatch {
+    pub index: u32,
+    pub kernel: Arc<str>,
+    pub op_kind: OpKind,
+    pub scope: Arc<str>,
+    pub bytes: u64,
+    pub flops: u64,
+    pub start: Event,
+    pub end: Event,
+}
+
+/// A submission whose times await the events' completion.
+pub(crate) struct PendingSubmission {
+    pub label: Arc<str>,
+    pub submission: u64,
+    pub dispatches: u32,
+    pub start: Event,
+    pub end: Event,
+    pub timed_dispatches: Vec<PendingDispatch>,
+}
+
+/// State shared by a CUDA device and its buffers.
+pub(crate) struct CudaShared {
+    pub name: String,
+    pub context: Arc<CudaContext>,
+    pub stream: Arc<CudaStream>,
+    pub profiler: Profiler,
+    pub arch: &'static str,
+    pub driver: String,
+    modules: Mutex<HashMap<u64, Arc<CudaModule>>>,
+    pending: Mutex<Vec<PendingSubmission>>,
+    spare_events: Mutex<Vec<Event>>,
+    /// An event recorded once, and the host time (profiler clock) at which
+    /// it completed: event times are placed on the host clock by this
+    /// measured offset, not by any ratio.
+    epoch: Event,
+    epoch_host_ns: u64,
+}
+
+impl CudaShared {
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.context
+            .bind_to_thread()
+            .map_err(driver_error("binding the context"))
+    }
+
+    pub(crate) fn cu_stream(&self) -> sys::CUstream {
+        self.stream.cu_stream()
+    }
+
+    fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+        mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// An event with timing enabled, recorded on the stream.
+    pub(crate) fn record_event(&self) -> Result<Event> {
+        let event = match Self::lock(&self.spare_events).pop() {
+            Some(event) => event,
+            None => Event(
+                cudarc::driver::result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                    .map_err(driver_error("creating an event"))?,
+            ),
+        };
+        // SAFETY: a valid event and the device's own stream.
+        unsafe { cudarc::driver::result::event::record(event.0, self.cu_stream()) }
+            .map_err(driver_error("recording an event"))?;
+        Ok(event)
+    }
+
+    pub(crate) fn push_pending(&self, submission: PendingSubmission) {
+        Self::lock(&self.pending).push(submission);
+    }
+
+    /// Host ns (profiler clock) at which `event` completed.
+    fn event_host_ns(&self, event: &Event) -> Result<u64> {
+        // SAFETY: both events were recorded on this context and have completed.
+        let ms = unsafe { cudarc::driver::result::event::elapsed(self.epoch.0, event.0) }
+            .map_err(driver_error("reading an event time"))?;
+        Ok(self.epoch_host_ns + (f64::from(ms) * 1e6) as u64)
+    }
+
+    /// Waits for the stream, then turns every pending event pair into records.
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.stream
+            .synchronize()
+            .map_err(driver_error("synchronizing the stream"))?;
+        let pending = std::mem::take(&mut *Self::lock(&self.pending));
+        let mut spare = Vec::new();
+        for submission in pending {
+            let start_ns = self.event_host_ns(&submission.start)?;
+            let end_ns = self.event_host_ns(&submission.end)?.max(start_ns);
+            let mut records = Vec::with_capacity(submission.timed_dispatches.len());
+            for dispatch in submission.timed_dispatches {
+                // Durations come from the pair itself (finer than epoch offsets).
+                // SAFETY: both events completed (the stream was synchronized).
+                let ms = unsafe { cudarc::driver::result::event::elapsed(dispatch.start.0, dispatch.end.0) }
+                    .map_err(driver_error("reading a dispatch time"))?;
+                let start = self.event_host_ns(&dispatch.start)?;
+                records.push(DispatchRecord {
+                    label: submission.label.clone(),
+                    submission: submission.submission,
+                    index: dispatch.index,
+                    kernel: dispatch.kernel,
+                    op_kind: dispatch.op_kind,
+                    scope: dispatch.scope,
+                    stream: 0,
+                    token: None,
+                    start_ns: start,
+                    end_ns: start + (f64::from(ms.max(0.0)) * 1e6) as u64,
+                    bytes: dispatch.bytes,
+                    flops: dispatch.flops,
+                });
+                spare.push(dispatch.start);
+                spare.push(dispatch.end);
+            }
+            self.profiler.record_submission(
+                SubmissionRecord {
+                    label: submission.label,
+                    submission: submission.submission,
+                    stream: 0,
+                    token: None,
+                    start_ns,
+                    end_ns,
+                    dispatches: submission.dispatches,
+                },
+                records,
+            );
+            spare.push(submission.start);
+            spare.push(submission.end);
+        }
+        Self::lock(&self.spare_events).extend(spare);
+        Ok(())
+    }
+}
+
+/// A CUDA device handle (cheap to clone).
+#[derive(Clone)]
+pub struct CudaDevice {
+    pub(crate) shared: Arc<CudaShared>,
+}
+
+impl std::fmt::Debug for CudaDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaDevice({})", self.shared.name)
+    }
+}
+
+/// A kernel compiled for one CUDA device.
+#[derive(Clone)]
+pub(crate) struct CudaKernel {
+    pub function: CudaFunction,
+}
+
+/// The CUDA graph instantiated from a captured [`Graph`](crate::Graph) on
+/// its first replay.
+#[derive(Default)]
+pub(crate) struct CudaGraphCache {
+    pub exec: OnceLock<GraphExec>,
+}
+
+impl std::fmt::Debug for CudaGraphCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaGraphCache(instantiated: {})", self.exec.get().is_some())
+    }
+}
+
+/// An instantiated CUDA graph, destroyed on drop.
+pub(crate) struct GraphExec {
+    pub graph: sys::CUgraph,
+    pub exec: sys::CUgraphExec,
+}
+
+// SAFETY: graph handles are usable from any thread; replays of one graph are
+// serialised by the device's stream order and the encoder's &mut access.
+unsafe impl Send for GraphExec {}
+// SAFETY: as above; the handles are only read after instantiation.
+unsafe impl Sync for GraphExec {}
+
+impl Drop for GraphExec {
+    fn drop(&mut self) {
+        // SAFETY: created by instantiate/end_capture and destroyed once.
+        unsafe {
+            let _ = cudarc::driver::result::graph::exec_destroy(self.exec);
+            let _ = cudarc::driver::result::graph::destroy(self.graph);
+        }
+    }
+}
+
+fn unavailable(reason: String) -> Error {
+    Error::BackendUnavailable {
+        backend: "cuda",
+        reason,
+    }
+}
+
+fn driver_present() -> bool {
+    // SAFETY: only tries to load the driver library by its known names.
+    unsafe { sys::is_culib_present() }
+}
+
+impl CudaDevice {
+    /// How many GPUs there are, or why none can be used.
+    pub fn probe() -> std::result::Result<usize, String> {
+        if !driver_present() {
+            return Err("no CUDA driver library (libcuda.so) on this machine".into());
+        }
+        match CudaContext::device_count() {
+            Ok(count) if count > 0 => Ok(count as usize),
+            Ok(_) => Err("the CUDA driver sees no GPU".into()),
+            Err(error) => Err(format!("the CUDA driver failed to initialise: {error}")),
+        }
+    }
+
+    pub(crate) fn open(ordinal: usize, options: &DeviceOptions) -> Result<CudaDevice> {
+        let count = Self::probe()
+            .map_err(|reason| unavailable(format!("cuda:{ordinal}: {reason}; use --device cpu")))?;
+        if ordinal >= count {
+            return Err(unavailable(format!(
+                "cuda:{ordinal}: there are only {count} GPU(s) (cuda:0..cuda:{})",
+                count - 1
+            )));
+        }
+        let context = CudaContext::new(ordinal).map_err(driver_error("creating a context"))?;
+        // SAFETY: our buffers are raw allocations ordered by our one stream;
+        // nothing relies on cudarc's per-buffer events.
+        unsafe { context.disable_event_tracking() };
+        let stream = context.new_stream().map_err(driver_error("creating a stream"))?;
+        let gpu = context.name().map_err(driver_error("reading the device name"))?;
+        let (major, minor) = context
+            .compute_capability()
+            .map_err(driver_error("reading the compute capability"))?;
+        let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
+        let mut version = 0;
+        // SAFETY: writes one int.
+        unsafe { sys::cuDriverGetVersion(&mut version) };
+        let driver = format!("CUDA driver API {}.{}", version / 1000, (version % 1000) / 10);
+        let dispatch_timing = match &options.dispatch_timing_unsupported {
+            Some(reason) => DispatchTiming::Unsupported {
+                reason: reason.clone(),
+            },
+            None => DispatchTiming::Supported {
+                method: DISPATCH_TIMING_METHOD.to_string(),
+            },
+        };
+        let profiler = Profiler::new(options.profile_level(), dispatch_timing);
+        let epoch = Event(
+            cudarc::driver::result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(driver_error("creating an event"))?,
+        );
+        // SAFETY: a fresh event on our stream.
+        unsafe { cudarc::driver::result::event::record(epoch.0, stream.cu_stream()) }
+            .map_err(driver_error("recording an event"))?;
+        stream
+            .synchronize()
+            .map_err(driver_error("synchronizing the stream"))?;
+        let epoch_host_ns = profiler.now_ns();
+        Ok(CudaDevice {
+            shared: Arc::new(CudaShared {
+                name: format!("cuda:{ordinal} {gpu} ({arch})"),
+                context,
+                stream,
+                profiler,
+                arch,
+                driver,
+                modules: Mutex::new(HashMap::new()),
+                pending: Mutex::new(Vec::new()),
+                spare_events: Mutex::new(Vec::new()),
+                epoch,
+                epoch_host_ns,
+            }),
+        })
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub(crate) fn profiler(&self) -> &Profiler {
+        &self.shared.profiler
+    }
+
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            submission_timing: SUBMISSION_TIMING_METHOD.to_string(),
+            dispatch_timing: self.shared.profiler.dispatch_timing().clone(),
+        }
+    }
+
+    pub(crate) fn driver_version(&self) -> Option<String> {
+        Some(self.shared.driver.clone())
+    }
+
+    pub(crate) fn same_device(&self, other: &CudaDevice) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    pub(crate) fn owns(&self, buffer: &Buffer) -> bool {
+        match &buffer.memory {
+            Memory::Cuda(memory) => Arc::ptr_eq(memory.shared(), &self.shared),
+            Memory::Cpu(_) => false,
+        }
+    }
+
+    pub(crate) fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
+        let byte_len = shape.iter().product::<usize>() * dtype.size_in_bytes();
+        let memory = CudaMemory::zeroed(self.shared.clone(), byte_len)?;
+        Ok(Buffer::new(Memory::Cuda(Arc::new(memory)), dtype, shape.to_vec()))
+    }
+
+    pub(crate) fn upload_mapped(
+        &self,
+        map: Arc<memmap2::Mmap>,
+        offset: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Buffer> {
+        let buffer = self.alloc(dtype, shape)?;
+        let end = offset + buffer.byte_len();
+        let bytes = map.get(offset..end).ok_or_else(|| Error::OutOfBounds {
+            context: "upload of a mapped tensor".into(),
+            start: offset,
+            end,
+            available: map.len(),
+        })?;
+        buffer.write_bytes(bytes)?;
+        Ok(buffer)
+    }
+
+    pub(crate) fn kernel(&self, name: &str, source: &str) -> Result<CudaKernel> {
+        let shared = &self.shared;
+        shared.bind()?;
+        let key = compile::source_key(source, shared.arch);
+        let module = {
+            let mut modules = CudaShared::lock(&shared.modules);
+            match modules.get(&key) {
+                Some(module) => module.clone(),
+                None => {
+                    let ptx = compile::compile(name, source, shared.arch, key)?;
+                    let module = shared
+                        .context
+                        .load_module(ptx)
+                        .map_err(driver_error("loading a module"))?;
+                    modules.insert(key, module.clone());
+                    module
+                }
+            }
+        };
+        let function = module.load_function(name).map_err(|error| Error::KernelMissing {
+            name: name.to_string(),
+            backend: "cuda",
+            workaround: format!("its CUDA source defines no `extern \"C\" __global__ {name}` ({error})"),
+        })?;
+        Ok(CudaKernel { function })
+    }
+
+    pub(crate) fn execute(&self, commands: &[Command], label: &Arc<str>) -> Result<()> {
+        super::execute::execute(&self.shared, commands, label)
+    }
+
+    pub(crate) fn wait(&self) -> Result<()> {
+        self.shared.synchronize()
+    }
+}

@@ -1,0 +1,121 @@
+//! Device memory: one `cuMemAlloc` per buffer allocation, zeroed on the
+//! device's stream like the CPU backend's allocations. Copies go through the
+//! device's stream so they are ordered with the kernels; reads wait for the
+//! stream first (a host sync).
+
+use std::sync::Arc;
+
+use cudarc::driver::{result, sys};
+
+use super::device::{CudaShared, driver_error};
+use crate::error::{Error, Result};
+use crate::profile::Counters;
+use crate::runtime::Element;
+
+/// One device allocation.
+pub(crate) struct CudaMemory {
+    shared: Arc<CudaShared>,
+    pointer: sys::CUdeviceptr,
+    byte_len: usize,
+}
+
+impl Drop for CudaMemory {
+    fn drop(&mut self) {
+        if self.shared.bind().is_ok() {
+            // SAFETY: allocated by malloc_sync in `zeroed` and freed once;
+            // cuMemFree waits for work using it to finish.
+            unsafe {
+                let _ = result::free_sync(self.pointer);
+            }
+        }
+    }
+}
+
+impl CudaMemory {
+    pub(crate) fn zeroed(shared: Arc<CudaShared>, byte_len: usize) -> Result<Self> {
+        shared.bind()?;
+        // SAFETY: plain allocation of at least one byte (zero-sized ones are
+        // refused by the driver), zeroed on our stream before any use.
+        let pointer = unsafe { result::malloc_sync(byte_len.max(1)) }
+            .map_err(driver_error("allocating device memory"))?;
+        // SAFETY: the range is the allocation just made.
+        unsafe { result::memset_d8_async(pointer, 0, byte_len, shared.cu_stream()) }
+            .map_err(driver_error("zeroing device memory"))?;
+        Ok(CudaMemory {
+            shared,
+            pointer,
+            byte_len,
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<CudaShared> {
+        &self.shared
+    }
+
+    pub(crate) fn byte_len(&self) -> usize {
+        self.byte_len
+    }
+
+    pub(crate) fn base_address(&self) -> usize {
+        self.pointer as usize
+    }
+
+    pub(crate) fn device_name(&self) -> &str {
+        &self.shared.name
+    }
+
+    pub(crate) fn counters(&self) -> &Counters {
+        self.shared.profiler.counters()
+    }
+
+    fn check(&self, byte_offset: usize, bytes: usize) -> Result<()> {
+        if byte_offset + bytes > self.byte_len {
+            return Err(Error::OutOfBounds {
+                context: "copy to or from device memory".into(),
+                start: byte_offset,
+                end: byte_offset + bytes,
+                available: self.byte_len,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) fn read<T: Element>(&self, byte_offset: usize, len: usize) -> Result<Vec<T>> {
+        self.check(byte_offset, len * std::mem::size_of::<T>())?;
+        // Everything queued before the read must be done (and its timings
+        // resolved) before the bytes are meaningful.
+        self.shared.synchronize()?;
+        let mut out = vec![T::zeroed(); len];
+        // SAFETY: in bounds (checked); `out` outlives the copy because the
+        // stream is synchronized before returning.
+        unsafe {
+            result::memcpy_dtoh_async(
+                &mut out,
+                self.pointer + byte_offset as u64,
+                self.shared.cu_stream(),
+            )
+        }
+        .map_err(driver_error("copying device to host"))?;
+        self.shared
+            .stream
+            .synchronize()
+            .map_err(driver_error("synchronizing the stream"))?;
+        Ok(out)
+    }
+
+    pub(crate) fn write<T: Element>(&self, byte_offset: usize, data: &[T]) -> Result<()> {
+        self.write_bytes(byte_offset, bytemuck::cast_slice(data))
+    }
+
+    pub(crate) fn write_bytes(&self, byte_offset: usize, data: &[u8]) -> Result<()> {
+        self.check(byte_offset, data.len())?;
+        self.shared.bind()?;
+        // SAFETY: in bounds (checked). The source is pageable host memory,
+        // which the driver stages before returning, so it may be freed after.
+        unsafe {
+            result::memcpy_htod_async(self.pointer + byte_offset as u64, data, self.shared.cu_stream())
+        }
+        .map_err(driver_error("copying host to device"))?;
+        Ok(())
+    }
+}
