@@ -6,7 +6,7 @@ mod common;
 
 use kernelscope::profile::ProfileLevel;
 use kernelscope::testing::{Backend, random_f32};
-use kernelscope::{Buffer, CommandEncoder, DType, DeviceOptions, Dispatch, Kernel};
+use kernelscope::{Buffer, CommandEncoder, DType, DeviceOptions, Kernel};
 
 /// in → middle (+1), then scale middle's second half in place by 3, then
 /// middle → out (+1). Uses a slice view so offsets must survive capture.
@@ -20,30 +20,9 @@ fn encode_chain(
 ) {
     let half = middle.len() / 2;
     let second_half = middle.slice(half, middle.len() - half).unwrap();
-    encoder
-        .dispatch(
-            Dispatch::new(inc)
-                .read(input)
-                .write(middle)
-                .param(input.len() as u32),
-        )
-        .unwrap();
-    encoder
-        .dispatch(
-            Dispatch::new(scale)
-                .read_write(&second_half)
-                .param(3.0f32)
-                .param(second_half.len() as u32),
-        )
-        .unwrap();
-    encoder
-        .dispatch(
-            Dispatch::new(inc)
-                .read(middle)
-                .write(output)
-                .param(middle.len() as u32),
-        )
-        .unwrap();
+    encoder.dispatch(common::inc(inc, input, middle)).unwrap();
+    encoder.dispatch(common::scale(scale, &second_half, 3.0)).unwrap();
+    encoder.dispatch(common::inc(inc, middle, output)).unwrap();
 }
 
 fn replay_matches_direct_execution(backend: Backend) {
@@ -110,9 +89,7 @@ fn encoder_refuses_misuse(backend: Backend) {
     let b = device.alloc(DType::F32, &[8]).unwrap();
     let mut encoder = device.command_encoder();
     assert!(encoder.end_capture().is_err(), "end_capture without begin");
-    encoder
-        .dispatch(Dispatch::new(&inc).read(&a).write(&b).param(8u32))
-        .unwrap();
+    encoder.dispatch(common::inc(&inc, &a, &b)).unwrap();
     let error = encoder.begin_capture().unwrap_err().to_string();
     assert!(error.contains("commit the pending dispatches"), "{error}");
     encoder.commit().unwrap();

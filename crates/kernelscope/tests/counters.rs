@@ -6,7 +6,7 @@ mod common;
 
 use kernelscope::profile::{CounterSnapshot, Phase};
 use kernelscope::testing::{Backend, random_f32};
-use kernelscope::{DType, DeviceOptions, Dispatch};
+use kernelscope::{DType, DeviceOptions};
 
 fn known_sequence_gives_exact_counts(backend: Backend) {
     let Some(device) = backend.device(DeviceOptions::new()) else {
@@ -18,8 +18,7 @@ fn known_sequence_gives_exact_counts(backend: Backend) {
     let b = device.alloc(DType::F32, &[n]).unwrap();
     let c = device.alloc(DType::F32, &[n]).unwrap();
     let d = device.alloc(DType::F32, &[n]).unwrap();
-    let inc =
-        |from: &kernelscope::Buffer, to: &kernelscope::Buffer| Dispatch::new(&kernel).read(from).write(to);
+    let inc = |from: &kernelscope::Buffer, to: &kernelscope::Buffer| common::inc(&kernel, from, to);
 
     let mut encoder = device.command_encoder();
     encoder.memory_barrier(); // nothing encoded yet: not issued
@@ -70,15 +69,9 @@ fn capture_and_replay_do_not_double_count(backend: Backend) {
     let before = device.profiler().counters().snapshot();
 
     encoder.begin_capture().unwrap();
-    encoder
-        .dispatch(Dispatch::new(&kernel).read(&a).write(&b))
-        .unwrap();
-    encoder
-        .dispatch(Dispatch::new(&kernel).read(&a).write(&c))
-        .unwrap(); // concurrent
-    encoder
-        .dispatch(Dispatch::new(&kernel).read(&b).write(&c))
-        .unwrap(); // WAW on c + RAW on b → barrier
+    encoder.dispatch(common::inc(&kernel, &a, &b)).unwrap();
+    encoder.dispatch(common::inc(&kernel, &a, &c)).unwrap(); // concurrent
+    encoder.dispatch(common::inc(&kernel, &b, &c)).unwrap(); // WAW on c + RAW on b → barrier
     let graph = encoder.end_capture().unwrap();
     assert_eq!(
         (
@@ -126,9 +119,7 @@ fn tokens_carry_their_counter_deltas(backend: Backend) {
     for (phase, dispatches) in [(Phase::Prefill, 3), (Phase::Decode, 1), (Phase::Decode, 2)] {
         device.profiler().begin_token(phase);
         for _ in 0..dispatches {
-            encoder
-                .dispatch(Dispatch::new(&kernel).read(&a).write(&b))
-                .unwrap();
+            encoder.dispatch(common::inc(&kernel, &a, &b)).unwrap();
         }
         encoder.commit_and_wait_labeled("token").unwrap();
         device.profiler().end_token();

@@ -45,6 +45,9 @@ pub struct BenchArgs {
     /// Seed of the random prompt.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Launch dispatch by dispatch instead of one graph per token (CUDA).
+    #[arg(long)]
+    pub eager: bool,
     /// Size of the bandwidth probe in MiB (0 skips the roofline).
     #[arg(long, default_value_t = 256)]
     pub bandwidth_mib: usize,
@@ -75,6 +78,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let opened = args.model.open(DeviceOptions::new().profile(ProfileLevel::Off))?;
     let (device, mut model) = (opened.device, opened.model);
+    model.set_graph_mode(!args.eager && device.backend() == "cuda");
     let longest = args.prompt_tokens.max(args.generated_tokens);
     model.reserve_context(longest)?;
     let vocab = model.config().vocab_size as u64;
@@ -125,6 +129,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let dtype = model.weights().dtype.to_string();
     match args.output {
         Output::Md => {
+            println!(
+                "mode: {}",
+                if model.graph_mode() {
+                    "graph (one launch per token)"
+                } else {
+                    "eager"
+                }
+            );
             println!("| model | backend | device | dtype | test | t/s | % of roofline |");
             println!("| --- | --- | --- | --- | --- | --- | --- |");
             for (test, _, phase, spread) in &rows {
@@ -158,6 +170,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                         "backend": device.backend(),
                         "device_name": device.name(),
                         "dtype": dtype,
+                        "mode": if model.graph_mode() { "graph" } else { "eager" },
                         "test": test,
                         "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },
                         "n_gen": if *phase == Phase::Decode { *count } else { 0 },

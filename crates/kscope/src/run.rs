@@ -47,8 +47,8 @@ pub struct RunArgs {
     /// Write a Chrome trace (chrome://tracing, Perfetto) to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Dispatch launch by launch instead of replaying a captured graph
-    /// (the CPU backend always runs eagerly).
+    /// Dispatch launch by launch instead of replaying one captured graph per
+    /// token (CUDA; the CPU backend always runs eagerly).
     #[arg(long)]
     pub eager: bool,
     /// Write the logits of every processed position as .npy (f32, [steps, vocab]).
@@ -73,6 +73,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     let opened = args.model.open(options)?;
     let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
+    // GPUs replay the captured step (one graph launch per token); the CPU
+    // gains nothing from replay, so it runs eagerly.
+    model.set_graph_mode(!args.eager && device.backend() == "cuda");
     let prompt = match (&args.prompt, &args.token_ids, &tokenizer) {
         (Some(text), _, Some(tokenizer)) => tokenizer.encode(text)?,
         (Some(_), _, None) => {

@@ -16,7 +16,7 @@ use kernelscope::ops::{
 };
 use kernelscope::profile::Phase;
 use kernelscope::rng::SplitMix64;
-use kernelscope::{Buffer, CommandEncoder, DType, Device};
+use kernelscope::{Buffer, CommandEncoder, DType, Device, Graph};
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
@@ -174,6 +174,11 @@ pub struct Model {
     ops: Ops,
     state: State,
     encoder: CommandEncoder,
+    /// Replay one captured forward pass per greedy step (CUDA: one graph
+    /// launch per token) instead of encoding every dispatch each time.
+    graph_mode: bool,
+    /// The captured greedy step, valid while the KV cache is not reallocated.
+    step_graph: Option<Graph>,
 }
 
 impl Model {
@@ -181,6 +186,8 @@ impl Model {
         let ops = Ops::new(device, weights.dtype)?;
         let state = State::new(&config, device)?;
         Ok(Model {
+            graph_mode: false,
+            step_graph: None,
             name,
             config,
             weights,
@@ -208,6 +215,19 @@ impl Model {
             weights,
             device,
         )
+    }
+
+    /// Runs greedy steps as replays of one captured forward pass (`true`) or
+    /// encodes every dispatch each step (`false`, the default). Sampling with
+    /// a temperature always runs eagerly (its random number changes per step).
+    pub fn set_graph_mode(&mut self, enabled: bool) {
+        self.graph_mode = enabled;
+        self.step_graph = None;
+    }
+
+    /// Whether greedy steps replay a captured graph.
+    pub fn graph_mode(&self) -> bool {
+        self.graph_mode
     }
 
     /// A short description: the directory or preset.
@@ -258,6 +278,8 @@ impl Model {
         self.state.key_cache = cache()?;
         self.state.value_cache = cache()?;
         self.state.context = positions;
+        // A captured step points at the old caches.
+        self.step_graph = None;
         Ok(())
     }
 
@@ -406,7 +428,21 @@ impl Model {
         let profiler = self.device.profiler();
         profiler.begin_token(phase);
         self.state.step.write_from(&[token, position as u32])?;
-        self.encode_forward(position, sampling, uniform)?;
+        if self.graph_mode && sampling.temperature <= 0.0 {
+            if self.step_graph.is_none() {
+                // Kernels read token and position from `state.step`, so one
+                // capture serves every position the cache holds.
+                self.encoder.begin_capture()?;
+                let encoded = self.encode_forward(position, sampling, uniform);
+                let graph = self.encoder.end_capture()?;
+                encoded?;
+                self.step_graph = Some(graph);
+            }
+            let graph = self.step_graph.as_ref().expect("captured above");
+            self.encoder.replay(graph)?;
+        } else {
+            self.encode_forward(position, sampling, uniform)?;
+        }
         let label = match phase {
             Phase::Prefill => "prefill",
             Phase::Decode => "decode",

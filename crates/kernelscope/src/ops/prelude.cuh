@@ -2,6 +2,9 @@
 // element types as 16-bit storage with explicit widening, so no CUDA header
 // is needed under NVRTC, and warp/block reductions.
 typedef unsigned int u32;
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
 struct bf16 { unsigned short bits; };
 struct f16 { unsigned short bits; };
 

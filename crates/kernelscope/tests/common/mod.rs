@@ -1,7 +1,26 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use kernelscope::KernelRegistry;
+use kernelscope::runtime::LaunchGrid;
+use kernelscope::{Buffer, Dispatch, Kernel, KernelRegistry};
+
+/// `to = from + 1` with `inc_one`: arguments and grid for every backend.
+pub fn inc(kernel: &Kernel, from: &Buffer, to: &Buffer) -> Dispatch {
+    Dispatch::new(kernel)
+        .read(from)
+        .write(to)
+        .param(from.len() as u32)
+        .grid(LaunchGrid::linear(from.len(), 128))
+}
+
+/// `data *= factor` in place with `scale_in_place`, for every backend.
+pub fn scale(kernel: &Kernel, data: &Buffer, factor: f32) -> Dispatch {
+    Dispatch::new(kernel)
+        .read_write(data)
+        .param(factor)
+        .param(data.len() as u32)
+        .grid(LaunchGrid::linear(data.len(), 128))
+}
 
 /// The seed test's `inc_one` kernel (`out[i] = in[i] + 1`) for every backend.
 pub fn inc_one_registry() -> KernelRegistry {

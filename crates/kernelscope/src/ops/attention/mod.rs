@@ -94,7 +94,8 @@ impl Attention {
                 .grid(LaunchGrid {
                     blocks: [heads.query as u32, 1, 1],
                     threads_per_block: [128, 1, 1],
-                    shared_memory_bytes: 0,
+                    // The kernel keeps one score per cached position.
+                    shared_memory_bytes: (max_positions * 4) as u32,
                 })
                 .cost(bytes, flops)
                 .op_kind(OpKind::Attention),

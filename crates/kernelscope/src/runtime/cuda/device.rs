@@ -74,11 +74,11 @@ pub(crate) struct PendingSubmission {
     pub timed_dispatches: Vec<PendingDispatch>,
 }
 
-/// State shared by a CUDA device and its buffers.
+/// State shared by a CUDA device and its buffers. Fields drop in order, so
+/// the handles made in the context (events, modules, the stream) go before
+/// the context itself.
 pub(crate) struct CudaShared {
     pub name: String,
-    pub context: Arc<CudaContext>,
-    pub stream: Arc<CudaStream>,
     pub profiler: Profiler,
     pub arch: &'static str,
     pub driver: String,
@@ -90,6 +90,8 @@ pub(crate) struct CudaShared {
     /// measured offset, not by any ratio.
     epoch: Event,
     epoch_host_ns: u64,
+    pub stream: Arc<CudaStream>,
+    pub context: Arc<CudaContext>,
 }
 
 impl CudaShared {
@@ -220,10 +222,12 @@ impl std::fmt::Debug for CudaGraphCache {
     }
 }
 
-/// An instantiated CUDA graph, destroyed on drop.
+/// An instantiated CUDA graph, destroyed on drop (while its context, which
+/// it keeps alive, is still there).
 pub(crate) struct GraphExec {
     pub graph: sys::CUgraph,
     pub exec: sys::CUgraphExec,
+    pub shared: Arc<CudaShared>,
 }
 
 // SAFETY: graph handles are usable from any thread; replays of one graph are
@@ -234,7 +238,11 @@ unsafe impl Sync for GraphExec {}
 
 impl Drop for GraphExec {
     fn drop(&mut self) {
-        // SAFETY: created by instantiate/end_capture and destroyed once.
+        if self.shared.bind().is_err() {
+            return;
+        }
+        // SAFETY: created by instantiate/end_capture and destroyed once, with
+        // the context bound.
         unsafe {
             let _ = cudarc::driver::result::graph::exec_destroy(self.exec);
             let _ = cudarc::driver::result::graph::destroy(self.graph);

@@ -86,7 +86,7 @@ fn launch(shared: &CudaShared, recorded: &RecordedDispatch) -> Result<()> {
 }
 
 /// The graph's dispatches captured from the stream into a CUDA graph.
-fn capture(shared: &CudaShared, graph: &Graph) -> Result<GraphExec> {
+fn capture(shared: &Arc<CudaShared>, graph: &Graph) -> Result<GraphExec> {
     let stream = shared.cu_stream();
     // SAFETY: our own (non-default) stream; capture ends below on every path.
     unsafe {
@@ -111,6 +111,7 @@ fn capture(shared: &CudaShared, graph: &Graph) -> Result<GraphExec> {
         Ok(exec) => Ok(GraphExec {
             graph: cu_graph,
             exec,
+            shared: shared.clone(),
         }),
         Err(error) => {
             // SAFETY: the graph is ours and not instantiated.
