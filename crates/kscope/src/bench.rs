@@ -45,6 +45,10 @@ pub struct BenchArgs {
     /// Seed of the random prompt.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Profiling level while measuring (off, submission, dispatch): runs the
+    /// same bench with the profiler on, to measure its overhead.
+    #[arg(long, default_value = "off")]
+    pub profile: ProfileLevel,
     /// Launch dispatch by dispatch instead of one graph per token (CUDA).
     #[arg(long)]
     pub eager: bool,
@@ -76,7 +80,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.prompt_tokens == 0 && args.generated_tokens == 0 {
         bail!("nothing to measure: -p and -n are both 0");
     }
-    let opened = args.model.open(DeviceOptions::new().profile(ProfileLevel::Off))?;
+    let opened = args.model.open(DeviceOptions::new().profile(args.profile))?;
     let (device, mut model) = (opened.device, opened.model);
     model.set_graph_mode(!args.eager && device.backend() == "cuda");
     let longest = args.prompt_tokens.max(args.generated_tokens);
@@ -129,14 +133,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let dtype = model.weights().dtype.to_string();
     match args.output {
         Output::Md => {
-            println!(
-                "mode: {}",
-                if model.graph_mode() {
-                    "graph (one launch per token)"
-                } else {
-                    "eager"
-                }
-            );
+            let mode = if model.graph_mode() {
+                "graph (one launch per token)"
+            } else {
+                "eager"
+            };
+            println!("mode: {mode}, profiling: {}", args.profile);
             println!("| model | backend | device | dtype | test | t/s | % of roofline |");
             println!("| --- | --- | --- | --- | --- | --- | --- |");
             for (test, _, phase, spread) in &rows {
@@ -171,6 +173,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                         "device_name": device.name(),
                         "dtype": dtype,
                         "mode": if model.graph_mode() { "graph" } else { "eager" },
+                        "profiling": args.profile.name(),
                         "test": test,
                         "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },
                         "n_gen": if *phase == Phase::Decode { *count } else { 0 },

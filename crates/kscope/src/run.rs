@@ -74,8 +74,18 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let opened = args.model.open(options)?;
     let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
     // GPUs replay the captured step (one graph launch per token); the CPU
-    // gains nothing from replay, so it runs eagerly.
-    model.set_graph_mode(!args.eager && device.backend() == "cuda");
+    // gains nothing from replay, so it runs eagerly. Dispatches inside CUDA
+    // graphs cannot be timed yet (that needs CUPTI), so dispatch-level
+    // profiling runs the step eagerly, and says so: the mode is part of the
+    // profile's conditions.
+    let dispatch_profiling = device.profiler().level() == ProfileLevel::Dispatch;
+    let graph = !args.eager && device.backend() == "cuda";
+    if graph && dispatch_profiling {
+        println!(
+            "note: per-dispatch timing inside CUDA graphs needs CUPTI (not wired in yet); profiling runs the step eagerly, with an event pair around each launch"
+        );
+    }
+    model.set_graph_mode(graph && !dispatch_profiling);
     let prompt = match (&args.prompt, &args.token_ids, &tokenizer) {
         (Some(text), _, Some(tokenizer)) => tokenizer.encode(text)?,
         (Some(_), _, None) => {
