@@ -157,11 +157,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         );
     }
     if profiling {
-        let mode = if args.eager || device.backend() == "cpu" {
-            "eager"
-        } else {
-            "graph"
-        };
+        let mode = if model.graph_mode() { "graph" } else { "eager" };
         let conditions = device.conditions(mode, Some(model.name().to_string()), peak_bandwidth);
         let profile = device.profile(conditions);
         if args.profile {
