@@ -337,7 +337,7 @@ fn render_cross_check(profile: &Profile, out: &mut String) {
     for check in checks {
         let verdict = if check.flagged {
             format!(
-                "FLAGGED: drift over {:.0}% means a measurement bug",
+                "FLAGGED: drift over {:.0}% means a measurement bug or idle gaps between dispatches",
                 DRIFT_FLAG_THRESHOLD * 100.0
             )
         } else {

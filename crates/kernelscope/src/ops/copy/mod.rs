@@ -51,8 +51,9 @@ impl Copy {
                 .read(&raw_view(source)?)
                 .write(&raw_view(destination)?)
                 .param((source.byte_len() / 4) as u32)
+                // Enough blocks to fill any GPU; each thread loops over the rest.
                 .grid(LaunchGrid::linear(
-                    source.byte_len().div_ceil(4).min(1 << 20),
+                    source.byte_len().div_ceil(16).min(1 << 22),
                     256,
                 ))
                 .cost(2 * bytes, 0)
