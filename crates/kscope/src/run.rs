@@ -74,18 +74,19 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let opened = args.model.open(options)?;
     let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
     // GPUs replay the captured step (one graph launch per token); the CPU
-    // gains nothing from replay, so it runs eagerly. Dispatches inside CUDA
-    // graphs cannot be timed yet (that needs CUPTI), so dispatch-level
-    // profiling runs the step eagerly, and says so: the mode is part of the
-    // profile's conditions.
-    let dispatch_profiling = device.profiler().level() == ProfileLevel::Dispatch;
+    // gains nothing from replay, so it runs eagerly. Where dispatches inside
+    // graphs cannot be timed (no CUPTI), dispatch-level profiling runs the
+    // step eagerly, and says so: the mode is part of the profile's conditions.
     let graph = !args.eager && device.backend() == "cuda";
-    if graph && dispatch_profiling {
+    let timed_in_graphs = device.capabilities().dispatch_timing_in_graphs;
+    let eager_for_profiling =
+        graph && device.profiler().level() == ProfileLevel::Dispatch && !timed_in_graphs;
+    if eager_for_profiling {
         println!(
-            "note: per-dispatch timing inside CUDA graphs needs CUPTI (not wired in yet); profiling runs the step eagerly, with an event pair around each launch"
+            "note: dispatches inside CUDA graphs cannot be timed here (no CUPTI); profiling runs the step eagerly, with an event pair around each launch"
         );
     }
-    model.set_graph_mode(graph && !dispatch_profiling);
+    model.set_graph_mode(graph && !eager_for_profiling);
     let prompt = match (&args.prompt, &args.token_ids, &tokenizer) {
         (Some(text), _, Some(tokenizer)) => tokenizer.encode(text)?,
         (Some(_), _, None) => {

@@ -53,6 +53,8 @@ pub struct Capabilities {
     pub submission_timing: String,
     /// Whether and how dispatches are timed.
     pub dispatch_timing: DispatchTiming,
+    /// Whether dispatches inside graph replays are timed too.
+    pub dispatch_timing_in_graphs: bool,
 }
 
 /// A compute device.
@@ -146,6 +148,7 @@ impl Device {
             Device::Cpu(cpu) => Capabilities {
                 submission_timing: super::cpu::CPU_TIMING_METHOD.to_string(),
                 dispatch_timing: cpu.profiler().dispatch_timing().clone(),
+                dispatch_timing_in_graphs: cpu.profiler().dispatch_timing().is_supported(),
             },
             Device::Cuda(cuda) => cuda.capabilities(),
         }

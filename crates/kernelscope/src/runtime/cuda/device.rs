@@ -22,8 +22,41 @@ use crate::runtime::{DType, OpKind};
 
 /// How CUDA submissions are timed.
 pub(crate) const SUBMISSION_TIMING_METHOD: &str = "cuda event pairs";
-/// How CUDA dispatches are timed (eager launches).
-pub(crate) const DISPATCH_TIMING_METHOD: &str = "cuda event pairs around eager launches";
+/// How CUDA dispatches are timed when CUPTI is in use.
+pub(crate) const CUPTI_TIMING_METHOD: &str = "cupti activity records (eager launches and graph replays)";
+/// How CUDA dispatches are timed without CUPTI (eager launches only).
+pub(crate) const EVENT_TIMING_METHOD: &str = "cuda event pairs around eager launches";
+
+/// Where a device's CUPTI records come from and how their clock maps to
+/// the profiler's: `host_ns = cupti_ns + offset_ns`, an offset measured
+/// when the device opened (not a ratio of clock rates).
+pub(crate) struct CuptiClock {
+    pub key: (u32, u32),
+    pub offset_ns: i128,
+}
+
+impl CuptiClock {
+    fn calibrate(profiler: &Profiler, key: (u32, u32)) -> CuptiClock {
+        // The tightest of a few host/CUPTI/host brackets.
+        let mut best = (u64::MAX, 0i128);
+        for _ in 0..8 {
+            let before = profiler.now_ns();
+            let gpu = super::cupti::timestamp();
+            let after = profiler.now_ns();
+            if after - before < best.0 {
+                best = (after - before, i128::from((before + after) / 2) - i128::from(gpu));
+            }
+        }
+        CuptiClock {
+            key,
+            offset_ns: best.1,
+        }
+    }
+
+    pub fn to_host(&self, cupti_ns: u64) -> u64 {
+        (i128::from(cupti_ns) + self.offset_ns).max(0) as u64
+    }
+}
 
 /// Turns a driver error into ours, naming the operation.
 pub(crate) fn driver_error(operation: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
@@ -52,7 +85,8 @@ impl Drop for Event {
     }
 }
 
-/// A dispatch whose times await the events' completion.
+/// A dispatch whose times await the GPU: from an event pair around it
+/// (eager, without CUPTI) or from its CUPTI record (`events` is `None`).
 pub(crate) struct PendingDispatch {
     pub index: u32,
     pub kernel: Arc<str>,
@@ -60,8 +94,7 @@ pub(crate) struct PendingDispatch {
     pub scope: Arc<str>,
     pub bytes: u64,
     pub flops: u64,
-    pub start: Event,
-    pub end: Event,
+    pub events: Option<(Event, Event)>,
 }
 
 /// A submission whose times await the events' completion.
@@ -90,6 +123,8 @@ pub(crate) struct CudaShared {
     /// measured offset, not by any ratio.
     epoch: Event,
     epoch_host_ns: u64,
+    /// Set when dispatches are timed by CUPTI.
+    pub cupti: Option<CuptiClock>,
     pub stream: Arc<CudaStream>,
     pub context: Arc<CudaContext>,
 }
@@ -143,17 +178,60 @@ impl CudaShared {
             .synchronize()
             .map_err(driver_error("synchronizing the stream"))?;
         let pending = std::mem::take(&mut *Self::lock(&self.pending));
+        let mut cupti_records = match &self.cupti {
+            Some(clock)
+                if pending
+                    .iter()
+                    .any(|p| p.timed_dispatches.iter().any(|d| d.events.is_none())) =>
+            {
+                super::cupti::take(clock.key).into_iter()
+            }
+            _ => Vec::new().into_iter(),
+        };
+        let mut lined_up = true;
         let mut spare = Vec::new();
         for submission in pending {
             let start_ns = self.event_host_ns(&submission.start)?;
             let end_ns = self.event_host_ns(&submission.end)?.max(start_ns);
             let mut records = Vec::with_capacity(submission.timed_dispatches.len());
             for dispatch in submission.timed_dispatches {
-                // Durations come from the pair itself (finer than epoch offsets).
-                // SAFETY: both events completed (the stream was synchronized).
-                let ms = unsafe { cudarc::driver::result::event::elapsed(dispatch.start.0, dispatch.end.0) }
-                    .map_err(driver_error("reading a dispatch time"))?;
-                let start = self.event_host_ns(&dispatch.start)?;
+                let (start, end) = match dispatch.events {
+                    Some((before, after)) => {
+                        // Durations come from the pair itself (finer than epoch offsets).
+                        // SAFETY: both events completed (the stream was synchronized).
+                        let ms = unsafe { cudarc::driver::result::event::elapsed(before.0, after.0) }
+                            .map_err(driver_error("reading a dispatch time"))?;
+                        let start = self.event_host_ns(&before)?;
+                        spare.push(before);
+                        spare.push(after);
+                        (start, start + (f64::from(ms.max(0.0)) * 1e6) as u64)
+                    }
+                    None => {
+                        let clock = self
+                            .cupti
+                            .as_ref()
+                            .expect("CUPTI-timed dispatches come with a clock");
+                        match cupti_records.next() {
+                            Some(activity) if lined_up && activity.name == *dispatch.kernel => {
+                                (clock.to_host(activity.start), clock.to_host(activity.end))
+                            }
+                            other => {
+                                if lined_up {
+                                    self.profiler.warn_once(
+                                        "cupti-mismatch",
+                                        &format!(
+                                            "kernelscope: CUPTI records do not line up with the dispatches (expected `{}`, got {:?}); those dispatch times are dropped",
+                                            dispatch.kernel,
+                                            other.map(|activity| activity.name)
+                                        ),
+                                    );
+                                }
+                                lined_up = false;
+                                continue;
+                            }
+                        }
+                    }
+                };
                 records.push(DispatchRecord {
                     label: submission.label.clone(),
                     submission: submission.submission,
@@ -164,12 +242,10 @@ impl CudaShared {
                     stream: 0,
                     token: None,
                     start_ns: start,
-                    end_ns: start + (f64::from(ms.max(0.0)) * 1e6) as u64,
+                    end_ns: end.max(start),
                     bytes: dispatch.bytes,
                     flops: dispatch.flops,
                 });
-                spare.push(dispatch.start);
-                spare.push(dispatch.end);
             }
             self.profiler.record_submission(
                 SubmissionRecord {
@@ -298,15 +374,50 @@ impl CudaDevice {
         // SAFETY: writes one int.
         unsafe { sys::cuDriverGetVersion(&mut version) };
         let driver = format!("CUDA driver API {}.{}", version / 1000, (version % 1000) / 10);
-        let dispatch_timing = match &options.dispatch_timing_unsupported {
-            Some(reason) => DispatchTiming::Unsupported {
-                reason: reason.clone(),
-            },
-            None => DispatchTiming::Supported {
-                method: DISPATCH_TIMING_METHOD.to_string(),
-            },
+        let (dispatch_timing, cupti_stream) = match &options.dispatch_timing_unsupported {
+            Some(reason) => (
+                DispatchTiming::Unsupported {
+                    reason: reason.clone(),
+                },
+                None,
+            ),
+            None if options.profile_level() == crate::profile::ProfileLevel::Dispatch => {
+                let key = super::cupti::start()
+                    .and_then(|()| super::cupti::stream_key(context.cu_ctx(), stream.cu_stream()));
+                match key {
+                    Ok(key) => (
+                        DispatchTiming::Supported {
+                            method: CUPTI_TIMING_METHOD.to_string(),
+                        },
+                        Some(key),
+                    ),
+                    Err(reason) => (
+                        DispatchTiming::Supported {
+                            method: format!("{EVENT_TIMING_METHOD} (CUPTI unavailable: {reason})"),
+                        },
+                        None,
+                    ),
+                }
+            }
+            // CUPTI costs something on every launch: only dispatch-level
+            // profiling turns it on. Say what that level would use.
+            None => {
+                // SAFETY: only tries to load the library by its known names.
+                let method = if unsafe { cudarc::cupti::sys::is_culib_present() } {
+                    CUPTI_TIMING_METHOD
+                } else {
+                    EVENT_TIMING_METHOD
+                };
+                (
+                    DispatchTiming::Supported {
+                        method: method.to_string(),
+                    },
+                    None,
+                )
+            }
         };
         let profiler = Profiler::new(options.profile_level(), dispatch_timing);
+        let cupti = cupti_stream.map(|key| CuptiClock::calibrate(&profiler, key));
         let epoch = Event(
             cudarc::driver::result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
                 .map_err(driver_error("creating an event"))?,
@@ -331,6 +442,7 @@ impl CudaDevice {
                 spare_events: Mutex::new(Vec::new()),
                 epoch,
                 epoch_host_ns,
+                cupti,
             }),
         })
     }
@@ -347,6 +459,7 @@ impl CudaDevice {
         Capabilities {
             submission_timing: SUBMISSION_TIMING_METHOD.to_string(),
             dispatch_timing: self.shared.profiler.dispatch_timing().clone(),
+            dispatch_timing_in_graphs: self.shared.cupti.is_some(),
         }
     }
 

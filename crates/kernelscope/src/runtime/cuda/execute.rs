@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
-use super::device::{CudaShared, GraphExec, PendingDispatch, PendingSubmission, driver_error};
+use super::device::{CudaShared, Event, GraphExec, PendingDispatch, PendingSubmission, driver_error};
 use crate::error::{Error, Result};
 use crate::runtime::buffer::Memory;
 use crate::runtime::encoder::{Command, GraphNode, RecordedDispatch};
@@ -136,37 +136,42 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
     };
     let mut timed = Vec::new();
     let mut index = 0u32;
+    let cupti = shared.cupti.is_some() && time_dispatches;
+    let expect = |recorded: &RecordedDispatch, index: u32, events: Option<(Event, Event)>| {
+        let meta = &recorded.meta;
+        PendingDispatch {
+            index,
+            kernel: meta.kernel.clone(),
+            op_kind: meta.op_kind,
+            scope: meta.scope.clone(),
+            bytes: meta.bytes,
+            flops: meta.flops,
+            events,
+        }
+    };
     for command in commands {
         match command {
             Command::Dispatch(recorded) => {
-                let before = if time_dispatches {
+                let before = if time_dispatches && !cupti {
                     Some(shared.record_event()?)
                 } else {
                     None
                 };
                 launch(shared, recorded)?;
                 if let Some(before) = before {
-                    let meta = &recorded.meta;
-                    timed.push(PendingDispatch {
-                        index,
-                        kernel: meta.kernel.clone(),
-                        op_kind: meta.op_kind,
-                        scope: meta.scope.clone(),
-                        bytes: meta.bytes,
-                        flops: meta.flops,
-                        start: before,
-                        end: shared.record_event()?,
-                    });
+                    timed.push(expect(recorded, index, Some((before, shared.record_event()?))));
+                } else if cupti {
+                    timed.push(expect(recorded, index, None));
                 }
                 index += 1;
             }
             // An in-order stream already orders every launch after the last.
             Command::Barrier => {}
             Command::Replay(graph) => {
-                if time_dispatches {
+                if time_dispatches && !cupti {
                     profiler.warn_once(
                         "graph-dispatch-timing",
-                        "kernelscope: dispatches inside CUDA graph replays are not timed (needs CUPTI, not wired in yet); submission times include them",
+                        "kernelscope: dispatches inside CUDA graph replays are not timed without CUPTI; submission times include them",
                     );
                 }
                 let exec = match graph.cuda.exec.get() {
@@ -180,7 +185,14 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
                 // SAFETY: an instantiated graph of this context, on our stream.
                 unsafe { result::graph::launch(exec.exec, shared.cu_stream()) }
                     .map_err(driver_error("launching a graph"))?;
-                index += graph.dispatch_count() as u32;
+                for node in graph.nodes() {
+                    if let GraphNode::Dispatch { recorded, .. } = node {
+                        if cupti {
+                            timed.push(expect(recorded, index, None));
+                        }
+                        index += 1;
+                    }
+                }
             }
         }
     }

@@ -7,6 +7,8 @@
 #[cfg(feature = "cuda")]
 mod compile;
 #[cfg(feature = "cuda")]
+mod cupti;
+#[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
 mod execute;

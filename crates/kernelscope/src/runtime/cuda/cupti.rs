@@ -1,0 +1,141 @@
+//! CUPTI activity records: per-dispatch GPU start and end times that do not
+//! serialise the stream and that also cover kernels inside CUDA graph
+//! replays. CUPTI is process-wide, so the records are collected here, keyed
+//! by CUPTI's (context id, stream id), and each device takes those of its own
+//! stream after a flush. Enabled only for devices created with dispatch-level
+//! profiling: CUPTI adds a little to every launch.
+
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::sync::{Mutex, OnceLock};
+
+use cudarc::cupti::{result as cupti, sys};
+use cudarc::driver::sys as driver;
+
+/// One kernel execution as CUPTI saw it (ns on CUPTI's clock).
+#[derive(Clone, Debug)]
+pub(crate) struct KernelActivity {
+    pub start: u64,
+    pub end: u64,
+    pub name: String,
+}
+
+type StreamKey = (u32, u32);
+
+fn collected() -> &'static Mutex<HashMap<StreamKey, Vec<KernelActivity>>> {
+    static RECORDS: OnceLock<Mutex<HashMap<StreamKey, Vec<KernelActivity>>>> = OnceLock::new();
+    RECORDS.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+const BUFFER_BYTES: usize = 8 << 20;
+
+unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
+    // 8-byte aligned, as CUPTI requires; freed in `buffer_completed`.
+    let words: Box<[u64]> = vec![0u64; BUFFER_BYTES / 8].into_boxed_slice();
+    // SAFETY: CUPTI passes valid out-pointers.
+    unsafe {
+        *buffer = Box::into_raw(words) as *mut u8;
+        *size = BUFFER_BYTES;
+        *max_records = 0;
+    }
+}
+
+unsafe extern "C" fn buffer_completed(
+    _context: driver::CUcontext,
+    _stream: u32,
+    buffer: *mut u8,
+    size: usize,
+    valid_size: usize,
+) {
+    let mut records: Vec<(StreamKey, KernelActivity)> = Vec::new();
+    let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+    // SAFETY: `buffer` is one of ours, holding `valid_size` bytes of records
+    // that CUPTI wrote; each record is read per its declared kind.
+    unsafe {
+        while cupti::activity::get_next_record(buffer, valid_size, &mut record).is_ok() {
+            if (*record).kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL {
+                let kernel = &*(record as *const sys::CUpti_ActivityKernel10);
+                let name = if kernel.name.is_null() {
+                    String::new()
+                } else {
+                    CStr::from_ptr(kernel.name).to_string_lossy().into_owned()
+                };
+                records.push((
+                    (kernel.contextId, kernel.streamId),
+                    KernelActivity {
+                        start: kernel.start,
+                        end: kernel.end,
+                        name,
+                    },
+                ));
+            }
+        }
+        drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
+            buffer as *mut u64,
+            size / 8,
+        )));
+    }
+    let mut map = collected()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    for (key, activity) in records {
+        map.entry(key).or_default().push(activity);
+    }
+}
+
+/// Starts kernel activity collection once per process; the error says why
+/// CUPTI cannot be used (missing library, another profiler subscribed).
+pub(crate) fn start() -> Result<(), String> {
+    static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
+    STARTED
+        .get_or_init(|| {
+            // SAFETY: only tries to load the library by its known names.
+            if !unsafe { sys::is_culib_present() } {
+                return Err("libcupti is not on the loader path".into());
+            }
+            cupti::activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
+                .map_err(|error| format!("CUPTI refused its callbacks: {error:?}"))?;
+            cupti::activity::enable(sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).map_err(
+                |error| format!("CUPTI refused kernel activity (another profiler attached?): {error:?}"),
+            )
+        })
+        .clone()
+}
+
+/// CUPTI's ids of `stream` in `context`.
+pub(crate) fn stream_key(context: driver::CUcontext, stream: driver::CUstream) -> Result<StreamKey, String> {
+    let (mut context_id, mut stream_id) = (0u32, 0u32);
+    // SAFETY: valid handles of a live context; two out-parameters.
+    unsafe {
+        sys::cuptiGetContextId(context, &mut context_id)
+            .result()
+            .map_err(|error| format!("cuptiGetContextId: {error:?}"))?;
+        sys::cuptiGetStreamId(context, stream, &mut stream_id)
+            .result()
+            .map_err(|error| format!("cuptiGetStreamId: {error:?}"))?;
+    }
+    Ok((context_id, stream_id))
+}
+
+/// CUPTI's clock, in ns.
+pub(crate) fn timestamp() -> u64 {
+    let mut now = 0u64;
+    // SAFETY: one out-parameter.
+    unsafe {
+        let _ = sys::cuptiGetTimestamp(&mut now);
+    }
+    now
+}
+
+/// Delivers every completed record, then takes those of `key`, oldest first.
+pub(crate) fn take(key: StreamKey) -> Vec<KernelActivity> {
+    // Forced: also the records of buffers that are not full yet.
+    let _ = cupti::activity::flush_all(1);
+    let mut records = collected()
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .remove(&key)
+        .unwrap_or_default();
+    records.sort_by_key(|record| record.start);
+    records
+}
