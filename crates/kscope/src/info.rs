@@ -32,7 +32,16 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
     let cpu = Device::cpu_with(DeviceOptions::new());
     describe(&cpu, &args)?;
     match CudaDevice::probe() {
-        Ok(count) => println!("  cuda: {count} device(s)"),
+        Ok(count) => {
+            for ordinal in 0..count {
+                // Opened at dispatch level so the report shows what profiling would use.
+                let options = DeviceOptions::new().profile(kernelscope::profile::ProfileLevel::Dispatch);
+                match Device::cuda_with(ordinal, options) {
+                    Ok(device) => describe(&device, &args)?,
+                    Err(error) => println!("  cuda:{ordinal}: cannot be opened: {error}"),
+                }
+            }
+        }
         Err(reason) => println!("  cuda: none usable: {reason}"),
     }
     Ok(ExitCode::SUCCESS)
@@ -49,6 +58,14 @@ fn describe(device: &Device, args: &InfoArgs) -> Result<()> {
     println!(
         "    per-dispatch timing: {}",
         capabilities.dispatch_timing.describe()
+    );
+    println!(
+        "    per-dispatch timing inside graph replays: {}",
+        if capabilities.dispatch_timing_in_graphs {
+            "yes"
+        } else {
+            "no"
+        }
     );
     if !args.no_bandwidth {
         let bytes = (args.bandwidth_mib as usize) << 20;
