@@ -14,7 +14,7 @@ use kernelscope::rng::SplitMix64;
 use kernelscope_model::Model;
 use serde_json::json;
 
-use crate::model_args::ModelArgs;
+use crate::model_args::{ModelArgs, peak_bandwidth};
 
 /// Output format.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -80,6 +80,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.prompt_tokens == 0 && args.generated_tokens == 0 {
         bail!("nothing to measure: -p and -n are both 0");
     }
+    // Measured first, on an unprofiled handle, so neither the model nor
+    // CUPTI (at --profile dispatch) is in the way.
+    let bandwidth = if args.bandwidth_mib > 0 {
+        Some(peak_bandwidth(&args.model.device, args.bandwidth_mib)?)
+    } else {
+        None
+    };
     let opened = args.model.open(DeviceOptions::new().profile(args.profile))?;
     let (device, mut model) = (opened.device, opened.model);
     model.set_graph_mode(!args.eager && device.backend() == "cuda");
@@ -120,15 +127,6 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
 
     let bytes_per_token = model.weight_bytes_per_token();
-    let bandwidth = if args.bandwidth_mib > 0 {
-        Some(kernelscope::ops::copy::measure_bandwidth(
-            &device,
-            args.bandwidth_mib << 20,
-            5,
-        )?)
-    } else {
-        None
-    };
     let roofline = bandwidth.map(|gbps| gbps * 1e9 / bytes_per_token as f64);
     let dtype = model.weights().dtype.to_string();
     match args.output {

@@ -4,7 +4,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use kernelscope::runtime::CudaDevice;
 use kernelscope::{Device, DeviceOptions};
@@ -30,14 +30,32 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
     println!("backends compiled in: {backends}");
     println!("devices:");
     let cpu = Device::cpu_with(DeviceOptions::new());
-    describe(&cpu, &args)?;
+    let bandwidth = if args.no_bandwidth {
+        None
+    } else {
+        Some(kernelscope::ops::copy::measure_bandwidth(
+            &cpu,
+            (args.bandwidth_mib as usize) << 20,
+            5,
+        )?)
+    };
+    describe(&cpu, bandwidth, args.bandwidth_mib)?;
     match CudaDevice::probe() {
         Ok(count) => {
             for ordinal in 0..count {
                 // Opened at dispatch level so the report shows what profiling would use.
                 let options = DeviceOptions::new().profile(kernelscope::profile::ProfileLevel::Dispatch);
+                // Bandwidth first, before the dispatch-level handle starts CUPTI.
+                let bandwidth = if args.no_bandwidth {
+                    None
+                } else {
+                    Some(crate::model_args::peak_bandwidth(
+                        &format!("cuda:{ordinal}"),
+                        args.bandwidth_mib as usize,
+                    )?)
+                };
                 match Device::cuda_with(ordinal, options) {
-                    Ok(device) => describe(&device, &args)?,
+                    Ok(device) => describe(&device, bandwidth, args.bandwidth_mib)?,
                     Err(error) => println!("  cuda:{ordinal}: cannot be opened: {error}"),
                 }
             }
@@ -47,7 +65,7 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(device: &Device, args: &InfoArgs) -> Result<()> {
+fn describe(device: &Device, bandwidth: Option<f64>, mebibytes: u64) -> Result<()> {
     let capabilities = device.capabilities();
     println!("  {}", device.name());
     println!("    backend: {}", device.backend());
@@ -67,14 +85,8 @@ fn describe(device: &Device, args: &InfoArgs) -> Result<()> {
             "no"
         }
     );
-    if !args.no_bandwidth {
-        let bytes = (args.bandwidth_mib as usize) << 20;
-        let gbps = kernelscope::ops::copy::measure_bandwidth(device, bytes, 5)
-            .with_context(|| format!("measuring bandwidth of {}", device.name()))?;
-        println!(
-            "    memory bandwidth: {gbps:.1} GB/s (best of 5 copies of {} MiB, read + write)",
-            args.bandwidth_mib
-        );
+    if let Some(gbps) = bandwidth {
+        println!("    memory bandwidth: {gbps:.1} GB/s (best of 5 copies of {mebibytes} MiB, read + write)");
     }
     Ok(())
 }

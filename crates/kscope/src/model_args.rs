@@ -83,6 +83,18 @@ impl ModelArgs {
     }
 }
 
+/// The memory bandwidth (GB/s, read + write) of the device `spec` names,
+/// measured on a fresh handle with profiling off, before anything in this
+/// process turns CUPTI on (its records cost every later launch a little).
+pub fn peak_bandwidth(spec: &str, mebibytes: usize) -> Result<f64> {
+    let (device, _) = Device::open(spec, DeviceOptions::new())?;
+    Ok(kernelscope::ops::copy::measure_bandwidth(
+        &device,
+        mebibytes << 20,
+        5,
+    )?)
+}
+
 /// One line describing the model's shape.
 pub fn describe(model: &Model) -> String {
     let config = model.config();

@@ -10,7 +10,7 @@ use kernelscope::DeviceOptions;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Phase, ProfileLevel, chrome_trace, render_report};
 
-use crate::model_args::{ModelArgs, describe};
+use crate::model_args::{ModelArgs, describe, peak_bandwidth};
 
 /// Arguments of `kscope run`.
 #[derive(Args, Debug)]
@@ -71,6 +71,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if profiling && std::env::var_os(kernelscope::profile::PROFILE_ENV_VAR).is_none() {
         options = options.profile(ProfileLevel::Dispatch);
     }
+    // Peak bandwidth for the report's roofline column, on a separate
+    // unprofiled handle before the profiled device exists.
+    let peak_bandwidth = if args.profile {
+        Some(peak_bandwidth(&args.model.device, 256)?)
+    } else {
+        None
+    };
     let opened = args.model.open(options)?;
     let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
     // GPUs replay the captured step (one graph launch per token); the CPU
@@ -103,13 +110,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let sampling = Sampling {
         temperature: args.temperature,
         top_p: args.top_p,
-    };
-    // Peak bandwidth for the report's roofline column, measured before the
-    // profiler is reset so the probe's copies are not part of the profile.
-    let peak_bandwidth = if args.profile {
-        Some(kernelscope::ops::copy::measure_bandwidth(&device, 64 << 20, 3)?)
-    } else {
-        None
     };
     device.profiler().reset();
     let generation = model.generate(
