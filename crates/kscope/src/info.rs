@@ -85,6 +85,14 @@ fn describe(device: &Device, bandwidth: Option<f64>, mebibytes: u64) -> Result<(
             "no"
         }
     );
+    if let Some(active) = capabilities.nvtx {
+        let state = if active {
+            "active (ranges for labels and scopes)"
+        } else {
+            "inactive (no libnvToolsExt on the loader path)"
+        };
+        println!("    nvtx: {state}");
+    }
     if let Some(gbps) = bandwidth {
         println!("    memory bandwidth: {gbps:.1} GB/s (best of 5 copies of {mebibytes} MiB, read + write)");
     }

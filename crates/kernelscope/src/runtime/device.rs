@@ -55,6 +55,8 @@ pub struct Capabilities {
     pub dispatch_timing: DispatchTiming,
     /// Whether dispatches inside graph replays are timed too.
     pub dispatch_timing_in_graphs: bool,
+    /// Whether NVTX ranges are emitted (CUDA; `None` where NVTX does not apply).
+    pub nvtx: Option<bool>,
 }
 
 /// A compute device.
@@ -149,6 +151,7 @@ impl Device {
                 submission_timing: super::cpu::CPU_TIMING_METHOD.to_string(),
                 dispatch_timing: cpu.profiler().dispatch_timing().clone(),
                 dispatch_timing_in_graphs: cpu.profiler().dispatch_timing().is_supported(),
+                nvtx: None,
             },
             Device::Cuda(cuda) => cuda.capabilities(),
         }

@@ -13,6 +13,7 @@ use crate::runtime::{
 /// Registers `sample_f32`.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("sample_f32", cpu::sample);
+    registry.register_cuda_source("sample_f32", super::cuda_source(include_str!("sample.cu")));
 }
 
 /// How to pick the next token.
@@ -66,6 +67,7 @@ impl Sample {
                 .param(sampling.temperature)
                 .param(sampling.top_p)
                 .param(uniform)
+                .param(n as u32)
                 .grid(LaunchGrid::linear(1024, 1024))
                 .cost(bytes_of(n, DType::F32) + 4, 4 * n as u64)
                 .op_kind(OpKind::Sample),

@@ -460,6 +460,7 @@ impl CudaDevice {
             submission_timing: SUBMISSION_TIMING_METHOD.to_string(),
             dispatch_timing: self.shared.profiler.dispatch_timing().clone(),
             dispatch_timing_in_graphs: self.shared.cupti.is_some(),
+            nvtx: Some(super::nvtx::active()),
         }
     }
 

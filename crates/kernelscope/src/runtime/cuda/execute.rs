@@ -126,6 +126,8 @@ fn capture(shared: &Arc<CudaShared>, graph: &Graph) -> Result<GraphExec> {
 /// Enqueues `commands` on the stream; their timings are resolved at the next host wait.
 pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Arc<str>) -> Result<()> {
     shared.bind()?;
+    let _label_range = super::nvtx::Range::push(label);
+    let mut scope_range: Option<(Arc<str>, super::nvtx::Range)> = None;
     let profiler = &shared.profiler;
     let time_submission = profiler.times_submissions();
     let time_dispatches = profiler.times_dispatches();
@@ -152,6 +154,18 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
     for command in commands {
         match command {
             Command::Dispatch(recorded) => {
+                if super::nvtx::active()
+                    && scope_range
+                        .as_ref()
+                        .is_none_or(|(scope, _)| *scope != recorded.meta.scope)
+                {
+                    // Close the previous scope's range before opening the next.
+                    drop(scope_range.take());
+                    scope_range = Some((
+                        recorded.meta.scope.clone(),
+                        super::nvtx::Range::push(&recorded.meta.scope),
+                    ));
+                }
                 let before = if time_dispatches && !cupti {
                     Some(shared.record_event()?)
                 } else {

@@ -14,6 +14,8 @@ mod device;
 mod execute;
 #[cfg(feature = "cuda")]
 mod memory;
+#[cfg(feature = "cuda")]
+mod nvtx;
 #[cfg(not(feature = "cuda"))]
 mod stub;
 
