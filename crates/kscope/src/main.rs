@@ -64,8 +64,16 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             // One line: the chain of causes joined, never a backtrace.
-            let message: Vec<String> = error.chain().map(|cause| cause.to_string()).collect();
-            eprintln!("error: {}", message.join(": "));
+            // Causes a message already quotes are not repeated.
+            let mut message = String::new();
+            for cause in error.chain().map(|cause| cause.to_string()) {
+                if message.is_empty() {
+                    message = cause;
+                } else if !message.contains(&cause) {
+                    message = format!("{message}: {cause}");
+                }
+            }
+            eprintln!("error: {}", message.replace('\n', " "));
             ExitCode::from(2)
         }
     }

@@ -68,12 +68,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     let profiling = args.profile || args.profile_json.is_some() || args.trace.is_some();
     let mut options = DeviceOptions::from_env()?;
-    if profiling && std::env::var_os(kernelscope::profile::PROFILE_ENV_VAR).is_none() {
+    if profiling {
+        // The flags ask for a per-dispatch report: they win over KSCOPE_PROFILE.
         options = options.profile(ProfileLevel::Dispatch);
     }
     // Peak bandwidth for the report's roofline column, on a separate
     // unprofiled handle before the profiled device exists.
-    let peak_bandwidth = if args.profile {
+    let peak_bandwidth = if profiling {
         Some(peak_bandwidth(&args.model.device, 256)?)
     } else {
         None

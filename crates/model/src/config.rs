@@ -165,14 +165,17 @@ impl Config {
             }
         };
         let num_kv_heads = raw.num_key_value_heads.unwrap_or(raw.num_attention_heads);
-        if raw.num_attention_heads == 0 || num_kv_heads == 0 || raw.num_attention_heads % num_kv_heads != 0 {
+        if raw.num_attention_heads == 0
+            || num_kv_heads == 0
+            || !raw.num_attention_heads.is_multiple_of(num_kv_heads)
+        {
             return Err(invalid(format!(
                 "num_attention_heads ({}) must be a positive multiple of num_key_value_heads ({num_kv_heads})",
                 raw.num_attention_heads
             )));
         }
         let head_dim = raw.head_dim.unwrap_or(raw.hidden_size / raw.num_attention_heads);
-        if head_dim == 0 || head_dim % 2 != 0 {
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
             return Err(invalid(format!(
                 "head_dim must be even and positive, found {head_dim}"
             )));

@@ -510,7 +510,7 @@ impl Model {
         for &token in prompt {
             self.check_token(token)?;
         }
-        let positions = prompt.len() + max_tokens - 1;
+        let positions = prompt.len().saturating_add(max_tokens - 1);
         if positions > self.config.max_position_embeddings {
             return Err(ModelError::ContextExceeded {
                 prompt: prompt.len(),

@@ -135,7 +135,7 @@ impl Weights {
             let location = checkpoint.locate(name, shape, dtype)?;
             let map = &checkpoint.files[location.file].1;
             let address = map.as_ptr() as usize + location.offset;
-            let buffer = if address % dtype.size_in_bytes() == 0 {
+            let buffer = if address.is_multiple_of(dtype.size_in_bytes()) {
                 device.buffer_from_mapped(map.clone(), location.offset, dtype, shape)?
             } else {
                 // Misaligned for its dtype (allowed by the format): copy it.

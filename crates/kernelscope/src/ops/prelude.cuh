@@ -62,3 +62,36 @@ __device__ float block_max(float v) {
     __syncthreads();
     return result;
 }
+
+// The first index of the largest non-NaN value of values[0..n) (0 when there
+// is none), and that value through `best_value`, for every thread of the
+// block (blockDim.x a multiple of 32, at most 1024). Ties go to the smaller
+// index, as torch.argmax.
+__device__ u32 block_argmax(const float* values, u32 n, float* best_value) {
+    __shared__ float best_values[32];
+    __shared__ u32 best_indices[32];
+    float best = -INFINITY;
+    u32 best_index = 0xffffffffu;
+    for (u32 i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = values[i];
+        if (v > best || (best_index == 0xffffffffu && !isnan(v))) { best = v; best_index = i; }
+    }
+    for (int round = 0; round < 2; ++round) {
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            float other = __shfl_xor_sync(0xffffffffu, best, offset);
+            u32 other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
+            if (other > best || (other == best && other_index < best_index)) { best = other; best_index = other_index; }
+        }
+        if (round == 1) break;
+        int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        if (lane == 0) { best_values[warp] = best; best_indices[warp] = best_index; }
+        __syncthreads();
+        int warps = blockDim.x >> 5;
+        best = lane < warps ? best_values[lane] : -INFINITY;
+        best_index = lane < warps ? best_indices[lane] : 0xffffffffu;
+        __syncthreads();
+    }
+    // After the second round every warp holds the block's answer.
+    *best_value = best;
+    return best_index == 0xffffffffu ? 0 : best_index;
+}

@@ -30,15 +30,23 @@ pub struct CrossCheck {
 
 /// Cross-checks every label that has both submission and dispatch times.
 pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
-    let mut dispatch_sums: HashMap<u64, u64> = HashMap::new();
+    // Per submission: (sum of dispatch times, dispatches timed).
+    let mut dispatch_sums: HashMap<u64, (u64, u32)> = HashMap::new();
     for dispatch in &profile.dispatches {
-        *dispatch_sums.entry(dispatch.submission).or_default() += dispatch.duration_ns();
+        let entry = dispatch_sums.entry(dispatch.submission).or_default();
+        entry.0 += dispatch.duration_ns();
+        entry.1 += 1;
     }
     let mut checks: Vec<CrossCheck> = Vec::new();
     for submission in &profile.submissions {
-        let Some(&dispatch_sum) = dispatch_sums.get(&submission.submission) else {
+        // A submission whose dispatches were not all timed (records dropped,
+        // or replays without per-dispatch timing) says nothing about drift.
+        let Some(&(dispatch_sum, timed)) = dispatch_sums.get(&submission.submission) else {
             continue;
         };
+        if timed != submission.dispatches {
+            continue;
+        }
         let index = match checks.iter().position(|check| check.label == *submission.label) {
             Some(index) => index,
             None => {

@@ -50,6 +50,16 @@ impl Conditions {
         check("mode", &self.mode, &other.mode);
         check("profiling", self.profiling.name(), other.profiling.name());
         check(
+            "dispatch timing",
+            &self.dispatch_timing.describe(),
+            &other.dispatch_timing.describe(),
+        );
+        check(
+            "driver",
+            self.driver.as_deref().unwrap_or("none"),
+            other.driver.as_deref().unwrap_or("none"),
+        );
+        check(
             "model",
             self.model.as_deref().unwrap_or("none"),
             other.model.as_deref().unwrap_or("none"),

@@ -140,6 +140,12 @@ impl Profiler {
         tables.warnings.push(message.to_string());
     }
 
+    /// The token open now, if any (backends that resolve times after the
+    /// commit remember it with the submission).
+    pub fn current_token(&self) -> Option<u32> {
+        self.lock().open_token.as_ref().map(|open| open.index)
+    }
+
     /// Takes the next submission sequence number.
     pub fn next_submission_id(&self) -> u64 {
         self.next_submission.fetch_add(1, Ordering::Relaxed)
@@ -158,7 +164,11 @@ impl Profiler {
     /// records are tagged with the open token, if any.
     pub fn record_submission(&self, mut submission: SubmissionRecord, mut dispatches: Vec<DispatchRecord>) {
         let mut tables = self.lock();
-        let token = tables.open_token.as_ref().map(|open| open.index);
+        // A backend that resolves times later passes the token that was open
+        // when the work was committed; otherwise it is the one open now.
+        let token = submission
+            .token
+            .or_else(|| tables.open_token.as_ref().map(|open| open.index));
         submission.token = token;
         for dispatch in &mut dispatches {
             dispatch.token = token;

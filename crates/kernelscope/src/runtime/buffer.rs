@@ -154,7 +154,7 @@ impl Buffer {
     /// offset must be whole multiples of the new element size.
     pub fn reinterpret(&self, dtype: DType) -> Result<Buffer> {
         let size = dtype.size_in_bytes();
-        if self.byte_len() % size != 0 || self.byte_offset % size != 0 {
+        if !self.byte_len().is_multiple_of(size) || !self.byte_offset.is_multiple_of(size) {
             return Err(Error::ShapeMismatch {
                 context: format!(
                     "viewing {} bytes at offset {} as {dtype}",

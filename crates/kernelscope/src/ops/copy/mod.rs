@@ -65,7 +65,7 @@ impl Copy {
 /// The buffer as raw 32-bit words (copies are dtype-blind); lengths that
 /// are not a whole number of words are refused.
 fn raw_view(buffer: &Buffer) -> Result<Buffer> {
-    if buffer.byte_len() % 4 != 0 {
+    if !buffer.byte_len().is_multiple_of(4) {
         return Err(Error::ShapeMismatch {
             context: "copy: byte length must be a multiple of 4".into(),
             expected: vec![buffer.byte_len().next_multiple_of(4)],

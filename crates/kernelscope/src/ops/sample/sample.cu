@@ -104,37 +104,8 @@ __device__ u32 nth_with_weight(const float* logits, u32 n, float max_logit, floa
 extern "C" __global__ void sample_f32(const float* logits, u32* out, float temperature, float top_p, float uniform,
                                      u32 n) {
     // Largest non-NaN logit, first index on ties (also the greedy answer).
-    float best = -INFINITY;
-    u32 best_index = 0xffffffffu;
-    for (u32 i = threadIdx.x; i < n; i += blockDim.x) {
-        float v = logits[i];
-        if (v > best || (best_index == 0xffffffffu && !isnan(v))) { best = v; best_index = i; }
-    }
-    __shared__ float values[32];
-    __shared__ u32 indices[32];
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        float other = __shfl_xor_sync(0xffffffffu, best, offset);
-        u32 other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-        if (other > best || (other == best && other_index < best_index)) { best = other; best_index = other_index; }
-    }
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    if (lane == 0) { values[warp] = best; indices[warp] = best_index; }
-    __syncthreads();
-    if (warp == 0) {
-        int warps = blockDim.x >> 5;
-        best = lane < warps ? values[lane] : -INFINITY;
-        best_index = lane < warps ? indices[lane] : 0xffffffffu;
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            float other = __shfl_xor_sync(0xffffffffu, best, offset);
-            u32 other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-            if (other > best || (other == best && other_index < best_index)) { best = other; best_index = other_index; }
-        }
-        if (lane == 0) { values[0] = best; indices[0] = best_index == 0xffffffffu ? 0 : best_index; }
-    }
-    __syncthreads();
-    float max_logit = values[0];
-    u32 argmax = indices[0];
-    __syncthreads();
+    float max_logit;
+    u32 argmax = block_argmax(logits, n, &max_logit);
     if (temperature <= 0.0f || !(max_logit > -INFINITY)) {
         if (threadIdx.x == 0) out[0] = argmax;
         return;

@@ -284,7 +284,7 @@ impl CpuMemory {
     fn check_range<T: Element>(&self, byte_offset: usize, len: usize) -> Result<()> {
         let end = byte_offset + len * std::mem::size_of::<T>();
         let address = self.pointer.as_ptr() as usize + byte_offset;
-        if end > self.byte_len || address % std::mem::align_of::<T>() != 0 {
+        if end > self.byte_len || !address.is_multiple_of(std::mem::align_of::<T>()) {
             return Err(Error::OutOfBounds {
                 context: format!("{} view of a CPU allocation", T::DTYPE),
                 start: byte_offset,

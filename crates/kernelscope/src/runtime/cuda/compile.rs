@@ -48,9 +48,16 @@ fn cache_dir() -> Option<PathBuf> {
 
 /// PTX for `source` (whose kernel of interest is `name`), from the disk
 /// cache or compiled by NVRTC.
-pub(crate) fn compile(name: &str, source: &str, arch: &'static str, key: u64) -> Result<Ptx> {
+pub(crate) fn compile(
+    name: &str,
+    source: &str,
+    arch: &'static str,
+    key: u64,
+    use_cache: bool,
+) -> Result<Ptx> {
     let cached = cache_dir().map(|dir| dir.join(format!("{key:016x}-{arch}.ptx")));
-    if let Some(path) = &cached
+    if use_cache
+        && let Some(path) = &cached
         && let Ok(text) = std::fs::read_to_string(path)
     {
         return Ok(Ptx::from_src(text));
@@ -72,8 +79,13 @@ pub(crate) fn compile(name: &str, source: &str, arch: &'static str, key: u64) ->
         message: format!("{error:?}"),
     })?;
     if let Some(path) = cached {
-        // A cache that cannot be written only costs a recompile next time.
-        let _ = std::fs::write(path, ptx.to_src());
+        // Written aside and renamed, so a concurrent or killed run never
+        // leaves a half-written file; a cache that cannot be written only
+        // costs a recompile next time.
+        let partial = path.with_extension(format!("ptx.{}", std::process::id()));
+        if std::fs::write(&partial, ptx.to_src()).is_ok() {
+            let _ = std::fs::rename(&partial, &path);
+        }
     }
     Ok(ptx)
 }

@@ -100,6 +100,8 @@ pub(crate) struct PendingDispatch {
 /// A submission whose times await the events' completion.
 pub(crate) struct PendingSubmission {
     pub label: Arc<str>,
+    /// The token open when the work was committed.
+    pub token: Option<u32>,
     pub submission: u64,
     pub dispatches: u32,
     pub start: Event,
@@ -125,6 +127,10 @@ pub(crate) struct CudaShared {
     epoch_host_ns: u64,
     /// Set when dispatches are timed by CUPTI.
     pub cupti: Option<CuptiClock>,
+    /// Held across a submission's launches (and a graph's capture), so that
+    /// threads sharing the device cannot interleave launches on the stream:
+    /// event pairs, CUPTI's stream order and captures all rely on it.
+    pub submitting: Mutex<()>,
     pub stream: Arc<CudaStream>,
     pub context: Arc<CudaContext>,
 }
@@ -140,7 +146,7 @@ impl CudaShared {
         self.stream.cu_stream()
     }
 
-    fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
@@ -191,8 +197,15 @@ impl CudaShared {
         let mut lined_up = true;
         let mut spare = Vec::new();
         for submission in pending {
+            // The start is placed through the epoch; the duration comes from
+            // the pair itself, which keeps full precision however long the
+            // process has run.
             let start_ns = self.event_host_ns(&submission.start)?;
-            let end_ns = self.event_host_ns(&submission.end)?.max(start_ns);
+            // SAFETY: both events completed (the stream was synchronized).
+            let span_ms =
+                unsafe { cudarc::driver::result::event::elapsed(submission.start.0, submission.end.0) }
+                    .map_err(driver_error("reading a submission time"))?;
+            let end_ns = start_ns + (f64::from(span_ms.max(0.0)) * 1e6) as u64;
             let mut records = Vec::with_capacity(submission.timed_dispatches.len());
             for dispatch in submission.timed_dispatches {
                 let (start, end) = match dispatch.events {
@@ -240,7 +253,7 @@ impl CudaShared {
                     op_kind: dispatch.op_kind,
                     scope: dispatch.scope,
                     stream: 0,
-                    token: None,
+                    token: submission.token,
                     start_ns: start,
                     end_ns: end.max(start),
                     bytes: dispatch.bytes,
@@ -252,7 +265,7 @@ impl CudaShared {
                     label: submission.label,
                     submission: submission.submission,
                     stream: 0,
-                    token: None,
+                    token: submission.token,
                     start_ns,
                     end_ns,
                     dispatches: submission.dispatches,
@@ -306,8 +319,8 @@ pub(crate) struct GraphExec {
     pub shared: Arc<CudaShared>,
 }
 
-// SAFETY: graph handles are usable from any thread; replays of one graph are
-// serialised by the device's stream order and the encoder's &mut access.
+// SAFETY: graph handles are usable from any thread; every launch of it
+// happens under the device's `submitting` lock, so no two threads use it at once.
 unsafe impl Send for GraphExec {}
 // SAFETY: as above; the handles are only read after instantiation.
 unsafe impl Sync for GraphExec {}
@@ -425,10 +438,24 @@ impl CudaDevice {
         // SAFETY: a fresh event on our stream.
         unsafe { cudarc::driver::result::event::record(epoch.0, stream.cu_stream()) }
             .map_err(driver_error("recording an event"))?;
-        stream
-            .synchronize()
-            .map_err(driver_error("synchronizing the stream"))?;
-        let epoch_host_ns = profiler.now_ns();
+        // The epoch's host time: the midpoint of a host bracket around the
+        // wait for it, the tightest of a few tries (its own event re-recorded).
+        let mut epoch_host_ns = 0;
+        let mut tightest = u64::MAX;
+        for _ in 0..4 {
+            // SAFETY: the epoch event and our stream, both valid.
+            unsafe { cudarc::driver::result::event::record(epoch.0, stream.cu_stream()) }
+                .map_err(driver_error("recording an event"))?;
+            let before = profiler.now_ns();
+            stream
+                .synchronize()
+                .map_err(driver_error("synchronizing the stream"))?;
+            let after = profiler.now_ns();
+            if after - before < tightest {
+                tightest = after - before;
+                epoch_host_ns = before + (after - before) / 2;
+            }
+        }
         Ok(CudaDevice {
             shared: Arc::new(CudaShared {
                 name: format!("cuda:{ordinal} {gpu} ({arch})"),
@@ -443,6 +470,7 @@ impl CudaDevice {
                 epoch,
                 epoch_host_ns,
                 cupti,
+                submitting: Mutex::new(()),
             }),
         })
     }
@@ -513,11 +541,19 @@ impl CudaDevice {
             match modules.get(&key) {
                 Some(module) => module.clone(),
                 None => {
-                    let ptx = compile::compile(name, source, shared.arch, key)?;
-                    let module = shared
-                        .context
-                        .load_module(ptx)
-                        .map_err(driver_error("loading a module"))?;
+                    let ptx = compile::compile(name, source, shared.arch, key, true)?;
+                    let module = match shared.context.load_module(ptx) {
+                        Ok(module) => module,
+                        // A cached file the driver rejects (damaged, or from
+                        // another driver): compile afresh, which rewrites it.
+                        Err(_) => {
+                            let ptx = compile::compile(name, source, shared.arch, key, false)?;
+                            shared
+                                .context
+                                .load_module(ptx)
+                                .map_err(driver_error("loading a module"))?
+                        }
+                    };
                     modules.insert(key, module.clone());
                     module
                 }

@@ -103,7 +103,15 @@ fn capture(shared: &Arc<CudaShared>, graph: &Graph) -> Result<GraphExec> {
     // SAFETY: the capture begun above.
     let cu_graph =
         unsafe { result::stream::end_capture(stream) }.map_err(driver_error("ending a stream capture"))?;
-    launched?;
+    if let Err(error) = launched {
+        if !cu_graph.is_null() {
+            // SAFETY: the graph just captured is ours and not instantiated.
+            unsafe {
+                let _ = result::graph::destroy(cu_graph);
+            }
+        }
+        return Err(error);
+    }
     // SAFETY: a graph just captured.
     let exec = unsafe { result::graph::instantiate(cu_graph, sys::CUgraphInstantiate_flags(0)) }
         .map_err(driver_error("instantiating a graph"));
@@ -126,6 +134,8 @@ fn capture(shared: &Arc<CudaShared>, graph: &Graph) -> Result<GraphExec> {
 /// Enqueues `commands` on the stream; their timings are resolved at the next host wait.
 pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Arc<str>) -> Result<()> {
     shared.bind()?;
+    let _exclusive = CudaShared::lock(&shared.submitting);
+    let token = shared.profiler.current_token();
     let _label_range = super::nvtx::Range::push(label);
     let mut scope_range: Option<(Arc<str>, super::nvtx::Range)> = None;
     let profiler = &shared.profiler;
@@ -213,6 +223,7 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
     if let Some(start) = start {
         shared.push_pending(PendingSubmission {
             label: label.clone(),
+            token,
             submission: profiler.next_submission_id(),
             dispatches: index,
             start,
