@@ -52,6 +52,7 @@ pub mod ops;
 pub mod profile;
 pub mod rng;
 pub mod runtime;
+mod sync;
 pub mod testing;
 
 pub use error::{Error, Result};

@@ -49,6 +49,30 @@ pub(crate) fn scope_of(record: &DispatchRecord) -> String {
     }
 }
 
+/// `(key, values)` groups of `items`, keys in first-appearance order and
+/// values in item order.
+pub(crate) fn group_in_order<T, V>(
+    items: impl IntoIterator<Item = T>,
+    key: impl Fn(&T) -> &str,
+    value: impl Fn(&T) -> V,
+) -> Vec<(String, Vec<V>)> {
+    let mut groups: Vec<(String, Vec<V>)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for item in items {
+        let name = key(&item);
+        let slot = match index.get(name) {
+            Some(&slot) => slot,
+            None => {
+                index.insert(name.to_string(), groups.len());
+                groups.push((name.to_string(), Vec::new()));
+                groups.len() - 1
+            }
+        };
+        groups[slot].1.push(value(&item));
+    }
+    groups
+}
+
 /// Groups `records` by `key`, in first-appearance order.
 pub(crate) fn aggregate<'a>(
     records: impl IntoIterator<Item = &'a DispatchRecord>,

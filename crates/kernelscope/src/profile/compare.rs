@@ -8,8 +8,8 @@ use std::fmt::Write;
 
 use comfy_table::{CellAlignment, Table, presets};
 
-use super::aggregate::{layer_of, per_repetition_totals};
-use super::{CounterSnapshot, Phase, Profile, Spread};
+use super::aggregate::{group_in_order, layer_of, per_repetition_totals};
+use super::{Phase, Profile, Spread};
 use crate::error::{Error, Result};
 
 /// What a comparison row concluded.
@@ -222,18 +222,11 @@ fn token_times(profile: &Profile) -> Vec<(String, Vec<f64>)> {
 
 /// Durations of each label's submissions.
 fn submission_times(profile: &Profile) -> Vec<(String, Vec<f64>)> {
-    let mut order: Vec<(String, Vec<f64>)> = Vec::new();
-    for record in &profile.submissions {
-        let duration = record.duration_ns() as f64;
-        match order
-            .iter_mut()
-            .find(|(label, _)| label.as_str() == &*record.label)
-        {
-            Some((_, times)) => times.push(duration),
-            None => order.push((record.label.to_string(), vec![duration])),
-        }
-    }
-    order
+    group_in_order(
+        &profile.submissions,
+        |record| &record.label,
+        |record| record.duration_ns() as f64,
+    )
 }
 
 fn compare_timings(
@@ -302,18 +295,10 @@ fn compare_timings(
 /// work per token is what a change affects), run totals otherwise. Compared
 /// exactly: any increase regresses, except `concurrent`, where more is better.
 fn compare_counters(base: &Profile, new: &Profile, notes: &mut Vec<String>) -> Vec<ComparisonRow> {
-    let per_token = |profile: &Profile| -> Option<(u64, CounterSnapshot)> {
-        let tokens: Vec<_> = profile
-            .tokens
-            .iter()
-            .filter(|token| token.phase == Phase::Decode)
-            .collect();
-        (!tokens.is_empty()).then(|| {
-            let sum = tokens
-                .iter()
-                .fold(CounterSnapshot::default(), |sum, token| sum + token.counters);
-            (tokens.len() as u64, sum)
-        })
+    let per_token = |profile: &Profile| {
+        profile
+            .phase_counters(Phase::Decode)
+            .map(|(count, sum)| (count as u64, sum))
     };
     let ((base_count, base_sum), (new_count, new_sum)) = match (per_token(base), per_token(new)) {
         (Some(b), Some(n)) => (b, n),

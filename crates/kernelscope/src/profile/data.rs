@@ -132,6 +132,16 @@ impl Profile {
         serde_json::from_value(value).map_err(|error| format!("malformed profile: {error}"))
     }
 
+    /// How many tokens of `phase` there are and the sum of their counters;
+    /// `None` without such tokens.
+    pub fn phase_counters(&self, phase: super::Phase) -> Option<(usize, CounterSnapshot)> {
+        let tokens = self.tokens.iter().filter(|token| token.phase == phase);
+        let (count, sum) = tokens.fold((0, CounterSnapshot::default()), |(count, sum), token| {
+            (count + 1, sum + token.counters)
+        });
+        (count > 0).then_some((count, sum))
+    }
+
     /// The decode tokens (or, when none were marked as decode, every token).
     pub fn repetition_tokens(&self) -> Vec<u32> {
         let decode: Vec<u32> = self

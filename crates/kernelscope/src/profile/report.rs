@@ -9,7 +9,7 @@ use comfy_table::{CellAlignment, Table, presets};
 
 use super::aggregate::{Aggregate, aggregate, layer_of, scope_of};
 use super::session::submission_table;
-use super::{CounterSnapshot, DRIFT_FLAG_THRESHOLD, Phase, Profile, TokenRecord, cross_check};
+use super::{DRIFT_FLAG_THRESHOLD, Phase, Profile, TokenRecord, cross_check};
 
 /// Milliseconds with three decimals.
 fn ms(ns: u64) -> String {
@@ -285,22 +285,8 @@ fn render_submissions(profile: &Profile, out: &mut String) {
 }
 
 fn render_counters(profile: &Profile, out: &mut String) {
-    let per_phase = |phase: Phase| -> Option<(usize, CounterSnapshot)> {
-        let tokens: Vec<&TokenRecord> = profile
-            .tokens
-            .iter()
-            .filter(|token| token.phase == phase)
-            .collect();
-        if tokens.is_empty() {
-            return None;
-        }
-        let sum = tokens
-            .iter()
-            .fold(CounterSnapshot::default(), |sum, token| sum + token.counters);
-        Some((tokens.len(), sum))
-    };
-    let prefill = per_phase(Phase::Prefill);
-    let decode = per_phase(Phase::Decode);
+    let prefill = profile.phase_counters(Phase::Prefill);
+    let decode = profile.phase_counters(Phase::Decode);
     let mut header = vec!["counter", "run total"];
     if prefill.is_some() {
         header.push("per prefill token");

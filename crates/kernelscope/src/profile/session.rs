@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use super::aggregate::group_in_order;
 use super::{
     Conditions, CounterSnapshot, Counters, DispatchRecord, DispatchTiming, Phase, Profile, ProfileLevel,
     SubmissionRecord, SubmissionStats, TokenRecord,
@@ -27,6 +28,35 @@ pub struct DispatchMeta {
     pub bytes: u64,
     /// Floating-point operations it declares.
     pub flops: u64,
+}
+
+impl DispatchMeta {
+    /// The record of this dispatch, run as `index` of submission
+    /// `submission` (labeled `label`) from `start_ns` to `end_ns`.
+    pub fn record(
+        &self,
+        label: &Arc<str>,
+        submission: u64,
+        index: u32,
+        token: Option<u32>,
+        start_ns: u64,
+        end_ns: u64,
+    ) -> DispatchRecord {
+        DispatchRecord {
+            label: label.clone(),
+            submission,
+            index,
+            kernel: self.kernel.clone(),
+            op_kind: self.op_kind,
+            scope: self.scope.clone(),
+            stream: 0,
+            token,
+            start_ns,
+            end_ns,
+            bytes: self.bytes,
+            flops: self.flops,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -152,11 +182,7 @@ impl Profiler {
     }
 
     fn lock(&self) -> MutexGuard<'_, Tables> {
-        // A panic while holding the lock leaves only plain data behind, so
-        // the tables are still usable.
-        self.tables
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.tables)
     }
 
     /// Records a timed submission and the timed dispatches it carried
@@ -275,16 +301,10 @@ impl Profiler {
 
 /// The per-label table of `submissions`, longest total first.
 pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<SubmissionStats> {
-    let mut by_label: Vec<(&str, Vec<u64>)> = Vec::new();
-    for record in submissions {
-        match by_label.iter_mut().find(|(label, _)| *label == &*record.label) {
-            Some((_, durations)) => durations.push(record.duration_ns()),
-            None => by_label.push((&record.label, vec![record.duration_ns()])),
-        }
-    }
+    let by_label = group_in_order(submissions, |record| &record.label, |record| record.duration_ns());
     let mut table: Vec<SubmissionStats> = by_label
         .into_iter()
-        .map(|(label, mut durations)| SubmissionStats::from_durations(label, &mut durations))
+        .map(|(label, mut durations)| SubmissionStats::from_durations(&label, &mut durations))
         .collect();
     table.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.label.cmp(&b.label)));
     table
@@ -292,15 +312,5 @@ pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<Submissi
 
 /// `dispatches` grouped by label in first-arrival order.
 pub(crate) fn dispatches_by_label(dispatches: &[DispatchRecord]) -> Vec<(String, Vec<DispatchRecord>)> {
-    let mut groups: Vec<(String, Vec<DispatchRecord>)> = Vec::new();
-    for record in dispatches {
-        match groups
-            .iter_mut()
-            .find(|(label, _)| label.as_str() == &*record.label)
-        {
-            Some((_, group)) => group.push(record.clone()),
-            None => groups.push((record.label.to_string(), vec![record.clone()])),
-        }
-    }
-    groups
+    group_in_order(dispatches, |record| &record.label, |record| (*record).clone())
 }

@@ -92,6 +92,24 @@ impl CommandEncoder {
         self.device.profiler().counters()
     }
 
+    /// Counts one dispatch issued (directly or by a replay).
+    fn count_dispatch(&self, concurrent: bool) {
+        let counters = self.counters();
+        Counters::add(&counters.dispatches, 1);
+        if concurrent {
+            Counters::add(&counters.concurrent, 1);
+        }
+    }
+
+    /// Counts one barrier issued (directly or by a replay).
+    fn count_barrier(&self, automatic: bool) {
+        let counters = self.counters();
+        Counters::add(&counters.barriers, 1);
+        if automatic {
+            Counters::add(&counters.auto_barriers, 1);
+        }
+    }
+
     /// The device this encoder submits to.
     pub fn device(&self) -> &Device {
         &self.device
@@ -202,11 +220,7 @@ impl CommandEncoder {
         match &mut self.capture {
             Some(nodes) => nodes.push(GraphNode::Dispatch { recorded, concurrent }),
             None => {
-                let counters = self.device.profiler().counters();
-                Counters::add(&counters.dispatches, 1);
-                if concurrent {
-                    Counters::add(&counters.concurrent, 1);
-                }
+                self.count_dispatch(concurrent);
                 self.queue.push(Command::Dispatch(recorded));
             }
         }
@@ -228,11 +242,7 @@ impl CommandEncoder {
         match &mut self.capture {
             Some(nodes) => nodes.push(GraphNode::Barrier { automatic }),
             None => {
-                let counters = self.counters();
-                Counters::add(&counters.barriers, 1);
-                if automatic {
-                    Counters::add(&counters.auto_barriers, 1);
-                }
+                self.count_barrier(automatic);
                 self.queue.push(Command::Barrier);
             }
         }
@@ -281,22 +291,11 @@ impl CommandEncoder {
                 device: self.device.name().to_string(),
             });
         }
-        let counters = self.device.profiler().counters();
-        Counters::add(&counters.graph_launches, 1);
+        Counters::add(&self.counters().graph_launches, 1);
         for node in graph.nodes() {
             match node {
-                GraphNode::Dispatch { concurrent, .. } => {
-                    Counters::add(&counters.dispatches, 1);
-                    if *concurrent {
-                        Counters::add(&counters.concurrent, 1);
-                    }
-                }
-                GraphNode::Barrier { automatic } => {
-                    Counters::add(&counters.barriers, 1);
-                    if *automatic {
-                        Counters::add(&counters.auto_barriers, 1);
-                    }
-                }
+                GraphNode::Dispatch { concurrent, .. } => self.count_dispatch(*concurrent),
+                GraphNode::Barrier { automatic } => self.count_barrier(*automatic),
             }
         }
         self.queue.push(Command::Replay(graph.clone()));

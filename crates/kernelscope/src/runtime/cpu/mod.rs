@@ -13,7 +13,7 @@ use super::encoder::{Command, GraphNode, RecordedDispatch};
 use super::kernel::KernelArgs;
 use super::{DType, Element};
 use crate::error::{Error, Result};
-use crate::profile::{Counters, DispatchRecord, DispatchTiming, ProfileLevel, Profiler, SubmissionRecord};
+use crate::profile::{Counters, DispatchTiming, ProfileLevel, Profiler, SubmissionRecord};
 
 /// How the CPU backend takes its times.
 pub(crate) const CPU_TIMING_METHOD: &str = "host clock";
@@ -30,9 +30,7 @@ pub(crate) struct CpuShared {
 
 impl CpuShared {
     fn lock_execution(&self) -> MutexGuard<'_, ()> {
-        self.execution
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        crate::sync::lock(&self.execution)
     }
 }
 
@@ -157,21 +155,12 @@ impl CpuDevice {
             })?;
             function(&KernelArgs::new(kernel.name(), recorded.dispatch.args()))?;
             if time_dispatches {
-                let meta = &recorded.meta;
-                records.push(DispatchRecord {
-                    label: label.clone(),
-                    submission,
-                    index,
-                    kernel: meta.kernel.clone(),
-                    op_kind: meta.op_kind,
-                    scope: meta.scope.clone(),
-                    stream: 0,
-                    token: None,
-                    start_ns: dispatch_start,
-                    end_ns: profiler.now_ns(),
-                    bytes: meta.bytes,
-                    flops: meta.flops,
-                });
+                let end = profiler.now_ns();
+                records.push(
+                    recorded
+                        .meta
+                        .record(label, submission, index, None, dispatch_start, end),
+                );
             }
             index += 1;
         }

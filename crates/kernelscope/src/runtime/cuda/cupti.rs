@@ -41,10 +41,7 @@ fn spare_buffers() -> &'static Mutex<Vec<usize>> {
 }
 
 unsafe extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_records: *mut usize) {
-    let reused = spare_buffers()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .pop();
+    let reused = crate::sync::lock(spare_buffers()).pop();
     // 8-byte aligned, as CUPTI requires; returned to the pool in `buffer_completed`.
     let pointer = reused.unwrap_or_else(|| {
         let words: Box<[u64]> = vec![0u64; BUFFER_BYTES / 8].into_boxed_slice();
@@ -91,13 +88,8 @@ unsafe extern "C" fn buffer_completed(
     }
     // Every buffer is BUFFER_BYTES long (ours); keep it for the next request.
     debug_assert_eq!(size, BUFFER_BYTES);
-    spare_buffers()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push(buffer as usize);
-    let mut map = collected()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    crate::sync::lock(spare_buffers()).push(buffer as usize);
+    let mut map = crate::sync::lock(collected());
     for (key, activity) in records {
         map.entry(key).or_default().push(activity);
     }
@@ -151,11 +143,7 @@ pub(crate) fn timestamp() -> u64 {
 pub(crate) fn take(key: StreamKey) -> Vec<KernelActivity> {
     // Forced: also the records of buffers that are not full yet.
     let _ = cupti::activity::flush_all(1);
-    let mut records = collected()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .remove(&key)
-        .unwrap_or_default();
+    let mut records = crate::sync::lock(collected()).remove(&key).unwrap_or_default();
     records.sort_by_key(|record| record.start);
     records
 }

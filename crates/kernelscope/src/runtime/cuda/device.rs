@@ -6,7 +6,7 @@
 //! the host waits.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
@@ -14,11 +14,11 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
 use super::compile;
 use super::memory::CudaMemory;
 use crate::error::{Error, Result};
-use crate::profile::{DispatchRecord, DispatchTiming, Profiler, SubmissionRecord};
+use crate::profile::{DispatchMeta, DispatchTiming, Profiler, SubmissionRecord};
+use crate::runtime::DType;
 use crate::runtime::buffer::{Buffer, Memory};
 use crate::runtime::device::{Capabilities, DeviceOptions};
 use crate::runtime::encoder::Command;
-use crate::runtime::{DType, OpKind};
 
 /// How CUDA submissions are timed.
 pub(crate) const SUBMISSION_TIMING_METHOD: &str = "cuda event pairs";
@@ -89,11 +89,7 @@ impl Drop for Event {
 /// (eager, without CUPTI) or from its CUPTI record (`events` is `None`).
 pub(crate) struct PendingDispatch {
     pub index: u32,
-    pub kernel: Arc<str>,
-    pub op_kind: OpKind,
-    pub scope: Arc<str>,
-    pub bytes: u64,
-    pub flops: u64,
+    pub meta: DispatchMeta,
     pub events: Option<(Event, Event)>,
 }
 
@@ -146,13 +142,9 @@ impl CudaShared {
         self.stream.cu_stream()
     }
 
-    pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-        mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
     /// An event with timing enabled, recorded on the stream.
     pub(crate) fn record_event(&self) -> Result<Event> {
-        let event = match Self::lock(&self.spare_events).pop() {
+        let event = match crate::sync::lock(&self.spare_events).pop() {
             Some(event) => event,
             None => Event(
                 cudarc::driver::result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
@@ -166,7 +158,7 @@ impl CudaShared {
     }
 
     pub(crate) fn push_pending(&self, submission: PendingSubmission) {
-        Self::lock(&self.pending).push(submission);
+        crate::sync::lock(&self.pending).push(submission);
     }
 
     /// Host ns (profiler clock) at which `event` completed.
@@ -183,7 +175,7 @@ impl CudaShared {
         self.stream
             .synchronize()
             .map_err(driver_error("synchronizing the stream"))?;
-        let pending = std::mem::take(&mut *Self::lock(&self.pending));
+        let pending = std::mem::take(&mut *crate::sync::lock(&self.pending));
         let mut cupti_records = match &self.cupti {
             Some(clock)
                 if pending
@@ -225,7 +217,7 @@ impl CudaShared {
                             .as_ref()
                             .expect("CUPTI-timed dispatches come with a clock");
                         match cupti_records.next() {
-                            Some(activity) if lined_up && activity.name == *dispatch.kernel => {
+                            Some(activity) if lined_up && activity.name == *dispatch.meta.kernel => {
                                 (clock.to_host(activity.start), clock.to_host(activity.end))
                             }
                             other => {
@@ -234,7 +226,7 @@ impl CudaShared {
                                         "cupti-mismatch",
                                         &format!(
                                             "kernelscope: CUPTI records do not line up with the dispatches (expected `{}`, got {:?}); those dispatch times are dropped",
-                                            dispatch.kernel,
+                                            dispatch.meta.kernel,
                                             other.map(|activity| activity.name)
                                         ),
                                     );
@@ -245,20 +237,14 @@ impl CudaShared {
                         }
                     }
                 };
-                records.push(DispatchRecord {
-                    label: submission.label.clone(),
-                    submission: submission.submission,
-                    index: dispatch.index,
-                    kernel: dispatch.kernel,
-                    op_kind: dispatch.op_kind,
-                    scope: dispatch.scope,
-                    stream: 0,
-                    token: submission.token,
-                    start_ns: start,
-                    end_ns: end.max(start),
-                    bytes: dispatch.bytes,
-                    flops: dispatch.flops,
-                });
+                records.push(dispatch.meta.record(
+                    &submission.label,
+                    submission.submission,
+                    dispatch.index,
+                    submission.token,
+                    start,
+                    end.max(start),
+                ));
             }
             self.profiler.record_submission(
                 SubmissionRecord {
@@ -275,7 +261,7 @@ impl CudaShared {
             spare.push(submission.start);
             spare.push(submission.end);
         }
-        Self::lock(&self.spare_events).extend(spare);
+        crate::sync::lock(&self.spare_events).extend(spare);
         Ok(())
     }
 }
@@ -537,7 +523,7 @@ impl CudaDevice {
         shared.bind()?;
         let key = compile::source_key(source, shared.arch);
         let module = {
-            let mut modules = CudaShared::lock(&shared.modules);
+            let mut modules = crate::sync::lock(&shared.modules);
             match modules.get(&key) {
                 Some(module) => module.clone(),
                 None => {

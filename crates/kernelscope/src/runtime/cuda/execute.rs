@@ -134,7 +134,7 @@ fn capture(shared: &Arc<CudaShared>, graph: &Graph) -> Result<GraphExec> {
 /// Enqueues `commands` on the stream; their timings are resolved at the next host wait.
 pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Arc<str>) -> Result<()> {
     shared.bind()?;
-    let _exclusive = CudaShared::lock(&shared.submitting);
+    let _exclusive = crate::sync::lock(&shared.submitting);
     let token = shared.profiler.current_token();
     let _label_range = super::nvtx::Range::push(label);
     let mut scope_range: Option<(Arc<str>, super::nvtx::Range)> = None;
@@ -149,17 +149,10 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
     let mut timed = Vec::new();
     let mut index = 0u32;
     let cupti = shared.cupti.is_some() && time_dispatches;
-    let expect = |recorded: &RecordedDispatch, index: u32, events: Option<(Event, Event)>| {
-        let meta = &recorded.meta;
-        PendingDispatch {
-            index,
-            kernel: meta.kernel.clone(),
-            op_kind: meta.op_kind,
-            scope: meta.scope.clone(),
-            bytes: meta.bytes,
-            flops: meta.flops,
-            events,
-        }
+    let expect = |recorded: &RecordedDispatch, index: u32, events: Option<(Event, Event)>| PendingDispatch {
+        index,
+        meta: recorded.meta.clone(),
+        events,
     };
     for command in commands {
         match command {
