@@ -184,6 +184,37 @@ fn cross_check_flags_drift_beyond_ten_percent() {
 }
 
 #[test]
+fn cross_check_splits_the_difference_into_lead_and_gaps() {
+    let mut profile = synthetic_profile(3, 1.0, 4);
+    let before = kernelscope::profile::cross_check(&profile)[0].clone();
+    assert_eq!(
+        before.lead_ns, 0,
+        "synthetic submissions start with their first dispatch"
+    );
+    assert_eq!(
+        before.submission_ns,
+        before.dispatch_sum_ns + before.lead_ns + before.gaps_ns
+    );
+    // The device waited 0.8 µs before each submission's first dispatch
+    // (the synthetic run starts 1 µs after the epoch).
+    for submission in &mut profile.submissions {
+        submission.start_ns -= 800;
+    }
+    let after = kernelscope::profile::cross_check(&profile)[0].clone();
+    assert_eq!(after.lead_ns, 3 * 800);
+    assert_eq!(after.gaps_ns, before.gaps_ns);
+    assert_eq!(
+        after.submission_ns,
+        after.dispatch_sum_ns + after.lead_ns + after.gaps_ns
+    );
+    assert!(
+        render_report(&profile).contains("before the first dispatch 0.002 ms"),
+        "{}",
+        render_report(&profile)
+    );
+}
+
+#[test]
 fn compare_finds_a_twenty_percent_slowdown() {
     let base = synthetic_profile(8, 1.0, 1);
     let slow = synthetic_profile(8, 1.2, 2);

@@ -21,6 +21,11 @@ pub struct CrossCheck {
     pub submission_ns: u64,
     /// The sum of their dispatches' times.
     pub dispatch_sum_ns: u64,
+    /// Of the difference, the time from each submission's start to its first
+    /// dispatch (e.g. the host still enqueueing while the device waits).
+    pub lead_ns: u64,
+    /// Of the difference, the time between dispatches and after the last.
+    pub gaps_ns: u64,
     /// `(submission - dispatch sum) / submission`: positive when time passed
     /// between dispatches, negative when dispatches overlapped or a clock drifted.
     pub drift: f64,
@@ -30,18 +35,21 @@ pub struct CrossCheck {
 
 /// Cross-checks every label that has both submission and dispatch times.
 pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
-    // Per submission: (sum of dispatch times, dispatches timed).
-    let mut dispatch_sums: HashMap<u64, (u64, u32)> = HashMap::new();
+    // Per submission: (sum of dispatch times, dispatches timed, first start).
+    let mut dispatch_sums: HashMap<u64, (u64, u32, u64)> = HashMap::new();
     for dispatch in &profile.dispatches {
-        let entry = dispatch_sums.entry(dispatch.submission).or_default();
+        let entry = dispatch_sums
+            .entry(dispatch.submission)
+            .or_insert((0, 0, u64::MAX));
         entry.0 += dispatch.duration_ns();
         entry.1 += 1;
+        entry.2 = entry.2.min(dispatch.start_ns);
     }
     let mut checks: Vec<CrossCheck> = Vec::new();
     for submission in &profile.submissions {
         // A submission whose dispatches were not all timed (records dropped,
         // or replays without per-dispatch timing) says nothing about drift.
-        let Some(&(dispatch_sum, timed)) = dispatch_sums.get(&submission.submission) else {
+        let Some(&(dispatch_sum, timed, first_start)) = dispatch_sums.get(&submission.submission) else {
             continue;
         };
         if timed != submission.dispatches {
@@ -55,6 +63,8 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
                     submissions: 0,
                     submission_ns: 0,
                     dispatch_sum_ns: 0,
+                    lead_ns: 0,
+                    gaps_ns: 0,
                     drift: 0.0,
                     flagged: false,
                 });
@@ -65,6 +75,14 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
         check.submissions += 1;
         check.submission_ns += submission.duration_ns();
         check.dispatch_sum_ns += dispatch_sum;
+        let lead = first_start
+            .saturating_sub(submission.start_ns)
+            .min(submission.duration_ns());
+        check.lead_ns += lead;
+        check.gaps_ns += submission
+            .duration_ns()
+            .saturating_sub(lead)
+            .saturating_sub(dispatch_sum);
     }
     for check in &mut checks {
         check.drift = if check.submission_ns == 0 {

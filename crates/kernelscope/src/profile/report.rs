@@ -331,12 +331,14 @@ fn render_cross_check(profile: &Profile, out: &mut String) {
         };
         let _ = writeln!(
             out,
-            "cross-check {}: dispatch sum {} ms vs submission {} ms over {} submissions, drift {:+.1}% {verdict}",
+            "cross-check {}: dispatch sum {} ms vs submission {} ms over {} submissions, drift {:+.1}% (before the first dispatch {} ms, between and after dispatches {} ms) {verdict}",
             check.label,
             ms(check.dispatch_sum_ns),
             ms(check.submission_ns),
             check.submissions,
-            check.drift * 100.0
+            check.drift * 100.0,
+            ms(check.lead_ns),
+            ms(check.gaps_ns)
         );
     }
 }
