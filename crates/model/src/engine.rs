@@ -459,6 +459,31 @@ impl Model {
         Ok(self.state.logits.to_vec::<f32>()?)
     }
 
+    /// [`step`](Self::step), with its wall time (and, with `keep_logits`, its
+    /// logits) added to `generation`.
+    #[allow(clippy::too_many_arguments)]
+    fn recorded_step(
+        &mut self,
+        token: u32,
+        position: usize,
+        phase: Phase,
+        sampling: Sampling,
+        rng: &mut SplitMix64,
+        generation: &mut Generation,
+        keep_logits: bool,
+    ) -> Result<u32> {
+        let start = Instant::now();
+        let next = self.step(token, position, phase, sampling, rng.next_f32())?;
+        generation.steps.push(StepTiming {
+            phase,
+            duration: start.elapsed(),
+        });
+        if keep_logits {
+            generation.logits.push(self.logits()?);
+        }
+        Ok(next)
+    }
+
     /// Processes the prompt and returns the first generated token.
     ///
     /// Prompt processing goes token by token through [`step`](Self::step)
@@ -475,15 +500,15 @@ impl Model {
     ) -> Result<u32> {
         let mut next = 0;
         for (position, &token) in prompt.iter().enumerate() {
-            let start = Instant::now();
-            next = self.step(token, position, Phase::Prefill, sampling, rng.next_f32())?;
-            generation.steps.push(StepTiming {
-                phase: Phase::Prefill,
-                duration: start.elapsed(),
-            });
-            if keep_logits {
-                generation.logits.push(self.logits()?);
-            }
+            next = self.recorded_step(
+                token,
+                position,
+                Phase::Prefill,
+                sampling,
+                rng,
+                generation,
+                keep_logits,
+            )?;
         }
         Ok(next)
     }
@@ -532,15 +557,15 @@ impl Model {
                 break;
             }
             let position = prompt.len() + generation.generated.len() - 1;
-            let start = Instant::now();
-            next = self.step(next, position, Phase::Decode, sampling, rng.next_f32())?;
-            generation.steps.push(StepTiming {
-                phase: Phase::Decode,
-                duration: start.elapsed(),
-            });
-            if keep_logits {
-                generation.logits.push(self.logits()?);
-            }
+            next = self.recorded_step(
+                next,
+                position,
+                Phase::Decode,
+                sampling,
+                &mut rng,
+                &mut generation,
+                keep_logits,
+            )?;
             generation.generated.push(next);
         }
         Ok(generation)
