@@ -171,6 +171,8 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
             start_ns: token_start,
             end_ns: now,
             dispatches: index,
+            host_enqueue_ns: 0,
+            gated: false,
         });
         now += 2_000;
         profile.tokens.push(TokenRecord {

@@ -285,3 +285,91 @@ fn compare_refuses_mismatched_conditions_unless_forced() {
             .any(|note| note.contains("different conditions"))
     );
 }
+
+#[test]
+fn gated_submissions_and_host_enqueue_are_reported() {
+    let mut profile = synthetic_profile(4, 1.0, 3);
+    let plain = render_report(&profile);
+    assert!(
+        !plain.contains("host enqueue"),
+        "no enqueue column where nothing was measured:\n{plain}"
+    );
+    // Two of the submissions were held until enqueued, each after 250 µs
+    // of host launching; the others report their enqueue time only.
+    for (position, submission) in profile.submissions.iter_mut().enumerate() {
+        submission.host_enqueue_ns = 250_000 + position as u64 * 1_000;
+        submission.gated = position % 2 == 0;
+    }
+    let check = kernelscope::profile::cross_check(&profile)[0].clone();
+    assert_eq!(check.gated, 2);
+    assert_eq!(check.host_enqueue_ns, 4 * 250_000 + 6_000);
+    let report = render_report(&profile);
+    for needle in [
+        "host enqueue µs (mean)",
+        "|                  251.5 |",
+        "2 of 4 submissions held until fully enqueued (host enqueue 1.006 ms in all)",
+    ] {
+        assert!(report.contains(needle), "missing `{needle}` in:\n{report}");
+    }
+    // The new fields survive JSON, and a profile written before them reads
+    // back with the defaults.
+    assert_eq!(Profile::from_json(&profile.to_json()).unwrap(), profile);
+    let mut older: serde_json::Value = serde_json::from_str(&profile.to_json()).unwrap();
+    for submission in older["submissions"].as_array_mut().unwrap() {
+        let fields = submission.as_object_mut().unwrap();
+        fields.remove("host_enqueue_ns");
+        fields.remove("gated");
+    }
+    let read = Profile::from_json(&older.to_string()).unwrap();
+    assert!(
+        read.submissions
+            .iter()
+            .all(|s| !s.gated && s.host_enqueue_ns == 0)
+    );
+}
+
+#[test]
+fn late_records_are_delivered_before_any_read_and_before_a_reset() {
+    use kernelscope::profile::{DispatchTiming, Profiler, SubmissionRecord};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    let profiler = Arc::new(Profiler::new(
+        ProfileLevel::Dispatch,
+        DispatchTiming::Supported {
+            method: "test".into(),
+        },
+    ));
+    let calls = Arc::new(AtomicU32::new(0));
+    let weak = Arc::downgrade(&profiler);
+    let counted = calls.clone();
+    // Like a backend whose times arrive late: each delivery records the
+    // one submission it was holding.
+    profiler.set_late_records(Box::new(move || {
+        let Some(profiler) = weak.upgrade() else { return };
+        let call = counted.fetch_add(1, Ordering::SeqCst);
+        profiler.record_submission(
+            SubmissionRecord {
+                label: Arc::from("late"),
+                submission: u64::from(call),
+                stream: 0,
+                token: None,
+                start_ns: 10,
+                end_ns: 20 + u64::from(call),
+                dispatches: 0,
+                host_enqueue_ns: 5,
+                gated: false,
+            },
+            Vec::new(),
+        );
+    }));
+    assert_eq!(profiler.submissions().len(), 1, "delivered before the read");
+    assert_eq!(profiler.submission_table()[0].count, 2);
+    profiler.reset();
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "reset delivers first");
+    assert_eq!(
+        profiler.submissions().len(),
+        1,
+        "what was delivered before the reset is gone; only the new delivery remains"
+    );
+}

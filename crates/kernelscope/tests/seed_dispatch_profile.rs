@@ -277,7 +277,86 @@ fn graph_replay_is_profiled_per_dispatch(backend: Backend) {
     assert!(checks[0].submission_ns + 1_000_000 >= checks[0].dispatch_sum_ns);
 }
 
+/// Many replays of a longer graph: every dispatch time arrives (CUDA hands
+/// CUPTI's records over a buffer at a time, after the waits that made them),
+/// in order, inside its own submission; on CUDA a replay's submission is
+/// held until enqueued, so its first kernel starts right after its start.
+fn many_replays_are_all_timed_inside_their_submissions(backend: Backend) {
+    let Some(device) = dispatch_profiled_device(backend) else {
+        return;
+    };
+    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let (n, per_graph, replays) = (257, 48, 40);
+    let start_values = random_f32(11, n);
+    let ping = device.buffer_from_slice(&start_values, &[n]).unwrap();
+    let pong = device.alloc(DType::F32, &[n]).unwrap();
+    let mut encoder = device.command_encoder();
+    encoder.begin_capture().unwrap();
+    for step in 0..per_graph {
+        let (from, to) = if step % 2 == 0 {
+            (&ping, &pong)
+        } else {
+            (&pong, &ping)
+        };
+        encoder.dispatch(inc_one_dispatch(&kernel, from, to)).unwrap();
+    }
+    let graph = encoder.end_capture().unwrap();
+    for _ in 0..replays {
+        encoder.replay(&graph).unwrap();
+        encoder.commit_and_wait_labeled("test.many").unwrap();
+    }
+    let mut expected = start_values.clone();
+    for _ in 0..per_graph * replays {
+        expected.iter_mut().for_each(|value| *value += 1.0);
+    }
+    assert_eq!(ping.to_vec::<f32>().unwrap(), expected, "every replay ran");
+
+    let profile = device.profile(device.conditions("many replays", None, None));
+    assert!(profile.warnings.is_empty(), "{:?}", profile.warnings);
+    assert_eq!(profile.submissions.len(), replays);
+    assert_eq!(
+        profile.dispatches.len(),
+        per_graph * replays,
+        "no dispatch time lost"
+    );
+    // Clocks differ across backends' sources (events vs CUPTI): allow a little.
+    let slack = if backend == Backend::Cuda { 20_000 } else { 0 };
+    for (position, dispatch) in profile.dispatches.iter().enumerate() {
+        assert_eq!(&*dispatch.kernel, "inc_one");
+        assert_eq!(dispatch.index as usize, position % per_graph, "stream order kept");
+        let submission = &profile.submissions[position / per_graph];
+        assert_eq!(dispatch.submission, submission.submission);
+        assert!(
+            dispatch.start_ns + slack >= submission.start_ns && dispatch.end_ns <= submission.end_ns + slack,
+            "dispatch {position} [{}, {}] outside its submission [{}, {}]",
+            dispatch.start_ns,
+            dispatch.end_ns,
+            submission.start_ns,
+            submission.end_ns
+        );
+    }
+    for (position, submission) in profile.submissions.iter().enumerate() {
+        if backend == Backend::Cuda {
+            assert!(submission.gated, "a replay under CUPTI is held until enqueued");
+            assert!(submission.host_enqueue_ns > 0);
+            let first = &profile.dispatches[position * per_graph];
+            let lead = first.start_ns.saturating_sub(submission.start_ns);
+            assert!(
+                lead < 200_000,
+                "submission {position}: first kernel {lead} ns after the start though the host had finished enqueueing"
+            );
+        } else {
+            assert!(!submission.gated);
+            assert_eq!(
+                submission.host_enqueue_ns, 0,
+                "the CPU runs work as it is committed"
+            );
+        }
+    }
+}
+
 kernelscope::device_tests!(
+    many_replays_are_all_timed_inside_their_submissions,
     two_dispatches_in_one_labeled_submission,
     dispatches_are_grouped_by_label,
     op_kind_propagates_into_dispatch_entry,

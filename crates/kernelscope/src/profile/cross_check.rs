@@ -26,6 +26,11 @@ pub struct CrossCheck {
     pub lead_ns: u64,
     /// Of the difference, the time between dispatches and after the last.
     pub gaps_ns: u64,
+    /// How many of the submissions were held until the host had enqueued
+    /// them, so that their time starts when the device could begin.
+    pub gated: u64,
+    /// Host time spent enqueueing the submissions compared.
+    pub host_enqueue_ns: u64,
     /// `(submission - dispatch sum) / submission`: positive when time passed
     /// between dispatches, negative when dispatches overlapped or a clock drifted.
     pub drift: f64,
@@ -65,6 +70,8 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
                     dispatch_sum_ns: 0,
                     lead_ns: 0,
                     gaps_ns: 0,
+                    gated: 0,
+                    host_enqueue_ns: 0,
                     drift: 0.0,
                     flagged: false,
                 });
@@ -73,6 +80,8 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
         };
         let check = &mut checks[index];
         check.submissions += 1;
+        check.gated += u64::from(submission.gated);
+        check.host_enqueue_ns += submission.host_enqueue_ns;
         check.submission_ns += submission.duration_ns();
         check.dispatch_sum_ns += dispatch_sum;
         let lead = first_start

@@ -67,6 +67,16 @@ pub struct SubmissionRecord {
     pub end_ns: u64,
     /// How many dispatches it carried.
     pub dispatches: u32,
+    /// Host time spent enqueueing it (launch calls, on the host clock), in
+    /// ns; 0 where the backend runs work as it is committed (the CPU).
+    #[serde(default)]
+    pub host_enqueue_ns: u64,
+    /// Whether the device was held until the host finished enqueueing, so
+    /// that `start_ns` is when the device could begin rather than when the
+    /// host began: set where a profiler (CUPTI) slows the enqueue enough to
+    /// leave the device idle inside the submission.
+    #[serde(default)]
+    pub gated: bool,
 }
 
 impl SubmissionRecord {

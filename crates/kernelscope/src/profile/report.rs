@@ -267,11 +267,17 @@ fn render_submissions(profile: &Profile, out: &mut String) {
         return;
     }
     let _ = writeln!(out, "\nsubmissions by label (sorted by total):");
-    let mut table = new_table(&[
+    // Backends that run work as it is committed (the CPU) have no separate enqueue.
+    let enqueue_measured = table_rows.iter().any(|row| row.host_enqueue_ns > 0);
+    let mut header = vec![
         "label", "count", "total ms", "min µs", "max µs", "p50 µs", "p95 µs",
-    ]);
+    ];
+    if enqueue_measured {
+        header.push("host enqueue µs (mean)");
+    }
+    let mut table = new_table(&header);
     for row in table_rows {
-        table.add_row(vec![
+        let mut cells = vec![
             row.label,
             row.count.to_string(),
             ms(row.total_ns),
@@ -279,7 +285,11 @@ fn render_submissions(profile: &Profile, out: &mut String) {
             us(row.max_ns as f64),
             us(row.p50_ns as f64),
             us(row.p95_ns as f64),
-        ]);
+        ];
+        if enqueue_measured {
+            cells.push(us(row.host_enqueue_ns as f64 / row.count as f64));
+        }
+        table.add_row(cells);
     }
     let _ = writeln!(out, "{table}");
 }
@@ -340,5 +350,14 @@ fn render_cross_check(profile: &Profile, out: &mut String) {
             ms(check.lead_ns),
             ms(check.gaps_ns)
         );
+        if check.gated > 0 {
+            let _ = writeln!(
+                out,
+                "  {} of {} submissions held until fully enqueued (host enqueue {} ms in all): their time starts when the device could begin, not while the host was still launching",
+                check.gated,
+                check.submissions,
+                ms(check.host_enqueue_ns)
+            );
+        }
     }
 }

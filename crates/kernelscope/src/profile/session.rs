@@ -4,7 +4,7 @@
 //! devices (or two tests) never see each other's numbers.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
 use super::aggregate::group_in_order;
@@ -88,6 +88,16 @@ pub struct Profiler {
     next_submission: AtomicU64,
     warned_dispatch_unsupported: AtomicBool,
     tables: Mutex<Tables>,
+    late_records: OnceLock<LateRecords>,
+}
+
+/// How a backend delivers records that arrive after the host wait.
+struct LateRecords(Box<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for LateRecords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LateRecords")
+    }
 }
 
 impl Profiler {
@@ -102,6 +112,24 @@ impl Profiler {
             next_submission: AtomicU64::new(0),
             warned_dispatch_unsupported: AtomicBool::new(false),
             tables: Mutex::new(Tables::default()),
+            late_records: OnceLock::new(),
+        }
+    }
+
+    /// Registers how the backend delivers records still outstanding: one
+    /// whose dispatch times arrive in batches some time after the host wait
+    /// (CUPTI, flushed lazily because a forced flush per token slows the
+    /// next launch) holds those submissions back until their times come.
+    /// Every reader of records calls it first, so nothing is read half-made.
+    /// Only the first registration counts.
+    pub fn set_late_records(&self, deliver: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.late_records.set(LateRecords(deliver));
+    }
+
+    /// Delivers every outstanding record (see [`set_late_records`](Self::set_late_records)).
+    pub fn deliver_late_records(&self) {
+        if let Some(LateRecords(deliver)) = self.late_records.get() {
+            deliver();
         }
     }
 
@@ -243,22 +271,26 @@ impl Profiler {
     /// The per-label submission table, sorted by total time, longest first
     /// (ties by label, so the order is stable).
     pub fn submission_table(&self) -> Vec<SubmissionStats> {
+        self.deliver_late_records();
         submission_table(&self.lock().submissions)
     }
 
     /// Per-dispatch records grouped by submission label: labels in the order
     /// they first arrived, records in insertion order within each label.
     pub fn dispatches_by_label(&self) -> Vec<(String, Vec<DispatchRecord>)> {
+        self.deliver_late_records();
         dispatches_by_label(&self.lock().dispatches)
     }
 
     /// Copies of the recorded submissions.
     pub fn submissions(&self) -> Vec<SubmissionRecord> {
+        self.deliver_late_records();
         self.lock().submissions.clone()
     }
 
     /// Copies of the recorded dispatches.
     pub fn dispatches(&self) -> Vec<DispatchRecord> {
+        self.deliver_late_records();
         self.lock().dispatches.clone()
     }
 
@@ -274,6 +306,8 @@ impl Profiler {
 
     /// Clears every table and counter (the level and capability stay).
     pub fn reset(&self) {
+        // Records of work done before the reset must not land after it.
+        self.deliver_late_records();
         let mut tables = self.lock();
         let warnings = std::mem::take(&mut tables.warnings);
         *tables = Tables {
@@ -285,6 +319,7 @@ impl Profiler {
 
     /// A plain-data snapshot of everything recorded, under `conditions`.
     pub fn snapshot(&self, conditions: Conditions) -> Profile {
+        self.deliver_late_records();
         let tables = self.lock();
         Profile {
             schema: super::PROFILE_SCHEMA_VERSION,
@@ -301,10 +336,19 @@ impl Profiler {
 
 /// The per-label table of `submissions`, longest total first.
 pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<SubmissionStats> {
-    let by_label = group_in_order(submissions, |record| &record.label, |record| record.duration_ns());
+    let by_label = group_in_order(
+        submissions,
+        |record| &record.label,
+        |record| (record.duration_ns(), record.host_enqueue_ns),
+    );
     let mut table: Vec<SubmissionStats> = by_label
         .into_iter()
-        .map(|(label, mut durations)| SubmissionStats::from_durations(&label, &mut durations))
+        .map(|(label, rows)| {
+            let mut durations: Vec<u64> = rows.iter().map(|row| row.0).collect();
+            let mut stats = SubmissionStats::from_durations(&label, &mut durations);
+            stats.host_enqueue_ns = rows.iter().map(|row| row.1).sum();
+            stats
+        })
         .collect();
     table.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.label.cmp(&b.label)));
     table

@@ -20,6 +20,8 @@ pub struct SubmissionStats {
     pub p50_ns: u64,
     /// 95th percentile (nearest rank).
     pub p95_ns: u64,
+    /// Host time spent enqueueing them, summed (0 where not measured).
+    pub host_enqueue_ns: u64,
 }
 
 impl SubmissionStats {
@@ -35,6 +37,7 @@ impl SubmissionStats {
             max_ns: durations[durations.len() - 1],
             p50_ns: nearest_rank(durations, 50.0),
             p95_ns: nearest_rank(durations, 95.0),
+            host_enqueue_ns: 0,
         }
     }
 }

@@ -173,6 +173,8 @@ impl CpuDevice {
                 start_ns,
                 end_ns: profiler.now_ns(),
                 dispatches: index,
+                host_enqueue_ns: 0,
+                gated: false,
             };
             profiler.record_submission(record, records);
         }

@@ -139,10 +139,11 @@ pub(crate) fn timestamp() -> u64 {
     now
 }
 
-/// Delivers every completed record, then takes those of `key`, oldest first.
-pub(crate) fn take(key: StreamKey) -> Vec<KernelActivity> {
-    // Forced: also the records of buffers that are not full yet.
-    let _ = cupti::activity::flush_all(1);
+/// Takes the records of `key` that CUPTI has handed over, oldest first.
+/// `force` also flushes buffers that are not full yet (every record of work
+/// that has completed); otherwise only full buffers come.
+pub(crate) fn take(key: StreamKey, force: bool) -> Vec<KernelActivity> {
+    let _ = cupti::activity::flush_all(u32::from(force));
     let mut records = crate::sync::lock(collected()).remove(&key).unwrap_or_default();
     records.sort_by_key(|record| record.start);
     records

@@ -141,6 +141,27 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
     let profiler = &shared.profiler;
     let time_submission = profiler.times_submissions();
     let time_dispatches = profiler.times_dispatches();
+    let cupti = shared.cupti.is_some() && time_dispatches;
+    // Only graph replays are held: the device cannot start a graph before
+    // `cuGraphLaunch` returns anyway, while holding eager launches would stop
+    // the device from running them as they come. Released when this function
+    // returns, on every path (see `gate.rs`).
+    let replays_only = commands
+        .iter()
+        .any(|command| matches!(command, Command::Replay(_)))
+        && !commands
+            .iter()
+            .any(|command| matches!(command, Command::Dispatch(_)));
+    let hold = match &shared.gate {
+        Some(gate) if cupti && time_submission && replays_only => {
+            Some(gate.hold(shared.cu_stream()).map_err(|message| Error::Cuda {
+                operation: "holding the stream until the submission is enqueued".into(),
+                message,
+            })?)
+        }
+        _ => None,
+    };
+    let enqueue_began = profiler.now_ns();
     let start = if time_submission {
         Some(shared.record_event()?)
     } else {
@@ -148,7 +169,6 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
     };
     let mut timed = Vec::new();
     let mut index = 0u32;
-    let cupti = shared.cupti.is_some() && time_dispatches;
     let expect = |recorded: &RecordedDispatch, index: u32, events: Option<(Event, Event)>| PendingDispatch {
         index,
         meta: recorded.meta.clone(),
@@ -214,15 +234,19 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
         }
     }
     if let Some(start) = start {
+        let end = shared.record_event()?;
         shared.push_pending(PendingSubmission {
             label: label.clone(),
             token,
             submission: profiler.next_submission_id(),
             dispatches: index,
+            host_enqueue_ns: profiler.now_ns().saturating_sub(enqueue_began),
+            gated: hold.is_some(),
             start,
-            end: shared.record_event()?,
+            end,
             timed_dispatches: timed,
         });
     }
+    drop(hold);
     Ok(())
 }

@@ -13,6 +13,8 @@ mod device;
 #[cfg(feature = "cuda")]
 mod execute;
 #[cfg(feature = "cuda")]
+mod gate;
+#[cfg(feature = "cuda")]
 mod memory;
 #[cfg(feature = "cuda")]
 mod nvtx;

@@ -1,0 +1,100 @@
+//! Holding the stream until the host has enqueued a whole submission. With
+//! CUPTI on, one graph launch spends hundreds of µs on the host (CUPTI
+//! instruments every node as it launches) while the device, having already
+//! passed the submission's start event, idles: the event pair would charge
+//! the host's enqueue to the device, and the cross-check could not tell a
+//! slow host from a lying clock. A stream wait on a host-written word,
+//! placed before the start event and released once the last launch and the
+//! end event are enqueued, starts the submission's clock when the device can
+//! begin. The device waited for the host either way, so throughput is
+//! unchanged; the host's enqueue time is recorded beside the submission.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use cudarc::driver::{result, sys};
+
+/// A word of pinned host memory the device can read, and the last ticket
+/// handed out. Tickets only grow; the device waits for `word >= ticket` in
+/// CUDA's wrap-safe sense (`(int32_t)(word - ticket) >= 0`).
+pub(crate) struct Gate {
+    host: *mut AtomicU32,
+    device: sys::CUdeviceptr,
+    last_ticket: AtomicU32,
+}
+
+// SAFETY: the host word is pinned memory owned by the gate and only touched
+// through atomic stores; the device pointer is a plain address.
+unsafe impl Send for Gate {}
+// SAFETY: as above; tickets are handed out atomically.
+unsafe impl Sync for Gate {}
+
+impl Gate {
+    /// A gate in the current context (bound by the caller).
+    pub(crate) fn new() -> Result<Gate, String> {
+        // SAFETY: a 4-byte pinned allocation mapped into the device's address
+        // space; freed in `drop`.
+        let host = unsafe { result::malloc_host(std::mem::size_of::<u32>(), sys::CU_MEMHOSTALLOC_DEVICEMAP) }
+            .map_err(|error| format!("pinning the gate word: {error}"))? as *mut AtomicU32;
+        // SAFETY: freshly allocated, 4-byte aligned, ours alone.
+        unsafe { host.write(AtomicU32::new(0)) };
+        let mut device: sys::CUdeviceptr = 0;
+        // SAFETY: `host` was allocated with DEVICEMAP in this context.
+        let mapped = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host as *mut _, 0) }.result();
+        if let Err(error) = mapped {
+            // SAFETY: allocated above, not shared yet.
+            unsafe {
+                let _ = result::free_host(host as *mut _);
+            }
+            return Err(format!("mapping the gate word: {error}"));
+        }
+        Ok(Gate {
+            host,
+            device,
+            last_ticket: AtomicU32::new(0),
+        })
+    }
+
+    /// Makes `stream` wait, from here on, until the returned hold is dropped.
+    pub(crate) fn hold(&self, stream: sys::CUstream) -> Result<Hold<'_>, String> {
+        let ticket = self.last_ticket.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+        let hold = Hold { gate: self, ticket };
+        // SAFETY: a live stream of this context and the gate's mapped word,
+        // which outlives every wait (the device drops the gate after its stream).
+        unsafe {
+            sys::cuStreamWaitValue32_v2(
+                stream,
+                self.device,
+                ticket,
+                sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+            )
+        }
+        .result()
+        .map_err(|error| format!("cuStreamWaitValue32: {error}"))?;
+        Ok(hold)
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `malloc_host` in `new` and freed once; every
+        // hold has been released (holds borrow the gate).
+        unsafe {
+            let _ = result::free_host(self.host as *mut _);
+        }
+    }
+}
+
+/// A stream held at the gate; dropping it lets the device go on, on every
+/// path (an error halfway through enqueueing must not leave the stream
+/// waiting forever).
+pub(crate) struct Hold<'a> {
+    gate: &'a Gate,
+    ticket: u32,
+}
+
+impl Drop for Hold<'_> {
+    fn drop(&mut self) {
+        // SAFETY: the gate's pinned word, valid while the gate lives.
+        unsafe { (*self.gate.host).store(self.ticket, Ordering::Release) };
+    }
+}
