@@ -148,3 +148,8 @@ pub(crate) fn take(key: StreamKey, force: bool) -> Vec<KernelActivity> {
     records.sort_by_key(|record| record.start);
     records
 }
+
+/// Drops every record of `key` collected so far (its stream is going away).
+pub(crate) fn forget(key: StreamKey) {
+    crate::sync::lock(collected()).remove(&key);
+}

@@ -26,7 +26,9 @@ use crate::runtime::encoder::Command;
 /// How CUDA submissions are timed.
 pub(crate) const SUBMISSION_TIMING_METHOD: &str = "cuda event pairs";
 /// How CUDA dispatches are timed when CUPTI is in use.
-pub(crate) const CUPTI_TIMING_METHOD: &str = "cupti activity records (eager launches and graph replays)";
+/// The method names the gate because it changed what a replay's submission
+/// time means (profiles made before it are not compared without --force).
+pub(crate) const CUPTI_TIMING_METHOD: &str = "cupti activity records (eager launches and graph replays; replays timed from the end of the host's enqueue)";
 /// How CUDA dispatches are timed without CUPTI (eager launches only).
 pub(crate) const EVENT_TIMING_METHOD: &str = "cuda event pairs around eager launches";
 
@@ -350,6 +352,16 @@ struct ResolvedSubmission {
 struct Awaiting {
     submissions: VecDeque<ResolvedSubmission>,
     kernels: VecDeque<KernelActivity>,
+}
+
+impl Drop for CudaShared {
+    fn drop(&mut self) {
+        // CUPTI's records are collected process-wide by stream; a stream
+        // that is going away will never claim the ones still waiting.
+        if let Some(clock) = &self.cupti {
+            super::cupti::forget(clock.key);
+        }
+    }
 }
 
 /// A CUDA device handle (cheap to clone).
