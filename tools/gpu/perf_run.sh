@@ -27,5 +27,16 @@ for mode in "" --eager; do
     timeout 300 kscope bench --model "$first" --device cuda -p 0 -n 128 -r 3 --profile "$level" $mode --bandwidth-mib 0 --quiet 2>&1 | grep -E "tg128|warning" | tee -a "$out/overhead.md"
   done
 done
-timeout 300 kscope run --model "$first" --device cuda --profile --max-tokens 16 --quiet > "$out/run_profile.txt" 2>&1
-tail -40 "$out/run_profile.txt"
+# The cross-check in graph mode: the default (tiny) model, then each preset.
+timeout 120 kscope run --device cuda --profile --max-tokens 32 --quiet > "$out/run_profile_tiny.txt" 2>&1
+for preset in "${presets[@]}"; do
+  timeout 300 kscope run --model "/tmp/models/$preset" --device cuda --profile --max-tokens 32 --quiet \
+    > "$out/run_profile_$preset.txt" 2>&1
+done
+grep -H -A1 "^cross-check" "$out"/run_profile_*.txt
+# What a graph replay costs beyond its dispatches, with and without CUPTI.
+if [ -x .gpu/bin/02_graph_launch_lead ]; then
+  for level in dispatch submission; do
+    KSCOPE_PROFILE=$level timeout 120 .gpu/bin/02_graph_launch_lead --replays 100 | tee -a "$out/graph_launch_lead.md"
+  done
+fi
