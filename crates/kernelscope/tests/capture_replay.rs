@@ -101,4 +101,69 @@ fn encoder_refuses_misuse(backend: Backend) {
     assert_eq!(graph.dispatch_count(), 0);
 }
 
-kernelscope::device_tests!(replay_matches_direct_execution, encoder_refuses_misuse);
+/// A read started with `read_later` sees the buffer as of its place in the
+/// stream, while work queued after it (replays that change the buffer) runs
+/// on: the pattern of a pipelined decode loop. Counts one copy when started
+/// and one sync when waited for; a read dropped unread is harmless.
+fn read_later_sees_its_place_in_the_stream(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new().profile(ProfileLevel::Submission)) else {
+        return;
+    };
+    let inc = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let n = 1001;
+    let start = random_f32(21, n);
+    let ping = device.buffer_from_slice(&start, &[n]).unwrap();
+    let pong = device.alloc(DType::F32, &[n]).unwrap();
+    let mut encoder = device.command_encoder();
+    encoder.begin_capture().unwrap();
+    for (from, to) in [(&ping, &pong), (&pong, &ping)] {
+        encoder
+            .dispatch(
+                kernelscope::Dispatch::new(&inc)
+                    .read(from)
+                    .write(to)
+                    .param(n as u32)
+                    .grid(kernelscope::runtime::LaunchGrid::linear(n, 128)),
+            )
+            .unwrap();
+    }
+    let graph = encoder.end_capture().unwrap();
+    let counters = || device.profiler().counters().snapshot();
+    let mut reads = Vec::new();
+    for _ in 0..6 {
+        encoder.replay(&graph).unwrap();
+        encoder.commit().unwrap();
+        let before = counters();
+        reads.push(ping.read_later::<f32>().unwrap());
+        let after = counters();
+        assert_eq!(after.host_device_copies, before.host_device_copies + 1);
+        assert_eq!(after.syncs, before.syncs, "starting a read does not wait");
+    }
+    let unread = ping.read_later::<f32>().unwrap();
+    drop(unread);
+    for (replays, read) in reads.into_iter().enumerate() {
+        let before = counters().syncs;
+        let values = read.wait().unwrap();
+        assert_eq!(counters().syncs, before + 1);
+        let expected: Vec<f32> = start
+            .iter()
+            .map(|value| {
+                let mut value = *value;
+                for _ in 0..2 * (replays + 1) {
+                    value += 1.0;
+                }
+                value
+            })
+            .collect();
+        assert_eq!(values, expected, "read after replay {replays}");
+    }
+    ping.to_vec::<f32>().unwrap();
+    let profile = device.profile(device.conditions("read later", None, None));
+    assert_eq!(profile.submissions.len(), 6, "every submission timed");
+}
+
+kernelscope::device_tests!(
+    replay_matches_direct_execution,
+    encoder_refuses_misuse,
+    read_later_sees_its_place_in_the_stream,
+);

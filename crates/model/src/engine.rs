@@ -11,12 +11,12 @@ use kernelscope::ops::attention::{Attention, Heads};
 use kernelscope::ops::rope::{Llama3Scaling, Rope, inverse_frequencies};
 use kernelscope::ops::sample::{Sample, Sampling};
 use kernelscope::ops::{
-    add::Add, argmax::Argmax, embedding::Embedding, kv_append::KvAppend, matvec::MatVec, rms_norm::RmsNorm,
-    silu_mul::SiluMul,
+    add::Add, argmax::Argmax, copy::Copy as CopyOp, embedding::Embedding, kv_append::KvAppend,
+    matvec::MatVec, rms_norm::RmsNorm, silu_mul::SiluMul,
 };
 use kernelscope::profile::Phase;
 use kernelscope::rng::SplitMix64;
-use kernelscope::{Buffer, CommandEncoder, DType, Device, Graph};
+use kernelscope::{Buffer, CommandEncoder, DType, Device, Graph, PendingRead};
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
@@ -37,6 +37,8 @@ struct Ops {
     attention: Attention,
     silu_mul: SiluMul,
     argmax: Argmax,
+    /// Feeds a replayed step's choice back as the next step's token.
+    copy: CopyOp,
     /// `Err` where the backend has no sampling kernel: the error is reported
     /// only when a temperature above 0 asks for it.
     sample: std::result::Result<Sample, kernelscope::Error>,
@@ -56,6 +58,7 @@ impl Ops {
             attention: Attention::new(&registry, device)?,
             silu_mul: SiluMul::new(&registry, device)?,
             argmax: Argmax::new(&registry, device)?,
+            copy: CopyOp::new(&registry, device)?,
             sample: Sample::new(&registry, device),
         })
     }
@@ -256,7 +259,10 @@ impl Model {
     }
 
     /// Makes the KV cache hold at least `positions` positions (within the
-    /// context length). Existing cache contents are dropped when it grows.
+    /// context length). When it grows, the positions already cached are
+    /// copied over on the device (a step past the reserved context, or a
+    /// decode continuing a generation, keeps its history) and the size at
+    /// least doubles, so stepping one position at a time copies little.
     pub fn reserve_context(&mut self, positions: usize) -> Result<()> {
         if positions > self.config.max_position_embeddings {
             return Err(ModelError::ContextExceeded {
@@ -268,6 +274,10 @@ impl Model {
         if positions <= self.state.context {
             return Ok(());
         }
+        let kept_positions = self.state.context;
+        let positions = positions
+            .max(kept_positions.saturating_mul(2))
+            .min(self.config.max_position_embeddings);
         let kv = self.config.kv_dim();
         let layers = self.config.num_layers;
         let cache = || {
@@ -275,8 +285,17 @@ impl Model {
                 .map(|_| self.device.alloc(DType::F32, &[positions, kv]))
                 .collect::<kernelscope::Result<Vec<_>>>()
         };
-        self.state.key_cache = cache()?;
-        self.state.value_cache = cache()?;
+        let (keys, values) = (cache()?, cache()?);
+        if kept_positions > 0 {
+            let old = self.state.key_cache.iter().chain(&self.state.value_cache);
+            for (old, new) in old.zip(keys.iter().chain(&values)) {
+                let kept = new.slice(0, kept_positions * kv)?;
+                self.ops.copy.encode(&mut self.encoder, old, &kept)?;
+            }
+            self.encoder.commit_labeled("grow kv cache")?;
+        }
+        self.state.key_cache = keys;
+        self.state.value_cache = values;
         self.state.context = positions;
         // A captured step points at the old caches.
         self.step_graph = None;
@@ -433,7 +452,16 @@ impl Model {
                 // Kernels read token and position from `state.step`, so one
                 // capture serves every position the cache holds.
                 self.encoder.begin_capture()?;
-                let encoded = self.encode_forward(position, sampling, uniform);
+                let encoded = self.encode_forward(position, sampling, uniform).and_then(|()| {
+                    // The choice becomes the next step's token on the device, so
+                    // `decode_greedy` can queue step N+1 before reading N back.
+                    self.encoder.set_scope("sample");
+                    let token_slot = self.state.step.slice(0, 1)?;
+                    self.ops
+                        .copy
+                        .encode(&mut self.encoder, &self.state.next_token, &token_slot)?;
+                    Ok(())
+                });
                 let graph = self.encoder.end_capture()?;
                 encoded?;
                 self.step_graph = Some(graph);
@@ -513,6 +541,86 @@ impl Model {
         Ok(next)
     }
 
+    /// Greedy decode of up to `count` tokens, feeding `token` at `position`
+    /// first and each choice back after it; `on_token` sees every chosen
+    /// token in order and stops the loop by returning `false`.
+    ///
+    /// In graph mode the step graph writes its choice into the next step's
+    /// token slot on the device, so step N+1 is queued before step N's token
+    /// is read back: the host's launch (and, with CUPTI on, its
+    /// instrumentation) overlaps the device's work instead of leaving the
+    /// device idle. Each token is still one submission, one graph launch and
+    /// one host sync, but the wait for token N falls in token N+1's profiler
+    /// window (the first decode token shows no sync, the last two). A stop
+    /// asked for by `on_token` comes one step late on the device: the step
+    /// already queued runs (and shows in the profile), its token is dropped.
+    /// Eager mode runs [`step`](Self::step) by step.
+    pub fn decode_greedy(
+        &mut self,
+        token: u32,
+        position: usize,
+        count: usize,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<()> {
+        self.check_token(token)?;
+        if count == 0 {
+            return Ok(());
+        }
+        self.reserve_context(position + count)?;
+        let (mut token, mut position, mut left) = (token, position, count);
+        if !self.graph_mode || self.step_graph.is_none() {
+            // Eager, or the first graph step, which captures the graph.
+            loop {
+                token = self.step(token, position, Phase::Decode, Sampling::GREEDY, 0.0)?;
+                position += 1;
+                left -= 1;
+                if !on_token(token) || left == 0 {
+                    return Ok(());
+                }
+                if self.graph_mode && self.step_graph.is_some() {
+                    break;
+                }
+            }
+        }
+        let graph = self.step_graph.clone().expect("graph mode has a captured step");
+        let device = self.device.clone();
+        let queue = |model: &mut Self, position: usize, token: Option<u32>| -> Result<PendingRead<u32>> {
+            device.profiler().begin_token(Phase::Decode);
+            match token {
+                // The first queued step: the host knows its token.
+                Some(token) => model.state.step.write_from(&[token, position as u32])?,
+                // Later ones: the previous replay wrote the token slot.
+                None => model
+                    .state
+                    .step
+                    .slice(POSITION_SLOT, 1)?
+                    .write_from(&[position as u32])?,
+            }
+            model.encoder.replay(&graph)?;
+            model.encoder.commit_labeled("decode")?;
+            Ok(model.state.next_token.read_later::<u32>()?)
+        };
+        let mut in_flight = Some(queue(self, position, Some(token))?);
+        let mut queued = 1;
+        while let Some(read) = in_flight.take() {
+            if queued < left {
+                in_flight = Some(queue(self, position + queued, None)?);
+                queued += 1;
+            }
+            let chosen = read.wait()?[0];
+            if !on_token(chosen) {
+                break;
+            }
+        }
+        // A step queued past a stop still runs; wait for it so the next
+        // caller finds the device idle and its times resolved.
+        if let Some(read) = in_flight {
+            read.wait()?;
+        }
+        device.profiler().end_token();
+        Ok(())
+    }
+
     /// Runs `prompt`, then generates up to `max_tokens` tokens. Stops early at
     /// an end-of-sequence token when `stop_at_eos`. With `keep_logits`, the
     /// logits of every processed position are returned (prompt positions,
@@ -551,6 +659,29 @@ impl Model {
         };
         let mut next = self.prefill(prompt, sampling, &mut rng, &mut generation, keep_logits)?;
         generation.generated.push(next);
+        if sampling.temperature <= 0.0 && !keep_logits {
+            let eos = self.config.eos_token_ids.clone();
+            if stop_at_eos && eos.contains(&next) {
+                generation.stopped_at_eos = true;
+                return Ok(generation);
+            }
+            let mut last = Instant::now();
+            let left = max_tokens - generation.generated.len();
+            let position = prompt.len();
+            self.decode_greedy(next, position, left, |token| {
+                let now = Instant::now();
+                generation.steps.push(StepTiming {
+                    phase: Phase::Decode,
+                    duration: now - last,
+                });
+                last = now;
+                generation.generated.push(token);
+                let stop = stop_at_eos && eos.contains(&token);
+                generation.stopped_at_eos = stop;
+                !stop
+            })?;
+            return Ok(generation);
+        }
         while generation.generated.len() < max_tokens {
             if stop_at_eos && self.config.eos_token_ids.contains(&next) {
                 generation.stopped_at_eos = true;

@@ -203,6 +203,27 @@ impl Buffer {
         }
     }
 
+    /// Starts copying the view to the host behind the work committed so far
+    /// and returns at once, so the host can queue more work before it waits
+    /// ([`PendingRead::wait`]) for the values: a decode loop reads token N
+    /// back while token N+1 already runs. Counts one host-device copy now
+    /// and one sync at the wait. On the CPU the values are read at once.
+    pub fn read_later<T: Element>(&self) -> Result<PendingRead<T>> {
+        self.check_dtype::<T>("Buffer::read_later")?;
+        Counters::add(&self.counters().host_device_copies, 1);
+        let source = match &self.memory {
+            Memory::Cpu(memory) => PendingSource::Ready(memory.read(self.byte_offset, self.len())?),
+            Memory::Cuda(memory) => {
+                PendingSource::Cuda(memory.read_later(self.byte_offset, self.byte_len())?)
+            }
+        };
+        Ok(PendingRead {
+            source,
+            memory: self.memory.clone(),
+            len: self.len(),
+        })
+    }
+
     /// Copies raw little-endian bytes from the host into the view (exactly
     /// [`byte_len`](Self::byte_len) of them). Counts one host-device copy.
     pub fn write_bytes(&self, data: &[u8]) -> Result<()> {
@@ -236,5 +257,42 @@ impl Buffer {
             Memory::Cpu(memory) => memory.write(self.byte_offset, data),
             Memory::Cuda(memory) => memory.write(self.byte_offset, data),
         }
+    }
+}
+
+/// A device-to-host copy in flight, started by [`Buffer::read_later`].
+/// Dropping it without waiting still waits for the copy (its staging memory
+/// is reused), so nothing is left writing into freed memory.
+pub struct PendingRead<T: Element> {
+    source: PendingSource<T>,
+    memory: Memory,
+    len: usize,
+}
+
+enum PendingSource<T> {
+    Ready(Vec<T>),
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    Cuda(super::cuda::CudaPendingRead),
+}
+
+impl<T: Element> PendingRead<T> {
+    /// Waits for the copy and returns the values (one counted sync). On
+    /// CUDA, submissions that have finished by then get their times.
+    pub fn wait(self) -> Result<Vec<T>> {
+        let counters = match &self.memory {
+            Memory::Cpu(memory) => memory.counters(),
+            Memory::Cuda(memory) => memory.counters(),
+        };
+        Counters::add(&counters.syncs, 1);
+        match self.source {
+            PendingSource::Ready(values) => Ok(values),
+            PendingSource::Cuda(pending) => pending.wait(self.len),
+        }
+    }
+}
+
+impl<T: Element> fmt::Debug for PendingRead<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PendingRead").field("len", &self.len).finish()
     }
 }

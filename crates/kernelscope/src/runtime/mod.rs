@@ -14,7 +14,7 @@ mod kernel;
 mod mem_ranges;
 mod op_kind;
 
-pub use buffer::Buffer;
+pub use buffer::{Buffer, PendingRead};
 pub use cpu::CpuDevice;
 pub use cuda::CudaDevice;
 pub use device::{Capabilities, Device, DeviceOptions};

@@ -125,6 +125,7 @@ pub(crate) struct CudaShared {
     modules: Mutex<HashMap<u64, Arc<CudaModule>>>,
     pending: Mutex<Vec<PendingSubmission>>,
     awaiting: Mutex<Awaiting>,
+    staging: Mutex<Vec<Staging>>,
     /// False once CUPTI's records failed to line up with the dispatches.
     cupti_lined_up: AtomicBool,
     spare_events: Mutex<Vec<Event>>,
@@ -183,6 +184,31 @@ impl CudaShared {
         Ok(self.epoch_host_ns + (f64::from(ms) * 1e6) as u64)
     }
 
+    /// Pinned host memory of at least `bytes`, from the pool when it has some.
+    pub(crate) fn take_staging(&self, bytes: usize) -> Result<Staging> {
+        let mut pool = crate::sync::lock(&self.staging);
+        if let Some(position) = pool.iter().position(|block| block.bytes >= bytes) {
+            return Ok(pool.swap_remove(position));
+        }
+        drop(pool);
+        let rounded = bytes.max(1).next_multiple_of(4096);
+        // SAFETY: a plain pinned allocation, freed by `Staging`'s drop.
+        let pointer = unsafe { cudarc::driver::result::malloc_host(rounded, 0) }
+            .map_err(driver_error("allocating pinned staging memory"))?;
+        Ok(Staging {
+            pointer: pointer as *mut u8,
+            bytes: rounded,
+        })
+    }
+
+    pub(crate) fn give_back_staging(&self, staging: Staging) {
+        crate::sync::lock(&self.staging).push(staging);
+    }
+
+    pub(crate) fn give_back_event(&self, event: Event) {
+        crate::sync::lock(&self.spare_events).push(event);
+    }
+
     /// Waits for the stream, then turns every pending event pair into
     /// times; submissions whose dispatches CUPTI times wait in line for
     /// their records (see [`deliver`](Self::deliver)).
@@ -192,6 +218,29 @@ impl CudaShared {
             .synchronize()
             .map_err(driver_error("synchronizing the stream"))?;
         let pending = std::mem::take(&mut *crate::sync::lock(&self.pending));
+        self.resolve(pending)
+    }
+
+    /// Resolves the submissions that have finished, oldest first, without
+    /// waiting for the ones still running (a read that waited only for its
+    /// own copy).
+    pub(crate) fn resolve_completed(&self) -> Result<()> {
+        let finished = {
+            let mut pending = crate::sync::lock(&self.pending);
+            let done = pending
+                .iter()
+                // SAFETY: end events recorded on this context's stream.
+                .take_while(|submission| {
+                    unsafe { cudarc::driver::result::event::query(submission.end.0) }.is_ok()
+                })
+                .count();
+            pending.drain(..done).collect::<Vec<_>>()
+        };
+        self.resolve(finished)
+    }
+
+    /// Turns finished submissions' event pairs into times.
+    fn resolve(&self, pending: Vec<PendingSubmission>) -> Result<()> {
         if pending.is_empty() {
             return Ok(());
         }
@@ -329,6 +378,26 @@ impl CudaShared {
                 );
                 None
             }
+        }
+    }
+}
+
+/// Pinned host memory that device-to-host reads land in, pooled by the
+/// device (pinning is slow; a decode loop reads a token back every step).
+pub(crate) struct Staging {
+    pub pointer: *mut u8,
+    pub bytes: usize,
+}
+
+// SAFETY: plain pinned host memory owned by this value; whoever holds it
+// has it alone (the pool hands each block to one read at a time).
+unsafe impl Send for Staging {}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // SAFETY: allocated by `malloc_host` in `take_staging`, freed once.
+        unsafe {
+            let _ = cudarc::driver::result::free_host(self.pointer as *mut std::ffi::c_void);
         }
     }
 }
@@ -567,6 +636,7 @@ impl CudaDevice {
             modules: Mutex::new(HashMap::new()),
             pending: Mutex::new(Vec::new()),
             awaiting: Mutex::new(Awaiting::default()),
+            staging: Mutex::new(Vec::new()),
             cupti_lined_up: AtomicBool::new(true),
             spare_events: Mutex::new(Vec::new()),
             epoch,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
-use super::device::{CudaShared, driver_error};
+use super::device::{CudaShared, Event, Staging, driver_error};
 use crate::error::{Error, Result};
 use crate::profile::Counters;
 use crate::runtime::Element;
@@ -103,6 +103,34 @@ impl CudaMemory {
         Ok(out)
     }
 
+    /// Enqueues a copy of `bytes` at `byte_offset` into pinned staging
+    /// memory, behind everything queued so far, and an event after it.
+    pub(crate) fn read_later(&self, byte_offset: usize, bytes: usize) -> Result<CudaPendingRead> {
+        self.check(byte_offset, bytes)?;
+        self.shared.bind()?;
+        let staging = self.shared.take_staging(bytes)?;
+        // SAFETY: in bounds (checked); the staging block holds at least
+        // `bytes` and stays out of the pool until the copy has completed
+        // (`CudaPendingRead` waits for its event before giving it back).
+        unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                staging.pointer as *mut std::ffi::c_void,
+                self.pointer + byte_offset as u64,
+                bytes,
+                self.shared.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(driver_error("copying device to host"))?;
+        let done = self.shared.record_event()?;
+        Ok(CudaPendingRead {
+            shared: self.shared.clone(),
+            staging: Some(staging),
+            done: Some(done),
+            bytes,
+        })
+    }
+
     pub(crate) fn write<T: Element>(&self, byte_offset: usize, data: &[T]) -> Result<()> {
         self.write_bytes(byte_offset, bytemuck::cast_slice(data))
     }
@@ -117,5 +145,55 @@ impl CudaMemory {
         }
         .map_err(driver_error("copying host to device"))?;
         Ok(())
+    }
+}
+
+/// A device-to-host copy into pinned staging memory, and the event after it.
+pub(crate) struct CudaPendingRead {
+    shared: Arc<CudaShared>,
+    staging: Option<Staging>,
+    done: Option<Event>,
+    bytes: usize,
+}
+
+impl CudaPendingRead {
+    /// Waits for the copy, then resolves the submissions finished by now.
+    pub(crate) fn wait<T: Element>(mut self, len: usize) -> Result<Vec<T>> {
+        self.finish()?;
+        let staging = self.staging.as_ref().expect("present until dropped");
+        let mut out = vec![T::zeroed(); len];
+        let out_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        // SAFETY: the copy into the staging block has completed (`finish`),
+        // and the block holds at least `self.bytes` = `out_bytes.len()` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(staging.pointer, out_bytes.as_mut_ptr(), self.bytes) };
+        self.shared.resolve_completed()?;
+        Ok(out)
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        if let Some(done) = &self.done {
+            self.shared.bind()?;
+            // SAFETY: an event recorded on this context's stream.
+            unsafe { result::event::synchronize(done.0) }.map_err(driver_error("waiting for a read"))?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CudaPendingRead {
+    fn drop(&mut self) {
+        // The staging block may go back to the pool only once the copy into
+        // it is done; a read dropped unread waits here.
+        if self.finish().is_err() {
+            // The context is broken: leak the block rather than reuse it.
+            std::mem::forget(self.staging.take());
+            return;
+        }
+        if let Some(staging) = self.staging.take() {
+            self.shared.give_back_staging(staging);
+        }
+        if let Some(done) = self.done.take() {
+            self.shared.give_back_event(done);
+        }
     }
 }

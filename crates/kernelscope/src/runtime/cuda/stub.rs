@@ -110,6 +110,9 @@ impl CudaMemory {
     pub(crate) fn read<T: Element>(&self, _byte_offset: usize, _len: usize) -> Result<Vec<T>> {
         match self.never {}
     }
+    pub(crate) fn read_later(&self, _byte_offset: usize, _bytes: usize) -> Result<CudaPendingRead> {
+        match self.never {}
+    }
     pub(crate) fn write<T: Element>(&self, _byte_offset: usize, _data: &[T]) -> Result<()> {
         match self.never {}
     }
@@ -124,6 +127,17 @@ pub(crate) struct CudaGraphCache;
 
 impl fmt::Debug for CudaKernel {
     fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.never {}
+    }
+}
+
+/// Never constructed: no read can start without a CUDA buffer.
+pub(crate) struct CudaPendingRead {
+    never: Infallible,
+}
+
+impl CudaPendingRead {
+    pub(crate) fn wait<T>(self, _len: usize) -> Result<Vec<T>> {
         match self.never {}
     }
 }
