@@ -13,30 +13,10 @@
 
 use kernelscope::profile::ProfileLevel;
 use kernelscope::runtime::LaunchGrid;
-use kernelscope::{DType, Device, DeviceOptions, Dispatch, KernelRegistry};
+use kernelscope::{DType, Device, DeviceOptions, Dispatch};
 
 const NODE_COUNTS: [usize; 5] = [1, 8, 32, 128, 512];
 const ELEMENTS: usize = 4096;
-
-fn registry() -> KernelRegistry {
-    let mut registry = KernelRegistry::new();
-    registry.register_cpu("inc_one", |args| {
-        let input = args.input::<f32>(0)?;
-        let output = args.output::<f32>(1)?;
-        for (o, i) in output.iter_mut().zip(input) {
-            *o = i + 1.0;
-        }
-        Ok(())
-    });
-    registry.register_cuda_source(
-        "inc_one",
-        r#"extern "C" __global__ void inc_one(const float* in, float* out, unsigned int n) {
-            unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-            if (i < n) out[i] = in[i] + 1.0f;
-        }"#,
-    );
-    registry
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut spec = "cuda".to_string();
@@ -59,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         options = options.profile(ProfileLevel::Dispatch);
     }
     let (device, _) = Device::open(&spec, options)?;
-    let kernel = registry().kernel(&device, "inc_one")?;
+    let kernel = kernelscope::testing::inc_one_registry().kernel(&device, "inc_one")?;
     let input = kernelscope::testing::random_f32(7, ELEMENTS);
     let ping = device.buffer_from_slice(&input, &[ELEMENTS])?;
     let pong = device.alloc(DType::F32, &[ELEMENTS])?;

@@ -186,3 +186,26 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
     }
     profile
 }
+
+/// The seed tests' `inc_one` kernel (`out[i] = in[i] + 1` over `n` f32s,
+/// parameters `in, out, n`) for the CPU and CUDA backends: the smallest
+/// real kernel, for tests and examples that measure the machinery around it.
+pub fn inc_one_registry() -> crate::KernelRegistry {
+    let mut registry = crate::KernelRegistry::new();
+    registry.register_cpu("inc_one", |args| {
+        let input = args.input::<f32>(0)?;
+        let output = args.output::<f32>(1)?;
+        for (o, i) in output.iter_mut().zip(input) {
+            *o = i + 1.0;
+        }
+        Ok(())
+    });
+    registry.register_cuda_source(
+        "inc_one",
+        r#"extern "C" __global__ void inc_one(const float* in, float* out, unsigned int n) {
+            unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
+            if (i < n) out[i] = in[i] + 1.0f;
+        }"#,
+    );
+    registry
+}

@@ -22,24 +22,10 @@ pub fn scale(kernel: &Kernel, data: &Buffer, factor: f32) -> Dispatch {
         .grid(LaunchGrid::linear(data.len(), 128))
 }
 
-/// The seed test's `inc_one` kernel (`out[i] = in[i] + 1`) for every backend.
+/// The seed test's `inc_one` kernel (`out[i] = in[i] + 1`) for every
+/// backend, plus `scale_in_place`.
 pub fn inc_one_registry() -> KernelRegistry {
-    let mut registry = KernelRegistry::new();
-    registry.register_cpu("inc_one", |args| {
-        let input = args.input::<f32>(0)?;
-        let output = args.output::<f32>(1)?;
-        for (o, i) in output.iter_mut().zip(input) {
-            *o = i + 1.0;
-        }
-        Ok(())
-    });
-    registry.register_cuda_source(
-        "inc_one",
-        r#"extern "C" __global__ void inc_one(const float* in, float* out, unsigned int n) {
-            unsigned int i = blockIdx.x * blockDim.x + threadIdx.x;
-            if (i < n) out[i] = in[i] + 1.0f;
-        }"#,
-    );
+    let mut registry = kernelscope::testing::inc_one_registry();
     registry.register_cpu("scale_in_place", |args| {
         let data = args.output::<f32>(0)?;
         let factor = args.f32(1)?;

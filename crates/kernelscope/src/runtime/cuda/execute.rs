@@ -131,6 +131,16 @@ fn capture(shared: &Arc<CudaShared>, graph: &Graph) -> Result<GraphExec> {
     }
 }
 
+/// Whether `commands` replay graphs and launch nothing directly.
+fn replays_only(commands: &[Command]) -> bool {
+    commands
+        .iter()
+        .any(|command| matches!(command, Command::Replay(_)))
+        && !commands
+            .iter()
+            .any(|command| matches!(command, Command::Dispatch(_)))
+}
+
 /// Enqueues `commands` on the stream; their timings are resolved at the next host wait.
 pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Arc<str>) -> Result<()> {
     shared.bind()?;
@@ -142,18 +152,13 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
     let time_submission = profiler.times_submissions();
     let time_dispatches = profiler.times_dispatches();
     let cupti = shared.cupti.is_some() && time_dispatches;
-    // Only graph replays are held: the device cannot start a graph before
-    // `cuGraphLaunch` returns anyway, while holding eager launches would stop
-    // the device from running them as they come. Released when this function
-    // returns, on every path (see `gate.rs`).
-    let replays_only = commands
-        .iter()
-        .any(|command| matches!(command, Command::Replay(_)))
-        && !commands
-            .iter()
-            .any(|command| matches!(command, Command::Dispatch(_)));
+    // Only graph replays are held: measured, a replay's first kernel started
+    // about a launch's host time after the start event anyway, while holding
+    // eager launches would stop the device from running them as they come.
+    // Released when this function returns, on every path (see `gate.rs`).
+    // Decided only when the gate could apply: profiling off pays nothing here.
     let hold = match &shared.gate {
-        Some(gate) if cupti && time_submission && replays_only => {
+        Some(gate) if cupti && time_submission && replays_only(commands) => {
             Some(gate.hold(shared.cu_stream()).map_err(|message| Error::Cuda {
                 operation: "holding the stream until the submission is enqueued".into(),
                 message,
@@ -161,7 +166,7 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
         }
         _ => None,
     };
-    let enqueue_began = profiler.now_ns();
+    let enqueue_began = if time_submission { profiler.now_ns() } else { 0 };
     let start = if time_submission {
         Some(shared.record_event()?)
     } else {
