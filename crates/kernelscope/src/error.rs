@@ -27,6 +27,15 @@ pub enum Error {
         problem: String,
     },
 
+    /// A buffer whose byte size does not fit in memory's address space.
+    #[error("a {dtype} buffer of shape {shape:?} is larger than any allocation can be")]
+    AllocationTooLarge {
+        /// The element type.
+        dtype: DType,
+        /// The shape asked for.
+        shape: Vec<usize>,
+    },
+
     /// A kernel has no implementation for the backend it was asked on.
     /// Never answered by a silent fallback to another backend.
     #[error("kernel `{name}` has no {backend} implementation; {workaround}")]

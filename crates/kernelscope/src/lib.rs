@@ -58,5 +58,5 @@ pub mod testing;
 pub use error::{Error, Result};
 pub use runtime::{
     Access, Buffer, CommandEncoder, DType, Device, DeviceOptions, Dispatch, Element, Graph, Kernel,
-    KernelArgs, KernelRegistry, OpKind, Param, PendingRead,
+    KernelArgs, KernelRegistry, MemoryInfo, OpKind, Param, PendingRead,
 };

@@ -10,7 +10,9 @@
 use half::{bf16, f16};
 use kernelscope::ops;
 use kernelscope::ops::attention::{Attention, Heads};
-use kernelscope::ops::rope::{Llama3Scaling, Rope, inverse_frequencies};
+use kernelscope::ops::rope::{
+    Llama3Scaling, Rope, RopeFrequencies, RopeScaling, YarnScaling, inverse_frequencies,
+};
 use kernelscope::ops::sample::{Sample, Sampling};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::rng::SplitMix64;
@@ -373,7 +375,7 @@ fn rope_inverse_frequencies_llama3_scaling(_backend: Backend) {
     for (head_dim, theta, scaling) in configs {
         let base = reference_inverse_frequencies(head_dim, theta);
         let expected = reference_llama3(&base, scaling);
-        let actual = inverse_frequencies(head_dim, theta as f32, Some(scaling));
+        let actual = inverse_frequencies(head_dim, theta as f32, Some(RopeScaling::Llama3(scaling)));
         let what = format!("llama3 inverse frequencies head_dim {head_dim} {scaling:?}");
         assert_close(&actual, &expected, REL_TOL, 0.0, &what);
 
@@ -416,6 +418,75 @@ fn rope_inverse_frequencies_llama3_scaling(_backend: Backend) {
     }
 }
 
+fn rope_inverse_frequencies_linear_scaling(_backend: Backend) {
+    for (head_dim, theta, factor) in [(64, 10_000.0, 4.0f32), (128, 250_000.0, 2.5)] {
+        let expected: Vec<f64> = reference_inverse_frequencies(head_dim, theta)
+            .iter()
+            .map(|freq| freq / f64::from(factor))
+            .collect();
+        let actual = inverse_frequencies(head_dim, theta as f32, Some(RopeScaling::Linear { factor }));
+        let what = format!("linear inverse frequencies head_dim {head_dim} factor {factor}");
+        assert_close(&actual, &expected, REL_TOL, 0.0, &what);
+    }
+}
+
+/// transformers' `_compute_yarn_parameters`, transcribed in f64.
+fn reference_yarn(head_dim: usize, theta: f64, scaling: YarnScaling) -> Vec<f64> {
+    let dim = head_dim as f64;
+    let context = f64::from(scaling.original_max_position_embeddings);
+    let correction_dim =
+        |rotations: f64| dim * (context / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * theta.ln());
+    let mut low = correction_dim(f64::from(scaling.beta_fast));
+    let mut high = correction_dim(f64::from(scaling.beta_slow));
+    if scaling.truncate {
+        (low, high) = (low.floor(), high.ceil());
+    }
+    let (low, mut high) = (low.max(0.0), high.min(dim - 1.0));
+    if low == high {
+        high += 0.001;
+    }
+    reference_inverse_frequencies(head_dim, theta)
+        .iter()
+        .enumerate()
+        .map(|(i, &extrapolated)| {
+            let interpolated = extrapolated / f64::from(scaling.factor);
+            let ramp = ((i as f64 - low) / (high - low)).clamp(0.0, 1.0);
+            interpolated * ramp + extrapolated * (1.0 - ramp)
+        })
+        .collect()
+}
+
+fn rope_inverse_frequencies_yarn_scaling(_backend: Backend) {
+    let mut rng = SplitMix64::new(77);
+    for (head_dim, theta) in [(16, 10_000.0), (64, 1_000_000.0), (128, 500_000.0)] {
+        for truncate in [true, false] {
+            let scaling = YarnScaling {
+                factor: 2.0 + rng.below(30) as f32,
+                original_max_position_embeddings: 4096.0,
+                beta_fast: 32.0,
+                beta_slow: 1.0,
+                truncate,
+            };
+            let expected = reference_yarn(head_dim, theta, scaling);
+            let actual = inverse_frequencies(head_dim, theta as f32, Some(RopeScaling::Yarn(scaling)));
+            let what = format!("yarn inverse frequencies head_dim {head_dim} {scaling:?}");
+            assert_close(&actual, &expected, REL_TOL, 0.0, &what);
+            // The fastest dimension is extrapolated (kept), the slowest interpolated.
+            let base = reference_inverse_frequencies(head_dim, theta);
+            assert!(
+                (f64::from(actual[0]) - base[0]).abs() <= REL_TOL * base[0],
+                "{what}"
+            );
+            let last = base.len() - 1;
+            let interpolated = base[last] / f64::from(scaling.factor);
+            assert!(
+                (f64::from(actual[last]) - interpolated).abs() <= REL_TOL * interpolated,
+                "{what}"
+            );
+        }
+    }
+}
+
 fn rope_rotates_half_by_position(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
@@ -430,7 +501,8 @@ fn rope_rotates_half_by_position(backend: Backend) {
     for (heads, head_dim) in [(1, 2), (3, 16), (4, 128)] {
         let unscaled = reference_inverse_frequencies(head_dim, 10_000.0);
         let scaled = reference_llama3(&reference_inverse_frequencies(head_dim, 500_000.0), llama3);
-        for frequencies in [unscaled, scaled] {
+        // 1 for most checkpoints; YaRN's attention factor scales cos and sin.
+        for (frequencies, attention_scaling) in [(unscaled, 1.0f32), (scaled, 1.138_629_4)] {
             let frequencies: Vec<f32> = frequencies.iter().map(|&f| f as f32).collect();
             let frequency_buffer = device.buffer_from_slice(&frequencies, &[head_dim / 2]).unwrap();
             for position in [0u32, 1, 37, 4000] {
@@ -441,7 +513,11 @@ fn rope_rotates_half_by_position(backend: Backend) {
                     .buffer_from_slice(&[99u32, 7, position, 123], &[4])
                     .unwrap();
                 let mut encoder = device.command_encoder();
-                op.encode(&mut encoder, &buffer, &frequency_buffer, &slot, 2, heads)
+                let rope_frequencies = RopeFrequencies {
+                    inverse_frequencies: frequency_buffer.clone(),
+                    attention_scaling,
+                };
+                op.encode(&mut encoder, &buffer, &rope_frequencies, &slot, 2, heads)
                     .unwrap();
                 encoder.commit_and_wait().unwrap();
 
@@ -452,12 +528,16 @@ fn rope_rotates_half_by_position(backend: Backend) {
                         // The angle is an f32 product, as in transformers
                         // (`inv_freq @ position_ids` in float32).
                         let angle = f64::from(position as f32 * frequencies[i]);
+                        let (cos, sin) = (
+                            angle.cos() * f64::from(attention_scaling),
+                            angle.sin() * f64::from(attention_scaling),
+                        );
                         let (x0, x1) = (
                             f64::from(x[head * head_dim + i]),
                             f64::from(x[head * head_dim + i + half]),
                         );
-                        expected[head * head_dim + i] = x0 * angle.cos() - x1 * angle.sin();
-                        expected[head * head_dim + i + half] = x1 * angle.cos() + x0 * angle.sin();
+                        expected[head * head_dim + i] = x0 * cos - x1 * sin;
+                        expected[head * head_dim + i + half] = x1 * cos + x0 * sin;
                     }
                 }
                 let what = format!("rope heads {heads} head_dim {head_dim} position {position}");
@@ -938,6 +1018,8 @@ kernelscope::device_tests!(
     matmul_matches_reference,
     rope_inverse_frequencies_unscaled,
     rope_inverse_frequencies_llama3_scaling,
+    rope_inverse_frequencies_linear_scaling,
+    rope_inverse_frequencies_yarn_scaling,
     rope_rotates_half_by_position,
     kv_append_writes_exactly_row_pos,
     attention_matches_reference,

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kernelscope::ops::attention::{Attention, Heads};
-use kernelscope::ops::rope::{Llama3Scaling, Rope, inverse_frequencies};
+use kernelscope::ops::rope::{Rope, RopeFrequencies, inverse_frequencies};
 use kernelscope::ops::sample::{Sample, Sampling};
 use kernelscope::ops::{
     add::Add, argmax::Argmax, copy::Copy as CopyOp, embedding::Embedding, kv_append::KvAppend,
@@ -93,8 +93,8 @@ struct State {
     activated: Buffer,
     /// `[vocab]`.
     logits: Buffer,
-    /// `[head_dim / 2]` RoPE inverse frequencies.
-    inverse_frequencies: Buffer,
+    /// RoPE's inverse frequencies and attention scaling.
+    rope_frequencies: RopeFrequencies,
     /// Per layer `[context, kv]`.
     key_cache: Vec<Buffer>,
     value_cache: Vec<Buffer>,
@@ -105,13 +105,7 @@ struct State {
 impl State {
     fn new(config: &Config, device: &Device) -> Result<State> {
         let f32_buffer = |len: usize| device.alloc(DType::F32, &[len]);
-        let scaling = config.rope_scaling.map(|s| Llama3Scaling {
-            factor: s.factor,
-            low_freq_factor: s.low_freq_factor,
-            high_freq_factor: s.high_freq_factor,
-            original_max_position_embeddings: s.original_max_position_embeddings as f32,
-        });
-        let frequencies = inverse_frequencies(config.head_dim, config.rope_theta, scaling);
+        let frequencies = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling);
         Ok(State {
             step: device.alloc(DType::U32, &[2])?,
             next_token: device.alloc(DType::U32, &[1])?,
@@ -126,7 +120,10 @@ impl State {
             up: f32_buffer(config.intermediate_size)?,
             activated: f32_buffer(config.intermediate_size)?,
             logits: f32_buffer(config.vocab_size)?,
-            inverse_frequencies: device.buffer_from_slice(&frequencies, &[frequencies.len()])?,
+            rope_frequencies: RopeFrequencies {
+                inverse_frequencies: device.buffer_from_slice(&frequencies, &[frequencies.len()])?,
+                attention_scaling: config.rope_attention_scaling,
+            },
             key_cache: Vec::new(),
             value_cache: Vec::new(),
             context: 0,
@@ -264,20 +261,50 @@ impl Model {
     /// decode continuing a generation, keeps its history) and the size at
     /// least doubles, so stepping one position at a time copies little.
     pub fn reserve_context(&mut self, positions: usize) -> Result<()> {
-        if positions > self.config.max_position_embeddings {
+        let context = self.config.context_length();
+        if positions > context {
             return Err(ModelError::ContextExceeded {
                 prompt: positions,
                 generate: 0,
-                context: self.config.max_position_embeddings,
+                context,
             });
         }
         if positions <= self.state.context {
             return Ok(());
         }
         let kept_positions = self.state.context;
-        let positions = positions
-            .max(kept_positions.saturating_mul(2))
-            .min(self.config.max_position_embeddings);
+        let requested = positions;
+        let mut positions = positions.max(kept_positions.saturating_mul(2)).min(context);
+        // Checked before allocating: the caches for `positions`, next to what
+        // the device has free (the old caches are freed only after the copy).
+        let cache_bytes = |positions: usize| {
+            (positions as u64)
+                .checked_mul(self.config.kv_dim() as u64)
+                .and_then(|bytes| bytes.checked_mul(2 * 4 * self.config.num_layers as u64))
+        };
+        let fits = |bytes: Option<u64>| match (bytes, self.device.memory_info()) {
+            (None, _) => false,
+            (Some(bytes), Some(memory)) => bytes <= memory.free,
+            (Some(_), None) => true,
+        };
+        if !fits(cache_bytes(positions)) {
+            // Growth by doubling is a convenience; what was asked may still fit.
+            positions = requested;
+        }
+        if !fits(cache_bytes(positions)) {
+            let available_mib = self.device.memory_info().map_or(0, |memory| memory.free >> 20);
+            return Err(ModelError::OutOfMemory {
+                what: format!(
+                    "a KV cache of {positions} positions ({} layers x {} values x 2, f32)",
+                    self.config.num_layers,
+                    self.config.kv_dim()
+                ),
+                needed_mib: cache_bytes(positions).map_or(u64::MAX, |bytes| bytes.div_ceil(1 << 20)),
+                available_mib,
+                device: self.device.name().to_string(),
+                hint: "; ask for fewer tokens (--max-tokens, -p, -n)".to_string(),
+            });
+        }
         let kv = self.config.kv_dim();
         let layers = self.config.num_layers;
         let cache = || {
@@ -346,7 +373,7 @@ impl Model {
             ops.rope.encode(
                 encoder,
                 &state.query,
-                &state.inverse_frequencies,
+                &state.rope_frequencies,
                 &state.step,
                 POSITION_SLOT,
                 heads.query,
@@ -354,7 +381,7 @@ impl Model {
             ops.rope.encode(
                 encoder,
                 &state.key,
-                &state.inverse_frequencies,
+                &state.rope_frequencies,
                 &state.step,
                 POSITION_SLOT,
                 heads.key_value,
@@ -644,11 +671,11 @@ impl Model {
             self.check_token(token)?;
         }
         let positions = prompt.len().saturating_add(max_tokens - 1);
-        if positions > self.config.max_position_embeddings {
+        if positions > self.config.context_length() {
             return Err(ModelError::ContextExceeded {
                 prompt: prompt.len(),
                 generate: max_tokens,
-                context: self.config.max_position_embeddings,
+                context: self.config.context_length(),
             });
         }
         self.reserve_context(positions)?;

@@ -109,6 +109,48 @@ pub enum ModelError {
     /// A weight dtype the engine does not run.
     #[error("dtype {0} is not a weight dtype (expected bf16, f16 or f32)")]
     UnsupportedDtype(DType),
+    /// A path that must be a regular file is something else.
+    #[error("{path}: {kind}, not a regular file")]
+    NotRegularFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is ("a directory", "a FIFO", ...).
+        kind: &'static str,
+    },
+    /// A file is larger than anything of its kind can be.
+    #[error("{path}: {size} bytes, more than the {limit} bytes allowed for this file")]
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A checkpoint names a file outside its model directory.
+    #[error("{path}: refusing to open `{name}`: {problem}")]
+    PathEscape {
+        /// The file that names it (the index).
+        path: PathBuf,
+        /// The name as written there.
+        name: String,
+        /// Why it is refused.
+        problem: String,
+    },
+    /// The model does not fit in the device's memory.
+    #[error("{what} needs {needed_mib} MiB but {device} has {available_mib} MiB free{hint}")]
+    OutOfMemory {
+        /// What was being allocated.
+        what: String,
+        /// MiB needed.
+        needed_mib: u64,
+        /// MiB free on the device.
+        available_mib: u64,
+        /// The device's name.
+        device: String,
+        /// What to try instead (starts with "; "), or empty.
+        hint: String,
+    },
     /// An I/O error on a named file.
     #[error("{path}: {source}")]
     Io {

@@ -13,6 +13,7 @@
 mod config;
 mod engine;
 mod error;
+mod files;
 mod loader;
 pub mod npy;
 mod presets;
@@ -20,10 +21,11 @@ pub mod synthetic;
 mod tokenizer;
 mod weights;
 
-pub use config::{Architecture, Config, RopeScaling};
+pub use config::{Architecture, Config, MAX_CONFIG_BYTES, MAX_LAYERS};
 pub use engine::{Generation, Model, StepTiming};
 pub use error::{ModelError, Result};
-pub use loader::LoadOptions;
+pub use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};
+pub use loader::{LoadOptions, TensorInfo, parse_safetensors_index, read_safetensors_header};
 pub use presets::{PRESETS, preset};
 pub use tokenizer::Tokenizer;
 pub use weights::Weights;

@@ -36,49 +36,98 @@ pub(crate) struct Checkpoint {
     pub tensors: HashMap<String, TensorLocation>,
 }
 
+/// The largest `model.safetensors.index.json` read (Llama 3 405B's is 100 KiB).
+const MAX_INDEX_BYTES: u64 = 64 << 20;
+
+/// The folder a checkpoint's files may resolve into: the model directory,
+/// or for a Hugging Face cache snapshot (`models--org--name/snapshots/REV`)
+/// the repository's cache folder, since snapshot files are symlinks into
+/// its `blobs/`.
+fn containment_root(directory: &Path) -> PathBuf {
+    let snapshots = directory.parent();
+    let repository = snapshots.and_then(Path::parent);
+    match (snapshots.and_then(Path::file_name), repository) {
+        (Some(name), Some(repository))
+            if name == "snapshots"
+                && repository
+                    .file_name()
+                    .is_some_and(|folder| folder.to_string_lossy().starts_with("models--")) =>
+        {
+            repository.to_path_buf()
+        }
+        _ => directory.to_path_buf(),
+    }
+}
+
+/// The shard file names listed by an index's `weight_map`, sorted and
+/// without repeats. Every value must be a string; the names are checked
+/// against the directory by the caller.
+pub fn parse_safetensors_index(bytes: &[u8], path: &Path) -> Result<Vec<String>> {
+    let problem = |problem: String| ModelError::Safetensors {
+        path: path.to_path_buf(),
+        problem,
+    };
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|error| problem(format!("malformed index: {error}")))?;
+    let map = value
+        .get("weight_map")
+        .and_then(|map| map.as_object())
+        .ok_or_else(|| problem("the index has no `weight_map` object".into()))?;
+    let mut files = Vec::new();
+    for (tensor, file) in map {
+        match file.as_str() {
+            Some(file) => files.push(file.to_string()),
+            None => {
+                return Err(problem(format!(
+                    "`weight_map` entry `{}` must name a file as a string, found {}",
+                    tensor.chars().take(120).collect::<String>(),
+                    file.to_string().chars().take(40).collect::<String>()
+                )));
+            }
+        }
+    }
+    files.sort();
+    files.dedup();
+    if files.is_empty() {
+        return Err(problem("the index's `weight_map` is empty".into()));
+    }
+    Ok(files)
+}
+
 fn safetensors_files(directory: &Path) -> Result<Vec<PathBuf>> {
+    let root = containment_root(directory);
     let index = directory.join("model.safetensors.index.json");
-    if index.is_file() {
-        let text = std::fs::read_to_string(&index).map_err(|source| ModelError::Io {
-            path: index.clone(),
-            source,
-        })?;
-        let value: serde_json::Value =
-            serde_json::from_str(&text).map_err(|error| ModelError::Safetensors {
-                path: index.clone(),
-                problem: format!("malformed index: {error}"),
-            })?;
-        let map = value
-            .get("weight_map")
-            .and_then(|map| map.as_object())
-            .ok_or_else(|| ModelError::Safetensors {
-                path: index.clone(),
-                problem: "the index has no `weight_map` object".into(),
-            })?;
-        let mut files: Vec<PathBuf> = map
-            .values()
-            .filter_map(|file| file.as_str())
-            .map(|file| directory.join(file))
+    if index.exists() {
+        let bytes = crate::files::read_regular_file(&index, MAX_INDEX_BYTES)?;
+        return parse_safetensors_index(&bytes, &index)?
+            .iter()
+            .map(|name| crate::files::contained_path(directory, &root, name, &index))
             .collect();
-        files.sort();
-        files.dedup();
-        return Ok(files);
     }
     let single = directory.join("model.safetensors");
-    if single.is_file() {
-        return Ok(vec![single]);
+    if std::fs::symlink_metadata(&single).is_ok() {
+        return Ok(vec![crate::files::contained_path(
+            directory,
+            &root,
+            "model.safetensors",
+            directory,
+        )?]);
     }
     let entries = std::fs::read_dir(directory).map_err(|source| ModelError::Io {
         path: directory.to_path_buf(),
         source,
     })?;
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
-        .filter(|path| {
-            path.extension()
-                .is_some_and(|extension| extension == "safetensors")
-        })
-        .collect();
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| ModelError::Io {
+            path: directory.to_path_buf(),
+            source,
+        })?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".safetensors") {
+            files.push(crate::files::contained_path(directory, &root, &name, directory)?);
+        }
+    }
     files.sort();
     if files.is_empty() {
         return Err(ModelError::Safetensors {
@@ -87,6 +136,50 @@ fn safetensors_files(directory: &Path) -> Result<Vec<PathBuf>> {
         });
     }
     Ok(files)
+}
+
+/// One tensor as a safetensors header describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// The tensor's name.
+    pub name: String,
+    /// The dtype as the file spells it, lower case (`bf16`, `f32`, `i64`, ...).
+    pub dtype_name: String,
+    /// The dtype, when it is one the engine runs (bf16, f16, f32).
+    pub dtype: Option<DType>,
+    /// The shape.
+    pub shape: Vec<usize>,
+    /// Offset of the first byte from the start of the file.
+    pub offset: usize,
+    /// Length in bytes.
+    pub byte_len: usize,
+}
+
+/// The tensors of a safetensors file held in `bytes`, after checking that
+/// the header fits the file, parses, and places every tensor inside the
+/// file with a size that matches its shape and dtype (`path` names the file
+/// in errors).
+pub fn read_safetensors_header(bytes: &[u8], path: &Path) -> Result<Vec<TensorInfo>> {
+    check_header(path, bytes)?;
+    let parsed = safetensors::SafeTensors::deserialize(bytes).map_err(|error| ModelError::Safetensors {
+        path: path.to_path_buf(),
+        problem: format!("malformed or truncated safetensors: {error}"),
+    })?;
+    let base = bytes.as_ptr() as usize;
+    let mut tensors: Vec<TensorInfo> = parsed
+        .tensors()
+        .into_iter()
+        .map(|(name, view)| TensorInfo {
+            name,
+            dtype_name: format!("{:?}", view.dtype()).to_lowercase(),
+            dtype: dtype_of(view.dtype()),
+            shape: view.shape().to_vec(),
+            offset: view.data().as_ptr() as usize - base,
+            byte_len: view.data().len(),
+        })
+        .collect();
+    tensors.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(tensors)
 }
 
 fn dtype_of(dtype: safetensors::Dtype) -> Option<DType> {
@@ -124,13 +217,10 @@ fn check_header(path: &Path, bytes: &[u8]) -> Result<()> {
 impl Checkpoint {
     /// Maps every safetensors file of `directory` and indexes its tensors.
     pub fn open(directory: &Path) -> Result<Checkpoint> {
-        let mut files = Vec::new();
-        let mut tensors = HashMap::new();
+        let mut files: Vec<(PathBuf, Arc<Mmap>)> = Vec::new();
+        let mut tensors: HashMap<String, TensorLocation> = HashMap::new();
         for path in safetensors_files(directory)? {
-            let file = std::fs::File::open(&path).map_err(|source| ModelError::Io {
-                path: path.clone(),
-                source,
-            })?;
+            let (file, _) = crate::files::open_regular_file(&path)?;
             // SAFETY: the mapping is read-only and the checkpoint is assumed
             // not to be modified while a model uses it (as every inference
             // engine that maps weights assumes).
@@ -138,26 +228,27 @@ impl Checkpoint {
                 path: path.clone(),
                 source,
             })?;
-            check_header(&path, &map)?;
-            let parsed =
-                safetensors::SafeTensors::deserialize(&map).map_err(|error| ModelError::Safetensors {
-                    path: path.clone(),
-                    problem: format!("malformed or truncated safetensors: {error}"),
-                })?;
-            let base = map.as_ptr() as usize;
-            for (name, view) in parsed.tensors() {
-                tensors.insert(
-                    name,
-                    TensorLocation {
-                        file: files.len(),
-                        dtype: dtype_of(view.dtype()),
-                        dtype_name: format!("{:?}", view.dtype()).to_lowercase(),
-                        shape: view.shape().to_vec(),
-                        offset: view.data().as_ptr() as usize - base,
-                    },
-                );
+            for info in read_safetensors_header(&map, &path)? {
+                let location = TensorLocation {
+                    file: files.len(),
+                    dtype: info.dtype,
+                    dtype_name: info.dtype_name,
+                    shape: info.shape,
+                    offset: info.offset,
+                };
+                if let Some(earlier) = tensors.get(&info.name) {
+                    let earlier: &PathBuf = &files[earlier.file].0;
+                    return Err(ModelError::Safetensors {
+                        path,
+                        problem: format!(
+                            "tensor `{}` is also in {}: refusing to pick one",
+                            info.name,
+                            earlier.display()
+                        ),
+                    });
+                }
+                tensors.insert(info.name, location);
             }
-            drop(parsed);
             files.push((path, Arc::new(map)));
         }
         Ok(Checkpoint {
@@ -165,6 +256,11 @@ impl Checkpoint {
             files,
             tensors,
         })
+    }
+
+    /// Bytes in all of the checkpoint's files.
+    pub fn total_bytes(&self) -> u64 {
+        self.files.iter().map(|(_, map)| map.len() as u64).sum()
     }
 
     /// The location of `name`, checked against the expected shape and dtype.

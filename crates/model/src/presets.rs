@@ -1,7 +1,9 @@
 //! Preset shapes for synthetic checkpoints: tiny ones for tests and the
 //! built-in default, and real shapes of public models for benchmarks.
 
-use crate::config::{Architecture, Config, RopeScaling};
+use kernelscope::ops::rope::{Llama3Scaling, RopeScaling};
+
+use crate::config::{Architecture, Config};
 use crate::error::{ModelError, Result};
 
 /// The preset names, smallest first.
@@ -28,7 +30,9 @@ fn tiny(architecture: Architecture) -> Config {
         rms_norm_eps: 1e-5,
         rope_theta: 10_000.0,
         rope_scaling: None,
+        rope_attention_scaling: 1.0,
         max_position_embeddings: 512,
+        sliding_window: None,
         tie_word_embeddings: true,
         qkv_bias: false,
         o_bias: false,
@@ -53,12 +57,12 @@ pub fn preset(name: &str) -> Result<Config> {
         // wavelengths, so all three bands of the rule are exercised.
         "tiny-llama3" => Config {
             rope_theta: 500_000.0,
-            rope_scaling: Some(RopeScaling {
+            rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
                 factor: 8.0,
                 low_freq_factor: 1.0,
                 high_freq_factor: 4.0,
-                original_max_position_embeddings: 64,
-            }),
+                original_max_position_embeddings: 64.0,
+            })),
             tie_word_embeddings: false,
             ..tiny(Architecture::Llama)
         },
@@ -74,6 +78,8 @@ pub fn preset(name: &str) -> Result<Config> {
             rms_norm_eps: 1e-6,
             rope_theta: 1_000_000.0,
             rope_scaling: None,
+            rope_attention_scaling: 1.0,
+            sliding_window: None,
             max_position_embeddings: 32_768,
             tie_word_embeddings: true,
             qkv_bias: true,
@@ -91,12 +97,14 @@ pub fn preset(name: &str) -> Result<Config> {
             head_dim: 64,
             rms_norm_eps: 1e-5,
             rope_theta: 500_000.0,
-            rope_scaling: Some(RopeScaling {
+            rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
                 factor: 32.0,
                 low_freq_factor: 1.0,
                 high_freq_factor: 4.0,
-                original_max_position_embeddings: 8192,
-            }),
+                original_max_position_embeddings: 8192.0,
+            })),
+            rope_attention_scaling: 1.0,
+            sliding_window: None,
             max_position_embeddings: 131_072,
             tie_word_embeddings: true,
             qkv_bias: false,
@@ -115,6 +123,8 @@ pub fn preset(name: &str) -> Result<Config> {
             rms_norm_eps: 1e-5,
             rope_theta: 500_000.0,
             rope_scaling: None,
+            rope_attention_scaling: 1.0,
+            sliding_window: None,
             max_position_embeddings: 8192,
             tie_word_embeddings: false,
             qkv_bias: false,
@@ -133,6 +143,8 @@ pub fn preset(name: &str) -> Result<Config> {
             rms_norm_eps: 1e-5,
             rope_theta: 10_000.0,
             rope_scaling: None,
+            rope_attention_scaling: 1.0,
+            sliding_window: None,
             max_position_embeddings: 2048,
             tie_word_embeddings: false,
             qkv_bias: false,

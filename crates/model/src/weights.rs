@@ -129,7 +129,38 @@ impl Weights {
     pub fn load(directory: &Path, config: &Config, device: &Device, options: LoadOptions) -> Result<Self> {
         let checkpoint = Checkpoint::open(directory)?;
         let dtype = checkpoint.dtype()?;
-        let total_bytes = config.parameter_count() * dtype.size_in_bytes();
+        // Before listing tensors or allocating: the config must describe no
+        // more than the files hold, and the weights must fit the device.
+        let config_path = directory.join("config.json");
+        if config.tensor_count() > checkpoint.tensors.len() {
+            return Err(ModelError::ConfigInvalid {
+                path: config_path,
+                problem: format!(
+                    "describes {} tensors ({} layers) but the safetensors files hold {}",
+                    config.tensor_count(),
+                    config.num_layers,
+                    checkpoint.tensors.len()
+                ),
+            });
+        }
+        let weight_bytes = config
+            .checked_parameter_bytes(dtype.size_in_bytes() as u64)
+            .expect("checked when the config was validated");
+        if weight_bytes > checkpoint.total_bytes() {
+            return Err(ModelError::ConfigInvalid {
+                path: config_path,
+                problem: format!(
+                    "describes {weight_bytes} bytes of {dtype} weights but the safetensors files hold {} bytes",
+                    checkpoint.total_bytes()
+                ),
+            });
+        }
+        if device.backend() != "cpu" {
+            // The CPU reads weights in place from the mapped files; other
+            // devices copy them into their own memory.
+            check_fits(device, "the weights", weight_bytes)?;
+        }
+        let total_bytes = weight_bytes as usize;
         let progress = progress_bar(total_bytes, options.quiet, "loading weights");
         let weights = Self::assemble(config, dtype, |name, shape| {
             let location = checkpoint.locate(name, shape, dtype)?;
@@ -157,7 +188,11 @@ impl Weights {
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(ModelError::UnsupportedDtype(dtype));
         }
-        let total_bytes = config.parameter_count() * dtype.size_in_bytes();
+        let weight_bytes = config
+            .checked_parameter_bytes(dtype.size_in_bytes() as u64)
+            .expect("presets are valid configs");
+        check_fits(device, "the weights", weight_bytes)?;
+        let total_bytes = weight_bytes as usize;
         let progress = progress_bar(total_bytes, quiet, "generating weights");
         let weights = Self::assemble(config, dtype, |name, shape| {
             let bytes = synthetic::encode(&synthetic::tensor_values(name, shape, seed), dtype)?;
@@ -169,6 +204,24 @@ impl Weights {
         progress.finish_and_clear();
         Ok(weights)
     }
+}
+
+/// Refuses, before allocating, `bytes` of `what` that the device's free
+/// memory cannot hold (where the device can tell).
+pub(crate) fn check_fits(device: &Device, what: &str, bytes: u64) -> Result<()> {
+    let Some(memory) = device.memory_info() else {
+        return Ok(());
+    };
+    if bytes <= memory.free {
+        return Ok(());
+    }
+    Err(ModelError::OutOfMemory {
+        what: what.to_string(),
+        needed_mib: bytes.div_ceil(1 << 20),
+        available_mib: memory.free >> 20,
+        device: device.name().to_string(),
+        hint: String::new(),
+    })
 }
 
 /// A byte-count progress bar on stderr, hidden when quiet or small.

@@ -87,8 +87,14 @@ fn check_fixture(fixture: &Fixture) {
         "{}: rows",
         fixture.preset
     );
+    assert_logits_close(fixture.preset, &generation.logits, &reference);
+}
+
+/// Every row within [`RELATIVE_TOLERANCE`] of the reference's.
+fn assert_logits_close(what: &str, ours: &[Vec<f32>], reference: &[Vec<f32>]) {
+    assert_eq!(ours.len(), reference.len(), "{what}: rows");
     let mut worst = 0f32;
-    for (row, (ours, theirs)) in generation.logits.iter().zip(&reference).enumerate() {
+    for (row, (ours, theirs)) in ours.iter().zip(reference).enumerate() {
         assert_eq!(ours.len(), theirs.len());
         let scale = theirs.iter().fold(0f32, |m, v| m.max(v.abs()));
         let (index, error) = ours
@@ -101,17 +107,78 @@ fn check_fixture(fixture: &Fixture) {
         worst = worst.max(relative);
         assert!(
             relative <= RELATIVE_TOLERANCE,
-            "{} row {row}: logit {index} is {} vs reference {} (relative error {relative:e} > {RELATIVE_TOLERANCE:e})",
-            fixture.preset,
+            "{what} row {row}: logit {index} is {} vs reference {} (relative error {relative:e} > {RELATIVE_TOLERANCE:e})",
             ours[index],
             theirs[index]
         );
     }
-    eprintln!(
-        "{}: {} rows, worst relative error {worst:e}",
-        fixture.preset,
-        reference.len()
-    );
+    eprintln!("{what}: {} rows, worst relative error {worst:e}", reference.len());
+}
+
+/// A checkpoint written by transformers 5.17 itself (`save_pretrained`,
+/// sharded where big enough) in `hf/NAME/new`, and the same tensors with the
+/// config in the layout of transformers 4.x in `hf/NAME/old`: both must give
+/// transformers' logits (see fixtures/README.md and make_fixtures.py).
+fn check_transformers_checkpoint(name: &str) {
+    let root = fixtures_dir().join("hf");
+    let reference = npy::read_f32_2d(&root.join(format!("{name}.logits.npy"))).unwrap();
+    let text = std::fs::read_to_string(root.join(format!("{name}.tokens.json"))).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let ids = |key: &str| -> Vec<u32> {
+        value[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap() as u32)
+            .collect()
+    };
+    let (prompt, expected_tokens) = (ids("prompt"), ids("generated"));
+    let mut configs = Vec::new();
+    for layout in ["new", "old"] {
+        let directory = root.join(name).join(layout);
+        let mut model = Model::load(&directory, &Device::cpu(), LoadOptions { quiet: true })
+            .unwrap_or_else(|error| panic!("{name}/{layout}: {error}"));
+        let generation = model
+            .generate(&prompt, expected_tokens.len(), Sampling::GREEDY, 0, false, true)
+            .unwrap();
+        assert_eq!(
+            generation.generated, expected_tokens,
+            "{name}/{layout}: greedy tokens differ"
+        );
+        assert_logits_close(&format!("{name}/{layout}"), &generation.logits, &reference);
+        configs.push(model.config().clone());
+    }
+    assert_eq!(configs[0], configs[1], "{name}: the two layouts read differently");
+}
+
+#[test]
+fn transformers5_llama3_scaling_sharded_matches_in_both_layouts() {
+    check_transformers_checkpoint("llama3");
+}
+
+#[test]
+fn transformers5_qwen2_theta_1e6_with_biases_matches_in_both_layouts() {
+    check_transformers_checkpoint("qwen2");
+}
+
+#[test]
+fn transformers5_mistral_tied_matches_in_both_layouts() {
+    check_transformers_checkpoint("mistral");
+}
+
+#[test]
+fn transformers5_explicit_head_dim_and_linear_scaling_matches_in_both_layouts() {
+    check_transformers_checkpoint("llama-head-dim-linear");
+}
+
+#[test]
+fn transformers5_attention_bias_matches_in_both_layouts() {
+    check_transformers_checkpoint("llama-attention-bias");
+}
+
+#[test]
+fn transformers5_yarn_matches_in_both_layouts() {
+    check_transformers_checkpoint("llama-yarn");
 }
 
 #[test]

@@ -59,6 +59,15 @@ pub struct Capabilities {
     pub nvtx: Option<bool>,
 }
 
+/// A device's memory, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryInfo {
+    /// Free now (for the CPU: what the kernel reports as available).
+    pub free: u64,
+    /// In all.
+    pub total: u64,
+}
+
 /// A compute device.
 #[derive(Clone, Debug)]
 pub enum Device {
@@ -174,8 +183,26 @@ impl Device {
         }
     }
 
+    /// Free and total memory in bytes, where the device can tell: the GPU's
+    /// own memory, or the host's available memory for the CPU (Linux).
+    pub fn memory_info(&self) -> Option<MemoryInfo> {
+        match self {
+            Device::Cpu(_) => super::cpu::host_memory_info(),
+            Device::Cuda(cuda) => cuda.memory_info(),
+        }
+    }
+
     /// A zero-filled buffer.
     pub fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
+        let bytes = shape
+            .iter()
+            .try_fold(dtype.size_in_bytes(), |bytes, &length| bytes.checked_mul(length));
+        if bytes.is_none_or(|bytes| bytes > isize::MAX as usize) {
+            return Err(Error::AllocationTooLarge {
+                dtype,
+                shape: shape.to_vec(),
+            });
+        }
         match self {
             Device::Cpu(cpu) => cpu.alloc(dtype, shape),
             Device::Cuda(cuda) => cuda.alloc(dtype, shape),

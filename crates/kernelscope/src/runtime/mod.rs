@@ -17,7 +17,7 @@ mod op_kind;
 pub use buffer::{Buffer, PendingRead};
 pub use cpu::CpuDevice;
 pub use cuda::CudaDevice;
-pub use device::{Capabilities, Device, DeviceOptions};
+pub use device::{Capabilities, Device, DeviceOptions, MemoryInfo};
 pub use dispatch::{Access, Arg, Dispatch, LaunchGrid, Param};
 pub use dtype::{DType, Element};
 pub use encoder::{CommandEncoder, UNLABELED};

@@ -5,17 +5,19 @@
 use crate::error::Result;
 use crate::runtime::KernelArgs;
 
-/// args: x f32 `[heads, d]` (read-write), inv_freq f32 `[d/2]`, position slot u32, slot index, heads, d.
+/// args: x f32 `[heads, d]` (read-write), inv_freq f32 `[d/2]`, position slot u32, slot index, heads, d,
+/// attention scaling (multiplies cos and sin).
 pub(super) fn rope(args: &KernelArgs<'_>) -> Result<()> {
     let x = args.output::<f32>(0)?;
     let inverse_frequencies = args.input::<f32>(1)?;
     let position = args.input::<u32>(2)?[args.u32(3)? as usize] as f32;
     let head_dim = args.u32(5)? as usize;
     let half = head_dim / 2;
+    let attention_scaling = args.f32(6)?;
     let rotations: Vec<(f32, f32)> = inverse_frequencies
         .iter()
         .map(|f| (position * f).sin_cos())
-        .map(|(s, c)| (c, s))
+        .map(|(s, c)| (c * attention_scaling, s * attention_scaling))
         .collect();
     for head in x.chunks_exact_mut(head_dim) {
         let (first, second) = head.split_at_mut(half);

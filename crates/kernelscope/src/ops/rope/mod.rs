@@ -1,7 +1,7 @@
 //! Rotary position embedding (the "rotate half" layout of Hugging Face
 //! Llama/Qwen2), applied in place to `[heads, head_dim]` at the position held
 //! in device memory. The inverse frequencies are computed once on the host
-//! ([`inverse_frequencies`]), including Llama-3's `rope_scaling`.
+//! ([`inverse_frequencies`]), including the `rope_scaling` of linear, Llama-3 and YaRN checkpoints.
 
 mod cpu;
 
@@ -30,13 +30,54 @@ pub struct Llama3Scaling {
     pub original_max_position_embeddings: f32,
 }
 
+/// YaRN's frequency ramp (`rope_type: "yarn"`). Its attention factor scales
+/// the rotation (see [`Rope::encode`]) and is resolved by the caller, since
+/// checkpoints spell it in several ways (`attention_factor`, `mscale`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct YarnScaling {
+    /// `factor`: how much longer the context is than the one trained on.
+    pub factor: f32,
+    /// `original_max_position_embeddings`: the context trained on.
+    pub original_max_position_embeddings: f32,
+    /// `beta_fast`: rotations above which a dimension is left unscaled.
+    pub beta_fast: f32,
+    /// `beta_slow`: rotations below which a dimension is fully interpolated.
+    pub beta_slow: f32,
+    /// `truncate`: round the ramp's ends to whole dimensions.
+    pub truncate: bool,
+}
+
+/// How a checkpoint rescales RoPE's frequencies for a longer context.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RopeScaling {
+    /// `linear`: every frequency divided by `factor`.
+    Linear {
+        /// `factor`.
+        factor: f32,
+    },
+    /// `llama3`: low frequencies divided, high ones kept, a smooth band between.
+    Llama3(Llama3Scaling),
+    /// `yarn`: a ramp between interpolated and extrapolated frequencies.
+    Yarn(YarnScaling),
+}
+
 /// `inv_freq[i] = theta^(-2i/head_dim)` for `i < head_dim/2`, rescaled as
-/// Hugging Face's `_compute_llama3_parameters` does when `scaling` is given.
-pub fn inverse_frequencies(head_dim: usize, theta: f32, scaling: Option<Llama3Scaling>) -> Vec<f32> {
-    let base: Vec<f32> = (0..head_dim / 2)
-        .map(|i| 1.0 / theta.powf((2 * i) as f32 / head_dim as f32))
+/// Hugging Face's `_compute_*_parameters` do when `scaling` is given. Powers
+/// are taken in f32 like transformers (`base ** (arange(0, d, 2).float() / d)`).
+pub fn inverse_frequencies(head_dim: usize, theta: f32, scaling: Option<RopeScaling>) -> Vec<f32> {
+    let powers: Vec<f32> = (0..head_dim / 2)
+        .map(|i| theta.powf((2 * i) as f32 / head_dim as f32))
         .collect();
-    let Some(scaling) = scaling else { return base };
+    let base: Vec<f32> = powers.iter().map(|power| 1.0 / power).collect();
+    match scaling {
+        None => base,
+        Some(RopeScaling::Linear { factor }) => base.into_iter().map(|freq| freq / factor).collect(),
+        Some(RopeScaling::Llama3(scaling)) => llama3(base, scaling),
+        Some(RopeScaling::Yarn(scaling)) => yarn(&powers, head_dim, theta, scaling),
+    }
+}
+
+fn llama3(base: Vec<f32>, scaling: Llama3Scaling) -> Vec<f32> {
     let low_freq_wavelen = scaling.original_max_position_embeddings / scaling.low_freq_factor;
     let high_freq_wavelen = scaling.original_max_position_embeddings / scaling.high_freq_factor;
     base.into_iter()
@@ -55,6 +96,52 @@ pub fn inverse_frequencies(head_dim: usize, theta: f32, scaling: Option<Llama3Sc
         .collect()
 }
 
+/// transformers' `_compute_yarn_parameters`: the correction range in f64
+/// (Python floats), the ramp and the blend in f32 (torch tensors).
+fn yarn(powers: &[f32], head_dim: usize, theta: f32, scaling: YarnScaling) -> Vec<f32> {
+    let dim = head_dim as f64;
+    let base = f64::from(theta);
+    let context = f64::from(scaling.original_max_position_embeddings);
+    let correction_dim =
+        |rotations: f64| dim * (context / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * base.ln());
+    let (mut low, mut high) = (
+        correction_dim(f64::from(scaling.beta_fast)),
+        correction_dim(f64::from(scaling.beta_slow)),
+    );
+    if scaling.truncate {
+        low = low.floor();
+        high = high.ceil();
+    }
+    let (low, mut high) = (low.max(0.0) as f32, high.min(dim - 1.0) as f32);
+    if low == high {
+        // As transformers does, to avoid dividing by zero.
+        high += 0.001;
+    }
+    powers
+        .iter()
+        .enumerate()
+        .map(|(i, &power)| {
+            let extrapolated = 1.0 / power;
+            let interpolated = 1.0 / (scaling.factor * power);
+            let ramp = ((i as f32 - low) / (high - low)).clamp(0.0, 1.0);
+            let extrapolation_weight = 1.0 - ramp;
+            interpolated * (1.0 - extrapolation_weight) + extrapolated * extrapolation_weight
+        })
+        .collect()
+}
+
+/// What a rotation needs besides the position: the inverse frequencies on
+/// the device (`[head_dim / 2]`, from [`inverse_frequencies`]) and the factor
+/// cos and sin are multiplied by (1 but for YaRN).
+#[derive(Clone, Debug)]
+pub struct RopeFrequencies {
+    /// `[head_dim / 2]` f32.
+    pub inverse_frequencies: Buffer,
+    /// Multiplies cos and sin, as transformers does, which scales the
+    /// attention logits by its square.
+    pub attention_scaling: f32,
+}
+
 /// The RoPE op.
 #[derive(Clone, Debug)]
 pub struct Rope {
@@ -70,16 +157,17 @@ impl Rope {
     }
 
     /// Rotates `x[heads, head_dim]` in place by the position in
-    /// `position_slot[index]`, with `inverse_frequencies[head_dim / 2]`.
+    /// `position_slot[index]`, with `frequencies`.
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
         x: &Buffer,
-        inverse_frequencies: &Buffer,
+        frequencies: &RopeFrequencies,
         position_slot: &Buffer,
         index: usize,
         heads: usize,
     ) -> Result<()> {
+        let inverse_frequencies = &frequencies.inverse_frequencies;
         let head_dim = x.len() / heads.max(1);
         expect("rope", "input", x, DType::F32, &[heads, head_dim])?;
         expect(
@@ -105,6 +193,7 @@ impl Rope {
                 .param(index as u32)
                 .param(heads as u32)
                 .param(head_dim as u32)
+                .param(frequencies.attention_scaling)
                 .grid(LaunchGrid::linear(x.len() / 2, 128))
                 .cost(
                     bytes_of(2 * x.len() + head_dim / 2, DType::F32),

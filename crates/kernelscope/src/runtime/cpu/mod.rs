@@ -34,6 +34,26 @@ impl CpuShared {
     }
 }
 
+/// The host's available and total memory from `/proc/meminfo` (Linux);
+/// `None` elsewhere or when the file cannot be read.
+pub(crate) fn host_memory_info() -> Option<super::device::MemoryInfo> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|line| line.starts_with(name))?;
+        let kibibytes: u64 = line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        kibibytes.checked_mul(1024)
+    };
+    Some(super::device::MemoryInfo {
+        free: field("MemAvailable:")?,
+        total: field("MemTotal:")?,
+    })
+}
+
 /// A CPU device handle (cheap to clone).
 #[derive(Clone, Debug)]
 pub struct CpuDevice {

@@ -687,6 +687,14 @@ impl CudaDevice {
         }
     }
 
+    pub(crate) fn memory_info(&self) -> Option<crate::runtime::device::MemoryInfo> {
+        let (free, total) = self.shared.context.mem_get_info().ok()?;
+        Some(crate::runtime::device::MemoryInfo {
+            free: free as u64,
+            total: total as u64,
+        })
+    }
+
     pub(crate) fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
         let byte_len = shape.iter().product::<usize>() * dtype.size_in_bytes();
         let memory = CudaMemory::zeroed(self.shared.clone(), byte_len)?;

@@ -57,6 +57,9 @@ impl CudaDevice {
     pub(crate) fn alloc(&self, _dtype: DType, _shape: &[usize]) -> Result<Buffer> {
         match self.never {}
     }
+    pub(crate) fn memory_info(&self) -> Option<crate::runtime::device::MemoryInfo> {
+        match self.never {}
+    }
     pub(crate) fn upload_mapped(
         &self,
         _map: Arc<memmap2::Mmap>,
