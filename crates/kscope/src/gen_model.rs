@@ -1,7 +1,7 @@
 //! `kscope gen-model`: writes a synthetic Hugging Face checkpoint with
 //! deterministic seeded weights for a preset shape.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
@@ -26,7 +26,8 @@ pub struct GenModelArgs {
     /// Weight dtype.
     #[arg(long, default_value = "bf16", value_parser = parse_weight_dtype)]
     pub dtype: DType,
-    /// Overwrite a checkpoint already in DIR.
+    /// Overwrite the config.json and model.safetensors already in DIR (a
+    /// sharded checkpoint there is never overwritten).
     #[arg(long)]
     pub force: bool,
     /// No progress bar.
@@ -34,15 +35,53 @@ pub struct GenModelArgs {
     pub quiet: bool,
 }
 
-pub fn run(args: GenModelArgs) -> Result<ExitCode> {
-    let config = preset(&args.preset)?;
-    let weights = args.out.join("model.safetensors");
-    if weights.exists() && !args.force {
+/// Checks the whole target before anything is written: `out` is a folder
+/// (or not there yet), the two files to write are plain files that may be
+/// replaced (`--force`), and no sharded checkpoint would be left beside a
+/// new config that does not describe it.
+fn check_target(out: &Path, force: bool) -> Result<()> {
+    let Ok(metadata) = std::fs::metadata(out) else {
+        return Ok(());
+    };
+    if !metadata.is_dir() {
+        bail!("--out {}: exists and is not a directory", out.display());
+    }
+    let index = out.join("model.safetensors.index.json");
+    if std::fs::symlink_metadata(&index).is_ok() {
         bail!(
-            "{}: a checkpoint is already there; pass --force to overwrite it",
-            weights.display()
+            "--out {}: holds a sharded checkpoint ({}); gen-model never overwrites one: choose an empty directory",
+            out.display(),
+            index.display()
         );
     }
+    let mut existing = Vec::new();
+    for name in ["config.json", "model.safetensors"] {
+        let path = out.join(name);
+        let Ok(metadata) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if !metadata.is_file() {
+            bail!(
+                "{}: exists and is not a regular file; refusing to replace it",
+                path.display()
+            );
+        }
+        existing.push(name);
+    }
+    if !existing.is_empty() && !force {
+        bail!(
+            "--out {}: {} already there; pass --force to overwrite",
+            out.display(),
+            existing.join(" and ")
+        );
+    }
+    Ok(())
+}
+
+pub fn run(args: GenModelArgs) -> Result<ExitCode> {
+    let config = preset(&args.preset)?;
+    check_target(&args.out, args.force)?;
+    let weights = args.out.join("model.safetensors");
     synthetic::write_checkpoint(&config, args.dtype, args.seed, &args.out, args.quiet)?;
     let bytes = std::fs::metadata(&weights).map(|m| m.len()).unwrap_or(0);
     println!(

@@ -7,6 +7,7 @@ mod compare;
 mod gen_model;
 mod info;
 mod model_args;
+mod output;
 mod run;
 
 use std::process::ExitCode;

@@ -11,6 +11,7 @@ use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Phase, ProfileLevel, chrome_trace, render_report};
 
 use crate::model_args::{ModelArgs, describe, peak_bandwidth};
+use crate::output::OutputFile;
 
 /// Arguments of `kscope run`.
 #[derive(Args, Debug)]
@@ -54,6 +55,10 @@ pub struct RunArgs {
     /// Write the logits of every processed position as .npy (f32, [steps, vocab]).
     #[arg(long, value_name = "FILE")]
     pub logits_out: Option<PathBuf>,
+    /// Overwrite output files that exist (--logits-out, --profile-json,
+    /// --trace); a model directory's own files are never overwritten.
+    #[arg(long)]
+    pub force: bool,
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
@@ -65,6 +70,25 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             "--temperature must be a non-negative number, got {}",
             args.temperature
         );
+    }
+    // Outputs are checked before any work, so a long run cannot end in a
+    // refusal to write its results.
+    let output = |path: &Option<PathBuf>, flag| {
+        path.as_deref()
+            .map(|path| OutputFile::check(path, flag, args.force, args.model.model.as_deref()))
+            .transpose()
+    };
+    let logits_out = output(&args.logits_out, "--logits-out")?;
+    let profile_json = output(&args.profile_json, "--profile-json")?;
+    let trace = output(&args.trace, "--trace")?;
+    let mut paths: Vec<PathBuf> = [&logits_out, &profile_json, &trace]
+        .into_iter()
+        .flatten()
+        .map(|file| std::path::absolute(file.path()).unwrap_or_else(|_| file.path().to_path_buf()))
+        .collect();
+    paths.sort();
+    if paths.windows(2).any(|pair| pair[0] == pair[1]) {
+        bail!("--logits-out, --profile-json and --trace must name different files");
     }
     let profiling = args.profile || args.profile_json.is_some() || args.trace.is_some();
     let mut options = DeviceOptions::from_env()?;
@@ -119,7 +143,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         sampling,
         args.seed,
         !args.ignore_eos,
-        args.logits_out.is_some(),
+        logits_out.is_some(),
     )?;
     println!(
         "generated: {} tokens {:?}",
@@ -149,13 +173,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         rate(decode_count, decode_time),
     );
 
-    if let Some(path) = &args.logits_out {
-        kernelscope_model::npy::write_f32_2d(path, &generation.logits)?;
+    if let Some(file) = &logits_out {
+        file.write(&kernelscope_model::npy::encode_f32_2d(&generation.logits)?)?;
         println!(
             "logits: {} rows x {} written to {}",
             generation.logits.len(),
             model.config().vocab_size,
-            path.display()
+            file.path().display()
         );
     }
     if profiling {
@@ -165,16 +189,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         if args.profile {
             print!("\n{}", render_report(&profile));
         }
-        if let Some(path) = &args.profile_json {
-            profile.save(path)?;
-            println!("profile written to {}", path.display());
+        if let Some(file) = &profile_json {
+            file.write(profile.to_json().as_bytes())?;
+            println!("profile written to {}", file.path().display());
         }
-        if let Some(path) = &args.trace {
-            std::fs::write(path, serde_json::to_string(&chrome_trace(&profile))?)
-                .map_err(|error| anyhow::anyhow!("{}: {error}", path.display()))?;
+        if let Some(file) = &trace {
+            file.write(serde_json::to_string(&chrome_trace(&profile))?.as_bytes())?;
             println!(
                 "trace written to {} (open in https://ui.perfetto.dev)",
-                path.display()
+                file.path().display()
             );
         }
     }

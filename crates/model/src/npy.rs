@@ -12,6 +12,14 @@ const MAGIC: &[u8] = b"\x93NUMPY";
 
 /// Writes `rows` (all of one length) as a `<f4` C-order array `[rows, columns]`.
 pub fn write_f32_2d(path: &Path, rows: &[Vec<f32>]) -> Result<()> {
+    std::fs::write(path, encode_f32_2d(rows)?).map_err(|source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The bytes of the `.npy` file [`write_f32_2d`] writes.
+pub fn encode_f32_2d(rows: &[Vec<f32>]) -> Result<Vec<u8>> {
     let columns = rows.first().map_or(0, Vec::len);
     if rows.iter().any(|row| row.len() != columns) {
         return Err(ModelError::InvalidInput(
@@ -36,10 +44,7 @@ pub fn write_f32_2d(path: &Path, rows: &[Vec<f32>]) -> Result<()> {
             bytes.extend_from_slice(&value.to_le_bytes());
         }
     }
-    std::fs::write(path, bytes).map_err(|source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
+    Ok(bytes)
 }
 
 /// Reads a 2-D `<f4` C-order `.npy` file as rows.

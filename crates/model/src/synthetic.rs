@@ -108,7 +108,9 @@ impl safetensors::View for LazyTensor<'_> {
 
 /// Writes `config` with seeded weights of `dtype` as a Hugging Face
 /// directory at `out` (created if needed): `config.json` and
-/// `model.safetensors`. Tensors are generated one at a time as they are written.
+/// `model.safetensors`. Tensors are generated one at a time as they are
+/// written; each file goes to a temporary name first and is renamed into
+/// place only when both are complete, so a failure leaves `out` as it was.
 pub fn write_checkpoint(config: &Config, dtype: DType, seed: u64, out: &Path, quiet: bool) -> Result<()> {
     safetensors_dtype(dtype)?;
     let total_bytes = config.parameter_count() * dtype.size_in_bytes();
@@ -118,38 +120,68 @@ pub fn write_checkpoint(config: &Config, dtype: DType, seed: u64, out: &Path, qu
         source,
     })?;
     let config_path = out.join("config.json");
-    std::fs::write(&config_path, config.to_json(torch_dtype(dtype))).map_err(|source| ModelError::Io {
-        path: config_path,
-        source,
-    })?;
-    let tensors: Vec<(String, LazyTensor)> = config
-        .tensor_shapes()
-        .into_iter()
-        .map(|(name, shape)| {
-            (
-                name.clone(),
-                LazyTensor {
-                    name,
-                    shape,
-                    dtype,
-                    seed,
-                    progress: &progress,
-                },
-            )
-        })
-        .collect();
-    // One metadata key only: the map's iteration order is random, and the
-    // bytes of the file must not be.
-    let metadata = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
+    let config_temporary = temporary_beside(&config_path);
     let weights_path = out.join("model.safetensors");
-    let written = safetensors::serialize_to_file(tensors, Some(metadata), &weights_path).map_err(|error| {
-        ModelError::Safetensors {
-            path: weights_path,
-            problem: error.to_string(),
+    let weights_temporary = temporary_beside(&weights_path);
+    let written = (|| {
+        std::fs::write(&config_temporary, config.to_json(torch_dtype(dtype))).map_err(|source| {
+            ModelError::Io {
+                path: config_temporary.clone(),
+                source,
+            }
+        })?;
+        let tensors: Vec<(String, LazyTensor)> = config
+            .tensor_shapes()
+            .into_iter()
+            .map(|(name, shape)| {
+                (
+                    name.clone(),
+                    LazyTensor {
+                        name,
+                        shape,
+                        dtype,
+                        seed,
+                        progress: &progress,
+                    },
+                )
+            })
+            .collect();
+        // One metadata key only: the map's iteration order is random, and the
+        // bytes of the file must not be.
+        let metadata = std::collections::HashMap::from([("format".to_string(), "pt".to_string())]);
+        safetensors::serialize_to_file(tensors, Some(metadata), &weights_temporary).map_err(|error| {
+            ModelError::Safetensors {
+                path: weights_path.clone(),
+                problem: error.to_string(),
+            }
+        })?;
+        // Both files are complete before either replaces what was there.
+        for (temporary, path) in [
+            (&weights_temporary, &weights_path),
+            (&config_temporary, &config_path),
+        ] {
+            std::fs::rename(temporary, path).map_err(|source| ModelError::Io {
+                path: path.clone(),
+                source,
+            })?;
         }
-    });
+        Ok(())
+    })();
     progress.finish_and_clear();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&config_temporary);
+        let _ = std::fs::remove_file(&weights_temporary);
+    }
     written
+}
+
+/// A hidden temporary name in the same folder (so the rename is atomic).
+fn temporary_beside(path: &Path) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(".{name}.kscope-{}.tmp", std::process::id()))
 }
 
 /// FNV-1a 64 of a file's bytes, printed by `gen-model` and checked by tests

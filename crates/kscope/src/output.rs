@@ -1,0 +1,103 @@
+//! Files `kscope` writes on the user's behalf (`--logits-out`,
+//! `--profile-json`, `--trace`). Nothing that exists is replaced without
+//! `--force`, a model directory's own files never are, and a file is written
+//! whole or not at all (a temporary file beside it, then a rename), so an
+//! interrupted run leaves no half-written output.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// One output file, checked before the work that produces it.
+#[derive(Debug, Clone)]
+pub struct OutputFile {
+    path: PathBuf,
+    flag: &'static str,
+    force: bool,
+    protected: Option<PathBuf>,
+}
+
+impl OutputFile {
+    /// Checks that `path` (given with `flag`) may be written: it does not
+    /// exist (or `force` is set and it is a plain file), it is not a file of
+    /// `protected` (the model directory), and its folder exists.
+    pub fn check(
+        path: &Path,
+        flag: &'static str,
+        force: bool,
+        protected: Option<&Path>,
+    ) -> Result<OutputFile> {
+        let shown = path.display();
+        let parent = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if path.file_name().is_none() {
+            bail!("{flag} {shown}: not a file name");
+        }
+        let folder = parent
+            .canonicalize()
+            .with_context(|| format!("{flag} {shown}: its folder {} is not there", parent.display()))?;
+        if !folder.is_dir() {
+            bail!("{flag} {shown}: {} is not a folder", parent.display());
+        }
+        if let Ok(metadata) = std::fs::symlink_metadata(path) {
+            if let Some(model) = protected.and_then(|model| model.canonicalize().ok())
+                && (folder.starts_with(&model)
+                    || path.canonicalize().is_ok_and(|target| target.starts_with(&model)))
+            {
+                bail!(
+                    "{flag} {shown}: a file of the model directory {}; write the output elsewhere",
+                    model.display()
+                );
+            }
+            if metadata.file_type().is_symlink() {
+                bail!("{flag} {shown}: a symbolic link; refusing to write through it");
+            }
+            if !metadata.is_file() {
+                bail!("{flag} {shown}: exists and is not a regular file");
+            }
+            if !force {
+                bail!("{flag} {shown}: the file exists; pass --force to overwrite it");
+            }
+        }
+        Ok(OutputFile {
+            path: path.to_path_buf(),
+            flag,
+            force,
+            protected: protected.map(Path::to_path_buf),
+        })
+    }
+
+    /// Writes `bytes` whole: into a temporary file in the same folder, then
+    /// renamed over the target.
+    pub fn write(&self, bytes: &[u8]) -> Result<()> {
+        // Again: something may have appeared there while the model ran.
+        Self::check(&self.path, self.flag, self.force, self.protected.as_deref())?;
+        let shown = self.path.display();
+        let name = self.path.file_name().expect("checked").to_string_lossy();
+        let temporary = self
+            .path
+            .with_file_name(format!(".{name}.kscope-{}.tmp", std::process::id()));
+        let written = (|| -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temporary)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            std::fs::rename(&temporary, &self.path)
+        })();
+        if let Err(error) = written {
+            let _ = std::fs::remove_file(&temporary);
+            bail!("{} {shown}: {error}", self.flag);
+        }
+        Ok(())
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
