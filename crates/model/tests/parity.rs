@@ -87,11 +87,11 @@ fn check_fixture(fixture: &Fixture) {
         "{}: rows",
         fixture.preset
     );
-    assert_logits_close(fixture.preset, &generation.logits, &reference);
+    assert_logits_close(fixture.preset, &generation.logits, &reference, RELATIVE_TOLERANCE);
 }
 
 /// Every row within [`RELATIVE_TOLERANCE`] of the reference's.
-fn assert_logits_close(what: &str, ours: &[Vec<f32>], reference: &[Vec<f32>]) {
+fn assert_logits_close(what: &str, ours: &[Vec<f32>], reference: &[Vec<f32>], tolerance: f32) {
     assert_eq!(ours.len(), reference.len(), "{what}: rows");
     let mut worst = 0f32;
     for (row, (ours, theirs)) in ours.iter().zip(reference).enumerate() {
@@ -106,8 +106,8 @@ fn assert_logits_close(what: &str, ours: &[Vec<f32>], reference: &[Vec<f32>]) {
         let relative = error / scale;
         worst = worst.max(relative);
         assert!(
-            relative <= RELATIVE_TOLERANCE,
-            "{what} row {row}: logit {index} is {} vs reference {} (relative error {relative:e} > {RELATIVE_TOLERANCE:e})",
+            relative <= tolerance,
+            "{what} row {row}: logit {index} is {} vs reference {} (relative error {relative:e} > {tolerance:e})",
             ours[index],
             theirs[index]
         );
@@ -120,6 +120,10 @@ fn assert_logits_close(what: &str, ours: &[Vec<f32>], reference: &[Vec<f32>]) {
 /// config in the layout of transformers 4.x in `hf/NAME/old`: both must give
 /// transformers' logits (see fixtures/README.md and make_fixtures.py).
 fn check_transformers_checkpoint(name: &str) {
+    check_transformers_checkpoint_on(name, &Device::cpu(), RELATIVE_TOLERANCE);
+}
+
+fn check_transformers_checkpoint_on(name: &str, device: &Device, tolerance: f32) {
     let root = fixtures_dir().join("hf");
     let reference = npy::read_f32_2d(&root.join(format!("{name}.logits.npy"))).unwrap();
     let text = std::fs::read_to_string(root.join(format!("{name}.tokens.json"))).unwrap();
@@ -136,7 +140,7 @@ fn check_transformers_checkpoint(name: &str) {
     let mut configs = Vec::new();
     for layout in ["new", "old"] {
         let directory = root.join(name).join(layout);
-        let mut model = Model::load(&directory, &Device::cpu(), LoadOptions { quiet: true })
+        let mut model = Model::load(&directory, device, LoadOptions { quiet: true })
             .unwrap_or_else(|error| panic!("{name}/{layout}: {error}"));
         let generation = model
             .generate(&prompt, expected_tokens.len(), Sampling::GREEDY, 0, false, true)
@@ -145,7 +149,8 @@ fn check_transformers_checkpoint(name: &str) {
             generation.generated, expected_tokens,
             "{name}/{layout}: greedy tokens differ"
         );
-        assert_logits_close(&format!("{name}/{layout}"), &generation.logits, &reference);
+        let what = format!("{name}/{layout} on {}", device.name());
+        assert_logits_close(&what, &generation.logits, &reference, tolerance);
         configs.push(model.config().clone());
     }
     assert_eq!(configs[0], configs[1], "{name}: the two layouts read differently");
@@ -194,6 +199,26 @@ fn qwen2_with_biases_matches_transformers() {
 #[test]
 fn llama3_rope_scaling_matches_transformers() {
     check_fixture(&FIXTURES[2]);
+}
+
+/// The same checkpoints on the GPU (eager and graph replay), against
+/// transformers directly. The GPU sums in other orders than the CPU, so the
+/// bound is that of the backend comparison (crates/model/tests/backends.rs).
+#[test]
+fn transformers5_checkpoints_match_on_the_gpu() {
+    let Some(device) = kernelscope::testing::Backend::Cuda.device(kernelscope::DeviceOptions::new()) else {
+        return;
+    };
+    for name in [
+        "llama3",
+        "qwen2",
+        "mistral",
+        "llama-head-dim-linear",
+        "llama-attention-bias",
+        "llama-yarn",
+    ] {
+        check_transformers_checkpoint_on(name, &device, 1e-4);
+    }
 }
 
 /// The in-memory preset (what `kscope run` uses with no files) is the same
