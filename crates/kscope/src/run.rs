@@ -131,6 +131,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
 
     println!("device: {} ({})", device.name(), opened.device_reason);
     println!("model: {}", describe(&model));
+    if let Some(window) = model.config().sliding_window {
+        println!(
+            "note: sliding-window attention (window {window}) is not implemented; the context stops at {} positions, where it agrees with full attention",
+            model.config().context_length()
+        );
+    }
     println!("prompt: {} tokens {:?}", prompt.len(), prompt);
     let sampling = Sampling {
         temperature: args.temperature,
