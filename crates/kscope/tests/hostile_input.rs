@@ -319,6 +319,28 @@ fn layouts_that_disagree_are_refused() {
 }
 
 #[test]
+fn a_sliding_window_limits_the_context() {
+    let scratch = Scratch::new("sliding");
+    let mut config = scratch.config();
+    config["architectures"] = json!(["MistralForCausalLM"]);
+    config["model_type"] = json!("mistral");
+    config["sliding_window"] = json!(8);
+    scratch.set_config(&config);
+    let model = scratch.model_arg();
+    // Within the window it runs, and says where the context stops.
+    let (code, stdout, stderr) = kscope(&["run", "--model", &model, "--max-tokens", "4", "--quiet"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("sliding-window attention (window 8) is not implemented"),
+        "{stdout}"
+    );
+    scratch.refuses(
+        &["run", "--model", &model, "--max-tokens", "6", "--quiet"],
+        &["context length of 8 positions", "sliding_window = 8"],
+    );
+}
+
+#[test]
 fn config_files_that_are_not_config_files_are_refused() {
     let scratch = Scratch::new("config-files");
     let config = scratch.model().join("config.json");

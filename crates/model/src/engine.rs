@@ -267,6 +267,7 @@ impl Model {
                 prompt: positions,
                 generate: 0,
                 context,
+                limit: self.context_limit(),
             });
         }
         if positions <= self.state.context {
@@ -327,6 +328,16 @@ impl Model {
         // A captured step points at the old caches.
         self.step_graph = None;
         Ok(())
+    }
+
+    /// Why the context ends where it does, for [`ModelError::ContextExceeded`].
+    fn context_limit(&self) -> String {
+        match self.config.sliding_window {
+            Some(window) if window < self.config.max_position_embeddings => format!(
+                " (the sliding window, sliding_window = {window}: sliding-window attention is not implemented)"
+            ),
+            _ => String::new(),
+        }
     }
 
     fn check_token(&self, token: u32) -> Result<()> {
@@ -676,6 +687,7 @@ impl Model {
                 prompt: prompt.len(),
                 generate: max_tokens,
                 context: self.config.context_length(),
+                limit: self.context_limit(),
             });
         }
         self.reserve_context(positions)?;

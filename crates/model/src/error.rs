@@ -82,15 +82,18 @@ pub enum ModelError {
     },
     /// The prompt plus the tokens to generate exceed the context length.
     #[error(
-        "{prompt} prompt tokens + {generate} tokens to generate exceed the model's context length of {context} positions"
+        "{prompt} prompt tokens + {generate} tokens to generate exceed the model's context length of {context} positions{limit}"
     )]
     ContextExceeded {
         /// Prompt tokens.
         prompt: usize,
         /// Tokens to generate.
         generate: usize,
-        /// `max_position_embeddings`.
+        /// `max_position_embeddings`, or the sliding window.
         context: usize,
+        /// Why the context ends there when it is not `max_position_embeddings`
+        /// (starts with " ("), or empty.
+        limit: String,
     },
     /// The input is empty or otherwise unusable.
     #[error("{0}")]
