@@ -15,6 +15,7 @@ use kernelscope_model::Model;
 use serde_json::json;
 
 use crate::model_args::{ModelArgs, peak_bandwidth};
+use crate::numbers;
 
 /// Output format.
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -25,25 +26,32 @@ pub enum Output {
     Json,
 }
 
+/// The most repetitions `-r` takes: each one runs the whole test.
+const MAX_REPETITIONS: usize = 10_000;
+
+/// The largest bandwidth probe (`--bandwidth-mib`): two buffers this size.
+const MAX_BANDWIDTH_MIB: usize = 16_384;
+
 /// Arguments of `kscope bench`.
 #[derive(Args, Debug)]
+#[command(allow_negative_numbers = true)]
 pub struct BenchArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// Prompt tokens processed per repetition (0 skips the test).
-    #[arg(short = 'p', long = "n-prompt", default_value_t = 128)]
+    #[arg(short = 'p', long = "n-prompt", default_value_t = 128, value_parser = numbers::count)]
     pub prompt_tokens: usize,
     /// Tokens generated per repetition (0 skips the test).
-    #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
+    #[arg(short = 'n', long = "n-gen", default_value_t = 128, value_parser = numbers::count)]
     pub generated_tokens: usize,
-    /// Repetitions (after one warm-up that is not counted).
-    #[arg(short = 'r', long = "repetitions", default_value_t = 5)]
+    /// Repetitions (after one warm-up that is not counted), 1 to 10000.
+    #[arg(short = 'r', long = "repetitions", default_value_t = 5, value_parser = numbers::count)]
     pub repetitions: usize,
     /// Output format.
     #[arg(long, value_enum, default_value = "md")]
     pub output: Output,
     /// Seed of the random prompt.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = numbers::seed)]
     pub seed: u64,
     /// Profiling level while measuring (off, submission, dispatch): runs the
     /// same bench with the profiler on, to measure its overhead.
@@ -52,8 +60,8 @@ pub struct BenchArgs {
     /// Launch dispatch by dispatch instead of one graph per token (CUDA).
     #[arg(long)]
     pub eager: bool,
-    /// Size of the bandwidth probe in MiB (0 skips the roofline).
-    #[arg(long, default_value_t = 256)]
+    /// Size of the bandwidth probe in MiB, up to 16384 (0 skips the roofline).
+    #[arg(long, default_value_t = 256, value_parser = numbers::count)]
     pub bandwidth_mib: usize,
 }
 
@@ -73,8 +81,17 @@ fn timed_run(model: &mut Model, tokens: &[u32], phase: Phase) -> Result<f64> {
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
-    if args.repetitions == 0 {
-        bail!("-r must be at least 1");
+    if !(1..=MAX_REPETITIONS).contains(&args.repetitions) {
+        bail!(
+            "-r {}: repetitions must be in 1..={MAX_REPETITIONS}",
+            args.repetitions
+        );
+    }
+    if args.bandwidth_mib > MAX_BANDWIDTH_MIB {
+        bail!(
+            "--bandwidth-mib {}: the probe is at most {MAX_BANDWIDTH_MIB} MiB",
+            args.bandwidth_mib
+        );
     }
     if args.prompt_tokens == 0 && args.generated_tokens == 0 {
         bail!("nothing to measure: -p and -n are both 0");
@@ -90,6 +107,14 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let (device, mut model) = (opened.device, opened.model);
     model.set_graph_mode(!args.eager && device.backend() == "cuda");
     let longest = args.prompt_tokens.max(args.generated_tokens);
+    let context = model.config().context_length();
+    if longest > context {
+        bail!(
+            "-p {} / -n {}: the model's context is {context} positions",
+            args.prompt_tokens,
+            args.generated_tokens
+        );
+    }
     model.reserve_context(longest)?;
     let vocab = model.config().vocab_size as u64;
     let mut rng = SplitMix64::new(args.seed);
@@ -117,7 +142,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             args.repetitions
         );
         timed_run(&mut model, &tokens[..count], phase)?;
-        let mut rates = Vec::with_capacity(args.repetitions);
+        let mut rates = Vec::new();
         for _ in 0..args.repetitions {
             rates.push(count as f64 / timed_run(&mut model, &tokens[..count], phase)?);
         }

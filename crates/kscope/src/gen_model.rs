@@ -13,6 +13,7 @@ use crate::model_args::parse_weight_dtype;
 
 /// Arguments of `kscope gen-model`.
 #[derive(Args, Debug)]
+#[command(allow_negative_numbers = true)]
 pub struct GenModelArgs {
     /// The preset shape (tiny, tiny-qwen2, tiny-llama3, qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, tinyllama-1.1b).
     #[arg(long)]
@@ -21,7 +22,7 @@ pub struct GenModelArgs {
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
     /// Seed of the weights.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, value_parser = crate::numbers::seed)]
     pub seed: u64,
     /// Weight dtype.
     #[arg(long, default_value = "bf16", value_parser = parse_weight_dtype)]

@@ -7,6 +7,7 @@ mod compare;
 mod gen_model;
 mod info;
 mod model_args;
+mod numbers;
 mod output;
 mod run;
 
@@ -16,7 +17,7 @@ use clap::{Parser, Subcommand};
 
 /// Where every microsecond of every token goes.
 #[derive(Parser, Debug)]
-#[command(name = "kscope", version, about, long_about = None)]
+#[command(name = "kscope", version, about, long_about = None, arg_required_else_help = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -36,6 +37,18 @@ enum Command {
     Info(info::InfoArgs),
 }
 
+/// clap's message for a usage error, kept with its hint and usage line
+/// (what names the missing argument or says how to pass a value), without
+/// blank lines and the closing "For more information, try '--help'".
+fn usage_error(rendered: &str) -> String {
+    rendered
+        .lines()
+        .map(str::trim_end)
+        .filter(|line| !line.is_empty() && !line.starts_with("For more information"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -44,13 +57,13 @@ fn main() -> ExitCode {
             let _ = error.print();
             return ExitCode::SUCCESS;
         }
+        Err(error) if error.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `kscope` alone: the help, on stderr, as a usage error.
+            let _ = error.print();
+            return ExitCode::from(2);
+        }
         Err(error) => {
-            // Usage errors keep to one line, like every other error.
-            let rendered = error.render().to_string();
-            eprintln!(
-                "{}",
-                rendered.lines().next().unwrap_or("error: invalid arguments")
-            );
+            eprintln!("{}", usage_error(&error.render().to_string()));
             return ExitCode::from(2);
         }
     };

@@ -22,7 +22,7 @@ pub struct ModelArgs {
     #[arg(long, default_value = "bf16", value_parser = parse_weight_dtype)]
     pub dtype: DType,
     /// Seed of a preset's synthetic weights.
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::numbers::seed)]
     pub weights_seed: u64,
     /// Device: auto (CUDA when a GPU is usable, else the CPU), cpu, cuda or cuda:N.
     #[arg(long, default_value = "auto")]

@@ -11,10 +11,12 @@ use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Phase, ProfileLevel, chrome_trace, render_report};
 
 use crate::model_args::{ModelArgs, describe, peak_bandwidth};
+use crate::numbers;
 use crate::output::OutputFile;
 
 /// Arguments of `kscope run`.
 #[derive(Args, Debug)]
+#[command(allow_negative_numbers = true)]
 pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
@@ -22,19 +24,19 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "token_ids")]
     pub prompt: Option<String>,
     /// Prompt as token ids, e.g. 1,2,3 (default 1,2,3,4 for models without a tokenizer).
-    #[arg(long, value_delimiter = ',', value_name = "IDS")]
+    #[arg(long, value_delimiter = ',', value_name = "IDS", value_parser = numbers::token_id)]
     pub token_ids: Option<Vec<u32>>,
     /// Tokens to generate.
-    #[arg(long, default_value_t = 32, value_name = "N")]
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = numbers::count)]
     pub max_tokens: usize,
     /// Seed of the sampler (temperature > 0).
-    #[arg(long, default_value_t = 0, value_name = "N")]
+    #[arg(long, default_value_t = 0, value_name = "N", value_parser = numbers::seed)]
     pub seed: u64,
     /// Sampling temperature; 0 is greedy.
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = numbers::finite)]
     pub temperature: f32,
-    /// Nucleus sampling: keep the smallest set of tokens reaching this probability.
-    #[arg(long, default_value_t = 1.0)]
+    /// Nucleus sampling: keep the smallest set of tokens reaching this probability, in (0, 1].
+    #[arg(long, default_value_t = 1.0, value_parser = numbers::finite)]
     pub top_p: f32,
     /// Keep generating after an end-of-sequence token.
     #[arg(long)]

@@ -602,3 +602,161 @@ fn gen_model_checks_the_whole_target_first() {
             .contains("Qwen2ForCausalLM")
     );
 }
+
+#[test]
+fn profiles_that_cannot_be_true_are_refused_by_compare() {
+    let scratch = Scratch::new("profiles");
+    let base = scratch.0.join("base.json");
+    let (code, _, stderr) = kscope(&[
+        "run",
+        "--max-tokens",
+        "3",
+        "--profile-json",
+        base.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let profile: Value = serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    let edited = scratch.0.join("edited.json");
+    let compare_refuses = |edit: &dyn Fn(&mut Value), needles: &[&str]| {
+        let mut copy = profile.clone();
+        edit(&mut copy);
+        std::fs::write(&edited, serde_json::to_string(&copy).unwrap()).unwrap();
+        scratch.refuses(
+            &["compare", base.to_str().unwrap(), edited.to_str().unwrap()],
+            &[&["edited.json"], needles].concat(),
+        );
+    };
+    // A dispatch that ends before it starts (was clamped to 0: "no regression").
+    compare_refuses(
+        &|profile| {
+            let dispatch = &mut profile["dispatches"][0];
+            let start = dispatch["start_ns"].as_u64().unwrap();
+            dispatch["end_ns"] = json!(start - 1);
+        },
+        &["dispatch 0", "before start_ns"],
+    );
+    compare_refuses(
+        &|profile| {
+            let token = &mut profile["tokens"][1];
+            token["end_ns"] = json!(0);
+            token["start_ns"] = json!(5);
+        },
+        &["token", "before start_ns"],
+    );
+    // Counters whose sum wraps past 2^64 (was a plain `+`).
+    compare_refuses(
+        &|profile| {
+            for token in profile["tokens"].as_array_mut().unwrap() {
+                token["counters"]["dispatches"] = json!(u64::MAX / 2 + 7);
+            }
+        },
+        &["counters", "past 2^64"],
+    );
+    compare_refuses(
+        &|profile| {
+            for dispatch in profile["dispatches"].as_array_mut().unwrap() {
+                dispatch["bytes"] = json!(u64::MAX / 3);
+            }
+        },
+        &["dispatch bytes", "past 2^64"],
+    );
+}
+
+#[test]
+fn usage_errors_keep_clap_hints_and_name_the_argument() {
+    // `kscope` alone: the help, with every subcommand.
+    let (code, stdout, stderr) = kscope(&[]);
+    assert_eq!(code, 2, "{stdout}");
+    for subcommand in ["run", "bench", "compare", "gen-model", "info"] {
+        assert!(stderr.contains(subcommand), "help lists {subcommand}: {stderr}");
+    }
+    // The missing argument is named (clap's second line used to be cut).
+    let (code, _, stderr) = kscope(&["gen-model"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--preset") && stderr.contains("--out"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("Usage:"), "{stderr}");
+    assert!(stderr.lines().count() <= 5, "{stderr}");
+    // An unknown flag keeps clap's tip.
+    let (code, _, stderr) = kscope(&["run", "--max-token", "3"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("--max-token") && stderr.contains("tip"),
+        "{stderr}"
+    );
+    // --help and --version succeed.
+    assert_eq!(kscope(&["--help"]).0, 0);
+    assert_eq!(kscope(&["run", "--help"]).0, 0);
+    assert_eq!(kscope(&["--version"]).0, 0);
+}
+
+#[test]
+fn negative_numbers_get_a_message_about_the_value() {
+    for (args, needles) in [
+        (
+            vec!["run", "--max-tokens", "-5"],
+            vec!["--max-tokens", "`-5` is not a count"],
+        ),
+        (
+            vec!["run", "--temperature", "-1"],
+            vec!["--temperature", "non-negative", "-1"],
+        ),
+        (vec!["run", "--top-p", "-0.5"], vec!["--top-p", "(0, 1]"]),
+        (vec!["run", "--seed", "-1"], vec!["--seed", "`-1` is not a seed"]),
+        (
+            vec!["run", "--token-ids", "1,-2,3"],
+            vec!["--token-ids", "`-2` is not a token id"],
+        ),
+        (vec!["bench", "-r", "-3"], vec!["-r", "`-3` is not a count"]),
+        (vec!["bench", "-p", "-1"], vec!["`-1` is not a count"]),
+        (
+            vec!["gen-model", "--preset", "tiny", "--out", "x", "--seed", "-9"],
+            vec!["`-9` is not a seed"],
+        ),
+    ] {
+        let (code, stdout, stderr) = kscope(&args);
+        assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
+        assert!(!stderr.contains("use '-- "), "{args:?}: misleading tip: {stderr}");
+        for needle in needles {
+            assert!(
+                stderr.contains(needle),
+                "{args:?}: missing `{needle}` in {stderr}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bench_refuses_counts_that_would_exhaust_memory_or_wrap() {
+    for (args, needles) in [
+        (
+            vec!["bench", "-r", "100000000000", "--bandwidth-mib", "0"],
+            vec!["-r 100000000000", "1..=10000"],
+        ),
+        (
+            vec!["bench", "--bandwidth-mib", "17592186044416"],
+            vec!["--bandwidth-mib", "16384"],
+        ),
+        (
+            vec!["bench", "--bandwidth-mib", "100000"],
+            vec!["--bandwidth-mib 100000", "16384"],
+        ),
+        (
+            vec!["bench", "-p", "100000", "--bandwidth-mib", "0"],
+            vec!["-p 100000", "context is 512"],
+        ),
+        (vec!["bench", "-r", "0"], vec!["-r 0", "1..=10000"]),
+    ] {
+        let (code, stdout, stderr) = kscope(&args);
+        assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+        for needle in needles {
+            assert!(
+                stderr.contains(needle),
+                "{args:?}: missing `{needle}` in {stderr}"
+            );
+        }
+    }
+}

@@ -66,8 +66,17 @@ macro_rules! counter_names {
         impl Add for CounterSnapshot {
             type Output = CounterSnapshot;
 
+            /// Saturating: in-process counters cannot get near 2^64, and
+            /// loaded profiles are checked with [`CounterSnapshot::checked_add`].
             fn add(self, other: CounterSnapshot) -> CounterSnapshot {
-                CounterSnapshot { $($field: self.$field + other.$field),* }
+                CounterSnapshot { $($field: self.$field.saturating_add(other.$field)),* }
+            }
+        }
+
+        impl CounterSnapshot {
+            /// The field-wise sum, `None` where a field would pass 2^64.
+            pub fn checked_add(self, other: CounterSnapshot) -> Option<CounterSnapshot> {
+                Some(CounterSnapshot { $($field: self.$field.checked_add(other.$field)?),* })
             }
         }
 

@@ -129,7 +129,87 @@ impl Profile {
                 ));
             }
         }
-        serde_json::from_value(value).map_err(|error| format!("malformed profile: {error}"))
+        let profile: Profile =
+            serde_json::from_value(value).map_err(|error| format!("malformed profile: {error}"))?;
+        profile.validate()?;
+        Ok(profile)
+    }
+
+    /// Checks what the readers rely on: every record ends at or after its
+    /// start, and no total the reports and comparisons take (durations,
+    /// bytes, flops, counters) passes 2^64. A profile written by kscope
+    /// always passes; a hand-edited or corrupted one is refused, never
+    /// clamped into a plausible answer.
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        fn span(what: String, start: u64, end: u64) -> std::result::Result<u64, String> {
+            end.checked_sub(start)
+                .ok_or_else(|| format!("{what}: end_ns {end} is before start_ns {start}"))
+        }
+        fn total(what: &str, mut values: impl Iterator<Item = u64>) -> std::result::Result<(), String> {
+            values
+                .try_fold(0u64, u64::checked_add)
+                .map(|_| ())
+                .ok_or_else(|| format!("the {what} of the records sum past 2^64"))
+        }
+        let mut token_time = Vec::with_capacity(self.tokens.len());
+        let mut counters = CounterSnapshot::default();
+        for token in &self.tokens {
+            token_time.push(span(
+                format!("token {}", token.index),
+                token.start_ns,
+                token.end_ns,
+            )?);
+            counters = counters.checked_add(token.counters).ok_or_else(|| {
+                format!(
+                    "the counters of the tokens sum past 2^64 (at token {})",
+                    token.index
+                )
+            })?;
+        }
+        total("token durations", token_time.into_iter())?;
+        let mut submission_time = Vec::with_capacity(self.submissions.len());
+        for submission in &self.submissions {
+            submission_time.push(span(
+                format!("submission {}", submission.submission),
+                submission.start_ns,
+                submission.end_ns,
+            )?);
+        }
+        total("submission durations", submission_time.into_iter())?;
+        total(
+            "host enqueue times",
+            self.submissions
+                .iter()
+                .map(|submission| submission.host_enqueue_ns),
+        )?;
+        let mut dispatch_time = Vec::with_capacity(self.dispatches.len());
+        for dispatch in &self.dispatches {
+            dispatch_time.push(span(
+                format!(
+                    "dispatch {} of submission {}",
+                    dispatch.index, dispatch.submission
+                ),
+                dispatch.start_ns,
+                dispatch.end_ns,
+            )?);
+        }
+        total("dispatch durations", dispatch_time.into_iter())?;
+        total(
+            "dispatch bytes",
+            self.dispatches.iter().map(|dispatch| dispatch.bytes),
+        )?;
+        total(
+            "dispatch flops",
+            self.dispatches.iter().map(|dispatch| dispatch.flops),
+        )?;
+        if let Some(bandwidth) = self.conditions.peak_bandwidth_gbps
+            && !(bandwidth.is_finite() && bandwidth > 0.0)
+        {
+            return Err(format!(
+                "peak_bandwidth_gbps must be a positive number, found {bandwidth}"
+            ));
+        }
+        Ok(())
     }
 
     /// How many tokens of `phase` there are and the sum of their counters;

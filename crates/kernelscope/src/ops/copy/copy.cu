@@ -1,7 +1,8 @@
 // Copy of 32-bit words (copies are dtype-blind): 16 bytes per thread per
 // step where both ends are 16-byte aligned, so the probe measures memory,
 // not instruction issue; the odd tail word by word.
-extern "C" __global__ void copy_bytes(const u32* source, u32* destination, u32 words) {
+// The word count is 64-bit: a 16 GiB buffer already holds 2^32 words.
+extern "C" __global__ void copy_bytes(const u32* source, u32* destination, unsigned long long words) {
     size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     size_t vectors = 0;

@@ -9,10 +9,21 @@ use crate::runtime::KernelArgs;
 /// Below this many words a copy stays on one thread.
 const PARALLEL_WORDS: usize = 1 << 18;
 
-/// `args`: source (u32, read), destination (u32, write), same length.
+/// `args`: source (u32, read), destination (u32, write), same length, word count (u64).
 pub(super) fn copy_bytes(args: &KernelArgs<'_>) -> Result<()> {
     let source = args.input::<u32>(0)?;
     let destination = args.output::<u32>(1)?;
+    let words = args.u64(2)?;
+    if words != source.len() as u64 || words != destination.len() as u64 {
+        return Err(crate::error::Error::KernelFailed {
+            kernel: super::KERNEL_NAME.to_string(),
+            message: format!(
+                "word count {words} does not match the buffers ({} and {})",
+                source.len(),
+                destination.len()
+            ),
+        });
+    }
     if source.len() < PARALLEL_WORDS {
         destination.copy_from_slice(source);
     } else {

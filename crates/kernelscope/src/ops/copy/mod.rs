@@ -50,7 +50,7 @@ impl Copy {
             Dispatch::new(&self.kernel)
                 .read(&raw_view(source)?)
                 .write(&raw_view(destination)?)
-                .param((source.byte_len() / 4) as u32)
+                .param((source.byte_len() / 4) as u64)
                 // Enough blocks to fill any GPU; each thread loops over the rest.
                 .grid(LaunchGrid::linear(
                     source.byte_len().div_ceil(16).min(1 << 22),
@@ -84,7 +84,10 @@ pub fn measure_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> R
     let registry = super::registry();
     let copy = Copy::new(&registry, device)?;
     let words = bytes.div_ceil(4).max(1);
-    let seed: Vec<u32> = (0..words as u32).map(|i| i.wrapping_mul(2_654_435_761)).collect();
+    // Any distinct words do; the index is cut to 32 bits on purpose.
+    let seed: Vec<u32> = (0..words)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761))
+        .collect();
     let source = device.buffer_from_slice(&seed, &[words])?;
     let destination = device.alloc(crate::DType::U32, &[words])?;
     let mut encoder = device.command_encoder();
