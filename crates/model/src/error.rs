@@ -154,6 +154,22 @@ pub enum ModelError {
         /// What to try instead (starts with "; "), or empty.
         hint: String,
     },
+    /// A chat template that cannot be read, parsed or rendered.
+    #[error("{path}: {problem}")]
+    ChatTemplate {
+        /// The file holding the template.
+        path: PathBuf,
+        /// What went wrong (minijinja's message, with its line).
+        problem: String,
+    },
+    /// A repository id not found (or not usable) in the Hugging Face cache.
+    #[error("{repo_id}: {problem}")]
+    HubCache {
+        /// `org/name`.
+        repo_id: String,
+        /// What is wrong, and the command that downloads it where that helps.
+        problem: String,
+    },
     /// An I/O error on a named file.
     #[error("{path}: {source}")]
     Io {

@@ -10,10 +10,12 @@
 
 #![warn(missing_docs)]
 
+mod chat;
 mod config;
 mod engine;
 mod error;
 mod files;
+mod hub;
 mod loader;
 pub mod npy;
 mod presets;
@@ -21,9 +23,13 @@ pub mod synthetic;
 mod tokenizer;
 mod weights;
 
+pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, TextStream};
 pub use config::{Architecture, Config, MAX_CONFIG_BYTES, MAX_LAYERS};
 pub use engine::{Generation, Model, StepTiming};
 pub use error::{ModelError, Result};
+pub use hub::{
+    HubSnapshot, hub_cache, hub_cache_from, looks_like_repo_id, resolve_hub_model, resolve_in_cache,
+};
 pub use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};
 pub use loader::{LoadOptions, TensorInfo, parse_safetensors_index, read_safetensors_header};
 pub use presets::{PRESETS, preset};

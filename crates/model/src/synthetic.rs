@@ -207,3 +207,83 @@ pub fn file_digest(path: &Path) -> Result<u64> {
         }
     }
 }
+
+/// GPT-2's byte-to-character table of byte-level BPE: printable bytes stand
+/// for themselves, the rest for characters from U+0100 on.
+pub fn byte_level_alphabet() -> [char; 256] {
+    let mut table = ['\0'; 256];
+    let mut next = 256u32;
+    for byte in 0..=255u8 {
+        let printable = matches!(byte, 33..=126 | 161..=172 | 174..=255);
+        table[byte as usize] = if printable {
+            char::from(byte)
+        } else {
+            let character = char::from_u32(next).expect("below the surrogates");
+            next += 1;
+            character
+        };
+    }
+    table
+}
+
+/// A small byte-level BPE `tokenizer.json` (the kind GPT-2, Llama 3 and
+/// Qwen2 use): the 256 byte symbols as ids 0..256 in byte order, then one
+/// id per merge (`"a b"` joins the symbols `a` and `b`, written in the
+/// byte-level alphabet, e.g. `Ġ` for a space), then `special_tokens`. Any
+/// text encodes and decodes back exactly. For tests and synthetic models.
+pub fn byte_level_tokenizer_json(merges: &[&str], special_tokens: &[&str]) -> String {
+    let alphabet = byte_level_alphabet();
+    let mut vocabulary = serde_json::Map::new();
+    for (id, symbol) in alphabet.iter().enumerate() {
+        vocabulary.insert(symbol.to_string(), id.into());
+    }
+    for merge in merges {
+        let joined: String = merge.split(' ').collect();
+        let id = vocabulary.len();
+        vocabulary.entry(joined).or_insert(id.into());
+    }
+    let added: Vec<serde_json::Value> = special_tokens
+        .iter()
+        .enumerate()
+        .map(|(index, content)| {
+            serde_json::json!({
+                "id": vocabulary.len() + index,
+                "content": content,
+                "single_word": false,
+                "lstrip": false,
+                "rstrip": false,
+                "normalized": false,
+                "special": true,
+            })
+        })
+        .collect();
+    let byte_level = serde_json::json!({
+        "type": "ByteLevel",
+        "add_prefix_space": false,
+        "trim_offsets": true,
+        "use_regex": true,
+    });
+    serde_json::to_string_pretty(&serde_json::json!({
+        "version": "1.0",
+        "truncation": null,
+        "padding": null,
+        "added_tokens": added,
+        "normalizer": null,
+        "pre_tokenizer": byte_level,
+        "post_processor": null,
+        "decoder": byte_level,
+        "model": {
+            "type": "BPE",
+            "dropout": null,
+            "unk_token": null,
+            "continuing_subword_prefix": null,
+            "end_of_word_suffix": null,
+            "fuse_unk": false,
+            "byte_fallback": false,
+            "ignore_merges": false,
+            "vocab": vocabulary,
+            "merges": merges,
+        },
+    }))
+    .expect("plain JSON")
+}

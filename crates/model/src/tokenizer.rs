@@ -5,6 +5,9 @@ use std::path::Path;
 
 use crate::error::{ModelError, Result};
 
+/// The largest tokenizer.json read (Llama 3's is 9 MB, Gemma's 33 MB).
+const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
+
 /// A Hugging Face tokenizer.
 pub struct Tokenizer {
     inner: tokenizers::Tokenizer,
@@ -14,19 +17,41 @@ impl Tokenizer {
     /// `directory/tokenizer.json`, or `None` when there is none.
     pub fn from_directory(directory: &Path) -> Result<Option<Tokenizer>> {
         let path = directory.join("tokenizer.json");
-        if !path.is_file() {
+        if std::fs::symlink_metadata(&path).is_err() {
             return Ok(None);
         }
-        let inner = tokenizers::Tokenizer::from_file(&path)
-            .map_err(|error| ModelError::Tokenizer(format!("{}: {error}", path.display())))?;
-        Ok(Some(Tokenizer { inner }))
+        let bytes = crate::files::read_regular_file(&path, MAX_TOKENIZER_BYTES)?;
+        Self::from_bytes(&bytes, &path).map(Some)
+    }
+
+    /// A tokenizer from tokenizer.json bytes (`path` names it in errors).
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Tokenizer> {
+        let inner = tokenizers::Tokenizer::from_bytes(bytes).map_err(|error| {
+            ModelError::Tokenizer(format!(
+                "{}: {}",
+                path.display(),
+                error.to_string().replace('\n', " ")
+            ))
+        })?;
+        Ok(Tokenizer { inner })
     }
 
     /// Token ids of `text` (with the tokenizer's special tokens, e.g. BOS).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        self.encode_with(text, true)
+    }
+
+    /// Token ids of `text` as it is: no BOS or other added tokens, for text
+    /// that already holds them (a rendered chat template). Special tokens
+    /// written in the text still become their single ids.
+    pub fn encode_without_special_tokens(&self, text: &str) -> Result<Vec<u32>> {
+        self.encode_with(text, false)
+    }
+
+    fn encode_with(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
         let encoding = self
             .inner
-            .encode(text, true)
+            .encode(text, add_special_tokens)
             .map_err(|error| ModelError::Tokenizer(format!("encoding the prompt: {error}")))?;
         Ok(encoding.get_ids().to_vec())
     }
@@ -36,5 +61,15 @@ impl Tokenizer {
         self.inner
             .decode(ids, true)
             .map_err(|error| ModelError::Tokenizer(format!("decoding: {error}")))
+    }
+
+    /// The id of `token` (a vocabulary entry or an added token), if any.
+    pub fn token_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// The vocabulary size, added tokens included.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
     }
 }
