@@ -7,7 +7,7 @@ use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling, inverse_fr
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::error::{ModelError, Result};
+use crate::error::{ModelError, Result, one_line, shown};
 
 /// The decoder families the engine runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -279,9 +279,11 @@ fn rope_settings(
     let kind = match (modern, legacy) {
         (Some(modern), Some(legacy)) if modern != legacy => {
             return Err(fields.invalid(format!(
-                "`{}` (`{modern}`) and `{}` (`{legacy}`) disagree",
+                "`{}` (`{}`) and `{}` (`{}`) disagree",
                 fields.name("rope_type"),
-                fields.name("type")
+                shown(modern),
+                fields.name("type"),
+                shown(legacy)
             )));
         }
         (Some(kind), _) | (None, Some(kind)) => kind,
@@ -379,7 +381,8 @@ fn rope_settings(
         }
         other => {
             return Err(fields.invalid(format!(
-                "unknown rope type `{other}` in `{}` (implemented: {ROPE_TYPES})",
+                "unknown rope type `{}` in `{}` (implemented: {ROPE_TYPES})",
+                shown(other),
                 fields.name(if modern.is_some() { "rope_type" } else { "type" })
             )));
         }
@@ -417,8 +420,8 @@ impl Config {
             path: path.to_path_buf(),
             problem,
         };
-        let value: Value =
-            serde_json::from_str(text).map_err(|error| invalid(format!("malformed config.json: {error}")))?;
+        let value: Value = serde_json::from_str(text)
+            .map_err(|error| invalid(format!("malformed config.json: {}", one_line(&error.to_string()))))?;
         let map = value
             .as_object()
             .ok_or_else(|| invalid("config.json must hold a JSON object".into()))?;
@@ -446,7 +449,7 @@ impl Config {
             other => {
                 return Err(ModelError::UnsupportedArchitecture {
                     path: path.to_path_buf(),
-                    architecture: other.chars().take(80).collect(),
+                    architecture: shown(other),
                 });
             }
         };
@@ -454,7 +457,8 @@ impl Config {
             && model_type != architecture.model_type()
         {
             return Err(invalid(format!(
-                "`model_type` is `{model_type}` but `architectures` names {class} (model_type `{}`)",
+                "`model_type` is `{}` but `architectures` names {class} (model_type `{}`)",
+                shown(model_type),
                 architecture.model_type()
             )));
         }
@@ -477,7 +481,8 @@ impl Config {
             && !matches!(activation, "silu" | "swish")
         {
             return Err(invalid(format!(
-                "`hidden_act` = `{activation}` is not implemented (the MLP uses silu)"
+                "`hidden_act` = `{}` is not implemented (the MLP uses silu)",
+                shown(activation)
             )));
         }
         if fields.boolean("mlp_bias")? == Some(true) {
@@ -757,7 +762,9 @@ impl Config {
             && modern != legacy
         {
             return Err(fields.invalid(format!(
-                "`dtype` (`{modern}`) and `torch_dtype` (`{legacy}`) disagree"
+                "`dtype` (`{}`) and `torch_dtype` (`{}`) disagree",
+                shown(modern),
+                shown(legacy)
             )));
         }
         Ok(())

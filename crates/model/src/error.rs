@@ -183,5 +183,31 @@ pub enum ModelError {
     Runtime(#[from] kernelscope::Error),
 }
 
+/// `text` from a file, fit for a one-line message: at most 80 characters,
+/// control characters and quotes escaped (a name holding a newline must not
+/// break the line, nor a long one flood it).
+pub(crate) fn shown(text: &str) -> String {
+    let mut out: String = text.chars().take(80).flat_map(char::escape_debug).collect();
+    if text.chars().count() > 80 {
+        out.push_str("...");
+    }
+    out
+}
+
+/// A message from another library on one line: control characters (which
+/// it may have copied from the input) escaped.
+pub(crate) fn one_line(text: &str) -> String {
+    text.chars()
+        .flat_map(|character| {
+            let escaped: Vec<char> = if character.is_control() {
+                character.escape_debug().collect()
+            } else {
+                vec![character]
+            };
+            escaped
+        })
+        .collect()
+}
+
 /// The model crate's result type.
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;

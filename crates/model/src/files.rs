@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
-use crate::error::{ModelError, Result};
+use crate::error::{ModelError, Result, shown};
 
 /// What a path is, for errors: "a directory", "a FIFO", ...
 pub(crate) fn kind_of(metadata: &std::fs::Metadata) -> &'static str {
@@ -103,7 +103,7 @@ pub(crate) fn read_regular_file(path: &Path, limit: u64) -> Result<Vec<u8>> {
 pub(crate) fn contained_path(directory: &Path, root: &Path, name: &str, named_by: &Path) -> Result<PathBuf> {
     let escape = |problem: String| ModelError::PathEscape {
         path: named_by.to_path_buf(),
-        name: name.chars().take(200).collect(),
+        name: shown(name),
         problem,
     };
     let relative = Path::new(name);

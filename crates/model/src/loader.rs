@@ -10,7 +10,7 @@ use std::sync::Arc;
 use kernelscope::DType;
 use memmap2::Mmap;
 
-use crate::error::{ModelError, Result};
+use crate::error::{ModelError, Result, one_line, shown};
 
 /// How to load a checkpoint.
 #[derive(Clone, Copy, Debug, Default)]
@@ -67,8 +67,8 @@ pub fn parse_safetensors_index(bytes: &[u8], path: &Path) -> Result<Vec<String>>
         path: path.to_path_buf(),
         problem,
     };
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|error| problem(format!("malformed index: {error}")))?;
+    let value: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|error| problem(format!("malformed index: {}", one_line(&error.to_string()))))?;
     let map = value
         .get("weight_map")
         .and_then(|map| map.as_object())
@@ -80,7 +80,7 @@ pub fn parse_safetensors_index(bytes: &[u8], path: &Path) -> Result<Vec<String>>
             None => {
                 return Err(problem(format!(
                     "`weight_map` entry `{}` must name a file as a string, found {}",
-                    tensor.chars().take(120).collect::<String>(),
+                    shown(tensor),
                     file.to_string().chars().take(40).collect::<String>()
                 )));
             }
@@ -163,7 +163,10 @@ pub fn read_safetensors_header(bytes: &[u8], path: &Path) -> Result<Vec<TensorIn
     check_header(path, bytes)?;
     let parsed = safetensors::SafeTensors::deserialize(bytes).map_err(|error| ModelError::Safetensors {
         path: path.to_path_buf(),
-        problem: format!("malformed or truncated safetensors: {error}"),
+        problem: format!(
+            "malformed or truncated safetensors: {}",
+            one_line(&error.to_string())
+        ),
     })?;
     let base = bytes.as_ptr() as usize;
     let mut tensors: Vec<TensorInfo> = parsed
@@ -242,7 +245,7 @@ impl Checkpoint {
                         path,
                         problem: format!(
                             "tensor `{}` is also in {}: refusing to pick one",
-                            info.name,
+                            shown(&info.name),
                             earlier.display()
                         ),
                     });
