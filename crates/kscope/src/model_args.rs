@@ -6,14 +6,19 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use kernelscope::{DType, Device, DeviceOptions};
-use kernelscope_model::{LoadOptions, Model, Tokenizer};
+use kernelscope_model::{LoadOptions, Model, Tokenizer, looks_like_repo_id, resolve_hub_model};
 
 /// Which model and device.
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
-    /// A Hugging Face model directory: config.json, *.safetensors, optional tokenizer.json.
-    #[arg(long, value_name = "DIR", conflicts_with = "preset")]
+    /// A Hugging Face model directory (config.json, *.safetensors, optional
+    /// tokenizer.json), or ORG/NAME of a model in the Hugging Face cache
+    /// (HF_HUB_CACHE, HF_HOME or ~/.cache/huggingface/hub; never downloads).
+    #[arg(long, value_name = "DIR|ORG/NAME", conflicts_with = "preset")]
     pub model: Option<PathBuf>,
+    /// The revision of an ORG/NAME model: a branch, tag or commit in the cache (default main).
+    #[arg(long, value_name = "REV", requires = "model")]
+    pub revision: Option<String>,
     /// A synthetic preset generated in memory (tiny, tiny-qwen2, tiny-llama3,
     /// qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, tinyllama-1.1b). Default: tiny.
     #[arg(long, value_name = "NAME")]
@@ -50,20 +55,65 @@ pub struct Opened {
     pub device_reason: String,
     pub model: Model,
     pub tokenizer: Option<Tokenizer>,
+    /// The model directory, for a model read from files.
+    pub directory: Option<PathBuf>,
+}
+
+/// Where a model's files are.
+pub struct ModelLocation {
+    /// The directory the model is read from.
+    pub directory: PathBuf,
+    /// The folder no output may overwrite a file of: the directory, or for
+    /// a Hugging Face cache snapshot the repository's cache folder.
+    pub protected: PathBuf,
 }
 
 impl ModelArgs {
+    /// The directory of `--model`: a path as given, or ORG/NAME resolved in
+    /// the Hugging Face cache. `None` for a preset.
+    pub fn location(&self) -> Result<Option<ModelLocation>> {
+        let Some(model) = &self.model else {
+            if self.revision.is_some() {
+                bail!("--revision applies to --model ORG/NAME");
+            }
+            return Ok(None);
+        };
+        if std::fs::symlink_metadata(model).is_ok() {
+            if !model.is_dir() {
+                bail!(
+                    "{}: not a directory (expected a Hugging Face model directory)",
+                    model.display()
+                );
+            }
+            if self.revision.is_some() {
+                bail!("--revision applies to --model ORG/NAME, not to a directory");
+            }
+            return Ok(Some(ModelLocation {
+                directory: model.clone(),
+                protected: model.clone(),
+            }));
+        }
+        let text = model.to_string_lossy();
+        if !looks_like_repo_id(&text) {
+            bail!(
+                "{}: no such directory (expected a Hugging Face model directory or ORG/NAME)",
+                model.display()
+            );
+        }
+        let snapshot = resolve_hub_model(&text, self.revision.as_deref())?;
+        Ok(Some(ModelLocation {
+            directory: snapshot.directory,
+            protected: snapshot.repository_root,
+        }))
+    }
+
     /// Opens the device with `options`, then loads or generates the model.
     pub fn open(&self, options: DeviceOptions) -> Result<Opened> {
+        let location = self.location()?;
         let (device, device_reason) = Device::open(&self.device, options)?;
-        let (model, tokenizer) = match &self.model {
-            Some(directory) => {
-                if !directory.is_dir() {
-                    bail!(
-                        "{}: not a directory (expected a Hugging Face model directory)",
-                        directory.display()
-                    );
-                }
+        let (model, tokenizer) = match &location {
+            Some(location) => {
+                let directory = &location.directory;
                 let model = Model::load(directory, &device, LoadOptions { quiet: self.quiet })?;
                 (model, Tokenizer::from_directory(directory)?)
             }
@@ -79,6 +129,7 @@ impl ModelArgs {
             device_reason,
             model,
             tokenizer,
+            directory: location.map(|location| location.directory),
         })
     }
 }

@@ -1,7 +1,8 @@
 //! `kscope run`: generate tokens with a model and, with `--profile`, show
 //! where every microsecond of every token went.
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
@@ -9,6 +10,9 @@ use clap::Args;
 use kernelscope::DeviceOptions;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Phase, ProfileLevel, chrome_trace, render_report};
+use kernelscope_model::{
+    ChatMessage, ChatTemplate, GenerationConfig, GenerationRequest, TextStream, Tokenizer,
+};
 
 use crate::model_args::{ModelArgs, describe, peak_bandwidth};
 use crate::numbers;
@@ -21,8 +25,19 @@ pub struct RunArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// Prompt text (needs the model's tokenizer.json).
-    #[arg(long, conflicts_with = "token_ids")]
+    #[arg(long, conflicts_with_all = ["token_ids", "chat"])]
     pub prompt: Option<String>,
+    /// A chat turn, rendered with the model's chat template (needs
+    /// tokenizer.json and a chat_template in tokenizer_config.json or
+    /// chat_template.jinja). Repeat for a conversation: user, assistant,
+    /// user, ... (an odd count, ending with the user). The reply is printed
+    /// as it is generated; generation stops at every end-of-sequence id of
+    /// config.json and generation_config.json.
+    #[arg(long, value_name = "TEXT", conflicts_with = "token_ids")]
+    pub chat: Vec<String>,
+    /// A system message before the --chat turns.
+    #[arg(long, value_name = "TEXT", requires = "chat")]
+    pub system: Option<String>,
     /// Prompt as token ids, e.g. 1,2,3 (default 1,2,3,4 for models without a tokenizer).
     #[arg(long, value_delimiter = ',', value_name = "IDS", value_parser = numbers::token_id)]
     pub token_ids: Option<Vec<u32>>,
@@ -63,6 +78,33 @@ pub struct RunArgs {
     pub force: bool,
 }
 
+/// The prompt of `--chat`: the turns (after `--system`) rendered with the
+/// model's chat template, then encoded as they are (the template writes BOS
+/// and the other special tokens itself).
+fn chat_prompt(args: &RunArgs, directory: Option<&Path>, tokenizer: Option<&Tokenizer>) -> Result<Vec<u32>> {
+    let (Some(directory), Some(tokenizer)) = (directory, tokenizer) else {
+        bail!(
+            "--chat needs a model directory with tokenizer.json and a chat template (--model DIR or ORG/NAME)"
+        );
+    };
+    let Some(template) = ChatTemplate::from_directory(directory)? else {
+        bail!(
+            "--chat: {} has no chat template (tokenizer_config.json `chat_template` or chat_template.jinja); pass --prompt instead",
+            directory.display()
+        );
+    };
+    let mut messages = Vec::new();
+    if let Some(system) = &args.system {
+        messages.push(ChatMessage::new("system", system));
+    }
+    for (turn, text) in args.chat.iter().enumerate() {
+        let role = if turn % 2 == 0 { "user" } else { "assistant" };
+        messages.push(ChatMessage::new(role, text));
+    }
+    let rendered = template.render(&messages, true)?;
+    Ok(tokenizer.encode_without_special_tokens(&rendered)?)
+}
+
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     if !(0.0..=1.0).contains(&args.top_p) || args.top_p == 0.0 {
         bail!("--top-p must be in (0, 1], got {}", args.top_p);
@@ -75,9 +117,17 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     // Outputs are checked before any work, so a long run cannot end in a
     // refusal to write its results.
+    if !args.chat.is_empty() && args.chat.len().is_multiple_of(2) {
+        bail!(
+            "--chat was given {} times: turns alternate user, assistant, user, ..., so the count must be odd (ending with the user)",
+            args.chat.len()
+        );
+    }
+    let location = args.model.location()?;
+    let protected = location.as_ref().map(|location| location.protected.clone());
     let output = |path: &Option<PathBuf>, flag| {
         path.as_deref()
-            .map(|path| OutputFile::check(path, flag, args.force, args.model.model.as_deref()))
+            .map(|path| OutputFile::check(path, flag, args.force, protected.as_deref()))
             .transpose()
     };
     let logits_out = output(&args.logits_out, "--logits-out")?;
@@ -107,6 +157,26 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     };
     let opened = args.model.open(options)?;
     let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
+    // generation_config.json may name more end-of-sequence ids than
+    // config.json (Llama 3 Instruct's <|eot_id|>); transformers stops at all.
+    let stop_tokens = match &opened.directory {
+        Some(directory) => {
+            let generation_config = GenerationConfig::from_directory(directory)?;
+            let vocab = model.config().vocab_size;
+            if let Some(bad) = generation_config
+                .eos_token_ids
+                .iter()
+                .find(|&&id| id as usize >= vocab)
+            {
+                bail!(
+                    "{}: eos_token_id {bad} is not below vocab_size ({vocab})",
+                    directory.join("generation_config.json").display()
+                );
+            }
+            generation_config.eos_token_ids
+        }
+        None => Vec::new(),
+    };
     // GPUs replay the captured step (one graph launch per token); the CPU
     // gains nothing from replay, so it runs eagerly. Where dispatches inside
     // graphs cannot be timed (no CUPTI), dispatch-level profiling runs the
@@ -121,7 +191,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         );
     }
     model.set_graph_mode(graph && !eager_for_profiling);
+    let chat = !args.chat.is_empty();
     let prompt = match (&args.prompt, &args.token_ids, &tokenizer) {
+        _ if chat => chat_prompt(&args, opened.directory.as_deref(), tokenizer.as_ref())?,
         (Some(text), _, Some(tokenizer)) => tokenizer.encode(text)?,
         (Some(_), _, None) => {
             bail!("--prompt needs a tokenizer.json in the model directory; pass --token-ids instead")
@@ -145,14 +217,33 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         top_p: args.top_p,
     };
     device.profiler().reset();
-    let generation = model.generate(
-        &prompt,
-        args.max_tokens,
+    let request = GenerationRequest {
+        prompt: &prompt,
+        max_tokens: args.max_tokens,
         sampling,
-        args.seed,
-        !args.ignore_eos,
-        logits_out.is_some(),
-    )?;
+        seed: args.seed,
+        stop_at_eos: !args.ignore_eos,
+        stop_tokens: &stop_tokens,
+        keep_logits: logits_out.is_some(),
+    };
+    // A chat reply is printed as it is generated.
+    let mut stream = match (&tokenizer, chat) {
+        (Some(tokenizer), true) => {
+            print!("assistant: ");
+            Some(TextStream::new(tokenizer))
+        }
+        _ => None,
+    };
+    let generation = model.generate_streaming(&request, |token| {
+        if let Some(stream) = stream.as_mut() {
+            print!("{}", stream.push(token)?);
+            let _ = std::io::stdout().flush();
+        }
+        Ok(())
+    })?;
+    if let Some(stream) = stream.as_mut() {
+        println!("{}", stream.finish()?);
+    }
     println!(
         "generated: {} tokens {:?}",
         generation.generated.len(),

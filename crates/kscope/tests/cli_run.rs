@@ -137,7 +137,7 @@ fn bad_model_directories_are_named() {
     let missing = Path::new("/nonexistent/model");
     expect_failure(
         &["run", "--model", missing.to_str().unwrap()],
-        &["/nonexistent/model", "not a directory"],
+        &["/nonexistent/model", "no such directory"],
     );
 
     let checkpoint = Checkpoint::new("noconfig");

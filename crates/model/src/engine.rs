@@ -165,6 +165,25 @@ impl Generation {
     }
 }
 
+/// What [`Model::generate_streaming`] is asked to do.
+#[derive(Clone, Copy, Debug)]
+pub struct GenerationRequest<'a> {
+    /// The prompt's token ids.
+    pub prompt: &'a [u32],
+    /// The most tokens to generate.
+    pub max_tokens: usize,
+    /// Greedy, or temperature and top-p.
+    pub sampling: Sampling,
+    /// Seed of the sampler.
+    pub seed: u64,
+    /// Stop at an end-of-sequence token (config.json's, and `stop_tokens`).
+    pub stop_at_eos: bool,
+    /// End-of-sequence ids besides config.json's (generation_config.json's).
+    pub stop_tokens: &'a [u32],
+    /// Return the logits of every processed position.
+    pub keep_logits: bool,
+}
+
 /// A Llama-family model ready to run on a device.
 pub struct Model {
     name: String,
@@ -672,6 +691,40 @@ impl Model {
         stop_at_eos: bool,
         keep_logits: bool,
     ) -> Result<Generation> {
+        let request = GenerationRequest {
+            prompt,
+            max_tokens,
+            sampling,
+            seed,
+            stop_at_eos,
+            stop_tokens: &[],
+            keep_logits,
+        };
+        self.generate_streaming(&request, |_| Ok(()))
+    }
+
+    /// [`generate`](Self::generate) with the request spelled out and
+    /// `on_token` called with each generated token as soon as it is known
+    /// (to stream text); an error from it stops generation.
+    pub fn generate_streaming(
+        &mut self,
+        request: &GenerationRequest<'_>,
+        mut on_token: impl FnMut(u32) -> Result<()>,
+    ) -> Result<Generation> {
+        let GenerationRequest {
+            prompt,
+            max_tokens,
+            sampling,
+            seed,
+            keep_logits,
+            stop_at_eos,
+            ..
+        } = *request;
+        let mut stop_tokens = self.config.eos_token_ids.clone();
+        stop_tokens.extend_from_slice(request.stop_tokens);
+        for &token in request.stop_tokens {
+            self.check_token(token)?;
+        }
         if prompt.is_empty() {
             return Err(ModelError::InvalidInput("the prompt has no tokens".into()));
         }
@@ -698,8 +751,9 @@ impl Model {
         };
         let mut next = self.prefill(prompt, sampling, &mut rng, &mut generation, keep_logits)?;
         generation.generated.push(next);
+        on_token(next)?;
         if sampling.temperature <= 0.0 && !keep_logits {
-            let eos = self.config.eos_token_ids.clone();
+            let eos = stop_tokens;
             if stop_at_eos && eos.contains(&next) {
                 generation.stopped_at_eos = true;
                 return Ok(generation);
@@ -707,6 +761,7 @@ impl Model {
             let mut last = Instant::now();
             let left = max_tokens - generation.generated.len();
             let position = prompt.len();
+            let mut failure = None;
             self.decode_greedy(next, position, left, |token| {
                 let now = Instant::now();
                 generation.steps.push(StepTiming {
@@ -715,14 +770,21 @@ impl Model {
                 });
                 last = now;
                 generation.generated.push(token);
+                if let Err(error) = on_token(token) {
+                    failure = Some(error);
+                    return false;
+                }
                 let stop = stop_at_eos && eos.contains(&token);
                 generation.stopped_at_eos = stop;
                 !stop
             })?;
-            return Ok(generation);
+            return match failure {
+                Some(error) => Err(error),
+                None => Ok(generation),
+            };
         }
         while generation.generated.len() < max_tokens {
-            if stop_at_eos && self.config.eos_token_ids.contains(&next) {
+            if stop_at_eos && stop_tokens.contains(&next) {
                 generation.stopped_at_eos = true;
                 break;
             }
@@ -737,6 +799,7 @@ impl Model {
                 keep_logits,
             )?;
             generation.generated.push(next);
+            on_token(next)?;
         }
         Ok(generation)
     }

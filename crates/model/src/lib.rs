@@ -25,7 +25,7 @@ mod weights;
 
 pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, TextStream};
 pub use config::{Architecture, Config, MAX_CONFIG_BYTES, MAX_LAYERS};
-pub use engine::{Generation, Model, StepTiming};
+pub use engine::{Generation, GenerationRequest, Model, StepTiming};
 pub use error::{ModelError, Result};
 pub use hub::{
     HubSnapshot, hub_cache, hub_cache_from, looks_like_repo_id, resolve_hub_model, resolve_in_cache,

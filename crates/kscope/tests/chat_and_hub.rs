@@ -1,0 +1,307 @@
+//! `kscope run --chat` with a tokenizer and template made here, and
+//! `--model org/name` from a Hugging Face cache built here (offline).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use kernelscope_model::synthetic::byte_level_tokenizer_json;
+use kernelscope_model::{ChatMessage, ChatTemplate, Tokenizer};
+
+fn kscope_binary() -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_kscope"));
+    if built.exists() {
+        built
+    } else {
+        PathBuf::from("kscope")
+    }
+}
+
+fn kscope_with(args: &[&str], environment: &[(&str, &Path)]) -> (i32, String, String) {
+    let mut command = Command::new(kscope_binary());
+    command.args(args);
+    for (name, value) in environment {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
+    (
+        output.status.code().expect("exited normally"),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+fn kscope(args: &[&str]) -> (i32, String, String) {
+    kscope_with(args, &[])
+}
+
+const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + \
+    message['content'].strip() + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}\
+    {{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+/// A tiny checkpoint with a byte-level tokenizer (ids below its vocabulary
+/// of 2048) and a ChatML template, in its own folder, removed on drop.
+struct ChatModel(PathBuf);
+
+impl ChatModel {
+    fn new(name: &str) -> Self {
+        let root = std::env::temp_dir().join(format!("kscope-chat-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(&root).unwrap();
+        let model = root.join("model");
+        let (code, _, stderr) = kscope(&[
+            "gen-model",
+            "--preset",
+            "tiny",
+            "--seed",
+            "8",
+            "--quiet",
+            "--out",
+            model.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        std::fs::write(
+            model.join("tokenizer.json"),
+            byte_level_tokenizer_json(
+                &["h e", "l l", "Ġ t"],
+                &["<|im_start|>", "<|im_end|>", "<|endoftext|>"],
+            ),
+        )
+        .unwrap();
+        std::fs::write(
+            model.join("tokenizer_config.json"),
+            serde_json::json!({"chat_template": CHATML, "eos_token": "<|im_end|>"}).to_string(),
+        )
+        .unwrap();
+        ChatModel(root)
+    }
+
+    fn model(&self) -> PathBuf {
+        self.0.join("model")
+    }
+
+    fn arg(&self) -> String {
+        self.model().to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for ChatModel {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn prompt_line(stdout: &str) -> &str {
+    stdout
+        .lines()
+        .find(|line| line.starts_with("prompt: "))
+        .expect("a prompt line")
+}
+
+#[test]
+fn a_multi_turn_chat_is_rendered_encoded_and_streamed() {
+    let chat = ChatModel::new("turns");
+    let model = chat.arg();
+    let turns = ["What is 2+2?", "4.", "And 🦀 in Chinese?"];
+    let (code, stdout, stderr) = kscope(&[
+        "run",
+        "--model",
+        &model,
+        "--quiet",
+        "--max-tokens",
+        "6",
+        "--system",
+        "Be brief.",
+        "--chat",
+        turns[0],
+        "--chat",
+        turns[1],
+        "--chat",
+        turns[2],
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    // The prompt is the template's rendering, encoded without added tokens.
+    let template = ChatTemplate::from_directory(&chat.model()).unwrap().unwrap();
+    let messages = [
+        ChatMessage::new("system", "Be brief."),
+        ChatMessage::new("user", turns[0]),
+        ChatMessage::new("assistant", turns[1]),
+        ChatMessage::new("user", turns[2]),
+    ];
+    let rendered = template.render(&messages, true).unwrap();
+    let tokenizer = Tokenizer::from_directory(&chat.model()).unwrap().unwrap();
+    let ids = tokenizer.encode_without_special_tokens(&rendered).unwrap();
+    assert_eq!(
+        prompt_line(&stdout),
+        format!("prompt: {} tokens {:?}", ids.len(), ids)
+    );
+    let im_start = tokenizer.token_id("<|im_start|>").unwrap();
+    assert_eq!(
+        ids.iter().filter(|&&id| id == im_start).count(),
+        5,
+        "four turns and the generation prompt"
+    );
+    assert!(stdout.contains("assistant: "), "{stdout}");
+    assert!(stdout.contains("generated: 6 tokens"), "{stdout}");
+}
+
+#[test]
+fn generation_config_eos_ids_stop_the_reply() {
+    let chat = ChatModel::new("eos");
+    let model = chat.arg();
+    let (code, stdout, stderr) = kscope(&[
+        "run",
+        "--model",
+        &model,
+        "--quiet",
+        "--max-tokens",
+        "6",
+        "--chat",
+        "hi",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("generated: 6 tokens"), "{stdout}");
+    // Every id is an end of sequence: the first token stops it.
+    let every_id: Vec<u32> = (0..2048).collect();
+    std::fs::write(
+        chat.model().join("generation_config.json"),
+        serde_json::json!({"eos_token_id": every_id}).to_string(),
+    )
+    .unwrap();
+    let (code, stdout, stderr) = kscope(&[
+        "run",
+        "--model",
+        &model,
+        "--quiet",
+        "--max-tokens",
+        "6",
+        "--chat",
+        "hi",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("generated: 1 tokens"), "{stdout}");
+    assert!(stdout.contains("stopped at an end-of-sequence token"), "{stdout}");
+    // An id past the vocabulary is named, not ignored.
+    std::fs::write(
+        chat.model().join("generation_config.json"),
+        "{\"eos_token_id\": [2, 5000]}",
+    )
+    .unwrap();
+    let (code, _, stderr) = kscope(&["run", "--model", &model, "--quiet", "--chat", "hi"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("generation_config.json") && stderr.contains("5000"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn chat_refuses_what_it_cannot_render() {
+    let chat = ChatModel::new("refusals");
+    let model = chat.arg();
+    let (code, _, stderr) = kscope(&["run", "--model", &model, "--chat", "a", "--chat", "b"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--chat was given 2 times"), "{stderr}");
+    let (code, _, stderr) = kscope(&["run", "--chat", "hi"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--chat needs a model directory"), "{stderr}");
+    std::fs::write(chat.model().join("tokenizer_config.json"), "{}").unwrap();
+    let (code, _, stderr) = kscope(&["run", "--model", &model, "--chat", "hi"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("no chat template"), "{stderr}");
+    std::fs::write(
+        chat.model().join("chat_template.jinja"),
+        "{{ raise_exception('no tools here') }}",
+    )
+    .unwrap();
+    let (code, _, stderr) = kscope(&["run", "--model", &model, "--chat", "hi"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("chat_template.jinja") && stderr.contains("no tools here"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn org_name_runs_from_the_hugging_face_cache() {
+    let chat = ChatModel::new("hub");
+    let cache = chat.0.join("hub");
+    let repository = cache.join("models--test-org--tiny-chat");
+    let commit = "4f1c2a9e0b7d8c6f5e4d3c2b1a0f9e8d7c6b5a49";
+    let snapshot = repository.join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repository.join("blobs")).unwrap();
+    std::fs::create_dir_all(repository.join("refs")).unwrap();
+    std::fs::write(repository.join("refs/main"), commit).unwrap();
+    // As huggingface_hub lays it out: snapshot files link into blobs/.
+    for (index, entry) in std::fs::read_dir(chat.model()).unwrap().enumerate() {
+        let entry = entry.unwrap();
+        let blob = format!("blob{index}");
+        std::fs::copy(entry.path(), repository.join("blobs").join(&blob)).unwrap();
+        std::os::unix::fs::symlink(
+            Path::new("../../blobs").join(&blob),
+            snapshot.join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    let environment = [("HF_HUB_CACHE", cache.as_path())];
+    let (code, stdout, stderr) = kscope_with(
+        &[
+            "run",
+            "--model",
+            "test-org/tiny-chat",
+            "--quiet",
+            "--max-tokens",
+            "3",
+            "--chat",
+            "hello",
+        ],
+        &environment,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("generated: 3 tokens") && stdout.contains(commit),
+        "{stdout}"
+    );
+    let (code, _, stderr) = kscope_with(
+        &[
+            "run",
+            "--model",
+            "test-org/tiny-chat",
+            "--revision",
+            commit,
+            "--max-tokens",
+            "2",
+        ],
+        &environment,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    // Not cached: the command that downloads it.
+    let (code, _, stderr) = kscope_with(
+        &["run", "--model", "test-org/other", "--revision", "v1"],
+        &environment,
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("hf download test-org/other --revision v1"),
+        "{stderr}"
+    );
+    // Outputs never land on the cache's files (the blobs behind the links).
+    let weights = snapshot.join("model.safetensors");
+    let (code, _, stderr) = kscope_with(
+        &[
+            "run",
+            "--model",
+            "test-org/tiny-chat",
+            "--force",
+            "--logits-out",
+            weights.to_str().unwrap(),
+        ],
+        &environment,
+    );
+    assert_eq!(code, 2);
+    assert!(stderr.contains("model directory"), "{stderr}");
+    // --revision is for ORG/NAME only.
+    let (code, _, stderr) = kscope(&["run", "--model", &chat.arg(), "--revision", "main"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--revision"), "{stderr}");
+}
