@@ -133,7 +133,7 @@ pub(crate) fn contained_path(directory: &Path, root: &Path, name: &str, named_by
     })?;
     if !resolved.starts_with(&root) {
         return Err(escape(format!(
-            "it resolves to {}, outside {}",
+            "it resolves to {}, outside {} (shards must live in the model directory: copy or move it there)",
             resolved.display(),
             root.display()
         )));
