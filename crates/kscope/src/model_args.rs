@@ -103,7 +103,7 @@ impl ModelArgs {
         let snapshot = resolve_hub_model(&text, self.revision.as_deref())?;
         Ok(Some(ModelLocation {
             directory: snapshot.directory,
-            protected: snapshot.repository_root,
+            protected: snapshot.repo_root,
         }))
     }
 

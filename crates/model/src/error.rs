@@ -162,6 +162,14 @@ pub enum ModelError {
         /// What went wrong (minijinja's message, with its line).
         problem: String,
     },
+    /// `generation_config.json` could not be parsed or has an unusable value.
+    #[error("{path}: {problem}")]
+    GenerationConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the field.
+        problem: String,
+    },
     /// A repository id not found (or not usable) in the Hugging Face cache.
     #[error("{repo_id}: {problem}")]
     HubCache {

@@ -1,7 +1,8 @@
 //! The Llama-family decode engine on the kernelscope runtime.
 //!
 //! Reads a Hugging Face directory (`config.json`, `*.safetensors`, optional
-//! `tokenizer.json`) or builds a synthetic checkpoint from a preset, and runs
+//! `tokenizer.json`, found by path or as `org/name` in the local hub cache)
+//! or builds a synthetic checkpoint from a preset, and runs
 //! it one token at a time on any [`kernelscope::Device`], each dispatch
 //! tagged with its scope (`embed`, `layer.N.attn`, `layer.N.mlp`,
 //! `lm_head`, `sample`) so the profiler can say where the time goes.
@@ -27,9 +28,7 @@ pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, TextStream};
 pub use config::{Architecture, Config, MAX_CONFIG_BYTES, MAX_LAYERS};
 pub use engine::{Generation, GenerationRequest, Model, StepTiming};
 pub use error::{ModelError, Result};
-pub use hub::{
-    HubSnapshot, hub_cache, hub_cache_from, looks_like_repo_id, resolve_hub_model, resolve_in_cache,
-};
+pub use hub::{HubCacheEnvironment, HubSnapshot, looks_like_repo_id, resolve_hub_model, resolve_in_cache};
 pub use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};
 pub use loader::{LoadOptions, TensorInfo, parse_safetensors_index, read_safetensors_header};
 pub use presets::{PRESETS, preset};
