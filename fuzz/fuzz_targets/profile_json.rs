@@ -10,7 +10,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    let Ok(profile) = Profile::from_json(text) else {
+    let Ok(profile) = Profile::from_json(text, std::path::Path::new("profile.json")) else {
         return;
     };
     let _ = render_report(&profile);

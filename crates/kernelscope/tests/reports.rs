@@ -5,6 +5,8 @@
 
 mod common;
 
+use std::path::Path;
+
 use kernelscope::profile::{Profile, ProfileLevel, Verdict, chrome_trace, compare, render_report};
 use kernelscope::testing::{random_f32, synthetic_profile};
 use kernelscope::{DType, Device, DeviceOptions, Dispatch, Error, OpKind};
@@ -52,7 +54,7 @@ fn json_profile_round_trips() {
     assert_eq!(profile.dispatches.len(), 6);
     let text = profile.to_json();
     assert!(text.contains("\"schema\": 1"));
-    assert_eq!(Profile::from_json(&text).unwrap(), profile);
+    assert_eq!(Profile::from_json(&text, Path::new("p.json")).unwrap(), profile);
 
     let path = std::env::temp_dir().join(format!("kernelscope-roundtrip-{}.json", std::process::id()));
     profile.save(&path).unwrap();
@@ -65,26 +67,15 @@ fn bad_profiles_are_refused_with_the_reason() {
     let wrong_schema = recorded_profile()
         .to_json()
         .replacen("\"schema\": 1", "\"schema\": 2", 1);
-    assert!(
-        Profile::from_json(&wrong_schema)
+    let problem = |text: &str| {
+        Profile::from_json(text, Path::new("runs/p.json"))
             .unwrap_err()
-            .contains("schema 2 is not supported")
-    );
-    assert!(
-        Profile::from_json("{\"a\": 1}")
-            .unwrap_err()
-            .contains("no \"schema\" field")
-    );
-    assert!(
-        Profile::from_json("not json")
-            .unwrap_err()
-            .starts_with("not JSON")
-    );
-    assert!(
-        Profile::from_json("{\"schema\": 1}")
-            .unwrap_err()
-            .starts_with("malformed profile")
-    );
+            .to_string()
+    };
+    assert!(problem(&wrong_schema).starts_with("runs/p.json: profile schema 2 is not supported"));
+    assert!(problem("{\"a\": 1}").contains("no \"schema\" field"));
+    assert!(problem("not json").starts_with("runs/p.json: not JSON"));
+    assert!(problem("{\"schema\": 1}").starts_with("runs/p.json: malformed profile"));
     let missing = std::path::Path::new("/nonexistent/profile.json");
     let error = Profile::load(missing).unwrap_err();
     assert!(matches!(error, Error::ProfileFile { .. }));
@@ -313,14 +304,17 @@ fn gated_submissions_and_host_enqueue_are_reported() {
     }
     // The new fields survive JSON, and a profile written before them reads
     // back with the defaults.
-    assert_eq!(Profile::from_json(&profile.to_json()).unwrap(), profile);
+    assert_eq!(
+        Profile::from_json(&profile.to_json(), Path::new("p.json")).unwrap(),
+        profile
+    );
     let mut older: serde_json::Value = serde_json::from_str(&profile.to_json()).unwrap();
     for submission in older["submissions"].as_array_mut().unwrap() {
         let fields = submission.as_object_mut().unwrap();
         fields.remove("host_enqueue_ns");
         fields.remove("gated");
     }
-    let read = Profile::from_json(&older.to_string()).unwrap();
+    let read = Profile::from_json(&older.to_string(), Path::new("older.json")).unwrap();
     assert!(
         read.submissions
             .iter()

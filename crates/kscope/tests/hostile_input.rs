@@ -633,7 +633,7 @@ fn profiles_that_cannot_be_true_are_refused_by_compare() {
             let start = dispatch["start_ns"].as_u64().unwrap();
             dispatch["end_ns"] = json!(start - 1);
         },
-        &["dispatch 0", "before start_ns"],
+        &["dispatches[0]", "before start_ns"],
     );
     compare_refuses(
         &|profile| {

@@ -1,7 +1,7 @@
 //! Grouping dispatch records by a key (op kind, scope, layer, kernel), shared
 //! by the report and the comparison so both count the same way.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::DispatchRecord;
 
@@ -89,31 +89,56 @@ pub(crate) fn aggregate<'a>(
             });
             order.len() - 1
         });
+        // Saturating: a loaded profile's sums were checked to fit in u64
+        // (see `Profile::from_json`) and live ones cannot come near it, so
+        // this only keeps a forged in-memory profile from wrapping around.
         let entry = &mut order[slot];
-        entry.calls += 1;
-        entry.total_ns += record.duration_ns();
-        entry.bytes += record.bytes;
-        entry.flops += record.flops;
+        entry.calls = entry.calls.saturating_add(1);
+        entry.total_ns = entry.total_ns.saturating_add(record.duration_ns());
+        entry.bytes = entry.bytes.saturating_add(record.bytes);
+        entry.flops = entry.flops.saturating_add(record.flops);
     }
     order
 }
 
+/// The totals of one key over a run's repetitions: `values` for the
+/// repetitions it ran in, `absent` more where it did not run (each 0).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Samples {
+    /// The totals of the repetitions it ran in (in repetition order).
+    pub values: Vec<f64>,
+    /// How many repetitions it did not run in.
+    pub absent: usize,
+}
+
+impl Samples {
+    /// Every repetition measured.
+    pub fn all(values: Vec<f64>) -> Self {
+        Samples { values, absent: 0 }
+    }
+
+    /// Their spread, the absent repetitions counted as 0.
+    pub fn spread(&self) -> Option<super::Spread> {
+        super::Spread::with_zeros(&self.values, self.absent)
+    }
+}
+
 /// For each key, the total time (ns) it took in each repetition token of
-/// `tokens`, in the order of `tokens` (0 where it did not run). Records
-/// outside those tokens are ignored. With no tokens, the whole run is one
-/// repetition.
+/// `tokens` in which it ran, and how many it did not run in. Records outside
+/// those tokens are ignored. With no tokens, the whole run is one
+/// repetition. Memory grows with the records, not with keys × tokens.
 pub(crate) fn per_repetition_totals(
     records: &[DispatchRecord],
     tokens: &[u32],
     key: impl Fn(&DispatchRecord) -> String,
-) -> Vec<(String, Vec<f64>)> {
+) -> Vec<(String, Samples)> {
     let repetitions = tokens.len().max(1);
     let position: HashMap<u32, usize> = tokens
         .iter()
         .enumerate()
         .map(|(position, token)| (*token, position))
         .collect();
-    let mut order: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut order: Vec<(String, BTreeMap<usize, f64>)> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for record in records {
         let repetition = if tokens.is_empty() {
@@ -126,10 +151,17 @@ pub(crate) fn per_repetition_totals(
         };
         let name = key(record);
         let slot = *index.entry(name.clone()).or_insert_with(|| {
-            order.push((name, vec![0.0; repetitions]));
+            order.push((name, BTreeMap::new()));
             order.len() - 1
         });
-        order[slot].1[repetition] += record.duration_ns() as f64;
+        *order[slot].1.entry(repetition).or_insert(0.0) += record.duration_ns() as f64;
     }
     order
+        .into_iter()
+        .map(|(name, by_repetition)| {
+            let absent = repetitions - by_repetition.len();
+            let values = by_repetition.into_values().collect();
+            (name, Samples { values, absent })
+        })
+        .collect()
 }

@@ -3,13 +3,13 @@
 //! submissions of one label) each profile carries. Profiles taken under
 //! different conditions are refused unless forced.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 use comfy_table::{CellAlignment, Table, presets};
 
-use super::aggregate::{group_in_order, layer_of, per_repetition_totals};
-use super::{Phase, Profile, Spread};
+use super::aggregate::{Samples, group_in_order, layer_of, per_repetition_totals};
+use super::{Phase, Profile};
 use crate::error::{Error, Result};
 
 /// What a comparison row concluded.
@@ -206,8 +206,9 @@ impl KeyKind {
 }
 
 /// Host time of each repetition token, under one key.
-fn token_times(profile: &Profile) -> Vec<(String, Vec<f64>)> {
-    let tokens = profile.repetition_tokens();
+fn token_times(profile: &Profile) -> Vec<(String, Samples)> {
+    // A set: a token list as long as the profile must not cost a scan per token.
+    let tokens: HashSet<u32> = profile.repetition_tokens().into_iter().collect();
     if tokens.is_empty() {
         return Vec::new();
     }
@@ -217,30 +218,33 @@ fn token_times(profile: &Profile) -> Vec<(String, Vec<f64>)> {
         .filter(|token| tokens.contains(&token.index))
         .map(|token| token.duration_ns() as f64)
         .collect();
-    vec![("time per token".to_string(), times)]
+    vec![("time per token".to_string(), Samples::all(times))]
 }
 
 /// Durations of each label's submissions.
-fn submission_times(profile: &Profile) -> Vec<(String, Vec<f64>)> {
+fn submission_times(profile: &Profile) -> Vec<(String, Samples)> {
     group_in_order(
         &profile.submissions,
         |record| &record.label,
         |record| record.duration_ns() as f64,
     )
+    .into_iter()
+    .map(|(label, times)| (label, Samples::all(times)))
+    .collect()
 }
 
 fn compare_timings(
     section: &'static str,
-    base: &[(String, Vec<f64>)],
-    new: &[(String, Vec<f64>)],
+    base: &[(String, Samples)],
+    new: &[(String, Samples)],
     threshold: f64,
 ) -> Vec<ComparisonRow> {
-    let new_by_key: HashMap<&str, &Vec<f64>> =
-        new.iter().map(|(key, values)| (key.as_str(), values)).collect();
+    let new_by_key: HashMap<&str, &Samples> =
+        new.iter().map(|(key, samples)| (key.as_str(), samples)).collect();
     let mut rows = Vec::new();
-    for (key, base_values) in base {
-        let base_spread = Spread::of(base_values);
-        let new_spread = new_by_key.get(key.as_str()).and_then(|values| Spread::of(values));
+    for (key, base_samples) in base {
+        let base_spread = base_samples.spread();
+        let new_spread = new_by_key.get(key.as_str()).and_then(|samples| samples.spread());
         let row = match (base_spread, new_spread) {
             (Some(b), Some(n)) => {
                 let noise = 2.0 * (b.standard_error().powi(2) + n.standard_error().powi(2)).sqrt();
@@ -274,14 +278,14 @@ fn compare_timings(
         };
         rows.push(row);
     }
-    let base_keys: Vec<&str> = base.iter().map(|(key, _)| key.as_str()).collect();
-    for (key, values) in new {
-        if !base_keys.contains(&key.as_str()) {
+    let base_keys: HashSet<&str> = base.iter().map(|(key, _)| key.as_str()).collect();
+    for (key, samples) in new {
+        if !base_keys.contains(key.as_str()) {
             rows.push(ComparisonRow {
                 section,
                 key: key.clone(),
                 base: None,
-                new: Spread::of(values).map(|s| s.mean),
+                new: samples.spread().map(|s| s.mean),
                 change: None,
                 noise: 0.0,
                 verdict: Verdict::Added,

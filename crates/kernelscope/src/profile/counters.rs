@@ -63,20 +63,29 @@ macro_rules! counter_names {
             }
         }
 
-        impl Add for CounterSnapshot {
-            type Output = CounterSnapshot;
+        impl CounterSnapshot {
+            /// The counter-by-counter sum; `None` where a counter would pass
+            /// `u64::MAX` (only a forged profile gets there: the profile
+            /// loader refuses it by this test).
+            pub fn checked_add(self, other: CounterSnapshot) -> Option<CounterSnapshot> {
+                Some(CounterSnapshot { $($field: self.$field.checked_add(other.$field)?),* })
+            }
 
-            /// Saturating: in-process counters cannot get near 2^64, and
-            /// loaded profiles are checked with [`CounterSnapshot::checked_add`].
-            fn add(self, other: CounterSnapshot) -> CounterSnapshot {
+            /// The counter-by-counter sum, each held at `u64::MAX` rather
+            /// than wrapping around to a small, wrong count.
+            pub fn saturating_add(self, other: CounterSnapshot) -> CounterSnapshot {
                 CounterSnapshot { $($field: self.$field.saturating_add(other.$field)),* }
             }
         }
 
-        impl CounterSnapshot {
-            /// The field-wise sum, `None` where a field would pass 2^64.
-            pub fn checked_add(self, other: CounterSnapshot) -> Option<CounterSnapshot> {
-                Some(CounterSnapshot { $($field: self.$field.checked_add(other.$field)?),* })
+        /// Saturating, like [`CounterSnapshot::saturating_add`]: live counts
+        /// never come near `u64::MAX`, and profiles whose sums would are
+        /// refused when loaded.
+        impl Add for CounterSnapshot {
+            type Output = CounterSnapshot;
+
+            fn add(self, other: CounterSnapshot) -> CounterSnapshot {
+                self.saturating_add(other)
             }
         }
 

@@ -46,11 +46,16 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
         let entry = dispatch_sums
             .entry(dispatch.submission)
             .or_insert((0, 0, u64::MAX));
-        entry.0 += dispatch.duration_ns();
-        entry.1 += 1;
+        // Saturating throughout: a loaded profile's sums were checked to fit
+        // (see `Profile::from_json`); this only keeps a forged in-memory one
+        // from wrapping around to a small, plausible number.
+        entry.0 = entry.0.saturating_add(dispatch.duration_ns());
+        entry.1 = entry.1.saturating_add(1);
         entry.2 = entry.2.min(dispatch.start_ns);
     }
     let mut checks: Vec<CrossCheck> = Vec::new();
+    // Label → position in `checks`: many labels must not cost a scan each.
+    let mut positions: HashMap<&str, usize> = HashMap::new();
     for submission in &profile.submissions {
         // A submission whose dispatches were not all timed (records dropped,
         // or replays without per-dispatch timing) says nothing about drift.
@@ -60,9 +65,10 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
         if timed != submission.dispatches {
             continue;
         }
-        let index = match checks.iter().position(|check| check.label == *submission.label) {
-            Some(index) => index,
+        let index = match positions.get(&*submission.label) {
+            Some(&index) => index,
             None => {
+                positions.insert(&submission.label, checks.len());
                 checks.push(CrossCheck {
                     label: submission.label.to_string(),
                     submissions: 0,
@@ -79,19 +85,21 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
             }
         };
         let check = &mut checks[index];
-        check.submissions += 1;
-        check.gated += u64::from(submission.gated);
-        check.host_enqueue_ns += submission.host_enqueue_ns;
-        check.submission_ns += submission.duration_ns();
-        check.dispatch_sum_ns += dispatch_sum;
+        check.submissions = check.submissions.saturating_add(1);
+        check.gated = check.gated.saturating_add(u64::from(submission.gated));
+        check.host_enqueue_ns = check.host_enqueue_ns.saturating_add(submission.host_enqueue_ns);
+        check.submission_ns = check.submission_ns.saturating_add(submission.duration_ns());
+        check.dispatch_sum_ns = check.dispatch_sum_ns.saturating_add(dispatch_sum);
         let lead = first_start
             .saturating_sub(submission.start_ns)
             .min(submission.duration_ns());
-        check.lead_ns += lead;
-        check.gaps_ns += submission
-            .duration_ns()
-            .saturating_sub(lead)
-            .saturating_sub(dispatch_sum);
+        check.lead_ns = check.lead_ns.saturating_add(lead);
+        check.gaps_ns = check.gaps_ns.saturating_add(
+            submission
+                .duration_ns()
+                .saturating_sub(lead)
+                .saturating_sub(dispatch_sum),
+        );
     }
     for check in &mut checks {
         check.drift = if check.submission_ns == 0 {

@@ -2,6 +2,8 @@
 //! it ran under, so that two runs can be compared later (and refused when
 //! they are not comparable).
 
+use std::collections::HashMap;
+use std::io::Read;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -11,6 +13,10 @@ use crate::error::{Error, Result};
 
 /// The schema version written into every profile; readers refuse others.
 pub const PROFILE_SCHEMA_VERSION: u32 = 1;
+
+/// The largest profile file [`Profile::load`] reads (1 GiB: millions of
+/// records, far more than any run writes).
+pub const MAX_PROFILE_BYTES: u64 = 1 << 30;
 
 /// The conditions a run was taken under.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -103,19 +109,38 @@ impl Profile {
         })
     }
 
-    /// Reads a profile, refusing files that are not kernelscope profiles or
-    /// are of another schema version, with a one-line message naming the file.
+    /// Reads a profile, refusing files that are not kernelscope profiles, are
+    /// of another schema version or do not hold together (see
+    /// [`from_json`](Self::from_json)), with a one-line message naming the file.
     pub fn load(path: &Path) -> Result<Profile> {
         let problem = |problem: String| Error::ProfileFile {
             path: path.to_path_buf(),
             problem,
         };
-        let text = std::fs::read_to_string(path).map_err(|error| problem(format!("cannot read: {error}")))?;
-        Self::from_json(&text).map_err(problem)
+        let file = std::fs::File::open(path).map_err(|error| problem(format!("cannot read: {error}")))?;
+        let text = read_at_most(file, MAX_PROFILE_BYTES).map_err(|error| match error {
+            TooLarge::Io(error) => problem(format!("cannot read: {error}")),
+            TooLarge::Past(limit) => {
+                problem(format!("larger than the {} MiB a profile may have", limit >> 20))
+            }
+        })?;
+        Self::from_json(&text, path)
     }
 
-    /// Parses a profile from JSON text; the error says what is wrong.
-    pub fn from_json(text: &str) -> std::result::Result<Profile, String> {
+    /// Parses and checks a profile read from `path` (named in errors only):
+    /// the one way in for profiles that did not come from this process, so
+    /// everything after it (report, comparison, trace) can trust that every
+    /// span ends at or after its start, every dispatch belongs to a
+    /// submission that has it, and no sum of times, bytes, flops or counters
+    /// passes `u64::MAX`. The error names the first record that fails.
+    pub fn from_json(text: &str, path: &Path) -> Result<Profile> {
+        Self::parse(text).map_err(|problem| Error::ProfileFile {
+            path: path.to_path_buf(),
+            problem,
+        })
+    }
+
+    fn parse(text: &str) -> std::result::Result<Profile, String> {
         let value: serde_json::Value =
             serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))?;
         let schema = value
@@ -131,83 +156,113 @@ impl Profile {
         }
         let profile: Profile =
             serde_json::from_value(value).map_err(|error| format!("malformed profile: {error}"))?;
-        profile.validate()?;
+        profile.check()?;
         Ok(profile)
     }
 
-    /// Checks what the readers rely on: every record ends at or after its
-    /// start, and no total the reports and comparisons take (durations,
-    /// bytes, flops, counters) passes 2^64. A profile written by kscope
-    /// always passes; a hand-edited or corrupted one is refused, never
-    /// clamped into a plausible answer.
-    pub fn validate(&self) -> std::result::Result<(), String> {
-        fn span(what: String, start: u64, end: u64) -> std::result::Result<u64, String> {
-            end.checked_sub(start)
-                .ok_or_else(|| format!("{what}: end_ns {end} is before start_ns {start}"))
-        }
-        fn total(what: &str, mut values: impl Iterator<Item = u64>) -> std::result::Result<(), String> {
-            values
-                .try_fold(0u64, u64::checked_add)
-                .map(|_| ())
-                .ok_or_else(|| format!("the {what} of the records sum past 2^64"))
-        }
-        let mut token_time = Vec::with_capacity(self.tokens.len());
-        let mut counters = CounterSnapshot::default();
-        for token in &self.tokens {
-            token_time.push(span(
-                format!("token {}", token.index),
-                token.start_ns,
-                token.end_ns,
-            )?);
-            counters = counters.checked_add(token.counters).ok_or_else(|| {
-                format!(
-                    "the counters of the tokens sum past 2^64 (at token {})",
-                    token.index
-                )
-            })?;
-        }
-        total("token durations", token_time.into_iter())?;
-        let mut submission_time = Vec::with_capacity(self.submissions.len());
-        for submission in &self.submissions {
-            submission_time.push(span(
-                format!("submission {}", submission.submission),
-                submission.start_ns,
-                submission.end_ns,
-            )?);
-        }
-        total("submission durations", submission_time.into_iter())?;
-        total(
-            "host enqueue times",
-            self.submissions
-                .iter()
-                .map(|submission| submission.host_enqueue_ns),
-        )?;
-        let mut dispatch_time = Vec::with_capacity(self.dispatches.len());
-        for dispatch in &self.dispatches {
-            dispatch_time.push(span(
-                format!(
-                    "dispatch {} of submission {}",
-                    dispatch.index, dispatch.submission
-                ),
-                dispatch.start_ns,
-                dispatch.end_ns,
-            )?);
-        }
-        total("dispatch durations", dispatch_time.into_iter())?;
-        total(
-            "dispatch bytes",
-            self.dispatches.iter().map(|dispatch| dispatch.bytes),
-        )?;
-        total(
-            "dispatch flops",
-            self.dispatches.iter().map(|dispatch| dispatch.flops),
-        )?;
-        if let Some(bandwidth) = self.conditions.peak_bandwidth_gbps
-            && !(bandwidth.is_finite() && bandwidth > 0.0)
+    /// Whether the profile holds together; the problem, naming the record
+    /// (`dispatches[12]`), when it does not.
+    fn check(&self) -> std::result::Result<(), String> {
+        if let Some(gbps) = self.conditions.peak_bandwidth_gbps
+            && !(gbps.is_finite() && gbps > 0.0)
         {
             return Err(format!(
-                "peak_bandwidth_gbps must be a positive number, found {bandwidth}"
+                "conditions.peak_bandwidth_gbps: {gbps} is not a positive, finite bandwidth"
             ));
+        }
+        let overflow = |record: String, what: &str| format!("{record}: the {what} add up past 2^64");
+        let span = |record: &str, start: u64, end: u64| -> std::result::Result<u64, String> {
+            end.checked_sub(start)
+                .ok_or_else(|| format!("{record}: end_ns {end} is before start_ns {start}"))
+        };
+
+        let mut token_positions: HashMap<u32, usize> = HashMap::new();
+        let (mut token_time, mut token_counters) = (0u64, CounterSnapshot::default());
+        for (position, token) in self.tokens.iter().enumerate() {
+            let record = format!("tokens[{position}]");
+            let duration = span(&record, token.start_ns, token.end_ns)?;
+            if let Some(first) = token_positions.insert(token.index, position) {
+                return Err(format!(
+                    "{record}: token index {} is also the index of tokens[{first}]",
+                    token.index
+                ));
+            }
+            token_time = token_time
+                .checked_add(duration)
+                .ok_or_else(|| overflow(record.clone(), "token times"))?;
+            token_counters = token_counters
+                .checked_add(token.counters)
+                .ok_or_else(|| overflow(record.clone(), "token counters"))?;
+        }
+
+        // Submission id → (position, dispatch count, label, token).
+        let mut submissions: HashMap<u64, (usize, &SubmissionRecord)> = HashMap::new();
+        let (mut submission_time, mut enqueue_time) = (0u64, 0u64);
+        for (position, submission) in self.submissions.iter().enumerate() {
+            let record = format!("submissions[{position}]");
+            let duration = span(&record, submission.start_ns, submission.end_ns)?;
+            if let Some((first, _)) = submissions.insert(submission.submission, (position, submission)) {
+                return Err(format!(
+                    "{record}: submission {} is also the number of submissions[{first}]",
+                    submission.submission
+                ));
+            }
+            submission_time = submission_time
+                .checked_add(duration)
+                .ok_or_else(|| overflow(record.clone(), "submission times"))?;
+            enqueue_time = enqueue_time
+                .checked_add(submission.host_enqueue_ns)
+                .ok_or_else(|| overflow(record.clone(), "host enqueue times"))?;
+        }
+
+        let mut dispatch_slots: HashMap<(u64, u32), usize> = HashMap::new();
+        let (mut dispatch_time, mut bytes, mut flops) = (0u64, 0u64, 0u64);
+        for (position, dispatch) in self.dispatches.iter().enumerate() {
+            let record = format!("dispatches[{position}]");
+            let duration = span(&record, dispatch.start_ns, dispatch.end_ns)?;
+            // Dispatches are recorded with the submission that ran them: one
+            // without its submission, or disagreeing with it, was not written
+            // by a profiler.
+            let Some(&(owner, submission)) = submissions.get(&dispatch.submission) else {
+                return Err(format!(
+                    "{record}: submission {} is not among the profile's submissions",
+                    dispatch.submission
+                ));
+            };
+            if dispatch.index >= submission.dispatches {
+                return Err(format!(
+                    "{record}: index {} is past the {} dispatches of submissions[{owner}]",
+                    dispatch.index, submission.dispatches
+                ));
+            }
+            if let Some(first) = dispatch_slots.insert((dispatch.submission, dispatch.index), position) {
+                return Err(format!(
+                    "{record}: dispatch {} of submission {} is also dispatches[{first}]",
+                    dispatch.index, dispatch.submission
+                ));
+            }
+            if dispatch.label != submission.label {
+                return Err(format!(
+                    "{record}: label {} differs from {} of submissions[{owner}]",
+                    quoted(&dispatch.label),
+                    quoted(&submission.label)
+                ));
+            }
+            if dispatch.token != submission.token {
+                return Err(format!(
+                    "{record}: token {:?} differs from token {:?} of submissions[{owner}]",
+                    dispatch.token, submission.token
+                ));
+            }
+            dispatch_time = dispatch_time
+                .checked_add(duration)
+                .ok_or_else(|| overflow(record.clone(), "dispatch times"))?;
+            bytes = bytes
+                .checked_add(dispatch.bytes)
+                .ok_or_else(|| overflow(record.clone(), "dispatch bytes"))?;
+            flops = flops
+                .checked_add(dispatch.flops)
+                .ok_or_else(|| overflow(record.clone(), "dispatch flops"))?;
         }
         Ok(())
     }
@@ -216,8 +271,10 @@ impl Profile {
     /// `None` without such tokens.
     pub fn phase_counters(&self, phase: super::Phase) -> Option<(usize, CounterSnapshot)> {
         let tokens = self.tokens.iter().filter(|token| token.phase == phase);
+        // Saturating: a loaded profile's token counters were checked to add
+        // up within u64, and live ones cannot come near it.
         let (count, sum) = tokens.fold((0, CounterSnapshot::default()), |(count, sum), token| {
-            (count + 1, sum + token.counters)
+            (count + 1, sum.saturating_add(token.counters))
         });
         (count > 0).then_some((count, sum))
     }
@@ -235,5 +292,72 @@ impl Profile {
         } else {
             decode
         }
+    }
+}
+
+/// `text` for a one-line message: quoted, escaped, and cut after 60 characters.
+fn quoted(text: &str) -> String {
+    const SHOWN: usize = 60;
+    let shown: String = text.chars().take(SHOWN).collect();
+    let ellipsis = if text.chars().nth(SHOWN).is_some() {
+        "…"
+    } else {
+        ""
+    };
+    format!("\"{}{ellipsis}\"", shown.escape_debug())
+}
+
+/// Why [`read_at_most`] gave up.
+enum TooLarge {
+    /// Reading failed (including text that is not UTF-8).
+    Io(std::io::Error),
+    /// There was more than the limit.
+    Past(u64),
+}
+
+/// All of `source` as text, or [`TooLarge::Past`] as soon as it has more
+/// than `limit` bytes: a regular file is measured before it is read, and a
+/// stream (a pipe, or a device such as /dev/zero) is read to one byte past
+/// the limit at most, never until memory runs out.
+fn read_at_most(source: std::fs::File, limit: u64) -> std::result::Result<String, TooLarge> {
+    if let Ok(metadata) = source.metadata()
+        && metadata.is_file()
+        && metadata.len() > limit
+    {
+        return Err(TooLarge::Past(limit));
+    }
+    read_stream_at_most(source, limit)
+}
+
+fn read_stream_at_most(source: impl Read, limit: u64) -> std::result::Result<String, TooLarge> {
+    let mut text = String::new();
+    source
+        .take(limit.saturating_add(1))
+        .read_to_string(&mut text)
+        .map_err(TooLarge::Io)?;
+    if text.len() as u64 > limit {
+        return Err(TooLarge::Past(limit));
+    }
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endless_streams_are_cut_one_byte_past_the_limit() {
+        let endless = std::io::repeat(b' ');
+        assert!(matches!(
+            read_stream_at_most(endless, 4096),
+            Err(TooLarge::Past(4096))
+        ));
+        let exact = std::io::repeat(b'x').take(4096);
+        assert_eq!(
+            read_stream_at_most(exact, 4096).ok().map(|text| text.len()),
+            Some(4096)
+        );
+        let binary: &[u8] = &[b'{', 0xff, 0xfe];
+        assert!(matches!(read_stream_at_most(binary, 4096), Err(TooLarge::Io(_))));
     }
 }

@@ -21,7 +21,7 @@ mod trace;
 pub use compare::{Comparison, ComparisonRow, Verdict, compare};
 pub use counters::{CounterSnapshot, Counters};
 pub use cross_check::{CrossCheck, DRIFT_FLAG_THRESHOLD, cross_check};
-pub use data::{Conditions, PROFILE_SCHEMA_VERSION, Profile};
+pub use data::{Conditions, MAX_PROFILE_BYTES, PROFILE_SCHEMA_VERSION, Profile};
 pub use level::{PROFILE_ENV_VAR, ProfileLevel};
 pub use records::{DispatchRecord, DispatchTiming, Phase, SubmissionRecord, TokenRecord};
 pub use report::render_report;

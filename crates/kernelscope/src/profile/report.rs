@@ -3,13 +3,14 @@
 //! agave's `--profile`, with achieved bandwidth and FLOP/s from what each
 //! dispatch declares it moves.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
 use comfy_table::{CellAlignment, Table, presets};
 
 use super::aggregate::{Aggregate, aggregate, layer_of, scope_of};
 use super::session::submission_table;
-use super::{DRIFT_FLAG_THRESHOLD, Phase, Profile, TokenRecord, cross_check};
+use super::{DRIFT_FLAG_THRESHOLD, DispatchRecord, Phase, Profile, TokenRecord, cross_check};
 
 /// Milliseconds with three decimals.
 fn ms(ns: u64) -> String {
@@ -106,14 +107,23 @@ fn render_token(profile: &Profile, token: &TokenRecord, title: &str, out: &mut S
     if records.is_empty() {
         return;
     }
+    // Each layer's ops, grouped in one pass: a token of many layers must not
+    // cost a scan of its records per layer.
+    let mut ops_by_layer: HashMap<String, Vec<&DispatchRecord>> = HashMap::new();
+    for record in &records {
+        ops_by_layer
+            .entry(layer_of(&record.scope))
+            .or_default()
+            .push(record);
+    }
     for layer in aggregate(records.iter().copied(), |record| layer_of(&record.scope)) {
-        let ops = aggregate(
-            records
-                .iter()
-                .copied()
-                .filter(|record| layer_of(&record.scope) == layer.key),
-            |record| record.op_kind.name().to_string(),
-        );
+        let in_layer = ops_by_layer
+            .get(&layer.key)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let ops = aggregate(in_layer.iter().copied(), |record| {
+            record.op_kind.name().to_string()
+        });
         let parts: Vec<String> = ops
             .iter()
             .map(|op| {
@@ -152,13 +162,22 @@ fn render_tokens(profile: &Profile, out: &mut String) {
         count(Phase::Decode)
     );
     if !decode.is_empty() {
-        let total: u64 = decode.iter().map(|token| token.duration_ns()).sum();
+        // Saturating: a loaded profile's token times were checked to add up
+        // within u64; summed in f64 would lose nanoseconds on long runs.
+        let total = decode
+            .iter()
+            .fold(0u64, |total, token| total.saturating_add(token.duration_ns()));
         let mean = total as f64 / decode.len() as f64;
+        // Tokens that took no measurable time have no rate, not an infinite one.
+        let rate = if mean > 0.0 {
+            format!("{:.1}", 1e9 / mean)
+        } else {
+            "-".to_string()
+        };
         let _ = writeln!(
             out,
-            "decode: {} ms per token on average, {:.1} tokens/s (host wall clock)",
+            "decode: {} ms per token on average, {rate} tokens/s (host wall clock)",
             ms(mean as u64),
-            1e9 / mean
         );
     }
     let shown: Vec<&TokenRecord> = if decode.is_empty() {
@@ -207,7 +226,8 @@ fn aggregate_rows(rows: &[Aggregate], total_ns: u64, peak_gbps: Option<f64>, hea
 }
 
 fn render_dispatch_summary(profile: &Profile, out: &mut String) {
-    let repetition_tokens = profile.repetition_tokens();
+    // A set: a long token list must not cost a scan per dispatch.
+    let repetition_tokens: HashSet<u32> = profile.repetition_tokens().into_iter().collect();
     let records: Vec<_> = if repetition_tokens.is_empty() {
         profile.dispatches.iter().collect()
     } else {
@@ -226,7 +246,10 @@ fn render_dispatch_summary(profile: &Profile, out: &mut String) {
     } else {
         format!("{} tokens", repetition_tokens.len())
     };
-    let total_ns: u64 = records.iter().map(|record| record.duration_ns()).sum();
+    // Saturating: see `aggregate`.
+    let total_ns = records
+        .iter()
+        .fold(0u64, |total, record| total.saturating_add(record.duration_ns()));
     let peak = profile.conditions.peak_bandwidth_gbps;
     let by_total = |mut rows: Vec<Aggregate>| {
         rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.key.cmp(&b.key)));

@@ -346,7 +346,8 @@ pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<Submissi
         .map(|(label, rows)| {
             let mut durations: Vec<u64> = rows.iter().map(|row| row.0).collect();
             let mut stats = SubmissionStats::from_durations(&label, &mut durations);
-            stats.host_enqueue_ns = rows.iter().map(|row| row.1).sum();
+            // Saturating: see `SubmissionStats::from_durations`.
+            stats.host_enqueue_ns = rows.iter().fold(0u64, |total, row| total.saturating_add(row.1));
             stats
         })
         .collect();

@@ -32,7 +32,11 @@ impl SubmissionStats {
         SubmissionStats {
             label: label.to_string(),
             count: durations.len() as u64,
-            total_ns: durations.iter().sum(),
+            // Saturating: a loaded profile's durations were checked to add
+            // up within u64, and live ones cannot come near it.
+            total_ns: durations
+                .iter()
+                .fold(0u64, |total, &duration| total.saturating_add(duration)),
             min_ns: durations[0],
             max_ns: durations[durations.len() - 1],
             p50_ns: nearest_rank(durations, 50.0),
@@ -62,13 +66,21 @@ pub struct Spread {
 impl Spread {
     /// The spread of `values`; `None` when there are none.
     pub fn of(values: &[f64]) -> Option<Spread> {
-        if values.is_empty() {
+        Self::with_zeros(values, 0)
+    }
+
+    /// The spread of `values` plus `zeros` more repetitions that measured 0,
+    /// without making a list of the zeros (a key that ran in a few of many
+    /// repetitions costs memory for those few); `None` when there are none.
+    pub fn with_zeros(values: &[f64], zeros: usize) -> Option<Spread> {
+        let count = values.len().checked_add(zeros)?;
+        if count == 0 {
             return None;
         }
-        let count = values.len();
         let mean = values.iter().sum::<f64>() / count as f64;
         let stddev = if count > 1 {
-            let squares: f64 = values.iter().map(|v| (v - mean).powi(2)).sum();
+            let squares: f64 =
+                values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() + zeros as f64 * mean.powi(2);
             (squares / (count - 1) as f64).sqrt()
         } else {
             0.0
@@ -105,5 +117,29 @@ mod tests {
         assert!((spread.stddev - 2.138_089_935).abs() < 1e-6);
         assert!(Spread::of(&[]).is_none());
         assert_eq!(Spread::of(&[3.0]).unwrap().stddev, 0.0);
+    }
+
+    #[test]
+    fn zeros_left_out_count_as_measured_zeros() {
+        let mut rng = crate::rng::SplitMix64::new(17);
+        let values: Vec<f64> = (0..9).map(|_| f64::from(rng.uniform(1.0, 50.0))).collect();
+        let mut dense = values.clone();
+        dense.extend([0.0; 4]);
+        let expected = Spread::of(&dense).unwrap();
+        let sparse = Spread::with_zeros(&values, 4).unwrap();
+        assert_eq!(sparse.count, 13);
+        assert!((sparse.mean - expected.mean).abs() < 1e-9 * expected.mean);
+        assert!((sparse.stddev - expected.stddev).abs() < 1e-9 * expected.stddev);
+        assert_eq!(Spread::with_zeros(&[], 3).unwrap().mean, 0.0);
+        assert!(Spread::with_zeros(&[], 0).is_none());
+    }
+
+    #[test]
+    fn table_totals_saturate_instead_of_wrapping() {
+        let mut durations = vec![u64::MAX - 5, 10, 20];
+        assert_eq!(
+            SubmissionStats::from_durations("x", &mut durations).total_ns,
+            u64::MAX
+        );
     }
 }

@@ -1,0 +1,305 @@
+//! Hostile profiles: `Profile::from_json` refuses every profile that does
+//! not hold together (a span ending before it starts, a dispatch without its
+//! submission, sums past 2^64, ...) with a message naming the file and the
+//! record, and what reads a profile (report, comparison, cross-check, trace)
+//! never panics or wraps around on a forged one built in memory.
+
+use std::path::Path;
+
+use kernelscope::Error;
+use kernelscope::profile::{CounterSnapshot, Profile, chrome_trace, compare, cross_check, render_report};
+use kernelscope::rng::SplitMix64;
+use kernelscope::testing::synthetic_profile;
+
+/// A valid synthetic profile of `tokens` decode tokens, with seeded timings.
+fn profile(tokens: u32, seed: u64) -> Profile {
+    synthetic_profile(tokens, 1.0, seed)
+}
+
+/// The error of loading `profile` back from its JSON as `runs/bad.json`.
+fn refusal(profile: &Profile) -> String {
+    let error = Profile::from_json(&profile.to_json(), Path::new("runs/bad.json")).unwrap_err();
+    assert!(matches!(error, Error::ProfileFile { .. }), "{error:?}");
+    let message = error.to_string();
+    assert!(message.starts_with("runs/bad.json: "), "{message}");
+    assert_eq!(message.lines().count(), 1, "{message}");
+    message
+}
+
+fn assert_contains(message: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(message.contains(needle), "missing `{needle}` in: {message}");
+    }
+}
+
+#[test]
+fn valid_profiles_load_unchanged() {
+    for seed in 0..4 {
+        let original = profile(3 + seed as u32, seed);
+        let loaded = Profile::from_json(&original.to_json(), Path::new("ok.json")).unwrap();
+        assert_eq!(loaded, original);
+    }
+}
+
+#[test]
+fn spans_that_end_before_they_start_are_refused_by_record() {
+    let mut rng = SplitMix64::new(7);
+    let base = profile(6, 7);
+
+    let mut bad = base.clone();
+    let token = rng.below(bad.tokens.len() as u64) as usize;
+    let start = bad.tokens[token].start_ns;
+    bad.tokens[token].end_ns = start - 1 - rng.below(500);
+    let end = bad.tokens[token].end_ns;
+    assert_contains(
+        &refusal(&bad),
+        &[&format!(
+            "tokens[{token}]: end_ns {end} is before start_ns {start}"
+        )],
+    );
+
+    let mut bad = base.clone();
+    let submission = rng.below(bad.submissions.len() as u64) as usize;
+    bad.submissions[submission].end_ns = bad.submissions[submission].start_ns - 1;
+    assert_contains(
+        &refusal(&bad),
+        &[&format!("submissions[{submission}]: end_ns"), "before start_ns"],
+    );
+
+    let mut bad = base;
+    let dispatch = rng.below(bad.dispatches.len() as u64) as usize;
+    bad.dispatches[dispatch].end_ns = 0;
+    assert_contains(
+        &refusal(&bad),
+        &[&format!("dispatches[{dispatch}]: end_ns 0 is before")],
+    );
+}
+
+#[test]
+fn ids_that_do_not_hold_together_are_refused_by_record() {
+    let base = profile(4, 11);
+    let last = base.dispatches.len() - 1;
+
+    let mut bad = base.clone();
+    bad.tokens[2].index = bad.tokens[0].index;
+    assert_contains(
+        &refusal(&bad),
+        &["tokens[2]: token index 0 is also the index of tokens[0]"],
+    );
+
+    let mut bad = base.clone();
+    bad.submissions[3].submission = bad.submissions[1].submission;
+    assert_contains(
+        &refusal(&bad),
+        &["submissions[3]: submission 1 is also", "submissions[1]"],
+    );
+
+    let mut bad = base.clone();
+    bad.dispatches[last].submission = 99;
+    assert_contains(
+        &refusal(&bad),
+        &[&format!("dispatches[{last}]: submission 99 is not among")],
+    );
+
+    let mut bad = base.clone();
+    bad.dispatches[0].index = 6;
+    assert_contains(
+        &refusal(&bad),
+        &["dispatches[0]: index 6 is past the 6 dispatches of submissions[0]"],
+    );
+
+    let mut bad = base.clone();
+    bad.dispatches[1].index = 0;
+    assert_contains(
+        &refusal(&bad),
+        &["dispatches[1]: dispatch 0 of submission 0 is also dispatches[0]"],
+    );
+
+    let mut bad = base.clone();
+    bad.dispatches[2].label = "prefill\nnext line".into();
+    let message = refusal(&bad);
+    assert_contains(
+        &message,
+        &["dispatches[2]: label \"prefill\\nnext line\" differs from \"decode\""],
+    );
+
+    let mut bad = base;
+    bad.dispatches[3].token = Some(3);
+    assert_contains(
+        &refusal(&bad),
+        &["dispatches[3]: token Some(3) differs from token Some(0) of submissions[0]"],
+    );
+}
+
+#[test]
+fn sums_past_u64_are_refused_instead_of_wrapping() {
+    let base = profile(3, 5);
+
+    // Counters: half of u64::MAX and a bit, twice.
+    let mut bad = base.clone();
+    for token in &mut bad.tokens[..2] {
+        token.counters.syncs = u64::MAX / 2 + 1;
+    }
+    assert_contains(
+        &refusal(&bad),
+        &["tokens[1]: the token counters add up past 2^64"],
+    );
+
+    let mut bad = base.clone();
+    bad.tokens[0].end_ns = u64::MAX;
+    bad.tokens[0].start_ns = 0;
+    assert_contains(&refusal(&bad), &["tokens[1]: the token times add up past 2^64"]);
+
+    let mut bad = base.clone();
+    bad.submissions[0].start_ns = 0;
+    bad.submissions[0].end_ns = u64::MAX - 10;
+    assert_contains(
+        &refusal(&bad),
+        &["submissions[1]: the submission times add up past 2^64"],
+    );
+
+    let mut bad = base.clone();
+    bad.submissions[2].host_enqueue_ns = u64::MAX;
+    bad.submissions[1].host_enqueue_ns = 1;
+    assert_contains(
+        &refusal(&bad),
+        &["submissions[2]: the host enqueue times add up past 2^64"],
+    );
+
+    let mut bad = base.clone();
+    bad.dispatches[0].start_ns = 0;
+    bad.dispatches[0].end_ns = u64::MAX;
+    assert_contains(
+        &refusal(&bad),
+        &["dispatches[1]: the dispatch times add up past 2^64"],
+    );
+
+    let mut bad = base.clone();
+    bad.dispatches[4].bytes = u64::MAX - 3;
+    assert_contains(
+        &refusal(&bad),
+        &["dispatches[4]: the dispatch bytes add up past 2^64"],
+    );
+
+    let mut bad = base;
+    bad.dispatches[5].flops = u64::MAX;
+    assert_contains(
+        &refusal(&bad),
+        &["dispatches[5]: the dispatch flops add up past 2^64"],
+    );
+}
+
+#[test]
+fn a_bandwidth_that_is_not_positive_is_refused() {
+    for gbps in [0.0, -3.5] {
+        let mut bad = profile(2, 3);
+        bad.conditions.peak_bandwidth_gbps = Some(gbps);
+        assert_contains(
+            &refusal(&bad),
+            &["conditions.peak_bandwidth_gbps", "not a positive, finite"],
+        );
+    }
+    // JSON has no NaN or infinity; a number too large for f64 is refused by the parser.
+    let text = profile(2, 3).to_json().replacen(
+        "\"peak_bandwidth_gbps\": 100.0",
+        "\"peak_bandwidth_gbps\": 1e999",
+        1,
+    );
+    assert!(text.contains("1e999"));
+    assert!(Profile::from_json(&text, Path::new("x.json")).is_err());
+}
+
+#[test]
+fn counter_sums_check_or_saturate() {
+    let mut rng = SplitMix64::new(3);
+    let small = CounterSnapshot {
+        dispatches: rng.below(1000),
+        syncs: rng.below(1000),
+        ..Default::default()
+    };
+    let sum = small.checked_add(small).unwrap();
+    assert_eq!(sum.dispatches, 2 * small.dispatches);
+    assert_eq!(small + small, sum);
+    let huge = CounterSnapshot {
+        barriers: u64::MAX - rng.below(10),
+        ..Default::default()
+    };
+    let eleven_barriers = CounterSnapshot {
+        barriers: 11,
+        ..small
+    };
+    assert_eq!(huge.checked_add(eleven_barriers), None);
+    let held = huge + eleven_barriers;
+    assert_eq!(
+        held.barriers,
+        u64::MAX,
+        "held at the top, not wrapped to a small count"
+    );
+    assert_eq!(held.syncs, small.syncs);
+}
+
+#[test]
+fn readers_of_a_forged_profile_saturate_rather_than_wrap_or_panic() {
+    // Built in memory, never loaded: nothing refused it, and every reader
+    // still has to stay sane (debug builds panic on a wrapping `+`).
+    let mut forged = profile(3, 9);
+    for dispatch in &mut forged.dispatches {
+        dispatch.start_ns = 0;
+        dispatch.end_ns = u64::MAX;
+        dispatch.bytes = u64::MAX;
+        dispatch.flops = u64::MAX;
+    }
+    for submission in &mut forged.submissions {
+        submission.start_ns = 0;
+        submission.end_ns = u64::MAX;
+        submission.host_enqueue_ns = u64::MAX;
+    }
+    for token in &mut forged.tokens {
+        token.start_ns = 0;
+        token.end_ns = u64::MAX;
+        token.counters.dispatches = u64::MAX;
+    }
+    let checks = cross_check(&forged);
+    assert_eq!(checks[0].dispatch_sum_ns, u64::MAX);
+    assert_eq!(checks[0].host_enqueue_ns, u64::MAX);
+    let report = render_report(&forged);
+    assert!(report.contains("per op"), "{report}");
+    let comparison = compare(&forged, &forged, 0.05, false).unwrap();
+    assert!(!comparison.regressed(), "{}", comparison.render());
+    assert!(chrome_trace(&forged)["traceEvents"].as_array().unwrap().len() > forged.dispatches.len());
+    let (count, sum) = forged
+        .phase_counters(kernelscope::profile::Phase::Decode)
+        .unwrap();
+    assert_eq!((count, sum.dispatches), (3, u64::MAX));
+}
+
+#[test]
+fn a_profile_of_many_tokens_and_scopes_compares_in_reasonable_time() {
+    // Each dispatch in its own scope, over many tokens: the per-layer totals
+    // used to hold a value per (scope, token) pair and scan the token list
+    // once per token, which grows with the square of the profile.
+    let mut many = profile(2_000, 13);
+    for (position, dispatch) in many.dispatches.iter_mut().enumerate() {
+        dispatch.scope = format!("layer.{position}.attn").into();
+    }
+    let text = many.to_json();
+    let loaded = Profile::from_json(&text, Path::new("many.json")).unwrap();
+    let started = std::time::Instant::now();
+    let comparison = compare(&loaded, &loaded, 0.05, false).unwrap();
+    assert!(!comparison.regressed());
+    assert!(
+        comparison
+            .rows
+            .iter()
+            .filter(|row| row.section == "layer")
+            .count()
+            >= 12_000
+    );
+    let report = render_report(&loaded);
+    assert!(report.contains("layer.11999"));
+    assert!(
+        started.elapsed().as_secs() < 20,
+        "compare and report took {:?}",
+        started.elapsed()
+    );
+}
