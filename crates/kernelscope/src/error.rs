@@ -28,7 +28,9 @@ pub enum Error {
     },
 
     /// A buffer whose byte size does not fit in memory's address space.
-    #[error("a {dtype} buffer of shape {shape:?} is larger than any allocation can be")]
+    #[error(
+        "a {dtype} buffer of shape {shape:?} cannot be allocated (larger than memory or the address space)"
+    )]
     AllocationTooLarge {
         /// The element type.
         dtype: DType,

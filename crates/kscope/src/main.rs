@@ -50,6 +50,15 @@ fn usage_error(rendered: &str) -> String {
 }
 
 fn main() -> ExitCode {
+    // Rust ignores SIGPIPE, so printing into a closed pipe (`kscope compare
+    // a b | head -1`) panicked; the default makes kscope end like any
+    // command-line tool whose reader went away.
+    #[cfg(unix)]
+    // SAFETY: called first thing, before any thread exists; SIG_DFL is a
+    // valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) if !error.use_stderr() => {

@@ -760,3 +760,22 @@ fn bench_refuses_counts_that_would_exhaust_memory_or_wrap() {
         }
     }
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_kscope_without_a_panic() {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = Command::new(kscope_binary())
+        .args(["run", "--profile", "--max-tokens", "8"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line's worth, then close the pipe (like `| head -1`).
+    let mut first = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_ne!(output.status.code(), Some(101), "{stderr}");
+}

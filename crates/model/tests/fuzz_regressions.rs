@@ -25,7 +25,17 @@ fn every_saved_crash_is_read_or_refused_on_one_line() {
         let bytes = std::fs::read(&path).unwrap();
         let what = path.display().to_string();
         if let Ok(text) = std::str::from_utf8(&bytes) {
-            one_line(Config::from_json(text, Path::new("config.json")), &what);
+            let config = Config::from_json(text, Path::new("config.json"));
+            if let Ok(config) = &config {
+                // What reaches the math is finite and positive.
+                for (name, value) in [
+                    ("rms_norm_eps", config.rms_norm_eps),
+                    ("rope_theta", config.rope_theta),
+                ] {
+                    assert!(value.is_finite() && value > 0.0, "{what}: {name} = {value}");
+                }
+            }
+            one_line(config, &what);
         }
         one_line(
             read_safetensors_header(&bytes, Path::new("model.safetensors")),

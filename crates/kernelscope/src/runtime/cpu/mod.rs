@@ -107,7 +107,11 @@ impl CpuDevice {
                 end: usize::MAX,
                 available: usize::MAX,
             })?;
-        let memory = CpuMemory::zeroed(self.shared.clone(), byte_len);
+        let memory =
+            CpuMemory::zeroed(self.shared.clone(), byte_len).ok_or_else(|| Error::AllocationTooLarge {
+                dtype,
+                shape: shape.to_vec(),
+            })?;
         Ok(Buffer::new(Memory::Cpu(Arc::new(memory)), dtype, shape.to_vec()))
     }
 
@@ -252,16 +256,21 @@ impl std::fmt::Debug for CpuMemory {
 }
 
 impl CpuMemory {
-    fn zeroed(shared: Arc<CpuShared>, byte_len: usize) -> Self {
+    /// `None` when the host cannot allocate it (an error, not the abort
+    /// `vec!` would give).
+    fn zeroed(shared: Arc<CpuShared>, byte_len: usize) -> Option<Self> {
         let words = byte_len.div_ceil(8);
-        let boxed: Box<[u64]> = vec![0u64; words].into_boxed_slice();
+        let mut vector: Vec<u64> = Vec::new();
+        vector.try_reserve_exact(words).ok()?;
+        vector.resize(words, 0);
+        let boxed: Box<[u64]> = vector.into_boxed_slice();
         let pointer = NonNull::new(Box::into_raw(boxed) as *mut u8).expect("Box pointers are never null");
-        CpuMemory {
+        Some(CpuMemory {
             shared,
             pointer,
             byte_len,
             backing: Backing::Owned { words },
-        }
+        })
     }
 
     fn mapped(shared: Arc<CpuShared>, map: Arc<memmap2::Mmap>, byte_offset: usize, byte_len: usize) -> Self {
