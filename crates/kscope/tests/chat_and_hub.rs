@@ -1,38 +1,13 @@
 //! `kscope run --chat` with a tokenizer and template made here, and
 //! `--model org/name` from a Hugging Face cache built here (offline).
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
+use std::path::{Path, PathBuf};
+
+use common::{gen_model, kscope, kscope_with};
 use kernelscope_model::synthetic::byte_level_tokenizer_json;
 use kernelscope_model::{ChatMessage, ChatTemplate, Tokenizer};
-
-fn kscope_binary() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_kscope"));
-    if built.exists() {
-        built
-    } else {
-        PathBuf::from("kscope")
-    }
-}
-
-fn kscope_with(args: &[&str], environment: &[(&str, &Path)]) -> (i32, String, String) {
-    let mut command = Command::new(kscope_binary());
-    command.args(args);
-    for (name, value) in environment {
-        command.env(name, value);
-    }
-    let output = command.output().unwrap();
-    (
-        output.status.code().expect("exited normally"),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
-}
-
-fn kscope(args: &[&str]) -> (i32, String, String) {
-    kscope_with(args, &[])
-}
 
 const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + \
     message['content'].strip() + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}\
@@ -48,17 +23,7 @@ impl ChatModel {
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
         let model = root.join("model");
-        let (code, _, stderr) = kscope(&[
-            "gen-model",
-            "--preset",
-            "tiny",
-            "--seed",
-            "8",
-            "--quiet",
-            "--out",
-            model.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{stderr}");
+        gen_model("tiny", 8, &model);
         std::fs::write(
             model.join("tokenizer.json"),
             byte_level_tokenizer_json(

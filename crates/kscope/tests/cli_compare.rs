@@ -5,17 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The binary cargo built, or `kscope` on PATH where tests run from a bundle
-/// on another machine (the GPU machine's `.gpu/run.sh` puts it there).
-fn kscope_binary() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_kscope"));
-    if built.exists() {
-        built
-    } else {
-        PathBuf::from("kscope")
-    }
-}
+mod common;
 
+use common::kscope_binary;
 use kernelscope::testing::synthetic_profile;
 
 struct Scratch(PathBuf);

@@ -2,28 +2,11 @@
 //! works offline with no files, and every bad input gets a one-line error
 //! naming the file (or value) and the problem, with exit code 2.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-/// The binary cargo built, or `kscope` on PATH where tests run from a bundle
-/// on another machine (the GPU machine's `.gpu/run.sh` puts it there).
-fn kscope_binary() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_kscope"));
-    if built.exists() {
-        built
-    } else {
-        PathBuf::from("kscope")
-    }
-}
-
-fn kscope(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(kscope_binary()).args(args).output().unwrap();
-    (
-        output.status.code().expect("exited normally"),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
-}
+use common::{gen_model, kscope};
 
 /// A fresh tiny checkpoint in its own directory, removed on drop.
 struct Checkpoint(PathBuf);
@@ -32,17 +15,7 @@ impl Checkpoint {
     fn new(name: &str) -> Self {
         let dir = std::env::temp_dir().join(format!("kscope-run-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let (code, _, stderr) = kscope(&[
-            "gen-model",
-            "--preset",
-            "tiny",
-            "--seed",
-            "5",
-            "--quiet",
-            "--out",
-            dir.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{stderr}");
+        gen_model("tiny", 5, &dir);
         Checkpoint(dir)
     }
 

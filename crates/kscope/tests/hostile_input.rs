@@ -4,29 +4,14 @@
 //! flags aimed at files that exist. Each case asserts exit 2, one line on
 //! stderr naming the file, flag or field, and that no file changed.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::{gen_model, kscope, kscope_binary};
 use serde_json::{Value, json};
-
-fn kscope_binary() -> PathBuf {
-    let built = PathBuf::from(env!("CARGO_BIN_EXE_kscope"));
-    if built.exists() {
-        built
-    } else {
-        PathBuf::from("kscope")
-    }
-}
-
-fn kscope(args: &[&str]) -> (i32, String, String) {
-    let output = Command::new(kscope_binary()).args(args).output().unwrap();
-    (
-        output.status.code().expect("exited normally"),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
-}
 
 /// A scratch folder with a fresh tiny checkpoint in `model/`, removed on drop.
 struct Scratch(PathBuf);
@@ -36,18 +21,7 @@ impl Scratch {
         let root = std::env::temp_dir().join(format!("kscope-hostile-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
         std::fs::create_dir_all(&root).unwrap();
-        let model = root.join("model");
-        let (code, _, stderr) = kscope(&[
-            "gen-model",
-            "--preset",
-            "tiny",
-            "--seed",
-            "21",
-            "--quiet",
-            "--out",
-            model.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{stderr}");
+        gen_model("tiny", 21, &root.join("model"));
         Scratch(root)
     }
 
@@ -109,13 +83,7 @@ impl Scratch {
     /// not one byte changed under the scratch folder.
     fn refuses(&self, args: &[&str], needles: &[&str]) {
         let before = self.snapshot();
-        let (code, stdout, stderr) = kscope(args);
-        assert_eq!(code, 2, "args {args:?}\nstdout: {stdout}\nstderr: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
-        assert!(stderr.starts_with("error: "), "{stderr}");
-        for needle in needles {
-            assert!(stderr.contains(needle), "missing `{needle}` in: {stderr}");
-        }
+        refused(args, needles);
         let after = self.snapshot();
         assert_eq!(
             before.keys().collect::<Vec<_>>(),
@@ -140,6 +108,20 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs kscope and expects exit 2 and one `error:` line holding every needle.
+fn refused(args: &[&str], needles: &[&str]) {
+    let (code, stdout, stderr) = kscope(args);
+    assert_eq!(code, 2, "args {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    for needle in needles {
+        assert!(
+            stderr.contains(needle),
+            "{args:?}: missing `{needle}` in: {stderr}"
+        );
     }
 }
 
@@ -716,15 +698,9 @@ fn negative_numbers_get_a_message_about_the_value() {
             vec!["`-9` is not a seed"],
         ),
     ] {
-        let (code, stdout, stderr) = kscope(&args);
-        assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
+        refused(&args, &needles);
+        let (_, _, stderr) = kscope(&args);
         assert!(!stderr.contains("use '-- "), "{args:?}: misleading tip: {stderr}");
-        for needle in needles {
-            assert!(
-                stderr.contains(needle),
-                "{args:?}: missing `{needle}` in {stderr}"
-            );
-        }
     }
 }
 
@@ -749,15 +725,7 @@ fn bench_refuses_counts_that_would_exhaust_memory_or_wrap() {
         ),
         (vec!["bench", "-r", "0"], vec!["-r 0", "1..=10000"]),
     ] {
-        let (code, stdout, stderr) = kscope(&args);
-        assert_eq!(code, 2, "{args:?}: {stdout}{stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-        for needle in needles {
-            assert!(
-                stderr.contains(needle),
-                "{args:?}: missing `{needle}` in {stderr}"
-            );
-        }
+        refused(&args, &needles);
     }
 }
 

@@ -34,9 +34,9 @@ pub(crate) fn kind_of(metadata: &std::fs::Metadata) -> &'static str {
     }
 }
 
-/// Refuses anything at `path` but a regular file (symlinks are followed).
-pub(crate) fn check_regular_file(path: &Path) -> Result<std::fs::Metadata> {
-    let metadata = std::fs::metadata(path).map_err(|source| ModelError::Io {
+/// `metadata` (of `path`) when it is a regular file's, else the error naming what it is.
+fn regular(path: &Path, metadata: std::io::Result<std::fs::Metadata>) -> Result<std::fs::Metadata> {
+    let metadata = metadata.map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
         source,
     })?;
@@ -49,24 +49,16 @@ pub(crate) fn check_regular_file(path: &Path) -> Result<std::fs::Metadata> {
     Ok(metadata)
 }
 
-/// Opens `path` for reading after checking it is a regular file, and checks
-/// again on the open handle (the path could have been swapped in between).
+/// Opens `path` for reading after checking it is a regular file (symlinks
+/// followed; opening a FIFO would block), and checks again on the open
+/// handle (the path could have been swapped in between).
 pub(crate) fn open_regular_file(path: &Path) -> Result<(std::fs::File, u64)> {
-    check_regular_file(path)?;
+    regular(path, std::fs::metadata(path))?;
     let file = std::fs::File::open(path).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let metadata = file.metadata().map_err(|source| ModelError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    if !metadata.is_file() {
-        return Err(ModelError::NotRegularFile {
-            path: path.to_path_buf(),
-            kind: kind_of(&metadata),
-        });
-    }
+    let metadata = regular(path, file.metadata())?;
     Ok((file, metadata.len()))
 }
 

@@ -12,7 +12,7 @@ use std::ffi::OsString;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::error::{ModelError, Result};
+use crate::error::{ModelError, Result, shown};
 
 /// One snapshot of a model repo in the hub cache.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -206,12 +206,12 @@ fn read_ref(repo_root: &Path, repo_id: &str, revision: &str, download: &str) -> 
     let text = String::from_utf8_lossy(&bytes);
     let commit = text.trim();
     if !is_commit_hash(commit) {
-        let shown: String = commit.chars().take(80).flat_map(char::escape_debug).collect();
         return Err(hub_error(
             repo_id,
             format!(
-                "{} holds `{shown}`, not a commit hash (expected 40 or 64 lowercase hex digits)",
-                path.display()
+                "{} holds `{}`, not a commit hash (expected 40 or 64 lowercase hex digits)",
+                path.display(),
+                shown(commit)
             ),
         ));
     }
@@ -228,10 +228,7 @@ fn is_commit_hash(text: &str) -> bool {
 /// under it, and branch names may hold `/` (`refs/pr/1`), so each component
 /// is checked.
 fn check_revision(revision: &str) -> std::result::Result<(), String> {
-    let refuse = |why: &str| {
-        let shown: String = revision.chars().take(80).flat_map(char::escape_debug).collect();
-        Err(format!("revision `{shown}` is not usable: {why}"))
-    };
+    let refuse = |why: &str| Err(format!("revision `{}` is not usable: {why}", shown(revision)));
     if revision.is_empty() {
         return refuse("it is empty");
     }

@@ -1,0 +1,54 @@
+//! What the CLI tests share: running the built `kscope` and writing a
+//! synthetic checkpoint with it. (Each test file uses part of it.)
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The binary cargo built, or `kscope` on PATH where tests run from a bundle
+/// on another machine (the GPU machine's `.gpu/run.sh` puts it there).
+pub fn kscope_binary() -> PathBuf {
+    let built = PathBuf::from(env!("CARGO_BIN_EXE_kscope"));
+    if built.exists() {
+        built
+    } else {
+        PathBuf::from("kscope")
+    }
+}
+
+/// Runs `kscope args` with `environment` added: (exit code, stdout, stderr).
+pub fn kscope_with(args: &[&str], environment: &[(&str, &Path)]) -> (i32, String, String) {
+    let mut command = Command::new(kscope_binary());
+    command.args(args);
+    for (name, value) in environment {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
+    (
+        output.status.code().expect("exited normally"),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+/// Runs `kscope args`: (exit code, stdout, stderr).
+pub fn kscope(args: &[&str]) -> (i32, String, String) {
+    kscope_with(args, &[])
+}
+
+/// Writes preset `preset` with weights of `seed` to `directory` (quietly),
+/// failing the test if gen-model fails.
+pub fn gen_model(preset: &str, seed: u64, directory: &Path) {
+    let seed = seed.to_string();
+    let (code, _, stderr) = kscope(&[
+        "gen-model",
+        "--preset",
+        preset,
+        "--seed",
+        &seed,
+        "--quiet",
+        "--out",
+        directory.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+}
