@@ -48,6 +48,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod hash;
 pub mod ops;
 pub mod profile;
 pub mod rng;

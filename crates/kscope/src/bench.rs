@@ -105,7 +105,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     let opened = args.model.open(DeviceOptions::new().profile(args.profile))?;
     let (device, mut model) = (opened.device, opened.model);
-    model.set_graph_mode(!args.eager && device.backend() == "cuda");
+    model.set_graph_mode(!args.eager && device.capabilities().graph_launch);
     let longest = args.prompt_tokens.max(args.generated_tokens);
     let context = model.config().context_length();
     if longest > context {

@@ -181,7 +181,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // gains nothing from replay, so it runs eagerly. Where dispatches inside
     // graphs cannot be timed (no CUPTI), dispatch-level profiling runs the
     // step eagerly, and says so: the mode is part of the profile's conditions.
-    let graph = !args.eager && device.backend() == "cuda";
+    let graph = !args.eager && device.capabilities().graph_launch;
     let timed_in_graphs = device.capabilities().dispatch_timing_in_graphs;
     let eager_for_profiling =
         graph && device.profiler().level() == ProfileLevel::Dispatch && !timed_in_graphs;

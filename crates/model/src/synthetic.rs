@@ -12,22 +12,16 @@ use std::path::Path;
 
 use half::{bf16, f16};
 use kernelscope::DType;
+use kernelscope::hash::{Fnv1a64, fnv1a64};
 use kernelscope::rng::SplitMix64;
 
 use crate::config::Config;
 use crate::error::{ModelError, Result};
 
-/// FNV-1a, 64 bits: a stable hash of a tensor name.
-fn fnv1a(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// The f32 values of tensor `name` of `shape` for `seed`.
 pub fn tensor_values(name: &str, shape: &[usize], seed: u64) -> Vec<f32> {
     let count: usize = shape.iter().product();
-    let mut rng = SplitMix64::new(seed ^ fnv1a(name));
+    let mut rng = SplitMix64::new(seed ^ fnv1a64(name.as_bytes()));
     if name.ends_with("norm.weight") {
         rng.vec_f32(count, 0.9, 1.1)
     } else if name.ends_with(".bias") {
@@ -192,7 +186,7 @@ pub fn file_digest(path: &Path) -> Result<u64> {
         path: path.to_path_buf(),
         source,
     })?;
-    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    let mut hash = Fnv1a64::new();
     let mut chunk = vec![0u8; 1 << 20];
     loop {
         let read = file.read(&mut chunk).map_err(|source| ModelError::Io {
@@ -200,11 +194,9 @@ pub fn file_digest(path: &Path) -> Result<u64> {
             source,
         })?;
         if read == 0 {
-            return Ok(hash);
+            return Ok(hash.finish());
         }
-        for byte in &chunk[..read] {
-            hash = (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-        }
+        hash.update(&chunk[..read]);
     }
 }
 

@@ -155,9 +155,7 @@ impl Weights {
                 ),
             });
         }
-        if device.backend() != "cpu" {
-            // The CPU reads weights in place from the mapped files; other
-            // devices copy them into their own memory.
+        if !device.capabilities().maps_files_in_place {
             check_fits(device, "the weights", weight_bytes)?;
         }
         let total_bytes = weight_bytes as usize;

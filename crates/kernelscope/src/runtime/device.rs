@@ -57,6 +57,15 @@ pub struct Capabilities {
     pub dispatch_timing_in_graphs: bool,
     /// Whether NVTX ranges are emitted (CUDA; `None` where NVTX does not apply).
     pub nvtx: Option<bool>,
+    /// Whether a replayed [`Graph`](super::Graph) is one device-side launch
+    /// (CUDA graphs), which removes the host's per-dispatch cost; where it is
+    /// not (the CPU), a replay runs the recorded dispatches one by one and
+    /// gains nothing over encoding them again.
+    pub graph_launch: bool,
+    /// Whether [`Device::buffer_from_mapped`] uses a mapped file's bytes in
+    /// place (the CPU) rather than copying them into the device's memory,
+    /// so loading weights needs no free device memory.
+    pub maps_files_in_place: bool,
 }
 
 /// A device's memory, in bytes.
@@ -161,6 +170,8 @@ impl Device {
                 dispatch_timing: cpu.profiler().dispatch_timing().clone(),
                 dispatch_timing_in_graphs: cpu.profiler().dispatch_timing().is_supported(),
                 nvtx: None,
+                graph_launch: false,
+                maps_files_in_place: true,
             },
             Device::Cuda(cuda) => cuda.capabilities(),
         }

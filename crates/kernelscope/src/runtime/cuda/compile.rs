@@ -24,11 +24,7 @@ fn nvrtc_present() -> bool {
 /// FNV-1a of the source, the architecture and the NVRTC version.
 pub(crate) fn source_key(source: &str, arch: &str) -> u64 {
     let (major, minor) = if nvrtc_present() { nvrtc_version() } else { (0, 0) };
-    format!("{source}\u{0}{arch}\u{0}{major}.{minor}")
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |hash, byte| {
-            (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-        })
+    crate::hash::fnv1a64(format!("{source}\u{0}{arch}\u{0}{major}.{minor}").as_bytes())
 }
 
 /// `$KSCOPE_KERNEL_CACHE`, else `$XDG_CACHE_HOME/kernelscope/kernels`, else

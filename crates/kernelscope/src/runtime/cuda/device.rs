@@ -669,6 +669,8 @@ impl CudaDevice {
             dispatch_timing: self.shared.profiler.dispatch_timing().clone(),
             dispatch_timing_in_graphs: self.shared.cupti.is_some(),
             nvtx: Some(super::nvtx::active()),
+            graph_launch: true,
+            maps_files_in_place: false,
         }
     }
 
