@@ -80,7 +80,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let profile = device.profile(device.conditions("graph", None, None));
         let per = |total: u64| total as f64 / replays as f64 / 1e3;
         let submission: u64 = profile.submissions.iter().map(|s| s.duration_ns()).sum();
-        let enqueue: u64 = profile.submissions.iter().map(|s| s.host_enqueue_ns).sum();
+        let enqueue: u64 = profile.submissions.iter().map(|s| s.host_enqueue_ns()).sum();
         match kernelscope::profile::cross_check(&profile).first() {
             Some(check) => println!(
                 "| {nodes:5} | {:13.1} | {:15.1} | {:7.1} | {:7.1} | {:15.1} |",

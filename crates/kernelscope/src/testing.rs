@@ -96,7 +96,7 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
     use crate::OpKind;
     use crate::profile::{
         Conditions, CounterSnapshot, DispatchRecord, DispatchTiming, Phase, Profile, ProfileLevel,
-        SubmissionRecord, TokenRecord,
+        SubmissionRecord, TimingMechanism, TimingMethod, TokenRecord,
     };
 
     let mut rng = SplitMix64::new(seed);
@@ -117,10 +117,8 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
             driver: None,
             mode: "eager".into(),
             profiling: ProfileLevel::Dispatch,
-            submission_timing: "host clock".into(),
-            dispatch_timing: DispatchTiming::Supported {
-                method: "host clock".into(),
-            },
+            submission_timing: TimingMethod::current(TimingMechanism::HostClock),
+            dispatch_timing: DispatchTiming::supported(TimingMechanism::HostClock),
             model: Some("synthetic".into()),
             peak_bandwidth_gbps: Some(100.0),
         },
@@ -171,8 +169,7 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
             start_ns: token_start,
             end_ns: now,
             dispatches: index,
-            host_enqueue_ns: 0,
-            gated: false,
+            enqueue: None,
         });
         now += 2_000;
         profile.tokens.push(TokenRecord {

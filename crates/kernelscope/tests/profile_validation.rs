@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use kernelscope::Error;
-use kernelscope::profile::{CounterSnapshot, Profile, chrome_trace, compare, cross_check, render_report};
+use kernelscope::profile::{
+    CounterSnapshot, Enqueue, Profile, chrome_trace, compare, cross_check, render_report,
+};
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::synthetic_profile;
 
@@ -159,8 +161,14 @@ fn sums_past_u64_are_refused_instead_of_wrapping() {
     );
 
     let mut bad = base.clone();
-    bad.submissions[2].host_enqueue_ns = u64::MAX;
-    bad.submissions[1].host_enqueue_ns = 1;
+    bad.submissions[2].enqueue = Some(Enqueue {
+        host_ns: u64::MAX,
+        device_held: false,
+    });
+    bad.submissions[1].enqueue = Some(Enqueue {
+        host_ns: 1,
+        device_held: false,
+    });
     assert_contains(
         &refusal(&bad),
         &["submissions[2]: the host enqueue times add up past 2^64"],
@@ -252,7 +260,10 @@ fn readers_of_a_forged_profile_saturate_rather_than_wrap_or_panic() {
     for submission in &mut forged.submissions {
         submission.start_ns = 0;
         submission.end_ns = u64::MAX;
-        submission.host_enqueue_ns = u64::MAX;
+        submission.enqueue = Some(Enqueue {
+            host_ns: u64::MAX,
+            device_held: true,
+        });
     }
     for token in &mut forged.tokens {
         token.start_ns = 0;

@@ -50,10 +50,10 @@ fn recorded_profile() -> Profile {
 #[test]
 fn json_profile_round_trips() {
     let profile = recorded_profile();
-    assert_eq!(profile.schema, 1);
+    assert_eq!(profile.schema, 2);
     assert_eq!(profile.dispatches.len(), 6);
     let text = profile.to_json();
-    assert!(text.contains("\"schema\": 1"));
+    assert!(text.contains("\"schema\": 2"));
     assert_eq!(Profile::from_json(&text, Path::new("p.json")).unwrap(), profile);
 
     let path = std::env::temp_dir().join(format!("kernelscope-roundtrip-{}.json", std::process::id()));
@@ -66,15 +66,16 @@ fn json_profile_round_trips() {
 fn bad_profiles_are_refused_with_the_reason() {
     let wrong_schema = recorded_profile()
         .to_json()
-        .replacen("\"schema\": 1", "\"schema\": 2", 1);
+        .replacen("\"schema\": 2", "\"schema\": 3", 1);
     let problem = |text: &str| {
         Profile::from_json(text, Path::new("runs/p.json"))
             .unwrap_err()
             .to_string()
     };
-    assert!(problem(&wrong_schema).starts_with("runs/p.json: profile schema 2 is not supported"));
+    assert!(problem(&wrong_schema).starts_with("runs/p.json: profile schema 3 is not supported"));
     assert!(problem("{\"a\": 1}").contains("no \"schema\" field"));
     assert!(problem("not json").starts_with("runs/p.json: not JSON"));
+    assert!(problem("{\"schema\": 2}").starts_with("runs/p.json: malformed profile"));
     assert!(problem("{\"schema\": 1}").starts_with("runs/p.json: malformed profile"));
     let missing = std::path::Path::new("/nonexistent/profile.json");
     let error = Profile::load(missing).unwrap_err();
@@ -288,11 +289,13 @@ fn gated_submissions_and_host_enqueue_are_reported() {
     // Two of the submissions were held until enqueued, each after 250 µs
     // of host launching; the others report their enqueue time only.
     for (position, submission) in profile.submissions.iter_mut().enumerate() {
-        submission.host_enqueue_ns = 250_000 + position as u64 * 1_000;
-        submission.gated = position % 2 == 0;
+        submission.enqueue = Some(kernelscope::profile::Enqueue {
+            host_ns: 250_000 + position as u64 * 1_000,
+            device_held: position % 2 == 0,
+        });
     }
     let check = kernelscope::profile::cross_check(&profile)[0].clone();
-    assert_eq!(check.gated, 2);
+    assert_eq!(check.device_held, 2);
     assert_eq!(check.host_enqueue_ns, 4 * 250_000 + 6_000);
     let report = render_report(&profile);
     for needle in [
@@ -302,68 +305,94 @@ fn gated_submissions_and_host_enqueue_are_reported() {
     ] {
         assert!(report.contains(needle), "missing `{needle}` in:\n{report}");
     }
-    // The new fields survive JSON, and a profile written before them reads
-    // back with the defaults.
+    // The enqueue survives JSON.
     assert_eq!(
         Profile::from_json(&profile.to_json(), Path::new("p.json")).unwrap(),
         profile
     );
+}
+
+/// A profile as schema 1 wrote it: prose timing methods, and enqueue fields
+/// on every submission (0 and false where nothing was enqueued).
+fn as_schema_1(profile: &Profile, submission_method: &str, dispatch_method: &str) -> serde_json::Value {
     let mut older: serde_json::Value = serde_json::from_str(&profile.to_json()).unwrap();
+    older["schema"] = serde_json::json!(1);
+    older["conditions"]["submission_timing"] = serde_json::json!(submission_method);
+    older["conditions"]["dispatch_timing"] =
+        serde_json::json!({"support": "supported", "method": dispatch_method});
     for submission in older["submissions"].as_array_mut().unwrap() {
         let fields = submission.as_object_mut().unwrap();
-        fields.remove("host_enqueue_ns");
-        fields.remove("gated");
+        let enqueue = fields.remove("enqueue");
+        let host_ns = enqueue
+            .as_ref()
+            .map_or(serde_json::json!(0), |e| e["host_ns"].clone());
+        let held = enqueue
+            .as_ref()
+            .map_or(serde_json::json!(false), |e| e["device_held"].clone());
+        fields.insert("host_enqueue_ns".into(), host_ns);
+        fields.insert("gated".into(), held);
     }
-    let read = Profile::from_json(&older.to_string(), Path::new("older.json")).unwrap();
-    assert!(
-        read.submissions
-            .iter()
-            .all(|s| !s.gated && s.host_enqueue_ns == 0)
-    );
+    older
 }
 
 #[test]
-fn late_records_are_delivered_before_any_read_and_before_a_reset() {
-    use kernelscope::profile::{DispatchTiming, Profiler, SubmissionRecord};
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU32, Ordering};
-
-    let profiler = Arc::new(Profiler::new(
-        ProfileLevel::Dispatch,
-        DispatchTiming::Supported {
-            method: "test".into(),
-        },
-    ));
-    let calls = Arc::new(AtomicU32::new(0));
-    let weak = Arc::downgrade(&profiler);
-    let counted = calls.clone();
-    // Like a backend whose times arrive late: each delivery records the
-    // one submission it was holding.
-    profiler.set_late_records(Box::new(move || {
-        let Some(profiler) = weak.upgrade() else { return };
-        let call = counted.fetch_add(1, Ordering::SeqCst);
-        profiler.record_submission(
-            SubmissionRecord {
-                label: Arc::from("late"),
-                submission: u64::from(call),
-                stream: 0,
-                token: None,
-                start_ns: 10,
-                end_ns: 20 + u64::from(call),
-                dispatches: 0,
-                host_enqueue_ns: 5,
-                gated: false,
-            },
-            Vec::new(),
-        );
-    }));
-    assert_eq!(profiler.submissions().len(), 1, "delivered before the read");
-    assert_eq!(profiler.submission_table()[0].count, 2);
-    profiler.reset();
-    assert_eq!(calls.load(Ordering::SeqCst), 3, "reset delivers first");
+fn schema_1_profiles_read_as_schema_2_and_compare_by_method_not_prose() {
+    use kernelscope::profile::{DispatchTiming, Enqueue, TimingMechanism};
+    let mut profile = synthetic_profile(4, 1.0, 3);
+    profile.submissions[1].enqueue = Some(Enqueue {
+        host_ns: 1_234,
+        device_held: true,
+    });
+    let older = as_schema_1(&profile, "host clock", "host clock");
+    let read = Profile::from_json(&older.to_string(), Path::new("older.json")).unwrap();
+    assert_eq!(read.schema, kernelscope::profile::PROFILE_SCHEMA_VERSION);
     assert_eq!(
-        profiler.submissions().len(),
-        1,
-        "what was delivered before the reset is gone; only the new delivery remains"
+        read.submissions, profile.submissions,
+        "enqueue kept where measured, None elsewhere"
+    );
+    assert_eq!(read.conditions, profile.conditions);
+
+    // CUPTI before and after the enqueue gate are different methods; the
+    // event fallback's note (why CUPTI was missing) decides nothing.
+    let gated = "cupti activity records (eager launches and graph replays; replays timed from the end of the host's enqueue)";
+    let cupti_before_gate = as_schema_1(
+        &profile,
+        "cuda event pairs",
+        "cupti activity records (eager launches and graph replays)",
+    );
+    let cupti_after_gate = as_schema_1(&profile, "cuda event pairs", gated);
+    let before = Profile::from_json(&cupti_before_gate.to_string(), Path::new("a.json")).unwrap();
+    let after = Profile::from_json(&cupti_after_gate.to_string(), Path::new("b.json")).unwrap();
+    assert_eq!(
+        after.conditions.dispatch_timing,
+        DispatchTiming::supported(TimingMechanism::Cupti)
+    );
+    assert!(
+        before
+            .conditions
+            .differences(&after.conditions)
+            .iter()
+            .any(|difference| difference.starts_with("dispatch timing")),
+        "revisions differ"
+    );
+    let events_a = as_schema_1(
+        &profile,
+        "cuda event pairs",
+        "cuda event pairs around eager launches (CUPTI unavailable: no libcupti)",
+    );
+    let events_b = as_schema_1(
+        &profile,
+        "cuda event pairs",
+        "cuda event pairs around eager launches (CUPTI unavailable: the driver refused)",
+    );
+    let a = Profile::from_json(&events_a.to_string(), Path::new("a.json")).unwrap();
+    let b = Profile::from_json(&events_b.to_string(), Path::new("b.json")).unwrap();
+    assert!(a.conditions.differences(&b.conditions).is_empty());
+
+    let unknown = as_schema_1(&profile, "sundial", "host clock");
+    let error = Profile::from_json(&unknown.to_string(), Path::new("odd.json")).unwrap_err();
+    assert!(
+        error.to_string().contains("conditions.submission_timing"),
+        "{error}"
     );
 }

@@ -49,6 +49,42 @@ pub(crate) fn scope_of(record: &DispatchRecord) -> String {
     }
 }
 
+/// Values kept per key, keys in the order they first appeared: the one way
+/// the report, the comparison, the cross-check and the profiler's tables
+/// group records, so they all list groups in the same order. A lookup is
+/// a hash probe, so many keys never cost a scan each.
+pub(crate) struct FirstSeen<V> {
+    groups: Vec<(String, V)>,
+    index: HashMap<String, usize>,
+}
+
+impl<V> FirstSeen<V> {
+    pub fn new() -> Self {
+        FirstSeen {
+            groups: Vec::new(),
+            index: HashMap::new(),
+        }
+    }
+
+    /// The value of `key`, made by `make` the first time `key` is seen.
+    pub fn entry(&mut self, key: &str, make: impl FnOnce() -> V) -> &mut V {
+        let slot = match self.index.get(key) {
+            Some(&slot) => slot,
+            None => {
+                self.index.insert(key.to_string(), self.groups.len());
+                self.groups.push((key.to_string(), make()));
+                self.groups.len() - 1
+            }
+        };
+        &mut self.groups[slot].1
+    }
+
+    /// The groups in first-appearance order.
+    pub fn into_groups(self) -> Vec<(String, V)> {
+        self.groups
+    }
+}
+
 /// `(key, values)` groups of `items`, keys in first-appearance order and
 /// values in item order.
 pub(crate) fn group_in_order<T, V>(
@@ -56,49 +92,34 @@ pub(crate) fn group_in_order<T, V>(
     key: impl Fn(&T) -> &str,
     value: impl Fn(&T) -> V,
 ) -> Vec<(String, Vec<V>)> {
-    let mut groups: Vec<(String, Vec<V>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut groups = FirstSeen::new();
     for item in items {
-        let name = key(&item);
-        let slot = match index.get(name) {
-            Some(&slot) => slot,
-            None => {
-                index.insert(name.to_string(), groups.len());
-                groups.push((name.to_string(), Vec::new()));
-                groups.len() - 1
-            }
-        };
-        groups[slot].1.push(value(&item));
+        groups.entry(key(&item), Vec::new).push(value(&item));
     }
-    groups
+    groups.into_groups()
 }
 
-/// Groups `records` by `key`, in first-appearance order.
+/// Totals of `records` by `key`, in first-appearance order.
 pub(crate) fn aggregate<'a>(
     records: impl IntoIterator<Item = &'a DispatchRecord>,
     key: impl Fn(&DispatchRecord) -> String,
 ) -> Vec<Aggregate> {
-    let mut order: Vec<Aggregate> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut groups = FirstSeen::new();
     for record in records {
         let name = key(record);
-        let slot = *index.entry(name.clone()).or_insert_with(|| {
-            order.push(Aggregate {
-                key: name,
-                ..Aggregate::default()
-            });
-            order.len() - 1
-        });
         // Saturating: a loaded profile's sums were checked to fit in u64
         // (see `Profile::from_json`) and live ones cannot come near it, so
         // this only keeps a forged in-memory profile from wrapping around.
-        let entry = &mut order[slot];
+        let entry = groups.entry(&name, || Aggregate {
+            key: name.clone(),
+            ..Aggregate::default()
+        });
         entry.calls = entry.calls.saturating_add(1);
         entry.total_ns = entry.total_ns.saturating_add(record.duration_ns());
         entry.bytes = entry.bytes.saturating_add(record.bytes);
         entry.flops = entry.flops.saturating_add(record.flops);
     }
-    order
+    groups.into_groups().into_iter().map(|(_, total)| total).collect()
 }
 
 /// The totals of one key over a run's repetitions: `values` for the
@@ -138,8 +159,7 @@ pub(crate) fn per_repetition_totals(
         .enumerate()
         .map(|(position, token)| (*token, position))
         .collect();
-    let mut order: Vec<(String, BTreeMap<usize, f64>)> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut groups: FirstSeen<BTreeMap<usize, f64>> = FirstSeen::new();
     for record in records {
         let repetition = if tokens.is_empty() {
             0
@@ -149,14 +169,13 @@ pub(crate) fn per_repetition_totals(
                 None => continue,
             }
         };
-        let name = key(record);
-        let slot = *index.entry(name.clone()).or_insert_with(|| {
-            order.push((name, BTreeMap::new()));
-            order.len() - 1
-        });
-        *order[slot].1.entry(repetition).or_insert(0.0) += record.duration_ns() as f64;
+        *groups
+            .entry(&key(record), BTreeMap::new)
+            .entry(repetition)
+            .or_insert(0.0) += record.duration_ns() as f64;
     }
-    order
+    groups
+        .into_groups()
         .into_iter()
         .map(|(name, by_repetition)| {
             let absent = repetitions - by_repetition.len();

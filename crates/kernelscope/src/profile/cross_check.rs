@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 
 use super::Profile;
+use super::aggregate::FirstSeen;
 
 /// Drift beyond which the cross-check is flagged (10%).
 pub const DRIFT_FLAG_THRESHOLD: f64 = 0.10;
@@ -28,7 +29,7 @@ pub struct CrossCheck {
     pub gaps_ns: u64,
     /// How many of the submissions were held until the host had enqueued
     /// them, so that their time starts when the device could begin.
-    pub gated: u64,
+    pub device_held: u64,
     /// Host time spent enqueueing the submissions compared.
     pub host_enqueue_ns: u64,
     /// `(submission - dispatch sum) / submission`: positive when time passed
@@ -53,9 +54,7 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
         entry.1 = entry.1.saturating_add(1);
         entry.2 = entry.2.min(dispatch.start_ns);
     }
-    let mut checks: Vec<CrossCheck> = Vec::new();
-    // Label → position in `checks`: many labels must not cost a scan each.
-    let mut positions: HashMap<&str, usize> = HashMap::new();
+    let mut checks: FirstSeen<CrossCheck> = FirstSeen::new();
     for submission in &profile.submissions {
         // A submission whose dispatches were not all timed (records dropped,
         // or replays without per-dispatch timing) says nothing about drift.
@@ -65,29 +64,23 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
         if timed != submission.dispatches {
             continue;
         }
-        let index = match positions.get(&*submission.label) {
-            Some(&index) => index,
-            None => {
-                positions.insert(&submission.label, checks.len());
-                checks.push(CrossCheck {
-                    label: submission.label.to_string(),
-                    submissions: 0,
-                    submission_ns: 0,
-                    dispatch_sum_ns: 0,
-                    lead_ns: 0,
-                    gaps_ns: 0,
-                    gated: 0,
-                    host_enqueue_ns: 0,
-                    drift: 0.0,
-                    flagged: false,
-                });
-                checks.len() - 1
-            }
-        };
-        let check = &mut checks[index];
+        let check = checks.entry(&submission.label, || CrossCheck {
+            label: submission.label.to_string(),
+            submissions: 0,
+            submission_ns: 0,
+            dispatch_sum_ns: 0,
+            lead_ns: 0,
+            gaps_ns: 0,
+            device_held: 0,
+            host_enqueue_ns: 0,
+            drift: 0.0,
+            flagged: false,
+        });
         check.submissions = check.submissions.saturating_add(1);
-        check.gated = check.gated.saturating_add(u64::from(submission.gated));
-        check.host_enqueue_ns = check.host_enqueue_ns.saturating_add(submission.host_enqueue_ns);
+        check.device_held = check
+            .device_held
+            .saturating_add(u64::from(submission.device_held()));
+        check.host_enqueue_ns = check.host_enqueue_ns.saturating_add(submission.host_enqueue_ns());
         check.submission_ns = check.submission_ns.saturating_add(submission.duration_ns());
         check.dispatch_sum_ns = check.dispatch_sum_ns.saturating_add(dispatch_sum);
         let lead = first_start
@@ -101,6 +94,7 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
                 .saturating_sub(dispatch_sum),
         );
     }
+    let mut checks: Vec<CrossCheck> = checks.into_groups().into_iter().map(|(_, check)| check).collect();
     for check in &mut checks {
         check.drift = if check.submission_ns == 0 {
             0.0

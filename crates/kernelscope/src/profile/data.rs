@@ -8,11 +8,16 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{CounterSnapshot, DispatchRecord, DispatchTiming, ProfileLevel, SubmissionRecord, TokenRecord};
+use super::{
+    CounterSnapshot, DispatchRecord, DispatchTiming, ProfileLevel, SubmissionRecord, TimingMethod,
+    TokenRecord,
+};
 use crate::error::{Error, Result};
 
-/// The schema version written into every profile; readers refuse others.
-pub const PROFILE_SCHEMA_VERSION: u32 = 1;
+/// The schema version written into every profile. Readers also accept
+/// schema 1 (timing methods as prose, enqueue fields on every submission),
+/// converting it on load; they refuse any other.
+pub const PROFILE_SCHEMA_VERSION: u32 = 2;
 
 /// The largest profile file [`Profile::load`] reads (1 GiB: millions of
 /// records, far more than any run writes).
@@ -32,7 +37,7 @@ pub struct Conditions {
     /// The profiling level.
     pub profiling: ProfileLevel,
     /// How submissions were timed.
-    pub submission_timing: String,
+    pub submission_timing: TimingMethod,
     /// Whether and how dispatches were timed.
     pub dispatch_timing: DispatchTiming,
     /// The model or workload, where there is one.
@@ -56,11 +61,6 @@ impl Conditions {
         check("mode", &self.mode, &other.mode);
         check("profiling", self.profiling.name(), other.profiling.name());
         check(
-            "dispatch timing",
-            &self.dispatch_timing.describe(),
-            &other.dispatch_timing.describe(),
-        );
-        check(
             "driver",
             self.driver.as_deref().unwrap_or("none"),
             other.driver.as_deref().unwrap_or("none"),
@@ -70,6 +70,21 @@ impl Conditions {
             self.model.as_deref().unwrap_or("none"),
             other.model.as_deref().unwrap_or("none"),
         );
+        // Methods are compared as data (mechanism and revision), never by
+        // their prose: a note such as why CUPTI was unavailable decides nothing.
+        if self.submission_timing != other.submission_timing {
+            differences.push(format!(
+                "submission timing: {} vs {}",
+                self.submission_timing, other.submission_timing
+            ));
+        }
+        if !self.dispatch_timing.comparable_with(&other.dispatch_timing) {
+            differences.push(format!(
+                "dispatch timing: {} vs {}",
+                self.dispatch_timing.describe(),
+                other.dispatch_timing.describe()
+            ));
+        }
         differences
     }
 }
@@ -141,16 +156,17 @@ impl Profile {
     }
 
     fn parse(text: &str) -> std::result::Result<Profile, String> {
-        let value: serde_json::Value =
+        let mut value: serde_json::Value =
             serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))?;
         let schema = value
             .get("schema")
             .ok_or("not a kernelscope profile: no \"schema\" field")?;
         match schema.as_u64() {
             Some(version) if version == u64::from(PROFILE_SCHEMA_VERSION) => {}
+            Some(1) => super::schema_1::upgrade(&mut value)?,
             _ => {
                 return Err(format!(
-                    "profile schema {schema} is not supported (this kscope reads schema {PROFILE_SCHEMA_VERSION})"
+                    "profile schema {schema} is not supported (this kscope reads schemas 1 and {PROFILE_SCHEMA_VERSION})"
                 ));
             }
         }
@@ -211,7 +227,7 @@ impl Profile {
                 .checked_add(duration)
                 .ok_or_else(|| overflow(record.clone(), "submission times"))?;
             enqueue_time = enqueue_time
-                .checked_add(submission.host_enqueue_ns)
+                .checked_add(submission.host_enqueue_ns())
                 .ok_or_else(|| overflow(record.clone(), "host enqueue times"))?;
         }
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::CounterSnapshot;
-use crate::runtime::OpKind;
+use super::OpKind;
 
 /// Whether a token was part of prompt processing or of generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -16,38 +16,6 @@ pub enum Phase {
     Prefill,
     /// Generating one new token.
     Decode,
-}
-
-/// Whether and how a backend times individual dispatches.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "support", rename_all = "lowercase")]
-pub enum DispatchTiming {
-    /// Dispatches are timed by `method` (e.g. `host clock`, `cupti`).
-    Supported {
-        /// How the times are taken.
-        method: String,
-    },
-    /// Dispatches cannot be timed here; the report says so instead of
-    /// printing zeros.
-    Unsupported {
-        /// Why not.
-        reason: String,
-    },
-}
-
-impl DispatchTiming {
-    /// Whether dispatch times are available.
-    pub fn is_supported(&self) -> bool {
-        matches!(self, DispatchTiming::Supported { .. })
-    }
-
-    /// A short description for reports.
-    pub fn describe(&self) -> String {
-        match self {
-            DispatchTiming::Supported { method } => method.clone(),
-            DispatchTiming::Unsupported { reason } => format!("unsupported ({reason})"),
-        }
-    }
 }
 
 /// One timed submission (a committed batch of dispatches).
@@ -67,22 +35,38 @@ pub struct SubmissionRecord {
     pub end_ns: u64,
     /// How many dispatches it carried.
     pub dispatches: u32,
-    /// Host time spent enqueueing it (launch calls, on the host clock), in
-    /// ns; 0 where the backend runs work as it is committed (the CPU).
-    #[serde(default)]
-    pub host_enqueue_ns: u64,
+    /// How the host enqueued it, where the backend enqueues work for the
+    /// device to run later (CUDA); `None` where work runs as it is committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enqueue: Option<Enqueue>,
+}
+
+/// How the host enqueued a submission on a backend that runs it later.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Enqueue {
+    /// Host time spent enqueueing it (launch calls, on the host clock), in ns.
+    pub host_ns: u64,
     /// Whether the device was held until the host finished enqueueing, so
     /// that `start_ns` is when the device could begin rather than when the
-    /// host began: set where a profiler (CUPTI) slows the enqueue enough to
+    /// host began: done where a profiler (CUPTI) slows the enqueue enough to
     /// leave the device idle inside the submission.
-    #[serde(default)]
-    pub gated: bool,
+    pub device_held: bool,
 }
 
 impl SubmissionRecord {
     /// Device time of the submission.
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// Host time spent enqueueing it, 0 where not measured.
+    pub fn host_enqueue_ns(&self) -> u64 {
+        self.enqueue.map_or(0, |enqueue| enqueue.host_ns)
+    }
+
+    /// Whether the device was held until the host finished enqueueing it.
+    pub fn device_held(&self) -> bool {
+        self.enqueue.is_some_and(|enqueue| enqueue.device_held)
     }
 }
 

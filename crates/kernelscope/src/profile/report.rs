@@ -373,11 +373,11 @@ fn render_cross_check(profile: &Profile, out: &mut String) {
             ms(check.lead_ns),
             ms(check.gaps_ns)
         );
-        if check.gated > 0 {
+        if check.device_held > 0 {
             let _ = writeln!(
                 out,
                 "  {} of {} submissions held until fully enqueued (host enqueue {} ms in all): their time starts when the device could begin, not while the host was still launching",
-                check.gated,
+                check.device_held,
                 check.submissions,
                 ms(check.host_enqueue_ns)
             );

@@ -3,21 +3,21 @@
 //! [`Profile`] snapshot of it. Nothing here is a process global, so two
 //! devices (or two tests) never see each other's numbers.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
+use super::OpKind;
 use super::aggregate::group_in_order;
 use super::{
     Conditions, CounterSnapshot, Counters, DispatchRecord, DispatchTiming, Phase, Profile, ProfileLevel,
     SubmissionRecord, SubmissionStats, TokenRecord,
 };
-use crate::runtime::OpKind;
 
 /// What the encoder knows of a dispatch before it runs; joined with its
 /// times to make a [`DispatchRecord`].
 #[derive(Clone, Debug)]
-pub struct DispatchMeta {
+pub(crate) struct DispatchMeta {
     /// The kernel's name.
     pub kernel: Arc<str>,
     /// What kind of operation it is.
@@ -33,7 +33,7 @@ pub struct DispatchMeta {
 impl DispatchMeta {
     /// The record of this dispatch, run as `index` of submission
     /// `submission` (labeled `label`) from `start_ns` to `end_ns`.
-    pub fn record(
+    pub(crate) fn record(
         &self,
         label: &Arc<str>,
         submission: u64,
@@ -79,14 +79,20 @@ struct Tables {
 }
 
 /// A device's profiling session.
+///
+/// Its public side reads: counters, tables, tokens, warnings, snapshots and
+/// reset (and marks tokens, which is how a model says what a dispatch was
+/// for). Its recording side (what backends call as work runs) is private to
+/// the crate, so nothing outside a backend can forge a record.
 #[derive(Debug)]
 pub struct Profiler {
     level: ProfileLevel,
     dispatch_timing: DispatchTiming,
+    /// Decided once at creation: dispatch timing asked for and available.
+    times_dispatches: bool,
     counters: Counters,
     epoch: Instant,
     next_submission: AtomicU64,
-    warned_dispatch_unsupported: AtomicBool,
     tables: Mutex<Tables>,
     late_records: OnceLock<LateRecords>,
 }
@@ -102,18 +108,32 @@ impl std::fmt::Debug for LateRecords {
 
 impl Profiler {
     /// A session recording at `level`, on a backend whose dispatch timing
-    /// capability is `dispatch_timing`.
-    pub fn new(level: ProfileLevel, dispatch_timing: DispatchTiming) -> Self {
-        Profiler {
+    /// capability is `dispatch_timing`. When dispatch timing is asked for
+    /// but the backend cannot provide it, says so here, once, on stderr and
+    /// in the warnings: only per-submission timing will be recorded, and
+    /// the report says "unsupported" rather than showing zeros.
+    pub(crate) fn new(level: ProfileLevel, dispatch_timing: DispatchTiming) -> Self {
+        let times_dispatches = level.times_dispatches() && dispatch_timing.is_supported();
+        let profiler = Profiler {
             level,
-            dispatch_timing,
+            times_dispatches,
             counters: Counters::default(),
             epoch: Instant::now(),
             next_submission: AtomicU64::new(0),
-            warned_dispatch_unsupported: AtomicBool::new(false),
             tables: Mutex::new(Tables::default()),
             late_records: OnceLock::new(),
+            dispatch_timing,
+        };
+        if level.times_dispatches() && !times_dispatches {
+            profiler.warn_once(
+                "dispatch-timing-unsupported",
+                &format!(
+                    "kernelscope: per-dispatch timing is {}; only per-submission timing will be recorded",
+                    profiler.dispatch_timing.describe()
+                ),
+            );
         }
+        profiler
     }
 
     /// Registers how the backend delivers records still outstanding: one
@@ -122,12 +142,13 @@ impl Profiler {
     /// next launch) holds those submissions back until their times come.
     /// Every reader of records calls it first, so nothing is read half-made.
     /// Only the first registration counts.
-    pub fn set_late_records(&self, deliver: Box<dyn Fn() + Send + Sync>) {
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn set_late_records(&self, deliver: Box<dyn Fn() + Send + Sync>) {
         let _ = self.late_records.set(LateRecords(deliver));
     }
 
     /// Delivers every outstanding record (see [`set_late_records`](Self::set_late_records)).
-    pub fn deliver_late_records(&self) {
+    fn deliver_late_records(&self) {
         if let Some(LateRecords(deliver)) = self.late_records.get() {
             deliver();
         }
@@ -164,31 +185,14 @@ impl Profiler {
         self.level.times_submissions()
     }
 
-    /// Whether dispatches are being timed. When dispatch timing was asked
-    /// for but the backend cannot provide it, says so once on stderr (and in
-    /// the profile's warnings) and answers false: the report then says
-    /// "unsupported" rather than showing zeros.
+    /// Whether dispatches are being timed: asked for, and the backend can.
     #[inline]
     pub fn times_dispatches(&self) -> bool {
-        if !self.level.times_dispatches() {
-            return false;
-        }
-        if self.dispatch_timing.is_supported() {
-            return true;
-        }
-        if !self.warned_dispatch_unsupported.swap(true, Ordering::Relaxed) {
-            let message = format!(
-                "kernelscope: per-dispatch timing is {}; only per-submission timing will be recorded",
-                self.dispatch_timing.describe()
-            );
-            eprintln!("{message}");
-            self.lock().warnings.push(message);
-        }
-        false
+        self.times_dispatches
     }
 
     /// Prints `message` on stderr and adds it to the warnings, once per `key`.
-    pub fn warn_once(&self, key: &str, message: &str) {
+    pub(crate) fn warn_once(&self, key: &str, message: &str) {
         let mut tables = self.lock();
         if tables.warned_keys.iter().any(|known| known == key) {
             return;
@@ -200,12 +204,13 @@ impl Profiler {
 
     /// The token open now, if any (backends that resolve times after the
     /// commit remember it with the submission).
-    pub fn current_token(&self) -> Option<u32> {
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn current_token(&self) -> Option<u32> {
         self.lock().open_token.as_ref().map(|open| open.index)
     }
 
     /// Takes the next submission sequence number.
-    pub fn next_submission_id(&self) -> u64 {
+    pub(crate) fn next_submission_id(&self) -> u64 {
         self.next_submission.fetch_add(1, Ordering::Relaxed)
     }
 
@@ -216,7 +221,11 @@ impl Profiler {
     /// Records a timed submission and the timed dispatches it carried
     /// (`dispatches` may be empty when only submissions are timed). The
     /// records are tagged with the open token, if any.
-    pub fn record_submission(&self, mut submission: SubmissionRecord, mut dispatches: Vec<DispatchRecord>) {
+    pub(crate) fn record_submission(
+        &self,
+        mut submission: SubmissionRecord,
+        mut dispatches: Vec<DispatchRecord>,
+    ) {
         let mut tables = self.lock();
         // A backend that resolves times later passes the token that was open
         // when the work was committed; otherwise it is the one open now.
@@ -296,11 +305,14 @@ impl Profiler {
 
     /// Copies of the recorded tokens.
     pub fn tokens(&self) -> Vec<TokenRecord> {
+        self.deliver_late_records();
         self.lock().tokens.clone()
     }
 
     /// Warnings raised so far (each printed once on stderr when raised).
+    /// Late records are delivered first: matching them can raise one.
     pub fn warnings(&self) -> Vec<String> {
+        self.deliver_late_records();
         self.lock().warnings.clone()
     }
 
@@ -339,7 +351,7 @@ pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<Submissi
     let by_label = group_in_order(
         submissions,
         |record| &record.label,
-        |record| (record.duration_ns(), record.host_enqueue_ns),
+        |record| (record.duration_ns(), record.host_enqueue_ns()),
     );
     let mut table: Vec<SubmissionStats> = by_label
         .into_iter()
@@ -358,4 +370,72 @@ pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<Submissi
 /// `dispatches` grouped by label in first-arrival order.
 pub(crate) fn dispatches_by_label(dispatches: &[DispatchRecord]) -> Vec<(String, Vec<DispatchRecord>)> {
     group_in_order(dispatches, |record| &record.label, |record| (*record).clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use super::*;
+    use crate::profile::TimingMechanism;
+
+    #[test]
+    fn late_records_are_delivered_before_any_read_and_before_a_reset() {
+        let profiler = Arc::new(Profiler::new(
+            ProfileLevel::Dispatch,
+            DispatchTiming::supported(TimingMechanism::HostClock),
+        ));
+        let calls = Arc::new(AtomicU32::new(0));
+        let weak = Arc::downgrade(&profiler);
+        let counted = calls.clone();
+        // Like a backend whose times arrive late: each delivery records the
+        // one submission it was holding.
+        profiler.set_late_records(Box::new(move || {
+            let Some(profiler) = weak.upgrade() else { return };
+            let call = counted.fetch_add(1, Ordering::SeqCst);
+            profiler.record_submission(
+                SubmissionRecord {
+                    label: Arc::from("late"),
+                    submission: u64::from(call),
+                    stream: 0,
+                    token: None,
+                    start_ns: 10,
+                    end_ns: 20 + u64::from(call),
+                    dispatches: 0,
+                    enqueue: None,
+                },
+                Vec::new(),
+            );
+        }));
+        assert_eq!(profiler.submissions().len(), 1, "delivered before the read");
+        assert_eq!(profiler.submission_table()[0].count, 2);
+        profiler.reset();
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "reset delivers first");
+        assert_eq!(
+            profiler.submissions().len(),
+            1,
+            "what was delivered before the reset is gone; only the new delivery remains"
+        );
+        // Every reader delivers: tokens and warnings too.
+        let before = calls.load(Ordering::SeqCst);
+        profiler.tokens();
+        profiler.warnings();
+        assert_eq!(calls.load(Ordering::SeqCst), before + 2);
+    }
+
+    #[test]
+    fn asking_whether_dispatches_are_timed_changes_nothing() {
+        let profiler = Profiler::new(
+            ProfileLevel::Dispatch,
+            DispatchTiming::Unsupported {
+                reason: "a test".into(),
+            },
+        );
+        assert_eq!(profiler.warnings().len(), 1, "said once, at creation");
+        for _ in 0..3 {
+            assert!(!profiler.times_dispatches());
+        }
+        assert_eq!(profiler.warnings().len(), 1);
+    }
 }

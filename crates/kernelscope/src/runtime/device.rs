@@ -4,7 +4,9 @@
 
 use super::{Buffer, CommandEncoder, CpuDevice, CudaDevice, DType, Element};
 use crate::error::{Error, Result};
-use crate::profile::{Conditions, DispatchTiming, Profile, ProfileLevel, Profiler};
+use crate::profile::{
+    Conditions, DispatchTiming, Profile, ProfileLevel, Profiler, TimingMechanism, TimingMethod,
+};
 
 /// How a device is set up. Fixed at creation.
 #[derive(Clone, Debug, Default)]
@@ -50,7 +52,7 @@ impl DeviceOptions {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Capabilities {
     /// How submissions are timed.
-    pub submission_timing: String,
+    pub submission_timing: TimingMethod,
     /// Whether and how dispatches are timed.
     pub dispatch_timing: DispatchTiming,
     /// Whether dispatches inside graph replays are timed too.
@@ -166,7 +168,7 @@ impl Device {
     pub fn capabilities(&self) -> Capabilities {
         match self {
             Device::Cpu(cpu) => Capabilities {
-                submission_timing: super::cpu::CPU_TIMING_METHOD.to_string(),
+                submission_timing: TimingMethod::current(TimingMechanism::HostClock),
                 dispatch_timing: cpu.profiler().dispatch_timing().clone(),
                 dispatch_timing_in_graphs: cpu.profiler().dispatch_timing().is_supported(),
                 nvtx: None,

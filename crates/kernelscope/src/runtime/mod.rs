@@ -12,8 +12,9 @@ mod encoder;
 mod graph;
 mod kernel;
 mod mem_ranges;
-mod op_kind;
 
+/// Op kinds are the profiler's vocabulary; dispatches are tagged with them here.
+pub use crate::profile::OpKind;
 pub use buffer::{Buffer, PendingRead};
 pub use cpu::CpuDevice;
 pub use cuda::CudaDevice;
@@ -24,4 +25,3 @@ pub use encoder::{CommandEncoder, UNLABELED};
 pub use graph::Graph;
 pub use kernel::{CpuKernelFn, Kernel, KernelArgs, KernelRegistry};
 pub use mem_ranges::{MemRange, MemRanges};
-pub use op_kind::OpKind;

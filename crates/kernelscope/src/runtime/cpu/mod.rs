@@ -13,10 +13,7 @@ use super::encoder::{Command, GraphNode, RecordedDispatch};
 use super::kernel::KernelArgs;
 use super::{DType, Element};
 use crate::error::{Error, Result};
-use crate::profile::{Counters, DispatchTiming, ProfileLevel, Profiler, SubmissionRecord};
-
-/// How the CPU backend takes its times.
-pub(crate) const CPU_TIMING_METHOD: &str = "host clock";
+use crate::profile::{Counters, DispatchTiming, ProfileLevel, Profiler, SubmissionRecord, TimingMechanism};
 
 /// State shared by a CPU device and every buffer allocated on it.
 #[derive(Debug)]
@@ -63,9 +60,7 @@ pub struct CpuDevice {
 impl CpuDevice {
     pub(crate) fn new(level: ProfileLevel, dispatch_timing_unsupported: Option<String>) -> Self {
         let dispatch_timing = match dispatch_timing_unsupported {
-            None => DispatchTiming::Supported {
-                method: CPU_TIMING_METHOD.to_string(),
-            },
+            None => DispatchTiming::supported(TimingMechanism::HostClock),
             Some(reason) => DispatchTiming::Unsupported { reason },
         };
         CpuDevice {
@@ -197,8 +192,7 @@ impl CpuDevice {
                 start_ns,
                 end_ns: profiler.now_ns(),
                 dispatches: index,
-                host_enqueue_ns: 0,
-                gated: false,
+                enqueue: None,
             };
             profiler.record_submission(record, records);
         }

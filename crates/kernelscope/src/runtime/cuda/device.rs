@@ -17,20 +17,20 @@ use super::cupti::KernelActivity;
 use super::gate::Gate;
 use super::memory::CudaMemory;
 use crate::error::{Error, Result};
-use crate::profile::{DispatchMeta, DispatchTiming, Profiler, SubmissionRecord};
+use crate::profile::{
+    DispatchMeta, DispatchTiming, Enqueue, Profiler, SubmissionRecord, TimingMechanism, TimingMethod,
+};
 use crate::runtime::DType;
 use crate::runtime::buffer::{Buffer, Memory};
 use crate::runtime::device::{Capabilities, DeviceOptions};
 use crate::runtime::encoder::Command;
 
-/// How CUDA submissions are timed.
-pub(crate) const SUBMISSION_TIMING_METHOD: &str = "cuda event pairs";
-/// How CUDA dispatches are timed when CUPTI is in use.
-/// The method names the gate because it changed what a replay's submission
-/// time means (profiles made before it are not compared without --force).
-pub(crate) const CUPTI_TIMING_METHOD: &str = "cupti activity records (eager launches and graph replays; replays timed from the end of the host's enqueue)";
-/// How CUDA dispatches are timed without CUPTI (eager launches only).
-pub(crate) const EVENT_TIMING_METHOD: &str = "cuda event pairs around eager launches";
+/// How CUDA dispatches are timed without CUPTI: eager launches only.
+fn event_dispatch_timing(note: &str) -> DispatchTiming {
+    DispatchTiming::Supported {
+        method: TimingMethod::current(TimingMechanism::CudaEvents).with_note(note),
+    }
+}
 
 /// Where a device's CUPTI records come from and how their clock maps to
 /// the profiler's: `host_ns = cupti_ns + offset_ns`, an offset measured
@@ -286,8 +286,10 @@ impl CudaShared {
                     start_ns,
                     end_ns,
                     dispatches: submission.dispatches,
-                    host_enqueue_ns: submission.host_enqueue_ns,
-                    gated: submission.gated,
+                    enqueue: Some(Enqueue {
+                        host_ns: submission.host_enqueue_ns,
+                        device_held: submission.gated,
+                    }),
                 },
                 dispatches,
             });
@@ -551,16 +553,9 @@ impl CudaDevice {
                 let key = super::cupti::start()
                     .and_then(|()| super::cupti::stream_key(context.cu_ctx(), stream.cu_stream()));
                 match key {
-                    Ok(key) => (
-                        DispatchTiming::Supported {
-                            method: CUPTI_TIMING_METHOD.to_string(),
-                        },
-                        Some(key),
-                    ),
+                    Ok(key) => (DispatchTiming::supported(TimingMechanism::Cupti), Some(key)),
                     Err(reason) => (
-                        DispatchTiming::Supported {
-                            method: format!("{EVENT_TIMING_METHOD} (CUPTI unavailable: {reason})"),
-                        },
+                        event_dispatch_timing(&format!("around eager launches; CUPTI unavailable: {reason}")),
                         None,
                     ),
                 }
@@ -569,17 +564,12 @@ impl CudaDevice {
             // profiling turns it on. Say what that level would use.
             None => {
                 // SAFETY: only tries to load the library by its known names.
-                let method = if unsafe { cudarc::cupti::sys::is_culib_present() } {
-                    CUPTI_TIMING_METHOD
+                let timing = if unsafe { cudarc::cupti::sys::is_culib_present() } {
+                    DispatchTiming::supported(TimingMechanism::Cupti)
                 } else {
-                    EVENT_TIMING_METHOD
+                    event_dispatch_timing("around eager launches")
                 };
-                (
-                    DispatchTiming::Supported {
-                        method: method.to_string(),
-                    },
-                    None,
-                )
+                (timing, None)
             }
         };
         let profiler = Profiler::new(options.profile_level(), dispatch_timing);
@@ -665,7 +655,7 @@ impl CudaDevice {
 
     pub(crate) fn capabilities(&self) -> Capabilities {
         Capabilities {
-            submission_timing: SUBMISSION_TIMING_METHOD.to_string(),
+            submission_timing: TimingMethod::current(TimingMechanism::CudaEvents),
             dispatch_timing: self.shared.profiler.dispatch_timing().clone(),
             dispatch_timing_in_graphs: self.shared.cupti.is_some(),
             nvtx: Some(super::nvtx::active()),
