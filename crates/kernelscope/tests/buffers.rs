@@ -223,7 +223,7 @@ fn device_specs_pick_or_refuse_clearly() {
     assert!(error.to_string().contains("cuda:99"), "{error}");
     // `auto` takes the GPU when one can be opened, else says why it did not.
     let (device, why) = Device::open("auto", Default::default()).unwrap();
-    match kernelscope::runtime::CudaDevice::probe() {
+    match Device::cuda_device_count() {
         Ok(_) => assert_eq!(device.backend(), "cuda", "{why}"),
         Err(_) => {
             assert_eq!(device.backend(), "cpu");

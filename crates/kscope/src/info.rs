@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use kernelscope::runtime::CudaDevice;
 use kernelscope::{Device, DeviceOptions};
 
 /// Arguments of `kscope info`.
@@ -40,7 +39,7 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
         )?)
     };
     describe(&cpu, bandwidth, args.bandwidth_mib)?;
-    match CudaDevice::probe() {
+    match Device::cuda_device_count() {
         Ok(count) => {
             for ordinal in 0..count {
                 // Opened at dispatch level so the report shows what profiling would use.
@@ -60,7 +59,10 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
                 }
             }
         }
-        Err(reason) => println!("  cuda: none usable: {reason}"),
+        Err(kernelscope::Error::BackendUnavailable { reason, .. }) => {
+            println!("  cuda: none usable: {reason}")
+        }
+        Err(error) => println!("  cuda: none usable: {error}"),
     }
     Ok(ExitCode::SUCCESS)
 }

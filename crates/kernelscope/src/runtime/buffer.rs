@@ -6,24 +6,15 @@
 use std::fmt;
 use std::sync::Arc;
 
-use super::cpu::CpuMemory;
-use super::cuda::CudaMemory;
+use super::memory::{DeviceMemory, PendingBytes};
 use super::{DType, Element, MemRange};
 use crate::error::{Error, Result};
 use crate::profile::Counters;
 
-/// The allocation behind a buffer, per backend.
-#[derive(Clone)]
-pub(crate) enum Memory {
-    Cpu(Arc<CpuMemory>),
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    Cuda(Arc<CudaMemory>),
-}
-
 /// Typed memory on a device: an allocation, a dtype, a shape and a byte offset.
 #[derive(Clone)]
 pub struct Buffer {
-    pub(crate) memory: Memory,
+    memory: Arc<dyn DeviceMemory>,
     dtype: DType,
     shape: Vec<usize>,
     byte_offset: usize,
@@ -41,7 +32,7 @@ impl fmt::Debug for Buffer {
 }
 
 impl Buffer {
-    pub(crate) fn new(memory: Memory, dtype: DType, shape: Vec<usize>) -> Self {
+    pub(crate) fn new(memory: Arc<dyn DeviceMemory>, dtype: DType, shape: Vec<usize>) -> Self {
         Buffer {
             memory,
             dtype,
@@ -82,37 +73,28 @@ impl Buffer {
 
     /// Size of the whole allocation in bytes.
     pub fn allocation_len(&self) -> usize {
-        match &self.memory {
-            Memory::Cpu(memory) => memory.byte_len(),
-            Memory::Cuda(memory) => memory.byte_len(),
-        }
+        self.memory.byte_len()
     }
 
     /// The absolute addresses this view covers, for conflict tracking.
     pub fn address_range(&self) -> MemRange {
-        let base = match &self.memory {
-            Memory::Cpu(memory) => memory.base_address(),
-            Memory::Cuda(memory) => memory.base_address(),
-        };
-        let start = base + self.byte_offset;
+        let start = self.memory.base_address() + self.byte_offset;
         MemRange::new(start, start + self.byte_len())
     }
 
     /// Whether two buffers share an allocation.
     pub fn same_allocation(&self, other: &Buffer) -> bool {
-        match (&self.memory, &other.memory) {
-            (Memory::Cpu(a), Memory::Cpu(b)) => Arc::ptr_eq(a, b),
-            (Memory::Cuda(a), Memory::Cuda(b)) => Arc::ptr_eq(a, b),
-            _ => false,
-        }
+        Arc::ptr_eq(&self.memory, &other.memory)
     }
 
     /// The name of the device that owns the allocation.
     pub fn device_name(&self) -> &str {
-        match &self.memory {
-            Memory::Cpu(memory) => memory.device_name(),
-            Memory::Cuda(memory) => memory.device_name(),
-        }
+        self.memory.device_name()
+    }
+
+    /// The allocation, for the backend that owns it.
+    pub(crate) fn memory(&self) -> &dyn DeviceMemory {
+        &*self.memory
     }
 
     /// A 1-D view of `len` elements starting at element `start` of this view.
@@ -185,10 +167,7 @@ impl Buffer {
     }
 
     fn counters(&self) -> &Counters {
-        match &self.memory {
-            Memory::Cpu(memory) => memory.counters(),
-            Memory::Cuda(memory) => memory.counters(),
-        }
+        self.memory.counters()
     }
 
     /// Copies the view's elements to the host. The host waits for the
@@ -197,10 +176,10 @@ impl Buffer {
         self.check_dtype::<T>("Buffer::to_vec")?;
         Counters::add(&self.counters().host_device_copies, 1);
         Counters::add(&self.counters().syncs, 1);
-        match &self.memory {
-            Memory::Cpu(memory) => memory.read(self.byte_offset, self.len()),
-            Memory::Cuda(memory) => memory.read(self.byte_offset, self.len()),
-        }
+        let mut values = vec![T::zeroed(); self.len()];
+        self.memory
+            .read_bytes(self.byte_offset, bytemuck::cast_slice_mut(&mut values))?;
+        Ok(values)
     }
 
     /// Starts copying the view to the host behind the work committed so far
@@ -211,16 +190,12 @@ impl Buffer {
     pub fn read_later<T: Element>(&self) -> Result<PendingRead<T>> {
         self.check_dtype::<T>("Buffer::read_later")?;
         Counters::add(&self.counters().host_device_copies, 1);
-        let source = match &self.memory {
-            Memory::Cpu(memory) => PendingSource::Ready(memory.read(self.byte_offset, self.len())?),
-            Memory::Cuda(memory) => {
-                PendingSource::Cuda(memory.read_later(self.byte_offset, self.byte_len())?)
-            }
-        };
+        let pending = self.memory.read_later(self.byte_offset, self.byte_len())?;
         Ok(PendingRead {
-            source,
+            pending,
             memory: self.memory.clone(),
             len: self.len(),
+            element: std::marker::PhantomData,
         })
     }
 
@@ -235,10 +210,7 @@ impl Buffer {
             });
         }
         Counters::add(&self.counters().host_device_copies, 1);
-        match &self.memory {
-            Memory::Cpu(memory) => memory.write_bytes(self.byte_offset, data),
-            Memory::Cuda(memory) => memory.write_bytes(self.byte_offset, data),
-        }
+        self.memory.write_bytes(self.byte_offset, data)
     }
 
     /// Copies `data` from the host into the view; `data` must have exactly
@@ -253,10 +225,8 @@ impl Buffer {
             });
         }
         Counters::add(&self.counters().host_device_copies, 1);
-        match &self.memory {
-            Memory::Cpu(memory) => memory.write(self.byte_offset, data),
-            Memory::Cuda(memory) => memory.write(self.byte_offset, data),
-        }
+        self.memory
+            .write_bytes(self.byte_offset, bytemuck::cast_slice(data))
     }
 }
 
@@ -264,30 +234,20 @@ impl Buffer {
 /// Dropping it without waiting still waits for the copy (its staging memory
 /// is reused), so nothing is left writing into freed memory.
 pub struct PendingRead<T: Element> {
-    source: PendingSource<T>,
-    memory: Memory,
+    pending: Box<dyn PendingBytes>,
+    memory: Arc<dyn DeviceMemory>,
     len: usize,
-}
-
-enum PendingSource<T> {
-    Ready(Vec<T>),
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    Cuda(super::cuda::CudaPendingRead),
+    element: std::marker::PhantomData<T>,
 }
 
 impl<T: Element> PendingRead<T> {
     /// Waits for the copy and returns the values (one counted sync). On
     /// CUDA, submissions that have finished by then get their times.
     pub fn wait(self) -> Result<Vec<T>> {
-        let counters = match &self.memory {
-            Memory::Cpu(memory) => memory.counters(),
-            Memory::Cuda(memory) => memory.counters(),
-        };
-        Counters::add(&counters.syncs, 1);
-        match self.source {
-            PendingSource::Ready(values) => Ok(values),
-            PendingSource::Cuda(pending) => pending.wait(self.len),
-        }
+        Counters::add(&self.memory.counters().syncs, 1);
+        let mut values = vec![T::zeroed(); self.len];
+        self.pending.wait(bytemuck::cast_slice_mut(&mut values))?;
+        Ok(values)
     }
 }
 

@@ -1,83 +1,13 @@
-//! The public device: a closed enum over the backends, each method a `match`
-//! that forwards to the backend. Options (the profiling level) are fixed
-//! when the device is created; nothing reads the environment afterwards.
+//! The public device: a closed enum over the backends. Every method forwards
+//! through [`Device::backend_ref`], the one `match` on the variant, to the
+//! [`Backend`] contract each backend implements. Options (the profiling
+//! level) are fixed when the device is created; nothing reads the
+//! environment afterwards.
 
-use super::{Buffer, CommandEncoder, CpuDevice, CudaDevice, DType, Element};
+use super::backend::{Backend, Capabilities, MemoryInfo};
+use super::{Buffer, CommandEncoder, CpuDevice, CudaDevice, DType, DeviceOptions, Element};
 use crate::error::{Error, Result};
-use crate::profile::{
-    Conditions, DispatchTiming, Profile, ProfileLevel, Profiler, TimingMechanism, TimingMethod,
-};
-
-/// How a device is set up. Fixed at creation.
-#[derive(Clone, Debug, Default)]
-pub struct DeviceOptions {
-    pub(crate) profile: ProfileLevel,
-    pub(crate) dispatch_timing_unsupported: Option<String>,
-}
-
-impl DeviceOptions {
-    /// Profiling off, every capability the backend has.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Options from the environment: `KSCOPE_PROFILE=off|submission|dispatch`.
-    /// Read here, once; pass the result to the device.
-    pub fn from_env() -> Result<Self> {
-        Ok(Self::new().profile(ProfileLevel::from_env()?))
-    }
-
-    /// Sets the profiling level.
-    pub fn profile(mut self, level: ProfileLevel) -> Self {
-        self.profile = level;
-        self
-    }
-
-    /// The profiling level.
-    pub fn profile_level(&self) -> ProfileLevel {
-        self.profile
-    }
-
-    /// Makes the device behave as a backend that cannot time individual
-    /// dispatches (giving `reason`), as some GPUs cannot: per-submission
-    /// timing goes on and reports say "unsupported". For testing the degrade
-    /// path and for measuring without per-dispatch overhead.
-    pub fn without_dispatch_timing(mut self, reason: &str) -> Self {
-        self.dispatch_timing_unsupported = Some(reason.to_string());
-        self
-    }
-}
-
-/// What a device can measure, for `kscope info` and the profile's conditions.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Capabilities {
-    /// How submissions are timed.
-    pub submission_timing: TimingMethod,
-    /// Whether and how dispatches are timed.
-    pub dispatch_timing: DispatchTiming,
-    /// Whether dispatches inside graph replays are timed too.
-    pub dispatch_timing_in_graphs: bool,
-    /// Whether NVTX ranges are emitted (CUDA; `None` where NVTX does not apply).
-    pub nvtx: Option<bool>,
-    /// Whether a replayed [`Graph`](super::Graph) is one device-side launch
-    /// (CUDA graphs), which removes the host's per-dispatch cost; where it is
-    /// not (the CPU), a replay runs the recorded dispatches one by one and
-    /// gains nothing over encoding them again.
-    pub graph_launch: bool,
-    /// Whether [`Device::buffer_from_mapped`] uses a mapped file's bytes in
-    /// place (the CPU) rather than copying them into the device's memory,
-    /// so loading weights needs no free device memory.
-    pub maps_files_in_place: bool,
-}
-
-/// A device's memory, in bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MemoryInfo {
-    /// Free now (for the CPU: what the kernel reports as available).
-    pub free: u64,
-    /// In all.
-    pub total: u64,
-}
+use crate::profile::{Conditions, Profile, Profiler};
 
 /// A compute device.
 #[derive(Clone, Debug)]
@@ -106,6 +36,12 @@ impl Device {
     /// there is no usable GPU or this build lacks CUDA.
     pub fn cuda_with(ordinal: usize, options: DeviceOptions) -> Result<Device> {
         CudaDevice::open(ordinal, &options).map(Device::Cuda)
+    }
+
+    /// How many CUDA GPUs this build can open, or why none (no CUDA support
+    /// in the build, no driver, no GPU), without opening any.
+    pub fn cuda_device_count() -> Result<usize> {
+        CudaDevice::count()
     }
 
     /// Parses `auto`, `cpu`, `cuda` or `cuda:N` and opens that device. `auto`
@@ -140,86 +76,55 @@ impl Device {
         }
     }
 
+    /// The backend behind this handle: the one place the variant is matched.
+    pub(crate) fn backend_ref(&self) -> &dyn Backend {
+        match self {
+            Device::Cpu(cpu) => cpu,
+            Device::Cuda(cuda) => cuda,
+        }
+    }
+
     /// The backend's name: `cpu` or `cuda`.
     pub fn backend(&self) -> &'static str {
-        match self {
-            Device::Cpu(_) => "cpu",
-            Device::Cuda(_) => "cuda",
-        }
+        self.backend_ref().kind()
     }
 
     /// The device's name.
     pub fn name(&self) -> &str {
-        match self {
-            Device::Cpu(cpu) => cpu.name(),
-            Device::Cuda(cuda) => cuda.name(),
-        }
+        self.backend_ref().name()
     }
 
     /// The device's profiling session.
     pub fn profiler(&self) -> &Profiler {
-        match self {
-            Device::Cpu(cpu) => cpu.profiler(),
-            Device::Cuda(cuda) => cuda.profiler(),
-        }
+        self.backend_ref().profiler()
     }
 
-    /// What the device can time and how.
+    /// What the device can time and how it runs work.
     pub fn capabilities(&self) -> Capabilities {
-        match self {
-            Device::Cpu(cpu) => Capabilities {
-                submission_timing: TimingMethod::current(TimingMechanism::HostClock),
-                dispatch_timing: cpu.profiler().dispatch_timing().clone(),
-                dispatch_timing_in_graphs: cpu.profiler().dispatch_timing().is_supported(),
-                nvtx: None,
-                graph_launch: false,
-                maps_files_in_place: true,
-            },
-            Device::Cuda(cuda) => cuda.capabilities(),
-        }
+        self.backend_ref().capabilities()
     }
 
     /// Whether two handles are the same device.
     pub fn same_device(&self, other: &Device) -> bool {
-        match (self, other) {
-            (Device::Cpu(a), Device::Cpu(b)) => a.same_device(b),
-            (Device::Cuda(a), Device::Cuda(b)) => a.same_device(b),
-            _ => false,
-        }
+        self.backend_ref().identity() == other.backend_ref().identity()
     }
 
     /// Whether `buffer` lives on this device.
     pub fn owns(&self, buffer: &Buffer) -> bool {
-        match self {
-            Device::Cpu(cpu) => cpu.owns(buffer),
-            Device::Cuda(cuda) => cuda.owns(buffer),
-        }
+        buffer.memory().owner() == self.backend_ref().identity()
     }
 
     /// Free and total memory in bytes, where the device can tell: the GPU's
     /// own memory, or the host's available memory for the CPU (Linux).
     pub fn memory_info(&self) -> Option<MemoryInfo> {
-        match self {
-            Device::Cpu(_) => super::cpu::host_memory_info(),
-            Device::Cuda(cuda) => cuda.memory_info(),
-        }
+        self.backend_ref().memory_info()
     }
 
     /// A zero-filled buffer.
     pub fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
-        let bytes = shape
-            .iter()
-            .try_fold(dtype.size_in_bytes(), |bytes, &length| bytes.checked_mul(length));
-        if bytes.is_none_or(|bytes| bytes > isize::MAX as usize) {
-            return Err(Error::AllocationTooLarge {
-                dtype,
-                shape: shape.to_vec(),
-            });
-        }
-        match self {
-            Device::Cpu(cpu) => cpu.alloc(dtype, shape),
-            Device::Cuda(cuda) => cuda.alloc(dtype, shape),
-        }
+        checked_byte_len(dtype, shape)?;
+        let memory = self.backend_ref().alloc(dtype, shape)?;
+        Ok(Buffer::new(memory, dtype, shape.to_vec()))
     }
 
     /// A buffer holding a copy of `data` (one host-device copy).
@@ -247,10 +152,20 @@ impl Device {
         dtype: DType,
         shape: &[usize],
     ) -> Result<Buffer> {
-        match self {
-            Device::Cpu(cpu) => cpu.map(map, byte_offset, dtype, shape),
-            Device::Cuda(cuda) => cuda.upload_mapped(map, byte_offset, dtype, shape),
+        let byte_len = checked_byte_len(dtype, shape)?;
+        let end = byte_offset.saturating_add(byte_len);
+        if end > map.len() {
+            return Err(Error::OutOfBounds {
+                context: "buffer over a mapped file".into(),
+                start: byte_offset,
+                end,
+                available: map.len(),
+            });
         }
+        let memory = self
+            .backend_ref()
+            .map_file(map, byte_offset, byte_len, dtype, shape)?;
+        Ok(Buffer::new(memory, dtype, shape.to_vec()))
     }
 
     /// A new command encoder on this device's queue.
@@ -269,10 +184,7 @@ impl Device {
         Conditions {
             device: self.name().to_string(),
             backend: self.backend().to_string(),
-            driver: match self {
-                Device::Cpu(_) => None,
-                Device::Cuda(cuda) => cuda.driver_version(),
-            },
+            driver: self.backend_ref().driver_version(),
             mode: mode.to_string(),
             profiling: self.profiler().level(),
             submission_timing: capabilities.submission_timing,
@@ -286,4 +198,17 @@ impl Device {
     pub fn profile(&self, conditions: Conditions) -> Profile {
         self.profiler().snapshot(conditions)
     }
+}
+
+/// The bytes `shape` elements of `dtype` take; an error where that does not
+/// fit in memory at all.
+fn checked_byte_len(dtype: DType, shape: &[usize]) -> Result<usize> {
+    shape
+        .iter()
+        .try_fold(dtype.size_in_bytes(), |bytes, &length| bytes.checked_mul(length))
+        .filter(|&bytes| bytes <= isize::MAX as usize)
+        .ok_or_else(|| Error::AllocationTooLarge {
+            dtype,
+            shape: shape.to_vec(),
+        })
 }

@@ -6,40 +6,13 @@
 
 use std::sync::Arc;
 
+use super::command::{Command, GraphNode, RecordedDispatch};
 use super::{Arg, Device, Dispatch, Graph, MemRanges, OpKind};
 use crate::error::{Error, Result};
 use crate::profile::{Counters, DispatchMeta};
 
 /// The label of submissions committed without one.
 pub const UNLABELED: &str = "(unlabeled)";
-
-/// A dispatch with what the profiler needs to know about it.
-#[derive(Debug)]
-pub(crate) struct RecordedDispatch {
-    pub dispatch: Dispatch,
-    pub meta: DispatchMeta,
-}
-
-/// One entry of a submission's queue.
-#[derive(Clone, Debug)]
-pub(crate) enum Command {
-    Dispatch(Arc<RecordedDispatch>),
-    Barrier,
-    /// A replay of a captured graph (CUDA: one graph launch).
-    Replay(Graph),
-}
-
-/// One node of a captured graph: the command plus what replay must count.
-#[derive(Clone, Debug)]
-pub(crate) enum GraphNode {
-    Dispatch {
-        recorded: Arc<RecordedDispatch>,
-        concurrent: bool,
-    },
-    Barrier {
-        automatic: bool,
-    },
-}
 
 /// Encodes dispatches into submissions on one device.
 ///
@@ -292,13 +265,13 @@ impl CommandEncoder {
             });
         }
         Counters::add(&self.counters().graph_launches, 1);
-        for node in graph.nodes() {
+        for node in &graph.recording().nodes {
             match node {
                 GraphNode::Dispatch { concurrent, .. } => self.count_dispatch(*concurrent),
                 GraphNode::Barrier { automatic } => self.count_barrier(*automatic),
             }
         }
-        self.queue.push(Command::Replay(graph.clone()));
+        self.queue.push(Command::Replay(graph.recording().clone()));
         // A replay is ordered like a launch on an in-order stream: after
         // everything before it and before everything after it, with no
         // barrier of ours.
@@ -319,20 +292,13 @@ impl CommandEncoder {
         }
         Counters::add(&self.counters().submissions, 1);
         let label: Arc<str> = Arc::from(label);
-        match &self.device {
-            Device::Cpu(cpu) => cpu.execute(&commands, &label),
-            Device::Cuda(cuda) => cuda.execute(&commands, &label),
-        }
+        self.device.backend_ref().execute(&commands, &label)
     }
 
     /// Waits until everything committed so far has run (one host sync).
     pub fn wait(&mut self) -> Result<()> {
         Counters::add(&self.counters().syncs, 1);
-        match &self.device {
-            // The CPU queue runs at commit; nothing is left to wait for.
-            Device::Cpu(_) => Ok(()),
-            Device::Cuda(cuda) => cuda.wait(),
-        }
+        self.device.backend_ref().wait()
     }
 
     /// Submits the open batch without a label and without waiting.

@@ -8,30 +8,25 @@
 use std::sync::Arc;
 
 use super::Device;
-use super::cuda::CudaGraphCache;
-use super::encoder::GraphNode;
+use super::command::{GraphNode, Recording};
 
 /// A replayable recording of dispatches and barriers.
 #[derive(Clone, Debug)]
 pub struct Graph {
     device: Device,
-    nodes: Arc<[GraphNode]>,
-    /// The CUDA graph built from `nodes` on first replay (CUDA devices only).
-    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-    pub(crate) cuda: Arc<CudaGraphCache>,
+    recording: Arc<Recording>,
 }
 
 impl Graph {
     pub(crate) fn new(device: Device, nodes: Vec<GraphNode>) -> Self {
         Graph {
             device,
-            nodes: nodes.into(),
-            cuda: Arc::default(),
+            recording: Arc::new(Recording::new(nodes)),
         }
     }
 
-    pub(crate) fn nodes(&self) -> &[GraphNode] {
-        &self.nodes
+    pub(crate) fn recording(&self) -> &Arc<Recording> {
+        &self.recording
     }
 
     /// The device it was captured on.
@@ -41,15 +36,13 @@ impl Graph {
 
     /// Dispatches in the graph.
     pub fn dispatch_count(&self) -> usize {
-        self.nodes
-            .iter()
-            .filter(|node| matches!(node, GraphNode::Dispatch { .. }))
-            .count()
+        self.recording.dispatches().count()
     }
 
     /// Barriers in the graph.
     pub fn barrier_count(&self) -> usize {
-        self.nodes
+        self.recording
+            .nodes
             .iter()
             .filter(|node| matches!(node, GraphNode::Barrier { .. }))
             .count()
@@ -57,7 +50,8 @@ impl Graph {
 
     /// Dispatches that need no barrier from the one before them.
     pub fn concurrent_count(&self) -> usize {
-        self.nodes
+        self.recording
+            .nodes
             .iter()
             .filter(|node| matches!(node, GraphNode::Dispatch { concurrent: true, .. }))
             .count()

@@ -2,7 +2,9 @@
 //! encoder with its dataflow barriers, and captured graphs. Every device
 //! owns a [`Profiler`](crate::profile::Profiler) that the encoder feeds.
 
+mod backend;
 mod buffer;
+mod command;
 mod cpu;
 mod cuda;
 mod device;
@@ -12,16 +14,23 @@ mod encoder;
 mod graph;
 mod kernel;
 mod mem_ranges;
+mod memory;
+mod options;
+mod registry;
 
 /// Op kinds are the profiler's vocabulary; dispatches are tagged with them here.
 pub use crate::profile::OpKind;
+pub use backend::{Capabilities, MemoryInfo};
 pub use buffer::{Buffer, PendingRead};
 pub use cpu::CpuDevice;
+pub use cpu::{CpuKernelFn, KernelArgs};
 pub use cuda::CudaDevice;
-pub use device::{Capabilities, Device, DeviceOptions, MemoryInfo};
+pub use device::Device;
 pub use dispatch::{Access, Arg, Dispatch, LaunchGrid, Param};
 pub use dtype::{DType, Element};
 pub use encoder::{CommandEncoder, UNLABELED};
 pub use graph::Graph;
-pub use kernel::{CpuKernelFn, Kernel, KernelArgs, KernelRegistry};
+pub use kernel::Kernel;
 pub use mem_ranges::{MemRange, MemRanges};
+pub use options::DeviceOptions;
+pub use registry::KernelRegistry;

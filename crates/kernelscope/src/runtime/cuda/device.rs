@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream};
@@ -20,10 +20,11 @@ use crate::error::{Error, Result};
 use crate::profile::{
     DispatchMeta, DispatchTiming, Enqueue, Profiler, SubmissionRecord, TimingMechanism, TimingMethod,
 };
-use crate::runtime::DType;
-use crate::runtime::buffer::{Buffer, Memory};
-use crate::runtime::device::{Capabilities, DeviceOptions};
-use crate::runtime::encoder::Command;
+use crate::runtime::backend::{Backend, Capabilities, KernelSources, MemoryInfo};
+use crate::runtime::command::Command;
+use crate::runtime::kernel::LoadedKernel;
+use crate::runtime::memory::DeviceMemory;
+use crate::runtime::{DType, DeviceOptions};
 
 /// How CUDA dispatches are timed without CUPTI: eager launches only.
 fn event_dispatch_timing(note: &str) -> DispatchTiming {
@@ -453,19 +454,6 @@ pub(crate) struct CudaKernel {
     pub function: CudaFunction,
 }
 
-/// The CUDA graph instantiated from a captured [`Graph`](crate::Graph) on
-/// its first replay.
-#[derive(Default)]
-pub(crate) struct CudaGraphCache {
-    pub exec: OnceLock<GraphExec>,
-}
-
-impl std::fmt::Debug for CudaGraphCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudaGraphCache(instantiated: {})", self.exec.get().is_some())
-    }
-}
-
 /// An instantiated CUDA graph, destroyed on drop (while its context, which
 /// it keeps alive, is still there).
 pub(crate) struct GraphExec {
@@ -508,7 +496,11 @@ fn driver_present() -> bool {
 
 impl CudaDevice {
     /// How many GPUs there are, or why none can be used.
-    pub fn probe() -> std::result::Result<usize, String> {
+    pub(crate) fn count() -> Result<usize> {
+        Self::probe().map_err(|reason| unavailable(format!("{reason}; use --device cpu")))
+    }
+
+    fn probe() -> std::result::Result<usize, String> {
         if !driver_present() {
             return Err("no CUDA driver library (libcuda.so) on this machine".into());
         }
@@ -645,74 +637,7 @@ impl CudaDevice {
         Ok(CudaDevice { shared })
     }
 
-    pub(crate) fn name(&self) -> &str {
-        &self.shared.name
-    }
-
-    pub(crate) fn profiler(&self) -> &Profiler {
-        &self.shared.profiler
-    }
-
-    pub(crate) fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            submission_timing: TimingMethod::current(TimingMechanism::CudaEvents),
-            dispatch_timing: self.shared.profiler.dispatch_timing().clone(),
-            dispatch_timing_in_graphs: self.shared.cupti.is_some(),
-            nvtx: Some(super::nvtx::active()),
-            graph_launch: true,
-            maps_files_in_place: false,
-        }
-    }
-
-    pub(crate) fn driver_version(&self) -> Option<String> {
-        Some(self.shared.driver.clone())
-    }
-
-    pub(crate) fn same_device(&self, other: &CudaDevice) -> bool {
-        Arc::ptr_eq(&self.shared, &other.shared)
-    }
-
-    pub(crate) fn owns(&self, buffer: &Buffer) -> bool {
-        match &buffer.memory {
-            Memory::Cuda(memory) => Arc::ptr_eq(memory.shared(), &self.shared),
-            Memory::Cpu(_) => false,
-        }
-    }
-
-    pub(crate) fn memory_info(&self) -> Option<crate::runtime::device::MemoryInfo> {
-        let (free, total) = self.shared.context.mem_get_info().ok()?;
-        Some(crate::runtime::device::MemoryInfo {
-            free: free as u64,
-            total: total as u64,
-        })
-    }
-
-    pub(crate) fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
-        let byte_len = shape.iter().product::<usize>() * dtype.size_in_bytes();
-        let memory = CudaMemory::zeroed(self.shared.clone(), byte_len)?;
-        Ok(Buffer::new(Memory::Cuda(Arc::new(memory)), dtype, shape.to_vec()))
-    }
-
-    pub(crate) fn upload_mapped(
-        &self,
-        map: Arc<memmap2::Mmap>,
-        offset: usize,
-        dtype: DType,
-        shape: &[usize],
-    ) -> Result<Buffer> {
-        let buffer = self.alloc(dtype, shape)?;
-        let end = offset + buffer.byte_len();
-        let bytes = map.get(offset..end).ok_or_else(|| Error::OutOfBounds {
-            context: "upload of a mapped tensor".into(),
-            start: offset,
-            end,
-            available: map.len(),
-        })?;
-        buffer.write_bytes(bytes)?;
-        Ok(buffer)
-    }
-
-    pub(crate) fn kernel(&self, name: &str, source: &str) -> Result<CudaKernel> {
+    fn kernel(&self, name: &str, source: &str) -> Result<CudaKernel> {
         let shared = &self.shared;
         shared.bind()?;
         let key = compile::source_key(source, shared.arch);
@@ -746,12 +671,93 @@ impl CudaDevice {
         })?;
         Ok(CudaKernel { function })
     }
+}
 
-    pub(crate) fn execute(&self, commands: &[Command], label: &Arc<str>) -> Result<()> {
+impl Backend for CudaDevice {
+    fn kind(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    fn identity(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+
+    fn profiler(&self) -> &Profiler {
+        &self.shared.profiler
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            submission_timing: TimingMethod::current(TimingMechanism::CudaEvents),
+            dispatch_timing: self.shared.profiler.dispatch_timing().clone(),
+            dispatch_timing_in_graphs: self.shared.cupti.is_some(),
+            nvtx: Some(super::nvtx::active()),
+            graph_launch: true,
+            maps_files_in_place: false,
+        }
+    }
+
+    fn driver_version(&self) -> Option<String> {
+        Some(self.shared.driver.clone())
+    }
+
+    fn memory_info(&self) -> Option<MemoryInfo> {
+        let (free, total) = self.shared.context.mem_get_info().ok()?;
+        Some(MemoryInfo {
+            free: free as u64,
+            total: total as u64,
+        })
+    }
+
+    fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Arc<dyn DeviceMemory>> {
+        let byte_len = shape.iter().product::<usize>() * dtype.size_in_bytes();
+        Ok(Arc::new(CudaMemory::zeroed(self.shared.clone(), byte_len)?))
+    }
+
+    /// Copies the mapped bytes into device memory.
+    fn map_file(
+        &self,
+        map: Arc<memmap2::Mmap>,
+        byte_offset: usize,
+        byte_len: usize,
+        dtype: DType,
+        shape: &[usize],
+    ) -> Result<Arc<dyn DeviceMemory>> {
+        let memory = self.alloc(dtype, shape)?;
+        let end = byte_offset + byte_len;
+        let bytes = map.get(byte_offset..end).ok_or_else(|| Error::OutOfBounds {
+            context: "upload of a mapped tensor".into(),
+            start: byte_offset,
+            end,
+            available: map.len(),
+        })?;
+        memory.write_bytes(0, bytes)?;
+        Ok(memory)
+    }
+
+    fn load_kernel(&self, name: &str, sources: &KernelSources) -> Result<LoadedKernel> {
+        let source = sources
+            .cuda_source
+            .as_deref()
+            .ok_or_else(|| Error::KernelMissing {
+                name: name.to_string(),
+                backend: "cuda",
+                workaround:
+                    "register its source with KernelRegistry::register_cuda_source, or run on --device cpu"
+                        .into(),
+            })?;
+        Ok(Arc::new(self.kernel(name, source)?))
+    }
+
+    fn execute(&self, commands: &[Command], label: &Arc<str>) -> Result<()> {
         super::execute::execute(&self.shared, commands, label)
     }
 
-    pub(crate) fn wait(&self) -> Result<()> {
+    fn wait(&self) -> Result<()> {
         self.shared.synchronize()
     }
 }

@@ -10,18 +10,21 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
+use super::device::CudaKernel;
 use super::device::{CudaShared, Event, GraphExec, PendingDispatch, PendingSubmission, driver_error};
+use super::memory::CudaMemory;
 use crate::error::{Error, Result};
-use crate::runtime::buffer::Memory;
-use crate::runtime::encoder::{Command, GraphNode, RecordedDispatch};
-use crate::runtime::{Arg, Graph, Param};
+use crate::runtime::command::{Command, GraphNode, RecordedDispatch, Recording};
+use crate::runtime::memory::DeviceMemory;
+use crate::runtime::{Arg, Param};
 
 /// Launches one recorded dispatch on the stream.
 fn launch(shared: &CudaShared, recorded: &RecordedDispatch) -> Result<()> {
     let dispatch = &recorded.dispatch;
     let kernel = dispatch.kernel();
-    let function =
-        kernel.cuda_function().ok_or_else(|| Error::KernelMissing {
+    let function = kernel
+        .loaded::<CudaKernel>()
+        .ok_or_else(|| Error::KernelMissing {
             name: kernel.name().to_string(),
             backend: "cuda",
             workaround:
@@ -33,12 +36,12 @@ fn launch(shared: &CudaShared, recorded: &RecordedDispatch) -> Result<()> {
     for (index, arg) in dispatch.args().iter().enumerate() {
         let mut cell = [0u8; 8];
         match arg {
-            Arg::Buffer { buffer, .. } => match &buffer.memory {
-                Memory::Cuda(memory) => {
+            Arg::Buffer { buffer, .. } => match buffer.memory().as_any().downcast_ref::<CudaMemory>() {
+                Some(memory) => {
                     let address = memory.base_address() as u64 + buffer.byte_offset() as u64;
                     cell.copy_from_slice(&address.to_le_bytes());
                 }
-                Memory::Cpu(_) => {
+                None => {
                     return Err(Error::KernelArgument {
                         kernel: kernel.name().to_string(),
                         index,
@@ -86,7 +89,7 @@ fn launch(shared: &CudaShared, recorded: &RecordedDispatch) -> Result<()> {
 }
 
 /// The graph's dispatches captured from the stream into a CUDA graph.
-fn capture(shared: &Arc<CudaShared>, graph: &Graph) -> Result<GraphExec> {
+fn capture(shared: &Arc<CudaShared>, graph: &Recording) -> Result<GraphExec> {
     let stream = shared.cu_stream();
     // SAFETY: our own (non-default) stream; capture ends below on every path.
     unsafe {
@@ -96,7 +99,7 @@ fn capture(shared: &Arc<CudaShared>, graph: &Graph) -> Result<GraphExec> {
         )
     }
     .map_err(driver_error("beginning a stream capture"))?;
-    let launched = graph.nodes().iter().try_for_each(|node| match node {
+    let launched = graph.nodes.iter().try_for_each(|node| match node {
         GraphNode::Dispatch { recorded, .. } => launch(shared, recorded),
         GraphNode::Barrier { .. } => Ok(()),
     });
@@ -216,24 +219,15 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
                         "kernelscope: dispatches inside CUDA graph replays are not timed without CUPTI; submission times include them",
                     );
                 }
-                let exec = match graph.cuda.exec.get() {
-                    Some(exec) => exec,
-                    None => {
-                        let built = capture(shared, graph)?;
-                        let _ = graph.cuda.exec.set(built);
-                        graph.cuda.exec.get().expect("just set")
-                    }
-                };
+                let exec = graph.built(|| capture(shared, graph))?;
                 // SAFETY: an instantiated graph of this context, on our stream.
                 unsafe { result::graph::launch(exec.exec, shared.cu_stream()) }
                     .map_err(driver_error("launching a graph"))?;
-                for node in graph.nodes() {
-                    if let GraphNode::Dispatch { recorded, .. } = node {
-                        if cupti {
-                            timed.push(expect(recorded, index, None));
-                        }
-                        index += 1;
+                for recorded in graph.dispatches() {
+                    if cupti {
+                        timed.push(expect(recorded, index, None));
                     }
+                    index += 1;
                 }
             }
         }

@@ -3,6 +3,7 @@
 //! device's stream so they are ordered with the kernels; reads wait for the
 //! stream first (a host sync).
 
+use std::any::Any;
 use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
@@ -10,13 +11,19 @@ use cudarc::driver::{result, sys};
 use super::device::{CudaShared, Event, Staging, driver_error};
 use crate::error::{Error, Result};
 use crate::profile::Counters;
-use crate::runtime::Element;
+use crate::runtime::memory::{DeviceMemory, PendingBytes};
 
 /// One device allocation.
 pub(crate) struct CudaMemory {
     shared: Arc<CudaShared>,
     pointer: sys::CUdeviceptr,
     byte_len: usize,
+}
+
+impl std::fmt::Debug for CudaMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaMemory({} bytes on {})", self.byte_len, self.shared.name)
+    }
 }
 
 impl Drop for CudaMemory {
@@ -48,26 +55,6 @@ impl CudaMemory {
         })
     }
 
-    pub(crate) fn shared(&self) -> &Arc<CudaShared> {
-        &self.shared
-    }
-
-    pub(crate) fn byte_len(&self) -> usize {
-        self.byte_len
-    }
-
-    pub(crate) fn base_address(&self) -> usize {
-        self.pointer as usize
-    }
-
-    pub(crate) fn device_name(&self) -> &str {
-        &self.shared.name
-    }
-
-    pub(crate) fn counters(&self) -> &Counters {
-        self.shared.profiler.counters()
-    }
-
     fn check(&self, byte_offset: usize, bytes: usize) -> Result<()> {
         if byte_offset + bytes > self.byte_len {
             return Err(Error::OutOfBounds {
@@ -80,32 +67,9 @@ impl CudaMemory {
         Ok(())
     }
 
-    pub(crate) fn read<T: Element>(&self, byte_offset: usize, len: usize) -> Result<Vec<T>> {
-        self.check(byte_offset, len * std::mem::size_of::<T>())?;
-        // Everything queued before the read must be done (and its timings
-        // resolved) before the bytes are meaningful.
-        self.shared.synchronize()?;
-        let mut out = vec![T::zeroed(); len];
-        // SAFETY: in bounds (checked); `out` outlives the copy because the
-        // stream is synchronized before returning.
-        unsafe {
-            result::memcpy_dtoh_async(
-                &mut out,
-                self.pointer + byte_offset as u64,
-                self.shared.cu_stream(),
-            )
-        }
-        .map_err(driver_error("copying device to host"))?;
-        self.shared
-            .stream
-            .synchronize()
-            .map_err(driver_error("synchronizing the stream"))?;
-        Ok(out)
-    }
-
     /// Enqueues a copy of `bytes` at `byte_offset` into pinned staging
     /// memory, behind everything queued so far, and an event after it.
-    pub(crate) fn read_later(&self, byte_offset: usize, bytes: usize) -> Result<CudaPendingRead> {
+    fn start_read(&self, byte_offset: usize, bytes: usize) -> Result<CudaPendingRead> {
         self.check(byte_offset, bytes)?;
         self.shared.bind()?;
         let staging = self.shared.take_staging(bytes)?;
@@ -130,12 +94,50 @@ impl CudaMemory {
             bytes,
         })
     }
+}
 
-    pub(crate) fn write<T: Element>(&self, byte_offset: usize, data: &[T]) -> Result<()> {
-        self.write_bytes(byte_offset, bytemuck::cast_slice(data))
+impl DeviceMemory for CudaMemory {
+    fn byte_len(&self) -> usize {
+        self.byte_len
     }
 
-    pub(crate) fn write_bytes(&self, byte_offset: usize, data: &[u8]) -> Result<()> {
+    fn base_address(&self) -> usize {
+        self.pointer as usize
+    }
+
+    fn owner(&self) -> usize {
+        Arc::as_ptr(&self.shared) as usize
+    }
+
+    fn device_name(&self) -> &str {
+        &self.shared.name
+    }
+
+    fn counters(&self) -> &Counters {
+        self.shared.profiler.counters()
+    }
+
+    fn read_bytes(&self, byte_offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check(byte_offset, out.len())?;
+        // Everything queued before the read must be done (and its timings
+        // resolved) before the bytes are meaningful.
+        self.shared.synchronize()?;
+        // SAFETY: in bounds (checked); `out` outlives the copy because the
+        // stream is synchronized before returning.
+        unsafe { result::memcpy_dtoh_async(out, self.pointer + byte_offset as u64, self.shared.cu_stream()) }
+            .map_err(driver_error("copying device to host"))?;
+        self.shared
+            .stream
+            .synchronize()
+            .map_err(driver_error("synchronizing the stream"))?;
+        Ok(())
+    }
+
+    fn read_later(&self, byte_offset: usize, bytes: usize) -> Result<Box<dyn PendingBytes>> {
+        Ok(Box::new(self.start_read(byte_offset, bytes)?))
+    }
+
+    fn write_bytes(&self, byte_offset: usize, data: &[u8]) -> Result<()> {
         self.check(byte_offset, data.len())?;
         self.shared.bind()?;
         // SAFETY: in bounds (checked). The source is pageable host memory,
@@ -145,6 +147,10 @@ impl CudaMemory {
         }
         .map_err(driver_error("copying host to device"))?;
         Ok(())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
     }
 }
 
@@ -156,20 +162,25 @@ pub(crate) struct CudaPendingRead {
     bytes: usize,
 }
 
-impl CudaPendingRead {
+impl PendingBytes for CudaPendingRead {
     /// Waits for the copy, then resolves the submissions finished by now.
-    pub(crate) fn wait<T: Element>(mut self, len: usize) -> Result<Vec<T>> {
+    fn wait(mut self: Box<Self>, out: &mut [u8]) -> Result<()> {
         self.finish()?;
         let staging = self.staging.as_ref().expect("present until dropped");
-        let mut out = vec![T::zeroed(); len];
-        let out_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
+        assert_eq!(
+            out.len(),
+            self.bytes,
+            "a pending read fills exactly what it copied"
+        );
         // SAFETY: the copy into the staging block has completed (`finish`),
-        // and the block holds at least `self.bytes` = `out_bytes.len()` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(staging.pointer, out_bytes.as_mut_ptr(), self.bytes) };
+        // and the block holds at least `self.bytes` = `out.len()` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(staging.pointer, out.as_mut_ptr(), self.bytes) };
         self.shared.resolve_completed()?;
-        Ok(out)
+        Ok(())
     }
+}
 
+impl CudaPendingRead {
     fn finish(&mut self) -> Result<()> {
         if let Some(done) = &self.done {
             self.shared.bind()?;

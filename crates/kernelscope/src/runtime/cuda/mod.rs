@@ -23,11 +23,5 @@ mod stub;
 
 #[cfg(feature = "cuda")]
 pub use device::CudaDevice;
-#[cfg(feature = "cuda")]
-pub(crate) use device::{CudaGraphCache, CudaKernel};
-#[cfg(feature = "cuda")]
-pub(crate) use memory::{CudaMemory, CudaPendingRead};
 #[cfg(not(feature = "cuda"))]
 pub use stub::CudaDevice;
-#[cfg(not(feature = "cuda"))]
-pub(crate) use stub::{CudaGraphCache, CudaKernel, CudaMemory, CudaPendingRead};

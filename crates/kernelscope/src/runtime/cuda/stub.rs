@@ -1,15 +1,20 @@
-//! The CUDA types of a build without the `cuda` feature: uninhabited, so
-//! every method is statically unreachable and costs nothing.
+//! The CUDA backend of a build without the `cuda` feature: an uninhabited
+//! device that implements the backend contract like the real one (the
+//! compiler checks it), so `Device::Cuda` exists in every build, code and
+//! tests are written once against `&Device`, and opening a GPU is an error
+//! that names the workaround.
 
 use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::profile::{Counters, Profiler};
-use crate::runtime::device::{Capabilities, DeviceOptions};
-use crate::runtime::encoder::Command;
-use crate::runtime::{Buffer, DType, Element};
+use crate::profile::Profiler;
+use crate::runtime::backend::{Backend, Capabilities, KernelSources, MemoryInfo};
+use crate::runtime::command::Command;
+use crate::runtime::kernel::LoadedKernel;
+use crate::runtime::memory::DeviceMemory;
+use crate::runtime::{DType, DeviceOptions};
 
 /// A CUDA device handle. This build has no CUDA support, so none exists.
 #[derive(Clone)]
@@ -25,122 +30,65 @@ impl fmt::Debug for CudaDevice {
 
 impl CudaDevice {
     pub(crate) fn open(ordinal: usize, _options: &DeviceOptions) -> Result<CudaDevice> {
-        Err(Error::BackendUnavailable {
-            backend: "cuda",
-            reason: unavailable_reason(ordinal),
-        })
+        Err(unavailable(ordinal))
     }
 
-    /// How many GPUs could be opened, or why none.
-    pub fn probe() -> std::result::Result<usize, String> {
-        Err(unavailable_reason(0))
+    pub(crate) fn count() -> Result<usize> {
+        Err(unavailable(0))
     }
+}
 
-    pub(crate) fn name(&self) -> &str {
+fn unavailable(ordinal: usize) -> Error {
+    Error::BackendUnavailable {
+        backend: "cuda",
+        reason: format!(
+            "cuda:{ordinal}: this build has no CUDA support; rebuild with `--features cuda`, or use --device cpu"
+        ),
+    }
+}
+
+impl Backend for CudaDevice {
+    fn kind(&self) -> &'static str {
         match self.never {}
     }
-    pub(crate) fn profiler(&self) -> &Profiler {
+    fn name(&self) -> &str {
         match self.never {}
     }
-    pub(crate) fn capabilities(&self) -> Capabilities {
+    fn identity(&self) -> usize {
         match self.never {}
     }
-    pub(crate) fn driver_version(&self) -> Option<String> {
+    fn profiler(&self) -> &Profiler {
         match self.never {}
     }
-    pub(crate) fn same_device(&self, _other: &CudaDevice) -> bool {
+    fn capabilities(&self) -> Capabilities {
         match self.never {}
     }
-    pub(crate) fn owns(&self, _buffer: &Buffer) -> bool {
+    fn driver_version(&self) -> Option<String> {
         match self.never {}
     }
-    pub(crate) fn alloc(&self, _dtype: DType, _shape: &[usize]) -> Result<Buffer> {
+    fn memory_info(&self) -> Option<MemoryInfo> {
         match self.never {}
     }
-    pub(crate) fn memory_info(&self) -> Option<crate::runtime::device::MemoryInfo> {
+    fn alloc(&self, _dtype: DType, _shape: &[usize]) -> Result<Arc<dyn DeviceMemory>> {
         match self.never {}
     }
-    pub(crate) fn upload_mapped(
+    fn map_file(
         &self,
         _map: Arc<memmap2::Mmap>,
-        _offset: usize,
+        _byte_offset: usize,
+        _byte_len: usize,
         _dtype: DType,
         _shape: &[usize],
-    ) -> Result<Buffer> {
+    ) -> Result<Arc<dyn DeviceMemory>> {
         match self.never {}
     }
-    pub(crate) fn kernel(&self, _name: &str, _source: &str) -> Result<CudaKernel> {
+    fn load_kernel(&self, _name: &str, _sources: &KernelSources) -> Result<LoadedKernel> {
         match self.never {}
     }
-    pub(crate) fn execute(&self, _commands: &[Command], _label: &Arc<str>) -> Result<()> {
+    fn execute(&self, _commands: &[Command], _label: &Arc<str>) -> Result<()> {
         match self.never {}
     }
-    pub(crate) fn wait(&self) -> Result<()> {
-        match self.never {}
-    }
-}
-
-fn unavailable_reason(ordinal: usize) -> String {
-    format!(
-        "cuda:{ordinal}: this build has no CUDA support; rebuild with `--features cuda`, or use --device cpu"
-    )
-}
-
-/// A compiled CUDA kernel (none in this build).
-#[derive(Clone)]
-pub(crate) struct CudaKernel {
-    never: Infallible,
-}
-
-/// Device memory (none in this build).
-pub(crate) struct CudaMemory {
-    never: Infallible,
-}
-
-impl CudaMemory {
-    pub(crate) fn byte_len(&self) -> usize {
-        match self.never {}
-    }
-    pub(crate) fn base_address(&self) -> usize {
-        match self.never {}
-    }
-    pub(crate) fn device_name(&self) -> &str {
-        match self.never {}
-    }
-    pub(crate) fn counters(&self) -> &Counters {
-        match self.never {}
-    }
-    pub(crate) fn read<T: Element>(&self, _byte_offset: usize, _len: usize) -> Result<Vec<T>> {
-        match self.never {}
-    }
-    pub(crate) fn read_later(&self, _byte_offset: usize, _bytes: usize) -> Result<CudaPendingRead> {
-        match self.never {}
-    }
-    pub(crate) fn write<T: Element>(&self, _byte_offset: usize, _data: &[T]) -> Result<()> {
-        match self.never {}
-    }
-    pub(crate) fn write_bytes(&self, _byte_offset: usize, _data: &[u8]) -> Result<()> {
-        match self.never {}
-    }
-}
-
-/// The CUDA graph made from a captured [`Graph`](crate::Graph) (nothing here).
-#[derive(Debug, Default)]
-pub(crate) struct CudaGraphCache;
-
-impl fmt::Debug for CudaKernel {
-    fn fmt(&self, _: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.never {}
-    }
-}
-
-/// Never constructed: no read can start without a CUDA buffer.
-pub(crate) struct CudaPendingRead {
-    never: Infallible,
-}
-
-impl CudaPendingRead {
-    pub(crate) fn wait<T>(self, _len: usize) -> Result<Vec<T>> {
+    fn wait(&self) -> Result<()> {
         match self.never {}
     }
 }

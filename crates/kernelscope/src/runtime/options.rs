@@ -1,0 +1,45 @@
+//! How a device is set up: options fixed when it is created, the only place
+//! the environment is read (once, by [`DeviceOptions::from_env`]).
+
+use crate::error::Result;
+use crate::profile::ProfileLevel;
+
+/// How a device is set up. Fixed at creation.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceOptions {
+    pub(crate) profile: ProfileLevel,
+    pub(crate) dispatch_timing_unsupported: Option<String>,
+}
+
+impl DeviceOptions {
+    /// Profiling off, every capability the backend has.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Options from the environment: `KSCOPE_PROFILE=off|submission|dispatch`.
+    /// Read here, once; pass the result to the device.
+    pub fn from_env() -> Result<Self> {
+        Ok(Self::new().profile(ProfileLevel::from_env()?))
+    }
+
+    /// Sets the profiling level.
+    pub fn profile(mut self, level: ProfileLevel) -> Self {
+        self.profile = level;
+        self
+    }
+
+    /// The profiling level.
+    pub fn profile_level(&self) -> ProfileLevel {
+        self.profile
+    }
+
+    /// Makes the device behave as a backend that cannot time individual
+    /// dispatches (giving `reason`), as some GPUs cannot: per-submission
+    /// timing goes on and reports say "unsupported". For testing the degrade
+    /// path and for measuring without per-dispatch overhead.
+    pub fn without_dispatch_timing(mut self, reason: &str) -> Self {
+        self.dispatch_timing_unsupported = Some(reason.to_string());
+        self
+    }
+}

@@ -1,0 +1,83 @@
+//! The kernel registry: kernels registered once under a name with an
+//! implementation per backend (a Rust function for the CPU, CUDA C source
+//! for NVRTC), handed out per device. Asking for a kernel on a backend it
+//! lacks is an error naming the workaround, never a fallback.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::backend::KernelSources;
+use super::cpu::KernelArgs;
+use super::{Device, Kernel};
+use crate::error::{Error, Result};
+
+/// Kernels by name, each with an implementation per backend.
+#[derive(Default, Clone)]
+pub struct KernelRegistry {
+    entries: HashMap<String, KernelSources>,
+}
+
+impl fmt::Debug for KernelRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut names: Vec<&String> = self.entries.keys().collect();
+        names.sort();
+        f.debug_struct("KernelRegistry").field("kernels", &names).finish()
+    }
+}
+
+impl KernelRegistry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Registers (or replaces) the CPU implementation of `name`. The function
+    /// must reach memory only through its [`KernelArgs`]: buffers captured
+    /// from outside and read inside a kernel would wait on the queue that is
+    /// running the kernel.
+    pub fn register_cpu(
+        &mut self,
+        name: &str,
+        function: impl Fn(&KernelArgs<'_>) -> Result<()> + Send + Sync + 'static,
+    ) {
+        self.entries.entry(name.to_string()).or_default().cpu = Some(Arc::new(function));
+    }
+
+    /// Registers (or replaces) the CUDA C source of `name`; the source must
+    /// define an `extern "C" __global__` function of that name. It is
+    /// compiled by NVRTC for the device's architecture on first use.
+    pub fn register_cuda_source(&mut self, name: &str, source: impl Into<Arc<str>>) {
+        self.entries.entry(name.to_string()).or_default().cuda_source = Some(source.into());
+    }
+
+    /// Whether `name` is registered for any backend.
+    pub fn contains(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    /// The CUDA source registered for `name`, if any.
+    pub fn cuda_source(&self, name: &str) -> Option<&str> {
+        self.entries
+            .get(name)
+            .and_then(|entry| entry.cuda_source.as_deref())
+    }
+
+    /// The kernel `name`, ready for `device`.
+    pub fn kernel(&self, device: &Device, name: &str) -> Result<Kernel> {
+        let sources = self.entries.get(name).ok_or_else(|| {
+            let mut known: Vec<&str> = self.entries.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            Error::KernelMissing {
+                name: name.to_string(),
+                backend: device.backend(),
+                workaround: format!(
+                    "no kernel of that name is registered (registered: {})",
+                    known.join(", ")
+                ),
+            }
+        })?;
+        let loaded = device.backend_ref().load_kernel(name, sources)?;
+        Ok(Kernel::new(name, loaded))
+    }
+}
