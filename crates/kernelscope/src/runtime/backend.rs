@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use super::DType;
 use super::command::Command;
-use super::cpu::CpuKernelFn;
+use super::cpu::kernel_args::CpuKernelFn;
 use super::kernel::LoadedKernel;
-use super::memory::DeviceMemory;
+use super::memory::{DeviceMemory, MemoryInfo};
 use crate::error::Result;
 use crate::profile::{DispatchTiming, Profiler, TimingMethod};
 
@@ -35,15 +35,6 @@ pub struct Capabilities {
     /// uses a mapped file's bytes in place (the CPU) rather than copying them
     /// into the device's memory, so loading weights needs no free device memory.
     pub maps_files_in_place: bool,
-}
-
-/// A device's memory, in bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MemoryInfo {
-    /// Free now (for the CPU: what the kernel reports as available).
-    pub free: u64,
-    /// In all.
-    pub total: u64,
 }
 
 /// The implementations registered for one kernel name, one per backend at

@@ -4,8 +4,9 @@
 //! level) are fixed when the device is created; nothing reads the
 //! environment afterwards.
 
-use super::backend::{Backend, Capabilities, MemoryInfo};
-use super::{Buffer, CommandEncoder, CpuDevice, CudaDevice, DType, DeviceOptions, Element};
+use super::backend::{Backend, Capabilities};
+use super::memory::MemoryInfo;
+use super::{Buffer, CpuDevice, CudaDevice, DType, DeviceOptions, Element};
 use crate::error::{Error, Result};
 use crate::profile::{Conditions, Profile, Profiler};
 
@@ -166,11 +167,6 @@ impl Device {
             .backend_ref()
             .map_file(map, byte_offset, byte_len, dtype, shape)?;
         Ok(Buffer::new(memory, dtype, shape.to_vec()))
-    }
-
-    /// A new command encoder on this device's queue.
-    pub fn command_encoder(&self) -> CommandEncoder {
-        CommandEncoder::new(self.clone())
     }
 
     /// The conditions of a run on this device in `mode` (`eager`, `graph`).

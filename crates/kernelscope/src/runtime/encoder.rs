@@ -47,8 +47,17 @@ pub struct CommandEncoder {
     auto_barriers: bool,
 }
 
+/// Encoders are made here rather than in `device.rs`, so that the device
+/// does not depend on the encoder that depends on it.
+impl Device {
+    /// A new command encoder on this device's queue.
+    pub fn command_encoder(&self) -> CommandEncoder {
+        CommandEncoder::new(self.clone())
+    }
+}
+
 impl CommandEncoder {
-    pub(crate) fn new(device: Device) -> Self {
+    fn new(device: Device) -> Self {
         CommandEncoder {
             device,
             queue: Vec::new(),

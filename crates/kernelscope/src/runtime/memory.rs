@@ -10,6 +10,15 @@ use std::fmt;
 use crate::error::Result;
 use crate::profile::Counters;
 
+/// A device's memory, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryInfo {
+    /// Free now (for the CPU: what the kernel reports as available).
+    pub free: u64,
+    /// In all.
+    pub total: u64,
+}
+
 /// One allocation on a device.
 pub(crate) trait DeviceMemory: Send + Sync + fmt::Debug {
     /// Size of the whole allocation in bytes.

@@ -20,7 +20,7 @@ mod registry;
 
 /// Op kinds are the profiler's vocabulary; dispatches are tagged with them here.
 pub use crate::profile::OpKind;
-pub use backend::{Capabilities, MemoryInfo};
+pub use backend::Capabilities;
 pub use buffer::{Buffer, PendingRead};
 pub use cpu::CpuDevice;
 pub use cpu::{CpuKernelFn, KernelArgs};
@@ -32,5 +32,6 @@ pub use encoder::{CommandEncoder, UNLABELED};
 pub use graph::Graph;
 pub use kernel::Kernel;
 pub use mem_ranges::{MemRange, MemRanges};
+pub use memory::MemoryInfo;
 pub use options::DeviceOptions;
 pub use registry::KernelRegistry;

@@ -11,8 +11,7 @@ use super::CpuShared;
 use crate::error::{Error, Result};
 use crate::profile::Counters;
 use crate::runtime::Element;
-use crate::runtime::backend::MemoryInfo;
-use crate::runtime::memory::{DeviceMemory, PendingBytes, ReadyBytes};
+use crate::runtime::memory::{DeviceMemory, MemoryInfo, PendingBytes, ReadyBytes};
 
 /// The host's available and total memory from `/proc/meminfo` (Linux);
 /// `None` elsewhere or when the file cannot be read.

@@ -5,7 +5,7 @@
 //! Barriers order nothing on an in-order queue, but are still counted where
 //! the encoder issues them, so counters read the same on every backend.
 
-mod kernel_args;
+pub(super) mod kernel_args;
 mod memory;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -15,10 +15,11 @@ use memory::CpuMemory;
 pub(crate) use memory::host_memory_info;
 
 use super::DType;
-use super::backend::{Backend, Capabilities, KernelSources, MemoryInfo};
+use super::backend::{Backend, Capabilities, KernelSources};
 use super::command::Command;
 use super::kernel::LoadedKernel;
 use super::memory::DeviceMemory;
+use super::memory::MemoryInfo;
 use crate::error::{Error, Result};
 use crate::profile::{
     DispatchTiming, ProfileLevel, Profiler, SubmissionRecord, TimingMechanism, TimingMethod,

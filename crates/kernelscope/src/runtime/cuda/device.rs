@@ -20,10 +20,11 @@ use crate::error::{Error, Result};
 use crate::profile::{
     DispatchMeta, DispatchTiming, Enqueue, Profiler, SubmissionRecord, TimingMechanism, TimingMethod,
 };
-use crate::runtime::backend::{Backend, Capabilities, KernelSources, MemoryInfo};
+use crate::runtime::backend::{Backend, Capabilities, KernelSources};
 use crate::runtime::command::Command;
 use crate::runtime::kernel::LoadedKernel;
 use crate::runtime::memory::DeviceMemory;
+use crate::runtime::memory::MemoryInfo;
 use crate::runtime::{DType, DeviceOptions};
 
 /// How CUDA dispatches are timed without CUPTI: eager launches only.

@@ -10,10 +10,11 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::profile::Profiler;
-use crate::runtime::backend::{Backend, Capabilities, KernelSources, MemoryInfo};
+use crate::runtime::backend::{Backend, Capabilities, KernelSources};
 use crate::runtime::command::Command;
 use crate::runtime::kernel::LoadedKernel;
 use crate::runtime::memory::DeviceMemory;
+use crate::runtime::memory::MemoryInfo;
 use crate::runtime::{DType, DeviceOptions};
 
 /// A CUDA device handle. This build has no CUDA support, so none exists.
