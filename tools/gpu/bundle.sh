@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Builds the project's test binaries and release binaries here, and packs them into
-# .gpu/ at the project root with a runner, so that a GPU machine without a Rust
-# toolchain can run the CUDA tests: copy the folder .gpu into the checkout's root there and run
-#   bash .gpu/run.sh            # every test binary, GPU tests required (KSCOPE_REQUIRE_GPU=1)
-#   bash .gpu/run.sh kscope ... # or one packed binary with its arguments
+# Packs what a GPU machine without a Rust toolchain needs to test and measure
+# the CUDA backend: builds here the test binaries, `kscope` and the examples,
+# and copies them into .gpu/ at the project root with a runner. Copy the folder
+# .gpu into the root of a checkout of the same commit on the GPU machine and run
+#   bash .gpu/run.sh                           # every test binary, GPU tests required (KSCOPE_REQUIRE_GPU=1)
+#   bash .gpu/run.sh kscope info               # or one packed binary with its arguments
+#   bash .gpu/run.sh 02_graph_launch_lead      # (examples are packed beside kscope)
+#   bash tools/gpu/perf_run.sh                 # the GPU figures of docs/PERF.md
 #
 # Usage, from the project root:  bash tools/gpu/bundle.sh [cargo test args]
 # Default cargo args: --workspace --release --all-features
-# Add /.gpu/ to .gitignore (or .git/info/exclude) so it never gets committed.
+# .gpu/ is in .gitignore, so it never gets committed.
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
@@ -30,10 +33,10 @@ for line in sys.stdin:
 ' | sort -u > "$out/tests.txt"
 while read -r exe; do cp "$exe" "$out/tests/"; done < "$out/tests.txt"
 
-# release binaries (built with the same feature arguments, minus test-only ones)
+# binaries and examples (built with the same feature arguments, minus test-only ones)
 build_args=()
 for a in "${args[@]}"; do case "$a" in --no-run|--lib|--bins|--tests|--doc) ;; *) build_args+=("$a");; esac; done
-cargo build "${build_args[@]}" --message-format=json 2>"$log" \
+cargo build "${build_args[@]}" --bins --examples --message-format=json 2>"$log" \
   | python3 -c '
 import json, sys
 for line in sys.stdin:
@@ -69,4 +72,4 @@ trap - ERR
 if command -v strip >/dev/null 2>&1; then strip --strip-unneeded "$out"/tests/* "$out"/bin/* 2>/dev/null || true; fi
 size_mb=$(du -sm "$out" | cut -f1)
 [ "$size_mb" -le 60 ] || echo "warning: $out is ${size_mb} MiB; pass fewer cargo targets (e.g. -p kernelscope --test NAME) to pack less" >&2
-echo "packed $(ls "$out/tests" | wc -l) test binaries and $(ls "$out/bin" | wc -l) binaries into $out ($(du -sh "$out" | cut -f1))"
+echo "packed $(ls "$out/tests" | wc -l) test binaries and $(ls "$out/bin" | wc -l) binaries and examples into $out ($(du -sh "$out" | cut -f1))"

@@ -49,7 +49,7 @@ fn parse_options() -> Result<Options, String> {
     Ok(options)
 }
 
-/// The example's kernels: the seed's `inc_one`, a scale, an add.
+/// The example's kernels: `inc_one`, a scale, an add, and every op.
 fn registry(slowdown_percent: u32) -> KernelRegistry {
     let mut registry = kernelscope::ops::registry();
     registry.register_cpu("inc_one", |args| {

@@ -54,6 +54,7 @@ pub mod profile;
 pub mod rng;
 pub mod runtime;
 mod sync;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 pub use error::{Error, Result};

@@ -1,7 +1,9 @@
-//! Helpers for tests written once against `&Device` and run on every
-//! backend. A CUDA variant that finds no GPU says so loudly and passes,
-//! except when `KSCOPE_REQUIRE_GPU=1`, where it fails: a GPU test run can
-//! never pass by skipping.
+//! Fixtures for tests and examples, behind the `testing` cargo feature (off
+//! by default, so none of this is part of the library's API): tests written
+//! once against `&Device` and run on every backend, seeded random data, a
+//! synthetic profile and the smallest real kernel. A CUDA variant that finds
+//! no GPU says so loudly and passes, except when `KSCOPE_REQUIRE_GPU=1`,
+//! where it fails: a GPU test run can never pass by skipping.
 
 use crate::rng::SplitMix64;
 use crate::{Device, DeviceOptions};
@@ -184,9 +186,9 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
     profile
 }
 
-/// The seed tests' `inc_one` kernel (`out[i] = in[i] + 1` over `n` f32s,
-/// parameters `in, out, n`) for the CPU and CUDA backends: the smallest
-/// real kernel, for tests and examples that measure the machinery around it.
+/// The `inc_one` kernel (`out[i] = in[i] + 1` over `n` f32s, parameters
+/// `in, out, n`) for the CPU and CUDA backends: the smallest real kernel, for
+/// tests and examples that measure the machinery around it.
 pub fn inc_one_registry() -> crate::KernelRegistry {
     let mut registry = crate::KernelRegistry::new();
     registry.register_cpu("inc_one", |args| {

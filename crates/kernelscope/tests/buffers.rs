@@ -1,7 +1,8 @@
 //! Buffers: typed round trips for every dtype, slice views that keep their
-//! offset when bound (the seed's `apply_bindings` bug), and clear errors for
-//! misuse: wrong dtype, out-of-bounds views, aliasing writes, a buffer of
-//! another device, a kernel missing on the backend.
+//! offset when bound (binding a view at its allocation's start is an easy bug
+//! to write), and clear errors for misuse: wrong dtype, out-of-bounds views,
+//! aliasing writes, a buffer of another device, a kernel missing on the
+//! backend.
 
 use half::{bf16, f16};
 use kernelscope::rng::SplitMix64;
@@ -108,8 +109,8 @@ fn registry() -> KernelRegistry {
     registry
 }
 
-/// The seed's lesson: a slice view bound to a kernel exposes exactly its
-/// elements, not the whole allocation.
+/// A slice view bound to a kernel exposes exactly its elements, not the
+/// whole allocation.
 #[test]
 fn slice_views_keep_their_offset_when_bound() {
     let device = Device::cpu();

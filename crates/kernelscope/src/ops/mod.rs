@@ -6,6 +6,17 @@
 //!
 //! Activations are f32 everywhere; weights may be f32, f16 or bf16 and are
 //! widened to f32 as they are read, so every op accumulates in f32.
+//!
+//! A kernel's argument order is written once per op, with
+//! [`kernel_arguments!`]: the launch places each argument by that list
+//! ([`Arguments`]), the CPU reference reads them by its positions, and a test
+//! checks every `.cu` signature against it (names, order, constness).
+//!
+//! Shapes are checked before they are read: an operand whose dimensions an
+//! op uses must have exactly that many ([`dimensions`]); any other operand
+//! must hold the elements the op needs, either in the op's shape or flat
+//! ([`expect`]). Either way a wrong buffer is [`Error::ShapeMismatch`], never
+//! a panic.
 
 pub mod add;
 pub mod argmax;
@@ -23,7 +34,7 @@ pub mod silu_mul;
 use half::{bf16, f16};
 
 use crate::error::{Error, Result};
-use crate::runtime::{Buffer, DType, Device, Element, Kernel, KernelRegistry};
+use crate::runtime::{Access, Buffer, DType, Device, Dispatch, Element, Kernel, KernelRegistry, Param};
 
 /// A registry holding every op's kernels.
 pub fn registry() -> KernelRegistry {
@@ -41,6 +52,155 @@ pub fn registry() -> KernelRegistry {
     sample::register(&mut registry);
     silu_mul::register(&mut registry);
     registry
+}
+
+/// How a kernel takes one argument; the CUDA signature spells it as
+/// `const T*`, `T*` or the scalar's C type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ArgumentKind {
+    /// A buffer the kernel only reads (`const T*`).
+    Read,
+    /// A buffer the kernel only writes (`T*`).
+    Write,
+    /// A buffer the kernel updates in place (`T*`).
+    ReadWrite,
+    /// `u32` (`unsigned int`).
+    U32,
+    /// `float`.
+    F32,
+    /// `unsigned long long`.
+    U64,
+}
+
+/// One declared kernel argument: its name in the `.cu` signature and its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Argument {
+    /// The parameter's name in the CUDA signature.
+    pub(crate) name: &'static str,
+    /// How the kernel takes it.
+    pub(crate) kind: ArgumentKind,
+}
+
+/// Declares an op's kernel arguments in order, once: `ARGUMENTS` (the list
+/// the launch and the signature test follow) and one position constant per
+/// argument (what the launch and the CPU reference index with).
+///
+/// ```text
+/// kernel_arguments! { X: "x" Read, OUT: "out" Write, N: "n" U32 }
+/// ```
+macro_rules! kernel_arguments {
+    ($($position:ident: $name:literal $kind:ident),+ $(,)?) => {
+        /// The kernel's arguments in order: the one list its launch, its CPU
+        /// reference and its `.cu` signature follow.
+        pub(crate) const ARGUMENTS: &[$crate::ops::Argument] = &[$($crate::ops::Argument {
+            name: $name,
+            kind: $crate::ops::ArgumentKind::$kind,
+        }),+];
+        $crate::ops::kernel_arguments!(@positions 0usize; $($position $name),+);
+    };
+    (@positions $index:expr; $position:ident $name:literal $(, $rest:ident $rest_name:literal)*) => {
+        #[doc = concat!("Position of `", $name, "` among the kernel's arguments.")]
+        pub(crate) const $position: usize = $index;
+        $crate::ops::kernel_arguments!(@positions $index + 1; $($rest $rest_name),*);
+    };
+    (@positions $index:expr;) => {};
+}
+pub(crate) use kernel_arguments;
+
+/// The most arguments any op's kernel takes.
+const MAX_ARGUMENTS: usize = 12;
+
+/// A value given for one argument.
+#[derive(Clone, Copy)]
+enum Value<'a> {
+    Buffer(&'a Buffer),
+    Scalar(Param),
+}
+
+/// An op's dispatch arguments, each placed by its declared position, so the
+/// order of the calls that fill it does not matter; the access of a buffer
+/// comes from the declaration.
+pub(crate) struct Arguments<'a> {
+    declared: &'static [Argument],
+    values: [Option<Value<'a>>; MAX_ARGUMENTS],
+}
+
+impl<'a> Arguments<'a> {
+    /// No values yet for the arguments `declared`.
+    pub(crate) fn new(declared: &'static [Argument]) -> Self {
+        Arguments {
+            declared,
+            values: [None; MAX_ARGUMENTS],
+        }
+    }
+
+    /// The buffer at `position`.
+    pub(crate) fn buffer(mut self, position: usize, buffer: &'a Buffer) -> Self {
+        if let Some(value) = self.values.get_mut(position) {
+            *value = Some(Value::Buffer(buffer));
+        }
+        self
+    }
+
+    /// The scalar at `position`.
+    pub(crate) fn scalar(mut self, position: usize, value: impl Into<Param>) -> Self {
+        if let Some(slot) = self.values.get_mut(position) {
+            *slot = Some(Value::Scalar(value.into()));
+        }
+        self
+    }
+
+    /// A dispatch of `kernel` with the arguments in declared order. A value
+    /// missing or of the wrong kind is a bug in the op, reported as
+    /// [`Error::KernelArgument`] rather than launched.
+    pub(crate) fn dispatch(self, kernel: &Kernel) -> Result<Dispatch> {
+        let problem = |index: usize, problem: String| Error::KernelArgument {
+            kernel: kernel.name().to_string(),
+            index,
+            problem,
+        };
+        if self.declared.len() > MAX_ARGUMENTS {
+            return Err(problem(
+                MAX_ARGUMENTS,
+                format!("more than {MAX_ARGUMENTS} arguments declared"),
+            ));
+        }
+        let mut dispatch = Dispatch::new(kernel);
+        for (index, (argument, value)) in self.declared.iter().zip(self.values).enumerate() {
+            dispatch = match (argument.kind, value) {
+                (ArgumentKind::Read, Some(Value::Buffer(buffer))) => dispatch.buffer(buffer, Access::Read),
+                (ArgumentKind::Write, Some(Value::Buffer(buffer))) => dispatch.buffer(buffer, Access::Write),
+                (ArgumentKind::ReadWrite, Some(Value::Buffer(buffer))) => {
+                    dispatch.buffer(buffer, Access::ReadWrite)
+                }
+                (ArgumentKind::U32, Some(Value::Scalar(value @ Param::U32(_))))
+                | (ArgumentKind::F32, Some(Value::Scalar(value @ Param::F32(_))))
+                | (ArgumentKind::U64, Some(Value::Scalar(value @ Param::U64(_)))) => dispatch.param(value),
+                (kind, None) => {
+                    return Err(problem(
+                        index,
+                        format!("`{}` ({kind:?}) was not given", argument.name),
+                    ));
+                }
+                (kind, Some(_)) => {
+                    return Err(problem(
+                        index,
+                        format!("`{}` is declared {kind:?} but given another kind", argument.name),
+                    ));
+                }
+            };
+        }
+        if let Some(extra) = self.values[self.declared.len()..]
+            .iter()
+            .position(Option::is_some)
+        {
+            return Err(problem(
+                self.declared.len() + extra,
+                "given but not declared".into(),
+            ));
+        }
+        Ok(dispatch)
+    }
 }
 
 /// Weight element types the ops read: widened to f32 on load.
@@ -116,7 +276,10 @@ pub(crate) fn kernel_for(
     })
 }
 
-/// Checks a buffer's dtype and element count for an op.
+/// Checks a buffer's dtype, rank and element count for an op: it must have
+/// `shape`'s rank or be flat (one dimension), and `shape`'s element count.
+/// Flat views are accepted because the decode engine keeps its activations
+/// as flat vectors (a query is `[heads · head_dim]`, a KV-cache view a slice).
 pub(crate) fn expect(op: &str, role: &str, buffer: &Buffer, dtype: DType, shape: &[usize]) -> Result<()> {
     if buffer.dtype() != dtype {
         return Err(Error::DTypeMismatch {
@@ -125,7 +288,8 @@ pub(crate) fn expect(op: &str, role: &str, buffer: &Buffer, dtype: DType, shape:
             found: buffer.dtype(),
         });
     }
-    if buffer.len() != shape.iter().product::<usize>() {
+    let rank = buffer.shape().len();
+    if (rank != shape.len() && rank != 1) || buffer.len() != shape.iter().product::<usize>() {
         return Err(Error::ShapeMismatch {
             context: format!("{op} {role}"),
             expected: shape.to_vec(),
@@ -135,13 +299,42 @@ pub(crate) fn expect(op: &str, role: &str, buffer: &Buffer, dtype: DType, shape:
     Ok(())
 }
 
-/// Checks that `slot` is a u32 buffer with an element at `index`.
+/// The dimensions of an operand whose shape the op reads (a weight matrix,
+/// an embedding table): it must have exactly `RANK` of them. The error
+/// suggests the same elements in `RANK` dimensions, keeping the last one
+/// (a row's length), which is how a row-major buffer would be reshaped.
+pub(crate) fn dimensions<const RANK: usize>(op: &str, role: &str, buffer: &Buffer) -> Result<[usize; RANK]> {
+    let shape = buffer.shape();
+    <[usize; RANK]>::try_from(shape).map_err(|_| {
+        let mut suggested = vec![1; RANK];
+        if RANK > 0 && !shape.is_empty() {
+            let kept = shape.len().min(RANK);
+            let folded = shape.len() - kept;
+            suggested[0] = shape[..=folded].iter().product();
+            suggested[1..kept].copy_from_slice(&shape[folded + 1..]);
+        }
+        Error::ShapeMismatch {
+            context: format!("{op} {role} must have {RANK} dimensions"),
+            expected: suggested,
+            found: shape.to_vec(),
+        }
+    })
+}
+
+/// Checks that `slot` is a flat u32 buffer with an element at `index`.
 pub(crate) fn expect_slot(op: &str, slot: &Buffer, index: usize) -> Result<()> {
     if slot.dtype() != DType::U32 {
         return Err(Error::DTypeMismatch {
             context: format!("{op} position slot"),
             expected: DType::U32,
             found: slot.dtype(),
+        });
+    }
+    if slot.shape().len() != 1 {
+        return Err(Error::ShapeMismatch {
+            context: format!("{op} position slot must have 1 dimension"),
+            expected: vec![slot.len()],
+            found: slot.shape().to_vec(),
         });
     }
     if index >= slot.len() {
@@ -206,4 +399,148 @@ fn dot_lanes<W: WeightElement, const FUSED: bool>(row: &[W], x: &[f32]) -> f32 {
 /// Bytes of `elements` values of `dtype`, as u64 for the roofline.
 pub(crate) fn bytes_of(elements: usize, dtype: DType) -> u64 {
     (elements * dtype.size_in_bytes()) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Argument, ArgumentKind, registry};
+
+    /// Every op's folder and its declared kernel arguments.
+    const DECLARED: [(&str, &[Argument]); 12] = [
+        ("add", super::add::ARGUMENTS),
+        ("argmax", super::argmax::ARGUMENTS),
+        ("attention", super::attention::ARGUMENTS),
+        ("copy", super::copy::ARGUMENTS),
+        ("embedding", super::embedding::ARGUMENTS),
+        ("kv_append", super::kv_append::ARGUMENTS),
+        ("matmul", super::matmul::ARGUMENTS),
+        ("matvec", super::matvec::ARGUMENTS),
+        ("rms_norm", super::rms_norm::ARGUMENTS),
+        ("rope", super::rope::ARGUMENTS),
+        ("sample", super::sample::ARGUMENTS),
+        ("silu_mul", super::silu_mul::ARGUMENTS),
+    ];
+
+    /// The `extern "C" __global__ void` kernels of a CUDA source: each name
+    /// with its parameters as (type, name).
+    fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {
+        const OPENING: &str = "extern \"C\" __global__ void ";
+        let mut kernels = Vec::new();
+        let mut rest = source;
+        while let Some(start) = rest.find(OPENING) {
+            rest = &rest[start + OPENING.len()..];
+            let open = rest.find('(').expect("a kernel's parameter list");
+            let close = rest.find(')').expect("the end of a kernel's parameter list");
+            let name = rest[..open].trim().to_string();
+            let parameters = rest[open + 1..close]
+                .split(',')
+                .map(|parameter| {
+                    let parameter = parameter.split_whitespace().collect::<Vec<_>>().join(" ");
+                    let split = parameter
+                        .rfind(|character: char| !(character.is_alphanumeric() || character == '_'))
+                        .expect("a parameter with a type and a name");
+                    (
+                        parameter[..=split].trim().to_string(),
+                        parameter[split + 1..].to_string(),
+                    )
+                })
+                .collect();
+            kernels.push((name, parameters));
+            rest = &rest[close..];
+        }
+        kernels
+    }
+
+    /// Whether a CUDA parameter type takes an argument of `kind`.
+    fn spells(cuda_type: &str, kind: ArgumentKind) -> bool {
+        match kind {
+            ArgumentKind::Read => cuda_type.starts_with("const ") && cuda_type.ends_with('*'),
+            ArgumentKind::Write | ArgumentKind::ReadWrite => {
+                !cuda_type.starts_with("const ") && cuda_type.ends_with('*')
+            }
+            ArgumentKind::U32 => cuda_type == "u32" || cuda_type == "unsigned int",
+            ArgumentKind::F32 => cuda_type == "float",
+            ArgumentKind::U64 => cuda_type == "unsigned long long",
+        }
+    }
+
+    /// Every kernel in `ops/<op>/*.cu` takes the arguments its op declares,
+    /// by name, in order, with a matching constness or scalar type, and is
+    /// registered under its own name; every op has at least one kernel.
+    #[test]
+    fn every_cuda_signature_matches_its_declared_arguments() {
+        let registry = registry();
+        let ops_folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ops");
+        let mut checked_ops = Vec::new();
+        for folder in std::fs::read_dir(&ops_folder).unwrap() {
+            let folder = folder.unwrap().path();
+            if !folder.is_dir() {
+                continue;
+            }
+            let op = folder.file_name().unwrap().to_str().unwrap().to_string();
+            let declared = DECLARED
+                .iter()
+                .find(|(name, _)| *name == op)
+                .unwrap_or_else(|| panic!("ops/{op} is not in this test's list of ops"))
+                .1;
+            for file in std::fs::read_dir(&folder).unwrap() {
+                let file = file.unwrap().path();
+                if file.extension().is_none_or(|extension| extension != "cu") {
+                    continue;
+                }
+                let source = std::fs::read_to_string(&file).unwrap();
+                let kernels = kernel_signatures(&source);
+                assert!(!kernels.is_empty(), "{} declares no kernel", file.display());
+                for (kernel, parameters) in kernels {
+                    assert!(
+                        registry.cuda_source(&kernel).is_some(),
+                        "{kernel} in {} is not registered under that name",
+                        file.display()
+                    );
+                    let names: Vec<&str> = parameters.iter().map(|(_, name)| name.as_str()).collect();
+                    let declared_names: Vec<&str> = declared.iter().map(|argument| argument.name).collect();
+                    assert_eq!(
+                        names, declared_names,
+                        "{kernel}'s parameters against ops/{op}'s ARGUMENTS"
+                    );
+                    for ((cuda_type, name), argument) in parameters.iter().zip(declared) {
+                        assert!(
+                            spells(cuda_type, argument.kind),
+                            "{kernel}: `{cuda_type} {name}` does not take a {:?} argument",
+                            argument.kind
+                        );
+                    }
+                }
+                checked_ops.push(op.clone());
+            }
+        }
+        for (op, _) in DECLARED {
+            assert!(
+                checked_ops.iter().any(|checked| checked == op),
+                "ops/{op} has no .cu kernel"
+            );
+        }
+    }
+
+    #[test]
+    fn the_signature_reader_reads_names_types_and_every_kernel() {
+        let source = "// a comment\nextern \"C\" __global__ void first(const float* x,\n    u32 n) { }\n\
+                      extern \"C\" __global__ void second(unsigned long long words) {}";
+        assert_eq!(
+            kernel_signatures(source),
+            vec![
+                (
+                    "first".to_string(),
+                    vec![
+                        ("const float*".to_string(), "x".to_string()),
+                        ("u32".to_string(), "n".to_string())
+                    ]
+                ),
+                (
+                    "second".to_string(),
+                    vec![("unsigned long long".to_string(), "words".to_string())]
+                ),
+            ]
+        );
+    }
 }

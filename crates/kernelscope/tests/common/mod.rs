@@ -22,7 +22,7 @@ pub fn scale(kernel: &Kernel, data: &Buffer, factor: f32) -> Dispatch {
         .grid(LaunchGrid::linear(data.len(), 128))
 }
 
-/// The seed test's `inc_one` kernel (`out[i] = in[i] + 1`) for every
+/// The `inc_one` kernel (`out[i] = in[i] + 1`) for every
 /// backend, plus `scale_in_place`.
 pub fn inc_one_registry() -> KernelRegistry {
     let mut registry = kernelscope::testing::inc_one_registry();

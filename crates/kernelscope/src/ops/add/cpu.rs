@@ -4,10 +4,12 @@ use crate::error::Result;
 use crate::ops::WeightElement;
 use crate::runtime::KernelArgs;
 
-/// args: x f32 (read-write), y (read), n.
+use super::{X, Y};
+
+/// `x` f32 is updated in place with `y` (the addend's dtype).
 pub(super) fn add<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    let x = args.output::<f32>(0)?;
-    let y = args.input::<W>(1)?;
+    let x = args.output::<f32>(X)?;
+    let y = args.input::<W>(Y)?;
     x.iter_mut().zip(y).for_each(|(a, b)| *a += b.to_f32());
     Ok(())
 }

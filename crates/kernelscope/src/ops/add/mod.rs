@@ -3,13 +3,13 @@
 
 mod cpu;
 
-use super::{bytes_of, expect, kernel_for, register_weight_kernels};
+use super::{Arguments, bytes_of, expect, kernel_arguments, kernel_for, register_weight_kernels};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::add;
+
+kernel_arguments! { X: "x" ReadWrite, Y: "y" Read, N: "n" U32 }
 
 /// Registers `add_<dtype>` (the dtype of the addend).
 pub fn register(registry: &mut KernelRegistry) {
@@ -38,10 +38,11 @@ impl Add {
         expect("add", "accumulator", x, DType::F32, &[n])?;
         expect("add", "addend", y, self.dtype, &[n])?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read_write(x)
-                .read(y)
-                .param(n as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(X, x)
+                .buffer(Y, y)
+                .scalar(N, n as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(n, 256))
                 .cost(bytes_of(2 * n, DType::F32) + bytes_of(n, self.dtype), n as u64)
                 .op_kind(OpKind::ElemAdd),

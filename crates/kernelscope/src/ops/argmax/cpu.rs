@@ -3,10 +3,12 @@
 use crate::error::Result;
 use crate::runtime::KernelArgs;
 
-/// args: logits f32 (read), out u32 `[1]` (write), n.
+use super::{LOGITS, OUT};
+
+/// `out[0]` (u32) is the index of the largest of the f32 `logits`.
 pub(super) fn argmax(args: &KernelArgs<'_>) -> Result<()> {
-    let logits = args.input::<f32>(0)?;
-    let out = args.output::<u32>(1)?;
+    let logits = args.input::<f32>(LOGITS)?;
+    let out = args.output::<u32>(OUT)?;
     out[0] = first_max_index(logits) as u32;
     Ok(())
 }

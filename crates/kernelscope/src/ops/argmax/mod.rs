@@ -3,11 +3,11 @@
 
 pub(crate) mod cpu;
 
-use super::{bytes_of, expect};
+use super::{Arguments, bytes_of, expect, kernel_arguments};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+kernel_arguments! { LOGITS: "logits" Read, OUT: "out" Write, N: "n" U32 }
 
 /// Registers `argmax_f32`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -35,10 +35,11 @@ impl Argmax {
         expect("argmax", "logits", logits, DType::F32, &[n])?;
         expect("argmax", "output", out, DType::U32, &[1])?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(logits)
-                .write(out)
-                .param(n as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(LOGITS, logits)
+                .buffer(OUT, out)
+                .scalar(N, n as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(1024, 1024))
                 .cost(bytes_of(n, DType::F32) + 4, n as u64)
                 .op_kind(OpKind::Argmax),

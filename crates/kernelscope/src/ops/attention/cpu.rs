@@ -5,19 +5,24 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use crate::runtime::KernelArgs;
 
-/// args: q `[hq, d]`, key cache, value cache `[max, hkv*d]`, position slot u32 (read),
-/// out `[hq, d]` (write), slot index, hq, hkv, d, max positions.
+use super::{
+    DIM, INDEX, KEY_CACHE, KV_HEADS, MAX_POSITIONS, OUT, POSITION_SLOT, QUERY, QUERY_HEADS, VALUE_CACHE,
+};
+
+/// `out` `[query_heads, dim]` from `query` (same shape) and the caches
+/// `[max_positions, kv_heads · dim]`, attending to positions up to
+/// `position_slot[index]`.
 pub(super) fn attention(args: &KernelArgs<'_>) -> Result<()> {
-    let query = args.input::<f32>(0)?;
-    let (key_cache, value_cache) = (args.input::<f32>(1)?, args.input::<f32>(2)?);
-    let position = args.input::<u32>(3)?[args.u32(5)? as usize] as usize;
-    let out = args.output::<f32>(4)?;
+    let query = args.input::<f32>(QUERY)?;
+    let (key_cache, value_cache) = (args.input::<f32>(KEY_CACHE)?, args.input::<f32>(VALUE_CACHE)?);
+    let position = args.input::<u32>(POSITION_SLOT)?[args.u32(INDEX)? as usize] as usize;
+    let out = args.output::<f32>(OUT)?;
     let (query_heads, kv_heads, dim) = (
-        args.u32(6)? as usize,
-        args.u32(7)? as usize,
-        args.u32(8)? as usize,
+        args.u32(QUERY_HEADS)? as usize,
+        args.u32(KV_HEADS)? as usize,
+        args.u32(DIM)? as usize,
     );
-    let max_positions = args.u32(9)? as usize;
+    let max_positions = args.u32(MAX_POSITIONS)? as usize;
     if position >= max_positions || kv_heads == 0 || query_heads % kv_heads != 0 {
         return Err(Error::KernelFailed {
             kernel: "attention".into(),

@@ -4,11 +4,22 @@
 
 mod cpu;
 
-use super::{bytes_of, expect};
+use super::{Arguments, bytes_of, expect, kernel_arguments};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+kernel_arguments! {
+    QUERY: "query" Read,
+    KEY_CACHE: "key_cache" Read,
+    VALUE_CACHE: "value_cache" Read,
+    POSITION_SLOT: "position_slot" Read,
+    OUT: "out" Write,
+    INDEX: "index" U32,
+    QUERY_HEADS: "query_heads" U32,
+    KV_HEADS: "kv_heads" U32,
+    DIM: "dim" U32,
+    MAX_POSITIONS: "max_positions" U32,
+}
 
 /// Registers `attention_f32`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -80,17 +91,18 @@ impl Attention {
         let bytes = bytes_of(2 * context * kv_dim + 2 * heads.query * heads.dim, DType::F32);
         super::expect_slot("attention", position_slot, index)?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(query)
-                .read(key_cache)
-                .read(value_cache)
-                .read(position_slot)
-                .write(out)
-                .param(index as u32)
-                .param(heads.query as u32)
-                .param(heads.key_value as u32)
-                .param(heads.dim as u32)
-                .param(max_positions as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(QUERY, query)
+                .buffer(KEY_CACHE, key_cache)
+                .buffer(VALUE_CACHE, value_cache)
+                .buffer(POSITION_SLOT, position_slot)
+                .buffer(OUT, out)
+                .scalar(INDEX, index as u32)
+                .scalar(QUERY_HEADS, heads.query as u32)
+                .scalar(KV_HEADS, heads.key_value as u32)
+                .scalar(DIM, heads.dim as u32)
+                .scalar(MAX_POSITIONS, max_positions as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid {
                     blocks: [heads.query as u32, 1, 1],
                     threads_per_block: [128, 1, 1],

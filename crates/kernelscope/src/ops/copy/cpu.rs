@@ -6,14 +6,16 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::runtime::KernelArgs;
 
+use super::{DESTINATION, SOURCE, WORDS};
+
 /// Below this many words a copy stays on one thread.
 const PARALLEL_WORDS: usize = 1 << 18;
 
-/// `args`: source (u32, read), destination (u32, write), same length, word count (u64).
+/// `destination = source`, both u32 words of length `words`.
 pub(super) fn copy_bytes(args: &KernelArgs<'_>) -> Result<()> {
-    let source = args.input::<u32>(0)?;
-    let destination = args.output::<u32>(1)?;
-    let words = args.u64(2)?;
+    let source = args.input::<u32>(SOURCE)?;
+    let destination = args.output::<u32>(DESTINATION)?;
+    let words = args.u64(WORDS)?;
     if words != source.len() as u64 || words != destination.len() as u64 {
         return Err(crate::error::Error::KernelFailed {
             kernel: super::KERNEL_NAME.to_string(),

@@ -3,11 +3,14 @@
 
 mod cpu;
 
+use super::{Arguments, kernel_arguments};
 use crate::error::{Error, Result};
-use crate::runtime::{Buffer, CommandEncoder, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind};
+use crate::runtime::{Buffer, CommandEncoder, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 /// The kernel's registered name.
 pub const KERNEL_NAME: &str = "copy_bytes";
+
+kernel_arguments! { SOURCE: "source" Read, DESTINATION: "destination" Write, WORDS: "words" U64 }
 
 /// Registers the copy kernels.
 pub fn register(registry: &mut KernelRegistry) {
@@ -47,10 +50,11 @@ impl Copy {
         }
         let bytes = source.byte_len() as u64;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(&raw_view(source)?)
-                .write(&raw_view(destination)?)
-                .param((source.byte_len() / 4) as u64)
+            Arguments::new(ARGUMENTS)
+                .buffer(SOURCE, &raw_view(source)?)
+                .buffer(DESTINATION, &raw_view(destination)?)
+                .scalar(WORDS, (source.byte_len() / 4) as u64)
+                .dispatch(&self.kernel)?
                 // Enough blocks to fill any GPU; each thread loops over the rest.
                 .grid(LaunchGrid::linear(
                     source.byte_len().div_ceil(16).min(1 << 22),
@@ -85,10 +89,10 @@ pub fn measure_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> R
     let copy = Copy::new(&registry, device)?;
     let words = bytes.div_ceil(4).max(1);
     // Any distinct words do; the index is cut to 32 bits on purpose.
-    let seed: Vec<u32> = (0..words)
+    let pattern: Vec<u32> = (0..words)
         .map(|i| (i as u32).wrapping_mul(2_654_435_761))
         .collect();
-    let source = device.buffer_from_slice(&seed, &[words])?;
+    let source = device.buffer_from_slice(&pattern, &[words])?;
     let destination = device.alloc(crate::DType::U32, &[words])?;
     let mut encoder = device.command_encoder();
     // One untimed copy first so page faults and first-touch are not measured.

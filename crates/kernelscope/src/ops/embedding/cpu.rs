@@ -4,12 +4,14 @@ use crate::error::{Error, Result};
 use crate::ops::WeightElement;
 use crate::runtime::KernelArgs;
 
-/// args: table `[vocab, hidden]` (read), token slot u32 (read), out f32 `[hidden]` (write), vocab, hidden.
+use super::{HIDDEN, OUT, TABLE, TOKEN_SLOT, VOCAB};
+
+/// `out` f32 `[hidden]` is row `token_slot[0]` of `table` `[vocab, hidden]`.
 pub(super) fn embedding<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    let table = args.input::<W>(0)?;
-    let token = args.input::<u32>(1)?[0] as usize;
-    let out = args.output::<f32>(2)?;
-    let (vocab, hidden) = (args.u32(3)? as usize, args.u32(4)? as usize);
+    let table = args.input::<W>(TABLE)?;
+    let token = args.input::<u32>(TOKEN_SLOT)?[0] as usize;
+    let out = args.output::<f32>(OUT)?;
+    let (vocab, hidden) = (args.u32(VOCAB)? as usize, args.u32(HIDDEN)? as usize);
     if token >= vocab {
         return Err(Error::KernelFailed {
             kernel: "embedding".into(),

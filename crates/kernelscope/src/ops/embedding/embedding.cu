@@ -8,6 +8,12 @@ __device__ void embedding(const W* table, const u32* token_slot, float* out, u32
     out[i] = token < vocab ? to_f32(table[(size_t)token * hidden + i]) : __int_as_float(0x7fc00000);
 }
 
-extern "C" __global__ void embedding_f32(const float* t, const u32* s, float* o, u32 v, u32 h) { embedding(t, s, o, v, h); }
-extern "C" __global__ void embedding_f16(const f16* t, const u32* s, float* o, u32 v, u32 h) { embedding(t, s, o, v, h); }
-extern "C" __global__ void embedding_bf16(const bf16* t, const u32* s, float* o, u32 v, u32 h) { embedding(t, s, o, v, h); }
+extern "C" __global__ void embedding_f32(const float* table, const u32* token_slot, float* out, u32 vocab, u32 hidden) {
+    embedding(table, token_slot, out, vocab, hidden);
+}
+extern "C" __global__ void embedding_f16(const f16* table, const u32* token_slot, float* out, u32 vocab, u32 hidden) {
+    embedding(table, token_slot, out, vocab, hidden);
+}
+extern "C" __global__ void embedding_bf16(const bf16* table, const u32* token_slot, float* out, u32 vocab, u32 hidden) {
+    embedding(table, token_slot, out, vocab, hidden);
+}

@@ -3,17 +3,26 @@
 
 mod cpu;
 
-use super::{WEIGHT_DTYPES, bytes_of, expect, kernel_for, register_weight_kernels};
-use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
+use super::{
+    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect, kernel_arguments, kernel_for,
+    register_weight_kernels,
 };
+use crate::error::Result;
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 /// Registers `embedding_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
     register_weight_kernels!(registry, "embedding", embedding, include_str!("embedding.cu"));
 }
 use cpu::embedding;
+
+kernel_arguments! {
+    TABLE: "table" Read,
+    TOKEN_SLOT: "token_slot" Read,
+    OUT: "out" Write,
+    VOCAB: "vocab" U32,
+    HIDDEN: "hidden" U32,
+}
 
 /// The embedding op for one table dtype.
 #[derive(Clone, Debug)]
@@ -41,17 +50,18 @@ impl Embedding {
         token_slot: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
-        let (vocab, hidden) = (table.shape()[0], table.shape()[1]);
+        let [vocab, hidden] = dimensions("embedding", "table", table)?;
         expect("embedding", "table", table, self.dtype, &[vocab, hidden])?;
         super::expect_slot("embedding", token_slot, 0)?;
         expect("embedding", "output", out, DType::F32, &[hidden])?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(table)
-                .read(token_slot)
-                .write(out)
-                .param(vocab as u32)
-                .param(hidden as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(TABLE, table)
+                .buffer(TOKEN_SLOT, token_slot)
+                .buffer(OUT, out)
+                .scalar(VOCAB, vocab as u32)
+                .scalar(HIDDEN, hidden as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(hidden, 256))
                 .cost(bytes_of(hidden, self.dtype) + bytes_of(hidden, DType::F32) + 4, 0)
                 .op_kind(OpKind::Embedding),

@@ -3,13 +3,15 @@
 use crate::error::{Error, Result};
 use crate::runtime::KernelArgs;
 
-/// args: key, value f32 `[kv_dim]`, key cache, value cache f32 `[max, kv_dim]` (read-write),
-/// position slot u32, slot index, max positions.
+use super::{INDEX, KEY, KEY_CACHE, MAX_POSITIONS, POSITION_SLOT, VALUE, VALUE_CACHE};
+
+/// Row `position_slot[index]` of the caches `[max_positions, kv_dim]`
+/// becomes `key` and `value` (f32 `[kv_dim]`).
 pub(super) fn kv_append(args: &KernelArgs<'_>) -> Result<()> {
-    let (key, value) = (args.input::<f32>(0)?, args.input::<f32>(1)?);
-    let (key_cache, value_cache) = (args.output::<f32>(2)?, args.output::<f32>(3)?);
-    let position = args.input::<u32>(4)?[args.u32(5)? as usize] as usize;
-    let max_positions = args.u32(6)? as usize;
+    let (key, value) = (args.input::<f32>(KEY)?, args.input::<f32>(VALUE)?);
+    let (key_cache, value_cache) = (args.output::<f32>(KEY_CACHE)?, args.output::<f32>(VALUE_CACHE)?);
+    let position = args.input::<u32>(POSITION_SLOT)?[args.u32(INDEX)? as usize] as usize;
+    let max_positions = args.u32(MAX_POSITIONS)? as usize;
     if position >= max_positions {
         return Err(Error::KernelFailed {
             kernel: "kv_append".into(),

@@ -3,11 +3,20 @@
 
 mod cpu;
 
-use super::{bytes_of, expect};
+use super::{Arguments, bytes_of, expect, kernel_arguments};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+kernel_arguments! {
+    KEY: "key" Read,
+    VALUE: "value" Read,
+    KEY_CACHE: "key_cache" ReadWrite,
+    VALUE_CACHE: "value_cache" ReadWrite,
+    POSITION_SLOT: "position_slot" Read,
+    INDEX: "index" U32,
+    MAX_POSITIONS: "max_positions" U32,
+    KV_DIM: "kv_dim" U32,
+}
 
 /// Registers `kv_append_f32`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -62,15 +71,16 @@ impl KvAppend {
         )?;
         super::expect_slot("kv_append", position_slot, index)?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(key)
-                .read(value)
-                .read_write(key_cache)
-                .read_write(value_cache)
-                .read(position_slot)
-                .param(index as u32)
-                .param(max_positions as u32)
-                .param(kv_dim as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(KEY, key)
+                .buffer(VALUE, value)
+                .buffer(KEY_CACHE, key_cache)
+                .buffer(VALUE_CACHE, value_cache)
+                .buffer(POSITION_SLOT, position_slot)
+                .scalar(INDEX, index as u32)
+                .scalar(MAX_POSITIONS, max_positions as u32)
+                .scalar(KV_DIM, kv_dim as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(kv_dim, 256))
                 .cost(bytes_of(4 * kv_dim, DType::F32), 0)
                 .op_kind(OpKind::Copy),

@@ -7,15 +7,17 @@ use crate::error::Result;
 use crate::ops::{WeightElement, dot};
 use crate::runtime::KernelArgs;
 
-/// args: weight `[n, k]` (read), x f32 `[m, k]` (read), out f32 `[m, n]` (write), m, n, k.
+use super::{K, M, N, OUT, WEIGHT, X};
+
+/// `out` f32 `[m, n]` = `x` f32 `[m, k]` · `weight` `[n, k]`ᵀ.
 pub(super) fn matmul<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    let weight = args.input::<W>(0)?;
-    let x = args.input::<f32>(1)?;
-    let out = args.output::<f32>(2)?;
+    let weight = args.input::<W>(WEIGHT)?;
+    let x = args.input::<f32>(X)?;
+    let out = args.output::<f32>(OUT)?;
     let (m, n, k) = (
-        args.u32(3)? as usize,
-        args.u32(4)? as usize,
-        args.u32(5)? as usize,
+        args.u32(M)? as usize,
+        args.u32(N)? as usize,
+        args.u32(K)? as usize,
     );
     // Computed column-block by column-block into a transposed scratch so the
     // parallel split owns disjoint memory, then scattered into [m, n].

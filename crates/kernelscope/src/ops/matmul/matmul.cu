@@ -13,6 +13,12 @@ __device__ void matmul(const W* weight, const float* x, float* out, u32 m, u32 n
     if ((threadIdx.x & 31) == 0) out[(size_t)token * n + row] = sum;
 }
 
-extern "C" __global__ void matmul_f32(const float* w, const float* x, float* o, u32 m, u32 n, u32 k) { matmul(w, x, o, m, n, k); }
-extern "C" __global__ void matmul_f16(const f16* w, const float* x, float* o, u32 m, u32 n, u32 k) { matmul(w, x, o, m, n, k); }
-extern "C" __global__ void matmul_bf16(const bf16* w, const float* x, float* o, u32 m, u32 n, u32 k) { matmul(w, x, o, m, n, k); }
+extern "C" __global__ void matmul_f32(const float* weight, const float* x, float* out, u32 m, u32 n, u32 k) {
+    matmul(weight, x, out, m, n, k);
+}
+extern "C" __global__ void matmul_f16(const f16* weight, const float* x, float* out, u32 m, u32 n, u32 k) {
+    matmul(weight, x, out, m, n, k);
+}
+extern "C" __global__ void matmul_bf16(const bf16* weight, const float* x, float* out, u32 m, u32 n, u32 k) {
+    matmul(weight, x, out, m, n, k);
+}

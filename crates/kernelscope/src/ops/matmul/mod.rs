@@ -4,13 +4,20 @@
 
 mod cpu;
 
-use super::{bytes_of, expect, kernel_for, register_weight_kernels};
+use super::{Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::matmul;
+
+kernel_arguments! {
+    WEIGHT: "weight" Read,
+    X: "x" Read,
+    OUT: "out" Write,
+    M: "m" U32,
+    N: "n" U32,
+    K: "k" U32,
+}
 
 /// Registers `matmul_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -41,19 +48,20 @@ impl MatMul {
         x: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
-        let (n, k) = (weight.shape()[0], weight.shape().get(1).copied().unwrap_or(1));
+        let [n, k] = dimensions("matmul", "weight", weight)?;
         let m = x.len() / k.max(1);
         expect("matmul", "weight", weight, self.dtype, &[n, k])?;
         expect("matmul", "input", x, DType::F32, &[m, k])?;
         expect("matmul", "output", out, DType::F32, &[m, n])?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(weight)
-                .read(x)
-                .write(out)
-                .param(m as u32)
-                .param(n as u32)
-                .param(k as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(WEIGHT, weight)
+                .buffer(X, x)
+                .buffer(OUT, out)
+                .scalar(M, m as u32)
+                .scalar(N, n as u32)
+                .scalar(K, k as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(m * n * 32, 256))
                 .cost(
                     bytes_of(n * k, self.dtype) + bytes_of(m * (n + k), DType::F32),

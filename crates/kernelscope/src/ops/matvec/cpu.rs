@@ -6,15 +6,17 @@ use crate::error::Result;
 use crate::ops::{WeightElement, dot};
 use crate::runtime::KernelArgs;
 
+use super::{K, OUT, WEIGHT, X};
+
 /// Rows per parallel task: enough work per task to amortise scheduling.
 const ROWS_PER_TASK: usize = 16;
 
-/// args: weight `[n, k]` (read), x f32 `[k]` (read), out f32 `[n]` (write), n, k.
+/// `out` f32 `[n]` = `weight` `[n, k]` · `x` f32 `[k]`.
 pub(super) fn matvec<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    let weight = args.input::<W>(0)?;
-    let x = args.input::<f32>(1)?;
-    let out = args.output::<f32>(2)?;
-    let k = args.u32(4)? as usize;
+    let weight = args.input::<W>(WEIGHT)?;
+    let x = args.input::<f32>(X)?;
+    let out = args.output::<f32>(OUT)?;
+    let k = args.u32(K)? as usize;
     out.par_chunks_mut(ROWS_PER_TASK)
         .enumerate()
         .for_each(|(task, chunk)| {

@@ -65,6 +65,12 @@ __device__ void matvec(const W* weight, const float* x, float* out, u32 n, u32 k
     if ((threadIdx.x & 31) == 0) out[row] = sum;
 }
 
-extern "C" __global__ void matvec_f32(const float* w, const float* x, float* o, u32 n, u32 k) { matvec(w, x, o, n, k); }
-extern "C" __global__ void matvec_f16(const f16* w, const float* x, float* o, u32 n, u32 k) { matvec(w, x, o, n, k); }
-extern "C" __global__ void matvec_bf16(const bf16* w, const float* x, float* o, u32 n, u32 k) { matvec(w, x, o, n, k); }
+extern "C" __global__ void matvec_f32(const float* weight, const float* x, float* out, u32 n, u32 k) {
+    matvec(weight, x, out, n, k);
+}
+extern "C" __global__ void matvec_f16(const f16* weight, const float* x, float* out, u32 n, u32 k) {
+    matvec(weight, x, out, n, k);
+}
+extern "C" __global__ void matvec_bf16(const bf16* weight, const float* x, float* out, u32 n, u32 k) {
+    matvec(weight, x, out, n, k);
+}

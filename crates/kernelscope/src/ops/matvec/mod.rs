@@ -5,13 +5,13 @@
 
 mod cpu;
 
-use super::{bytes_of, expect, kernel_for, register_weight_kernels};
+use super::{Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::matvec;
+
+kernel_arguments! { WEIGHT: "weight" Read, X: "x" Read, OUT: "out" Write, N: "n" U32, K: "k" U32 }
 
 /// Registers `matvec_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -42,17 +42,18 @@ impl MatVec {
         x: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
-        let (n, k) = (weight.shape()[0], weight.shape().get(1).copied().unwrap_or(1));
+        let [n, k] = dimensions("matvec", "weight", weight)?;
         expect("matvec", "weight", weight, self.dtype, &[n, k])?;
         expect("matvec", "input", x, DType::F32, &[k])?;
         expect("matvec", "output", out, DType::F32, &[n])?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(weight)
-                .read(x)
-                .write(out)
-                .param(n as u32)
-                .param(k as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(WEIGHT, weight)
+                .buffer(X, x)
+                .buffer(OUT, out)
+                .scalar(N, n as u32)
+                .scalar(K, k as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(n * 32, 256))
                 .cost(
                     bytes_of(n * k, self.dtype) + bytes_of(n + k, DType::F32),

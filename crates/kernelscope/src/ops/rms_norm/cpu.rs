@@ -4,12 +4,14 @@ use crate::error::Result;
 use crate::ops::WeightElement;
 use crate::runtime::KernelArgs;
 
-/// args: x f32 (read), weight (read), out f32 (write), eps, n.
+use super::{EPS, OUT, WEIGHT, X};
+
+/// `out` f32 = `x` f32 normalised by its root mean square (plus `eps`), times `weight`.
 pub(super) fn rms_norm<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    let x = args.input::<f32>(0)?;
-    let weight = args.input::<W>(1)?;
-    let out = args.output::<f32>(2)?;
-    let eps = args.f32(3)?;
+    let x = args.input::<f32>(X)?;
+    let weight = args.input::<W>(WEIGHT)?;
+    let out = args.output::<f32>(OUT)?;
+    let eps = args.f32(EPS)?;
     let mean_square = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
     let scale = 1.0 / (mean_square + eps).sqrt();
     for ((o, v), w) in out.iter_mut().zip(x).zip(weight) {

@@ -2,13 +2,13 @@
 
 mod cpu;
 
-use super::{bytes_of, expect, kernel_for, register_weight_kernels};
+use super::{Arguments, bytes_of, expect, kernel_arguments, kernel_for, register_weight_kernels};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::rms_norm;
+
+kernel_arguments! { X: "x" Read, WEIGHT: "weight" Read, OUT: "out" Write, EPS: "eps" F32, N: "n" U32 }
 
 /// Registers `rms_norm_<dtype>` (the dtype of the weight).
 pub fn register(registry: &mut KernelRegistry) {
@@ -45,12 +45,13 @@ impl RmsNorm {
         expect("rms_norm", "weight", weight, self.dtype, &[n])?;
         expect("rms_norm", "output", out, DType::F32, &[n])?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(x)
-                .read(weight)
-                .write(out)
-                .param(eps)
-                .param(n as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(X, x)
+                .buffer(WEIGHT, weight)
+                .buffer(OUT, out)
+                .scalar(EPS, eps)
+                .scalar(N, n as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid {
                     blocks: [1, 1, 1],
                     threads_per_block: [256, 1, 1],

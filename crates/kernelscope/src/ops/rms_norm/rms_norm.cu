@@ -7,6 +7,12 @@ __device__ void rms_norm(const float* x, const W* weight, float* out, float eps,
     for (u32 i = threadIdx.x; i < n; i += blockDim.x) out[i] = x[i] * scale * to_f32(weight[i]);
 }
 
-extern "C" __global__ void rms_norm_f32(const float* x, const float* w, float* o, float e, u32 n) { rms_norm(x, w, o, e, n); }
-extern "C" __global__ void rms_norm_f16(const float* x, const f16* w, float* o, float e, u32 n) { rms_norm(x, w, o, e, n); }
-extern "C" __global__ void rms_norm_bf16(const float* x, const bf16* w, float* o, float e, u32 n) { rms_norm(x, w, o, e, n); }
+extern "C" __global__ void rms_norm_f32(const float* x, const float* weight, float* out, float eps, u32 n) {
+    rms_norm(x, weight, out, eps, n);
+}
+extern "C" __global__ void rms_norm_f16(const float* x, const f16* weight, float* out, float eps, u32 n) {
+    rms_norm(x, weight, out, eps, n);
+}
+extern "C" __global__ void rms_norm_bf16(const float* x, const bf16* weight, float* out, float eps, u32 n) {
+    rms_norm(x, weight, out, eps, n);
+}

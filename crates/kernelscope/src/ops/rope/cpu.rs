@@ -5,15 +5,17 @@
 use crate::error::Result;
 use crate::runtime::KernelArgs;
 
-/// args: x f32 `[heads, d]` (read-write), inv_freq f32 `[d/2]`, position slot u32, slot index, heads, d,
-/// attention scaling (multiplies cos and sin).
+use super::{ATTENTION_SCALING, HEAD_DIM, INDEX, INVERSE_FREQUENCIES, POSITION_SLOT, X};
+
+/// Rotates `x` f32 `[heads, head_dim]` in place by position
+/// `position_slot[index]`, cos and sin multiplied by `attention_scaling`.
 pub(super) fn rope(args: &KernelArgs<'_>) -> Result<()> {
-    let x = args.output::<f32>(0)?;
-    let inverse_frequencies = args.input::<f32>(1)?;
-    let position = args.input::<u32>(2)?[args.u32(3)? as usize] as f32;
-    let head_dim = args.u32(5)? as usize;
+    let x = args.output::<f32>(X)?;
+    let inverse_frequencies = args.input::<f32>(INVERSE_FREQUENCIES)?;
+    let position = args.input::<u32>(POSITION_SLOT)?[args.u32(INDEX)? as usize] as f32;
+    let head_dim = args.u32(HEAD_DIM)? as usize;
     let half = head_dim / 2;
-    let attention_scaling = args.f32(6)?;
+    let attention_scaling = args.f32(ATTENTION_SCALING)?;
     let rotations: Vec<(f32, f32)> = inverse_frequencies
         .iter()
         .map(|f| (position * f).sin_cos())

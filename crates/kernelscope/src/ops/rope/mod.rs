@@ -5,11 +5,19 @@
 
 mod cpu;
 
-use super::{bytes_of, expect};
+use super::{Arguments, bytes_of, expect, kernel_arguments};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+kernel_arguments! {
+    X: "x" ReadWrite,
+    INVERSE_FREQUENCIES: "inverse_frequencies" Read,
+    POSITION_SLOT: "position_slot" Read,
+    INDEX: "index" U32,
+    HEADS: "heads" U32,
+    HEAD_DIM: "head_dim" U32,
+    ATTENTION_SCALING: "attention_scaling" F32,
+}
 
 /// Registers `rope_f32`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -186,14 +194,15 @@ impl Rope {
         )?;
         super::expect_slot("rope", position_slot, index)?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read_write(x)
-                .read(inverse_frequencies)
-                .read(position_slot)
-                .param(index as u32)
-                .param(heads as u32)
-                .param(head_dim as u32)
-                .param(frequencies.attention_scaling)
+            Arguments::new(ARGUMENTS)
+                .buffer(X, x)
+                .buffer(INVERSE_FREQUENCIES, inverse_frequencies)
+                .buffer(POSITION_SLOT, position_slot)
+                .scalar(INDEX, index as u32)
+                .scalar(HEADS, heads as u32)
+                .scalar(HEAD_DIM, head_dim as u32)
+                .scalar(ATTENTION_SCALING, frequencies.attention_scaling)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(x.len() / 2, 128))
                 .cost(
                     bytes_of(2 * x.len() + head_dim / 2, DType::F32),

@@ -4,11 +4,13 @@ use crate::error::Result;
 use crate::ops::argmax::cpu::first_max_index;
 use crate::runtime::KernelArgs;
 
-/// args: logits f32 (read), out u32 `[1]` (write), temperature, top_p, uniform.
+use super::{LOGITS, OUT, TEMPERATURE, TOP_P, UNIFORM};
+
+/// `out[0]` (u32) is the token [`choose`] draws from the f32 `logits`.
 pub(super) fn sample(args: &KernelArgs<'_>) -> Result<()> {
-    let logits = args.input::<f32>(0)?;
-    let out = args.output::<u32>(1)?;
-    let (temperature, top_p, uniform) = (args.f32(2)?, args.f32(3)?, args.f32(4)?);
+    let logits = args.input::<f32>(LOGITS)?;
+    let out = args.output::<u32>(OUT)?;
+    let (temperature, top_p, uniform) = (args.f32(TEMPERATURE)?, args.f32(TOP_P)?, args.f32(UNIFORM)?);
     out[0] = choose(logits, temperature, top_p, uniform) as u32;
     Ok(())
 }

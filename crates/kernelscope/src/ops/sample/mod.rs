@@ -4,11 +4,18 @@
 
 mod cpu;
 
-use super::{bytes_of, expect};
+use super::{Arguments, bytes_of, expect, kernel_arguments};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+kernel_arguments! {
+    LOGITS: "logits" Read,
+    OUT: "out" Write,
+    TEMPERATURE: "temperature" F32,
+    TOP_P: "top_p" F32,
+    UNIFORM: "uniform" F32,
+    N: "n" U32,
+}
 
 /// Registers `sample_f32`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -61,13 +68,14 @@ impl Sample {
         expect("sample", "logits", logits, DType::F32, &[n])?;
         expect("sample", "output", out, DType::U32, &[1])?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(logits)
-                .write(out)
-                .param(sampling.temperature)
-                .param(sampling.top_p)
-                .param(uniform)
-                .param(n as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(LOGITS, logits)
+                .buffer(OUT, out)
+                .scalar(TEMPERATURE, sampling.temperature)
+                .scalar(TOP_P, sampling.top_p)
+                .scalar(UNIFORM, uniform)
+                .scalar(N, n as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(1024, 1024))
                 .cost(bytes_of(n, DType::F32) + 4, 4 * n as u64)
                 .op_kind(OpKind::Sample),

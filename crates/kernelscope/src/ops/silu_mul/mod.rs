@@ -2,11 +2,11 @@
 
 mod cpu;
 
-use super::{bytes_of, expect};
+use super::{Arguments, bytes_of, expect, kernel_arguments};
 use crate::error::Result;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+kernel_arguments! { GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32 }
 
 /// Registers `silu_mul_f32`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -41,11 +41,12 @@ impl SiluMul {
         expect("silu_mul", "up", up, DType::F32, &[n])?;
         expect("silu_mul", "output", out, DType::F32, &[n])?;
         encoder.dispatch(
-            Dispatch::new(&self.kernel)
-                .read(gate)
-                .read(up)
-                .write(out)
-                .param(n as u32)
+            Arguments::new(ARGUMENTS)
+                .buffer(GATE, gate)
+                .buffer(UP, up)
+                .buffer(OUT, out)
+                .scalar(N, n as u32)
+                .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(n, 256))
                 .cost(bytes_of(3 * n, DType::F32), 5 * n as u64)
                 .op_kind(OpKind::SiluMul),

@@ -1,9 +1,9 @@
-//! The seed's end-to-end tests of per-dispatch profiling (mlx-native
-//! `tests/dispatch_profile.rs`), ported to kernelscope and run on every
-//! backend: two dispatches in one labeled submission, grouping by label,
-//! op kind propagation, the cross-check against the submission total, and a
-//! capability diagnostic. Unlike the seed, the profiling level is an option
-//! of the device, so these tests need no environment variables.
+//! End-to-end tests of per-dispatch profiling, run on every backend: two
+//! dispatches in one labeled submission, grouping by label, op kind
+//! propagation, the cross-check against the submission total, a capability
+//! diagnostic, the degrade path without dispatch timing, and graph replays.
+//! The profiling level is an option of the device, so these tests set no
+//! environment variables and can run in parallel.
 
 mod common;
 
@@ -199,7 +199,7 @@ fn capability_diagnostic(backend: Backend) {
     );
 }
 
-/// The seed's degrade path: where dispatches cannot be timed, the dispatch
+/// The degrade path: where dispatches cannot be timed, the dispatch
 /// table stays empty (never zeros), one warning is raised, and the
 /// per-submission table still fills.
 fn unsupported_dispatch_timing_degrades_to_submissions(backend: Backend) {
