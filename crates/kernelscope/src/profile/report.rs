@@ -1,6 +1,6 @@
 //! The human report: per token, per layer and scope, per op and kernel, the
 //! submission table, counters per token and the cross-check. In the spirit of
-//! agave's `--profile`, with achieved bandwidth and FLOP/s from what each
+//! an inference engine's `--profile` report, with achieved bandwidth and FLOP/s from what each
 //! dispatch declares it moves.
 
 use std::collections::{HashMap, HashSet};
