@@ -16,7 +16,7 @@ use super::compile;
 use super::cupti::KernelActivity;
 use super::gate::Gate;
 use super::memory::CudaMemory;
-use crate::error::{Error, Result};
+use crate::error::{CudaUnavailable, Error, Result};
 use crate::profile::{DispatchMeta, DispatchTiming, Profiler, SubmissionRecord};
 use crate::runtime::DType;
 use crate::runtime::buffer::{Buffer, Memory};
@@ -65,9 +65,27 @@ impl CuptiClock {
 
 /// Turns a driver error into ours, naming the operation.
 pub(crate) fn driver_error(operation: &str) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
-    move |error| Error::Cuda {
+    move |source| Error::Cuda {
         operation: operation.to_string(),
-        message: error.to_string(),
+        source,
+    }
+}
+
+/// Like [`driver_error`] for a device allocation of `requested_bytes`: running
+/// out of device memory is its own error, which callers can act on.
+pub(crate) fn allocation_error(
+    operation: &str,
+    requested_bytes: usize,
+) -> impl FnOnce(cudarc::driver::DriverError) -> Error + '_ {
+    move |source| match source.0 {
+        sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => Error::DeviceOutOfMemory {
+            operation: operation.to_string(),
+            requested_bytes,
+        },
+        _ => Error::Cuda {
+            operation: operation.to_string(),
+            source,
+        },
     }
 }
 
@@ -506,14 +524,14 @@ fn driver_present() -> bool {
 
 impl CudaDevice {
     /// How many GPUs there are, or why none can be used.
-    pub fn probe() -> std::result::Result<usize, String> {
+    pub fn probe() -> std::result::Result<usize, CudaUnavailable> {
         if !driver_present() {
-            return Err("no CUDA driver library (libcuda.so) on this machine".into());
+            return Err(CudaUnavailable::NoDriver);
         }
         match CudaContext::device_count() {
             Ok(count) if count > 0 => Ok(count as usize),
-            Ok(_) => Err("the CUDA driver sees no GPU".into()),
-            Err(error) => Err(format!("the CUDA driver failed to initialise: {error}")),
+            Ok(_) => Err(CudaUnavailable::NoGpu),
+            Err(error) => Err(CudaUnavailable::DriverFailed(error)),
         }
     }
 

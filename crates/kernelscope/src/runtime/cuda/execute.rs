@@ -79,9 +79,9 @@ fn launch(shared: &CudaShared, recorded: &RecordedDispatch) -> Result<()> {
             &mut pointers,
         )
     }
-    .map_err(|error| Error::Cuda {
+    .map_err(|source| Error::Cuda {
         operation: format!("launching `{}`", kernel.name()),
-        message: error.to_string(),
+        source,
     })
 }
 
@@ -159,10 +159,7 @@ pub(crate) fn execute(shared: &Arc<CudaShared>, commands: &[Command], label: &Ar
     // Decided only when the gate could apply: profiling off pays nothing here.
     let hold = match &shared.gate {
         Some(gate) if cupti && time_submission && replays_only(commands) => {
-            Some(gate.hold(shared.cu_stream()).map_err(|message| Error::Cuda {
-                operation: "holding the stream until the submission is enqueued".into(),
-                message,
-            })?)
+            Some(gate.hold(shared.cu_stream())?)
         }
         _ => None,
     };

@@ -11,7 +11,19 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::{DriverError, result, sys};
+
+use super::device::driver_error;
+use crate::error::Result;
+
+/// Why a gate could not be made (the device then goes without one).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GateError {
+    #[error("pinning the gate word: {0}")]
+    Pin(#[source] DriverError),
+    #[error("mapping the gate word: {0}")]
+    Map(#[source] DriverError),
+}
 
 /// A word of pinned host memory the device can read, and the last ticket
 /// handed out. Tickets only grow; the device waits for `word >= ticket` in
@@ -30,11 +42,11 @@ unsafe impl Sync for Gate {}
 
 impl Gate {
     /// A gate in the current context (bound by the caller).
-    pub(crate) fn new() -> Result<Gate, String> {
+    pub(crate) fn new() -> std::result::Result<Gate, GateError> {
         // SAFETY: a 4-byte pinned allocation mapped into the device's address
         // space; freed in `drop`.
         let host = unsafe { result::malloc_host(std::mem::size_of::<u32>(), sys::CU_MEMHOSTALLOC_DEVICEMAP) }
-            .map_err(|error| format!("pinning the gate word: {error}"))? as *mut AtomicU32;
+            .map_err(GateError::Pin)? as *mut AtomicU32;
         // SAFETY: freshly allocated, 4-byte aligned, ours alone.
         unsafe { host.write(AtomicU32::new(0)) };
         let mut device: sys::CUdeviceptr = 0;
@@ -45,7 +57,7 @@ impl Gate {
             unsafe {
                 let _ = result::free_host(host as *mut _);
             }
-            return Err(format!("mapping the gate word: {error}"));
+            return Err(GateError::Map(error));
         }
         Ok(Gate {
             host,
@@ -55,7 +67,7 @@ impl Gate {
     }
 
     /// Makes `stream` wait, from here on, until the returned hold is dropped.
-    pub(crate) fn hold(&self, stream: sys::CUstream) -> Result<Hold<'_>, String> {
+    pub(crate) fn hold(&self, stream: sys::CUstream) -> Result<Hold<'_>> {
         let ticket = self.last_ticket.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         let hold = Hold { gate: self, ticket };
         // SAFETY: a live stream of this context and the gate's mapped word,
@@ -69,7 +81,9 @@ impl Gate {
             )
         }
         .result()
-        .map_err(|error| format!("cuStreamWaitValue32: {error}"))?;
+        .map_err(driver_error(
+            "holding the stream until the submission is enqueued: cuStreamWaitValue32",
+        ))?;
         Ok(hold)
     }
 }

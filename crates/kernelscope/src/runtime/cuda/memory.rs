@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
-use super::device::{CudaShared, Event, Staging, driver_error};
+use super::device::{CudaShared, Event, Staging, allocation_error, driver_error};
 use crate::error::{Error, Result};
 use crate::profile::Counters;
 use crate::runtime::Element;
@@ -37,7 +37,7 @@ impl CudaMemory {
         // SAFETY: plain allocation of at least one byte (zero-sized ones are
         // refused by the driver), zeroed on our stream before any use.
         let pointer = unsafe { result::malloc_sync(byte_len.max(1)) }
-            .map_err(driver_error("allocating device memory"))?;
+            .map_err(allocation_error("allocating device memory", byte_len))?;
         // SAFETY: the range is the allocation just made.
         unsafe { result::memset_d8_async(pointer, 0, byte_len, shared.cu_stream()) }
             .map_err(driver_error("zeroing device memory"))?;

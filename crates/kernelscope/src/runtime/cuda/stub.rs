@@ -5,7 +5,7 @@ use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::{CudaUnavailable, Error, Result};
 use crate::profile::{Counters, Profiler};
 use crate::runtime::device::{Capabilities, DeviceOptions};
 use crate::runtime::encoder::Command;
@@ -27,13 +27,13 @@ impl CudaDevice {
     pub(crate) fn open(ordinal: usize, _options: &DeviceOptions) -> Result<CudaDevice> {
         Err(Error::BackendUnavailable {
             backend: "cuda",
-            reason: unavailable_reason(ordinal),
+            reason: CudaUnavailable::NotBuilt { ordinal }.to_string(),
         })
     }
 
     /// How many GPUs could be opened, or why none.
-    pub fn probe() -> std::result::Result<usize, String> {
-        Err(unavailable_reason(0))
+    pub fn probe() -> std::result::Result<usize, CudaUnavailable> {
+        Err(CudaUnavailable::NotBuilt { ordinal: 0 })
     }
 
     pub(crate) fn name(&self) -> &str {
@@ -78,12 +78,6 @@ impl CudaDevice {
     pub(crate) fn wait(&self) -> Result<()> {
         match self.never {}
     }
-}
-
-fn unavailable_reason(ordinal: usize) -> String {
-    format!(
-        "cuda:{ordinal}: this build has no CUDA support; rebuild with `--features cuda`, or use --device cpu"
-    )
 }
 
 /// A compiled CUDA kernel (none in this build).
