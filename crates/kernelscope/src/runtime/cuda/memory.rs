@@ -7,21 +7,22 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
-use super::device::{CudaShared, Event, Staging, allocation_error, driver_error};
+use super::driver::{Event, Staging, allocation_error, driver_error};
+use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::profile::Counters;
 use crate::runtime::Element;
 
 /// One device allocation.
 pub(crate) struct CudaMemory {
-    shared: Arc<CudaShared>,
+    state: Arc<DeviceState>,
     pointer: sys::CUdeviceptr,
     byte_len: usize,
 }
 
 impl Drop for CudaMemory {
     fn drop(&mut self) {
-        if self.shared.bind().is_ok() {
+        if self.state.bind().is_ok() {
             // SAFETY: allocated by malloc_sync in `zeroed` and freed once;
             // cuMemFree waits for work using it to finish.
             unsafe {
@@ -32,24 +33,25 @@ impl Drop for CudaMemory {
 }
 
 impl CudaMemory {
-    pub(crate) fn zeroed(shared: Arc<CudaShared>, byte_len: usize) -> Result<Self> {
-        shared.bind()?;
+    pub(crate) fn zeroed(state: Arc<DeviceState>, byte_len: usize) -> Result<Self> {
+        state.bind()?;
         // SAFETY: plain allocation of at least one byte (zero-sized ones are
         // refused by the driver), zeroed on our stream before any use.
         let pointer = unsafe { result::malloc_sync(byte_len.max(1)) }
             .map_err(allocation_error("allocating device memory", byte_len))?;
         // SAFETY: the range is the allocation just made.
-        unsafe { result::memset_d8_async(pointer, 0, byte_len, shared.cu_stream()) }
+        unsafe { result::memset_d8_async(pointer, 0, byte_len, state.stream().cu_stream()) }
             .map_err(driver_error("zeroing device memory"))?;
         Ok(CudaMemory {
-            shared,
+            state,
             pointer,
             byte_len,
         })
     }
 
-    pub(crate) fn shared(&self) -> &Arc<CudaShared> {
-        &self.shared
+    /// Whether this memory was allocated by the device that owns `state`.
+    pub(crate) fn belongs_to(&self, state: &Arc<DeviceState>) -> bool {
+        Arc::ptr_eq(&self.state, state)
     }
 
     pub(crate) fn byte_len(&self) -> usize {
@@ -61,11 +63,11 @@ impl CudaMemory {
     }
 
     pub(crate) fn device_name(&self) -> &str {
-        &self.shared.name
+        self.state.name()
     }
 
     pub(crate) fn counters(&self) -> &Counters {
-        self.shared.profiler.counters()
+        self.state.profiler().counters()
     }
 
     fn check(&self, byte_offset: usize, bytes: usize) -> Result<()> {
@@ -84,7 +86,7 @@ impl CudaMemory {
         self.check(byte_offset, len * std::mem::size_of::<T>())?;
         // Everything queued before the read must be done (and its timings
         // resolved) before the bytes are meaningful.
-        self.shared.synchronize()?;
+        self.state.synchronize()?;
         let mut out = vec![T::zeroed(); len];
         // SAFETY: in bounds (checked); `out` outlives the copy because the
         // stream is synchronized before returning.
@@ -92,14 +94,11 @@ impl CudaMemory {
             result::memcpy_dtoh_async(
                 &mut out,
                 self.pointer + byte_offset as u64,
-                self.shared.cu_stream(),
+                self.state.stream().cu_stream(),
             )
         }
         .map_err(driver_error("copying device to host"))?;
-        self.shared
-            .stream
-            .synchronize()
-            .map_err(driver_error("synchronizing the stream"))?;
+        self.state.stream().synchronize()?;
         Ok(out)
     }
 
@@ -107,24 +106,25 @@ impl CudaMemory {
     /// memory, behind everything queued so far, and an event after it.
     pub(crate) fn read_later(&self, byte_offset: usize, bytes: usize) -> Result<CudaPendingRead> {
         self.check(byte_offset, bytes)?;
-        self.shared.bind()?;
-        let staging = self.shared.take_staging(bytes)?;
+        self.state.bind()?;
+        let stream = self.state.stream();
+        let mut staging = stream.take_staging(bytes)?;
         // SAFETY: in bounds (checked); the staging block holds at least
         // `bytes` and stays out of the pool until the copy has completed
         // (`CudaPendingRead` waits for its event before giving it back).
         unsafe {
             sys::cuMemcpyDtoHAsync_v2(
-                staging.pointer as *mut std::ffi::c_void,
+                staging.as_mut_ptr() as *mut std::ffi::c_void,
                 self.pointer + byte_offset as u64,
                 bytes,
-                self.shared.cu_stream(),
+                stream.cu_stream(),
             )
         }
         .result()
         .map_err(driver_error("copying device to host"))?;
-        let done = self.shared.record_event()?;
+        let done = stream.record_event()?;
         Ok(CudaPendingRead {
-            shared: self.shared.clone(),
+            state: self.state.clone(),
             staging: Some(staging),
             done: Some(done),
             bytes,
@@ -137,11 +137,15 @@ impl CudaMemory {
 
     pub(crate) fn write_bytes(&self, byte_offset: usize, data: &[u8]) -> Result<()> {
         self.check(byte_offset, data.len())?;
-        self.shared.bind()?;
+        self.state.bind()?;
         // SAFETY: in bounds (checked). The source is pageable host memory,
         // which the driver stages before returning, so it may be freed after.
         unsafe {
-            result::memcpy_htod_async(self.pointer + byte_offset as u64, data, self.shared.cu_stream())
+            result::memcpy_htod_async(
+                self.pointer + byte_offset as u64,
+                data,
+                self.state.stream().cu_stream(),
+            )
         }
         .map_err(driver_error("copying host to device"))?;
         Ok(())
@@ -150,7 +154,7 @@ impl CudaMemory {
 
 /// A device-to-host copy into pinned staging memory, and the event after it.
 pub(crate) struct CudaPendingRead {
-    shared: Arc<CudaShared>,
+    state: Arc<DeviceState>,
     staging: Option<Staging>,
     done: Option<Event>,
     bytes: usize,
@@ -163,18 +167,17 @@ impl CudaPendingRead {
         let staging = self.staging.as_ref().expect("present until dropped");
         let mut out = vec![T::zeroed(); len];
         let out_bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut out);
-        // SAFETY: the copy into the staging block has completed (`finish`),
-        // and the block holds at least `self.bytes` = `out_bytes.len()` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(staging.pointer, out_bytes.as_mut_ptr(), self.bytes) };
-        self.shared.resolve_completed()?;
+        // SAFETY: the copy of `self.bytes` bytes into the staging block has
+        // completed (`finish`), and the block holds at least that many.
+        unsafe { staging.copy_out(&mut out_bytes[..self.bytes]) };
+        self.state.resolve_completed()?;
         Ok(out)
     }
 
     fn finish(&mut self) -> Result<()> {
         if let Some(done) = &self.done {
-            self.shared.bind()?;
-            // SAFETY: an event recorded on this context's stream.
-            unsafe { result::event::synchronize(done.0) }.map_err(driver_error("waiting for a read"))?;
+            self.state.bind()?;
+            done.synchronize().map_err(driver_error("waiting for a read"))?;
         }
         Ok(())
     }
@@ -190,10 +193,10 @@ impl Drop for CudaPendingRead {
             return;
         }
         if let Some(staging) = self.staging.take() {
-            self.shared.give_back_staging(staging);
+            self.state.stream().give_back_staging(staging);
         }
         if let Some(done) = self.done.take() {
-            self.shared.give_back_event(done);
+            self.state.stream().give_back_events([done]);
         }
     }
 }

@@ -138,3 +138,25 @@ impl CudaPendingRead {
         match self.never {}
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn probe_and_open_say_the_build_lacks_cuda() {
+        let reason = CudaDevice::probe().unwrap_err();
+        assert_eq!(
+            reason.to_string(),
+            "cuda:0: this build has no CUDA support; rebuild with `--features cuda`, or use --device cpu"
+        );
+        let error = CudaDevice::open(3, &DeviceOptions::new()).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("cuda:3: this build has no CUDA support"),
+            "{error}"
+        );
+        assert!(!error.is_out_of_memory());
+    }
+}
