@@ -160,13 +160,38 @@ pub enum Error {
         differences: String,
     },
 
-    /// A CUDA driver or NVRTC call failed.
-    #[error("CUDA {operation}: {message}")]
+    /// A CUDA driver call failed. The driver's error is kept (not flattened
+    /// into text) so callers can tell its kind; see [`Error::is_out_of_memory`].
+    #[cfg(feature = "cuda")]
+    #[error("CUDA {operation}: {source}")]
     Cuda {
         /// What was being done.
         operation: String,
-        /// The driver's or compiler's message.
-        message: String,
+        /// The driver's error.
+        #[source]
+        source: cudarc::driver::DriverError,
+    },
+
+    /// NVRTC could not compile a kernel's source; its log is in the source.
+    #[cfg(feature = "cuda")]
+    #[error("CUDA compiling `{kernel}` with NVRTC: {source}")]
+    CudaCompile {
+        /// The kernel of interest in the source.
+        kernel: String,
+        /// NVRTC's error, with its log.
+        #[source]
+        source: cudarc::nvrtc::CompileError,
+    },
+
+    /// A device allocation failed for want of free device memory (the driver
+    /// answered `CUDA_ERROR_OUT_OF_MEMORY`). In every build, so callers can
+    /// match it without naming the `cuda` feature.
+    #[error("CUDA {operation}: out of device memory ({requested_bytes} bytes asked for)")]
+    DeviceOutOfMemory {
+        /// What was being done.
+        operation: String,
+        /// The size of the allocation that was refused.
+        requested_bytes: usize,
     },
 
     /// An operating-system I/O error.
@@ -177,6 +202,44 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
+}
+
+impl Error {
+    /// Whether the device ran out of memory: an allocation refused for want
+    /// of device memory, or any other CUDA driver call that answered
+    /// `CUDA_ERROR_OUT_OF_MEMORY` (loading a module, instantiating a graph).
+    pub fn is_out_of_memory(&self) -> bool {
+        match self {
+            Error::DeviceOutOfMemory { .. } => true,
+            #[cfg(feature = "cuda")]
+            Error::Cuda { source, .. } => source.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY,
+            _ => false,
+        }
+    }
+}
+
+/// Why no CUDA device can be used at all (what
+/// [`CudaDevice::probe`](crate::runtime::CudaDevice::probe) answers).
+#[derive(Clone, Debug, thiserror::Error)]
+pub enum CudaUnavailable {
+    /// The crate was built without the `cuda` feature.
+    #[error(
+        "cuda:{ordinal}: this build has no CUDA support; rebuild with `--features cuda`, or use --device cpu"
+    )]
+    NotBuilt {
+        /// The GPU that was asked for.
+        ordinal: usize,
+    },
+    /// No driver library could be loaded.
+    #[error("no CUDA driver library (libcuda.so) on this machine")]
+    NoDriver,
+    /// The driver loaded but counts no GPU.
+    #[error("the CUDA driver sees no GPU")]
+    NoGpu,
+    /// The driver loaded but could not be initialised.
+    #[cfg(feature = "cuda")]
+    #[error("the CUDA driver failed to initialise: {0}")]
+    DriverFailed(#[source] cudarc::driver::DriverError),
 }
 
 /// The crate's result type.

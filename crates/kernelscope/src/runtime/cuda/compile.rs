@@ -70,9 +70,9 @@ pub(crate) fn compile(
         name: Some(format!("{name}.cu")),
         ..Default::default()
     };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, options).map_err(|error| Error::Cuda {
-        operation: format!("compiling `{name}` with NVRTC"),
-        message: format!("{error:?}"),
+    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, options).map_err(|source| Error::CudaCompile {
+        kernel: name.to_string(),
+        source,
     })?;
     if let Some(path) = cached {
         // Written aside and renamed, so a concurrent or killed run never

@@ -9,8 +9,25 @@ use std::collections::HashMap;
 use std::ffi::CStr;
 use std::sync::{Mutex, OnceLock};
 
+use cudarc::cupti::result::CuptiError;
 use cudarc::cupti::{result as cupti, sys};
 use cudarc::driver::sys as driver;
+
+/// Why CUPTI cannot time this device's dispatches (shown in the dispatch
+/// timing method, which then falls back to event pairs).
+#[derive(Clone, Copy, Debug, thiserror::Error)]
+pub(crate) enum CuptiUnavailable {
+    #[error("libcupti is not on the loader path")]
+    Missing,
+    #[error("CUPTI refused its callbacks: {0}")]
+    Callbacks(#[source] CuptiError),
+    #[error("CUPTI refused kernel activity (another profiler attached?): {0}")]
+    KernelActivity(#[source] CuptiError),
+    #[error("cuptiGetContextId: {0}")]
+    ContextId(#[source] CuptiError),
+    #[error("cuptiGetStreamId: {0}")]
+    StreamId(#[source] CuptiError),
+}
 
 /// One kernel execution as CUPTI saw it (ns on CUPTI's clock).
 #[derive(Clone, Debug)]
@@ -20,7 +37,8 @@ pub(crate) struct KernelActivity {
     pub name: String,
 }
 
-type StreamKey = (u32, u32);
+/// CUPTI's (context id, stream id) of a stream.
+pub(crate) type StreamKey = (u32, u32);
 
 fn collected() -> &'static Mutex<HashMap<StreamKey, Vec<KernelActivity>>> {
     static RECORDS: OnceLock<Mutex<HashMap<StreamKey, Vec<KernelActivity>>>> = OnceLock::new();
@@ -97,34 +115,34 @@ unsafe extern "C" fn buffer_completed(
 
 /// Starts kernel activity collection once per process; the error says why
 /// CUPTI cannot be used (missing library, another profiler subscribed).
-pub(crate) fn start() -> Result<(), String> {
-    static STARTED: OnceLock<Result<(), String>> = OnceLock::new();
-    STARTED
-        .get_or_init(|| {
-            // SAFETY: only tries to load the library by its known names.
-            if !unsafe { sys::is_culib_present() } {
-                return Err("libcupti is not on the loader path".into());
-            }
-            cupti::activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
-                .map_err(|error| format!("CUPTI refused its callbacks: {error:?}"))?;
-            cupti::activity::enable(sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL).map_err(
-                |error| format!("CUPTI refused kernel activity (another profiler attached?): {error:?}"),
-            )
-        })
-        .clone()
+pub(crate) fn start() -> Result<(), CuptiUnavailable> {
+    static STARTED: OnceLock<Result<(), CuptiUnavailable>> = OnceLock::new();
+    *STARTED.get_or_init(|| {
+        // SAFETY: only tries to load the library by its known names.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(CuptiUnavailable::Missing);
+        }
+        cupti::activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
+            .map_err(CuptiUnavailable::Callbacks)?;
+        cupti::activity::enable(sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
+            .map_err(CuptiUnavailable::KernelActivity)
+    })
 }
 
 /// CUPTI's ids of `stream` in `context`.
-pub(crate) fn stream_key(context: driver::CUcontext, stream: driver::CUstream) -> Result<StreamKey, String> {
+pub(crate) fn stream_key(
+    context: driver::CUcontext,
+    stream: driver::CUstream,
+) -> Result<StreamKey, CuptiUnavailable> {
     let (mut context_id, mut stream_id) = (0u32, 0u32);
     // SAFETY: valid handles of a live context; two out-parameters.
     unsafe {
         sys::cuptiGetContextId(context, &mut context_id)
             .result()
-            .map_err(|error| format!("cuptiGetContextId: {error:?}"))?;
+            .map_err(CuptiUnavailable::ContextId)?;
         sys::cuptiGetStreamId(context, stream, &mut stream_id)
             .result()
-            .map_err(|error| format!("cuptiGetStreamId: {error:?}"))?;
+            .map_err(CuptiUnavailable::StreamId)?;
     }
     Ok((context_id, stream_id))
 }

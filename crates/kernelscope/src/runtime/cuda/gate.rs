@@ -9,45 +9,61 @@
 //! begin. The device waited for the host either way, so throughput is
 //! unchanged; the host's enqueue time is recorded beside the submission.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use cudarc::driver::{result, sys};
+use cudarc::driver::{CudaContext, DriverError, PinnedHostSlice, sys};
+
+use super::driver::driver_error;
+use crate::error::Result;
+
+/// Why a gate could not be made (the device then goes without one).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GateError {
+    #[error("pinning the gate word: {0}")]
+    Pin(#[source] DriverError),
+    #[error("mapping the gate word: {0}")]
+    Map(#[source] DriverError),
+}
 
 /// A word of pinned host memory the device can read, and the last ticket
 /// handed out. Tickets only grow; the device waits for `word >= ticket` in
 /// CUDA's wrap-safe sense (`(int32_t)(word - ticket) >= 0`).
 pub(crate) struct Gate {
-    host: *mut AtomicU32,
+    /// Owns the word (cudarc frees it on drop, after every hold: holds
+    /// borrow the gate). Only held, never read through.
+    _word: PinnedHostSlice<u32>,
+    /// The word's host address, taken once: cudarc's accessors synchronise
+    /// an event on every call, and a release must cost nothing.
+    host: *const AtomicU32,
     device: sys::CUdeviceptr,
     last_ticket: AtomicU32,
 }
 
-// SAFETY: the host word is pinned memory owned by the gate and only touched
-// through atomic stores; the device pointer is a plain address.
+// SAFETY: `host` points into `word`, pinned memory owned by the gate and only
+// touched through atomic operations; the device pointer is a plain address.
 unsafe impl Send for Gate {}
 // SAFETY: as above; tickets are handed out atomically.
 unsafe impl Sync for Gate {}
 
 impl Gate {
-    /// A gate in the current context (bound by the caller).
-    pub(crate) fn new() -> Result<Gate, String> {
+    /// A gate in `context` (bound by the caller).
+    pub(crate) fn new(context: &Arc<CudaContext>) -> std::result::Result<Gate, GateError> {
         // SAFETY: a 4-byte pinned allocation mapped into the device's address
-        // space; freed in `drop`.
-        let host = unsafe { result::malloc_host(std::mem::size_of::<u32>(), sys::CU_MEMHOSTALLOC_DEVICEMAP) }
-            .map_err(|error| format!("pinning the gate word: {error}"))? as *mut AtomicU32;
+        // space; initialised below before the device or the host reads it.
+        let mut word = unsafe { context.alloc_pinned_with_flags::<u32>(1, sys::CU_MEMHOSTALLOC_DEVICEMAP) }
+            .map_err(GateError::Pin)?;
+        let host = word.as_mut_ptr().map_err(GateError::Pin)? as *mut AtomicU32;
         // SAFETY: freshly allocated, 4-byte aligned, ours alone.
         unsafe { host.write(AtomicU32::new(0)) };
         let mut device: sys::CUdeviceptr = 0;
-        // SAFETY: `host` was allocated with DEVICEMAP in this context.
-        let mapped = unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host as *mut _, 0) }.result();
-        if let Err(error) = mapped {
-            // SAFETY: allocated above, not shared yet.
-            unsafe {
-                let _ = result::free_host(host as *mut _);
-            }
-            return Err(format!("mapping the gate word: {error}"));
-        }
+        // SAFETY: `host` was allocated with DEVICEMAP in this context. On
+        // failure `word` is dropped, which frees it.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut device, host as *mut _, 0) }
+            .result()
+            .map_err(GateError::Map)?;
         Ok(Gate {
+            _word: word,
             host,
             device,
             last_ticket: AtomicU32::new(0),
@@ -55,11 +71,11 @@ impl Gate {
     }
 
     /// Makes `stream` wait, from here on, until the returned hold is dropped.
-    pub(crate) fn hold(&self, stream: sys::CUstream) -> Result<Hold<'_>, String> {
+    pub(crate) fn hold(&self, stream: sys::CUstream) -> Result<Hold<'_>> {
         let ticket = self.last_ticket.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
         let hold = Hold { gate: self, ticket };
         // SAFETY: a live stream of this context and the gate's mapped word,
-        // which outlives every wait (the device drops the gate after its stream).
+        // which outlives every hold (holds borrow the gate).
         unsafe {
             sys::cuStreamWaitValue32_v2(
                 stream,
@@ -69,18 +85,10 @@ impl Gate {
             )
         }
         .result()
-        .map_err(|error| format!("cuStreamWaitValue32: {error}"))?;
+        .map_err(driver_error(
+            "holding the stream until the submission is enqueued: cuStreamWaitValue32",
+        ))?;
         Ok(hold)
-    }
-}
-
-impl Drop for Gate {
-    fn drop(&mut self) {
-        // SAFETY: allocated by `malloc_host` in `new` and freed once; every
-        // hold has been released (holds borrow the gate).
-        unsafe {
-            let _ = result::free_host(self.host as *mut _);
-        }
     }
 }
 

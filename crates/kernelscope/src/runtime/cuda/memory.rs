@@ -8,27 +8,22 @@ use std::sync::Arc;
 
 use cudarc::driver::{result, sys};
 
-use super::device::{CudaShared, Event, Staging, driver_error};
+use super::driver::{Event, Staging, allocation_error, driver_error};
+use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::profile::Counters;
 use crate::runtime::memory::{DeviceMemory, PendingBytes};
 
 /// One device allocation.
 pub(crate) struct CudaMemory {
-    shared: Arc<CudaShared>,
+    state: Arc<DeviceState>,
     pointer: sys::CUdeviceptr,
     byte_len: usize,
 }
 
-impl std::fmt::Debug for CudaMemory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudaMemory({} bytes on {})", self.byte_len, self.shared.name)
-    }
-}
-
 impl Drop for CudaMemory {
     fn drop(&mut self) {
-        if self.shared.bind().is_ok() {
+        if self.state.bind().is_ok() {
             // SAFETY: allocated by malloc_sync in `zeroed` and freed once;
             // cuMemFree waits for work using it to finish.
             unsafe {
@@ -39,17 +34,17 @@ impl Drop for CudaMemory {
 }
 
 impl CudaMemory {
-    pub(crate) fn zeroed(shared: Arc<CudaShared>, byte_len: usize) -> Result<Self> {
-        shared.bind()?;
+    pub(crate) fn zeroed(state: Arc<DeviceState>, byte_len: usize) -> Result<Self> {
+        state.bind()?;
         // SAFETY: plain allocation of at least one byte (zero-sized ones are
         // refused by the driver), zeroed on our stream before any use.
         let pointer = unsafe { result::malloc_sync(byte_len.max(1)) }
-            .map_err(driver_error("allocating device memory"))?;
+            .map_err(allocation_error("allocating device memory", byte_len))?;
         // SAFETY: the range is the allocation just made.
-        unsafe { result::memset_d8_async(pointer, 0, byte_len, shared.cu_stream()) }
+        unsafe { result::memset_d8_async(pointer, 0, byte_len, state.stream().cu_stream()) }
             .map_err(driver_error("zeroing device memory"))?;
         Ok(CudaMemory {
-            shared,
+            state,
             pointer,
             byte_len,
         })
@@ -71,28 +66,35 @@ impl CudaMemory {
     /// memory, behind everything queued so far, and an event after it.
     fn start_read(&self, byte_offset: usize, bytes: usize) -> Result<CudaPendingRead> {
         self.check(byte_offset, bytes)?;
-        self.shared.bind()?;
-        let staging = self.shared.take_staging(bytes)?;
+        self.state.bind()?;
+        let stream = self.state.stream();
+        let mut staging = stream.take_staging(bytes)?;
         // SAFETY: in bounds (checked); the staging block holds at least
         // `bytes` and stays out of the pool until the copy has completed
         // (`CudaPendingRead` waits for its event before giving it back).
         unsafe {
             sys::cuMemcpyDtoHAsync_v2(
-                staging.pointer as *mut std::ffi::c_void,
+                staging.as_mut_ptr() as *mut std::ffi::c_void,
                 self.pointer + byte_offset as u64,
                 bytes,
-                self.shared.cu_stream(),
+                stream.cu_stream(),
             )
         }
         .result()
         .map_err(driver_error("copying device to host"))?;
-        let done = self.shared.record_event()?;
+        let done = stream.record_event()?;
         Ok(CudaPendingRead {
-            shared: self.shared.clone(),
+            state: self.state.clone(),
             staging: Some(staging),
             done: Some(done),
             bytes,
         })
+    }
+}
+
+impl std::fmt::Debug for CudaMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CudaMemory({} bytes on {})", self.byte_len, self.state.name())
     }
 }
 
@@ -106,30 +108,33 @@ impl DeviceMemory for CudaMemory {
     }
 
     fn owner(&self) -> usize {
-        Arc::as_ptr(&self.shared) as usize
+        Arc::as_ptr(&self.state) as usize
     }
 
     fn device_name(&self) -> &str {
-        &self.shared.name
+        self.state.name()
     }
 
     fn counters(&self) -> &Counters {
-        self.shared.profiler.counters()
+        self.state.profiler().counters()
     }
 
     fn read_bytes(&self, byte_offset: usize, out: &mut [u8]) -> Result<()> {
         self.check(byte_offset, out.len())?;
         // Everything queued before the read must be done (and its timings
         // resolved) before the bytes are meaningful.
-        self.shared.synchronize()?;
+        self.state.synchronize()?;
         // SAFETY: in bounds (checked); `out` outlives the copy because the
         // stream is synchronized before returning.
-        unsafe { result::memcpy_dtoh_async(out, self.pointer + byte_offset as u64, self.shared.cu_stream()) }
-            .map_err(driver_error("copying device to host"))?;
-        self.shared
-            .stream
-            .synchronize()
-            .map_err(driver_error("synchronizing the stream"))?;
+        unsafe {
+            result::memcpy_dtoh_async(
+                out,
+                self.pointer + byte_offset as u64,
+                self.state.stream().cu_stream(),
+            )
+        }
+        .map_err(driver_error("copying device to host"))?;
+        self.state.stream().synchronize()?;
         Ok(())
     }
 
@@ -139,11 +144,15 @@ impl DeviceMemory for CudaMemory {
 
     fn write_bytes(&self, byte_offset: usize, data: &[u8]) -> Result<()> {
         self.check(byte_offset, data.len())?;
-        self.shared.bind()?;
+        self.state.bind()?;
         // SAFETY: in bounds (checked). The source is pageable host memory,
         // which the driver stages before returning, so it may be freed after.
         unsafe {
-            result::memcpy_htod_async(self.pointer + byte_offset as u64, data, self.shared.cu_stream())
+            result::memcpy_htod_async(
+                self.pointer + byte_offset as u64,
+                data,
+                self.state.stream().cu_stream(),
+            )
         }
         .map_err(driver_error("copying host to device"))?;
         Ok(())
@@ -156,7 +165,7 @@ impl DeviceMemory for CudaMemory {
 
 /// A device-to-host copy into pinned staging memory, and the event after it.
 pub(crate) struct CudaPendingRead {
-    shared: Arc<CudaShared>,
+    state: Arc<DeviceState>,
     staging: Option<Staging>,
     done: Option<Event>,
     bytes: usize,
@@ -172,10 +181,10 @@ impl PendingBytes for CudaPendingRead {
             self.bytes,
             "a pending read fills exactly what it copied"
         );
-        // SAFETY: the copy into the staging block has completed (`finish`),
-        // and the block holds at least `self.bytes` = `out.len()` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(staging.pointer, out.as_mut_ptr(), self.bytes) };
-        self.shared.resolve_completed()?;
+        // SAFETY: the copy of `self.bytes` bytes into the staging block has
+        // completed (`finish`), and the block holds at least that many.
+        unsafe { staging.copy_out(out) };
+        self.state.resolve_completed()?;
         Ok(())
     }
 }
@@ -183,9 +192,8 @@ impl PendingBytes for CudaPendingRead {
 impl CudaPendingRead {
     fn finish(&mut self) -> Result<()> {
         if let Some(done) = &self.done {
-            self.shared.bind()?;
-            // SAFETY: an event recorded on this context's stream.
-            unsafe { result::event::synchronize(done.0) }.map_err(driver_error("waiting for a read"))?;
+            self.state.bind()?;
+            done.synchronize().map_err(driver_error("waiting for a read"))?;
         }
         Ok(())
     }
@@ -201,10 +209,10 @@ impl Drop for CudaPendingRead {
             return;
         }
         if let Some(staging) = self.staging.take() {
-            self.shared.give_back_staging(staging);
+            self.state.stream().give_back_staging(staging);
         }
         if let Some(done) = self.done.take() {
-            self.shared.give_back_event(done);
+            self.state.stream().give_back_events([done]);
         }
     }
 }

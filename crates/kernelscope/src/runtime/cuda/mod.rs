@@ -1,9 +1,27 @@
-//! The CUDA backend. With the `cuda` feature it is real (`device.rs`,
-//! `memory.rs`, `compile.rs`, `execute.rs`); without it, `stub.rs` gives the
-//! same types with no values, so `Device::Cuda` exists in every build, code
-//! and tests are written once against `&Device`, and opening a GPU is an
-//! error that names the workaround.
+//! The CUDA backend. With the `cuda` feature it is real; without it,
+//! `stub.rs` gives the same types with no values, so `Device::Cuda` exists
+//! in every build, code and tests are written once against `&Device`, and
+//! opening a GPU is an error that names the workaround.
+//!
+//! The real backend is layered; each module uses only those above it:
+//!
+//! - `driver`: driver errors turned into ours; events and pinned staging
+//!   (owned by cudarc's safe types); driver presence and version.
+//! - `stream`: the context, its one stream, and the event and staging pools.
+//! - `compile`, `modules`: NVRTC with the disk cache; the per-device module
+//!   cache and `CudaKernel`.
+//! - `cupti`, `nvtx`, `gate`: CUPTI's process-wide records, NVTX ranges, and
+//!   holding the stream until a submission is enqueued.
+//! - `clock`, `matching`, `timing`: the epoch and CUPTI clocks; lining CUPTI
+//!   records up with dispatches; pending submissions resolved into times.
+//! - `state`: what the handle, buffers and graphs share (private fields).
+//! - `memory`: device allocations and copies.
+//! - `launch`, `graphs`, `execute`: one launch; graph capture and replay;
+//!   a whole submission.
+//! - `device`: the `CudaDevice` handle, opened in named steps.
 
+#[cfg(feature = "cuda")]
+mod clock;
 #[cfg(feature = "cuda")]
 mod compile;
 #[cfg(feature = "cuda")]
@@ -11,15 +29,31 @@ mod cupti;
 #[cfg(feature = "cuda")]
 mod device;
 #[cfg(feature = "cuda")]
+mod driver;
+#[cfg(feature = "cuda")]
 mod execute;
 #[cfg(feature = "cuda")]
 mod gate;
 #[cfg(feature = "cuda")]
+mod graphs;
+#[cfg(feature = "cuda")]
+mod launch;
+#[cfg(feature = "cuda")]
+mod matching;
+#[cfg(feature = "cuda")]
 mod memory;
 #[cfg(feature = "cuda")]
+mod modules;
+#[cfg(feature = "cuda")]
 mod nvtx;
+#[cfg(feature = "cuda")]
+mod state;
+#[cfg(feature = "cuda")]
+mod stream;
 #[cfg(not(feature = "cuda"))]
 mod stub;
+#[cfg(feature = "cuda")]
+mod timing;
 
 #[cfg(feature = "cuda")]
 pub use device::CudaDevice;

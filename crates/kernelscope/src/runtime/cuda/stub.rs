@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::{Error, Result};
+use crate::error::{CudaUnavailable, Error, Result};
 use crate::profile::Profiler;
 use crate::runtime::backend::{Backend, Capabilities, KernelSources};
 use crate::runtime::command::Command;
@@ -42,9 +42,7 @@ impl CudaDevice {
 fn unavailable(ordinal: usize) -> Error {
     Error::BackendUnavailable {
         backend: "cuda",
-        reason: format!(
-            "cuda:{ordinal}: this build has no CUDA support; rebuild with `--features cuda`, or use --device cpu"
-        ),
+        reason: CudaUnavailable::NotBuilt { ordinal }.to_string(),
     }
 }
 
@@ -91,5 +89,29 @@ impl Backend for CudaDevice {
     }
     fn wait(&self) -> Result<()> {
         match self.never {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counting_and_opening_say_the_build_lacks_cuda() {
+        let error = CudaDevice::count().unwrap_err();
+        assert!(
+            error.to_string().ends_with(
+                "cuda:0: this build has no CUDA support; rebuild with `--features cuda`, or use --device cpu"
+            ),
+            "{error}"
+        );
+        let error = CudaDevice::open(3, &DeviceOptions::new()).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("cuda:3: this build has no CUDA support"),
+            "{error}"
+        );
+        assert!(!error.is_out_of_memory());
     }
 }

@@ -1,0 +1,141 @@
+//! What a CUDA device's handle, its buffers and its captured graphs share:
+//! the stream with its pools, the profiler, the submission timings, the
+//! module cache, the gate and the lock that keeps submissions whole. Built
+//! by `device.rs`; everything above reads it through these methods.
+
+use std::sync::{Mutex, MutexGuard};
+
+use super::gate::Gate;
+use super::modules::ModuleCache;
+use super::stream::DeviceStream;
+use super::timing::{PendingSubmission, Timings};
+use crate::error::Result;
+use crate::profile::Profiler;
+
+/// One device's shared state. Fields drop in order: the gate's word, the
+/// pooled events and staging go before the stream and the context (the
+/// last fields of `stream`).
+pub(crate) struct DeviceState {
+    name: String,
+    profiler: Profiler,
+    arch: &'static str,
+    driver: String,
+    modules: ModuleCache,
+    timings: Timings,
+    /// Held across a submission's launches (and a graph's capture), so that
+    /// threads sharing the device cannot interleave launches on the stream:
+    /// event pairs, CUPTI's stream order and captures all rely on it.
+    submitting: Mutex<()>,
+    /// Holds the stream while a CUPTI-timed submission is enqueued.
+    gate: Option<Gate>,
+    stream: DeviceStream,
+}
+
+/// The parts of a device's state that construction measures or opens.
+pub(crate) struct DeviceParts {
+    pub(super) name: String,
+    pub(super) profiler: Profiler,
+    pub(super) arch: &'static str,
+    pub(super) driver: String,
+    pub(super) timings: Timings,
+    pub(super) gate: Option<Gate>,
+    pub(super) stream: DeviceStream,
+}
+
+impl DeviceState {
+    pub(crate) fn new(parts: DeviceParts) -> DeviceState {
+        let DeviceParts {
+            name,
+            profiler,
+            arch,
+            driver,
+            timings,
+            gate,
+            stream,
+        } = parts;
+        DeviceState {
+            name,
+            profiler,
+            arch,
+            driver,
+            modules: ModuleCache::default(),
+            timings,
+            submitting: Mutex::new(()),
+            gate,
+            stream,
+        }
+    }
+
+    /// `cuda:N <gpu> (sm_XY)`.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(crate) fn profiler(&self) -> &Profiler {
+        &self.profiler
+    }
+
+    /// The architecture kernels are compiled for (`sm_XY`).
+    pub(crate) fn arch(&self) -> &'static str {
+        self.arch
+    }
+
+    pub(crate) fn driver(&self) -> &str {
+        &self.driver
+    }
+
+    pub(crate) fn modules(&self) -> &ModuleCache {
+        &self.modules
+    }
+
+    pub(crate) fn stream(&self) -> &DeviceStream {
+        &self.stream
+    }
+
+    pub(crate) fn gate(&self) -> Option<&Gate> {
+        self.gate.as_ref()
+    }
+
+    /// Whether dispatches are timed by CUPTI (in graph replays too).
+    pub(crate) fn uses_cupti(&self) -> bool {
+        self.timings.uses_cupti()
+    }
+
+    /// The stream to oneself for one submission (or capture).
+    pub(crate) fn lock_submissions(&self) -> MutexGuard<'_, ()> {
+        crate::sync::lock(&self.submitting)
+    }
+
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.stream.bind()
+    }
+
+    /// Queues a committed submission's timings until the next host wait.
+    pub(crate) fn push_pending(&self, submission: PendingSubmission) {
+        self.timings.push(submission);
+    }
+
+    /// Waits for the stream, then turns every pending event pair into
+    /// times; submissions whose dispatches CUPTI times wait in line for
+    /// their records (see [`deliver`](Self::deliver)).
+    pub(crate) fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        self.stream.synchronize()?;
+        let pending = self.timings.take_all();
+        self.timings.resolve(&self.stream, &self.profiler, pending)
+    }
+
+    /// Resolves the submissions that have finished, oldest first, without
+    /// waiting for the ones still running (a read that waited only for its
+    /// own copy).
+    pub(crate) fn resolve_completed(&self) -> Result<()> {
+        let finished = self.timings.take_completed();
+        self.timings.resolve(&self.stream, &self.profiler, finished)
+    }
+
+    /// Hands the profiler what is ready; `force` also takes CUPTI's records
+    /// that have not been handed over yet.
+    pub(crate) fn deliver(&self, force: bool) {
+        self.timings.deliver(&self.profiler, force);
+    }
+}
