@@ -109,13 +109,11 @@ fn bad_files_exit_two_naming_file_and_problem() {
     let no_schema = scratch.file("other.json", "{\"traceEvents\": []}");
     let future = scratch.file(
         "future.json",
-        &synthetic_profile(2, 1.0, 1)
-            .to_json()
-            .replacen(
-                &format!("\"schema\": {}", kernelscope::profile::PROFILE_SCHEMA_VERSION),
-                "\"schema\": 7",
-                1,
-            ),
+        &synthetic_profile(2, 1.0, 1).to_json().replacen(
+            &format!("\"schema\": {}", kernelscope::profile::PROFILE_SCHEMA_VERSION),
+            "\"schema\": 7",
+            1,
+        ),
     );
     let missing = scratch.0.join("missing.json");
     let cases: [(&Path, &str); 4] = [
