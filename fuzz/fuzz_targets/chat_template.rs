@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use kernelscope_model::synthetic::byte_level_tokenizer_json;
-use kernelscope_model::{ChatMessage, ChatTemplate, TextStream, Tokenizer};
+use kernelscope_model::{ChatMessage, ChatTemplate, GenerationPrompt, TextStream, Tokenizer};
 use libfuzzer_sys::fuzz_target;
 
 fn tokenizer() -> &'static Tokenizer {
@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     let messages = [ChatMessage::new("system", "be brief"), ChatMessage::new("user", message)];
-    let rendered = match template.render(&messages, true) {
+    let rendered = match template.render(&messages, GenerationPrompt::Add) {
         Ok(rendered) => rendered,
         Err(error) => {
             assert!(!error.to_string().contains('\n'), "one line: {error}");

@@ -11,7 +11,7 @@ use kernelscope::DeviceOptions;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Phase, ProfileLevel, Spread};
 use kernelscope::rng::SplitMix64;
-use kernelscope_model::Model;
+use kernelscope_model::{ExecutionMode, Model};
 use serde_json::json;
 
 use crate::model_args::{ModelArgs, peak_bandwidth};
@@ -105,7 +105,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     let opened = args.model.open(DeviceOptions::new().profile(args.profile))?;
     let (device, mut model) = (opened.device, opened.model);
-    model.set_graph_mode(!args.eager && device.capabilities().graph_launch);
+    model.set_execution_mode(if args.eager {
+        ExecutionMode::Eager
+    } else {
+        ExecutionMode::fastest_on(&device)
+    });
     let longest = args.prompt_tokens.max(args.generated_tokens);
     let context = model.config().context_length();
     if longest > context {
@@ -155,10 +159,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let dtype = model.weights().dtype.to_string();
     match args.output {
         Output::Md => {
-            let mode = if model.graph_mode() {
-                "graph (one launch per token)"
-            } else {
-                "eager"
+            let mode = match model.execution_mode() {
+                ExecutionMode::Graph => "graph (one launch per token)",
+                ExecutionMode::Eager => "eager",
             };
             println!("mode: {mode}, profiling: {}", args.profile);
             println!("| model | backend | device | dtype | test | t/s | % of roofline |");
@@ -194,7 +197,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                         "backend": device.backend(),
                         "device_name": device.name(),
                         "dtype": dtype,
-                        "mode": if model.graph_mode() { "graph" } else { "eager" },
+                        "mode": model.execution_mode().name(),
                         "profiling": args.profile.name(),
                         "test": test,
                         "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 use kernelscope::DType;
-use kernelscope_model::{preset, synthetic};
+use kernelscope_model::{SyntheticOptions, preset, synthetic};
 
 use crate::model_args::parse_weight_dtype;
 
@@ -83,7 +83,12 @@ pub fn run(args: GenModelArgs) -> Result<ExitCode> {
     let config = preset(&args.preset)?;
     check_target(&args.out, args.force)?;
     let weights = args.out.join("model.safetensors");
-    synthetic::write_checkpoint(&config, args.dtype, args.seed, &args.out, args.quiet)?;
+    let options = SyntheticOptions {
+        dtype: args.dtype,
+        seed: args.seed,
+        quiet: args.quiet,
+    };
+    synthetic::write_checkpoint(&config, &args.out, options)?;
     let bytes = std::fs::metadata(&weights).map(|m| m.len()).unwrap_or(0);
     println!(
         "wrote {}: config.json + model.safetensors ({} tensors, {:.1} MB, {} weights, seed {}, fnv1a64 {:016x})",

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use kernelscope::{DType, Device, DeviceOptions};
-use kernelscope_model::{LoadOptions, Model, Tokenizer, looks_like_repo_id, resolve_hub_model};
+use kernelscope_model::{
+    LoadOptions, Model, SyntheticOptions, Tokenizer, looks_like_repo_id, resolve_hub_model,
+};
 
 /// Which model and device.
 #[derive(Args, Debug, Clone)]
@@ -119,7 +121,12 @@ impl ModelArgs {
             }
             None => {
                 let name = self.preset.as_deref().unwrap_or("tiny");
-                let model = Model::from_preset(name, &device, self.dtype, self.weights_seed, self.quiet)
+                let options = SyntheticOptions {
+                    dtype: self.dtype,
+                    seed: self.weights_seed,
+                    quiet: self.quiet,
+                };
+                let model = Model::from_preset(name, &device, options)
                     .with_context(|| format!("building preset {name}"))?;
                 (model, None)
             }

@@ -11,7 +11,8 @@ use kernelscope::DeviceOptions;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Phase, ProfileLevel, chrome_trace, render_report};
 use kernelscope_model::{
-    ChatMessage, ChatTemplate, GenerationConfig, GenerationRequest, TextStream, Tokenizer,
+    ChatMessage, ChatTemplate, ExecutionMode, GenerationConfig, GenerationPrompt, GenerationRequest,
+    TextStream, Tokenizer,
 };
 
 use crate::model_args::{ModelArgs, describe, peak_bandwidth};
@@ -101,7 +102,7 @@ fn chat_prompt(args: &RunArgs, directory: Option<&Path>, tokenizer: Option<&Toke
         let role = if turn % 2 == 0 { "user" } else { "assistant" };
         messages.push(ChatMessage::new(role, text));
     }
-    let rendered = template.render(&messages, true)?;
+    let rendered = template.render(&messages, GenerationPrompt::Add)?;
     Ok(tokenizer.encode_without_special_tokens(&rendered)?)
 }
 
@@ -181,16 +182,18 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // gains nothing from replay, so it runs eagerly. Where dispatches inside
     // graphs cannot be timed (no CUPTI), dispatch-level profiling runs the
     // step eagerly, and says so: the mode is part of the profile's conditions.
-    let graph = !args.eager && device.capabilities().graph_launch;
-    let timed_in_graphs = device.capabilities().dispatch_timing_in_graphs;
-    let eager_for_profiling =
-        graph && device.profiler().level() == ProfileLevel::Dispatch && !timed_in_graphs;
-    if eager_for_profiling {
+    let mut mode = if args.eager {
+        ExecutionMode::Eager
+    } else {
+        ExecutionMode::fastest_on(&device)
+    };
+    if mode.hides_dispatch_times(&device) {
         println!(
             "note: dispatches inside CUDA graphs cannot be timed here (no CUPTI); profiling runs the step eagerly, with an event pair around each launch"
         );
+        mode = ExecutionMode::Eager;
     }
-    model.set_graph_mode(graph && !eager_for_profiling);
+    model.set_execution_mode(mode);
     let chat = !args.chat.is_empty();
     let prompt = match (&args.prompt, &args.token_ids, &tokenizer) {
         _ if chat => chat_prompt(&args, opened.directory.as_deref(), tokenizer.as_ref())?,
@@ -282,7 +285,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         );
     }
     if profiling {
-        let mode = if model.graph_mode() { "graph" } else { "eager" };
+        let mode = model.execution_mode().name();
         let conditions = device.conditions(mode, Some(model.name().to_string()), peak_bandwidth);
         let profile = device.profile(conditions);
         if args.profile {

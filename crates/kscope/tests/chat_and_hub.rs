@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use common::{gen_model, kscope, kscope_with};
 use kernelscope_model::synthetic::byte_level_tokenizer_json;
-use kernelscope_model::{ChatMessage, ChatTemplate, Tokenizer};
+use kernelscope_model::{ChatMessage, ChatTemplate, GenerationPrompt, Tokenizer};
 
 const CHATML: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + \
     message['content'].strip() + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}\
@@ -92,7 +92,7 @@ fn a_multi_turn_chat_is_rendered_encoded_and_streamed() {
         ChatMessage::new("assistant", turns[1]),
         ChatMessage::new("user", turns[2]),
     ];
-    let rendered = template.render(&messages, true).unwrap();
+    let rendered = template.render(&messages, GenerationPrompt::Add).unwrap();
     let tokenizer = Tokenizer::from_directory(&chat.model()).unwrap().unwrap();
     let ids = tokenizer.encode_without_special_tokens(&rendered).unwrap();
     assert_eq!(

@@ -24,13 +24,14 @@ pub mod synthetic;
 mod tokenizer;
 mod weights;
 
-pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, TextStream};
+pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, GenerationPrompt, TextStream};
 pub use config::{Architecture, Config, MAX_CONFIG_BYTES, MAX_LAYERS};
-pub use engine::{Generation, GenerationRequest, Model, StepTiming};
+pub use engine::{ExecutionMode, Generation, GenerationRequest, Model, StepTiming};
 pub use error::{ModelError, Result};
 pub use hub::{HubCacheEnvironment, HubSnapshot, looks_like_repo_id, resolve_hub_model, resolve_in_cache};
 pub use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};
 pub use loader::{LoadOptions, TensorInfo, parse_safetensors_index, read_safetensors_header};
 pub use presets::{PRESETS, preset};
+pub use synthetic::SyntheticOptions;
 pub use tokenizer::Tokenizer;
 pub use weights::Weights;

@@ -18,6 +18,30 @@ use kernelscope::rng::SplitMix64;
 use crate::config::Config;
 use crate::error::{ModelError, Result};
 
+/// What a synthetic checkpoint is made of: the weights' dtype and the seed
+/// of their values, and whether to hide the progress bar.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyntheticOptions {
+    /// The weights' dtype (bf16, f16 or f32).
+    pub dtype: DType,
+    /// Seed of the values: the same seed gives the same bytes.
+    pub seed: u64,
+    /// No progress bar.
+    pub quiet: bool,
+}
+
+impl Default for SyntheticOptions {
+    /// bf16 from seed 0 with a progress bar, as `kscope` builds presets
+    /// unless told otherwise.
+    fn default() -> SyntheticOptions {
+        SyntheticOptions {
+            dtype: DType::BF16,
+            seed: 0,
+            quiet: false,
+        }
+    }
+}
+
 /// The f32 values of tensor `name` of `shape` for `seed`.
 pub fn tensor_values(name: &str, shape: &[usize], seed: u64) -> Vec<f32> {
     let count: usize = shape.iter().product();
@@ -29,8 +53,10 @@ pub fn tensor_values(name: &str, shape: &[usize], seed: u64) -> Vec<f32> {
     } else if name == "model.embed_tokens.weight" {
         rng.vec_f32(count, -1.0, 1.0)
     } else {
-        // Uniform on ±sqrt(3/fan_in) has variance 1/fan_in.
-        let bound = (3.0 / shape[shape.len() - 1] as f32).sqrt();
+        // Uniform on ±sqrt(3/fan_in) has variance 1/fan_in. A shape without
+        // dimensions (a scalar) has one input.
+        let fan_in = shape.last().copied().unwrap_or(1);
+        let bound = (3.0 / fan_in as f32).sqrt();
         rng.vec_f32(count, -bound, bound)
     }
 }
@@ -100,12 +126,13 @@ impl safetensors::View for LazyTensor<'_> {
     }
 }
 
-/// Writes `config` with seeded weights of `dtype` as a Hugging Face
+/// Writes `config` with the seeded weights of `options` as a Hugging Face
 /// directory at `out` (created if needed): `config.json` and
 /// `model.safetensors`. Tensors are generated one at a time as they are
 /// written; each file goes to a temporary name first and is renamed into
 /// place only when both are complete, so a failure leaves `out` as it was.
-pub fn write_checkpoint(config: &Config, dtype: DType, seed: u64, out: &Path, quiet: bool) -> Result<()> {
+pub fn write_checkpoint(config: &Config, out: &Path, options: SyntheticOptions) -> Result<()> {
+    let SyntheticOptions { dtype, seed, quiet } = options;
     safetensors_dtype(dtype)?;
     let total_bytes = config.parameter_count() * dtype.size_in_bytes();
     let progress = crate::weights::progress_bar(total_bytes, quiet, "writing weights");

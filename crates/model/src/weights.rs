@@ -7,10 +7,10 @@ use std::path::Path;
 use indicatif::{ProgressBar, ProgressStyle};
 use kernelscope::{Buffer, DType, Device};
 
-use crate::config::Config;
+use crate::config::{Config, LayerTensor, TensorRole};
 use crate::error::{ModelError, Result};
 use crate::loader::{Checkpoint, LoadOptions};
-use crate::synthetic;
+use crate::synthetic::{self, SyntheticOptions};
 
 /// Show a progress bar when the weights are bigger than this.
 const PROGRESS_BAR_BYTES: usize = 300 << 20;
@@ -60,68 +60,62 @@ pub struct Weights {
 
 impl Weights {
     /// Builds the weights by asking `tensor(name, shape)` for each one, in
-    /// the config's order.
+    /// the order of the config's tensor list, and placing each by its role.
     fn assemble(
         config: &Config,
         dtype: DType,
         mut tensor: impl FnMut(&str, &[usize]) -> Result<Buffer>,
     ) -> Result<Self> {
-        let (hidden, inter, q, kv) = (
-            config.hidden_size,
-            config.intermediate_size,
-            config.q_dim(),
-            config.kv_dim(),
-        );
-        let embedding = tensor("model.embed_tokens.weight", &[config.vocab_size, hidden])?;
-        let mut layers = Vec::with_capacity(config.num_layers);
-        for layer in 0..config.num_layers {
-            let mut get =
-                |suffix: &str, shape: &[usize]| tensor(&format!("model.layers.{layer}.{suffix}"), shape);
-            let input_norm = get("input_layernorm.weight", &[hidden])?;
-            let q_proj = get("self_attn.q_proj.weight", &[q, hidden])?;
-            let k_proj = get("self_attn.k_proj.weight", &[kv, hidden])?;
-            let v_proj = get("self_attn.v_proj.weight", &[kv, hidden])?;
-            let qkv_bias = if config.qkv_bias {
-                Some([
-                    get("self_attn.q_proj.bias", &[q])?,
-                    get("self_attn.k_proj.bias", &[kv])?,
-                    get("self_attn.v_proj.bias", &[kv])?,
-                ])
-            } else {
-                None
-            };
-            let o_proj = get("self_attn.o_proj.weight", &[hidden, q])?;
-            let o_bias = if config.o_bias {
-                Some(get("self_attn.o_proj.bias", &[hidden])?)
-            } else {
-                None
-            };
-            layers.push(LayerWeights {
-                input_norm,
-                q_proj,
-                k_proj,
-                v_proj,
-                qkv_bias,
-                o_proj,
-                o_bias,
-                post_attention_norm: get("post_attention_layernorm.weight", &[hidden])?,
-                gate_proj: get("mlp.gate_proj.weight", &[inter, hidden])?,
-                up_proj: get("mlp.up_proj.weight", &[inter, hidden])?,
-                down_proj: get("mlp.down_proj.weight", &[hidden, inter])?,
-            });
+        let mut embedding = None;
+        let mut final_norm = None;
+        let mut lm_head = None;
+        let mut layers: Vec<[Option<Buffer>; LayerTensor::ALL.len()]> =
+            (0..config.num_layers).map(|_| Default::default()).collect();
+        for spec in config.tensors() {
+            let buffer = tensor(&spec.name, &spec.shape)?;
+            match spec.role {
+                TensorRole::Embedding => embedding = Some(buffer),
+                TensorRole::Layer { index, tensor } => layers[index][tensor as usize] = Some(buffer),
+                TensorRole::FinalNorm => final_norm = Some(buffer),
+                TensorRole::LmHead => lm_head = Some(buffer),
+            }
         }
-        let final_norm = tensor("model.norm.weight", &[hidden])?;
-        let lm_head = if config.tie_word_embeddings {
-            embedding.clone()
-        } else {
-            tensor("lm_head.weight", &[config.vocab_size, hidden])?
-        };
+        const LISTED: &str = "the config's tensor list names it";
+        let embedding = embedding.expect(LISTED);
+        let layers = layers
+            .into_iter()
+            .map(|mut slots| {
+                let mut take = |tensor: LayerTensor| slots[tensor as usize].take();
+                let qkv_bias = match (
+                    take(LayerTensor::QueryBias),
+                    take(LayerTensor::KeyBias),
+                    take(LayerTensor::ValueBias),
+                ) {
+                    (Some(q_bias), Some(k_bias), Some(v_bias)) => Some([q_bias, k_bias, v_bias]),
+                    _ => None,
+                };
+                LayerWeights {
+                    input_norm: take(LayerTensor::InputNorm).expect(LISTED),
+                    q_proj: take(LayerTensor::QueryProjection).expect(LISTED),
+                    k_proj: take(LayerTensor::KeyProjection).expect(LISTED),
+                    v_proj: take(LayerTensor::ValueProjection).expect(LISTED),
+                    qkv_bias,
+                    o_proj: take(LayerTensor::OutputProjection).expect(LISTED),
+                    o_bias: take(LayerTensor::OutputBias),
+                    post_attention_norm: take(LayerTensor::PostAttentionNorm).expect(LISTED),
+                    gate_proj: take(LayerTensor::GateProjection).expect(LISTED),
+                    up_proj: take(LayerTensor::UpProjection).expect(LISTED),
+                    down_proj: take(LayerTensor::DownProjection).expect(LISTED),
+                }
+            })
+            .collect();
         Ok(Weights {
             dtype,
+            // Tied: the LM head is the embedding table itself.
+            lm_head: lm_head.unwrap_or_else(|| embedding.clone()),
             embedding,
             layers,
-            final_norm,
-            lm_head,
+            final_norm: final_norm.expect(LISTED),
         })
     }
 
@@ -181,8 +175,9 @@ impl Weights {
     }
 
     /// Generates the seeded synthetic weights of `config` on `device`: the
-    /// same values `gen-model` writes for this seed and dtype.
-    pub fn synthetic(config: &Config, device: &Device, dtype: DType, seed: u64, quiet: bool) -> Result<Self> {
+    /// same values `gen-model` writes for these options.
+    pub fn synthetic(config: &Config, device: &Device, options: SyntheticOptions) -> Result<Self> {
+        let SyntheticOptions { dtype, seed, quiet } = options;
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(ModelError::UnsupportedDtype(dtype));
         }

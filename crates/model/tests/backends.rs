@@ -1,13 +1,15 @@
 //! The engine on every backend: the GPU's logits and greedy tokens against
 //! the CPU reference for each fixture architecture over 64 steps, graph
-//! replay against eager launches, and the per-token counters of graph mode
-//! (one graph launch, one host sync).
+//! replay against eager launches, the per-token counters of graph mode
+//! (one graph launch, one host sync), and the same work per token whether
+//! the logits are kept or not.
 
 use kernelscope::ops::sample::Sampling;
-use kernelscope::profile::Phase;
+use kernelscope::profile::{CounterSnapshot, Phase};
+use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
 use kernelscope::{DType, Device, DeviceOptions};
-use kernelscope_model::Model;
+use kernelscope_model::{ExecutionMode, GenerationRequest, Model, SyntheticOptions};
 
 /// Relative error allowed between backends: max |a - b| over a row divided
 /// by the row's largest |logit| (f32 both sides, different summation orders).
@@ -25,10 +27,27 @@ fn worst_relative_error(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
 }
 
 fn run(device: &Device, preset: &str, seed: u64, graph: bool, steps: usize) -> kernelscope_model::Generation {
-    let mut model = Model::from_preset(preset, device, DType::BF16, seed, true).unwrap();
-    model.set_graph_mode(graph);
+    let mut model = Model::from_preset(
+        preset,
+        device,
+        SyntheticOptions {
+            dtype: DType::BF16,
+            seed,
+            quiet: true,
+        },
+    )
+    .unwrap();
+    model.set_execution_mode(if graph {
+        ExecutionMode::Graph
+    } else {
+        ExecutionMode::Eager
+    });
     model
-        .generate(&[1, 2, 3, 4, 5], steps, Sampling::GREEDY, 0, false, true)
+        .generate(&GenerationRequest {
+            stop_at_eos: false,
+            keep_logits: true,
+            ..GenerationRequest::new(&[1, 2, 3, 4, 5], steps)
+        })
         .unwrap()
 }
 
@@ -72,10 +91,22 @@ fn graph_mode_costs_one_launch_and_one_sync_per_token(backend: Backend) {
     let Some(device) = backend.device(DeviceOptions::new()) else {
         return;
     };
-    let mut model = Model::from_preset("tiny", &device, DType::BF16, 1, true).unwrap();
-    model.set_graph_mode(true);
+    let mut model = Model::from_preset(
+        "tiny",
+        &device,
+        SyntheticOptions {
+            dtype: DType::BF16,
+            seed: 1,
+            quiet: true,
+        },
+    )
+    .unwrap();
+    model.set_execution_mode(ExecutionMode::Graph);
     model
-        .generate(&[1, 2, 3], 12, Sampling::GREEDY, 0, false, false)
+        .generate(&GenerationRequest {
+            stop_at_eos: false,
+            ..GenerationRequest::new(&[1, 2, 3], 12)
+        })
         .unwrap();
     let tokens = device.profiler().tokens();
     let decode: Vec<_> = tokens
@@ -127,10 +158,26 @@ fn pipelined_decode_matches_step_by_step(backend: Backend) {
     };
     let prompt = [3, 1, 4, 1, 5];
     let tokens = |graph: bool| {
-        let mut model = Model::from_preset("tiny-llama3", &device, DType::BF16, 9, true).unwrap();
-        model.set_graph_mode(graph);
+        let mut model = Model::from_preset(
+            "tiny-llama3",
+            &device,
+            SyntheticOptions {
+                dtype: DType::BF16,
+                seed: 9,
+                quiet: true,
+            },
+        )
+        .unwrap();
+        model.set_execution_mode(if graph {
+            ExecutionMode::Graph
+        } else {
+            ExecutionMode::Eager
+        });
         model
-            .generate(&prompt, 40, Sampling::GREEDY, 0, false, false)
+            .generate(&GenerationRequest {
+                stop_at_eos: false,
+                ..GenerationRequest::new(&prompt, 40)
+            })
             .unwrap()
             .generated
     };
@@ -138,10 +185,22 @@ fn pipelined_decode_matches_step_by_step(backend: Backend) {
     assert_eq!(eager.len(), 40);
     assert_eq!(tokens(true), eager, "pipelined graph decode on {}", device.name());
 
-    let mut model = Model::from_preset("tiny-llama3", &device, DType::BF16, 9, true).unwrap();
-    model.set_graph_mode(true);
+    let mut model = Model::from_preset(
+        "tiny-llama3",
+        &device,
+        SyntheticOptions {
+            dtype: DType::BF16,
+            seed: 9,
+            quiet: true,
+        },
+    )
+    .unwrap();
+    model.set_execution_mode(ExecutionMode::Graph);
     let first = model
-        .generate(&prompt, 1, Sampling::GREEDY, 0, false, false)
+        .generate(&GenerationRequest {
+            stop_at_eos: false,
+            ..GenerationRequest::new(&prompt, 1)
+        })
         .unwrap();
     let mut seen = Vec::new();
     model
@@ -153,7 +212,89 @@ fn pipelined_decode_matches_step_by_step(backend: Backend) {
     assert_eq!(seen, eager[1..8], "stopped after 7 tokens");
 }
 
+/// Keeping the logits (`--logits-out`) only reads them back as well: every
+/// token of the run, prefill and decode, runs the same submissions,
+/// dispatches, barriers and graph launches with and without them, in either
+/// execution mode, greedy or sampled.
+fn keeping_logits_runs_the_same_work_per_token(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new()) else {
+        return;
+    };
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64;
+    eprintln!("seed {seed}");
+    let mut rng = SplitMix64::new(seed);
+    let prompt: Vec<u32> = (0..1 + rng.below(6)).map(|_| rng.below(256) as u32).collect();
+    let max_tokens = 2 + rng.below(10) as usize;
+    let sampled = Sampling {
+        temperature: 0.5 + rng.next_f32(),
+        top_p: 0.5 + rng.next_f32() / 2.0,
+    };
+    for mode in [ExecutionMode::Eager, ExecutionMode::Graph] {
+        for sampling in [Sampling::GREEDY, sampled] {
+            let run = |keep_logits: bool| {
+                let options = SyntheticOptions {
+                    dtype: DType::BF16,
+                    seed: 5,
+                    quiet: true,
+                };
+                let mut model = Model::from_preset("tiny-qwen2", &device, options).unwrap();
+                model.set_execution_mode(mode);
+                device.profiler().reset();
+                let request = GenerationRequest {
+                    sampling,
+                    seed,
+                    stop_at_eos: false,
+                    keep_logits,
+                    ..GenerationRequest::new(&prompt, max_tokens)
+                };
+                let generation = model.generate(&request).unwrap();
+                (generation, device.profiler().tokens())
+            };
+            let (plain, plain_tokens) = run(false);
+            let (kept, kept_tokens) = run(true);
+            let context = format!("{mode:?}, {sampling:?}, prompt {prompt:?}, seed {seed}");
+            assert_eq!(kept.generated, plain.generated, "{context}");
+            assert_eq!(plain.generated.len(), max_tokens, "{context}");
+            assert!(plain.logits.is_empty(), "{context}");
+            assert_eq!(kept.logits.len(), prompt.len() + max_tokens - 1, "{context}");
+            assert_eq!(kept_tokens.len(), plain_tokens.len(), "{context}");
+            let decode = plain_tokens.iter().filter(|token| token.phase == Phase::Decode);
+            assert_eq!(decode.count(), max_tokens - 1, "{context}");
+            let work = |counters: CounterSnapshot| {
+                (
+                    counters.submissions,
+                    counters.dispatches,
+                    counters.barriers,
+                    counters.graph_launches,
+                )
+            };
+            for (plain, kept) in plain_tokens.iter().zip(&kept_tokens) {
+                assert_eq!(plain.phase, kept.phase, "{context}");
+                assert_eq!(
+                    work(kept.counters),
+                    work(plain.counters),
+                    "{context}: token {} ({:?})",
+                    plain.index,
+                    plain.phase
+                );
+                // The logits are one more read per token, waited for where
+                // the token is: pipelining (graph decode waits for token N in
+                // token N+1's window) is kept.
+                let (plain, kept) = (plain.counters, kept.counters);
+                assert_eq!(kept.host_device_copies, plain.host_device_copies + 1, "{context}");
+                assert_eq!(kept.syncs, 2 * plain.syncs, "{context}");
+                let expected_launches = u64::from(mode == ExecutionMode::Graph);
+                assert_eq!(plain.graph_launches, expected_launches, "{context}");
+            }
+        }
+    }
+}
+
 kernelscope::device_tests!(
+    keeping_logits_runs_the_same_work_per_token,
     pipelined_decode_matches_step_by_step,
     matches_the_cpu_over_64_steps,
     graph_replay_equals_eager,

@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use kernelscope::rng::SplitMix64;
-use kernelscope_model::{ChatMessage, ChatTemplate, GenerationConfig, ModelError, TextStream, Tokenizer};
+use kernelscope_model::{
+    ChatMessage, ChatTemplate, GenerationConfig, GenerationPrompt, ModelError, TextStream, Tokenizer,
+};
 use serde_json::json;
 
 /// An empty model directory unique to this test and process.
@@ -222,14 +224,19 @@ fn chatml_conversation_renders_exactly() {
                  <|im_start|>user\nHi there<|im_end|>\n\
                  <|im_start|>assistant\nHello! 😀<|im_end|>\n\
                  <|im_start|>user\nWhat is 中文?<|im_end|>\n";
-    assert_eq!(template.render(&conversation(), false).unwrap(), turns);
     assert_eq!(
-        template.render(&conversation(), true).unwrap(),
+        template.render(&conversation(), GenerationPrompt::Omit).unwrap(),
+        turns
+    );
+    assert_eq!(
+        template.render(&conversation(), GenerationPrompt::Add).unwrap(),
         format!("{turns}<|im_start|>assistant\n")
     );
     // Without a system message the template supplies its own.
     assert_eq!(
-        template.render(&conversation()[1..2], true).unwrap(),
+        template
+            .render(&conversation()[1..2], GenerationPrompt::Add)
+            .unwrap(),
         "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n\
          <|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n"
     );
@@ -248,7 +255,7 @@ fn llama3_template_gets_bos_and_todays_date() {
     let template = ChatTemplate::from_directory(&directory).unwrap().unwrap();
     assert_eq!(template.bos_token(), Some("<|begin_of_text|>"));
 
-    let text = template.render(&conversation(), true).unwrap();
+    let text = template.render(&conversation(), GenerationPrompt::Add).unwrap();
     // The date is today's: check its shape, then compare the rest exactly.
     let marker = "Today Date: ";
     let start = text.find(marker).unwrap() + marker.len();
@@ -320,7 +327,7 @@ fn special_tokens_encode_as_single_ids() {
 
     // A whole rendered chat: one id per special token written in it.
     let template = ChatTemplate::from_directory(&directory).unwrap().unwrap();
-    let text = template.render(&conversation(), true).unwrap();
+    let text = template.render(&conversation(), GenerationPrompt::Add).unwrap();
     let ids = tokenizer.encode_without_special_tokens(&text).unwrap();
     assert_eq!(
         ids.iter().filter(|&&id| id == start).count(),
@@ -430,7 +437,10 @@ fn template_errors_name_the_file_and_line() {
     let directory = chatml_model("raise");
     let template = ChatTemplate::from_directory(&directory).unwrap().unwrap();
     let messages = [ChatMessage::new("user", "hi"), ChatMessage::new("tool", "42")];
-    let message = template_error(template.render(&messages, true), "tokenizer_config.json");
+    let message = template_error(
+        template.render(&messages, GenerationPrompt::Add),
+        "tokenizer_config.json",
+    );
     assert!(
         message.contains("the template raised an exception: Unknown role: tool"),
         "{message}"
@@ -443,7 +453,10 @@ fn template_errors_name_the_file_and_line() {
     )
     .unwrap()
     .unwrap();
-    let message = template_error(raising.render(&messages, false), "chat_template.jinja");
+    let message = template_error(
+        raising.render(&messages, GenerationPrompt::Omit),
+        "chat_template.jinja",
+    );
     assert!(
         message.contains("Conversation roles must alternate user/assistant (template line 2)"),
         "{message}"
@@ -453,11 +466,17 @@ fn template_errors_name_the_file_and_line() {
     let unknown = jinja_template("unknown", "{{ messages[0].content.frobnicate() }}")
         .unwrap()
         .unwrap();
-    template_error(unknown.render(&messages, false), "chat_template.jinja");
+    template_error(
+        unknown.render(&messages, GenerationPrompt::Omit),
+        "chat_template.jinja",
+    );
     let unsupported = jinja_template("strftime", "{{ strftime_now('%Y %Q') }}")
         .unwrap()
         .unwrap();
-    let message = template_error(unsupported.render(&messages, false), "chat_template.jinja");
+    let message = template_error(
+        unsupported.render(&messages, GenerationPrompt::Omit),
+        "chat_template.jinja",
+    );
     assert!(message.contains("%Q is not supported"), "{message}");
     std::fs::remove_dir_all(directory).unwrap();
 }
@@ -467,17 +486,26 @@ fn runaway_templates_are_stopped() {
     let messages = conversation();
     let looping = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}";
     let template = jinja_template("fuel", looping).unwrap().unwrap();
-    let message = template_error(template.render(&messages, true), "chat_template.jinja");
+    let message = template_error(
+        template.render(&messages, GenerationPrompt::Add),
+        "chat_template.jinja",
+    );
     assert!(message.contains("ran out of fuel"), "{message}");
 
     let flooding = "{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}";
     let template = jinja_template("output", flooding).unwrap().unwrap();
-    let message = template_error(template.render(&messages, true), "chat_template.jinja");
+    let message = template_error(
+        template.render(&messages, GenerationPrompt::Add),
+        "chat_template.jinja",
+    );
     assert!(message.contains("the rendered prompt exceeds"), "{message}");
 
     let recursing = "{% macro deeper(n) %}{{ deeper(n + 1) }}{% endmacro %}{{ deeper(0) }}";
     let template = jinja_template("recursion", recursing).unwrap().unwrap();
-    let message = template_error(template.render(&messages, true), "chat_template.jinja");
+    let message = template_error(
+        template.render(&messages, GenerationPrompt::Add),
+        "chat_template.jinja",
+    );
     assert!(message.contains("recursion"), "{message}");
 }
 
@@ -488,7 +516,7 @@ fn templates_get_python_string_methods_and_json() {
                   {{ tools is none }} {{ documents is defined }}";
     let template = jinja_template("pycompat", source).unwrap().unwrap();
     let text = template
-        .render(&[ChatMessage::new("user", "a,<b>,é")], false)
+        .render(&[ChatMessage::new("user", "a,<b>,é")], GenerationPrompt::Omit)
         .unwrap();
     assert_eq!(
         text,
@@ -508,7 +536,9 @@ fn chat_template_jinja_takes_precedence_over_tokenizer_config() {
     let template = ChatTemplate::from_directory(&directory).unwrap().unwrap();
     assert!(template.path().ends_with("chat_template.jinja"));
     assert_eq!(
-        template.render(&conversation()[1..2], false).unwrap(),
+        template
+            .render(&conversation()[1..2], GenerationPrompt::Omit)
+            .unwrap(),
         "JINJA <|im_end|> Hi there"
     );
     std::fs::remove_dir_all(directory).unwrap();
@@ -525,7 +555,10 @@ fn named_templates_use_the_default_one() {
         json!([{"name": "tool_use", "template": "TOOLS"}, {"name": "default", "template": "DEFAULT {{ bos_token }}"}]),
     );
     let template = ChatTemplate::from_directory(&directory).unwrap().unwrap();
-    assert_eq!(template.render(&conversation(), true).unwrap(), "DEFAULT <s>");
+    assert_eq!(
+        template.render(&conversation(), GenerationPrompt::Add).unwrap(),
+        "DEFAULT <s>"
+    );
 
     write(json!([{"name": "tool_use", "template": "TOOLS"}, {"name": "rag", "template": "RAG"}]));
     let message = template_error(ChatTemplate::from_directory(&directory), "tokenizer_config.json");

@@ -6,12 +6,23 @@ use std::path::{Path, PathBuf};
 
 use kernelscope::ops::sample::Sampling;
 use kernelscope::{DType, Device};
-use kernelscope_model::{LoadOptions, Model, Tokenizer, preset, synthetic};
+use kernelscope_model::{
+    GenerationRequest, LoadOptions, Model, SyntheticOptions, Tokenizer, preset, synthetic,
+};
 
 fn checkpoint(name: &str, preset_name: &str, seed: u64) -> PathBuf {
     let directory = std::env::temp_dir().join(format!("kscope-loading-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&directory);
-    synthetic::write_checkpoint(&preset(preset_name).unwrap(), DType::BF16, seed, &directory, true).unwrap();
+    synthetic::write_checkpoint(
+        &preset(preset_name).unwrap(),
+        &directory,
+        SyntheticOptions {
+            dtype: DType::BF16,
+            seed,
+            quiet: true,
+        },
+    )
+    .unwrap();
     directory
 }
 
@@ -53,7 +64,11 @@ fn sharded_checkpoint_gives_the_same_logits() {
     let run = |directory: &PathBuf| {
         let mut model = Model::load(directory, &device, LoadOptions { quiet: true }).unwrap();
         model
-            .generate(&prompt, 5, Sampling::GREEDY, 0, false, true)
+            .generate(&GenerationRequest {
+                stop_at_eos: false,
+                keep_logits: true,
+                ..GenerationRequest::new(&prompt, 5)
+            })
             .unwrap()
     };
     let (a, b) = (run(&whole), run(&sharded));
@@ -95,27 +110,55 @@ fn tokenizer_json_is_used_when_present() {
 #[test]
 fn seeded_sampling_is_reproducible() {
     let device = Device::cpu();
-    let mut model = Model::from_preset("tiny-qwen2", &device, DType::BF16, 3, true).unwrap();
+    let mut model = Model::from_preset(
+        "tiny-qwen2",
+        &device,
+        SyntheticOptions {
+            dtype: DType::BF16,
+            seed: 3,
+            quiet: true,
+        },
+    )
+    .unwrap();
     let sampling = Sampling {
         temperature: 1.0,
         top_p: 0.9,
     };
     let first = model
-        .generate(&[1, 2], 12, sampling, 77, false, false)
+        .generate(&GenerationRequest {
+            sampling,
+            seed: 77,
+            stop_at_eos: false,
+            ..GenerationRequest::new(&[1, 2], 12)
+        })
         .unwrap()
         .generated;
     let again = model
-        .generate(&[1, 2], 12, sampling, 77, false, false)
+        .generate(&GenerationRequest {
+            sampling,
+            seed: 77,
+            stop_at_eos: false,
+            ..GenerationRequest::new(&[1, 2], 12)
+        })
         .unwrap()
         .generated;
     let other = model
-        .generate(&[1, 2], 12, sampling, 78, false, false)
+        .generate(&GenerationRequest {
+            sampling,
+            seed: 78,
+            stop_at_eos: false,
+            ..GenerationRequest::new(&[1, 2], 12)
+        })
         .unwrap()
         .generated;
     assert_eq!(first, again, "same seed, same tokens");
     assert_ne!(first, other, "another seed draws other tokens");
     let greedy = model
-        .generate(&[1, 2], 12, Sampling::GREEDY, 77, false, false)
+        .generate(&GenerationRequest {
+            seed: 77,
+            stop_at_eos: false,
+            ..GenerationRequest::new(&[1, 2], 12)
+        })
         .unwrap()
         .generated;
     assert_ne!(first, greedy, "temperature 1 is not greedy");

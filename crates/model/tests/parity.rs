@@ -5,9 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use kernelscope::ops::sample::Sampling;
 use kernelscope::{DType, Device};
-use kernelscope_model::{LoadOptions, Model, npy, preset, synthetic};
+use kernelscope_model::{GenerationRequest, LoadOptions, Model, SyntheticOptions, npy, preset, synthetic};
 
 /// Relative tolerance: max |ours - reference| over a row, divided by the
 /// row's largest |reference| logit. f32 on both sides; the difference is
@@ -60,7 +59,16 @@ fn check_fixture(fixture: &Fixture) {
     let directory =
         std::env::temp_dir().join(format!("kscope-parity-{}-{}", fixture.preset, std::process::id()));
     let config = preset(fixture.preset).unwrap();
-    synthetic::write_checkpoint(&config, DType::BF16, fixture.seed, &directory, true).unwrap();
+    synthetic::write_checkpoint(
+        &config,
+        &directory,
+        SyntheticOptions {
+            dtype: DType::BF16,
+            seed: fixture.seed,
+            quiet: true,
+        },
+    )
+    .unwrap();
     let digest = synthetic::file_digest(&directory.join("model.safetensors")).unwrap();
     assert_eq!(
         digest, fixture.digest,
@@ -72,7 +80,11 @@ fn check_fixture(fixture: &Fixture) {
     let reference = npy::read_f32_2d(&fixtures_dir().join(format!("{}.logits.npy", fixture.preset))).unwrap();
     let mut model = Model::load(&directory, &Device::cpu(), LoadOptions { quiet: true }).unwrap();
     let generation = model
-        .generate(&prompt, expected_tokens.len(), Sampling::GREEDY, 0, false, true)
+        .generate(&GenerationRequest {
+            stop_at_eos: false,
+            keep_logits: true,
+            ..GenerationRequest::new(&prompt, expected_tokens.len())
+        })
         .unwrap();
     std::fs::remove_dir_all(&directory).unwrap();
 
@@ -143,7 +155,11 @@ fn check_transformers_checkpoint_on(name: &str, device: &Device, tolerance: f32)
         let mut model = Model::load(&directory, device, LoadOptions { quiet: true })
             .unwrap_or_else(|error| panic!("{name}/{layout}: {error}"));
         let generation = model
-            .generate(&prompt, expected_tokens.len(), Sampling::GREEDY, 0, false, true)
+            .generate(&GenerationRequest {
+                stop_at_eos: false,
+                keep_logits: true,
+                ..GenerationRequest::new(&prompt, expected_tokens.len())
+            })
             .unwrap();
         assert_eq!(
             generation.generated, expected_tokens,
@@ -226,16 +242,42 @@ fn transformers5_checkpoints_match_on_the_gpu() {
 fn in_memory_preset_equals_written_checkpoint() {
     let directory = std::env::temp_dir().join(format!("kscope-inmemory-{}", std::process::id()));
     let config = preset("tiny-qwen2").unwrap();
-    synthetic::write_checkpoint(&config, DType::F16, 9, &directory, true).unwrap();
+    synthetic::write_checkpoint(
+        &config,
+        &directory,
+        SyntheticOptions {
+            dtype: DType::F16,
+            seed: 9,
+            quiet: true,
+        },
+    )
+    .unwrap();
     let device = Device::cpu();
     let mut loaded = Model::load(&directory, &device, LoadOptions { quiet: true }).unwrap();
-    let mut generated = Model::from_preset("tiny-qwen2", &device, DType::F16, 9, true).unwrap();
+    let mut generated = Model::from_preset(
+        "tiny-qwen2",
+        &device,
+        SyntheticOptions {
+            dtype: DType::F16,
+            seed: 9,
+            quiet: true,
+        },
+    )
+    .unwrap();
     let prompt = [7, 300, 1999];
     let a = loaded
-        .generate(&prompt, 6, Sampling::GREEDY, 0, false, true)
+        .generate(&GenerationRequest {
+            stop_at_eos: false,
+            keep_logits: true,
+            ..GenerationRequest::new(&prompt, 6)
+        })
         .unwrap();
     let b = generated
-        .generate(&prompt, 6, Sampling::GREEDY, 0, false, true)
+        .generate(&GenerationRequest {
+            stop_at_eos: false,
+            keep_logits: true,
+            ..GenerationRequest::new(&prompt, 6)
+        })
         .unwrap();
     std::fs::remove_dir_all(&directory).unwrap();
     assert_eq!(a.generated, b.generated);

@@ -1,0 +1,325 @@
+//! Reading and validating `config.json`: what the engine can run is
+//! accepted, everything else refused by name, never defaulted.
+
+use std::path::Path;
+
+use kernelscope::ops::rope::inverse_frequencies;
+use serde_json::Value;
+
+use super::fields::{Fields, short};
+use super::{Architecture, Config, MAX_CONFIG_BYTES, MAX_DIMENSION, MAX_LAYERS};
+use crate::error::{ModelError, Result, one_line, shown};
+
+/// Fields of other model families that change the math. None of them has
+/// a meaning in the three architectures run here, so a config that sets one
+/// is not what it claims to be, and is refused rather than run without it.
+const FOREIGN_MATH_FIELDS: [&str; 16] = [
+    "attn_logit_softcapping",
+    "final_logit_softcapping",
+    "query_pre_attn_scalar",
+    "embedding_multiplier",
+    "residual_multiplier",
+    "attention_multiplier",
+    "logits_scaling",
+    "logit_scale",
+    "use_qk_norm",
+    "qk_layernorm",
+    "num_experts",
+    "num_local_experts",
+    "n_routed_experts",
+    "no_rope_layers",
+    "attention_chunk_size",
+    "use_parallel_residual",
+];
+
+impl Config {
+    /// Reads and validates `directory/config.json`.
+    pub fn from_directory(directory: &Path) -> Result<Config> {
+        let path = directory.join("config.json");
+        if !path.exists() {
+            return Err(ModelError::ConfigMissing {
+                path: directory.to_path_buf(),
+            });
+        }
+        let bytes = crate::files::read_regular_file(&path, MAX_CONFIG_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|_| ModelError::ConfigInvalid {
+            path: path.clone(),
+            problem: "config.json is not UTF-8 text".into(),
+        })?;
+        Self::from_json(&text, &path)
+    }
+
+    /// Parses and validates config JSON (`path` only names it in errors).
+    ///
+    /// Both layouts are read: transformers 5 writes `rope_parameters` and
+    /// `dtype`, older versions top-level `rope_theta`, `rope_scaling` and
+    /// `torch_dtype`. A file may carry both; `rope_parameters` is then the
+    /// source, and the old fields must say the same or the file is refused.
+    /// Fields that change the math and are not implemented are refused by
+    /// name, never defaulted.
+    pub fn from_json(text: &str, path: &Path) -> Result<Config> {
+        let invalid = |problem: String| ModelError::ConfigInvalid {
+            path: path.to_path_buf(),
+            problem,
+        };
+        let value: Value = serde_json::from_str(text)
+            .map_err(|error| invalid(format!("malformed config.json: {}", one_line(&error.to_string()))))?;
+        let map = value
+            .as_object()
+            .ok_or_else(|| invalid("config.json must hold a JSON object".into()))?;
+        let fields = Fields {
+            map,
+            prefix: "",
+            path,
+        };
+        let class = match fields.get("architectures") {
+            Some(Value::Array(list)) => match list.first() {
+                Some(Value::String(class)) => class.as_str(),
+                _ => {
+                    return Err(invalid(
+                        "`architectures` must list the model class first, as a string".into(),
+                    ));
+                }
+            },
+            Some(_) => return Err(invalid("`architectures` must be a list of class names".into())),
+            None => return Err(invalid("config.json has no `architectures` entry".into())),
+        };
+        let architecture = match class {
+            "LlamaForCausalLM" => Architecture::Llama,
+            "Qwen2ForCausalLM" => Architecture::Qwen2,
+            "MistralForCausalLM" => Architecture::Mistral,
+            other => {
+                return Err(ModelError::UnsupportedArchitecture {
+                    path: path.to_path_buf(),
+                    architecture: shown(other),
+                });
+            }
+        };
+        if let Some(model_type) = fields.string("model_type")?
+            && model_type != architecture.model_type()
+        {
+            return Err(invalid(format!(
+                "`model_type` is `{}` but `architectures` names {class} (model_type `{}`)",
+                shown(model_type),
+                architecture.model_type()
+            )));
+        }
+        for field in FOREIGN_MATH_FIELDS {
+            if let Some(value) = fields.get(field)
+                && value != &Value::Bool(false)
+            {
+                return Err(invalid(format!(
+                    "`{field}` = {} is not part of {class} and changes the math: refusing to run without it",
+                    short(value)
+                )));
+            }
+        }
+        if fields.get("quantization_config").is_some() {
+            return Err(invalid(
+                "`quantization_config`: quantized checkpoints are not supported (bf16, f16 and f32 weights are)".into(),
+            ));
+        }
+        if let Some(activation) = fields.string("hidden_act")?
+            && !matches!(activation, "silu" | "swish")
+        {
+            return Err(invalid(format!(
+                "`hidden_act` = `{}` is not implemented (the MLP uses silu)",
+                shown(activation)
+            )));
+        }
+        if fields.boolean("mlp_bias")? == Some(true) {
+            return Err(invalid("`mlp_bias` = true is not implemented".into()));
+        }
+        if let Some(factor) = fields.number("partial_rotary_factor")?
+            && factor != 1.0
+        {
+            return Err(invalid(format!(
+                "`partial_rotary_factor` = {factor}: partial rotary embeddings are not implemented"
+            )));
+        }
+
+        let vocab_size = fields.required_dimension("vocab_size")?;
+        let hidden_size = fields.required_dimension("hidden_size")?;
+        let intermediate_size = fields.required_dimension("intermediate_size")?;
+        let num_layers = fields.required_dimension("num_hidden_layers")?;
+        if num_layers > MAX_LAYERS {
+            return Err(invalid(format!(
+                "`num_hidden_layers` = {num_layers} is more than this engine accepts ({MAX_LAYERS})"
+            )));
+        }
+        let num_heads = fields.required_dimension("num_attention_heads")?;
+        let num_kv_heads = fields.dimension("num_key_value_heads")?.unwrap_or(num_heads);
+        if !num_heads.is_multiple_of(num_kv_heads) {
+            return Err(invalid(format!(
+                "`num_attention_heads` ({num_heads}) must be a multiple of `num_key_value_heads` ({num_kv_heads})"
+            )));
+        }
+        let head_dim = match fields.dimension("head_dim")? {
+            Some(head_dim) => head_dim,
+            None => hidden_size / num_heads,
+        };
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+            return Err(invalid(format!(
+                "head_dim must be even and positive, found {head_dim} (`head_dim`, or hidden_size / num_attention_heads)"
+            )));
+        }
+        for (name, width) in [
+            ("num_attention_heads * head_dim", num_heads.checked_mul(head_dim)),
+            (
+                "num_key_value_heads * head_dim",
+                num_kv_heads.checked_mul(head_dim),
+            ),
+        ] {
+            if width.is_none_or(|width| width as u64 > MAX_DIMENSION) {
+                return Err(invalid(format!("{name} is larger than {MAX_DIMENSION}")));
+            }
+        }
+        let max_position_embeddings = fields.required_dimension("max_position_embeddings")?;
+        let rms_norm_eps = fields.positive("rms_norm_eps")?.unwrap_or(1e-6);
+
+        let rope = Self::rope(&fields, max_position_embeddings, path)?;
+        let rope_theta = rope.theta.unwrap_or(10_000.0);
+        let frequencies = inverse_frequencies(head_dim, rope_theta, rope.scaling);
+        if let Some(bad) = frequencies
+            .iter()
+            .find(|frequency| !frequency.is_finite() || **frequency <= 0.0)
+        {
+            return Err(invalid(format!(
+                "the rope settings (theta {rope_theta}, {:?}) give a RoPE frequency of {bad}",
+                rope.scaling
+            )));
+        }
+
+        let sliding_window = Self::sliding_window(&fields, architecture, num_layers, path)?;
+        let attention_bias = fields.boolean("attention_bias")?.unwrap_or(false);
+        if architecture == Architecture::Mistral && attention_bias {
+            return Err(invalid(
+                "`attention_bias` = true is not part of MistralForCausalLM (transformers would ignore the biases): refusing to guess".into(),
+            ));
+        }
+        let eos_token_ids = Self::token_ids(&fields, "eos_token_id", vocab_size)?;
+        Self::check_dtype_fields(&fields)?;
+
+        let config = Config {
+            architecture,
+            vocab_size,
+            hidden_size,
+            intermediate_size,
+            num_layers,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            rms_norm_eps,
+            rope_theta,
+            rope_scaling: rope.scaling,
+            rope_attention_scaling: rope.attention_scaling,
+            max_position_embeddings,
+            sliding_window,
+            tie_word_embeddings: fields.boolean("tie_word_embeddings")?.unwrap_or(false),
+            qkv_bias: architecture == Architecture::Qwen2 || attention_bias,
+            o_bias: architecture != Architecture::Qwen2 && attention_bias,
+            eos_token_ids,
+        };
+        if config.checked_parameter_bytes(4).is_none() {
+            return Err(invalid(
+                "the config describes more weight bytes than fit in 64 bits".into(),
+            ));
+        }
+        Ok(config)
+    }
+
+    /// The window of sliding-window attention when some layer uses it.
+    fn sliding_window(
+        fields: &Fields<'_>,
+        architecture: Architecture,
+        num_layers: usize,
+        path: &Path,
+    ) -> Result<Option<usize>> {
+        let invalid = |problem: String| ModelError::ConfigInvalid {
+            path: path.to_path_buf(),
+            problem,
+        };
+        let window = fields.dimension("sliding_window")?;
+        let in_use = match fields.get("layer_types") {
+            Some(Value::Array(kinds)) => {
+                if kinds.len() != num_layers {
+                    return Err(invalid(format!(
+                        "`layer_types` lists {} layers but `num_hidden_layers` is {num_layers}",
+                        kinds.len()
+                    )));
+                }
+                let mut sliding = false;
+                for kind in kinds {
+                    match kind.as_str() {
+                        Some("full_attention") => {}
+                        Some("sliding_attention") => sliding = true,
+                        _ => {
+                            return Err(invalid(format!(
+                                "`layer_types` entry {} is not implemented (full_attention or sliding_attention)",
+                                short(kind)
+                            )));
+                        }
+                    }
+                }
+                sliding
+            }
+            Some(other) => {
+                return Err(invalid(format!(
+                    "`layer_types` must be a list, found {}",
+                    short(other)
+                )));
+            }
+            None => match architecture {
+                Architecture::Qwen2 => {
+                    fields.boolean("use_sliding_window")? == Some(true)
+                        && fields.whole("max_window_layers")?.unwrap_or(0) < num_layers as u64
+                }
+                Architecture::Mistral => window.is_some(),
+                // transformers' Llama has no sliding window.
+                Architecture::Llama => false,
+            },
+        };
+        if !in_use {
+            return Ok(None);
+        }
+        match window {
+            Some(window) => Ok(Some(window)),
+            None => Err(invalid(
+                "sliding-window attention is in use but `sliding_window` is missing".into(),
+            )),
+        }
+    }
+
+    /// A token id field: one id, a list of ids, or null; each below the vocabulary.
+    fn token_ids(fields: &Fields<'_>, field: &str, vocab_size: usize) -> Result<Vec<u32>> {
+        let values: Vec<&Value> = match fields.get(field) {
+            None => return Ok(Vec::new()),
+            Some(Value::Array(list)) => list.iter().collect(),
+            Some(value) => vec![value],
+        };
+        values
+            .into_iter()
+            .map(|value| match value.as_u64() {
+                Some(id) if id < vocab_size as u64 => Ok(id as u32),
+                _ => Err(fields.invalid(format!(
+                    "`{field}` holds {}, not a token id below vocab_size ({vocab_size})",
+                    short(value)
+                ))),
+            })
+            .collect()
+    }
+
+    /// `dtype` (transformers 5) and `torch_dtype` (older) must agree when both are given.
+    fn check_dtype_fields(fields: &Fields<'_>) -> Result<()> {
+        if let (Some(modern), Some(legacy)) = (fields.string("dtype")?, fields.string("torch_dtype")?)
+            && modern != legacy
+        {
+            return Err(fields.invalid(format!(
+                "`dtype` (`{}`) and `torch_dtype` (`{}`) disagree",
+                shown(modern),
+                shown(legacy)
+            )));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,250 @@
+//! RoPE settings from either layout of `config.json` (transformers 5's
+//! `rope_parameters`, older versions' `rope_theta` and `rope_scaling`),
+//! refused when the two disagree or name a scaling not implemented here.
+
+use std::path::Path;
+
+use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};
+use serde_json::Value;
+
+use super::Config;
+use super::fields::{Fields, short};
+use crate::error::{ModelError, Result, shown};
+
+/// The rope types this engine implements, for error messages.
+const ROPE_TYPES: &str = "default, linear, llama3, yarn";
+
+/// One spelling of the RoPE settings, before the two layouts are compared.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct RopeSettings {
+    pub theta: Option<f32>,
+    pub scaling: Option<RopeScaling>,
+    pub attention_scaling: f32,
+}
+
+/// YaRN's `get_mscale` in transformers.
+fn yarn_mscale(scale: f64, mscale: f64) -> f64 {
+    if scale <= 1.0 {
+        1.0
+    } else {
+        0.1 * mscale * scale.ln() + 1.0
+    }
+}
+
+/// Reads the scaling fields of one rope object (`rope_parameters` in the
+/// transformers 5 layout, `rope_scaling` in the older one).
+fn rope_settings(
+    fields: &Fields<'_>,
+    theta: Option<f32>,
+    max_position_embeddings: usize,
+) -> Result<RopeSettings> {
+    let modern = fields.string("rope_type")?;
+    let legacy = fields.string("type")?;
+    let kind = match (modern, legacy) {
+        (Some(modern), Some(legacy)) if modern != legacy => {
+            return Err(fields.invalid(format!(
+                "`{}` (`{}`) and `{}` (`{}`) disagree",
+                fields.name("rope_type"),
+                shown(modern),
+                fields.name("type"),
+                shown(legacy)
+            )));
+        }
+        (Some(kind), _) | (None, Some(kind)) => kind,
+        (None, None) if fields.prefix == "rope_parameters." => "default",
+        (None, None) => {
+            return Err(fields.invalid(format!(
+                "`{}` has no `rope_type` (or `type`): say which scaling it is ({ROPE_TYPES})",
+                fields.prefix.trim_end_matches('.')
+            )));
+        }
+    };
+    if let Some(factor) = fields.number("partial_rotary_factor")?
+        && factor != 1.0
+    {
+        return Err(fields.invalid(format!(
+            "`{}` = {factor}: partial rotary embeddings are not implemented",
+            fields.name("partial_rotary_factor")
+        )));
+    }
+    let mut settings = RopeSettings {
+        theta,
+        scaling: None,
+        attention_scaling: 1.0,
+    };
+    match kind {
+        "default" => {}
+        "linear" => {
+            settings.scaling = Some(RopeScaling::Linear {
+                factor: fields.required_positive("factor")?,
+            });
+        }
+        "llama3" => {
+            let low_freq_factor = fields.required_positive("low_freq_factor")?;
+            let high_freq_factor = fields.required_positive("high_freq_factor")?;
+            if high_freq_factor <= low_freq_factor {
+                return Err(fields.invalid(format!(
+                    "`{}` ({high_freq_factor}) must be greater than `{}` ({low_freq_factor})",
+                    fields.name("high_freq_factor"),
+                    fields.name("low_freq_factor")
+                )));
+            }
+            let original = fields
+                .dimension("original_max_position_embeddings")?
+                .ok_or_else(|| {
+                    fields.invalid(format!(
+                        "`{}` is missing",
+                        fields.name("original_max_position_embeddings")
+                    ))
+                })?;
+            settings.scaling = Some(RopeScaling::Llama3(Llama3Scaling {
+                factor: fields.required_positive("factor")?,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings: original as f32,
+            }));
+        }
+        "yarn" => {
+            let factor = fields.required_positive("factor")?;
+            let original = fields
+                .dimension("original_max_position_embeddings")?
+                .unwrap_or(max_position_embeddings);
+            let beta_fast = fields.positive("beta_fast")?.unwrap_or(32.0);
+            let beta_slow = fields.positive("beta_slow")?.unwrap_or(1.0);
+            if beta_fast <= beta_slow {
+                return Err(fields.invalid(format!(
+                    "`{}` ({beta_fast}) must be greater than `{}` ({beta_slow})",
+                    fields.name("beta_fast"),
+                    fields.name("beta_slow")
+                )));
+            }
+            let scale = f64::from(factor);
+            settings.attention_scaling = match fields.positive("attention_factor")? {
+                Some(attention_factor) => attention_factor,
+                None => match (fields.positive("mscale")?, fields.positive("mscale_all_dim")?) {
+                    (Some(mscale), Some(all_dim)) => {
+                        (yarn_mscale(scale, f64::from(mscale)) / yarn_mscale(scale, f64::from(all_dim)))
+                            as f32
+                    }
+                    _ => yarn_mscale(scale, 1.0) as f32,
+                },
+            };
+            settings.scaling = Some(RopeScaling::Yarn(YarnScaling {
+                factor,
+                original_max_position_embeddings: original as f32,
+                beta_fast,
+                beta_slow,
+                truncate: fields.boolean("truncate")?.unwrap_or(true),
+            }));
+        }
+        "dynamic" | "longrope" | "ntk" => {
+            return Err(fields.invalid(format!(
+                "rope type `{kind}` (`{}`) is not implemented (implemented: {ROPE_TYPES})",
+                fields.name(if modern.is_some() { "rope_type" } else { "type" })
+            )));
+        }
+        other => {
+            return Err(fields.invalid(format!(
+                "unknown rope type `{}` in `{}` (implemented: {ROPE_TYPES})",
+                shown(other),
+                fields.name(if modern.is_some() { "rope_type" } else { "type" })
+            )));
+        }
+    }
+    Ok(settings)
+}
+
+impl Config {
+    /// RoPE from either layout; refused when the layouts disagree.
+    pub(super) fn rope(
+        fields: &Fields<'_>,
+        max_position_embeddings: usize,
+        path: &Path,
+    ) -> Result<RopeSettings> {
+        let invalid = |problem: String| ModelError::ConfigInvalid {
+            path: path.to_path_buf(),
+            problem,
+        };
+        let legacy_theta = fields.positive("rope_theta")?;
+        let legacy = match fields.get("rope_scaling") {
+            None => None,
+            Some(Value::Object(map)) => Some(rope_settings(
+                &Fields {
+                    map,
+                    prefix: "rope_scaling.",
+                    path,
+                },
+                legacy_theta,
+                max_position_embeddings,
+            )?),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "`rope_scaling` must be an object or null, found {}",
+                    short(other)
+                )));
+            }
+        };
+        let legacy = legacy.unwrap_or(RopeSettings {
+            theta: legacy_theta,
+            scaling: None,
+            attention_scaling: 1.0,
+        });
+        let modern = match fields.get("rope_parameters") {
+            None => None,
+            Some(Value::Object(map)) => {
+                // Hybrid models key rope_parameters by layer type; the
+                // architectures run here have one kind of layer.
+                let map = if !map.contains_key("rope_type") && !map.contains_key("rope_theta") {
+                    match map.get("full_attention") {
+                        Some(Value::Object(inner)) if map.len() == 1 => inner,
+                        _ => {
+                            return Err(invalid(
+                                "`rope_parameters` has neither `rope_type` nor `rope_theta` (per-layer-type rope parameters are not supported)".into(),
+                            ));
+                        }
+                    }
+                } else {
+                    map
+                };
+                let inner = Fields {
+                    map,
+                    prefix: "rope_parameters.",
+                    path,
+                };
+                let theta = inner.positive("rope_theta")?;
+                Some(rope_settings(&inner, theta, max_position_embeddings)?)
+            }
+            Some(other) => {
+                return Err(invalid(format!(
+                    "`rope_parameters` must be an object, found {}",
+                    short(other)
+                )));
+            }
+        };
+        let Some(mut modern) = modern else {
+            return Ok(legacy);
+        };
+        // Both layouts in one file: the old fields may restate the new ones,
+        // never contradict them.
+        if let Some(theta) = legacy.theta {
+            match modern.theta {
+                Some(modern_theta) if modern_theta != theta => {
+                    return Err(invalid(format!(
+                        "`rope_theta` ({theta}) and `rope_parameters.rope_theta` ({modern_theta}) disagree"
+                    )));
+                }
+                Some(_) => {}
+                None => modern.theta = Some(theta),
+            }
+        }
+        if fields.get("rope_scaling").is_some()
+            && (legacy.scaling, legacy.attention_scaling) != (modern.scaling, modern.attention_scaling)
+        {
+            return Err(invalid(format!(
+                "`rope_scaling` ({:?}) and `rope_parameters` ({:?}) disagree",
+                legacy.scaling, modern.scaling
+            )));
+        }
+        Ok(modern)
+    }
+}

@@ -1,0 +1,237 @@
+//! The generation loop: a request (prompt, length, sampling, stops, what to
+//! keep) in, the generated tokens with their timings (and logits) out. One
+//! path for every request: prompt positions then decode steps through the
+//! execution policy, whether or not the logits are kept and whatever the
+//! temperature.
+
+use std::time::{Duration, Instant};
+
+use kernelscope::ops::sample::Sampling;
+use kernelscope::profile::Phase;
+use kernelscope::rng::SplitMix64;
+
+use super::Model;
+use super::execution::{Decode, Readback, StepInput, StepOutput};
+use super::forward::Choice;
+use crate::error::{ModelError, Result};
+
+/// Host time of one processed position.
+#[derive(Clone, Copy, Debug)]
+pub struct StepTiming {
+    /// Prefill or decode.
+    pub phase: Phase,
+    /// Wall time of the step: for a prompt position from the host's write to
+    /// its token read back, for a decode step from the previous token's
+    /// arrival to its own (pipelined steps overlap).
+    pub duration: Duration,
+}
+
+/// What [`Model::generate`] produced.
+#[derive(Clone, Debug, Default)]
+pub struct Generation {
+    /// The prompt.
+    pub prompt: Vec<u32>,
+    /// The generated tokens.
+    pub generated: Vec<u32>,
+    /// One entry per processed position.
+    pub steps: Vec<StepTiming>,
+    /// Logits of every processed position, when asked for.
+    pub logits: Vec<Vec<f32>>,
+    /// Whether generation stopped at an end-of-sequence token.
+    pub stopped_at_eos: bool,
+}
+
+impl Generation {
+    /// Total time and count of the steps of `phase`.
+    pub fn phase_time(&self, phase: Phase) -> (usize, Duration) {
+        let steps = self.steps.iter().filter(|step| step.phase == phase);
+        steps.fold((0, Duration::ZERO), |(count, total), step| {
+            (count + 1, total + step.duration)
+        })
+    }
+
+    /// Records a processed position's output and time.
+    fn record(&mut self, phase: Phase, duration: Duration, output: StepOutput) {
+        self.steps.push(StepTiming { phase, duration });
+        if let Some(logits) = output.logits {
+            self.logits.push(logits);
+        }
+    }
+}
+
+/// What [`Model::generate`] is asked to do. Start from
+/// [`GenerationRequest::new`] and set the fields that differ:
+///
+/// ```
+/// # use kernelscope_model::GenerationRequest;
+/// let prompt = [1, 2, 3];
+/// let request = GenerationRequest {
+///     keep_logits: true,
+///     ..GenerationRequest::new(&prompt, 16)
+/// };
+/// assert!(request.stop_at_eos);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct GenerationRequest<'a> {
+    /// The prompt's token ids.
+    pub prompt: &'a [u32],
+    /// The most tokens to generate.
+    pub max_tokens: usize,
+    /// Greedy, or temperature and top-p.
+    pub sampling: Sampling,
+    /// Seed of the sampler.
+    pub seed: u64,
+    /// Stop at an end-of-sequence token (config.json's, and `stop_tokens`).
+    pub stop_at_eos: bool,
+    /// End-of-sequence ids besides config.json's (generation_config.json's).
+    pub stop_tokens: &'a [u32],
+    /// Return the logits of every processed position. The device runs the
+    /// same work either way; the logits are only read back as well.
+    pub keep_logits: bool,
+}
+
+impl<'a> GenerationRequest<'a> {
+    /// Up to `max_tokens` greedy tokens after `prompt` (seed 0), stopping at
+    /// config.json's end-of-sequence ids, without logits.
+    pub fn new(prompt: &'a [u32], max_tokens: usize) -> GenerationRequest<'a> {
+        GenerationRequest {
+            prompt,
+            max_tokens,
+            sampling: Sampling::GREEDY,
+            seed: 0,
+            stop_at_eos: true,
+            stop_tokens: &[],
+            keep_logits: false,
+        }
+    }
+}
+
+/// Each step's choice: greedy, or a draw with the next number of the seeded
+/// generator (one number per processed position, so a seed gives the same
+/// tokens however the steps are run).
+struct Chooser {
+    sampling: Sampling,
+    rng: SplitMix64,
+}
+
+impl Chooser {
+    fn next(&mut self) -> Choice {
+        Choice::new(self.sampling, self.rng.next_f32())
+    }
+}
+
+impl Model {
+    /// Runs the request's prompt, then generates up to `max_tokens` tokens.
+    /// Stops early at an end-of-sequence token when `stop_at_eos`. With
+    /// `keep_logits`, the logits of every processed position are returned
+    /// (prompt positions, then each generated token but the last, which is
+    /// never fed back).
+    pub fn generate(&mut self, request: &GenerationRequest<'_>) -> Result<Generation> {
+        self.generate_streaming(request, |_| Ok(()))
+    }
+
+    /// [`generate`](Self::generate) with `on_token` called with each
+    /// generated token as soon as it is known (to stream text); an error
+    /// from it stops generation.
+    pub fn generate_streaming(
+        &mut self,
+        request: &GenerationRequest<'_>,
+        mut on_token: impl FnMut(u32) -> Result<()>,
+    ) -> Result<Generation> {
+        let GenerationRequest {
+            prompt,
+            max_tokens,
+            sampling,
+            seed,
+            keep_logits,
+            stop_at_eos,
+            ..
+        } = *request;
+        let mut stop_tokens = self.config.eos_token_ids.clone();
+        stop_tokens.extend_from_slice(request.stop_tokens);
+        for &token in request.stop_tokens {
+            self.check_token(token)?;
+        }
+        if prompt.is_empty() {
+            return Err(ModelError::InvalidInput("the prompt has no tokens".into()));
+        }
+        if max_tokens == 0 {
+            return Err(ModelError::InvalidInput("--max-tokens must be at least 1".into()));
+        }
+        for &token in prompt {
+            self.check_token(token)?;
+        }
+        let positions = prompt.len().saturating_add(max_tokens - 1);
+        if positions > self.config.context_length() {
+            return Err(ModelError::ContextExceeded {
+                prompt: prompt.len(),
+                generate: max_tokens,
+                context: self.config.context_length(),
+                limit: self.context_limit(),
+            });
+        }
+        self.reserve_context(positions)?;
+        let readback = if keep_logits {
+            Readback::TokenAndLogits
+        } else {
+            Readback::Token
+        };
+        let mut chooser = Chooser {
+            sampling,
+            rng: SplitMix64::new(seed),
+        };
+        let mut generation = Generation {
+            prompt: prompt.to_vec(),
+            ..Generation::default()
+        };
+        let stops = |token: u32| stop_at_eos && stop_tokens.contains(&token);
+
+        // Prompt positions, one step each; the last one's choice is the
+        // first generated token. Batched prefill (one multi-token forward
+        // for the whole prompt) replaces this loop.
+        let mut next = 0;
+        for (position, &token) in prompt.iter().enumerate() {
+            let start = Instant::now();
+            let input = StepInput {
+                token,
+                position,
+                phase: Phase::Prefill,
+                choice: chooser.next(),
+            };
+            let output = self.run_step(input, readback)?;
+            next = output.token;
+            generation.record(Phase::Prefill, start.elapsed(), output);
+        }
+        generation.generated.push(next);
+        on_token(next)?;
+        generation.stopped_at_eos = stops(next);
+        if generation.stopped_at_eos {
+            return Ok(generation);
+        }
+
+        let decode = Decode {
+            token: next,
+            position: prompt.len(),
+            count: max_tokens - 1,
+            readback,
+        };
+        let mut last = Instant::now();
+        let (forward, executor) = self.forward_and_executor();
+        executor.decode(
+            &forward,
+            decode,
+            || chooser.next(),
+            |output| {
+                let now = Instant::now();
+                let token = output.token;
+                generation.record(Phase::Decode, now - last, output);
+                last = now;
+                generation.generated.push(token);
+                on_token(token)?;
+                generation.stopped_at_eos = stops(token);
+                Ok(!generation.stopped_at_eos)
+            },
+        )?;
+        Ok(generation)
+    }
+}

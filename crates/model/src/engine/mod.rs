@@ -1,0 +1,290 @@
+//! The decode engine: `Model` holds the config, the weights, the ops bound
+//! to the device and the per-sequence state (activations and KV cache).
+//! The work is split by job: `forward` is the model math, `execution` how
+//! that work reaches the device (eager or graph replay, pipelined decode,
+//! the profiler's token windows), `generation` the loop from a request to
+//! tokens, `state` the device buffers.
+
+mod execution;
+mod forward;
+mod generation;
+mod state;
+
+use std::path::Path;
+
+use kernelscope::ops::sample::Sampling;
+use kernelscope::profile::Phase;
+use kernelscope::{DType, Device};
+
+pub use execution::ExecutionMode;
+use execution::{Decode, Executor, Readback, StepInput, StepOutput};
+use forward::{Choice, Forward};
+pub use generation::{Generation, GenerationRequest, StepTiming};
+use state::{Ops, State};
+
+use crate::config::Config;
+use crate::error::{ModelError, Result};
+use crate::loader::LoadOptions;
+use crate::presets::preset;
+use crate::synthetic::SyntheticOptions;
+use crate::weights::Weights;
+
+/// A Llama-family model ready to run on a device.
+pub struct Model {
+    name: String,
+    config: Config,
+    weights: Weights,
+    device: Device,
+    ops: Ops,
+    state: State,
+    executor: Executor,
+}
+
+impl Model {
+    fn assemble(name: String, config: Config, weights: Weights, device: &Device) -> Result<Model> {
+        let ops = Ops::new(device, weights.dtype)?;
+        let state = State::new(&config, device)?;
+        Ok(Model {
+            name,
+            config,
+            weights,
+            device: device.clone(),
+            ops,
+            state,
+            executor: Executor::new(device),
+        })
+    }
+
+    /// Loads a Hugging Face model directory onto `device`.
+    pub fn load(directory: &Path, device: &Device, options: LoadOptions) -> Result<Model> {
+        let config = Config::from_directory(directory)?;
+        let weights = Weights::load(directory, &config, device, options)?;
+        Self::assemble(directory.display().to_string(), config, weights, device)
+    }
+
+    /// Builds preset `name` with seeded synthetic weights in memory.
+    pub fn from_preset(name: &str, device: &Device, options: SyntheticOptions) -> Result<Model> {
+        let config = preset(name)?;
+        let weights = Weights::synthetic(&config, device, options)?;
+        let SyntheticOptions { dtype, seed, .. } = options;
+        Self::assemble(
+            format!("{name} (synthetic, seed {seed}, {dtype})"),
+            config,
+            weights,
+            device,
+        )
+    }
+
+    /// Sets how steps reach the device (eager by default; see
+    /// [`ExecutionMode::fastest_on`]).
+    pub fn set_execution_mode(&mut self, mode: ExecutionMode) {
+        self.executor.set_mode(mode);
+    }
+
+    /// How steps reach the device.
+    pub fn execution_mode(&self) -> ExecutionMode {
+        self.executor.mode()
+    }
+
+    /// A short description: the directory or preset.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The weights.
+    pub fn weights(&self) -> &Weights {
+        &self.weights
+    }
+
+    /// The device it runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// Weight bytes read per decoded token, for the bandwidth roofline.
+    pub fn weight_bytes_per_token(&self) -> u64 {
+        (self.config.weight_elements_per_token() * self.weights.dtype.size_in_bytes()) as u64
+    }
+
+    /// The model math bound to its buffers, beside the executor that runs it.
+    fn forward_and_executor(&mut self) -> (Forward<'_>, &mut Executor) {
+        let forward = Forward {
+            config: &self.config,
+            weights: &self.weights,
+            ops: &self.ops,
+            state: &self.state,
+        };
+        (forward, &mut self.executor)
+    }
+
+    /// Makes the KV cache hold at least `positions` positions (within the
+    /// context length). When it grows, the positions already cached are
+    /// copied over on the device (a step past the reserved context, or a
+    /// decode continuing a generation, keeps its history) and the size at
+    /// least doubles, so stepping one position at a time copies little.
+    pub fn reserve_context(&mut self, positions: usize) -> Result<()> {
+        let context = self.config.context_length();
+        if positions > context {
+            return Err(ModelError::ContextExceeded {
+                prompt: positions,
+                generate: 0,
+                context,
+                limit: self.context_limit(),
+            });
+        }
+        if positions <= self.state.context {
+            return Ok(());
+        }
+        let kept_positions = self.state.context;
+        let requested = positions;
+        let mut positions = positions.max(kept_positions.saturating_mul(2)).min(context);
+        // Checked before allocating: the caches for `positions`, next to what
+        // the device has free (the old caches are freed only after the copy).
+        let cache_bytes = |positions: usize| {
+            (positions as u64)
+                .checked_mul(self.config.kv_dim() as u64)
+                .and_then(|bytes| bytes.checked_mul(2 * 4 * self.config.num_layers as u64))
+        };
+        let fits = |bytes: Option<u64>| match (bytes, self.device.memory_info()) {
+            (None, _) => false,
+            (Some(bytes), Some(memory)) => bytes <= memory.free,
+            (Some(_), None) => true,
+        };
+        if !fits(cache_bytes(positions)) {
+            // Growth by doubling is a convenience; what was asked may still fit.
+            positions = requested;
+        }
+        if !fits(cache_bytes(positions)) {
+            let available_mib = self.device.memory_info().map_or(0, |memory| memory.free >> 20);
+            return Err(ModelError::OutOfMemory {
+                what: format!(
+                    "a KV cache of {positions} positions ({} layers x {} values x 2, f32)",
+                    self.config.num_layers,
+                    self.config.kv_dim()
+                ),
+                needed_mib: cache_bytes(positions).map_or(u64::MAX, |bytes| bytes.div_ceil(1 << 20)),
+                available_mib,
+                device: self.device.name().to_string(),
+                hint: "; ask for fewer tokens (--max-tokens, -p, -n)".to_string(),
+            });
+        }
+        let kv = self.config.kv_dim();
+        let layers = self.config.num_layers;
+        let cache = || {
+            (0..layers)
+                .map(|_| self.device.alloc(DType::F32, &[positions, kv]))
+                .collect::<kernelscope::Result<Vec<_>>>()
+        };
+        let (keys, values) = (cache()?, cache()?);
+        if kept_positions > 0 {
+            let encoder = self.executor.encoder();
+            let old = self.state.key_cache.iter().chain(&self.state.value_cache);
+            for (old, new) in old.zip(keys.iter().chain(&values)) {
+                let kept = new.slice(0, kept_positions * kv)?;
+                self.ops.copy.encode(encoder, old, &kept)?;
+            }
+            encoder.commit_labeled("grow kv cache")?;
+        }
+        self.state.key_cache = keys;
+        self.state.value_cache = values;
+        self.state.context = positions;
+        // Captured steps point at the old caches.
+        self.executor.invalidate();
+        Ok(())
+    }
+
+    /// Why the context ends where it does, for [`ModelError::ContextExceeded`].
+    fn context_limit(&self) -> String {
+        match self.config.sliding_window {
+            Some(window) if window < self.config.max_position_embeddings => format!(
+                " (the sliding window, sliding_window = {window}: sliding-window attention is not implemented)"
+            ),
+            _ => String::new(),
+        }
+    }
+
+    fn check_token(&self, token: u32) -> Result<()> {
+        if token as usize >= self.config.vocab_size {
+            return Err(ModelError::TokenOutOfRange {
+                token,
+                vocab: self.config.vocab_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`Executor::run_step`] after growing the KV cache to hold the position.
+    fn run_step(&mut self, input: StepInput, readback: Readback) -> Result<StepOutput> {
+        self.check_token(input.token)?;
+        if input.position >= self.state.context {
+            self.reserve_context(input.position + 1)?;
+        }
+        let (forward, executor) = self.forward_and_executor();
+        executor.run_step(&forward, input, readback)
+    }
+
+    /// Runs one position: `token` at `position`, and returns the next token
+    /// chosen from its logits (with `uniform` in `[0, 1)` as the random
+    /// number when `sampling` has a temperature above 0). One submission, one
+    /// host sync (reading the chosen token back), two host-device copies
+    /// (token and position in, chosen token out).
+    pub fn step(
+        &mut self,
+        token: u32,
+        position: usize,
+        phase: Phase,
+        sampling: Sampling,
+        uniform: f32,
+    ) -> Result<u32> {
+        let input = StepInput {
+            token,
+            position,
+            phase,
+            choice: Choice::new(sampling, uniform),
+        };
+        Ok(self.run_step(input, Readback::Token)?.token)
+    }
+
+    /// The logits of the last step (one host-device copy).
+    pub fn logits(&self) -> Result<Vec<f32>> {
+        Ok(self.state.logits.to_vec::<f32>()?)
+    }
+
+    /// Greedy decode of up to `count` tokens, feeding `token` at `position`
+    /// first and each choice back after it; `on_token` sees every chosen
+    /// token in order and stops the loop by returning `false`. In graph mode
+    /// the steps are pipelined: a stop comes one step late on the device (the
+    /// step already queued runs and shows in the profile; its token is
+    /// dropped).
+    pub fn decode_greedy(
+        &mut self,
+        token: u32,
+        position: usize,
+        count: usize,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<()> {
+        self.check_token(token)?;
+        if count == 0 {
+            return Ok(());
+        }
+        self.reserve_context(position + count)?;
+        let decode = Decode {
+            token,
+            position,
+            count,
+            readback: Readback::Token,
+        };
+        let (forward, executor) = self.forward_and_executor();
+        executor.decode(
+            &forward,
+            decode,
+            || Choice::Greedy,
+            |output| Ok(on_token(output.token)),
+        )
+    }
+}

@@ -1,0 +1,125 @@
+//! What a model holds on its device besides the weights: the ops bound to
+//! the device and weight dtype, and one sequence's activations and KV cache.
+
+use kernelscope::ops::attention::Attention;
+use kernelscope::ops::rope::{Rope, RopeFrequencies, inverse_frequencies};
+use kernelscope::ops::sample::Sample;
+use kernelscope::ops::{
+    add::Add, argmax::Argmax, copy::Copy as CopyOp, embedding::Embedding, kv_append::KvAppend,
+    matvec::MatVec, rms_norm::RmsNorm, silu_mul::SiluMul,
+};
+use kernelscope::{Buffer, DType, Device};
+
+use crate::config::Config;
+use crate::error::Result;
+
+/// The ops the model uses, bound to its device and weight dtype. Built once,
+/// so a kernel missing for this device and dtype is an error before any token.
+pub(crate) struct Ops {
+    pub embedding: Embedding,
+    pub rms_norm: RmsNorm,
+    pub matvec: MatVec,
+    pub add_residual: Add,
+    pub add_bias: Add,
+    pub rope: Rope,
+    pub kv_append: KvAppend,
+    pub attention: Attention,
+    pub silu_mul: SiluMul,
+    pub argmax: Argmax,
+    /// Feeds a replayed step's choice back as the next step's token, and
+    /// carries the KV cache over when it grows.
+    pub copy: CopyOp,
+    /// `Err` where the backend has no sampling kernel: the error is reported
+    /// only when a temperature above 0 asks for it.
+    pub sample: std::result::Result<Sample, kernelscope::Error>,
+}
+
+impl Ops {
+    pub fn new(device: &Device, dtype: DType) -> Result<Ops> {
+        let registry = kernelscope::ops::registry();
+        Ok(Ops {
+            embedding: Embedding::new(&registry, device, dtype)?,
+            rms_norm: RmsNorm::new(&registry, device, dtype)?,
+            matvec: MatVec::new(&registry, device, dtype)?,
+            add_residual: Add::new(&registry, device, DType::F32)?,
+            add_bias: Add::new(&registry, device, dtype)?,
+            rope: Rope::new(&registry, device)?,
+            kv_append: KvAppend::new(&registry, device)?,
+            attention: Attention::new(&registry, device)?,
+            silu_mul: SiluMul::new(&registry, device)?,
+            argmax: Argmax::new(&registry, device)?,
+            copy: CopyOp::new(&registry, device)?,
+            sample: Sample::new(&registry, device),
+        })
+    }
+}
+
+/// Slot of the token id in [`State::step`]: a replayed step's choice is
+/// copied here on the device.
+pub(crate) const TOKEN_SLOT: usize = 0;
+/// Slot of the position in [`State::step`].
+pub(crate) const POSITION_SLOT: usize = 1;
+
+/// One sequence's device state. `hidden = hidden_size`, `q = heads * head_dim`,
+/// `kv = kv_heads * head_dim`, `inter = intermediate_size`.
+pub(crate) struct State {
+    /// `[2]` u32: the token being processed and its position, written by the
+    /// host each step and read by the kernels, so captured work can be replayed.
+    pub step: Buffer,
+    /// `[1]` u32: the token chosen from this step's logits.
+    pub next_token: Buffer,
+    /// `[hidden]` the residual stream.
+    pub hidden: Buffer,
+    /// `[hidden]` RMSNorm output.
+    pub normed: Buffer,
+    /// `[q]`, `[kv]`, `[kv]` this position's projections.
+    pub query: Buffer,
+    pub key: Buffer,
+    pub value: Buffer,
+    /// `[q]` attention output.
+    pub attention: Buffer,
+    /// `[hidden]` output of o_proj and of down_proj.
+    pub projected: Buffer,
+    /// `[inter]` gate, up and their SiLU product.
+    pub gate: Buffer,
+    pub up: Buffer,
+    pub activated: Buffer,
+    /// `[vocab]`.
+    pub logits: Buffer,
+    /// RoPE's inverse frequencies and attention scaling.
+    pub rope_frequencies: RopeFrequencies,
+    /// Per layer `[context, kv]`.
+    pub key_cache: Vec<Buffer>,
+    pub value_cache: Vec<Buffer>,
+    /// Positions the caches hold.
+    pub context: usize,
+}
+
+impl State {
+    pub fn new(config: &Config, device: &Device) -> Result<State> {
+        let f32_buffer = |len: usize| device.alloc(DType::F32, &[len]);
+        let frequencies = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling);
+        Ok(State {
+            step: device.alloc(DType::U32, &[2])?,
+            next_token: device.alloc(DType::U32, &[1])?,
+            hidden: f32_buffer(config.hidden_size)?,
+            normed: f32_buffer(config.hidden_size)?,
+            query: f32_buffer(config.q_dim())?,
+            key: f32_buffer(config.kv_dim())?,
+            value: f32_buffer(config.kv_dim())?,
+            attention: f32_buffer(config.q_dim())?,
+            projected: f32_buffer(config.hidden_size)?,
+            gate: f32_buffer(config.intermediate_size)?,
+            up: f32_buffer(config.intermediate_size)?,
+            activated: f32_buffer(config.intermediate_size)?,
+            logits: f32_buffer(config.vocab_size)?,
+            rope_frequencies: RopeFrequencies {
+                inverse_frequencies: device.buffer_from_slice(&frequencies, &[frequencies.len()])?,
+                attention_scaling: config.rope_attention_scaling,
+            },
+            key_cache: Vec::new(),
+            value_cache: Vec::new(),
+            context: 0,
+        })
+    }
+}
