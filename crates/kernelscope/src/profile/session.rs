@@ -88,8 +88,6 @@ struct Tables {
 pub struct Profiler {
     level: ProfileLevel,
     dispatch_timing: DispatchTiming,
-    /// Decided once at creation: dispatch timing asked for and available.
-    times_dispatches: bool,
     counters: Counters,
     epoch: Instant,
     next_submission: AtomicU64,
@@ -113,10 +111,8 @@ impl Profiler {
     /// in the warnings: only per-submission timing will be recorded, and
     /// the report says "unsupported" rather than showing zeros.
     pub(crate) fn new(level: ProfileLevel, dispatch_timing: DispatchTiming) -> Self {
-        let times_dispatches = level.times_dispatches() && dispatch_timing.is_supported();
         let profiler = Profiler {
             level,
-            times_dispatches,
             counters: Counters::default(),
             epoch: Instant::now(),
             next_submission: AtomicU64::new(0),
@@ -124,7 +120,7 @@ impl Profiler {
             late_records: OnceLock::new(),
             dispatch_timing,
         };
-        if level.times_dispatches() && !times_dispatches {
+        if level.times_dispatches() && !profiler.times_dispatches() {
             profiler.warn_once(
                 "dispatch-timing-unsupported",
                 &format!(
@@ -188,7 +184,7 @@ impl Profiler {
     /// Whether dispatches are being timed: asked for, and the backend can.
     #[inline]
     pub fn times_dispatches(&self) -> bool {
-        self.times_dispatches
+        self.level.times_dispatches() && self.dispatch_timing.is_supported()
     }
 
     /// Prints `message` on stderr and adds it to the warnings, once per `key`.

@@ -7,6 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// What CUPTI revision 2 is called in reports, and was called in schema-1
+/// profiles (which named methods by this prose).
+const CUPTI_REVISION_2_TEXT: &str = "cupti activity records (eager launches and graph replays; replays timed from the end of the host's enqueue)";
+
 /// What takes the times.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -75,8 +79,10 @@ impl TimingMethod {
         let base = match (self.mechanism, self.revision) {
             (TimingMechanism::HostClock, _) => "host clock".to_string(),
             (TimingMechanism::CudaEvents, _) => "cuda event pairs".to_string(),
-            (TimingMechanism::Cupti, 1) => "cupti activity records (eager launches and graph replays)".to_string(),
-            (TimingMechanism::Cupti, 2) => "cupti activity records (eager launches and graph replays; replays timed from the end of the host's enqueue)".to_string(),
+            (TimingMechanism::Cupti, 1) => {
+                "cupti activity records (eager launches and graph replays)".to_string()
+            }
+            (TimingMechanism::Cupti, 2) => CUPTI_REVISION_2_TEXT.to_string(),
             (TimingMechanism::Cupti, revision) => format!("cupti activity records (revision {revision})"),
         };
         match &self.note {
@@ -88,7 +94,6 @@ impl TimingMethod {
     /// The method a schema-1 profile named in prose, where it is one this
     /// project wrote; `None` for any other text.
     pub(crate) fn from_schema_1_text(text: &str) -> Option<TimingMethod> {
-        const CUPTI_GATED: &str = "cupti activity records (eager launches and graph replays; replays timed from the end of the host's enqueue)";
         let method = |mechanism, revision, note: Option<&str>| TimingMethod {
             mechanism,
             revision,
@@ -96,7 +101,7 @@ impl TimingMethod {
         };
         if text == "host clock" {
             Some(method(TimingMechanism::HostClock, 1, None))
-        } else if text == CUPTI_GATED {
+        } else if text == CUPTI_REVISION_2_TEXT {
             Some(method(TimingMechanism::Cupti, 2, None))
         } else if text.starts_with("cupti") {
             Some(method(TimingMechanism::Cupti, 1, None))

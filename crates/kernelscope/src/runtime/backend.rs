@@ -72,8 +72,6 @@ pub(crate) trait Backend {
         map: Arc<memmap2::Mmap>,
         byte_offset: usize,
         byte_len: usize,
-        dtype: DType,
-        shape: &[usize],
     ) -> Result<Arc<dyn DeviceMemory>>;
     /// Kernel `name` made ready from the implementation this backend runs;
     /// `KernelMissing` naming the workaround where there is none.

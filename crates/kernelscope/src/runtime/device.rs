@@ -163,9 +163,7 @@ impl Device {
                 available: map.len(),
             });
         }
-        let memory = self
-            .backend_ref()
-            .map_file(map, byte_offset, byte_len, dtype, shape)?;
+        let memory = self.backend_ref().map_file(map, byte_offset, byte_len)?;
         Ok(Buffer::new(memory, dtype, shape.to_vec()))
     }
 

@@ -176,8 +176,6 @@ impl Backend for CpuDevice {
         map: Arc<memmap2::Mmap>,
         byte_offset: usize,
         byte_len: usize,
-        _dtype: DType,
-        _shape: &[usize],
     ) -> Result<Arc<dyn DeviceMemory>> {
         Ok(Arc::new(CpuMemory::mapped(
             self.shared.clone(),

@@ -249,10 +249,8 @@ impl Backend for CudaDevice {
         map: Arc<memmap2::Mmap>,
         byte_offset: usize,
         byte_len: usize,
-        dtype: DType,
-        shape: &[usize],
     ) -> Result<Arc<dyn DeviceMemory>> {
-        let memory = self.alloc(dtype, shape)?;
+        let memory = CudaMemory::zeroed(self.state.clone(), byte_len)?;
         let end = byte_offset + byte_len;
         let bytes = map.get(byte_offset..end).ok_or_else(|| Error::OutOfBounds {
             context: "upload of a mapped tensor".into(),
@@ -261,7 +259,7 @@ impl Backend for CudaDevice {
             available: map.len(),
         })?;
         memory.write_bytes(0, bytes)?;
-        Ok(memory)
+        Ok(Arc::new(memory))
     }
 
     fn load_kernel(&self, name: &str, sources: &KernelSources) -> Result<LoadedKernel> {

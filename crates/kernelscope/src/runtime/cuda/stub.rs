@@ -76,8 +76,6 @@ impl Backend for CudaDevice {
         _map: Arc<memmap2::Mmap>,
         _byte_offset: usize,
         _byte_len: usize,
-        _dtype: DType,
-        _shape: &[usize],
     ) -> Result<Arc<dyn DeviceMemory>> {
         match self.never {}
     }
