@@ -1,0 +1,143 @@
+//! The ops' own unit tests: every `.cu` signature against its op's declared
+//! argument list, and the shared helpers.
+
+use super::{Argument, ArgumentKind, registry};
+
+/// Every op's folder and its declared kernel arguments.
+const DECLARED: [(&str, &[Argument]); 12] = [
+    ("add", super::add::ARGUMENTS),
+    ("argmax", super::argmax::ARGUMENTS),
+    ("attention", super::attention::ARGUMENTS),
+    ("copy", super::copy::ARGUMENTS),
+    ("embedding", super::embedding::ARGUMENTS),
+    ("kv_append", super::kv_append::ARGUMENTS),
+    ("matmul", super::matmul::ARGUMENTS),
+    ("matvec", super::matvec::ARGUMENTS),
+    ("rms_norm", super::rms_norm::ARGUMENTS),
+    ("rope", super::rope::ARGUMENTS),
+    ("sample", super::sample::ARGUMENTS),
+    ("silu_mul", super::silu_mul::ARGUMENTS),
+];
+
+/// The `extern "C" __global__ void` kernels of a CUDA source: each name
+/// with its parameters as (type, name).
+fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {
+    const OPENING: &str = "extern \"C\" __global__ void ";
+    let mut kernels = Vec::new();
+    let mut rest = source;
+    while let Some(start) = rest.find(OPENING) {
+        rest = &rest[start + OPENING.len()..];
+        let open = rest.find('(').expect("a kernel's parameter list");
+        let close = rest.find(')').expect("the end of a kernel's parameter list");
+        let name = rest[..open].trim().to_string();
+        let parameters = rest[open + 1..close]
+            .split(',')
+            .map(|parameter| {
+                let parameter = parameter.split_whitespace().collect::<Vec<_>>().join(" ");
+                let split = parameter
+                    .rfind(|character: char| !(character.is_alphanumeric() || character == '_'))
+                    .expect("a parameter with a type and a name");
+                (
+                    parameter[..=split].trim().to_string(),
+                    parameter[split + 1..].to_string(),
+                )
+            })
+            .collect();
+        kernels.push((name, parameters));
+        rest = &rest[close..];
+    }
+    kernels
+}
+
+/// Whether a CUDA parameter type takes an argument of `kind`.
+fn spells(cuda_type: &str, kind: ArgumentKind) -> bool {
+    match kind {
+        ArgumentKind::Read => cuda_type.starts_with("const ") && cuda_type.ends_with('*'),
+        ArgumentKind::Write | ArgumentKind::ReadWrite => {
+            !cuda_type.starts_with("const ") && cuda_type.ends_with('*')
+        }
+        ArgumentKind::U32 => cuda_type == "u32" || cuda_type == "unsigned int",
+        ArgumentKind::F32 => cuda_type == "float",
+        ArgumentKind::U64 => cuda_type == "unsigned long long",
+    }
+}
+
+/// Every kernel in `ops/<op>/*.cu` takes the arguments its op declares,
+/// by name, in order, with a matching constness or scalar type, and is
+/// registered under its own name; every op has at least one kernel.
+#[test]
+fn every_cuda_signature_matches_its_declared_arguments() {
+    let registry = registry();
+    let ops_folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ops");
+    let mut checked_ops = Vec::new();
+    for folder in std::fs::read_dir(&ops_folder).unwrap() {
+        let folder = folder.unwrap().path();
+        if !folder.is_dir() {
+            continue;
+        }
+        let op = folder.file_name().unwrap().to_str().unwrap().to_string();
+        let declared = DECLARED
+            .iter()
+            .find(|(name, _)| *name == op)
+            .unwrap_or_else(|| panic!("ops/{op} is not in this test's list of ops"))
+            .1;
+        for file in std::fs::read_dir(&folder).unwrap() {
+            let file = file.unwrap().path();
+            if file.extension().is_none_or(|extension| extension != "cu") {
+                continue;
+            }
+            let source = std::fs::read_to_string(&file).unwrap();
+            let kernels = kernel_signatures(&source);
+            assert!(!kernels.is_empty(), "{} declares no kernel", file.display());
+            for (kernel, parameters) in kernels {
+                assert!(
+                    registry.cuda_source(&kernel).is_some(),
+                    "{kernel} in {} is not registered under that name",
+                    file.display()
+                );
+                let names: Vec<&str> = parameters.iter().map(|(_, name)| name.as_str()).collect();
+                let declared_names: Vec<&str> = declared.iter().map(|argument| argument.name).collect();
+                assert_eq!(
+                    names, declared_names,
+                    "{kernel}'s parameters against ops/{op}'s ARGUMENTS"
+                );
+                for ((cuda_type, name), argument) in parameters.iter().zip(declared) {
+                    assert!(
+                        spells(cuda_type, argument.kind),
+                        "{kernel}: `{cuda_type} {name}` does not take a {:?} argument",
+                        argument.kind
+                    );
+                }
+            }
+            checked_ops.push(op.clone());
+        }
+    }
+    for (op, _) in DECLARED {
+        assert!(
+            checked_ops.iter().any(|checked| checked == op),
+            "ops/{op} has no .cu kernel"
+        );
+    }
+}
+
+#[test]
+fn the_signature_reader_reads_names_types_and_every_kernel() {
+    let source = "// a comment\nextern \"C\" __global__ void first(const float* x,\n    u32 n) { }\n\
+                  extern \"C\" __global__ void second(unsigned long long words) {}";
+    assert_eq!(
+        kernel_signatures(source),
+        vec![
+            (
+                "first".to_string(),
+                vec![
+                    ("const float*".to_string(), "x".to_string()),
+                    ("u32".to_string(), "n".to_string())
+                ]
+            ),
+            (
+                "second".to_string(),
+                vec![("unsigned long long".to_string(), "words".to_string())]
+            ),
+        ]
+    );
+}
