@@ -16,6 +16,25 @@ __device__ __forceinline__ float to_f32(f16 x) {
     return f;
 }
 
+// Narrowing stores, round to nearest even as torch's `.to(dtype)` does, so
+// an activation written in the weights' dtype (a GEMM's input, a bf16 KV
+// cache) holds what PyTorch would hold. NaN stays NaN.
+__device__ __forceinline__ void from_f32(float value, float* out) { *out = value; }
+__device__ __forceinline__ void from_f32(float value, bf16* out) {
+    u32 bits = __float_as_uint(value);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        out->bits = (unsigned short)((bits >> 16) | 0x40u);
+        return;
+    }
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    out->bits = (unsigned short)(bits >> 16);
+}
+__device__ __forceinline__ void from_f32(float value, f16* out) {
+    unsigned short bits;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+    out->bits = bits;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
