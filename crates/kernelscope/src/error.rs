@@ -172,6 +172,16 @@ pub enum Error {
         source: cudarc::driver::DriverError,
     },
 
+    /// cuBLASLt refused or failed a call (its status is kept).
+    #[cfg(feature = "cuda")]
+    #[error("cuBLASLt {operation}: {source:?}")]
+    Blas {
+        /// What was being done.
+        operation: String,
+        /// The library's status.
+        source: cudarc::cublaslt::result::CublasError,
+    },
+
     /// NVRTC could not compile a kernel's source; its log is in the source.
     #[cfg(feature = "cuda")]
     #[error("CUDA compiling `{kernel}` with NVRTC: {source}")]

@@ -33,7 +33,9 @@ pub struct SubmissionRecord {
     pub start_ns: u64,
     /// End, in ns since the profiler's epoch.
     pub end_ns: u64,
-    /// How many dispatches it carried.
+    /// How many dispatch records it carried: one per dispatch, except a
+    /// library call (a cuBLASLt GEMM) timed by CUPTI, which has one per
+    /// kernel the library launched.
     pub dispatches: u32,
     /// How the host enqueued it, where the backend enqueues work for the
     /// device to run later (CUDA); `None` where work runs as it is committed.

@@ -43,6 +43,8 @@ pub struct Capabilities {
 pub(crate) struct KernelSources {
     pub cpu: Option<CpuKernelFn>,
     pub cuda_source: Option<Arc<str>>,
+    /// A library call CUDA runs in place of `cuda_source`.
+    pub cuda_library: Option<super::LibraryCall>,
 }
 
 /// What every backend provides.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use super::backend::KernelSources;
 use super::cpu::KernelArgs;
-use super::{Device, Kernel};
+use super::{Device, Kernel, LibraryCall};
 use crate::error::{Error, Result};
 
 /// Kernels by name, each with an implementation per backend.
@@ -49,6 +49,14 @@ impl KernelRegistry {
     /// compiled by NVRTC for the device's architecture on first use.
     pub fn register_cuda_source(&mut self, name: &str, source: impl Into<Arc<str>>) {
         self.entries.entry(name.to_string()).or_default().cuda_source = Some(source.into());
+    }
+
+    /// Registers (or replaces) `name` on CUDA as a call into a vendor
+    /// library (cuBLASLt for [`LibraryCall::Gemm`]), loaded at run time like
+    /// the driver; it takes precedence over CUDA source of the same name.
+    /// The dispatch's arguments follow the call's documented order.
+    pub fn register_cuda_library(&mut self, name: &str, call: LibraryCall) {
+        self.entries.entry(name.to_string()).or_default().cuda_library = Some(call);
     }
 
     /// Whether `name` is registered for any backend.

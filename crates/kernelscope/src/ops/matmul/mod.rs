@@ -6,7 +6,9 @@ mod cpu;
 
 use super::{Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels};
 use crate::error::Result;
-use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+use crate::runtime::{
+    Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, LibraryCall, OpKind,
+};
 
 use cpu::matmul;
 
@@ -19,9 +21,14 @@ kernel_arguments! {
     K: "k" U32,
 }
 
-/// Registers `matmul_<dtype>`.
+/// Registers `matmul_<dtype>`: the CPU reference, and on CUDA a cuBLASLt
+/// GEMM (tensor cores for f16/bf16), whose arguments follow
+/// [`LibraryCall::Gemm`]'s order (checked by a test).
 pub fn register(registry: &mut KernelRegistry) {
     register_weight_kernels!(registry, "matmul", matmul, include_str!("matmul.cu"));
+    for dtype in super::WEIGHT_DTYPES {
+        registry.register_cuda_library(&format!("matmul_{dtype}"), LibraryCall::Gemm { dtype });
+    }
 }
 
 /// The mat-mul op for one weight dtype.
@@ -69,5 +76,27 @@ impl MatMul {
                 )
                 .op_kind(OpKind::MatMul),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dispatch's arguments sit where the CUDA backend's cuBLASLt call
+    /// reads them.
+    #[test]
+    fn arguments_follow_the_library_call_order() {
+        assert_eq!(
+            [WEIGHT, X, OUT, M, N, K],
+            [
+                LibraryCall::GEMM_WEIGHT,
+                LibraryCall::GEMM_X,
+                LibraryCall::GEMM_OUT,
+                LibraryCall::GEMM_M,
+                LibraryCall::GEMM_N,
+                LibraryCall::GEMM_K,
+            ]
+        );
     }
 }

@@ -263,6 +263,15 @@ impl Backend for CudaDevice {
     }
 
     fn load_kernel(&self, name: &str, sources: &KernelSources) -> Result<LoadedKernel> {
+        self.state.bind()?;
+        if let Some(call) = sources.cuda_library {
+            // Opened now, so a missing library is an error before any work.
+            self.state.blas().map_err(|error| match error {
+                Error::KernelMissing { .. } => super::blas::unavailable(name),
+                other => other,
+            })?;
+            return Ok(Arc::new(CudaKernel::Library(call)));
+        }
         let source = sources
             .cuda_source
             .as_deref()
@@ -273,7 +282,6 @@ impl Backend for CudaDevice {
                     "register its source with KernelRegistry::register_cuda_source, or run on --device cpu"
                         .into(),
             })?;
-        self.state.bind()?;
         let kernel: CudaKernel =
             self.state
                 .modules()

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::driver::Event;
 use super::graphs::launch_recording;
-use super::launch::launch;
+use super::launch::{Launched, launch};
 use super::state::DeviceState;
 use super::timing::{PendingDispatch, PendingSubmission};
 use crate::error::Result;
@@ -22,6 +22,31 @@ fn replays_only(commands: &[Command]) -> bool {
         && !commands
             .iter()
             .any(|command| matches!(command, Command::Dispatch(_)))
+}
+
+/// Queues the CUPTI records a dispatch's launch will produce: one for our
+/// kernel; one per library kernel, the declared cost on the first (the
+/// op's bytes and flops are counted once, whatever the library splits).
+fn expect_records(
+    timed: &mut Vec<PendingDispatch>,
+    index: &mut u32,
+    recorded: &RecordedDispatch,
+    launched: Launched,
+) {
+    for kernel in 0..launched.records() {
+        let mut meta = recorded.meta.clone();
+        if kernel > 0 {
+            meta.bytes = 0;
+            meta.flops = 0;
+        }
+        timed.push(PendingDispatch {
+            index: *index,
+            meta,
+            events: None,
+            library: matches!(launched, Launched::Library { .. }),
+        });
+        *index += 1;
+    }
 }
 
 /// Enqueues `commands` on the stream; their timings are resolved at the next host wait.
@@ -54,11 +79,14 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
         None
     };
     let mut timed = Vec::new();
+    // Numbers the dispatch records: a library call timed by CUPTI makes one
+    // per kernel it launched.
     let mut index = 0u32;
     let expect = |recorded: &RecordedDispatch, index: u32, events: Option<(Event, Event)>| PendingDispatch {
         index,
         meta: recorded.meta.clone(),
         events,
+        library: false,
     };
     for command in commands {
         match command {
@@ -80,13 +108,15 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
                 } else {
                     None
                 };
-                launch(state, recorded)?;
+                let launched = launch(state, recorded)?;
                 if let Some(before) = before {
                     timed.push(expect(recorded, index, Some((before, stream.record_event()?))));
+                    index += 1;
                 } else if cupti {
-                    timed.push(expect(recorded, index, None));
+                    expect_records(&mut timed, &mut index, recorded, launched);
+                } else {
+                    index += 1;
                 }
-                index += 1;
             }
             // An in-order stream already orders every launch after the last.
             Command::Barrier => {}
@@ -97,12 +127,13 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
                         "kernelscope: dispatches inside CUDA graph replays are not timed without CUPTI; submission times include them",
                     );
                 }
-                launch_recording(state, graph)?;
-                for recorded in graph.dispatches() {
+                let launched = launch_recording(state, graph)?;
+                for (recorded, &launched) in graph.dispatches().zip(launched) {
                     if cupti {
-                        timed.push(expect(recorded, index, None));
+                        expect_records(&mut timed, &mut index, recorded, launched);
+                    } else {
+                        index += 1;
                     }
-                    index += 1;
                 }
             }
         }

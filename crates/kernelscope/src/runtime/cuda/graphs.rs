@@ -8,27 +8,34 @@ use std::sync::Arc;
 use cudarc::driver::{CudaGraph, DriverError, result, sys};
 
 use super::driver::driver_error;
-use super::launch::launch;
+use super::launch::{Launched, launch, prepare};
 use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::runtime::command::{GraphNode, Recording};
 
 /// Launches `recording` on the stream, capturing it into a CUDA graph on
 /// first use (kept with the recording, so every handle on it shares one).
-/// The caller holds the submission lock, with the context bound.
-pub(crate) fn launch_recording(state: &Arc<DeviceState>, recording: &Recording) -> Result<()> {
+/// Returns what each of its dispatches launches, in order, for CUPTI's
+/// records. The caller holds the submission lock, with the context bound.
+pub(crate) fn launch_recording<'a>(
+    state: &Arc<DeviceState>,
+    recording: &'a Recording,
+) -> Result<&'a [Launched]> {
     let captured: &CapturedGraph = recording.built(|| capture(state, recording))?;
     // Straight to the driver: `CudaGraph::launch` would bind the context
     // again on every replay.
     // SAFETY: an instantiated graph of this context, on our stream.
     unsafe { result::graph::launch(captured.graph.cu_graph_exec(), state.stream().cu_stream()) }
-        .map_err(driver_error("launching a graph"))
+        .map_err(driver_error("launching a graph"))?;
+    Ok(&captured.launched)
 }
 
 /// An instantiated CUDA graph and the device it belongs to, which it keeps
 /// alive: it is destroyed with the device's context bound.
 struct CapturedGraph {
     graph: ManuallyDrop<CudaGraph>,
+    /// What each dispatch launches, in the recording's order.
+    launched: Vec<Launched>,
     state: Arc<DeviceState>,
 }
 
@@ -52,13 +59,19 @@ impl Drop for CapturedGraph {
 /// The graph's dispatches captured from the stream into a CUDA graph. The
 /// caller holds the submission lock, with the context bound.
 fn capture(state: &Arc<DeviceState>, graph: &Recording) -> Result<CapturedGraph> {
+    // Library plans are made before the capture: making one runs host-side
+    // heuristics and a capture of its own on a side stream.
+    let launched = graph
+        .dispatches()
+        .map(|recorded| prepare(state, recorded))
+        .collect::<Result<Vec<_>>>()?;
     let stream = state.stream().stream();
     stream
         .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(driver_error("beginning a stream capture"))?;
     // Capture ends below on every path.
-    let launched = graph.nodes.iter().try_for_each(|node| match node {
-        GraphNode::Dispatch { recorded, .. } => launch(state, recorded),
+    let captured = graph.nodes.iter().try_for_each(|node| match node {
+        GraphNode::Dispatch { recorded, .. } => launch(state, recorded).map(drop),
         GraphNode::Barrier { .. } => Ok(()),
     });
     // Ending the capture also instantiates the graph; a graph captured from
@@ -68,13 +81,14 @@ fn capture(state: &Arc<DeviceState>, graph: &Recording) -> Result<CapturedGraph>
         .map_err(driver_error(
             "ending a stream capture and instantiating its graph",
         ))?;
-    launched?;
+    captured?;
     let graph = ended.ok_or_else(|| Error::Cuda {
         operation: "instantiating a graph (the capture produced none)".into(),
         source: DriverError(sys::CUresult::CUDA_ERROR_INVALID_VALUE),
     })?;
     Ok(CapturedGraph {
         graph: ManuallyDrop::new(graph),
+        launched,
         state: state.clone(),
     })
 }

@@ -1,32 +1,139 @@
-//! One dispatch as one kernel launch on the device's stream, its arguments
-//! passed in order: device pointers at the view's byte offset, then scalars.
-//! Used by eager submissions and by graph capture alike.
+//! One dispatch on the device's stream: our kernel as one launch, its
+//! arguments passed in order (device pointers at the view's byte offset,
+//! then scalars), or a library call (cuBLASLt), which may launch several
+//! kernels of its own. Used by eager submissions and by graph capture alike.
 
 use std::ffi::c_void;
 
-use cudarc::driver::result;
+use cudarc::driver::{CudaFunction, result};
 
+use super::blas::{GemmPointers, GemmShape};
 use super::memory::CudaMemory;
 use super::modules::CudaKernel;
 use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::runtime::command::RecordedDispatch;
 use crate::runtime::memory::DeviceMemory;
-use crate::runtime::{Arg, Param};
+use crate::runtime::{Arg, LibraryCall, Param};
 
-/// Launches one recorded dispatch on the stream (context bound by the caller).
-pub(crate) fn launch(state: &DeviceState, recorded: &RecordedDispatch) -> Result<()> {
+/// The backend's form of a dispatch's kernel.
+fn cuda_kernel(recorded: &RecordedDispatch) -> Result<&CudaKernel> {
+    let kernel = recorded.dispatch.kernel();
+    kernel.loaded::<CudaKernel>().ok_or_else(|| Error::KernelMissing {
+        name: kernel.name().to_string(),
+        backend: "cuda",
+        workaround: "this kernel handle was made for another backend; get it from the registry for this device"
+            .into(),
+    })
+}
+
+/// What one dispatch's launch starts, as CUPTI will report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Launched {
+    /// Our kernel: one record, under the dispatch's kernel name.
+    Ours,
+    /// A library call: this many records, under names the library chose.
+    Library {
+        /// Kernels the call launches.
+        kernels: u32,
+    },
+}
+
+impl Launched {
+    /// Records CUPTI will deliver for it.
+    pub(crate) fn records(self) -> u32 {
+        match self {
+            Launched::Ours => 1,
+            Launched::Library { kernels } => kernels,
+        }
+    }
+}
+
+/// Makes what a dispatch's launch needs that must not be made during a
+/// stream capture (a library call's plan), and says what its launch will
+/// start.
+pub(crate) fn prepare(state: &DeviceState, recorded: &RecordedDispatch) -> Result<Launched> {
+    match cuda_kernel(recorded)? {
+        CudaKernel::Compiled(_) => Ok(Launched::Ours),
+        CudaKernel::Library(call) => {
+            let (shape, pointers) = gemm_operands(recorded, *call)?;
+            let kernels = state.blas()?.plan(shape, pointers)?.kernels();
+            Ok(Launched::Library { kernels })
+        }
+    }
+}
+
+/// Launches one recorded dispatch on the stream (context bound by the
+/// caller; a library call's plan made by [`prepare`] beforehand when
+/// capturing).
+pub(crate) fn launch(state: &DeviceState, recorded: &RecordedDispatch) -> Result<Launched> {
+    match cuda_kernel(recorded)? {
+        CudaKernel::Compiled(function) => {
+            launch_compiled(state, recorded, function)?;
+            Ok(Launched::Ours)
+        }
+        CudaKernel::Library(call) => {
+            let (shape, pointers) = gemm_operands(recorded, *call)?;
+            let blas = state.blas()?;
+            let plan = blas.plan(shape, pointers)?;
+            blas.launch(&plan, pointers, state.stream().cu_stream())?;
+            Ok(Launched::Library {
+                kernels: plan.kernels(),
+            })
+        }
+    }
+}
+
+/// A buffer argument's device address.
+fn address(recorded: &RecordedDispatch, index: usize) -> Result<u64> {
+    let kernel = recorded.dispatch.kernel();
+    let problem = |problem: &str| Error::KernelArgument {
+        kernel: kernel.name().to_string(),
+        index,
+        problem: problem.to_string(),
+    };
+    match recorded.dispatch.args().get(index) {
+        Some(Arg::Buffer { buffer, .. }) => match buffer.memory().as_any().downcast_ref::<CudaMemory>() {
+            Some(memory) => Ok(memory.base_address() as u64 + buffer.byte_offset() as u64),
+            None => Err(problem("a CPU buffer cannot be passed to a CUDA kernel")),
+        },
+        _ => Err(problem("expected a buffer here")),
+    }
+}
+
+/// A u32 scalar argument.
+fn scalar(recorded: &RecordedDispatch, index: usize) -> Result<u32> {
+    match recorded.dispatch.args().get(index) {
+        Some(Arg::Scalar(Param::U32(value))) => Ok(*value),
+        _ => Err(Error::KernelArgument {
+            kernel: recorded.dispatch.kernel().name().to_string(),
+            index,
+            problem: "expected a u32 scalar here".into(),
+        }),
+    }
+}
+
+/// A GEMM dispatch's shape and pointers, in [`LibraryCall::Gemm`]'s order.
+fn gemm_operands(recorded: &RecordedDispatch, call: LibraryCall) -> Result<(GemmShape, GemmPointers)> {
+    let LibraryCall::Gemm { dtype } = call;
+    let shape = GemmShape {
+        dtype,
+        m: scalar(recorded, LibraryCall::GEMM_M)?,
+        n: scalar(recorded, LibraryCall::GEMM_N)?,
+        k: scalar(recorded, LibraryCall::GEMM_K)?,
+    };
+    let pointers = GemmPointers {
+        weight: address(recorded, LibraryCall::GEMM_WEIGHT)?,
+        x: address(recorded, LibraryCall::GEMM_X)?,
+        out: address(recorded, LibraryCall::GEMM_OUT)?,
+    };
+    Ok((shape, pointers))
+}
+
+/// Launches our kernel `function` with the dispatch's arguments.
+fn launch_compiled(state: &DeviceState, recorded: &RecordedDispatch, function: &CudaFunction) -> Result<()> {
     let dispatch = &recorded.dispatch;
     let kernel = dispatch.kernel();
-    let function = kernel
-        .loaded::<CudaKernel>()
-        .ok_or_else(|| Error::KernelMissing {
-            name: kernel.name().to_string(),
-            backend: "cuda",
-            workaround:
-                "this kernel handle was made for another backend; get it from the registry for this device"
-                    .into(),
-        })?;
     // One 8-byte cell per argument; the driver copies them at launch.
     let mut cells: Vec<[u8; 8]> = Vec::with_capacity(dispatch.args().len());
     for (index, arg) in dispatch.args().iter().enumerate() {

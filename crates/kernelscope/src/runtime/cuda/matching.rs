@@ -1,11 +1,13 @@
 //! Handing finished submissions to the profiler, in submission order, once
 //! their dispatches have times: those timed by event pairs have them
 //! already; those timed by CUPTI wait here until CUPTI hands over their
-//! kernels' records, which come in stream order, one per kernel.
+//! kernels' records, which come in stream order, one per kernel. A library
+//! call (cuBLASLt) expects as many records as its plan counted kernels,
+//! whatever their names; each becomes a dispatch record under its name.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::clock::CuptiClock;
 use super::cupti::KernelActivity;
@@ -16,6 +18,8 @@ pub(crate) struct ResolvedDispatch {
     pub(super) index: u32,
     pub(super) meta: DispatchMeta,
     pub(super) times: Option<(u64, u64)>,
+    /// A library kernel: its record's name is taken, not checked.
+    pub(super) library: bool,
 }
 
 /// A submission whose own times are known; its dispatches may still wait.
@@ -87,10 +91,10 @@ impl CuptiMatcher {
             let submission = submissions.pop_front().expect("front exists");
             let label = submission.record.label.clone();
             let mut records = Vec::with_capacity(submission.dispatches.len());
-            for dispatch in submission.dispatches {
+            for mut dispatch in submission.dispatches {
                 let times = match dispatch.times {
                     Some(times) => Some(times),
-                    None => self.match_record(profiler, &dispatch.meta, kernels),
+                    None => self.match_record(profiler, &mut dispatch, kernels),
                 };
                 if let Some((start, end)) = times {
                     records.push(dispatch.meta.record(
@@ -107,21 +111,27 @@ impl CuptiMatcher {
         }
     }
 
-    /// The next CUPTI record, if it is `meta`'s kernel. Once they do not
+    /// The next CUPTI record, if it is the dispatch's kernel (any kernel,
+    /// for a library call's, whose name it then takes). Once they do not
     /// line up, dispatch times from CUPTI are dropped for good (one warning)
     /// rather than attributed to the wrong kernels.
     fn match_record(
         &self,
         profiler: &Profiler,
-        meta: &DispatchMeta,
+        dispatch: &mut ResolvedDispatch,
         kernels: &mut VecDeque<KernelActivity>,
     ) -> Option<(u64, u64)> {
         let clock = self.clock.as_ref()?;
         if !self.lined_up.load(Ordering::Relaxed) {
             return None;
         }
+        let meta = &mut dispatch.meta;
         let activity = kernels.pop_front();
         match activity {
+            Some(activity) if dispatch.library => {
+                meta.kernel = Arc::from(activity.name);
+                Some((clock.to_host(activity.start), clock.to_host(activity.end)))
+            }
             Some(activity) if activity.name == *meta.kernel => {
                 Some((clock.to_host(activity.start), clock.to_host(activity.end)))
             }

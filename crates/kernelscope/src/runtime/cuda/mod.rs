@@ -10,6 +10,8 @@
 //! - `stream`: the context, its one stream, and the event and staging pools.
 //! - `compile`, `modules`: NVRTC with the disk cache; the per-device module
 //!   cache and `CudaKernel`.
+//! - `blas`: cuBLASLt's handle, workspace and per-shape GEMM plans, each
+//!   knowing how many kernels its call launches.
 //! - `cupti`, `nvtx`, `gate`: CUPTI's process-wide records, NVTX ranges, and
 //!   holding the stream until a submission is enqueued.
 //! - `clock`, `matching`, `timing`: the epoch and CUPTI clocks; lining CUPTI
@@ -20,6 +22,8 @@
 //!   a whole submission.
 //! - `device`: the `CudaDevice` handle, opened in named steps.
 
+#[cfg(feature = "cuda")]
+mod blas;
 #[cfg(feature = "cuda")]
 mod clock;
 #[cfg(feature = "cuda")]

@@ -5,23 +5,21 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, sys};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 
 use super::compile;
 use super::driver::driver_error;
 use crate::error::{Error, Result};
+use crate::runtime::LibraryCall;
 
-/// A kernel compiled for one CUDA device.
+/// A kernel ready on one CUDA device: compiled from our source, or a call
+/// into a library that launches kernels of its own.
 #[derive(Clone)]
-pub(crate) struct CudaKernel {
-    function: CudaFunction,
-}
-
-impl CudaKernel {
-    /// The driver's handle, for a launch.
-    pub(crate) fn cu_function(&self) -> sys::CUfunction {
-        self.function.cu_function()
-    }
+pub(crate) enum CudaKernel {
+    /// Our kernel, loaded from its module.
+    Compiled(CudaFunction),
+    /// A library call (see `blas.rs`).
+    Library(LibraryCall),
 }
 
 /// Loaded modules by source key.
@@ -57,7 +55,7 @@ impl ModuleCache {
             backend: "cuda",
             workaround: format!("its CUDA source defines no `extern \"C\" __global__ {name}` ({error})"),
         })?;
-        Ok(CudaKernel { function })
+        Ok(CudaKernel::Compiled(function))
     }
 }
 

@@ -3,7 +3,9 @@
 //! module cache, the gate and the lock that keeps submissions whole. Built
 //! by `device.rs`; everything above reads it through these methods.
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use super::blas::Blas;
 
 use super::gate::Gate;
 use super::modules::ModuleCache;
@@ -21,6 +23,8 @@ pub(crate) struct DeviceState {
     arch: &'static str,
     driver: String,
     modules: ModuleCache,
+    /// cuBLASLt, opened when a library kernel is first loaded.
+    blas: OnceLock<Blas>,
     timings: Timings,
     /// Held across a submission's launches (and a graph's capture), so that
     /// threads sharing the device cannot interleave launches on the stream:
@@ -59,6 +63,7 @@ impl DeviceState {
             arch,
             driver,
             modules: ModuleCache::default(),
+            blas: OnceLock::new(),
             timings,
             submitting: Mutex::new(()),
             gate,
@@ -86,6 +91,16 @@ impl DeviceState {
 
     pub(crate) fn modules(&self) -> &ModuleCache {
         &self.modules
+    }
+
+    /// cuBLASLt on this device, opened on first use (context bound by the caller).
+    pub(crate) fn blas(&self) -> Result<&Blas> {
+        if let Some(blas) = self.blas.get() {
+            return Ok(blas);
+        }
+        let opened = Blas::new(self.stream.context())?;
+        // Another thread may have opened one meanwhile; either serves.
+        Ok(self.blas.get_or_init(|| opened))
     }
 
     pub(crate) fn stream(&self) -> &DeviceStream {

@@ -18,6 +18,9 @@ pub(crate) struct PendingDispatch {
     pub(super) index: u32,
     pub(super) meta: DispatchMeta,
     pub(super) events: Option<(Event, Event)>,
+    /// One of the kernels a library call launched: its CUPTI record may
+    /// carry any name, which becomes the record's kernel name.
+    pub(super) library: bool,
 }
 
 /// A submission whose times await the events' completion.
@@ -133,6 +136,7 @@ impl Timings {
                 index: dispatch.index,
                 meta: dispatch.meta,
                 times,
+                library: dispatch.library,
             });
         }
         let record = SubmissionRecord {
