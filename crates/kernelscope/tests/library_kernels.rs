@@ -136,7 +136,14 @@ fn library_gemm_is_profiled_inside_graph_replays(backend: Backend) {
     }
     let submissions = device.profiler().submissions();
     assert_eq!(submissions.len(), 4);
-    let records = &device.profiler().dispatches_by_label()[0].1;
+    let groups = device.profiler().dispatches_by_label();
+    if !device.capabilities().dispatch_timing_in_graphs {
+        // Where nothing times kernels inside a graph (CUDA without CUPTI, as
+        // under compute-sanitizer), replays are timed whole.
+        assert!(groups.is_empty(), "no dispatch records from replays: {groups:?}");
+        return;
+    }
+    let records = &groups[0].1;
     let per_submission = |submission: u64| -> Vec<DispatchRecord> {
         records
             .iter()

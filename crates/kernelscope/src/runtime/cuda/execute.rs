@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::driver::Event;
-use super::graphs::launch_recording;
+use super::graphs::{ensure_captured, launch_recording};
 use super::launch::{Launched, launch};
 use super::state::DeviceState;
 use super::timing::{PendingDispatch, PendingSubmission};
@@ -61,6 +61,14 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
     let time_submission = profiler.times_submissions();
     let time_dispatches = profiler.times_dispatches();
     let cupti = state.uses_cupti() && time_dispatches;
+    // Graphs are captured (and library plans made) before the stream is
+    // held: making a plan may load the library's kernels, which waits for
+    // the device, and a held stream would never get there.
+    for command in commands {
+        if let Command::Replay(graph) = command {
+            ensure_captured(state, graph)?;
+        }
+    }
     // Only graph replays are held: measured, a replay's first kernel started
     // about a launch's host time after the start event anyway, while holding
     // eager launches would stop the device from running them as they come.

@@ -30,6 +30,14 @@ pub(crate) fn launch_recording<'a>(
     Ok(&captured.launched)
 }
 
+/// Captures `recording` into a CUDA graph unless it already is. The caller
+/// holds the submission lock, with the context bound.
+pub(crate) fn ensure_captured(state: &Arc<DeviceState>, recording: &Recording) -> Result<()> {
+    recording
+        .built(|| capture(state, recording))
+        .map(|_: &CapturedGraph| ())
+}
+
 /// An instantiated CUDA graph and the device it belongs to, which it keeps
 /// alive: it is destroyed with the device's context bound.
 struct CapturedGraph {
