@@ -26,7 +26,7 @@ mod weights;
 
 pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, GenerationPrompt, TextStream};
 pub use config::{Architecture, Config, MAX_CONFIG_BYTES, MAX_LAYERS};
-pub use engine::{ExecutionMode, Generation, GenerationRequest, Model, StepTiming};
+pub use engine::{DEFAULT_PREFILL_CHUNK, ExecutionMode, Generation, GenerationRequest, Model, StepTiming};
 pub use error::{ModelError, Result};
 pub use hub::{HubCacheEnvironment, HubSnapshot, looks_like_repo_id, resolve_hub_model, resolve_in_cache};
 pub use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};

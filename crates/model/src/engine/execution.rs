@@ -21,6 +21,7 @@ use kernelscope::profile::Phase;
 use kernelscope::{CommandEncoder, Device, Graph, PendingRead};
 
 use super::forward::{Choice, Forward};
+use super::prefill::{ChunkLogits, PrefillBuffers};
 use super::state::POSITION_SLOT;
 use crate::error::Result;
 
@@ -101,6 +102,15 @@ pub(crate) struct StepOutput {
     /// The token chosen from the step's logits.
     pub token: u32,
     /// The logits, with [`Readback::TokenAndLogits`].
+    pub logits: Option<Vec<f32>>,
+}
+
+/// What a prefill chunk gave back.
+#[derive(Clone, Debug)]
+pub(crate) struct ChunkOutput {
+    /// The token chosen after the chunk's last row, when asked for.
+    pub token: Option<u32>,
+    /// Every row's logits, row after row, with [`ChunkLogits::All`].
     pub logits: Option<Vec<f32>>,
 }
 
@@ -248,6 +258,50 @@ impl Executor {
             .write_from(&[input.token, input.position as u32])?;
         self.encode_step(forward, input.position, input.choice)?;
         let output = self.commit_step(forward, input.phase, readback)?.wait()?;
+        profiler.end_token();
+        Ok(output)
+    }
+
+    /// Runs one prefill chunk whose tokens and positions are already in
+    /// `chunk`: one submission labeled `prefill`, one profiler window for
+    /// its `rows` positions, waited for. With `choice`, the next token is
+    /// chosen from the last row's logits and read back; with
+    /// [`ChunkLogits::All`] every row's logits are read back too. Encoded
+    /// eagerly in either mode: a chunk is hundreds of dispatches of device
+    /// work each, so the host's launches overlap the device instead of
+    /// idling it (measured in docs/PERF.md).
+    pub fn run_chunk(
+        &mut self,
+        forward: &Forward<'_>,
+        chunk: &PrefillBuffers,
+        rows: usize,
+        context_end: usize,
+        logits: ChunkLogits,
+        choice: Option<Choice>,
+    ) -> Result<ChunkOutput> {
+        let device = self.device.clone();
+        let profiler = device.profiler();
+        profiler.begin_token(Phase::Prefill);
+        let encoder = &mut self.encoder;
+        forward.encode_prefill(encoder, chunk, rows, context_end, logits)?;
+        if let Some(choice) = choice {
+            forward.encode_choice(encoder, choice)?;
+        }
+        encoder.commit_labeled("prefill")?;
+        let token = match choice {
+            Some(_) => Some(forward.state.next_token.read_later::<u32>()?),
+            None => None,
+        };
+        let all_logits = match (logits, &chunk.logits) {
+            (ChunkLogits::All, Some(all)) => {
+                Some(all.slice(0, rows * forward.config.vocab_size)?.read_later::<f32>()?)
+            }
+            _ => None,
+        };
+        let output = ChunkOutput {
+            token: token.map(|token| token.wait().map(|values| values[0])).transpose()?,
+            logits: all_logits.map(PendingRead::wait).transpose()?,
+        };
         profiler.end_token();
         Ok(output)
     }

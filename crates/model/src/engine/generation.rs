@@ -12,7 +12,8 @@ use kernelscope::rng::SplitMix64;
 
 use super::Model;
 use super::execution::{Decode, Readback, StepInput, StepOutput};
-use super::forward::Choice;
+use super::forward::{Choice, Forward};
+use super::prefill::{ChunkLogits, PrefillBuffers};
 use crate::error::{ModelError, Result};
 
 /// Host time of one processed position.
@@ -121,6 +122,107 @@ impl Chooser {
 }
 
 impl Model {
+    /// Runs `prompt`'s positions from `start` (the cache holding the
+    /// positions before it) and returns the token chosen after the last,
+    /// drawing one choice per position from `choose` (the last one is used,
+    /// so a seed picks the same token however the prompt is chunked).
+    /// `record` gets each position's time and output (its logits with
+    /// [`Readback::TokenAndLogits`]; the token is only meaningful for the
+    /// last). With a prefill chunk of 1 each position is one step, as
+    /// decode runs; otherwise chunks of positions run as one forward pass
+    /// each, and a chunk's time is shared evenly by its positions.
+    pub(crate) fn run_prompt(
+        &mut self,
+        prompt: &[u32],
+        start: usize,
+        readback: Readback,
+        choose: &mut dyn FnMut() -> Choice,
+        record: &mut dyn FnMut(Duration, StepOutput),
+    ) -> Result<u32> {
+        let end = start + prompt.len();
+        if end > self.state.context {
+            self.reserve_context(end)?;
+        }
+        let mut next = 0;
+        if self.prefill_chunk == 1 {
+            for (offset, &token) in prompt.iter().enumerate() {
+                let began = Instant::now();
+                let input = StepInput {
+                    token,
+                    position: start + offset,
+                    phase: Phase::Prefill,
+                    choice: choose(),
+                };
+                let output = self.run_step(input, readback)?;
+                next = output.token;
+                record(began.elapsed(), output);
+            }
+            return Ok(next);
+        }
+        let all_logits = readback == Readback::TokenAndLogits;
+        let capacity = self.prefill_chunk.min(prompt.len());
+        // Buffers that do not serve are dropped first, so their memory is
+        // free for the new ones.
+        let reusable = self
+            .prefill
+            .take()
+            .filter(|buffers| buffers.serve(capacity, all_logits));
+        let buffers = match reusable {
+            Some(buffers) => buffers,
+            None => PrefillBuffers::new(&self.config, &self.device, self.weights.dtype, capacity, all_logits)?,
+        };
+        let vocab = self.config.vocab_size;
+        let mut first = start;
+        for chunk in prompt.chunks(self.prefill_chunk) {
+            let rows = chunk.len();
+            let last_chunk = first + rows == end;
+            let mut choice = Choice::Greedy;
+            for _ in 0..rows {
+                choice = choose();
+            }
+            let logits = match (all_logits, last_chunk) {
+                (true, _) => ChunkLogits::All,
+                (false, true) => ChunkLogits::Last,
+                (false, false) => ChunkLogits::None,
+            };
+            let began = Instant::now();
+            buffers.tokens.slice(0, rows)?.write_from(chunk)?;
+            let positions: Vec<u32> = (first..first + rows).map(|position| position as u32).collect();
+            buffers.positions.slice(0, rows)?.write_from(&positions)?;
+            let forward = Forward {
+                config: &self.config,
+                weights: &self.weights,
+                ops: &self.ops,
+                state: &self.state,
+            };
+            let output = self.executor.run_chunk(
+                &forward,
+                &buffers,
+                rows,
+                first + rows,
+                logits,
+                last_chunk.then_some(choice),
+            )?;
+            let share = began.elapsed() / rows as u32;
+            if let Some(token) = output.token {
+                next = token;
+            }
+            let mut rows_logits = output.logits.map(|all| {
+                all.chunks_exact(vocab)
+                    .map(<[f32]>::to_vec)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+            });
+            for _ in 0..rows {
+                let logits = rows_logits.as_mut().and_then(Iterator::next);
+                record(share, StepOutput { token: next, logits });
+            }
+            first += rows;
+        }
+        self.prefill = Some(buffers);
+        Ok(next)
+    }
+
     /// Runs the request's prompt, then generates up to `max_tokens` tokens.
     /// Stops early at an end-of-sequence token when `stop_at_eos`. With
     /// `keep_logits`, the logits of every processed position are returned
@@ -186,22 +288,9 @@ impl Model {
         };
         let stops = |token: u32| stop_at_eos && stop_tokens.contains(&token);
 
-        // Prompt positions, one step each; the last one's choice is the
-        // first generated token. Batched prefill (one multi-token forward
-        // for the whole prompt) replaces this loop.
-        let mut next = 0;
-        for (position, &token) in prompt.iter().enumerate() {
-            let start = Instant::now();
-            let input = StepInput {
-                token,
-                position,
-                phase: Phase::Prefill,
-                choice: chooser.next(),
-            };
-            let output = self.run_step(input, readback)?;
-            next = output.token;
-            generation.record(Phase::Prefill, start.elapsed(), output);
-        }
+        let next = self.run_prompt(prompt, 0, readback, &mut || chooser.next(), &mut |duration, output| {
+            generation.record(Phase::Prefill, duration, output)
+        })?;
         generation.generated.push(next);
         on_token(next)?;
         generation.stopped_at_eos = stops(next);

@@ -8,6 +8,7 @@
 mod execution;
 mod forward;
 mod generation;
+mod prefill;
 mod state;
 
 use std::path::Path;
@@ -20,6 +21,7 @@ pub use execution::ExecutionMode;
 use execution::{Decode, Executor, Readback, StepInput, StepOutput};
 use forward::{Choice, Forward};
 pub use generation::{Generation, GenerationRequest, StepTiming};
+use prefill::PrefillBuffers;
 use state::{Ops, State};
 
 use crate::config::Config;
@@ -38,7 +40,15 @@ pub struct Model {
     ops: Ops,
     state: State,
     executor: Executor,
+    /// Prompt positions per forward pass (1: one at a time, as decode).
+    prefill_chunk: usize,
+    /// A chunk's activations, kept between prompts.
+    prefill: Option<PrefillBuffers>,
 }
+
+/// Prompt positions per forward pass unless set otherwise
+/// ([`Model::set_prefill_chunk`]): chosen by measurement (docs/PERF.md).
+pub const DEFAULT_PREFILL_CHUNK: usize = 512;
 
 impl Model {
     fn assemble(name: String, config: Config, weights: Weights, device: &Device) -> Result<Model> {
@@ -52,6 +62,8 @@ impl Model {
             ops,
             state,
             executor: Executor::new(device),
+            prefill_chunk: DEFAULT_PREFILL_CHUNK,
+            prefill: None,
         })
     }
 
@@ -79,6 +91,45 @@ impl Model {
     /// [`ExecutionMode::fastest_on`]).
     pub fn set_execution_mode(&mut self, mode: ExecutionMode) {
         self.executor.set_mode(mode);
+    }
+
+    /// Sets how many prompt positions run as one forward pass: 1 runs the
+    /// prompt position by position (as decode runs), larger values in
+    /// chunks of that many (GEMMs over the chunk's rows).
+    pub fn set_prefill_chunk(&mut self, positions: usize) -> Result<()> {
+        if positions == 0 {
+            return Err(ModelError::InvalidInput(
+                "--prefill-chunk must be at least 1".into(),
+            ));
+        }
+        self.prefill_chunk = positions;
+        Ok(())
+    }
+
+    /// Prompt positions per forward pass.
+    pub fn prefill_chunk(&self) -> usize {
+        self.prefill_chunk
+    }
+
+    /// Runs `prompt` from `start` (the cache holding the positions before
+    /// it) and returns the greedy token after its last position.
+    pub fn prefill(&mut self, prompt: &[u32], start: usize) -> Result<u32> {
+        if prompt.is_empty() {
+            return Err(ModelError::InvalidInput("the prompt has no tokens".into()));
+        }
+        for &token in prompt {
+            self.check_token(token)?;
+        }
+        let end = start.saturating_add(prompt.len());
+        if end > self.config.context_length() {
+            return Err(ModelError::ContextExceeded {
+                prompt: end,
+                generate: 0,
+                context: self.config.context_length(),
+                limit: self.context_limit(),
+            });
+        }
+        self.run_prompt(prompt, start, Readback::Token, &mut || Choice::Greedy, &mut |_, _| {})
     }
 
     /// How steps reach the device.

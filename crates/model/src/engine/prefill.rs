@@ -1,0 +1,214 @@
+//! Batched prefill: a chunk of prompt positions runs as one forward pass,
+//! each projection a GEMM over all of the chunk's rows (every weight read
+//! once per chunk instead of once per position; tensor cores on CUDA), with
+//! causal attention over the chunk and the positions cached before it. The
+//! residual stream stays f32; what feeds a GEMM (norm, attention and SiLU
+//! outputs) is written in the weights' dtype, as the GEMM takes it.
+
+use kernelscope::ops::attention::Heads;
+use kernelscope::{Buffer, CommandEncoder, DType, Device};
+
+use super::forward::Forward;
+use crate::config::Config;
+use crate::error::{ModelError, Result};
+
+/// Which logits a chunk computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ChunkLogits {
+    /// None: an inner chunk whose logits nobody reads.
+    None,
+    /// The last row's, into the step's logits (to choose the next token).
+    Last,
+    /// Every row's (`--logits-out`), the last one also into the step's logits.
+    All,
+}
+
+/// The activations of a chunk of up to `capacity` rows. `width` names are
+/// as in [`State`](super::state::State); `W` is the weights' dtype.
+pub(crate) struct PrefillBuffers {
+    /// Rows the buffers hold.
+    pub capacity: usize,
+    /// `[capacity]` u32 token ids and their positions, written by the host.
+    pub tokens: Buffer,
+    pub positions: Buffer,
+    /// `[capacity, hidden]` f32 residual stream.
+    pub hidden: Buffer,
+    /// `[capacity, hidden]` W: RMSNorm output, a GEMM input.
+    pub normed: Buffer,
+    /// `[capacity, q]`, `[capacity, kv]`, `[capacity, kv]` f32 projections.
+    pub query: Buffer,
+    pub key: Buffer,
+    pub value: Buffer,
+    /// `[capacity, q]` W: attention output, o_proj's input.
+    pub attention: Buffer,
+    /// `[capacity, hidden]` f32 output of o_proj and down_proj.
+    pub projected: Buffer,
+    /// `[capacity, inter]` f32 gate and up, and their SiLU product in W.
+    pub gate: Buffer,
+    pub up: Buffer,
+    pub activated: Buffer,
+    /// `[capacity, vocab]` f32, only where every row's logits are asked for.
+    pub logits: Option<Buffer>,
+}
+
+impl PrefillBuffers {
+    /// Buffers for `capacity` rows; with `all_logits`, room for every
+    /// row's logits too.
+    pub fn new(config: &Config, device: &Device, weight_dtype: DType, capacity: usize, all_logits: bool) -> Result<Self> {
+        let rows = |dtype: DType, width: usize| device.alloc(dtype, &[capacity * width]);
+        Ok(PrefillBuffers {
+            capacity,
+            tokens: device.alloc(DType::U32, &[capacity])?,
+            positions: device.alloc(DType::U32, &[capacity])?,
+            hidden: rows(DType::F32, config.hidden_size)?,
+            normed: rows(weight_dtype, config.hidden_size)?,
+            query: rows(DType::F32, config.q_dim())?,
+            key: rows(DType::F32, config.kv_dim())?,
+            value: rows(DType::F32, config.kv_dim())?,
+            attention: rows(weight_dtype, config.q_dim())?,
+            projected: rows(DType::F32, config.hidden_size)?,
+            gate: rows(DType::F32, config.intermediate_size)?,
+            up: rows(DType::F32, config.intermediate_size)?,
+            activated: rows(weight_dtype, config.intermediate_size)?,
+            logits: if all_logits {
+                Some(rows(DType::F32, config.vocab_size)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Whether these buffers serve `rows` rows with the logits asked for.
+    pub fn serve(&self, rows: usize, all_logits: bool) -> bool {
+        rows <= self.capacity && (!all_logits || self.logits.is_some())
+    }
+}
+
+/// The first `rows` rows of `buffer`, rows of `width` elements.
+fn rows_of(buffer: &Buffer, rows: usize, width: usize) -> Result<Buffer> {
+    Ok(buffer.slice(0, rows * width)?)
+}
+
+impl Forward<'_> {
+    /// Encodes the forward pass of `rows` prompt positions whose tokens and
+    /// positions the host wrote into `chunk`, the last at `context_end - 1`
+    /// (the positions are contiguous; `context_end` sizes attention's
+    /// declared cost), through the logits `logits` asks for. The chunk's
+    /// keys and values are appended to the cache before its attention, so
+    /// each row attends to the history and to the rows up to its own.
+    pub fn encode_prefill(
+        &self,
+        encoder: &mut CommandEncoder,
+        chunk: &PrefillBuffers,
+        rows: usize,
+        context_end: usize,
+        logits: ChunkLogits,
+    ) -> Result<()> {
+        let Forward {
+            config,
+            weights,
+            ops,
+            state,
+        } = *self;
+        let eps = config.rms_norm_eps;
+        let heads = Heads {
+            query: config.num_heads,
+            key_value: config.num_kv_heads,
+            dim: config.head_dim,
+        };
+        let (hidden_size, q_dim, kv_dim, inter) = (
+            config.hidden_size,
+            config.q_dim(),
+            config.kv_dim(),
+            config.intermediate_size,
+        );
+        let hidden = rows_of(&chunk.hidden, rows, hidden_size)?;
+        let normed = rows_of(&chunk.normed, rows, hidden_size)?;
+        let query = rows_of(&chunk.query, rows, q_dim)?;
+        let key = rows_of(&chunk.key, rows, kv_dim)?;
+        let value = rows_of(&chunk.value, rows, kv_dim)?;
+        let attention = rows_of(&chunk.attention, rows, q_dim)?;
+        let projected = rows_of(&chunk.projected, rows, hidden_size)?;
+        let gate = rows_of(&chunk.gate, rows, inter)?;
+        let up = rows_of(&chunk.up, rows, inter)?;
+        let activated = rows_of(&chunk.activated, rows, inter)?;
+
+        encoder.set_scope("embed");
+        ops.embedding
+            .encode(encoder, &weights.embedding, &chunk.tokens, 0, &hidden)?;
+
+        for (index, layer) in weights.layers.iter().enumerate() {
+            encoder.set_scope(&format!("layer.{index}.attn"));
+            ops.rms_norm_narrow
+                .encode(encoder, &hidden, &layer.input_norm, &normed, eps)?;
+            ops.matmul.encode(encoder, &layer.q_proj, &normed, &query)?;
+            ops.matmul.encode(encoder, &layer.k_proj, &normed, &key)?;
+            ops.matmul.encode(encoder, &layer.v_proj, &normed, &value)?;
+            if let Some([q_bias, k_bias, v_bias]) = &layer.qkv_bias {
+                ops.add_bias.encode(encoder, &query, q_bias)?;
+                ops.add_bias.encode(encoder, &key, k_bias)?;
+                ops.add_bias.encode(encoder, &value, v_bias)?;
+            }
+            let frequencies = &state.rope_frequencies;
+            ops.rope
+                .encode(encoder, &query, frequencies, &chunk.positions, 0, heads.query)?;
+            ops.rope
+                .encode(encoder, &key, frequencies, &chunk.positions, 0, heads.key_value)?;
+            let (key_cache, value_cache) = (&state.key_cache[index], &state.value_cache[index]);
+            ops.kv_append
+                .encode(encoder, &key, &value, key_cache, value_cache, &chunk.positions, 0)?;
+            ops.prefill_attention.encode(
+                encoder,
+                &query,
+                key_cache,
+                value_cache,
+                &chunk.positions,
+                0,
+                heads,
+                context_end,
+                &attention,
+            )?;
+            ops.matmul
+                .encode(encoder, &layer.o_proj, &attention, &projected)?;
+            if let Some(o_bias) = &layer.o_bias {
+                ops.add_bias.encode(encoder, &projected, o_bias)?;
+            }
+            ops.add_residual.encode(encoder, &hidden, &projected)?;
+
+            encoder.set_scope(&format!("layer.{index}.mlp"));
+            ops.rms_norm_narrow
+                .encode(encoder, &hidden, &layer.post_attention_norm, &normed, eps)?;
+            ops.matmul.encode(encoder, &layer.gate_proj, &normed, &gate)?;
+            ops.matmul.encode(encoder, &layer.up_proj, &normed, &up)?;
+            ops.silu_mul_narrow.encode(encoder, &gate, &up, &activated)?;
+            ops.matmul
+                .encode(encoder, &layer.down_proj, &activated, &projected)?;
+            ops.add_residual.encode(encoder, &hidden, &projected)?;
+        }
+
+        encoder.set_scope("lm_head");
+        let vocab = config.vocab_size;
+        match logits {
+            ChunkLogits::None => {}
+            ChunkLogits::Last => {
+                let last = hidden.slice((rows - 1) * hidden_size, hidden_size)?;
+                ops.rms_norm
+                    .encode(encoder, &last, &weights.final_norm, &state.normed, eps)?;
+                ops.matvec
+                    .encode(encoder, &weights.lm_head, &state.normed, &state.logits)?;
+            }
+            ChunkLogits::All => {
+                let all = chunk.logits.as_ref().ok_or_else(|| {
+                    ModelError::InvalidInput("every row's logits were asked of buffers without room for them".into())
+                })?;
+                let all = rows_of(all, rows, vocab)?;
+                ops.rms_norm_narrow
+                    .encode(encoder, &hidden, &weights.final_norm, &normed, eps)?;
+                ops.matmul.encode(encoder, &weights.lm_head, &normed, &all)?;
+                let last = all.slice((rows - 1) * vocab, vocab)?;
+                ops.copy.encode(encoder, &last, &state.logits)?;
+            }
+        }
+        Ok(())
+    }
+}
