@@ -10,6 +10,12 @@ run once as an uncounted warm-up and then -r times:
     N greedy decode steps with the KV cache (past_key_values), one token per
     step; only the N steps are timed; rate = N / seconds.
 
+With -d D (depth, as llama-bench's -d), D random tokens are prefilled once
+into a KV cache (not timed, in chunks of 2048); each pp and tg repetition
+then starts from that cache, which is cropped back to D positions after it.
+Prompt forwards compute the last position's logits only (`logits_to_keep`,
+where transformers has it), as a server and `kscope bench` do.
+
 The prompt is P random token ids in [0, vocab), drawn from --seed, so runs
 are repeatable. On CUDA the clocks are read after torch.cuda.synchronize().
 The report gives mean ± sample standard deviation of the rate over the -r
@@ -19,11 +25,13 @@ repetitions, as a Markdown table (default) or JSON. A test whose size is 0
 Example:
 
     python3 tools/reference/hf_bench.py --model DIR -p 128 -n 128 -r 5
+    python3 tools/reference/hf_bench.py --model DIR -p 0 -n 64 -d 32768 -r 3
 
 Needs: pip install torch transformers safetensors numpy
 """
 
 import argparse
+import inspect
 import json
 import os
 import platform
@@ -64,6 +72,9 @@ def parse_args():
     parser.add_argument("-n", type=int, default=128, help="generated tokens (default 128)")
     parser.add_argument("-r", type=int, default=5, help="repetitions (default 5)")
     parser.add_argument(
+        "-d", type=int, default=0, help="depth: positions in the KV cache before each test (default 0)"
+    )
+    parser.add_argument(
         "--device", choices=["cpu", "cuda"], help="default: cuda if available, else cpu"
     )
     parser.add_argument(
@@ -81,8 +92,8 @@ def parse_args():
 
 
 def check_sizes(args):
-    if args.p < 0 or args.n < 0:
-        fail("-p and -n must be >= 0")
+    if args.p < 0 or args.n < 0 or args.d < 0:
+        fail("-p, -n and -d must be >= 0")
     if args.p == 0 and args.n == 0:
         fail("nothing to run: -p and -n are both 0")
     if args.r < 1:
@@ -139,13 +150,48 @@ def synchronize(device):
         torch.cuda.synchronize()
 
 
-def time_prompt_processing(model, prompt_ids, device):
-    """Seconds for one forward of the whole prompt."""
+def last_logits_only(model):
+    """Keyword arguments that make a forward compute the last position's logits only."""
+    parameters = inspect.signature(model.forward).parameters
+    for name in ("logits_to_keep", "num_logits_to_keep"):
+        if name in parameters:
+            return {name: 1}
+    return {}
+
+
+def fill_depth(model, vocab_size, depth, seed, device):
+    """A KV cache holding `depth` random positions (None for depth 0)."""
+    if depth == 0:
+        return None
+    ids = make_prompt(vocab_size, depth, seed + 1, device)
+    cache = None
+    for start in range(0, depth, 2048):
+        output = model(
+            input_ids=ids[:, start : start + 2048],
+            past_key_values=cache,
+            use_cache=True,
+            **last_logits_only(model),
+        )
+        cache = output.past_key_values
+    synchronize(device)
+    return cache
+
+
+def rewind(cache, depth):
+    """Crops the cache back to `depth` positions after a repetition."""
+    if cache is not None:
+        cache.crop(depth)
+
+
+def time_prompt_processing(model, prompt_ids, cache, depth, device):
+    """Seconds for one forward of the whole prompt after `depth` cached positions."""
     synchronize(device)
     start = time.perf_counter()
-    model(input_ids=prompt_ids, use_cache=True)
+    model(input_ids=prompt_ids, past_key_values=cache, use_cache=True, **last_logits_only(model))
     synchronize(device)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    rewind(cache, depth)
+    return elapsed
 
 
 def greedy_next(output):
@@ -153,9 +199,9 @@ def greedy_next(output):
     return output.logits[:, -1].argmax(dim=-1, keepdim=True)
 
 
-def time_text_generation(model, first_token, n_gen, device):
-    """Seconds for n_gen greedy decode steps after an untimed 1-token prompt."""
-    output = model(input_ids=first_token, use_cache=True)
+def time_text_generation(model, first_token, n_gen, cache, depth, device):
+    """Seconds for n_gen greedy decode steps after an untimed 1-token step at `depth`."""
+    output = model(input_ids=first_token, past_key_values=cache, use_cache=True)
     past_key_values = output.past_key_values
     next_token = greedy_next(output)
     synchronize(device)
@@ -165,7 +211,9 @@ def time_text_generation(model, first_token, n_gen, device):
         past_key_values = output.past_key_values
         next_token = greedy_next(output)
     synchronize(device)
-    return time.perf_counter() - start
+    elapsed = time.perf_counter() - start
+    rewind(cache, depth)
+    return elapsed
 
 
 def measure_rates(time_once, tokens, reps):
@@ -184,20 +232,26 @@ def run_tests(model, args, vocab_size, device):
     """Returns a list of (test name, n_prompt, n_gen, rates)."""
     prompt_len = max(args.p, 1)
     prompt_ids = make_prompt(vocab_size, prompt_len, args.seed, device)
+    if args.d > 0:
+        log(f"hf_bench: filling {args.d} positions of context (-d)")
+    cache = fill_depth(model, vocab_size, args.d, args.seed, device)
+    at_depth = f" @ d{args.d}" if args.d > 0 else ""
     results = []
     if args.p > 0:
-        log(f"hf_bench: pp{args.p} ({args.r} reps + warm-up)")
+        log(f"hf_bench: pp{args.p}{at_depth} ({args.r} reps + warm-up)")
         rates = measure_rates(
-            lambda: time_prompt_processing(model, prompt_ids, device), args.p, args.r
+            lambda: time_prompt_processing(model, prompt_ids, cache, args.d, device), args.p, args.r
         )
-        results.append((f"pp{args.p}", args.p, 0, rates))
+        results.append((f"pp{args.p}{at_depth}", args.p, 0, rates))
     if args.n > 0:
-        log(f"hf_bench: tg{args.n} ({args.r} reps + warm-up)")
+        log(f"hf_bench: tg{args.n}{at_depth} ({args.r} reps + warm-up)")
         first_token = prompt_ids[:, :1]
         rates = measure_rates(
-            lambda: time_text_generation(model, first_token, args.n, device), args.n, args.r
+            lambda: time_text_generation(model, first_token, args.n, cache, args.d, device),
+            args.n,
+            args.r,
         )
-        results.append((f"tg{args.n}", 0, args.n, rates))
+        results.append((f"tg{args.n}{at_depth}", 0, args.n, rates))
     return results
 
 
@@ -218,6 +272,7 @@ def build_records(results, args, device):
                 "test": test,
                 "n_prompt": n_prompt,
                 "n_gen": n_gen,
+                "n_depth": args.d,
                 "reps": args.r,
                 "mean_tps": mean,
                 "stddev_tps": stddev,

@@ -8,7 +8,6 @@ use std::time::Instant;
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
 use kernelscope::DeviceOptions;
-use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Phase, ProfileLevel, Spread};
 use kernelscope::rng::SplitMix64;
 use kernelscope_model::{ExecutionMode, Model};
@@ -44,6 +43,11 @@ pub struct BenchArgs {
     /// Tokens generated per repetition (0 skips the test).
     #[arg(short = 'n', long = "n-gen", default_value_t = 128, value_parser = numbers::count)]
     pub generated_tokens: usize,
+    /// Depth: positions already in the KV cache when each test starts (as
+    /// llama-bench's -d). A random prompt of this length is prefilled once
+    /// (not timed); pp and tg then run from that position.
+    #[arg(short = 'd', long = "n-depth", default_value_t = 0, value_parser = numbers::count)]
+    pub depth: usize,
     /// Repetitions (after one warm-up that is not counted), 1 to 10000.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5, value_parser = numbers::count)]
     pub repetitions: usize,
@@ -65,17 +69,17 @@ pub struct BenchArgs {
     pub bandwidth_mib: usize,
 }
 
-/// Seconds to run `count` positions of `phase` from position 0.
-fn timed_run(model: &mut Model, tokens: &[u32], phase: Phase) -> Result<f64> {
+/// Seconds to run `tokens` as `phase` from position `depth`: a prompt
+/// (batched prefill, in the model's chunks) or greedy decode feeding back
+/// its own choices (in graph mode the next step is queued before the last
+/// one's token is read back).
+fn timed_run(model: &mut Model, tokens: &[u32], depth: usize, phase: Phase) -> Result<f64> {
     let start = Instant::now();
-    if phase == Phase::Decode {
-        // Feeds back its own choices; in graph mode the next step is queued
-        // before the last one's token is read back.
-        model.decode_greedy(tokens[0], 0, tokens.len(), |_| true)?;
-        return Ok(start.elapsed().as_secs_f64());
-    }
-    for (position, &token) in tokens.iter().enumerate() {
-        model.step(token, position, phase, Sampling::GREEDY, 0.0)?;
+    match phase {
+        Phase::Decode => model.decode_greedy(tokens[0], depth, tokens.len(), |_| true)?,
+        Phase::Prefill => {
+            model.prefill(tokens, depth)?;
+        }
     }
     Ok(start.elapsed().as_secs_f64())
 }
@@ -112,27 +116,39 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     });
     let longest = args.prompt_tokens.max(args.generated_tokens);
     let context = model.config().context_length();
-    if longest > context {
+    if args.depth.saturating_add(longest) > context {
         bail!(
-            "-p {} / -n {}: the model's context is {context} positions",
+            "-d {} + -p {} / -n {}: the model's context is {context} positions",
+            args.depth,
             args.prompt_tokens,
             args.generated_tokens
         );
     }
-    model.reserve_context(longest)?;
+    // The whole cache up front: a run that cannot fit fails before any test.
+    model.reserve_context(args.depth + longest)?;
     let vocab = model.config().vocab_size as u64;
     let mut rng = SplitMix64::new(args.seed);
     let tokens: Vec<u32> = (0..longest).map(|_| rng.below(vocab) as u32).collect();
+    if args.depth > 0 {
+        let history: Vec<u32> = (0..args.depth).map(|_| rng.below(vocab) as u32).collect();
+        eprintln!("bench: filling {} positions of context (-d)", args.depth);
+        model.prefill(&history, 0)?;
+    }
+    let at_depth = if args.depth > 0 {
+        format!(" @ d{}", args.depth)
+    } else {
+        String::new()
+    };
 
     let mut rows = Vec::new();
     for (test, count, phase) in [
         (
-            format!("pp{}", args.prompt_tokens),
+            format!("pp{}{at_depth}", args.prompt_tokens),
             args.prompt_tokens,
             Phase::Prefill,
         ),
         (
-            format!("tg{}", args.generated_tokens),
+            format!("tg{}{at_depth}", args.generated_tokens),
             args.generated_tokens,
             Phase::Decode,
         ),
@@ -145,10 +161,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             device.name(),
             args.repetitions
         );
-        timed_run(&mut model, &tokens[..count], phase)?;
+        timed_run(&mut model, &tokens[..count], args.depth, phase)?;
         let mut rates = Vec::new();
         for _ in 0..args.repetitions {
-            rates.push(count as f64 / timed_run(&mut model, &tokens[..count], phase)?);
+            rates.push(count as f64 / timed_run(&mut model, &tokens[..count], args.depth, phase)?);
         }
         let spread = Spread::of(&rates).expect("at least one repetition");
         rows.push((test, count, phase, spread));
@@ -202,6 +218,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                         "test": test,
                         "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },
                         "n_gen": if *phase == Phase::Decode { *count } else { 0 },
+                        "n_depth": args.depth,
+                        "prefill_chunk": model.prefill_chunk(),
                         "reps": spread.count,
                         "mean_tps": spread.mean,
                         "stddev_tps": spread.stddev,

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use kernelscope::{DType, Device, DeviceOptions};
 use kernelscope_model::{
-    LoadOptions, Model, SyntheticOptions, Tokenizer, looks_like_repo_id, resolve_hub_model,
+    DEFAULT_PREFILL_CHUNK, LoadOptions, Model, SyntheticOptions, Tokenizer, looks_like_repo_id, resolve_hub_model,
 };
 
 /// Which model and device.
@@ -37,6 +37,15 @@ pub struct ModelArgs {
     /// No progress bar while loading.
     #[arg(long)]
     pub quiet: bool,
+    /// Prompt positions per forward pass: 1 runs a prompt position by
+    /// position (as decode runs); larger values run chunks of that many as
+    /// one pass, each projection one GEMM over the chunk.
+    #[arg(long, default_value_t = DEFAULT_PREFILL_CHUNK, value_name = "N", value_parser = crate::numbers::positive_count)]
+    pub prefill_chunk: usize,
+    /// Element type of the KV cache (bf16, f16, f32). Default: the weights'
+    /// dtype; f32 is the reference path.
+    #[arg(long, value_name = "DTYPE", value_parser = parse_weight_dtype)]
+    pub kv_dtype: Option<DType>,
 }
 
 /// `bf16`, `f16`, `f32`.
@@ -131,6 +140,11 @@ impl ModelArgs {
                 (model, None)
             }
         };
+        let mut model = model;
+        model.set_prefill_chunk(self.prefill_chunk)?;
+        if let Some(dtype) = self.kv_dtype {
+            model.set_kv_dtype(dtype)?;
+        }
         Ok(Opened {
             device,
             device_reason,

@@ -10,6 +10,14 @@ pub fn count(text: &str) -> Result<usize, String> {
         .map_err(|_| format!("`{text}` is not a count: expected a whole number >= 0"))
 }
 
+/// A positive count (`--prefill-chunk`): a whole number >= 1.
+pub fn positive_count(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<usize>() {
+        Ok(value) if value >= 1 => Ok(value),
+        _ => Err(format!("`{text}` is not a positive count: expected a whole number >= 1")),
+    }
+}
+
 /// A seed: a whole number in 0..=2^64-1.
 pub fn seed(text: &str) -> Result<u64, String> {
     text.trim()
@@ -47,6 +55,10 @@ mod tests {
             );
         }
         assert!(seed("-1").unwrap_err().contains("`-1` is not a seed"));
+        assert_eq!(positive_count("3"), Ok(3));
+        for bad in ["0", "-1", "x"] {
+            assert!(positive_count(bad).unwrap_err().contains(">= 1"), "{bad}");
+        }
         assert!(token_id("4294967296").unwrap_err().contains("token id"));
         assert_eq!(finite("-0.5"), Ok(-0.5));
         assert!(finite("inf").is_err() && finite("NaN").is_err());
