@@ -132,6 +132,27 @@ impl Model {
         self.run_prompt(prompt, start, Readback::Token, &mut || Choice::Greedy, &mut |_, _| {})
     }
 
+    /// Sets the KV cache's element type (the weights' dtype by default; f32
+    /// is the reference path). The cache is emptied: call before a prompt.
+    pub fn set_kv_dtype(&mut self, dtype: DType) -> Result<()> {
+        if !kernelscope::ops::WEIGHT_DTYPES.contains(&dtype) {
+            return Err(ModelError::InvalidInput(format!(
+                "--kv-dtype {dtype}: the KV cache holds f32, f16 or bf16"
+            )));
+        }
+        self.ops.set_kv_dtype(&self.device, dtype)?;
+        self.state.key_cache.clear();
+        self.state.value_cache.clear();
+        self.state.context = 0;
+        self.executor.invalidate();
+        Ok(())
+    }
+
+    /// The KV cache's element type.
+    pub fn kv_dtype(&self) -> DType {
+        self.ops.kv_dtype
+    }
+
     /// How steps reach the device.
     pub fn execution_mode(&self) -> ExecutionMode {
         self.executor.mode()
@@ -193,13 +214,15 @@ impl Model {
         }
         let kept_positions = self.state.context;
         let requested = positions;
+        let kv_dtype = self.ops.kv_dtype;
+        let kv_element = kv_dtype.size_in_bytes();
         let mut positions = positions.max(kept_positions.saturating_mul(2)).min(context);
         // Checked before allocating: the caches for `positions`, next to what
         // the device has free (the old caches are freed only after the copy).
         let cache_bytes = |positions: usize| {
             (positions as u64)
                 .checked_mul(self.config.kv_dim() as u64)
-                .and_then(|bytes| bytes.checked_mul(2 * 4 * self.config.num_layers as u64))
+                .and_then(|bytes| bytes.checked_mul(2 * kv_element as u64 * self.config.num_layers as u64))
         };
         let fits = |bytes: Option<u64>| match (bytes, self.device.memory_info()) {
             (None, _) => false,
@@ -214,21 +237,25 @@ impl Model {
             let available_mib = self.device.memory_info().map_or(0, |memory| memory.free >> 20);
             return Err(ModelError::OutOfMemory {
                 what: format!(
-                    "a KV cache of {positions} positions ({} layers x {} values x 2, f32)",
+                    "a KV cache of {positions} positions ({} layers x {} values x 2, {kv_dtype})",
                     self.config.num_layers,
                     self.config.kv_dim()
                 ),
                 needed_mib: cache_bytes(positions).map_or(u64::MAX, |bytes| bytes.div_ceil(1 << 20)),
                 available_mib,
                 device: self.device.name().to_string(),
-                hint: "; ask for fewer tokens (--max-tokens, -p, -n)".to_string(),
+                hint: if kv_dtype == DType::F32 && self.weights.dtype != DType::F32 {
+                    "; ask for fewer tokens (--max-tokens, -p, -n, -d), or drop --kv-dtype f32".to_string()
+                } else {
+                    "; ask for fewer tokens (--max-tokens, -p, -n, -d)".to_string()
+                },
             });
         }
         let kv = self.config.kv_dim();
         let layers = self.config.num_layers;
         let cache = || {
             (0..layers)
-                .map(|_| self.device.alloc(DType::F32, &[positions, kv]))
+                .map(|_| self.device.alloc(kv_dtype, &[positions, kv]))
                 .collect::<kernelscope::Result<Vec<_>>>()
         };
         let (keys, values) = (cache()?, cache()?);

@@ -1,0 +1,163 @@
+//! Batched prefill against the token-by-token path, on every backend and
+//! fixture architecture: the logits of every prompt position agree for
+//! prompts shorter than a chunk, exactly one chunk, one past it and several
+//! chunks; a later token never changes an earlier position's logits (the
+//! causal mask); greedy decode continues the same after either prefill; a
+//! bf16 KV cache stays close to an f32 one.
+
+use kernelscope::testing::Backend;
+use kernelscope::{DType, Device, DeviceOptions};
+use kernelscope_model::{GenerationRequest, Model, SyntheticOptions};
+
+/// The chunk the tests batch by: small, so several chunks fit in short prompts.
+const CHUNK: usize = 8;
+
+/// f32 weights and KV cache: both paths do the same math in f32 and differ
+/// only in summation order, so rows agree to f32 rounding (max |a - b| over
+/// a row divided by the row's largest |logit|).
+const F32_TOLERANCE: f32 = 1e-4;
+
+/// bf16 weights and KV cache: batched prefill rounds what feeds each GEMM to
+/// bf16 (as PyTorch does for a bf16 model) where the token-by-token
+/// mat-vec reads f32 activations, so rows differ by a few bf16 roundings
+/// (2^-8 relative each) carried through the layers.
+const BF16_TOLERANCE: f32 = 3e-2;
+
+const PRESETS: [(&str, u64); 3] = [("tiny", 1), ("tiny-qwen2", 2), ("tiny-llama3", 3)];
+
+fn worst_relative_error(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    assert_eq!(a.len(), b.len(), "rows");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            let scale = y.iter().fold(0f32, |m, v| m.max(v.abs()));
+            x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs())) / scale
+        })
+        .fold(0f32, f32::max)
+}
+
+fn model(device: &Device, preset: &str, seed: u64, dtype: DType, chunk: usize) -> Model {
+    let mut model = Model::from_preset(
+        preset,
+        device,
+        SyntheticOptions {
+            dtype,
+            seed,
+            quiet: true,
+        },
+    )
+    .unwrap();
+    model.set_prefill_chunk(chunk).unwrap();
+    model
+}
+
+/// A prompt of `length` tokens from `seed`, within the vocabulary.
+fn prompt(model: &Model, length: usize, seed: u64) -> Vec<u32> {
+    let vocab = model.config().vocab_size as u64;
+    let mut rng = kernelscope::rng::SplitMix64::new(seed);
+    (0..length).map(|_| rng.below(vocab) as u32).collect()
+}
+
+/// The logits of every prompt position and of the generated tokens but the
+/// last, and the generated tokens.
+fn run(model: &mut Model, prompt: &[u32], generate: usize) -> (Vec<Vec<f32>>, Vec<u32>) {
+    let generation = model
+        .generate(&GenerationRequest {
+            stop_at_eos: false,
+            keep_logits: true,
+            ..GenerationRequest::new(prompt, generate)
+        })
+        .unwrap();
+    (generation.logits, generation.generated)
+}
+
+fn batched_prefill_matches_token_by_token(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new()) else {
+        return;
+    };
+    for (dtype, tolerance) in [(DType::F32, F32_TOLERANCE), (DType::BF16, BF16_TOLERANCE)] {
+        for (preset, seed) in PRESETS {
+            let mut stepped = model(&device, preset, seed, dtype, 1);
+            let mut batched = model(&device, preset, seed, dtype, CHUNK);
+            for length in [1, 2, 7, CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 2] {
+                let tokens = prompt(&stepped, length, seed * 100 + length as u64);
+                let (reference, reference_tokens) = run(&mut stepped, &tokens, 4);
+                let (logits, generated) = run(&mut batched, &tokens, 4);
+                assert_eq!(logits.len(), length + 3, "a row per prompt position and decode step");
+                let error = worst_relative_error(&logits, &reference);
+                eprintln!("{preset} {dtype} prompt {length}: worst relative error {error:e}");
+                assert!(
+                    error <= tolerance,
+                    "{preset} {dtype} prompt of {length} on {}: relative error {error:e} > {tolerance:e}",
+                    device.name()
+                );
+                if dtype == DType::F32 {
+                    assert_eq!(generated, reference_tokens, "{preset} prompt {length}: greedy tokens");
+                }
+            }
+        }
+    }
+}
+
+fn a_later_token_never_changes_earlier_logits(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new()) else {
+        return;
+    };
+    for (preset, seed) in PRESETS {
+        let mut batched = model(&device, preset, seed, DType::F32, CHUNK);
+        let length = 2 * CHUNK + 3;
+        let original = prompt(&batched, length, seed);
+        let (before, _) = run(&mut batched, &original, 1);
+        for changed_at in [1, CHUNK - 1, CHUNK + 4, length - 1] {
+            let mut changed = original.clone();
+            changed[changed_at] = (changed[changed_at] + 1) % batched.config().vocab_size as u32;
+            let (after, _) = run(&mut batched, &changed, 1);
+            for position in 0..changed_at {
+                assert_eq!(
+                    after[position], before[position],
+                    "{preset}: changing token {changed_at} changed position {position}'s logits"
+                );
+            }
+            assert_ne!(
+                after[changed_at], before[changed_at],
+                "{preset}: the changed position's own logits must change (else this test proves nothing)"
+            );
+        }
+    }
+}
+
+fn bf16_kv_cache_stays_close_to_f32(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new()) else {
+        return;
+    };
+    for (preset, seed) in PRESETS {
+        let mut reference = model(&device, preset, seed, DType::F32, CHUNK);
+        reference.set_kv_dtype(DType::F32).unwrap();
+        let mut narrow = model(&device, preset, seed, DType::F32, CHUNK);
+        narrow.set_kv_dtype(DType::BF16).unwrap();
+        let tokens = prompt(&reference, 2 * CHUNK + 5, seed);
+        let (expected, _) = run(&mut reference, &tokens, 6);
+        let (logits, _) = run(&mut narrow, &tokens, 6);
+        let error = worst_relative_error(&logits, &expected);
+        eprintln!("{preset}: bf16 KV cache vs f32, worst relative error {error:e}");
+        assert!(error <= BF16_TOLERANCE, "{preset}: {error:e}");
+        assert!(error > 0.0, "{preset}: the bf16 cache must round something");
+    }
+}
+
+fn a_zero_chunk_is_refused(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new()) else {
+        return;
+    };
+    let mut model = model(&device, "tiny", 1, DType::F32, CHUNK);
+    let error = model.set_prefill_chunk(0).unwrap_err().to_string();
+    assert!(error.contains("--prefill-chunk"), "{error}");
+    assert_eq!(model.prefill_chunk(), CHUNK);
+}
+
+kernelscope::device_tests!(
+    batched_prefill_matches_token_by_token,
+    a_later_token_never_changes_earlier_logits,
+    bf16_kv_cache_stays_close_to_f32,
+    a_zero_chunk_is_refused,
+);
