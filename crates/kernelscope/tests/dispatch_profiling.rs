@@ -358,7 +358,51 @@ fn many_replays_are_all_timed_inside_their_submissions(backend: Backend) {
     }
 }
 
+/// A dispatch whose work grows with a position held in device memory,
+/// captured once and replayed at several positions: each replay records
+/// the cost at its own position, a replay not told its position the cost
+/// captured.
+fn replays_record_the_cost_at_their_position(backend: Backend) {
+    let Some(device) = dispatch_profiled_device(backend) else {
+        return;
+    };
+    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let n = 64;
+    let input = device.buffer_from_slice(&random_f32(9, n), &[n]).unwrap();
+    let output = device.alloc(DType::F32, &[n]).unwrap();
+    let mut encoder = device.command_encoder();
+    encoder.begin_capture().unwrap();
+    let (base_bytes, base_flops) = (5_000u64, 900u64);
+    encoder
+        .dispatch(
+            inc_one_dispatch(&kernel, &input, &output)
+                .cost(base_bytes, base_flops)
+                .cost_per_position(10, 100, 4),
+        )
+        .unwrap();
+    let graph = encoder.end_capture().unwrap();
+    encoder.replay_at(&graph, 25).unwrap();
+    encoder.commit_and_wait_labeled("at 25").unwrap();
+    encoder.replay(&graph).unwrap();
+    encoder.commit_and_wait_labeled("as captured").unwrap();
+    encoder.replay_at(&graph, 3).unwrap();
+    encoder.commit_and_wait_labeled("at 3").unwrap();
+    if !device.capabilities().dispatch_timing_in_graphs {
+        return;
+    }
+    let groups = device.profiler().dispatches_by_label();
+    let cost = |label: &str| {
+        let records = &groups.iter().find(|(name, _)| name == label).unwrap().1;
+        assert_eq!(records.len(), 1, "{label}");
+        (records[0].bytes, records[0].flops)
+    };
+    assert_eq!(cost("at 25"), (base_bytes + 15 * 100, base_flops + 15 * 4));
+    assert_eq!(cost("as captured"), (base_bytes, base_flops));
+    assert_eq!(cost("at 3"), (base_bytes - 7 * 100, base_flops - 7 * 4));
+}
+
 kernelscope::device_tests!(
+    replays_record_the_cost_at_their_position,
     many_replays_are_all_timed_inside_their_submissions,
     two_dispatches_in_one_labeled_submission,
     dispatches_are_grouped_by_label,

@@ -28,9 +28,40 @@ pub(crate) struct DispatchMeta {
     pub bytes: u64,
     /// Floating-point operations it declares.
     pub flops: u64,
+    /// How the cost grows with the position it runs at, when it does.
+    pub per_position: Option<PositionCost>,
+}
+
+/// A cost declared at `context` positions that grows by `bytes` and
+/// `flops` per position (see `Dispatch::cost_per_position`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PositionCost {
+    /// The positions the declared cost is for.
+    pub context: u64,
+    /// Bytes per position.
+    pub bytes: u64,
+    /// Flops per position.
+    pub flops: u64,
 }
 
 impl DispatchMeta {
+    /// This dispatch as run at `context` positions: its cost moved along
+    /// its per-position slope, when it has one and a context is known.
+    pub(crate) fn at_context(&self, context: Option<u64>) -> DispatchMeta {
+        let mut meta = self.clone();
+        if let (Some(slope), Some(context)) = (self.per_position, context) {
+            let moved = |declared: u64, per_position: u64| {
+                let delta = i128::from(context) - i128::from(slope.context);
+                (i128::from(declared) + delta * i128::from(per_position)).clamp(0, i128::from(u64::MAX))
+                    as u64
+            };
+            meta.bytes = moved(self.bytes, slope.bytes);
+            meta.flops = moved(self.flops, slope.flops);
+            meta.per_position = Some(PositionCost { context, ..slope });
+        }
+        meta
+    }
+
     /// The record of this dispatch, run as `index` of submission
     /// `submission` (labeled `label`) from `start_ns` to `end_ns`.
     pub(crate) fn record(

@@ -21,8 +21,12 @@ pub(crate) struct RecordedDispatch {
 pub(crate) enum Command {
     Dispatch(Arc<RecordedDispatch>),
     Barrier,
-    /// A replay of a captured graph (CUDA: one graph launch).
-    Replay(Arc<Recording>),
+    /// A replay of a captured graph (CUDA: one graph launch), at `context`
+    /// positions where the caller said (see `DispatchMeta::at_context`).
+    Replay {
+        recording: Arc<Recording>,
+        context: Option<u64>,
+    },
 }
 
 /// One node of a captured graph: the command plus what replay must count.

@@ -3,6 +3,7 @@
 //! bytes and flops it moves for the roofline.
 
 use super::{Buffer, Kernel, MemRange, OpKind};
+use crate::profile::PositionCost;
 
 /// How a kernel uses a buffer argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +134,7 @@ pub struct Dispatch {
     pub(crate) grid: LaunchGrid,
     pub(crate) bytes: u64,
     pub(crate) flops: u64,
+    pub(crate) per_position: Option<PositionCost>,
     pub(crate) op_kind: Option<OpKind>,
 }
 
@@ -145,6 +147,7 @@ impl Dispatch {
             grid: LaunchGrid::default(),
             bytes: 0,
             flops: 0,
+            per_position: None,
             op_kind: None,
         }
     }
@@ -189,6 +192,22 @@ impl Dispatch {
     pub fn cost(mut self, bytes: u64, flops: u64) -> Self {
         self.bytes = bytes;
         self.flops = flops;
+        self
+    }
+
+    /// Declares that the cost given to [`cost`](Self::cost) is that of
+    /// `context` positions and grows by `bytes` and `flops` per position:
+    /// a kernel that reads its position from device memory (attention over
+    /// the KV cache) does work that depends on it, and a graph captured at
+    /// one position is replayed at others. A replay told its context
+    /// ([`CommandEncoder::replay_at`](super::CommandEncoder::replay_at))
+    /// records the cost at that context.
+    pub fn cost_per_position(mut self, context: u64, bytes: u64, flops: u64) -> Self {
+        self.per_position = Some(PositionCost {
+            context,
+            bytes,
+            flops,
+        });
         self
     }
 

@@ -197,6 +197,7 @@ impl CommandEncoder {
             scope: self.scope.clone(),
             bytes: dispatch.bytes,
             flops: dispatch.flops,
+            per_position: dispatch.per_position,
         };
         let recorded = Arc::new(RecordedDispatch { dispatch, meta });
         match &mut self.capture {
@@ -261,6 +262,18 @@ impl CommandEncoder {
     /// Adds a replay of `graph` to the open submission. Counts one graph
     /// launch and each of its dispatches and barriers once.
     pub fn replay(&mut self, graph: &Graph) -> Result<()> {
+        self.replay_with(graph, None)
+    }
+
+    /// [`replay`](Self::replay) at `context` positions: dispatches whose
+    /// cost grows with the position (`Dispatch::cost_per_position`) are
+    /// recorded with their cost at that context rather than at the one
+    /// they were captured at.
+    pub fn replay_at(&mut self, graph: &Graph, context: usize) -> Result<()> {
+        self.replay_with(graph, Some(context as u64))
+    }
+
+    fn replay_with(&mut self, graph: &Graph, context: Option<u64>) -> Result<()> {
         if self.capture.is_some() {
             return Err(Error::EncoderState(
                 "replay: cannot replay a graph while capturing".into(),
@@ -280,7 +293,10 @@ impl CommandEncoder {
                 GraphNode::Barrier { automatic } => self.count_barrier(*automatic),
             }
         }
-        self.queue.push(Command::Replay(graph.recording().clone()));
+        self.queue.push(Command::Replay {
+            recording: graph.recording().clone(),
+            context,
+        });
         // A replay is ordered like a launch on an in-order stream: after
         // everything before it and before everything after it, with no
         // barrier of ours.

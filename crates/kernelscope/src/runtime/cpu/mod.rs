@@ -79,15 +79,17 @@ impl CpuDevice {
         // Barriers order nothing on this in-order queue; replays run their
         // recorded dispatches in order.
         let dispatches = commands.iter().flat_map(
-            |command| -> Box<dyn Iterator<Item = &Arc<super::command::RecordedDispatch>>> {
+            |command| -> Box<dyn Iterator<Item = (&Arc<super::command::RecordedDispatch>, Option<u64>)>> {
                 match command {
-                    Command::Dispatch(recorded) => Box::new(std::iter::once(recorded)),
+                    Command::Dispatch(recorded) => Box::new(std::iter::once((recorded, None))),
                     Command::Barrier => Box::new(std::iter::empty()),
-                    Command::Replay(recording) => Box::new(recording.dispatches()),
+                    Command::Replay { recording, context } => {
+                        Box::new(recording.dispatches().map(move |recorded| (recorded, *context)))
+                    }
                 }
             },
         );
-        for recorded in dispatches {
+        for (recorded, context) in dispatches {
             let dispatch_start = if time_dispatches { profiler.now_ns() } else { 0 };
             let kernel = recorded.dispatch.kernel();
             let function = kernel.loaded::<CpuKernelFn>().ok_or_else(|| Error::KernelMissing {
@@ -98,11 +100,14 @@ impl CpuDevice {
             function(&KernelArgs::new(kernel.name(), recorded.dispatch.args()))?;
             if time_dispatches {
                 let end = profiler.now_ns();
-                records.push(
-                    recorded
-                        .meta
-                        .record(label, submission, index, None, dispatch_start, end),
-                );
+                records.push(recorded.meta.at_context(context).record(
+                    label,
+                    submission,
+                    index,
+                    None,
+                    dispatch_start,
+                    end,
+                ));
             }
             index += 1;
         }

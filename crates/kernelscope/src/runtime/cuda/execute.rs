@@ -18,7 +18,7 @@ use crate::runtime::command::{Command, RecordedDispatch};
 fn replays_only(commands: &[Command]) -> bool {
     commands
         .iter()
-        .any(|command| matches!(command, Command::Replay(_)))
+        .any(|command| matches!(command, Command::Replay { .. }))
         && !commands
             .iter()
             .any(|command| matches!(command, Command::Dispatch(_)))
@@ -27,14 +27,16 @@ fn replays_only(commands: &[Command]) -> bool {
 /// Queues the CUPTI records a dispatch's launch will produce: one for our
 /// kernel; one per library kernel, the declared cost on the first (the
 /// op's bytes and flops are counted once, whatever the library splits).
+/// A replay's records take their cost at the replay's context.
 fn expect_records(
     timed: &mut Vec<PendingDispatch>,
     index: &mut u32,
     recorded: &RecordedDispatch,
     launched: Launched,
+    context: Option<u64>,
 ) {
     for kernel in 0..launched.records() {
-        let mut meta = recorded.meta.clone();
+        let mut meta = recorded.meta.at_context(context);
         if kernel > 0 {
             meta.bytes = 0;
             meta.flops = 0;
@@ -65,8 +67,8 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
     // held: making a plan may load the library's kernels, which waits for
     // the device, and a held stream would never get there.
     for command in commands {
-        if let Command::Replay(graph) = command {
-            ensure_captured(state, graph)?;
+        if let Command::Replay { recording, .. } = command {
+            ensure_captured(state, recording)?;
         }
     }
     // Only graph replays are held: measured, a replay's first kernel started
@@ -121,14 +123,17 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
                     timed.push(expect(recorded, index, Some((before, stream.record_event()?))));
                     index += 1;
                 } else if cupti {
-                    expect_records(&mut timed, &mut index, recorded, launched);
+                    expect_records(&mut timed, &mut index, recorded, launched, None);
                 } else {
                     index += 1;
                 }
             }
             // An in-order stream already orders every launch after the last.
             Command::Barrier => {}
-            Command::Replay(graph) => {
+            Command::Replay {
+                recording: graph,
+                context,
+            } => {
                 if time_dispatches && !cupti {
                     profiler.warn_once(
                         "graph-dispatch-timing",
@@ -138,7 +143,7 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
                 let launched = launch_recording(state, graph)?;
                 for (recorded, &launched) in graph.dispatches().zip(launched) {
                     if cupti {
-                        expect_records(&mut timed, &mut index, recorded, launched);
+                        expect_records(&mut timed, &mut index, recorded, launched, *context);
                     } else {
                         index += 1;
                     }
