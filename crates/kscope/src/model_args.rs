@@ -7,7 +7,8 @@ use anyhow::{Context, Result, bail};
 use clap::Args;
 use kernelscope::{DType, Device, DeviceOptions};
 use kernelscope_model::{
-    DEFAULT_PREFILL_CHUNK, LoadOptions, Model, SyntheticOptions, Tokenizer, looks_like_repo_id, resolve_hub_model,
+    DEFAULT_PREFILL_CHUNK, LoadOptions, Model, SyntheticOptions, Tokenizer, looks_like_repo_id,
+    resolve_hub_model,
 };
 
 /// Which model and device.

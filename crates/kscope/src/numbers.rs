@@ -14,7 +14,9 @@ pub fn count(text: &str) -> Result<usize, String> {
 pub fn positive_count(text: &str) -> Result<usize, String> {
     match text.trim().parse::<usize>() {
         Ok(value) if value >= 1 => Ok(value),
-        _ => Err(format!("`{text}` is not a positive count: expected a whole number >= 1")),
+        _ => Err(format!(
+            "`{text}` is not a positive count: expected a whole number >= 1"
+        )),
     }
 }
 

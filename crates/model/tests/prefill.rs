@@ -83,7 +83,11 @@ fn batched_prefill_matches_token_by_token(backend: Backend) {
                 let tokens = prompt(&stepped, length, seed * 100 + length as u64);
                 let (reference, reference_tokens) = run(&mut stepped, &tokens, 4);
                 let (logits, generated) = run(&mut batched, &tokens, 4);
-                assert_eq!(logits.len(), length + 3, "a row per prompt position and decode step");
+                assert_eq!(
+                    logits.len(),
+                    length + 3,
+                    "a row per prompt position and decode step"
+                );
                 let error = worst_relative_error(&logits, &reference);
                 eprintln!("{preset} {dtype} prompt {length}: worst relative error {error:e}");
                 assert!(
@@ -92,7 +96,10 @@ fn batched_prefill_matches_token_by_token(backend: Backend) {
                     device.name()
                 );
                 if dtype == DType::F32 {
-                    assert_eq!(generated, reference_tokens, "{preset} prompt {length}: greedy tokens");
+                    assert_eq!(
+                        generated, reference_tokens,
+                        "{preset} prompt {length}: greedy tokens"
+                    );
                 }
             }
         }

@@ -293,13 +293,16 @@ impl Executor {
             None => None,
         };
         let all_logits = match (logits, &chunk.logits) {
-            (ChunkLogits::All, Some(all)) => {
-                Some(all.slice(0, rows * forward.config.vocab_size)?.read_later::<f32>()?)
-            }
+            (ChunkLogits::All, Some(all)) => Some(
+                all.slice(0, rows * forward.config.vocab_size)?
+                    .read_later::<f32>()?,
+            ),
             _ => None,
         };
         let output = ChunkOutput {
-            token: token.map(|token| token.wait().map(|values| values[0])).transpose()?,
+            token: token
+                .map(|token| token.wait().map(|values| values[0]))
+                .transpose()?,
             logits: all_logits.map(PendingRead::wait).transpose()?,
         };
         profiler.end_token();

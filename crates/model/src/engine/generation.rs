@@ -169,7 +169,13 @@ impl Model {
             .filter(|buffers| buffers.serve(capacity, all_logits));
         let buffers = match reusable {
             Some(buffers) => buffers,
-            None => PrefillBuffers::new(&self.config, &self.device, self.weights.dtype, capacity, all_logits)?,
+            None => PrefillBuffers::new(
+                &self.config,
+                &self.device,
+                self.weights.dtype,
+                capacity,
+                all_logits,
+            )?,
         };
         let vocab = self.config.vocab_size;
         let mut first = start;
@@ -288,9 +294,13 @@ impl Model {
         };
         let stops = |token: u32| stop_at_eos && stop_tokens.contains(&token);
 
-        let next = self.run_prompt(prompt, 0, readback, &mut || chooser.next(), &mut |duration, output| {
-            generation.record(Phase::Prefill, duration, output)
-        })?;
+        let next = self.run_prompt(
+            prompt,
+            0,
+            readback,
+            &mut || chooser.next(),
+            &mut |duration, output| generation.record(Phase::Prefill, duration, output),
+        )?;
         generation.generated.push(next);
         on_token(next)?;
         generation.stopped_at_eos = stops(next);

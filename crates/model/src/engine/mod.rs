@@ -129,7 +129,13 @@ impl Model {
                 limit: self.context_limit(),
             });
         }
-        self.run_prompt(prompt, start, Readback::Token, &mut || Choice::Greedy, &mut |_, _| {})
+        self.run_prompt(
+            prompt,
+            start,
+            Readback::Token,
+            &mut || Choice::Greedy,
+            &mut |_, _| {},
+        )
     }
 
     /// Sets the KV cache's element type (the weights' dtype by default; f32

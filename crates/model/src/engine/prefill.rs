@@ -54,7 +54,13 @@ pub(crate) struct PrefillBuffers {
 impl PrefillBuffers {
     /// Buffers for `capacity` rows; with `all_logits`, room for every
     /// row's logits too.
-    pub fn new(config: &Config, device: &Device, weight_dtype: DType, capacity: usize, all_logits: bool) -> Result<Self> {
+    pub fn new(
+        config: &Config,
+        device: &Device,
+        weight_dtype: DType,
+        capacity: usize,
+        all_logits: bool,
+    ) -> Result<Self> {
         let rows = |dtype: DType, width: usize| device.alloc(dtype, &[capacity * width]);
         Ok(PrefillBuffers {
             capacity,
@@ -199,7 +205,9 @@ impl Forward<'_> {
             }
             ChunkLogits::All => {
                 let all = chunk.logits.as_ref().ok_or_else(|| {
-                    ModelError::InvalidInput("every row's logits were asked of buffers without room for them".into())
+                    ModelError::InvalidInput(
+                        "every row's logits were asked of buffers without room for them".into(),
+                    )
                 })?;
                 let all = rows_of(all, rows, vocab)?;
                 ops.rms_norm_narrow
