@@ -5,8 +5,9 @@
 //! causal mask); greedy decode continues the same after either prefill; a
 //! bf16 KV cache stays close to an f32 one.
 
+use kernelscope::profile::ProfileLevel;
 use kernelscope::testing::Backend;
-use kernelscope::{DType, Device, DeviceOptions};
+use kernelscope::{DType, Device, DeviceOptions, OpKind};
 use kernelscope_model::{GenerationRequest, Model, SyntheticOptions};
 
 /// The chunk the tests batch by: small, so several chunks fit in short prompts.
@@ -152,6 +153,70 @@ fn bf16_kv_cache_stays_close_to_f32(backend: Backend) {
     }
 }
 
+/// A batched prefill profiled at dispatch level: the GEMMs appear as
+/// dispatches under their layer's scope with their flops (on CUDA, as the
+/// library's own kernels, timed by CUPTI), and the dispatch times add up to
+/// the submission's within 5 %. On a GPU the model has Llama-3.2-1B's
+/// layer shapes (two layers, a 32k vocabulary, so it is quick to write):
+/// the tiny fixtures' kernels take less time than their launches, which
+/// leaves the device idle between them and says nothing of the clocks.
+fn batched_prefill_profile_shows_the_gemm_kernels(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new().profile(ProfileLevel::Dispatch)) else {
+        return;
+    };
+    let mut model = match backend {
+        Backend::Cpu => model(&device, "tiny-llama3", 3, DType::BF16, 64),
+        Backend::Cuda => {
+            let mut config = kernelscope_model::preset("llama-3.2-1b").unwrap();
+            config.num_layers = 2;
+            config.vocab_size = 32_000;
+            config.eos_token_ids.clear();
+            let directory = std::env::temp_dir().join(format!("kscope-prefill-profile-{}", std::process::id()));
+            kernelscope_model::synthetic::write_checkpoint(
+                &config,
+                &directory,
+                SyntheticOptions {
+                    dtype: DType::BF16,
+                    seed: 4,
+                    quiet: true,
+                },
+            )
+            .unwrap();
+            let model = Model::load(&directory, &device, kernelscope_model::LoadOptions { quiet: true });
+            std::fs::remove_dir_all(&directory).unwrap();
+            let mut model = model.unwrap();
+            model.set_prefill_chunk(512).unwrap();
+            model
+        }
+    };
+    let tokens = prompt(&model, model.prefill_chunk(), 5);
+    for _ in 0..3 {
+        model.prefill(&tokens, 0).unwrap();
+    }
+    let profile = device.profile(device.conditions("eager", None, None));
+    let gemms: Vec<_> = profile
+        .dispatches
+        .iter()
+        .filter(|record| record.op_kind == OpKind::MatMul)
+        .collect();
+    let layers = model.config().num_layers;
+    assert!(gemms.len() >= 3 * 7 * layers, "7 GEMMs per layer per prefill: {}", gemms.len());
+    assert!(gemms.iter().all(|record| record.scope.starts_with("layer.")));
+    let flops: u64 = gemms.iter().map(|record| record.flops).sum();
+    assert!(flops > 0);
+    if backend == Backend::Cuda && device.capabilities().dispatch_timing_in_graphs {
+        assert!(
+            gemms.iter().all(|record| !record.kernel.starts_with("matmul_")),
+            "the library's kernels, by their own names"
+        );
+    }
+    assert!(gemms.iter().all(|record| record.end_ns > record.start_ns), "timed");
+    let checks = kernelscope::profile::cross_check(&profile);
+    let prefill = checks.iter().find(|check| check.label == "prefill").expect("prefill cross-check");
+    assert_eq!(prefill.submissions, 3);
+    assert!(prefill.drift.abs() <= 0.05, "cross-check drift {:.3}", prefill.drift);
+}
+
 fn a_zero_chunk_is_refused(backend: Backend) {
     let Some(device) = backend.device(DeviceOptions::new()) else {
         return;
@@ -166,5 +231,6 @@ kernelscope::device_tests!(
     batched_prefill_matches_token_by_token,
     a_later_token_never_changes_earlier_logits,
     bf16_kv_cache_stays_close_to_f32,
+    batched_prefill_profile_shows_the_gemm_kernels,
     a_zero_chunk_is_refused,
 );
