@@ -64,12 +64,26 @@ fn refuses_wrong_ranks(
 fn add_refuses_wrong_ranks() {
     let device = Device::cpu();
     let op = ops::add::Add::new(&ops::registry(), &device, DType::F32).unwrap();
-    let n = Sizes::new(1).next(64);
-    let operands = [f32_buffer(&device, 2, &[n]), f32_buffer(&device, 3, &[n])];
+    let mut sizes = Sizes::new(1);
+    let rows = sizes.next(8);
+    let n = rows + sizes.next(64);
+    // As long as the accumulator: its shape or flat.
+    let operands = [
+        f32_buffer(&device, 2, &[rows, n]),
+        f32_buffer(&device, 3, &[rows, n]),
+    ];
     refuses_wrong_ranks(
         &device,
         &operands,
-        &[(0, &[&[1, n], &[n, 1]]), (1, &[&[1, n]])],
+        &[(1, &[&[n, rows], &[1, rows, n]])],
+        |encoder, buffers| op.encode(encoder, &buffers[0], &buffers[1]),
+    );
+    // A bias row: flat, and the accumulator's rows end in its length.
+    let operands = [f32_buffer(&device, 2, &[rows, n]), f32_buffer(&device, 3, &[n])];
+    refuses_wrong_ranks(
+        &device,
+        &operands,
+        &[(0, &[&[n, rows]]), (1, &[&[1, n], &[n, 1]])],
         |encoder, buffers| op.encode(encoder, &buffers[0], &buffers[1]),
     );
 }
@@ -145,11 +159,13 @@ fn embedding_refuses_wrong_ranks() {
     let device = Device::cpu();
     let op = ops::embedding::Embedding::new(&ops::registry(), &device, DType::F32).unwrap();
     let mut sizes = Sizes::new(10);
-    let (vocab, hidden) = (sizes.next(32), sizes.next(32));
+    let (vocab, rows) = (sizes.next(32), sizes.next(8));
+    let hidden = rows + sizes.next(32);
+    let tokens: Vec<u32> = (0..rows + 1).map(|row| (row % vocab) as u32).collect();
     let operands = [
         f32_buffer(&device, 11, &[vocab, hidden]),
-        device.buffer_from_slice(&[(vocab - 1) as u32], &[1]).unwrap(),
-        device.alloc(DType::F32, &[hidden]).unwrap(),
+        device.buffer_from_slice(&tokens, &[rows + 1]).unwrap(),
+        device.alloc(DType::F32, &[rows, hidden]).unwrap(),
     ];
     refuses_wrong_ranks(
         &device,
@@ -157,10 +173,10 @@ fn embedding_refuses_wrong_ranks() {
         // The table's shape is read, so a flat table is refused too.
         &[
             (0, &[&[vocab * hidden], &[1, vocab, hidden]]),
-            (1, &[&[1, 1]]),
-            (2, &[&[1, hidden]]),
+            (1, &[&[1, rows + 1]]),
+            (2, &[&[hidden, rows], &[rows, hidden, 1]]),
         ],
-        |encoder, buffers| op.encode(encoder, &buffers[0], &buffers[1], &buffers[2]),
+        |encoder, buffers| op.encode(encoder, &buffers[0], &buffers[1], 1, &buffers[2]),
     );
 }
 
@@ -249,17 +265,23 @@ fn matvec_refuses_wrong_ranks() {
 #[test]
 fn rms_norm_refuses_wrong_ranks() {
     let device = Device::cpu();
-    let op = ops::rms_norm::RmsNorm::new(&ops::registry(), &device, DType::F32).unwrap();
-    let n = Sizes::new(23).next(64);
+    let op = ops::rms_norm::RmsNorm::new(&ops::registry(), &device, DType::F32, DType::F32).unwrap();
+    let mut sizes = Sizes::new(23);
+    let rows = sizes.next(8);
+    let n = rows + sizes.next(64);
     let operands = [
-        f32_buffer(&device, 24, &[n]),
+        f32_buffer(&device, 24, &[rows, n]),
         f32_buffer(&device, 25, &[n]),
-        device.alloc(DType::F32, &[n]).unwrap(),
+        device.alloc(DType::F32, &[rows, n]).unwrap(),
     ];
     refuses_wrong_ranks(
         &device,
         &operands,
-        &[(0, &[&[1, n]]), (1, &[&[n, 1]]), (2, &[&[1, n]])],
+        &[
+            (0, &[&[n, rows], &[1, rows, n]]),
+            (1, &[&[n, 1], &[1, n]]),
+            (2, &[&[n, rows]]),
+        ],
         |encoder, buffers| op.encode(encoder, &buffers[0], &buffers[1], &buffers[2], 1e-5),
     );
 }
@@ -269,20 +291,23 @@ fn rope_refuses_wrong_ranks() {
     let device = Device::cpu();
     let op = ops::rope::Rope::new(&ops::registry(), &device).unwrap();
     let mut sizes = Sizes::new(26);
-    let (heads, head_dim) = (sizes.next(4), 2 * sizes.next(8));
+    let rows = sizes.next(4);
+    let heads = rows + sizes.next(4);
+    let head_dim = 2 * (heads + sizes.next(8));
     let frequencies = ops::rope::inverse_frequencies(head_dim, 10_000.0, None);
+    let positions: Vec<u32> = (0..rows as u32 + 1).map(|row| 5 * row).collect();
     let operands = [
-        f32_buffer(&device, 27, &[heads, head_dim]),
+        f32_buffer(&device, 27, &[rows, heads, head_dim]),
         device.buffer_from_slice(&frequencies, &[head_dim / 2]).unwrap(),
-        device.buffer_from_slice(&[0u32, 5], &[2]).unwrap(),
+        device.buffer_from_slice(&positions, &[rows + 1]).unwrap(),
     ];
     refuses_wrong_ranks(
         &device,
         &operands,
         &[
-            (0, &[&[1, heads, head_dim]]),
+            (0, &[&[heads, rows, head_dim], &[rows * heads, head_dim]]),
             (1, &[&[1, head_dim / 2]]),
-            (2, &[&[1, 2]]),
+            (2, &[&[1, rows + 1]]),
         ],
         |encoder, buffers| {
             let frequencies = RopeFrequencies {
@@ -318,19 +343,86 @@ fn sample_refuses_wrong_ranks() {
 #[test]
 fn silu_mul_refuses_wrong_ranks() {
     let device = Device::cpu();
-    let op = ops::silu_mul::SiluMul::new(&ops::registry(), &device).unwrap();
-    let n = Sizes::new(30).next(64);
+    let op = ops::silu_mul::SiluMul::new(&ops::registry(), &device, DType::F32).unwrap();
+    let mut sizes = Sizes::new(30);
+    let rows = sizes.next(8);
+    let n = rows + sizes.next(64);
+    // gate's shape is the op's; up and out have it or are flat.
     let operands = [
-        f32_buffer(&device, 31, &[n]),
-        f32_buffer(&device, 32, &[n]),
-        device.alloc(DType::F32, &[n]).unwrap(),
+        f32_buffer(&device, 31, &[rows, n]),
+        f32_buffer(&device, 32, &[rows, n]),
+        device.alloc(DType::F32, &[rows, n]).unwrap(),
     ];
     refuses_wrong_ranks(
         &device,
         &operands,
-        &[(0, &[&[1, n]]), (1, &[&[n, 1]]), (2, &[&[1, n]])],
+        &[(1, &[&[n, rows]]), (2, &[&[n, rows], &[1, rows, n]])],
         |encoder, buffers| op.encode(encoder, &buffers[0], &buffers[1], &buffers[2]),
     );
+}
+
+/// The row-batched ops count their rows from one operand: a length that is
+/// not a whole number of rows is a shape mismatch, and token ids or
+/// positions that stop short of the last row are out of bounds.
+#[test]
+fn row_ops_refuse_partial_rows_and_short_indices() {
+    let device = Device::cpu();
+    let registry = ops::registry();
+    let mut sizes = Sizes::new(40);
+    let rows = sizes.next(8);
+    let n = rows + sizes.next(32);
+    let partial = f32_buffer(&device, 41, &[rows * n + 1]);
+    let mut encoder = device.command_encoder();
+
+    let rms_norm = ops::rms_norm::RmsNorm::new(&registry, &device, DType::F32, DType::F32).unwrap();
+    let weight = f32_buffer(&device, 42, &[n]);
+    let out = device.alloc(DType::F32, &[rows, n]).unwrap();
+    assert!(matches!(
+        rms_norm.encode(&mut encoder, &partial, &weight, &out, 1e-5),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    let rows_input = f32_buffer(&device, 43, &[rows, n]);
+    let empty = device.alloc(DType::F32, &[0]).unwrap();
+    assert!(matches!(
+        rms_norm.encode(&mut encoder, &rows_input, &empty, &out, 1e-5),
+        Err(Error::ShapeMismatch { .. })
+    ));
+
+    let embedding = ops::embedding::Embedding::new(&registry, &device, DType::F32).unwrap();
+    let table = f32_buffer(&device, 44, &[3, n]);
+    let tokens = device.buffer_from_slice(&vec![1u32; rows], &[rows]).unwrap();
+    assert!(matches!(
+        embedding.encode(&mut encoder, &table, &tokens, 0, &partial),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    // rows ids from index 1 need rows + 1 of them.
+    assert!(matches!(
+        embedding.encode(&mut encoder, &table, &tokens, 1, &out),
+        Err(Error::OutOfBounds { .. })
+    ));
+
+    let rope = ops::rope::Rope::new(&registry, &device).unwrap();
+    let frequencies = ops::rope::inverse_frequencies(2 * n, 10_000.0, None);
+    let frequencies = ops::rope::RopeFrequencies {
+        inverse_frequencies: device
+            .buffer_from_slice(&frequencies, &[frequencies.len()])
+            .unwrap(),
+        attention_scaling: 1.0,
+    };
+    let x = f32_buffer(&device, 45, &[rows, 2 * n]);
+    let positions = device.buffer_from_slice(&vec![4u32; rows], &[rows]).unwrap();
+    assert!(matches!(
+        rope.encode(&mut encoder, &partial, &frequencies, &positions, 0, 1),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        rope.encode(&mut encoder, &x, &frequencies, &positions, 1, 1),
+        Err(Error::OutOfBounds { .. })
+    ));
+    assert!(matches!(
+        rope.encode(&mut encoder, &x, &frequencies, &positions, 0, 0),
+        Err(Error::ShapeMismatch { .. })
+    ));
 }
 
 /// Copy is the exception: it moves bytes, so any shapes of the same length

@@ -1,11 +1,14 @@
 //! Every op against an independent naive reference written here in f64
 //! (plain loops, no code shared with the crate), on seeded random inputs at
 //! several shapes including odd sizes, for every weight dtype the op
-//! supports. Outputs are poisoned with NaN (or u32::MAX) before each run so
-//! a kernel that writes nothing fails. f16/bf16 weights are rounded to their
-//! dtype before the reference is computed (the ops widen them exactly), so
-//! one f32-math tolerance (relative 1e-5) serves every dtype. Each test also
-//! checks the op kind and kernel its dispatches declare to the profiler.
+//! supports, and for the row-batched ops at 1, 3 and 17 rows and every
+//! output dtype. Outputs are poisoned with NaN (or u32::MAX) before each run
+//! so a kernel that writes nothing fails. f16/bf16 weights and inputs are
+//! rounded to their dtype before the reference is computed (the ops widen
+//! them exactly), so one f32-math tolerance (relative 1e-5) serves every
+//! dtype; outputs stored in f16/bf16 must be what a result within that
+//! tolerance rounds to (`assert_close_in`). Each test also checks the op
+//! kind and kernel its dispatches declare to the profiler.
 
 use half::{bf16, f16};
 use kernelscope::ops;
@@ -17,7 +20,7 @@ use kernelscope::ops::sample::{Sample, Sampling};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
-use kernelscope::{Buffer, DType, Device, DeviceOptions, OpKind};
+use kernelscope::{Buffer, DType, Device, DeviceOptions, Error, OpKind};
 
 /// Relative tolerance of f32 math against the f64 reference.
 const REL_TOL: f64 = 1e-5;
@@ -104,7 +107,121 @@ fn assert_dispatched(device: &Device, kind: OpKind, kernel_prefix: &str) {
     }
 }
 
-fn embedding_copies_the_token_row(backend: Backend) {
+/// Row counts every row-batched op is tested at: decode's single row and
+/// odd batches.
+const ROWS: [usize; 3] = [1, 3, 17];
+
+/// An output buffer of `dtype` filled with NaN.
+fn poisoned_as(device: &Device, dtype: DType, shape: &[usize]) -> Buffer {
+    let count = shape.iter().product();
+    match dtype {
+        DType::F32 => poisoned(device, shape),
+        DType::F16 => device.buffer_from_slice(&vec![f16::NAN; count], shape).unwrap(),
+        DType::BF16 => device.buffer_from_slice(&vec![bf16::NAN; count], shape).unwrap(),
+        other => panic!("{other} is not a float dtype"),
+    }
+}
+
+/// A float buffer's values widened to f32 (exactly).
+fn read_f32(buffer: &Buffer) -> Vec<f32> {
+    match buffer.dtype() {
+        DType::F32 => buffer.to_vec::<f32>().unwrap(),
+        DType::F16 => buffer
+            .to_vec::<f16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_f32())
+            .collect(),
+        DType::BF16 => buffer
+            .to_vec::<bf16>()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_f32())
+            .collect(),
+        other => panic!("{other} is not a float dtype"),
+    }
+}
+
+/// `value` rounded to nearest even in `dtype` by half's conversions
+/// (independent of the crate's), widened back.
+fn round_to(dtype: DType, value: f64) -> f64 {
+    match dtype {
+        DType::F32 => f64::from(value as f32),
+        DType::F16 => f16::from_f32(value as f32).to_f64(),
+        DType::BF16 => bf16::from_f32(value as f32).to_f64(),
+        other => panic!("{other} is not a float dtype"),
+    }
+}
+
+/// [`assert_close`] for an output stored in `dtype`. The op computes in f32
+/// and rounds once to `dtype`, so each value must be what some result within
+/// the f32 tolerance of the reference rounds to: between the roundings of
+/// `expected ∓ (abs_tol + rel_tol·|expected|)` (rounding is monotonic).
+/// That admits the one unit in the last place by which the f32 result and
+/// the exact one differ when they straddle a rounding boundary (2^-7 of the
+/// value for bf16, 2^-10 for f16), and nothing else: a conversion that
+/// truncates, or rounds ties away, fails.
+fn assert_close_in(dtype: DType, actual: &[f32], expected: &[f64], rel_tol: f64, abs_tol: f64, what: &str) {
+    if dtype == DType::F32 {
+        return assert_close(actual, expected, rel_tol, abs_tol, what);
+    }
+    assert_eq!(actual.len(), expected.len(), "{what}: length");
+    let bounds = |i: usize| {
+        let margin = abs_tol + rel_tol * expected[i].abs();
+        (
+            round_to(dtype, expected[i] - margin),
+            round_to(dtype, expected[i] + margin),
+        )
+    };
+    let bad: Vec<usize> = (0..actual.len())
+        .filter(|&i| {
+            let (low, high) = bounds(i);
+            let value = f64::from(actual[i]);
+            !(low <= value && value <= high)
+        })
+        .collect();
+    if !bad.is_empty() {
+        let first: Vec<String> = bad
+            .iter()
+            .take(5)
+            .map(|&i| {
+                let (low, high) = bounds(i);
+                format!(
+                    "[{i}] expected {:e} (stored in {low:e}..={high:e}), got {:e}",
+                    expected[i], actual[i]
+                )
+            })
+            .collect();
+        panic!(
+            "{what}: {} of {} {dtype} values mismatch; {}",
+            bad.len(),
+            actual.len(),
+            first.join("; ")
+        );
+    }
+}
+
+/// The output dtypes an op that narrows to the weights' dtype supports for
+/// `weight`: f32 and, when different, the weight's own.
+fn output_dtypes(weight: DType) -> Vec<DType> {
+    if weight == DType::F32 {
+        vec![DType::F32]
+    } else {
+        vec![DType::F32, weight]
+    }
+}
+
+/// Every dispatch since the last check ran `kernel`; clears the profile.
+fn assert_kernel(device: &Device, kernel: &str) {
+    let dispatches = device.profiler().dispatches();
+    assert!(!dispatches.is_empty(), "no dispatch recorded for {kernel}");
+    for dispatch in &dispatches {
+        assert_eq!(&*dispatch.kernel, kernel, "{dispatch:?}");
+    }
+    device.profiler().reset();
+}
+
+fn embedding_copies_the_token_rows(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
     };
@@ -118,20 +235,37 @@ fn embedding_copies_the_token_row(backend: Backend) {
                 &random(11, vocab * hidden, -1.0, 1.0),
                 &[vocab, hidden],
             );
-            for token in [0, vocab / 2, vocab - 1] {
-                // The op reads element 0 of the slot.
-                let slot = device.buffer_from_slice(&[token as u32, 12_345], &[2]).unwrap();
-                let out = poisoned(&device, &[hidden]);
+            for rows in ROWS {
+                // Decode's step buffer: the token at 0, then the position
+                // (beyond the vocabulary, so reading it would show).
+                let first = if rows == 1 { 0 } else { 2 };
+                let mut rng = SplitMix64::new((vocab * 100 + rows) as u64);
+                let mut ids: Vec<u32> = (0..rows).map(|_| rng.below(vocab as u64) as u32).collect();
+                if rows > 2 {
+                    // Repeated and out of order.
+                    ids[2] = ids[0];
+                    ids[1] = (vocab - 1) as u32;
+                    ids[rows - 1] = 0;
+                }
+                let mut tokens = vec![u32::MAX; first];
+                tokens.extend(&ids);
+                tokens.push(12_345);
+                let token_buffer = device.buffer_from_slice(&tokens, &[tokens.len()]).unwrap();
+                let out = poisoned(&device, &[rows, hidden]);
                 let mut encoder = device.command_encoder();
-                op.encode(&mut encoder, &table, &slot, &out).unwrap();
+                op.encode(&mut encoder, &table, &token_buffer, first, &out)
+                    .unwrap();
                 encoder.commit_and_wait().unwrap();
-                let expected = &exact[token * hidden..(token + 1) * hidden];
-                let what = format!("embedding {dtype} vocab {vocab} hidden {hidden} token {token}");
-                assert_close(&out.to_vec::<f32>().unwrap(), expected, 0.0, 0.0, &what);
+                let expected: Vec<f64> = ids
+                    .iter()
+                    .flat_map(|&id| exact[id as usize * hidden..(id as usize + 1) * hidden].to_vec())
+                    .collect();
+                let what = format!("embedding {dtype} vocab {vocab} hidden {hidden} tokens {ids:?}");
+                assert_close(&out.to_vec::<f32>().unwrap(), &expected, 0.0, 0.0, &what);
             }
         }
+        assert_kernel(&device, &format!("embedding_{dtype}"));
     }
-    assert_dispatched(&device, OpKind::Embedding, "embedding_");
 }
 
 fn embedding_rejects_a_token_beyond_the_vocabulary(backend: Backend) {
@@ -140,16 +274,16 @@ fn embedding_rejects_a_token_beyond_the_vocabulary(backend: Backend) {
     };
     let op = ops::embedding::Embedding::new(&ops::registry(), &device, DType::F32).unwrap();
     let (vocab, hidden) = (11, 8);
-    let table = device
-        .buffer_from_slice(&random(12, vocab * hidden, -1.0, 1.0), &[vocab, hidden])
-        .unwrap();
+    let values = random(12, vocab * hidden, -1.0, 1.0);
+    let table = device.buffer_from_slice(&values, &[vocab, hidden]).unwrap();
     for token in [11u32, 4_000_000] {
+        // The bad token is the middle one of three rows.
+        let tokens = device.buffer_from_slice(&[7u32, 3, token, 10], &[4]).unwrap();
         let out = device
-            .buffer_from_slice(&random(13, hidden, -1.0, 1.0), &[hidden])
+            .buffer_from_slice(&random(13, 3 * hidden, -1.0, 1.0), &[3, hidden])
             .unwrap();
-        let slot = device.buffer_from_slice(&[token], &[1]).unwrap();
         let mut encoder = device.command_encoder();
-        op.encode(&mut encoder, &table, &slot, &out).unwrap();
+        op.encode(&mut encoder, &table, &tokens, 1, &out).unwrap();
         match backend {
             // The CPU queue runs at commit and reports the kernel's error.
             Backend::Cpu => {
@@ -163,12 +297,26 @@ fn embedding_rejects_a_token_beyond_the_vocabulary(backend: Backend) {
                 );
             }
             // A GPU kernel cannot return an error: it poisons the row with
-            // NaN instead (the model checks token ids on the host first).
+            // NaN instead (the model checks token ids on the host first);
+            // the other rows are embedded.
             Backend::Cuda => {
                 encoder.commit_and_wait().unwrap();
+                let out = out.to_vec::<f32>().unwrap();
                 assert!(
-                    out.to_vec::<f32>().unwrap().iter().all(|v| v.is_nan()),
+                    out[hidden..2 * hidden].iter().all(|v| v.is_nan()),
                     "token {token}"
+                );
+                let expected: Vec<f64> = [3, 10]
+                    .iter()
+                    .flat_map(|&id| widen(&values[id * hidden..(id + 1) * hidden]))
+                    .collect();
+                let embedded: Vec<f32> = [&out[..hidden], &out[2 * hidden..]].concat();
+                assert_close(
+                    &embedded,
+                    &expected,
+                    0.0,
+                    0.0,
+                    &format!("rows beside token {token}"),
                 );
             }
         }
@@ -180,42 +328,83 @@ fn rms_norm_matches_reference(backend: Backend) {
         return;
     };
     let registry = ops::registry();
-    for dtype in WEIGHT_DTYPES {
-        let op = ops::rms_norm::RmsNorm::new(&registry, &device, dtype).unwrap();
-        for (n, eps) in [
-            (1, 1e-6),
-            (7, 1e-5),
-            (33, 1e-6),
-            (300, 1e-5),
-            (4096, 1e-6),
-            (33, 0.25),
-        ] {
-            let x = random(21 + n as u64, n, -2.0, 2.0);
-            let (weight, w) = weights(&device, dtype, &random(22 + n as u64, n, -1.5, 1.5), &[n]);
-            let out = poisoned(&device, &[n]);
-            let mut encoder = device.command_encoder();
-            op.encode(
-                &mut encoder,
-                &device.buffer_from_slice(&x, &[n]).unwrap(),
-                &weight,
-                &out,
-                eps,
-            )
-            .unwrap();
-            encoder.commit_and_wait().unwrap();
+    for weight_dtype in WEIGHT_DTYPES {
+        for out_dtype in output_dtypes(weight_dtype) {
+            let op = ops::rms_norm::RmsNorm::new(&registry, &device, weight_dtype, out_dtype).unwrap();
+            // 300 and 4096 take the kernel's 4-wide path, 1, 7 and 33 its
+            // scalar one; the offset input is misaligned for 4-wide loads.
+            for (n, eps, offset) in [
+                (1, 1e-6, 0),
+                (7, 1e-5, 0),
+                (33, 1e-6, 0),
+                (300, 1e-5, 0),
+                (300, 1e-5, 1),
+                (4096, 1e-6, 0),
+                (33, 0.25, 0),
+            ] {
+                for rows in ROWS {
+                    let seed = (n * 100 + rows + offset) as u64;
+                    let x = random(21 + seed, offset + rows * n, -2.0, 2.0);
+                    let (weight, w) = weights(&device, weight_dtype, &random(22 + seed, n, -1.5, 1.5), &[n]);
+                    let input = device
+                        .buffer_from_slice(&x, &[x.len()])
+                        .unwrap()
+                        .slice(offset, rows * n)
+                        .unwrap();
+                    let input = if offset == 0 {
+                        input.reshape(&[rows, n]).unwrap()
+                    } else {
+                        input
+                    };
+                    let out = poisoned_as(&device, out_dtype, &[rows, n]);
+                    let mut encoder = device.command_encoder();
+                    op.encode(&mut encoder, &input, &weight, &out, eps).unwrap();
+                    encoder.commit_and_wait().unwrap();
 
-            let mut mean_square = 0.0;
-            for &v in &x {
-                mean_square += f64::from(v) * f64::from(v);
+                    let mut expected = Vec::with_capacity(rows * n);
+                    for row in x[offset..].chunks_exact(n) {
+                        let mut mean_square = 0.0;
+                        for &v in row {
+                            mean_square += f64::from(v) * f64::from(v);
+                        }
+                        mean_square /= n as f64;
+                        let scale = 1.0 / (mean_square + f64::from(eps)).sqrt();
+                        expected.extend((0..n).map(|i| f64::from(row[i]) * scale * w[i]));
+                    }
+                    let what =
+                        format!("rms_norm {weight_dtype}->{out_dtype} n {n} rows {rows} offset {offset}");
+                    assert_close_in(out_dtype, &read_f32(&out), &expected, REL_TOL, 1e-6, &what);
+                }
             }
-            mean_square /= n as f64;
-            let scale = 1.0 / (mean_square + f64::from(eps)).sqrt();
-            let expected: Vec<f64> = (0..n).map(|i| f64::from(x[i]) * scale * w[i]).collect();
-            let what = format!("rms_norm {dtype} n {n}");
-            assert_close(&out.to_vec::<f32>().unwrap(), &expected, REL_TOL, 1e-6, &what);
+            let kernel = if out_dtype == DType::F32 {
+                format!("rms_norm_{weight_dtype}")
+            } else {
+                format!("rms_norm_{weight_dtype}_{out_dtype}")
+            };
+            assert_kernel(&device, &kernel);
         }
     }
-    assert_dispatched(&device, OpKind::RmsNorm, "rms_norm_");
+}
+
+fn rms_norm_refuses_other_output_dtypes(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let registry = ops::registry();
+    for (weight_dtype, out_dtype) in [
+        (DType::F32, DType::BF16),
+        (DType::F32, DType::F16),
+        (DType::BF16, DType::F16),
+        (DType::F16, DType::BF16),
+        (DType::BF16, DType::U32),
+    ] {
+        match ops::rms_norm::RmsNorm::new(&registry, &device, weight_dtype, out_dtype) {
+            Err(Error::KernelMissing { name, .. }) => {
+                assert_eq!(name, format!("rms_norm_{weight_dtype}_{out_dtype}"));
+            }
+            other => panic!("rms_norm {weight_dtype}->{out_dtype}: {other:?}"),
+        }
+    }
 }
 
 fn matvec_matches_reference(backend: Backend) {
@@ -505,47 +694,81 @@ fn rope_rotates_half_by_position(backend: Backend) {
         for (frequencies, attention_scaling) in [(unscaled, 1.0f32), (scaled, 1.138_629_4)] {
             let frequencies: Vec<f32> = frequencies.iter().map(|&f| f as f32).collect();
             let frequency_buffer = device.buffer_from_slice(&frequencies, &[head_dim / 2]).unwrap();
-            for position in [0u32, 1, 37, 4000] {
-                let x = random(u64::from(position) + head_dim as u64, heads * head_dim, -1.0, 1.0);
-                let buffer = device.buffer_from_slice(&x, &[heads, head_dim]).unwrap();
-                // The position sits at index 2 of the slot.
-                let slot = device
-                    .buffer_from_slice(&[99u32, 7, position, 123], &[4])
-                    .unwrap();
-                let mut encoder = device.command_encoder();
-                let rope_frequencies = RopeFrequencies {
-                    inverse_frequencies: frequency_buffer.clone(),
-                    attention_scaling,
+            let rope_frequencies = RopeFrequencies {
+                inverse_frequencies: frequency_buffer.clone(),
+                attention_scaling,
+            };
+            for rows in ROWS {
+                // Positions per row, neither contiguous nor sorted, some past
+                // 65,536 (where an f16 or a 16-bit index would break).
+                let mut rng = SplitMix64::new((heads * 1000 + head_dim * 10 + rows) as u64);
+                let picks = [0u32, 65_537, 37, 4000, 1, 131_071, 1_000_003];
+                let positions: Vec<u32> = (0..rows)
+                    .map(|row| {
+                        if row < picks.len() {
+                            picks[(row * 3 + rows) % picks.len()]
+                        } else {
+                            rng.below(300_000) as u32
+                        }
+                    })
+                    .collect();
+                // Decode passes its [token, position] slots with first 1;
+                // the batch's positions sit between junk.
+                let first = if rows == 1 { 1 } else { 3 };
+                let mut slots = vec![99u32; first];
+                slots.extend(&positions);
+                slots.push(123);
+                let slot_buffer = device.buffer_from_slice(&slots, &[slots.len()]).unwrap();
+                let x = random(
+                    u64::from(positions[0]) + (head_dim * rows) as u64,
+                    rows * heads * head_dim,
+                    -1.0,
+                    1.0,
+                );
+                // Decode's layout for one row, the batch's otherwise.
+                let shape: &[usize] = if rows == 1 {
+                    &[heads, head_dim]
+                } else {
+                    &[rows, heads, head_dim]
                 };
-                op.encode(&mut encoder, &buffer, &rope_frequencies, &slot, 2, heads)
-                    .unwrap();
+                let buffer = device.buffer_from_slice(&x, shape).unwrap();
+                let mut encoder = device.command_encoder();
+                op.encode(
+                    &mut encoder,
+                    &buffer,
+                    &rope_frequencies,
+                    &slot_buffer,
+                    first,
+                    heads,
+                )
+                .unwrap();
                 encoder.commit_and_wait().unwrap();
 
                 let half = head_dim / 2;
-                let mut expected = vec![0.0; heads * head_dim];
-                for head in 0..heads {
-                    for i in 0..half {
-                        // The angle is an f32 product, as in transformers
-                        // (`inv_freq @ position_ids` in float32).
-                        let angle = f64::from(position as f32 * frequencies[i]);
-                        let (cos, sin) = (
-                            angle.cos() * f64::from(attention_scaling),
-                            angle.sin() * f64::from(attention_scaling),
-                        );
-                        let (x0, x1) = (
-                            f64::from(x[head * head_dim + i]),
-                            f64::from(x[head * head_dim + i + half]),
-                        );
-                        expected[head * head_dim + i] = x0 * cos - x1 * sin;
-                        expected[head * head_dim + i + half] = x1 * cos + x0 * sin;
+                let mut expected = vec![0.0; rows * heads * head_dim];
+                for (row, &position) in positions.iter().enumerate() {
+                    for head in 0..heads {
+                        let base = (row * heads + head) * head_dim;
+                        for i in 0..half {
+                            // The angle is an f32 product, as in transformers
+                            // (`inv_freq @ position_ids` in float32).
+                            let angle = f64::from(position as f32 * frequencies[i]);
+                            let (cos, sin) = (
+                                angle.cos() * f64::from(attention_scaling),
+                                angle.sin() * f64::from(attention_scaling),
+                            );
+                            let (x0, x1) = (f64::from(x[base + i]), f64::from(x[base + i + half]));
+                            expected[base + i] = x0 * cos - x1 * sin;
+                            expected[base + i + half] = x1 * cos + x0 * sin;
+                        }
                     }
                 }
-                let what = format!("rope heads {heads} head_dim {head_dim} position {position}");
+                let what = format!("rope heads {heads} head_dim {head_dim} positions {positions:?}");
                 assert_close(&buffer.to_vec::<f32>().unwrap(), &expected, REL_TOL, 1e-6, &what);
             }
         }
     }
-    assert_dispatched(&device, OpKind::Rope, "rope_");
+    assert_kernel(&device, "rope_f32");
 }
 
 fn kv_append_writes_exactly_row_pos(backend: Backend) {
@@ -701,35 +924,36 @@ fn silu_mul_matches_reference(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
     };
-    let op = ops::silu_mul::SiluMul::new(&ops::registry(), &device).unwrap();
-    for n in [1, 7, 33, 300, 1025] {
-        let gate = random(41 + n as u64, n, -10.0, 10.0);
-        let up = random(42 + n as u64, n, -1.0, 1.0);
-        let out = poisoned(&device, &[n]);
-        let mut encoder = device.command_encoder();
-        op.encode(
-            &mut encoder,
-            &device.buffer_from_slice(&gate, &[n]).unwrap(),
-            &device.buffer_from_slice(&up, &[n]).unwrap(),
-            &out,
-        )
-        .unwrap();
-        encoder.commit_and_wait().unwrap();
-        let expected: Vec<f64> = (0..n)
-            .map(|i| {
-                let g = f64::from(gate[i]);
-                g / (1.0 + (-g).exp()) * f64::from(up[i])
-            })
-            .collect();
-        assert_close(
-            &out.to_vec::<f32>().unwrap(),
-            &expected,
-            REL_TOL,
-            1e-7,
-            &format!("silu_mul n {n}"),
-        );
+    let registry = ops::registry();
+    for out_dtype in WEIGHT_DTYPES {
+        let op = ops::silu_mul::SiluMul::new(&registry, &device, out_dtype).unwrap();
+        for n in [1, 7, 33, 300, 1025] {
+            for rows in ROWS {
+                let seed = (n * 100 + rows) as u64;
+                let gate = random(41 + seed, rows * n, -10.0, 10.0);
+                let up = random(42 + seed, rows * n, -1.0, 1.0);
+                let out = poisoned_as(&device, out_dtype, &[rows, n]);
+                let mut encoder = device.command_encoder();
+                op.encode(
+                    &mut encoder,
+                    &device.buffer_from_slice(&gate, &[rows, n]).unwrap(),
+                    &device.buffer_from_slice(&up, &[rows * n]).unwrap(),
+                    &out,
+                )
+                .unwrap();
+                encoder.commit_and_wait().unwrap();
+                let expected: Vec<f64> = (0..rows * n)
+                    .map(|i| {
+                        let g = f64::from(gate[i]);
+                        g / (1.0 + (-g).exp()) * f64::from(up[i])
+                    })
+                    .collect();
+                let what = format!("silu_mul -> {out_dtype} n {n} rows {rows}");
+                assert_close_in(out_dtype, &read_f32(&out), &expected, REL_TOL, 1e-7, &what);
+            }
+        }
+        assert_kernel(&device, &format!("silu_mul_{out_dtype}"));
     }
-    assert_dispatched(&device, OpKind::SiluMul, "silu_mul_");
 }
 
 fn add_matches_reference(backend: Backend) {
@@ -740,25 +964,59 @@ fn add_matches_reference(backend: Backend) {
     for dtype in WEIGHT_DTYPES {
         let op = ops::add::Add::new(&registry, &device, dtype).unwrap();
         for n in [1, 7, 33, 300] {
-            let x = random(51 + n as u64, n, -1.0, 1.0);
-            let (addend, y) = weights(&device, dtype, &random(52 + n as u64, n, -1.0, 1.0), &[n]);
-            // In place: the accumulator is the output, so it cannot be poisoned.
-            let accumulator = device.buffer_from_slice(&x, &[n]).unwrap();
-            let mut encoder = device.command_encoder();
-            op.encode(&mut encoder, &accumulator, &addend).unwrap();
-            encoder.commit_and_wait().unwrap();
-            let expected: Vec<f64> = (0..n).map(|i| f64::from(x[i]) + y[i]).collect();
-            let what = format!("add {dtype} n {n}");
-            assert_close(
-                &accumulator.to_vec::<f32>().unwrap(),
-                &expected,
-                REL_TOL,
-                1e-7,
-                &what,
-            );
+            for rows in ROWS {
+                // A residual as long as x, and a bias row added to every row.
+                for broadcast in [false, true] {
+                    let seed = (n * 100 + rows * 2 + usize::from(broadcast)) as u64;
+                    let x = random(51 + seed, rows * n, -1.0, 1.0);
+                    let y_shape = if broadcast { vec![n] } else { vec![rows, n] };
+                    let (addend, y) = weights(
+                        &device,
+                        dtype,
+                        &random(52 + seed, y_shape.iter().product(), -1.0, 1.0),
+                        &y_shape,
+                    );
+                    // In place: the accumulator is the output, so it cannot be poisoned.
+                    let accumulator = device.buffer_from_slice(&x, &[rows, n]).unwrap();
+                    let mut encoder = device.command_encoder();
+                    op.encode(&mut encoder, &accumulator, &addend).unwrap();
+                    encoder.commit_and_wait().unwrap();
+                    let expected: Vec<f64> =
+                        (0..rows * n).map(|i| f64::from(x[i]) + y[i % y.len()]).collect();
+                    let what = format!("add {dtype} n {n} rows {rows} addend {y_shape:?}");
+                    assert_close(
+                        &accumulator.to_vec::<f32>().unwrap(),
+                        &expected,
+                        REL_TOL,
+                        1e-7,
+                        &what,
+                    );
+                }
+            }
         }
+        assert_kernel(&device, &format!("add_{dtype}"));
     }
-    assert_dispatched(&device, OpKind::ElemAdd, "add_");
+}
+
+fn add_refuses_an_addend_whose_length_does_not_divide(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = ops::add::Add::new(&ops::registry(), &device, DType::F32).unwrap();
+    let accumulator = device
+        .buffer_from_slice(&random(53, 21, -1.0, 1.0), &[3, 7])
+        .unwrap();
+    for length in [5, 8, 42] {
+        let addend = device
+            .buffer_from_slice(&random(54, length, -1.0, 1.0), &[length])
+            .unwrap();
+        let mut encoder = device.command_encoder();
+        let result = op.encode(&mut encoder, &accumulator, &addend);
+        assert!(
+            matches!(result, Err(Error::ShapeMismatch { .. })),
+            "an addend of {length} onto 21: {result:?}"
+        );
+    }
 }
 
 /// The first index of the largest value; NaN never wins.
@@ -1011,9 +1269,10 @@ fn copy_copies_every_byte(backend: Backend) {
 }
 
 kernelscope::device_tests!(
-    embedding_copies_the_token_row,
+    embedding_copies_the_token_rows,
     embedding_rejects_a_token_beyond_the_vocabulary,
     rms_norm_matches_reference,
+    rms_norm_refuses_other_output_dtypes,
     matvec_matches_reference,
     matmul_matches_reference,
     rope_inverse_frequencies_unscaled,
@@ -1025,6 +1284,7 @@ kernelscope::device_tests!(
     attention_matches_reference,
     silu_mul_matches_reference,
     add_matches_reference,
+    add_refuses_an_addend_whose_length_does_not_divide,
     argmax_picks_the_first_largest,
     sample_at_temperature_zero_is_argmax,
     sample_frequencies_match_the_nucleus_softmax,

@@ -4,8 +4,16 @@
 //! bytes and flops it moves, and picks its kernel by weight dtype
 //! (`<op>_<dtype>`); a missing combination is an error naming the workaround.
 //!
-//! Activations are f32 everywhere; weights may be f32, f16 or bf16 and are
-//! widened to f32 as they are read, so every op accumulates in f32.
+//! Weights may be f32, f16 or bf16 and are widened to f32 as they are read,
+//! so every op accumulates in f32. The residual stream and decode's
+//! activations are f32; an op whose output feeds a GEMM over a batch of
+//! rows (RMSNorm, SiLU·mul) can instead store it in the weights' dtype,
+//! rounded to nearest even, since a tensor-core GEMM takes both operands in
+//! one dtype. Such kernels are named by their output dtype too.
+//!
+//! The elementwise and normalisation ops take `rows` rows at once
+//! (`[rows, n]`, rows counted from the operand that sets the op's shape),
+//! so a batched prefill and decode (one row) share them.
 //!
 //! A kernel's argument order is written once per op, with
 //! [`kernel_arguments!`]: the launch places each argument by that list
@@ -203,16 +211,27 @@ impl<'a> Arguments<'a> {
     }
 }
 
-/// Weight element types the ops read: widened to f32 on load.
+/// Weight element types the ops read, widened to f32 on load; also the
+/// dtypes an op may narrow its f32 result to (a GEMM's input is kept in the
+/// weights' dtype).
 pub trait WeightElement: Element + Copy {
     /// The value as f32 (exact for every weight dtype).
     fn to_f32(self) -> f32;
+
+    /// `value` rounded to nearest, ties to even, as torch's `.to(dtype)`
+    /// and the CUDA prelude's `from_f32` do; NaN stays NaN.
+    fn from_f32(value: f32) -> Self;
 }
 
 impl WeightElement for f32 {
     #[inline(always)]
     fn to_f32(self) -> f32 {
         self
+    }
+
+    #[inline(always)]
+    fn from_f32(value: f32) -> Self {
+        value
     }
 }
 
@@ -222,12 +241,22 @@ impl WeightElement for bf16 {
         // bf16 is the top half of an f32: widening is a shift (and vectorises).
         f32::from_bits(u32::from(self.to_bits()) << 16)
     }
+
+    #[inline(always)]
+    fn from_f32(value: f32) -> Self {
+        bf16::from_f32(value)
+    }
 }
 
 impl WeightElement for f16 {
     #[inline(always)]
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
+    }
+
+    #[inline(always)]
+    fn from_f32(value: f32) -> Self {
+        f16::from_f32(value)
     }
 }
 
@@ -321,28 +350,112 @@ pub(crate) fn dimensions<const RANK: usize>(op: &str, role: &str, buffer: &Buffe
     })
 }
 
+/// How many rows of `row_length` elements `buffer` holds: a whole, non-zero
+/// number of them, or [`Error::ShapeMismatch`] (an empty grid cannot be
+/// launched, and a partial row is a caller's mistake).
+pub(crate) fn rows_of(op: &str, role: &str, buffer: &Buffer, row_length: usize) -> Result<usize> {
+    let length = buffer.len();
+    if row_length == 0 || length == 0 || !length.is_multiple_of(row_length) {
+        return Err(Error::ShapeMismatch {
+            context: format!("{op} {role} must hold whole rows of {row_length} elements"),
+            expected: vec![length.div_ceil(row_length.max(1)).max(1), row_length],
+            found: buffer.shape().to_vec(),
+        });
+    }
+    Ok(length / row_length)
+}
+
+/// Checks an operand of `rows` rows, each of shape `row`: it must have
+/// `dtype` and be `[rows, row...]`, `[rows, row length]` or flat, or, for a
+/// single row, `row` itself (the decode engine's `[heads, head_dim]`).
+/// Unlike [`expect`] the dimensions themselves are compared, since the same
+/// elements as `[row length, rows]` would be read across the wrong axis.
+pub(crate) fn expect_rows(
+    op: &str,
+    role: &str,
+    buffer: &Buffer,
+    dtype: DType,
+    rows: usize,
+    row: &[usize],
+) -> Result<()> {
+    if buffer.dtype() != dtype {
+        return Err(Error::DTypeMismatch {
+            context: format!("{op} {role}"),
+            expected: dtype,
+            found: buffer.dtype(),
+        });
+    }
+    let row_length: usize = row.iter().product();
+    let shape = buffer.shape();
+    let full: Vec<usize> = std::iter::once(rows).chain(row.iter().copied()).collect();
+    let accepted = buffer.len() == rows * row_length
+        && (shape.len() == 1 || shape == full || shape == [rows, row_length] || (rows == 1 && shape == row));
+    if !accepted {
+        return Err(Error::ShapeMismatch {
+            context: format!("{op} {role}"),
+            expected: full,
+            found: shape.to_vec(),
+        });
+    }
+    Ok(())
+}
+
+/// Checks an elementwise operand against the operand that sets the op's
+/// shape (`like`): the same dtype `dtype`, the same element count, and the
+/// same shape unless either is flat.
+pub(crate) fn expect_like(op: &str, role: &str, buffer: &Buffer, dtype: DType, like: &Buffer) -> Result<()> {
+    if buffer.dtype() != dtype {
+        return Err(Error::DTypeMismatch {
+            context: format!("{op} {role}"),
+            expected: dtype,
+            found: buffer.dtype(),
+        });
+    }
+    let flat = buffer.shape().len() == 1 || like.shape().len() == 1;
+    if buffer.len() != like.len() || !(flat || buffer.shape() == like.shape()) {
+        return Err(Error::ShapeMismatch {
+            context: format!("{op} {role}"),
+            expected: like.shape().to_vec(),
+            found: buffer.shape().to_vec(),
+        });
+    }
+    Ok(())
+}
+
 /// Checks that `slot` is a flat u32 buffer with an element at `index`.
 pub(crate) fn expect_slot(op: &str, slot: &Buffer, index: usize) -> Result<()> {
-    if slot.dtype() != DType::U32 {
+    expect_indices(op, "position slot", slot, index, 1)
+}
+
+/// Checks that `values` (its `role` in the op: token ids, positions) is a
+/// flat u32 buffer holding elements `first..first + count`.
+pub(crate) fn expect_indices(
+    op: &str,
+    role: &str,
+    values: &Buffer,
+    first: usize,
+    count: usize,
+) -> Result<()> {
+    if values.dtype() != DType::U32 {
         return Err(Error::DTypeMismatch {
-            context: format!("{op} position slot"),
+            context: format!("{op} {role}"),
             expected: DType::U32,
-            found: slot.dtype(),
+            found: values.dtype(),
         });
     }
-    if slot.shape().len() != 1 {
+    if values.shape().len() != 1 {
         return Err(Error::ShapeMismatch {
-            context: format!("{op} position slot must have 1 dimension"),
-            expected: vec![slot.len()],
-            found: slot.shape().to_vec(),
+            context: format!("{op} {role} must have 1 dimension"),
+            expected: vec![values.len()],
+            found: values.shape().to_vec(),
         });
     }
-    if index >= slot.len() {
+    if first + count > values.len() {
         return Err(Error::OutOfBounds {
-            context: format!("{op} position slot index"),
-            start: index,
-            end: index + 1,
-            available: slot.len(),
+            context: format!("{op} {role} index"),
+            start: first,
+            end: first + count,
+            available: values.len(),
         });
     }
     Ok(())

@@ -71,8 +71,13 @@ impl Forward<'_> {
         };
 
         encoder.set_scope("embed");
-        ops.embedding
-            .encode(encoder, &weights.embedding, &state.step, &state.hidden)?;
+        ops.embedding.encode(
+            encoder,
+            &weights.embedding,
+            &state.step,
+            TOKEN_SLOT,
+            &state.hidden,
+        )?;
 
         for (index, layer) in weights.layers.iter().enumerate() {
             encoder.set_scope(&format!("layer.{index}.attn"));

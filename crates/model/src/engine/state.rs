@@ -39,14 +39,14 @@ impl Ops {
         let registry = kernelscope::ops::registry();
         Ok(Ops {
             embedding: Embedding::new(&registry, device, dtype)?,
-            rms_norm: RmsNorm::new(&registry, device, dtype)?,
+            rms_norm: RmsNorm::new(&registry, device, dtype, DType::F32)?,
             matvec: MatVec::new(&registry, device, dtype)?,
             add_residual: Add::new(&registry, device, DType::F32)?,
             add_bias: Add::new(&registry, device, dtype)?,
             rope: Rope::new(&registry, device)?,
             kv_append: KvAppend::new(&registry, device)?,
             attention: Attention::new(&registry, device)?,
-            silu_mul: SiluMul::new(&registry, device)?,
+            silu_mul: SiluMul::new(&registry, device, DType::F32)?,
             argmax: Argmax::new(&registry, device)?,
             copy: CopyOp::new(&registry, device)?,
             sample: Sample::new(&registry, device),

@@ -1,15 +1,16 @@
-//! In-place addition `x += y`: the residual connections (y f32) and the
-//! projection biases of Qwen2 (y in the checkpoint's dtype).
+//! In-place addition `x += y`: the residual connections (y f32, as long as
+//! x) and the projection biases of Qwen2 (y in the checkpoint's dtype, one
+//! row added to every row of x).
 
 mod cpu;
 
-use super::{Arguments, bytes_of, expect, kernel_arguments, kernel_for, register_weight_kernels};
-use crate::error::Result;
+use super::{Arguments, bytes_of, expect_like, kernel_arguments, kernel_for, register_weight_kernels};
+use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::add;
 
-kernel_arguments! { X: "x" ReadWrite, Y: "y" Read, N: "n" U32 }
+kernel_arguments! { X: "x" ReadWrite, Y: "y" Read, N: "n" U32, COLUMNS: "columns" U32 }
 
 /// Registers `add_<dtype>` (the dtype of the addend).
 pub fn register(registry: &mut KernelRegistry) {
@@ -32,19 +33,65 @@ impl Add {
         })
     }
 
-    /// `x[n] += y[n]` (x f32, updated in place).
+    /// `x[i] += y[i % y.len()]` (x f32, updated in place). Either `y` is as
+    /// long as `x` (with x's shape, or one of them flat), or `y` is a flat
+    /// row whose length divides x's, added to every row of x; then a shaped
+    /// x must end in dimensions whose product is that length (`[rows, n]`
+    /// plus a bias `[n]`). Any other length is [`Error::ShapeMismatch`].
     pub fn encode(&self, encoder: &mut CommandEncoder, x: &Buffer, y: &Buffer) -> Result<()> {
-        let n = x.len();
-        expect("add", "accumulator", x, DType::F32, &[n])?;
-        expect("add", "addend", y, self.dtype, &[n])?;
+        let (n, columns) = (x.len(), y.len());
+        if x.dtype() != DType::F32 {
+            return Err(Error::DTypeMismatch {
+                context: "add accumulator".into(),
+                expected: DType::F32,
+                found: x.dtype(),
+            });
+        }
+        if columns == n {
+            expect_like("add", "addend", y, self.dtype, x)?;
+        } else {
+            if y.dtype() != self.dtype {
+                return Err(Error::DTypeMismatch {
+                    context: "add addend".into(),
+                    expected: self.dtype,
+                    found: y.dtype(),
+                });
+            }
+            if y.shape().len() != 1 || columns == 0 || !n.is_multiple_of(columns) {
+                return Err(Error::ShapeMismatch {
+                    context: format!(
+                        "add addend must be as long as the accumulator ({n}) or a flat row whose length divides it"
+                    ),
+                    expected: vec![columns.max(1)],
+                    found: y.shape().to_vec(),
+                });
+            }
+            // A shaped accumulator's rows are its trailing dimensions.
+            let shape = x.shape();
+            let rows_end_in_columns = shape.len() == 1
+                || (0..shape.len()).any(|split| shape[split..].iter().product::<usize>() == columns);
+            if !rows_end_in_columns {
+                return Err(Error::ShapeMismatch {
+                    context: format!(
+                        "add accumulator must end in dimensions of {columns} elements, the addend's"
+                    ),
+                    expected: vec![n / columns, columns],
+                    found: shape.to_vec(),
+                });
+            }
+        }
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(X, x)
                 .buffer(Y, y)
                 .scalar(N, n as u32)
+                .scalar(COLUMNS, columns.max(1) as u32)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(n, 256))
-                .cost(bytes_of(2 * n, DType::F32) + bytes_of(n, self.dtype), n as u64)
+                .cost(
+                    bytes_of(2 * n, DType::F32) + bytes_of(columns, self.dtype),
+                    n as u64,
+                )
                 .op_kind(OpKind::ElemAdd),
         )
     }

@@ -4,21 +4,44 @@ use crate::error::{Error, Result};
 use crate::ops::WeightElement;
 use crate::runtime::KernelArgs;
 
-use super::{HIDDEN, OUT, TABLE, TOKEN_SLOT, VOCAB};
+use super::{FIRST, HIDDEN, OUT, ROWS, TABLE, TOKENS, VOCAB};
 
-/// `out` f32 `[hidden]` is row `token_slot[0]` of `table` `[vocab, hidden]`.
+/// `out` f32 `[rows, hidden]`: row r is row `tokens[first + r]` of `table`
+/// `[vocab, hidden]`.
 pub(super) fn embedding<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
     let table = args.input::<W>(TABLE)?;
-    let token = args.input::<u32>(TOKEN_SLOT)?[0] as usize;
+    let tokens = args.input::<u32>(TOKENS)?;
     let out = args.output::<f32>(OUT)?;
+    let (first, rows) = (args.u32(FIRST)? as usize, args.u32(ROWS)? as usize);
     let (vocab, hidden) = (args.u32(VOCAB)? as usize, args.u32(HIDDEN)? as usize);
-    if token >= vocab {
-        return Err(Error::KernelFailed {
+    let tokens = tokens
+        .get(first..first + rows)
+        .ok_or_else(|| Error::KernelFailed {
             kernel: "embedding".into(),
-            message: format!("token id {token} is not below the vocabulary size {vocab}"),
-        });
+            message: format!(
+                "tokens {first}..{} are beyond the {} given",
+                first + rows,
+                tokens.len()
+            ),
+        })?;
+    for (&token, destination) in tokens.iter().zip(out.chunks_exact_mut(hidden.max(1))) {
+        let token = token as usize;
+        if token >= vocab {
+            return Err(Error::KernelFailed {
+                kernel: "embedding".into(),
+                message: format!("token id {token} is not below the vocabulary size {vocab}"),
+            });
+        }
+        let row = table
+            .get(token * hidden..(token + 1) * hidden)
+            .ok_or_else(|| Error::KernelFailed {
+                kernel: "embedding".into(),
+                message: format!(
+                    "token id {token}'s row is beyond the table's {} elements",
+                    table.len()
+                ),
+            })?;
+        destination.iter_mut().zip(row).for_each(|(o, w)| *o = w.to_f32());
     }
-    let row = &table[token * hidden..(token + 1) * hidden];
-    out.iter_mut().zip(row).for_each(|(o, w)| *o = w.to_f32());
     Ok(())
 }

@@ -1,19 +1,30 @@
-// Embedding row lookup; the token id is read from device memory. An id
-// beyond the vocabulary writes NaN (the host checks ids before they get here).
+// Embedding rows: out row r is table row tokens[first + r], one block per
+// row. Token ids are read from device memory; an id beyond the vocabulary
+// writes NaN (the host checks ids before they get here).
 template <typename W>
-__device__ void embedding(const W* table, const u32* token_slot, float* out, u32 vocab, u32 hidden) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= hidden) return;
-    u32 token = token_slot[0];
-    out[i] = token < vocab ? to_f32(table[(size_t)token * hidden + i]) : __int_as_float(0x7fc00000);
+__device__ void embedding(const W* table, const u32* tokens, float* out, u32 first, u32 rows, u32 vocab,
+                          u32 hidden) {
+    u32 row = blockIdx.x;
+    if (row >= rows) return;
+    u32 token = tokens[first + row];
+    float* destination = out + (size_t)row * hidden;
+    if (token >= vocab) {
+        for (u32 i = threadIdx.x; i < hidden; i += blockDim.x) destination[i] = __int_as_float(0x7fc00000);
+        return;
+    }
+    const W* source = table + (size_t)token * hidden;
+    for (u32 i = threadIdx.x; i < hidden; i += blockDim.x) destination[i] = to_f32(source[i]);
 }
 
-extern "C" __global__ void embedding_f32(const float* table, const u32* token_slot, float* out, u32 vocab, u32 hidden) {
-    embedding(table, token_slot, out, vocab, hidden);
+extern "C" __global__ void embedding_f32(const float* table, const u32* tokens, float* out, u32 first, u32 rows,
+                                         u32 vocab, u32 hidden) {
+    embedding(table, tokens, out, first, rows, vocab, hidden);
 }
-extern "C" __global__ void embedding_f16(const f16* table, const u32* token_slot, float* out, u32 vocab, u32 hidden) {
-    embedding(table, token_slot, out, vocab, hidden);
+extern "C" __global__ void embedding_f16(const f16* table, const u32* tokens, float* out, u32 first, u32 rows,
+                                         u32 vocab, u32 hidden) {
+    embedding(table, tokens, out, first, rows, vocab, hidden);
 }
-extern "C" __global__ void embedding_bf16(const bf16* table, const u32* token_slot, float* out, u32 vocab, u32 hidden) {
-    embedding(table, token_slot, out, vocab, hidden);
+extern "C" __global__ void embedding_bf16(const bf16* table, const u32* tokens, float* out, u32 first, u32 rows,
+                                          u32 vocab, u32 hidden) {
+    embedding(table, tokens, out, first, rows, vocab, hidden);
 }

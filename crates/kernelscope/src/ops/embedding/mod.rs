@@ -1,11 +1,13 @@
-//! Embedding: the row of the token-embedding table for the token id held in
-//! device memory (so a captured graph can be replayed for any token).
+//! Embedding: the rows of the token-embedding table for token ids held in
+//! device memory (so a captured graph can be replayed for any token), one
+//! output row per token: the decode engine embeds one token, a batched
+//! prefill a chunk of the prompt.
 
 mod cpu;
 
 use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect, kernel_arguments, kernel_for,
-    register_weight_kernels,
+    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect, expect_rows, kernel_arguments, kernel_for,
+    register_weight_kernels, rows_of,
 };
 use crate::error::Result;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
@@ -18,11 +20,16 @@ use cpu::embedding;
 
 kernel_arguments! {
     TABLE: "table" Read,
-    TOKEN_SLOT: "token_slot" Read,
+    TOKENS: "tokens" Read,
     OUT: "out" Write,
+    FIRST: "first" U32,
+    ROWS: "rows" U32,
     VOCAB: "vocab" U32,
     HIDDEN: "hidden" U32,
 }
+
+/// Threads per block: one block per row, each thread striding over it.
+const THREADS: u32 = 256;
 
 /// The embedding op for one table dtype.
 #[derive(Clone, Debug)]
@@ -41,29 +48,45 @@ impl Embedding {
         })
     }
 
-    /// `out[hidden] = table[token_slot[0], :]`; `table` is `[vocab, hidden]`,
-    /// `token_slot` a u32 buffer whose element 0 is the token id.
+    /// `out[r, :] = table[tokens[first + r], :]` for every row r of `out`
+    /// f32 `[rows, hidden]` (rows = `out.len() / hidden`); `table` is
+    /// `[vocab, hidden]`, `tokens` a flat u32 buffer holding at least
+    /// `first + rows` ids. The decode engine passes its `[token, position]`
+    /// step buffer with `first` 0 and one row.
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
         table: &Buffer,
-        token_slot: &Buffer,
+        tokens: &Buffer,
+        first: usize,
         out: &Buffer,
     ) -> Result<()> {
         let [vocab, hidden] = dimensions("embedding", "table", table)?;
         expect("embedding", "table", table, self.dtype, &[vocab, hidden])?;
-        super::expect_slot("embedding", token_slot, 0)?;
-        expect("embedding", "output", out, DType::F32, &[hidden])?;
+        let rows = rows_of("embedding", "output", out, hidden)?;
+        expect_rows("embedding", "output", out, DType::F32, rows, &[hidden])?;
+        super::expect_indices("embedding", "tokens", tokens, first, rows)?;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(TABLE, table)
-                .buffer(TOKEN_SLOT, token_slot)
+                .buffer(TOKENS, tokens)
                 .buffer(OUT, out)
+                .scalar(FIRST, first as u32)
+                .scalar(ROWS, rows as u32)
                 .scalar(VOCAB, vocab as u32)
                 .scalar(HIDDEN, hidden as u32)
                 .dispatch(&self.kernel)?
-                .grid(LaunchGrid::linear(hidden, 256))
-                .cost(bytes_of(hidden, self.dtype) + bytes_of(hidden, DType::F32) + 4, 0)
+                .grid(LaunchGrid {
+                    blocks: [rows as u32, 1, 1],
+                    threads_per_block: [THREADS, 1, 1],
+                    shared_memory_bytes: 0,
+                })
+                .cost(
+                    bytes_of(rows * hidden, self.dtype)
+                        + bytes_of(rows * hidden, DType::F32)
+                        + bytes_of(rows, DType::U32),
+                    0,
+                )
                 .op_kind(OpKind::Embedding),
         )
     }

@@ -1,37 +1,98 @@
-//! RMS normalisation: `out = x / sqrt(mean(x²) + eps) * weight`, in f32.
+//! RMS normalisation of each row: `out = x / sqrt(mean(x²) + eps) * weight`,
+//! computed in f32 and stored as f32 (the decode path) or in the weight's
+//! dtype (the input of a GEMM over a batch of rows).
+//!
+//! Kernels are named by both dtypes: `rms_norm_<weight>` writes f32 (the
+//! name decode has always used), `rms_norm_<weight>_<out>` a narrowed output
+//! (`rms_norm_bf16_bf16`, `rms_norm_f16_f16`).
 
 mod cpu;
 
-use super::{Arguments, bytes_of, expect, kernel_arguments, kernel_for, register_weight_kernels};
-use crate::error::Result;
+use std::sync::Arc;
+
+use super::{Arguments, bytes_of, expect, expect_rows, kernel_arguments, kernel_for, rows_of};
+use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::rms_norm;
+use half::{bf16, f16};
 
-kernel_arguments! { X: "x" Read, WEIGHT: "weight" Read, OUT: "out" Write, EPS: "eps" F32, N: "n" U32 }
-
-/// Registers `rms_norm_<dtype>` (the dtype of the weight).
-pub fn register(registry: &mut KernelRegistry) {
-    register_weight_kernels!(registry, "rms_norm", rms_norm, include_str!("rms_norm.cu"));
+kernel_arguments! {
+    X: "x" Read,
+    WEIGHT: "weight" Read,
+    OUT: "out" Write,
+    EPS: "eps" F32,
+    N: "n" U32,
+    ROWS: "rows" U32,
 }
 
-/// The RMSNorm op for one weight dtype.
+/// Registers `rms_norm_<weight>` (f32 output) and `rms_norm_<weight>_<weight>`
+/// (output in the weight's dtype).
+pub fn register(registry: &mut KernelRegistry) {
+    registry.register_cpu("rms_norm_f32", rms_norm::<f32, f32>);
+    registry.register_cpu("rms_norm_f16", rms_norm::<f16, f32>);
+    registry.register_cpu("rms_norm_bf16", rms_norm::<bf16, f32>);
+    registry.register_cpu("rms_norm_f16_f16", rms_norm::<f16, f16>);
+    registry.register_cpu("rms_norm_bf16_bf16", rms_norm::<bf16, bf16>);
+    let source: Arc<str> = super::cuda_source(include_str!("rms_norm.cu")).into();
+    for name in [
+        "rms_norm_f32",
+        "rms_norm_f16",
+        "rms_norm_bf16",
+        "rms_norm_f16_f16",
+        "rms_norm_bf16_bf16",
+    ] {
+        registry.register_cuda_source(name, source.clone());
+    }
+}
+
+/// Threads per block for rows of `n`: a float4 per thread for the widest
+/// rows (1024 threads for 4096), a single warp for short ones.
+fn threads_for(n: usize) -> u32 {
+    (n.div_ceil(4).next_multiple_of(32)).clamp(32, 1024) as u32
+}
+
+/// The RMSNorm op for one weight dtype and one output dtype.
 #[derive(Clone, Debug)]
 pub struct RmsNorm {
     kernel: Kernel,
-    dtype: DType,
+    weight_dtype: DType,
+    out_dtype: DType,
 }
 
 impl RmsNorm {
-    /// The op for weights of `dtype` on `device`.
-    pub fn new(registry: &KernelRegistry, device: &Device, dtype: DType) -> Result<Self> {
+    /// The op for weights of `weight_dtype` on `device`, writing `out_dtype`:
+    /// f32, or the weight's own dtype. Any other output dtype is
+    /// [`Error::KernelMissing`].
+    pub fn new(
+        registry: &KernelRegistry,
+        device: &Device,
+        weight_dtype: DType,
+        out_dtype: DType,
+    ) -> Result<Self> {
+        let kernel = if out_dtype == DType::F32 {
+            kernel_for(registry, device, "rms_norm", weight_dtype)?
+        } else if out_dtype == weight_dtype {
+            kernel_for(registry, device, &format!("rms_norm_{weight_dtype}"), out_dtype)?
+        } else {
+            return Err(Error::KernelMissing {
+                name: format!("rms_norm_{weight_dtype}_{out_dtype}"),
+                backend: device.backend(),
+                workaround: format!(
+                    "rms_norm writes f32 or the weight's dtype ({weight_dtype}), not {out_dtype}"
+                ),
+            });
+        };
         Ok(RmsNorm {
-            kernel: kernel_for(registry, device, "rms_norm", dtype)?,
-            dtype,
+            kernel,
+            weight_dtype,
+            out_dtype,
         })
     }
 
-    /// `out[n] = x[n] / rms(x) * weight[n]`.
+    /// `out[r, :] = x[r, :] / rms(x[r, :]) * weight` for every row r of `x`
+    /// f32 `[rows, n]`, where n is the length of `weight` `[n]`; `out` is
+    /// `[rows, n]` in the op's output dtype. Flat operands are read as rows.
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
@@ -40,10 +101,11 @@ impl RmsNorm {
         out: &Buffer,
         eps: f32,
     ) -> Result<()> {
-        let n = x.len();
-        expect("rms_norm", "input", x, DType::F32, &[n])?;
-        expect("rms_norm", "weight", weight, self.dtype, &[n])?;
-        expect("rms_norm", "output", out, DType::F32, &[n])?;
+        let n = weight.len();
+        expect("rms_norm", "weight", weight, self.weight_dtype, &[n])?;
+        let rows = rows_of("rms_norm", "input", x, n)?;
+        expect_rows("rms_norm", "input", x, DType::F32, rows, &[n])?;
+        expect_rows("rms_norm", "output", out, self.out_dtype, rows, &[n])?;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(X, x)
@@ -51,15 +113,18 @@ impl RmsNorm {
                 .buffer(OUT, out)
                 .scalar(EPS, eps)
                 .scalar(N, n as u32)
+                .scalar(ROWS, rows as u32)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid {
-                    blocks: [1, 1, 1],
-                    threads_per_block: [256, 1, 1],
+                    blocks: [rows as u32, 1, 1],
+                    threads_per_block: [threads_for(n), 1, 1],
                     shared_memory_bytes: 0,
                 })
                 .cost(
-                    bytes_of(2 * n, DType::F32) + bytes_of(n, self.dtype),
-                    4 * n as u64,
+                    bytes_of(rows * n, DType::F32)
+                        + bytes_of(n, self.weight_dtype)
+                        + bytes_of(rows * n, self.out_dtype),
+                    4 * (rows * n) as u64,
                 )
                 .op_kind(OpKind::RmsNorm),
         )

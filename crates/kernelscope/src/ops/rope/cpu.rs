@@ -2,31 +2,50 @@
 //! `x[i], x[i+d/2] ← x[i]·cos − x[i+d/2]·sin, x[i+d/2]·cos + x[i]·sin`
 //! with the angle `position · inv_freq[i]` computed in f32 as transformers does.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::runtime::KernelArgs;
 
-use super::{ATTENTION_SCALING, HEAD_DIM, INDEX, INVERSE_FREQUENCIES, POSITION_SLOT, X};
+use super::{ATTENTION_SCALING, FIRST, HEAD_DIM, HEADS, INVERSE_FREQUENCIES, POSITIONS, ROWS, X};
 
-/// Rotates `x` f32 `[heads, head_dim]` in place by position
-/// `position_slot[index]`, cos and sin multiplied by `attention_scaling`.
+/// Rotates each row r of `x` f32 `[rows, heads, head_dim]` in place by
+/// position `positions[first + r]`, cos and sin multiplied by
+/// `attention_scaling`.
 pub(super) fn rope(args: &KernelArgs<'_>) -> Result<()> {
     let x = args.output::<f32>(X)?;
     let inverse_frequencies = args.input::<f32>(INVERSE_FREQUENCIES)?;
-    let position = args.input::<u32>(POSITION_SLOT)?[args.u32(INDEX)? as usize] as f32;
-    let head_dim = args.u32(HEAD_DIM)? as usize;
+    let positions = args.input::<u32>(POSITIONS)?;
+    let (first, rows) = (args.u32(FIRST)? as usize, args.u32(ROWS)? as usize);
+    let heads = args.u32(HEADS)? as usize;
+    let head_dim = (args.u32(HEAD_DIM)? as usize).max(2);
     let half = head_dim / 2;
     let attention_scaling = args.f32(ATTENTION_SCALING)?;
-    let rotations: Vec<(f32, f32)> = inverse_frequencies
+    let positions = positions
+        .get(first..first + rows)
+        .ok_or_else(|| Error::KernelFailed {
+            kernel: "rope".into(),
+            message: format!(
+                "positions {first}..{} are beyond the {} given",
+                first + rows,
+                positions.len()
+            ),
+        })?;
+    for (&position, row) in positions
         .iter()
-        .map(|f| (position * f).sin_cos())
-        .map(|(s, c)| (c * attention_scaling, s * attention_scaling))
-        .collect();
-    for head in x.chunks_exact_mut(head_dim) {
-        let (first, second) = head.split_at_mut(half);
-        for ((a, b), (cos, sin)) in first.iter_mut().zip(second.iter_mut()).zip(&rotations) {
-            let (x0, x1) = (*a, *b);
-            *a = x0 * cos - x1 * sin;
-            *b = x1 * cos + x0 * sin;
+        .zip(x.chunks_exact_mut((heads * head_dim).max(1)))
+    {
+        let position = position as f32;
+        let rotations: Vec<(f32, f32)> = inverse_frequencies
+            .iter()
+            .map(|f| (position * f).sin_cos())
+            .map(|(s, c)| (c * attention_scaling, s * attention_scaling))
+            .collect();
+        for head in row.chunks_exact_mut(head_dim) {
+            let (first_half, second_half) = head.split_at_mut(half);
+            for ((a, b), (cos, sin)) in first_half.iter_mut().zip(second_half.iter_mut()).zip(&rotations) {
+                let (x0, x1) = (*a, *b);
+                *a = x0 * cos - x1 * sin;
+                *b = x1 * cos + x0 * sin;
+            }
         }
     }
     Ok(())

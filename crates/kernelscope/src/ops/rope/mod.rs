@@ -1,19 +1,21 @@
 //! Rotary position embedding (the "rotate half" layout of Hugging Face
-//! Llama/Qwen2), applied in place to `[heads, head_dim]` at the position held
-//! in device memory. The inverse frequencies are computed once on the host
+//! Llama/Qwen2), applied in place to `[rows, heads, head_dim]`, each row at
+//! its own position held in device memory (decode rotates one row, a batched
+//! prefill a chunk of the prompt's tokens). The inverse frequencies are computed once on the host
 //! ([`inverse_frequencies`]), including the `rope_scaling` of linear, Llama-3 and YaRN checkpoints.
 
 mod cpu;
 
-use super::{Arguments, bytes_of, expect, kernel_arguments};
+use super::{Arguments, bytes_of, expect, expect_rows, kernel_arguments, rows_of};
 use crate::error::Result;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 kernel_arguments! {
     X: "x" ReadWrite,
     INVERSE_FREQUENCIES: "inverse_frequencies" Read,
-    POSITION_SLOT: "position_slot" Read,
-    INDEX: "index" U32,
+    POSITIONS: "positions" Read,
+    FIRST: "first" U32,
+    ROWS: "rows" U32,
     HEADS: "heads" U32,
     HEAD_DIM: "head_dim" U32,
     ATTENTION_SCALING: "attention_scaling" F32,
@@ -164,48 +166,47 @@ impl Rope {
         })
     }
 
-    /// Rotates `x[heads, head_dim]` in place by the position in
-    /// `position_slot[index]`, with `frequencies`.
+    /// Rotates each row r of `x` f32 `[rows, heads, head_dim]` in place by
+    /// the position `positions[first + r]`, with `frequencies`; head_dim is
+    /// twice the number of inverse frequencies and rows is
+    /// `x.len() / (heads · head_dim)`. `positions` is a flat u32 buffer (the
+    /// decode engine passes its `[token, position]` step buffer, first 1).
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
         x: &Buffer,
         frequencies: &RopeFrequencies,
-        position_slot: &Buffer,
-        index: usize,
+        positions: &Buffer,
+        first: usize,
         heads: usize,
     ) -> Result<()> {
         let inverse_frequencies = &frequencies.inverse_frequencies;
-        let head_dim = x.len() / heads.max(1);
-        expect("rope", "input", x, DType::F32, &[heads, head_dim])?;
+        let half = inverse_frequencies.len();
+        let head_dim = 2 * half;
         expect(
             "rope",
             "inverse frequencies",
             inverse_frequencies,
             DType::F32,
-            &[head_dim / 2],
+            &[half],
         )?;
-        expect(
-            "rope",
-            "position",
-            position_slot,
-            DType::U32,
-            position_slot.shape(),
-        )?;
-        super::expect_slot("rope", position_slot, index)?;
+        let rows = rows_of("rope", "input", x, heads * head_dim)?;
+        expect_rows("rope", "input", x, DType::F32, rows, &[heads, head_dim])?;
+        super::expect_indices("rope", "positions", positions, first, rows)?;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(X, x)
                 .buffer(INVERSE_FREQUENCIES, inverse_frequencies)
-                .buffer(POSITION_SLOT, position_slot)
-                .scalar(INDEX, index as u32)
+                .buffer(POSITIONS, positions)
+                .scalar(FIRST, first as u32)
+                .scalar(ROWS, rows as u32)
                 .scalar(HEADS, heads as u32)
                 .scalar(HEAD_DIM, head_dim as u32)
                 .scalar(ATTENTION_SCALING, frequencies.attention_scaling)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(x.len() / 2, 128))
                 .cost(
-                    bytes_of(2 * x.len() + head_dim / 2, DType::F32),
+                    bytes_of(2 * x.len() + half, DType::F32) + bytes_of(rows, DType::U32),
                     6 * x.len() as u64,
                 )
                 .op_kind(OpKind::Rope),

@@ -1,19 +1,22 @@
-// RoPE, rotate-half layout, in place: one thread per (head, i < d/2) pair.
-// The angle position * inv_freq is formed in f32 like transformers does; cos and
+// RoPE, rotate-half layout, in place on x [rows, heads, head_dim]: one thread
+// per (row, head, i < d/2) pair, row r rotated by positions[first + r]. The
+// angle position * inv_freq is formed in f32 like transformers does; cos and
 // sin are multiplied by attention_scaling (YaRN's attention factor, else 1).
-extern "C" __global__ void rope_f32(float* x, const float* inverse_frequencies, const u32* position_slot, u32 index,
-                                   u32 heads, u32 head_dim, float attention_scaling) {
+extern "C" __global__ void rope_f32(float* x, const float* inverse_frequencies, const u32* positions, u32 first,
+                                   u32 rows, u32 heads, u32 head_dim, float attention_scaling) {
     u32 half = head_dim / 2;
-    u32 item = blockIdx.x * blockDim.x + threadIdx.x;
-    if (item >= heads * half) return;
-    u32 head = item / half, i = item % half;
-    float angle = (float)position_slot[index] * inverse_frequencies[i];
+    size_t item = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (item >= (size_t)rows * heads * half) return;
+    u32 i = item % half;
+    size_t head = item / half;  // over all rows: row * heads + head within the row
+    u32 row = head / heads;
+    float angle = (float)positions[first + row] * inverse_frequencies[i];
     float s, c;
     sincosf(angle, &s, &c);
     // transformers scales cos and sin (YaRN's attention factor; 1 otherwise).
     s *= attention_scaling;
     c *= attention_scaling;
-    float* h = x + (size_t)head * head_dim;
+    float* h = x + head * head_dim;
     float x0 = h[i], x1 = h[i + half];
     h[i] = x0 * c - x1 * s;
     h[i + half] = x1 * c + x0 * s;

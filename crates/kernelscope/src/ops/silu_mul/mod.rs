@@ -1,34 +1,52 @@
-//! The gated MLP's activation: `out = silu(gate) * up`, `silu(g) = g / (1 + e^-g)`.
+//! The gated MLP's activation: `out = silu(gate) * up`, `silu(g) = g / (1 + e^-g)`,
+//! elementwise over any number of rows, computed in f32 and stored as f32 or
+//! in the weights' dtype (the down projection's GEMM input). Kernels are
+//! named by the output's dtype: `silu_mul_<out>`.
 
 mod cpu;
 
-use super::{Arguments, bytes_of, expect, kernel_arguments};
-use crate::error::Result;
+use super::{
+    Arguments, WEIGHT_DTYPES, bytes_of, expect_like, kernel_arguments, kernel_for, register_weight_kernels,
+};
+use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+use cpu::silu_mul;
 
 kernel_arguments! { GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32 }
 
-/// Registers `silu_mul_f32`.
+/// Registers `silu_mul_<dtype>` (the dtype of the output).
 pub fn register(registry: &mut KernelRegistry) {
-    registry.register_cpu("silu_mul_f32", cpu::silu_mul);
-    registry.register_cuda_source("silu_mul_f32", super::cuda_source(include_str!("silu_mul.cu")));
+    register_weight_kernels!(registry, "silu_mul", silu_mul, include_str!("silu_mul.cu"));
 }
 
-/// The SiLU-gate-multiply op.
+/// The SiLU-gate-multiply op for one output dtype.
 #[derive(Clone, Debug)]
 pub struct SiluMul {
     kernel: Kernel,
+    out_dtype: DType,
 }
 
 impl SiluMul {
-    /// The op on `device`.
-    pub fn new(registry: &KernelRegistry, device: &Device) -> Result<Self> {
+    /// The op on `device` writing `out_dtype` (f32, f16 or bf16; any other
+    /// is [`Error::KernelMissing`]).
+    pub fn new(registry: &KernelRegistry, device: &Device, out_dtype: DType) -> Result<Self> {
+        if !WEIGHT_DTYPES.contains(&out_dtype) {
+            return Err(Error::KernelMissing {
+                name: format!("silu_mul_{out_dtype}"),
+                backend: device.backend(),
+                workaround: format!("silu_mul writes f32, f16 or bf16, not {out_dtype}"),
+            });
+        }
         Ok(SiluMul {
-            kernel: super::kernel_for(registry, device, "silu_mul", DType::F32)?,
+            kernel: kernel_for(registry, device, "silu_mul", out_dtype)?,
+            out_dtype,
         })
     }
 
-    /// `out[n] = silu(gate[n]) * up[n]`.
+    /// `out = silu(gate) * up` elementwise; `gate` and `up` are f32, `out` in
+    /// the op's output dtype. `gate`'s shape is the op's (`[n]` or
+    /// `[rows, n]`); `up` and `out` have it or are flat.
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
@@ -37,9 +55,9 @@ impl SiluMul {
         out: &Buffer,
     ) -> Result<()> {
         let n = gate.len();
-        expect("silu_mul", "gate", gate, DType::F32, &[n])?;
-        expect("silu_mul", "up", up, DType::F32, &[n])?;
-        expect("silu_mul", "output", out, DType::F32, &[n])?;
+        expect_like("silu_mul", "gate", gate, DType::F32, gate)?;
+        expect_like("silu_mul", "up", up, DType::F32, gate)?;
+        expect_like("silu_mul", "output", out, self.out_dtype, gate)?;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(GATE, gate)
@@ -48,7 +66,10 @@ impl SiluMul {
                 .scalar(N, n as u32)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(n, 256))
-                .cost(bytes_of(3 * n, DType::F32), 5 * n as u64)
+                .cost(
+                    bytes_of(2 * n, DType::F32) + bytes_of(n, self.out_dtype),
+                    5 * n as u64,
+                )
                 .op_kind(OpKind::SiluMul),
         )
     }
