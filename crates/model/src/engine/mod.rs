@@ -146,7 +146,7 @@ impl Model {
                 "--kv-dtype {dtype}: the KV cache holds f32, f16 or bf16"
             )));
         }
-        self.ops.set_kv_dtype(&self.device, dtype)?;
+        self.ops.set_kv_dtype(&self.device, self.weights.dtype, dtype)?;
         self.state.key_cache.clear();
         self.state.value_cache.clear();
         self.state.context = 0;

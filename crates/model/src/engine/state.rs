@@ -1,7 +1,10 @@
 //! What a model holds on its device besides the weights: the ops bound to
-//! the device and weight dtype, and one sequence's activations and KV cache.
+//! the device, the weight dtype and the KV cache's dtype, and one
+//! sequence's activations and KV cache.
 
 use kernelscope::ops::attention::Attention;
+use kernelscope::ops::matmul::MatMul;
+use kernelscope::ops::prefill_attention::PrefillAttention;
 use kernelscope::ops::rope::{Rope, RopeFrequencies, inverse_frequencies};
 use kernelscope::ops::sample::Sample;
 use kernelscope::ops::{
@@ -13,18 +16,31 @@ use kernelscope::{Buffer, DType, Device};
 use crate::config::Config;
 use crate::error::Result;
 
-/// The ops the model uses, bound to its device and weight dtype. Built once,
-/// so a kernel missing for this device and dtype is an error before any token.
+/// The ops the model uses, bound to its device, weight dtype and KV-cache
+/// dtype. Built once, so a kernel missing for this device and dtype is an
+/// error before any token.
 pub(crate) struct Ops {
     pub embedding: Embedding,
+    /// RMSNorm into f32, for a mat-vec (decode).
     pub rms_norm: RmsNorm,
+    /// RMSNorm into the weights' dtype, for a GEMM (prefill).
+    pub rms_norm_narrow: RmsNorm,
     pub matvec: MatVec,
+    /// GEMM over a chunk's rows (prefill; cuBLASLt on CUDA).
+    pub matmul: MatMul,
     pub add_residual: Add,
     pub add_bias: Add,
     pub rope: Rope,
+    /// The KV cache's element type, which the three ops below read or write.
+    pub kv_dtype: DType,
     pub kv_append: KvAppend,
+    /// Decode attention (split over the cached positions).
     pub attention: Attention,
+    /// Causal attention of a prefill chunk, out in the weights' dtype.
+    pub prefill_attention: PrefillAttention,
     pub silu_mul: SiluMul,
+    /// SiLU·mul into the weights' dtype, for down_proj's GEMM (prefill).
+    pub silu_mul_narrow: SiluMul,
     pub argmax: Argmax,
     /// Feeds a replayed step's choice back as the next step's token, and
     /// carries the KV cache over when it grows.
@@ -35,22 +51,41 @@ pub(crate) struct Ops {
 }
 
 impl Ops {
+    /// The ops for weights of `dtype`, with a KV cache of the same dtype.
     pub fn new(device: &Device, dtype: DType) -> Result<Ops> {
         let registry = kernelscope::ops::registry();
         Ok(Ops {
             embedding: Embedding::new(&registry, device, dtype)?,
             rms_norm: RmsNorm::new(&registry, device, dtype, DType::F32)?,
+            rms_norm_narrow: RmsNorm::new(&registry, device, dtype, dtype)?,
             matvec: MatVec::new(&registry, device, dtype)?,
+            matmul: MatMul::new(&registry, device, dtype)?,
             add_residual: Add::new(&registry, device, DType::F32)?,
             add_bias: Add::new(&registry, device, dtype)?,
             rope: Rope::new(&registry, device)?,
-            kv_append: KvAppend::new(&registry, device)?,
-            attention: Attention::new(&registry, device)?,
+            kv_dtype: dtype,
+            kv_append: KvAppend::new(&registry, device, dtype)?,
+            attention: Attention::new(&registry, device, dtype)?,
+            prefill_attention: PrefillAttention::new(&registry, device, dtype, dtype)?,
             silu_mul: SiluMul::new(&registry, device, DType::F32)?,
+            silu_mul_narrow: SiluMul::new(&registry, device, dtype)?,
             argmax: Argmax::new(&registry, device)?,
             copy: CopyOp::new(&registry, device)?,
             sample: Sample::new(&registry, device),
         })
+    }
+}
+
+impl Ops {
+    /// Rebinds the KV-cache ops to a cache of `kv_dtype` (attention's
+    /// output stays in the weights' dtype, `weight_dtype`).
+    pub fn set_kv_dtype(&mut self, device: &Device, weight_dtype: DType, kv_dtype: DType) -> Result<()> {
+        let registry = kernelscope::ops::registry();
+        self.kv_append = KvAppend::new(&registry, device, kv_dtype)?;
+        self.attention = Attention::new(&registry, device, kv_dtype)?;
+        self.prefill_attention = PrefillAttention::new(&registry, device, kv_dtype, weight_dtype)?;
+        self.kv_dtype = kv_dtype;
+        Ok(())
     }
 }
 
