@@ -207,7 +207,9 @@ impl Executor {
                     })?);
                 }
                 let graph = self.greedy_step.as_ref().expect("captured above");
-                Ok(encoder.replay(graph)?)
+                // Attention's cost is recorded at this step's context, not
+                // the capture's.
+                Ok(encoder.replay_at(graph, position + 1)?)
             }
             (ExecutionMode::Graph, sampled @ Choice::Sampled { .. }) => {
                 if self.forward_pass.is_none() {
@@ -216,7 +218,7 @@ impl Executor {
                     })?);
                 }
                 let graph = self.forward_pass.as_ref().expect("captured above");
-                encoder.replay(graph)?;
+                encoder.replay_at(graph, position + 1)?;
                 forward.encode_choice(encoder, sampled)?;
                 forward.encode_feedback(encoder)
             }
