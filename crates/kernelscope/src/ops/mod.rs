@@ -34,6 +34,7 @@ pub mod embedding;
 pub mod kv_append;
 pub mod matmul;
 pub mod matvec;
+pub mod prefill_attention;
 pub mod rms_norm;
 pub mod rope;
 pub mod sample;
@@ -55,6 +56,7 @@ pub fn registry() -> KernelRegistry {
     kv_append::register(&mut registry);
     matmul::register(&mut registry);
     matvec::register(&mut registry);
+    prefill_attention::register(&mut registry);
     rms_norm::register(&mut registry);
     rope::register(&mut registry);
     sample::register(&mut registry);

@@ -3,24 +3,25 @@
 
 use super::{Argument, ArgumentKind, registry};
 
-/// Every op's folder and its declared kernel arguments.
-const DECLARED: [(&str, &[Argument]); 12] = [
-    ("add", super::add::ARGUMENTS),
-    ("argmax", super::argmax::ARGUMENTS),
-    ("attention", super::attention::ARGUMENTS),
-    ("copy", super::copy::ARGUMENTS),
-    ("embedding", super::embedding::ARGUMENTS),
-    ("kv_append", super::kv_append::ARGUMENTS),
-    ("matmul", super::matmul::ARGUMENTS),
-    ("matvec", super::matvec::ARGUMENTS),
-    ("rms_norm", super::rms_norm::ARGUMENTS),
-    ("rope", super::rope::ARGUMENTS),
-    ("sample", super::sample::ARGUMENTS),
-    ("silu_mul", super::silu_mul::ARGUMENTS),
+/// Every op's folder, each `.cu` file in it, and the kernel arguments its
+/// kernels take (an op of two steps has a file, and a list, per step).
+const DECLARED: [(&str, &str, &[Argument]); 14] = [
+    ("add", "add", super::add::ARGUMENTS),
+    ("argmax", "argmax", super::argmax::ARGUMENTS),
+    ("attention", "attention", super::attention::ARGUMENTS),
+    ("attention", "combine", super::attention::combine::ARGUMENTS),
+    ("copy", "copy", super::copy::ARGUMENTS),
+    ("embedding", "embedding", super::embedding::ARGUMENTS),
+    ("kv_append", "kv_append", super::kv_append::ARGUMENTS),
+    ("matmul", "matmul", super::matmul::ARGUMENTS),
+    ("matvec", "matvec", super::matvec::ARGUMENTS),
+    ("prefill_attention", "prefill_attention", super::prefill_attention::ARGUMENTS),
+    ("rms_norm", "rms_norm", super::rms_norm::ARGUMENTS),
+    ("rope", "rope", super::rope::ARGUMENTS),
+    ("sample", "sample", super::sample::ARGUMENTS),
+    ("silu_mul", "silu_mul", super::silu_mul::ARGUMENTS),
 ];
 
-/// The `extern "C" __global__ void` kernels of a CUDA source: each name
-/// with its parameters as (type, name).
 fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {
     const OPENING: &str = "extern \"C\" __global__ void ";
     let mut kernels = Vec::new();
@@ -76,16 +77,17 @@ fn every_cuda_signature_matches_its_declared_arguments() {
             continue;
         }
         let op = folder.file_name().unwrap().to_str().unwrap().to_string();
-        let declared = DECLARED
-            .iter()
-            .find(|(name, _)| *name == op)
-            .unwrap_or_else(|| panic!("ops/{op} is not in this test's list of ops"))
-            .1;
         for file in std::fs::read_dir(&folder).unwrap() {
             let file = file.unwrap().path();
             if file.extension().is_none_or(|extension| extension != "cu") {
                 continue;
             }
+            let stem = file.file_stem().unwrap().to_str().unwrap().to_string();
+            let declared = DECLARED
+                .iter()
+                .find(|(name, file, _)| *name == op && *file == stem)
+                .unwrap_or_else(|| panic!("ops/{op}/{stem}.cu is not in this test's list"))
+                .2;
             let source = std::fs::read_to_string(&file).unwrap();
             let kernels = kernel_signatures(&source);
             assert!(!kernels.is_empty(), "{} declares no kernel", file.display());
@@ -112,7 +114,7 @@ fn every_cuda_signature_matches_its_declared_arguments() {
             checked_ops.push(op.clone());
         }
     }
-    for (op, _) in DECLARED {
+    for (op, _, _) in DECLARED {
         assert!(
             checked_ops.iter().any(|checked| checked == op),
             "ops/{op} has no .cu kernel"

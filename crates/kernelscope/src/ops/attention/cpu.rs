@@ -1,59 +1,100 @@
-//! CPU reference of decode attention; heads in parallel.
+//! CPU reference of split decode attention: the same splits, per-split
+//! partials and combination as the CUDA kernels, so the combine step is
+//! tested on every backend.
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::ops::WeightElement;
 use crate::runtime::KernelArgs;
 
 use super::{
-    DIM, INDEX, KEY_CACHE, KV_HEADS, MAX_POSITIONS, OUT, POSITION_SLOT, QUERY, QUERY_HEADS, VALUE_CACHE,
+    COMBINE_DIM, COMBINE_OUT, COMBINE_PARTIALS, COMBINE_QUERY_HEADS, COMBINE_SPLITS, DIM, INDEX, KEY_CACHE, KV_HEADS,
+    MAX_POSITIONS, PARTIALS, POSITION_SLOT, QUERY, QUERY_HEADS, SPLITS, VALUE_CACHE,
 };
 
-/// `out` `[query_heads, dim]` from `query` (same shape) and the caches
-/// `[max_positions, kv_heads · dim]`, attending to positions up to
-/// `position_slot[index]`.
-pub(super) fn attention(args: &KernelArgs<'_>) -> Result<()> {
+/// Per split and query head, `(output before normalising, max, sum)` over
+/// the split's positions, in `partials` `[splits][query_heads][dim + 2]`.
+pub(super) fn attention_split<C: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
     let query = args.input::<f32>(QUERY)?;
-    let (key_cache, value_cache) = (args.input::<f32>(KEY_CACHE)?, args.input::<f32>(VALUE_CACHE)?);
+    let (key_cache, value_cache) = (args.input::<C>(KEY_CACHE)?, args.input::<C>(VALUE_CACHE)?);
     let position = args.input::<u32>(POSITION_SLOT)?[args.u32(INDEX)? as usize] as usize;
-    let out = args.output::<f32>(OUT)?;
+    let partials = args.output::<f32>(PARTIALS)?;
     let (query_heads, kv_heads, dim) = (
         args.u32(QUERY_HEADS)? as usize,
         args.u32(KV_HEADS)? as usize,
         args.u32(DIM)? as usize,
     );
-    let max_positions = args.u32(MAX_POSITIONS)? as usize;
-    if position >= max_positions || kv_heads == 0 || query_heads % kv_heads != 0 {
+    let (max_positions, splits) = (args.u32(MAX_POSITIONS)? as usize, args.u32(SPLITS)? as usize);
+    if position >= max_positions || kv_heads == 0 || query_heads % kv_heads != 0 || splits == 0 {
         return Err(Error::KernelFailed {
-            kernel: "attention".into(),
+            kernel: "attention_split".into(),
             message: format!(
-                "position {position} of {max_positions}, {query_heads} query heads over {kv_heads} kv heads"
+                "position {position} of {max_positions}, {query_heads} query heads over {kv_heads} kv heads, {splits} splits"
             ),
         });
     }
     let group = query_heads / kv_heads;
     let kv_dim = kv_heads * dim;
     let scale = 1.0 / (dim as f32).sqrt();
-    out.par_chunks_mut(dim).enumerate().for_each(|(head, out_head)| {
-        let q = &query[head * dim..(head + 1) * dim];
-        let kv_offset = (head / group) * dim;
-        let mut scores: Vec<f32> = (0..=position)
-            .map(|p| {
-                let k = &key_cache[p * kv_dim + kv_offset..p * kv_dim + kv_offset + dim];
-                q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale
+    let count = position + 1;
+    let per_split = count.div_ceil(splits);
+    let stride = dim + 2;
+    partials
+        .par_chunks_mut(stride)
+        .enumerate()
+        .for_each(|(entry, partial)| {
+            let (split, head) = (entry / query_heads, entry % query_heads);
+            let begin = split * per_split;
+            let end = (begin + per_split).min(count);
+            let q = &query[head * dim..(head + 1) * dim];
+            let kv_offset = (head / group) * dim;
+            let scores: Vec<f32> = (begin..end)
+                .map(|p| {
+                    let k = &key_cache[p * kv_dim + kv_offset..p * kv_dim + kv_offset + dim];
+                    q.iter().zip(k).map(|(a, b)| a * b.to_f32()).sum::<f32>() * scale
+                })
+                .collect();
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            partial.fill(0.0);
+            let mut sum = 0.0;
+            for (p, score) in (begin..end).zip(&scores) {
+                let weight = (score - max).exp();
+                sum += weight;
+                let v = &value_cache[p * kv_dim + kv_offset..p * kv_dim + kv_offset + dim];
+                partial[..dim]
+                    .iter_mut()
+                    .zip(v)
+                    .for_each(|(o, v)| *o += weight * v.to_f32());
+            }
+            partial[dim] = max;
+            partial[dim + 1] = sum;
+        });
+    Ok(())
+}
+
+/// `out` `[query_heads, dim]`: the splits' outputs merged by their maxima.
+pub(super) fn attention_combine(args: &KernelArgs<'_>) -> Result<()> {
+    let partials = args.input::<f32>(COMBINE_PARTIALS)?;
+    let out = args.output::<f32>(COMBINE_OUT)?;
+    let (query_heads, dim, splits) = (
+        args.u32(COMBINE_QUERY_HEADS)? as usize,
+        args.u32(COMBINE_DIM)? as usize,
+        args.u32(COMBINE_SPLITS)? as usize,
+    );
+    let stride = dim + 2;
+    out.par_chunks_mut(dim.max(1)).enumerate().for_each(|(head, out_head)| {
+        let split = |s: usize| &partials[(s * query_heads + head) * stride..(s * query_heads + head + 1) * stride];
+        let best = (0..splits).map(|s| split(s)[dim]).fold(f32::NEG_INFINITY, f32::max);
+        let weights: Vec<f32> = (0..splits)
+            .map(|s| {
+                let max = split(s)[dim];
+                if max == f32::NEG_INFINITY { 0.0 } else { (max - best).exp() }
             })
             .collect();
-        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut total = 0.0;
-        for score in &mut scores {
-            *score = (*score - max).exp();
-            total += *score;
-        }
-        out_head.fill(0.0);
-        for (p, weight) in scores.iter().enumerate() {
-            let v = &value_cache[p * kv_dim + kv_offset..p * kv_dim + kv_offset + dim];
-            let weight = weight / total;
-            out_head.iter_mut().zip(v).for_each(|(o, v)| *o += weight * v);
+        let total: f32 = (0..splits).map(|s| split(s)[dim + 1] * weights[s]).sum();
+        for (d, o) in out_head.iter_mut().enumerate() {
+            *o = (0..splits).map(|s| split(s)[d] * weights[s]).sum::<f32>() / total;
         }
     });
     Ok(())

@@ -1,30 +1,74 @@
 //! Decode attention: one query position against the KV cache up to and
 //! including the current position (causal), grouped-query heads, softmax in
-//! f32, scale `1/sqrt(head_dim)`.
+//! f32, scale `1/sqrt(head_dim)`, the cache in f32, f16 or bf16. The cached
+//! positions are split across blocks (flash-decoding) and the splits merged
+//! by a second kernel, so the context is bounded by memory only and a few
+//! heads still fill the GPU; nothing is kept per position.
 
 mod cpu;
 
-use super::{Arguments, bytes_of, expect, kernel_arguments};
-use crate::error::Result;
+use super::{Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect, expect_rows, expect_slot, kernel_arguments};
+use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+use cpu::{attention_combine, attention_split};
 
 kernel_arguments! {
     QUERY: "query" Read,
     KEY_CACHE: "key_cache" Read,
     VALUE_CACHE: "value_cache" Read,
     POSITION_SLOT: "position_slot" Read,
-    OUT: "out" Write,
+    PARTIALS: "partials" Write,
     INDEX: "index" U32,
     QUERY_HEADS: "query_heads" U32,
     KV_HEADS: "kv_heads" U32,
     DIM: "dim" U32,
     MAX_POSITIONS: "max_positions" U32,
+    SPLITS: "splits" U32,
 }
 
-/// Registers `attention_f32`.
+/// The arguments of the second step, `attention_combine_f32`.
+pub(crate) mod combine {
+    crate::ops::kernel_arguments! {
+        PARTIALS: "partials" Read,
+        OUT: "out" Write,
+        QUERY_HEADS: "query_heads" U32,
+        DIM: "dim" U32,
+        SPLITS: "splits" U32,
+    }
+}
+use combine::{
+    DIM as COMBINE_DIM, OUT as COMBINE_OUT, PARTIALS as COMBINE_PARTIALS, QUERY_HEADS as COMBINE_QUERY_HEADS,
+    SPLITS as COMBINE_SPLITS,
+};
+
+/// The most query heads per KV head, and the longest head, the CUDA kernel
+/// keeps in registers (every Llama/Qwen2/Mistral geometry fits).
+const MAX_GROUP: usize = 8;
+const MAX_HEAD_DIM: usize = 256;
+/// Threads of a split block (four warps, each walking its share of the
+/// split's positions).
+const SPLIT_THREADS: u32 = 128;
+/// Blocks the split step aims for at long context, over all KV heads: a
+/// couple of waves on today's largest GPUs (132 SMs).
+const TARGET_BLOCKS: usize = 264;
+/// The fewest positions worth a split of their own.
+const MIN_POSITIONS_PER_SPLIT: usize = 64;
+
+/// Registers `attention_split_<cache dtype>` and `attention_combine_f32`.
 pub fn register(registry: &mut KernelRegistry) {
-    registry.register_cpu("attention_f32", cpu::attention);
-    registry.register_cuda_source("attention_f32", super::cuda_source(include_str!("attention.cu")));
+    let source: std::sync::Arc<str> = super::cuda_source(include_str!("attention.cu")).into();
+    registry.register_cpu("attention_split_f32", attention_split::<f32>);
+    registry.register_cpu("attention_split_f16", attention_split::<half::f16>);
+    registry.register_cpu("attention_split_bf16", attention_split::<half::bf16>);
+    for dtype in ["f32", "f16", "bf16"] {
+        registry.register_cuda_source(&format!("attention_split_{dtype}"), source.clone());
+    }
+    registry.register_cpu("attention_combine_f32", attention_combine);
+    registry.register_cuda_source(
+        "attention_combine_f32",
+        super::cuda_source(include_str!("combine.cu")),
+    );
 }
 
 /// Head geometry of an attention layer.
@@ -38,24 +82,76 @@ pub struct Heads {
     pub dim: usize,
 }
 
-/// The decode-attention op.
+impl Heads {
+    /// Refuses what the kernels cannot run, naming it.
+    pub(crate) fn check(self, op: &str) -> Result<()> {
+        let problem = if self.query == 0 || self.key_value == 0 || self.dim == 0 {
+            Some("a head count or the head dimension is 0".to_string())
+        } else if !self.query.is_multiple_of(self.key_value) {
+            Some(format!("{} query heads do not divide over {} KV heads", self.query, self.key_value))
+        } else if self.query / self.key_value > MAX_GROUP {
+            Some(format!("{} query heads per KV head (at most {MAX_GROUP})", self.query / self.key_value))
+        } else if self.dim > MAX_HEAD_DIM {
+            Some(format!("head dimension {} (at most {MAX_HEAD_DIM})", self.dim))
+        } else {
+            None
+        };
+        match problem {
+            Some(problem) => Err(Error::KernelFailed {
+                kernel: op.to_string(),
+                message: format!("unsupported attention geometry: {problem}"),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The split decode-attention op for one cache dtype.
 #[derive(Clone, Debug)]
 pub struct Attention {
-    kernel: Kernel,
+    split: Kernel,
+    combine: Kernel,
+    cache_dtype: DType,
 }
 
 impl Attention {
-    /// The op on `device`.
-    pub fn new(registry: &KernelRegistry, device: &Device) -> Result<Self> {
+    /// The op reading caches of `cache_dtype` (f32, f16 or bf16) on `device`.
+    pub fn new(registry: &KernelRegistry, device: &Device, cache_dtype: DType) -> Result<Self> {
+        if !WEIGHT_DTYPES.contains(&cache_dtype) {
+            return Err(Error::KernelMissing {
+                name: format!("attention_split_{cache_dtype}"),
+                backend: device.backend(),
+                workaround: format!("the KV cache holds f32, f16 or bf16, not {cache_dtype}"),
+            });
+        }
         Ok(Attention {
-            kernel: super::kernel_for(registry, device, "attention", DType::F32)?,
+            split: super::kernel_for(registry, device, "attention_split", cache_dtype)?,
+            combine: super::kernel_for(registry, device, "attention_combine", DType::F32)?,
+            cache_dtype,
         })
     }
 
+    /// How many splits a cache of `max_positions` positions is divided
+    /// into: enough blocks to fill a large GPU at long context, none with
+    /// fewer than a few dozen positions at full length. Fixed by the cache's
+    /// size (not the position), so a captured graph serves every position.
+    pub fn splits(heads: Heads, max_positions: usize) -> usize {
+        let by_length = max_positions.div_ceil(MIN_POSITIONS_PER_SPLIT);
+        let by_blocks = (TARGET_BLOCKS / heads.key_value.max(1)).max(1);
+        by_length.clamp(1, by_blocks)
+    }
+
+    /// Elements of the f32 scratch buffer the op needs for a cache of
+    /// `max_positions` positions: each split's output, max and sum per head.
+    pub fn scratch_len(heads: Heads, max_positions: usize) -> usize {
+        Self::splits(heads, max_positions) * heads.query * (heads.dim + 2)
+    }
+
     /// `out[h] = softmax(q[h] · K[0..=pos, g(h)]ᵀ / sqrt(d)) · V[0..=pos, g(h)]`
-    /// with `pos = position_slot[index]` and `g(h) = h / (query / key_value)`.
-    /// `context` (positions attended, `pos + 1`) is only used for the
-    /// declared bytes and flops.
+    /// with `pos = position_slot[index]` and `g(h) = h / (query / key_value)`,
+    /// through `scratch` (f32, at least [`scratch_len`](Self::scratch_len)).
+    /// `context` (positions attended, `pos + 1`) sizes the declared bytes and
+    /// flops, which grow per position for replays at other positions.
     #[allow(clippy::too_many_arguments)]
     pub fn encode(
         &self,
@@ -67,49 +163,73 @@ impl Attention {
         index: usize,
         heads: Heads,
         context: usize,
+        scratch: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
+        heads.check("attention")?;
         let kv_dim = heads.key_value * heads.dim;
-        let max_positions = key_cache.len() / kv_dim.max(1);
+        let [max_positions, _] = dimensions("attention", "key cache", key_cache)?;
+        expect_rows("attention", "key cache", key_cache, self.cache_dtype, max_positions, &[kv_dim])?;
+        expect_rows("attention", "value cache", value_cache, self.cache_dtype, max_positions, &[kv_dim])?;
         expect("attention", "query", query, DType::F32, &[heads.query, heads.dim])?;
-        expect(
-            "attention",
-            "key cache",
-            key_cache,
-            DType::F32,
-            &[max_positions, kv_dim],
-        )?;
-        expect(
-            "attention",
-            "value cache",
-            value_cache,
-            DType::F32,
-            &[max_positions, kv_dim],
-        )?;
         expect("attention", "output", out, DType::F32, &[heads.query, heads.dim])?;
-        let flops = 4 * (heads.query * heads.dim * context) as u64;
-        let bytes = bytes_of(2 * context * kv_dim + 2 * heads.query * heads.dim, DType::F32);
-        super::expect_slot("attention", position_slot, index)?;
+        expect_slot("attention", position_slot, index)?;
+        let splits = Self::splits(heads, max_positions);
+        let needed = Self::scratch_len(heads, max_positions);
+        if scratch.dtype() != DType::F32 || scratch.len() < needed {
+            return Err(Error::ShapeMismatch {
+                context: format!("attention scratch (f32, at least {needed} elements)"),
+                expected: vec![needed],
+                found: scratch.shape().to_vec(),
+            });
+        }
+        let partials = scratch.slice(0, needed)?;
+        let cache_bytes = self.cache_dtype.size_in_bytes() as u64;
+        let bytes_per_position = 2 * kv_dim as u64 * cache_bytes;
+        let flops_per_position = 4 * (heads.query * heads.dim) as u64;
+        let group = heads.query / heads.key_value;
+        let warps = (SPLIT_THREADS / 32) as usize;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(QUERY, query)
                 .buffer(KEY_CACHE, key_cache)
                 .buffer(VALUE_CACHE, value_cache)
                 .buffer(POSITION_SLOT, position_slot)
-                .buffer(OUT, out)
+                .buffer(PARTIALS, &partials)
                 .scalar(INDEX, index as u32)
                 .scalar(QUERY_HEADS, heads.query as u32)
                 .scalar(KV_HEADS, heads.key_value as u32)
                 .scalar(DIM, heads.dim as u32)
                 .scalar(MAX_POSITIONS, max_positions as u32)
-                .dispatch(&self.kernel)?
+                .scalar(SPLITS, splits as u32)
+                .dispatch(&self.split)?
+                .grid(LaunchGrid {
+                    blocks: [heads.key_value as u32, splits as u32, 1],
+                    threads_per_block: [SPLIT_THREADS, 1, 1],
+                    shared_memory_bytes: (warps * group * (heads.dim + 2) * 4) as u32,
+                })
+                .cost(
+                    context as u64 * bytes_per_position
+                        + bytes_of(heads.query * heads.dim + needed, DType::F32),
+                    context as u64 * flops_per_position,
+                )
+                .cost_per_position(context as u64, bytes_per_position, flops_per_position)
+                .op_kind(OpKind::Attention),
+        )?;
+        encoder.dispatch(
+            Arguments::new(combine::ARGUMENTS)
+                .buffer(COMBINE_PARTIALS, &partials)
+                .buffer(COMBINE_OUT, out)
+                .scalar(COMBINE_QUERY_HEADS, heads.query as u32)
+                .scalar(COMBINE_DIM, heads.dim as u32)
+                .scalar(COMBINE_SPLITS, splits as u32)
+                .dispatch(&self.combine)?
                 .grid(LaunchGrid {
                     blocks: [heads.query as u32, 1, 1],
-                    threads_per_block: [128, 1, 1],
-                    // The kernel keeps one score per cached position.
-                    shared_memory_bytes: (max_positions * 4) as u32,
+                    threads_per_block: [(heads.dim.next_multiple_of(32).min(1024)) as u32, 1, 1],
+                    shared_memory_bytes: 0,
                 })
-                .cost(bytes, flops)
+                .cost(bytes_of(needed + heads.query * heads.dim, DType::F32), 3 * needed as u64)
                 .op_kind(OpKind::Attention),
         )
     }

@@ -1,45 +1,62 @@
-//! Appends this position's key and value rows to a layer's KV cache, at the
-//! position held in device memory.
+//! Appends rows of keys and values to a layer's KV cache, in the cache's
+//! dtype (the weights' dtype by default, f32 for the reference path), each
+//! at a position held in device memory: decode appends one row at the step's
+//! position, a batched prefill a chunk's rows at theirs.
 
 mod cpu;
 
-use super::{Arguments, bytes_of, expect, kernel_arguments};
-use crate::error::Result;
+use super::{
+    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect_indices, expect_rows, kernel_arguments, kernel_for,
+    register_weight_kernels, rows_of,
+};
+use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+use cpu::kv_append;
 
 kernel_arguments! {
     KEY: "key" Read,
     VALUE: "value" Read,
     KEY_CACHE: "key_cache" ReadWrite,
     VALUE_CACHE: "value_cache" ReadWrite,
-    POSITION_SLOT: "position_slot" Read,
-    INDEX: "index" U32,
+    POSITIONS: "positions" Read,
+    FIRST: "first" U32,
+    ROWS: "rows" U32,
     MAX_POSITIONS: "max_positions" U32,
     KV_DIM: "kv_dim" U32,
 }
 
-/// Registers `kv_append_f32`.
+/// Registers `kv_append_<cache dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
-    registry.register_cpu("kv_append_f32", cpu::kv_append);
-    registry.register_cuda_source("kv_append_f32", super::cuda_source(include_str!("kv_append.cu")));
+    register_weight_kernels!(registry, "kv_append", kv_append, include_str!("kv_append.cu"));
 }
 
-/// The KV-append op.
+/// The KV-append op for one cache dtype.
 #[derive(Clone, Debug)]
 pub struct KvAppend {
     kernel: Kernel,
+    cache_dtype: DType,
 }
 
 impl KvAppend {
-    /// The op on `device`.
-    pub fn new(registry: &KernelRegistry, device: &Device) -> Result<Self> {
+    /// The op writing caches of `cache_dtype` (f32, f16 or bf16) on `device`.
+    pub fn new(registry: &KernelRegistry, device: &Device, cache_dtype: DType) -> Result<Self> {
+        if !WEIGHT_DTYPES.contains(&cache_dtype) {
+            return Err(Error::KernelMissing {
+                name: format!("kv_append_{cache_dtype}"),
+                backend: device.backend(),
+                workaround: format!("the KV cache holds f32, f16 or bf16, not {cache_dtype}"),
+            });
+        }
         Ok(KvAppend {
-            kernel: super::kernel_for(registry, device, "kv_append", DType::F32)?,
+            kernel: kernel_for(registry, device, "kv_append", cache_dtype)?,
+            cache_dtype,
         })
     }
 
-    /// `key_cache[pos] = key; value_cache[pos] = value` with caches
-    /// `[max_positions, kv_dim]` and `pos = position_slot[index]`.
+    /// `key_cache[positions[first + r]] = key[r]`, likewise for values, for
+    /// every row r of `key` and `value` (f32 `[rows, kv_dim]`), with caches
+    /// `[max_positions, kv_dim]`.
     #[allow(clippy::too_many_arguments)]
     pub fn encode(
         &self,
@@ -48,41 +65,34 @@ impl KvAppend {
         value: &Buffer,
         key_cache: &Buffer,
         value_cache: &Buffer,
-        position_slot: &Buffer,
-        index: usize,
+        positions: &Buffer,
+        first: usize,
     ) -> Result<()> {
-        let kv_dim = key.len();
-        let max_positions = key_cache.len() / kv_dim.max(1);
-        expect("kv_append", "key", key, DType::F32, &[kv_dim])?;
-        expect("kv_append", "value", value, DType::F32, &[kv_dim])?;
-        expect(
-            "kv_append",
-            "key cache",
-            key_cache,
-            DType::F32,
-            &[max_positions, kv_dim],
-        )?;
-        expect(
-            "kv_append",
-            "value cache",
-            value_cache,
-            DType::F32,
-            &[max_positions, kv_dim],
-        )?;
-        super::expect_slot("kv_append", position_slot, index)?;
+        let [max_positions, kv_dim] = dimensions("kv_append", "key cache", key_cache)?;
+        let rows = rows_of("kv_append", "key", key, kv_dim)?;
+        expect_rows("kv_append", "key", key, DType::F32, rows, &[kv_dim])?;
+        expect_rows("kv_append", "value", value, DType::F32, rows, &[kv_dim])?;
+        expect_rows("kv_append", "key cache", key_cache, self.cache_dtype, max_positions, &[kv_dim])?;
+        expect_rows("kv_append", "value cache", value_cache, self.cache_dtype, max_positions, &[kv_dim])?;
+        expect_indices("kv_append", "positions", positions, first, rows)?;
+        let elements = rows * kv_dim;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(KEY, key)
                 .buffer(VALUE, value)
                 .buffer(KEY_CACHE, key_cache)
                 .buffer(VALUE_CACHE, value_cache)
-                .buffer(POSITION_SLOT, position_slot)
-                .scalar(INDEX, index as u32)
+                .buffer(POSITIONS, positions)
+                .scalar(FIRST, first as u32)
+                .scalar(ROWS, rows as u32)
                 .scalar(MAX_POSITIONS, max_positions as u32)
                 .scalar(KV_DIM, kv_dim as u32)
                 .dispatch(&self.kernel)?
-                .grid(LaunchGrid::linear(kv_dim, 256))
-                .cost(bytes_of(4 * kv_dim, DType::F32), 0)
+                .grid(LaunchGrid::linear(elements, 256))
+                .cost(
+                    bytes_of(2 * elements, DType::F32) + bytes_of(2 * elements, self.cache_dtype) + 4 * rows as u64,
+                    0,
+                )
                 .op_kind(OpKind::Copy),
         )
     }

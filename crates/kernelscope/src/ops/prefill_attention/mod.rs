@@ -1,0 +1,161 @@
+//! Causal attention of a prefill chunk: each of the chunk's query rows (RoPE
+//! applied) attends to the cached positions up to its own, which the chunk's
+//! keys and values were appended to first, so the rows see the history
+//! before the chunk and the chunk's rows up to theirs. Flash-attention
+//! style on CUDA (tiles in shared memory, online softmax, no rows ×
+//! positions scores anywhere), GQA-aware; the output in the dtype of the
+//! GEMM that reads it (o_proj's input: the weights' dtype).
+
+mod cpu;
+
+use super::attention::Heads;
+use super::{Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect_indices, expect_rows, kernel_arguments, rows_of};
+use crate::error::{Error, Result};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+use cpu::prefill_attention;
+
+kernel_arguments! {
+    QUERY: "query" Read,
+    KEY_CACHE: "key_cache" Read,
+    VALUE_CACHE: "value_cache" Read,
+    POSITIONS: "positions" Read,
+    OUT: "out" Write,
+    FIRST: "first" U32,
+    ROWS: "rows" U32,
+    QUERY_HEADS: "query_heads" U32,
+    KV_HEADS: "kv_heads" U32,
+    DIM: "dim" U32,
+    MAX_POSITIONS: "max_positions" U32,
+    TILE_ROWS: "tile_rows" U32,
+    TILE_KEYS: "tile_keys" U32,
+}
+
+/// Threads per block: four warps, each owning a quarter of the block's rows.
+const THREADS: u32 = 128;
+
+/// Registers `prefill_attention_<cache dtype>_<output dtype>`.
+pub fn register(registry: &mut KernelRegistry) {
+    macro_rules! register {
+        ($($cache:ty, $out:ty, $name:literal);+ $(;)?) => {$(
+            registry.register_cpu($name, prefill_attention::<$cache, $out>);
+        )+};
+    }
+    use half::{bf16, f16};
+    register!(
+        f32, f32, "prefill_attention_f32_f32";
+        f32, f16, "prefill_attention_f32_f16";
+        f32, bf16, "prefill_attention_f32_bf16";
+        f16, f32, "prefill_attention_f16_f32";
+        f16, f16, "prefill_attention_f16_f16";
+        f16, bf16, "prefill_attention_f16_bf16";
+        bf16, f32, "prefill_attention_bf16_f32";
+        bf16, f16, "prefill_attention_bf16_f16";
+        bf16, bf16, "prefill_attention_bf16_bf16";
+    );
+    let source: std::sync::Arc<str> = super::cuda_source(include_str!("prefill_attention.cu")).into();
+    for cache in WEIGHT_DTYPES {
+        for out in WEIGHT_DTYPES {
+            registry.register_cuda_source(&format!("prefill_attention_{cache}_{out}"), source.clone());
+        }
+    }
+}
+
+/// Query rows and cached positions one block holds in shared memory for a
+/// head dimension: 16 × 32 up to 128 (41 KiB at 128), 8 × 16 beyond.
+fn tiles(dim: usize) -> (usize, usize) {
+    if dim <= 128 { (16, 32) } else { (8, 16) }
+}
+
+/// The prefill-attention op for one cache dtype and output dtype.
+#[derive(Clone, Debug)]
+pub struct PrefillAttention {
+    kernel: Kernel,
+    cache_dtype: DType,
+    out_dtype: DType,
+}
+
+impl PrefillAttention {
+    /// The op reading caches of `cache_dtype` and writing `out_dtype`
+    /// (each f32, f16 or bf16) on `device`.
+    pub fn new(registry: &KernelRegistry, device: &Device, cache_dtype: DType, out_dtype: DType) -> Result<Self> {
+        let name = format!("prefill_attention_{cache_dtype}_{out_dtype}");
+        if !WEIGHT_DTYPES.contains(&cache_dtype) || !WEIGHT_DTYPES.contains(&out_dtype) {
+            return Err(Error::KernelMissing {
+                name,
+                backend: device.backend(),
+                workaround: "the KV cache and the output are f32, f16 or bf16".into(),
+            });
+        }
+        let kernel = registry.kernel(device, &name)?;
+        Ok(PrefillAttention {
+            kernel,
+            cache_dtype,
+            out_dtype,
+        })
+    }
+
+    /// `out[r, h] = softmax(q[r, h] · K[0..=pos_r, g(h)]ᵀ / sqrt(d)) ·
+    /// V[0..=pos_r, g(h)]` for every row r of `query` (f32 `[rows, heads.query,
+    /// dim]`) with `pos_r = positions[first + r]`. `context_end` (the last
+    /// position + 1, known to the host) sizes the declared bytes.
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode(
+        &self,
+        encoder: &mut CommandEncoder,
+        query: &Buffer,
+        key_cache: &Buffer,
+        value_cache: &Buffer,
+        positions: &Buffer,
+        first: usize,
+        heads: Heads,
+        context_end: usize,
+        out: &Buffer,
+    ) -> Result<()> {
+        heads.check("prefill_attention")?;
+        let kv_dim = heads.key_value * heads.dim;
+        let q_dim = heads.query * heads.dim;
+        let [max_positions, _] = dimensions("prefill_attention", "key cache", key_cache)?;
+        expect_rows("prefill_attention", "key cache", key_cache, self.cache_dtype, max_positions, &[kv_dim])?;
+        expect_rows("prefill_attention", "value cache", value_cache, self.cache_dtype, max_positions, &[kv_dim])?;
+        let rows = rows_of("prefill_attention", "query", query, q_dim)?;
+        expect_rows("prefill_attention", "query", query, DType::F32, rows, &[heads.query, heads.dim])?;
+        expect_rows("prefill_attention", "output", out, self.out_dtype, rows, &[heads.query, heads.dim])?;
+        expect_indices("prefill_attention", "positions", positions, first, rows)?;
+        let (tile_rows, tile_keys) = tiles(heads.dim);
+        let shared_floats = tile_rows * heads.dim + tile_keys * (heads.dim + 1) + tile_keys * heads.dim;
+        // Each row attends to up to `context_end` positions: an upper bound
+        // of the work, exact for the last row.
+        let attended = (rows * context_end) as u64 - (rows * rows.saturating_sub(1) / 2) as u64;
+        let cache_bytes = self.cache_dtype.size_in_bytes();
+        encoder.dispatch(
+            Arguments::new(ARGUMENTS)
+                .buffer(QUERY, query)
+                .buffer(KEY_CACHE, key_cache)
+                .buffer(VALUE_CACHE, value_cache)
+                .buffer(POSITIONS, positions)
+                .buffer(OUT, out)
+                .scalar(FIRST, first as u32)
+                .scalar(ROWS, rows as u32)
+                .scalar(QUERY_HEADS, heads.query as u32)
+                .scalar(KV_HEADS, heads.key_value as u32)
+                .scalar(DIM, heads.dim as u32)
+                .scalar(MAX_POSITIONS, max_positions as u32)
+                .scalar(TILE_ROWS, tile_rows as u32)
+                .scalar(TILE_KEYS, tile_keys as u32)
+                .dispatch(&self.kernel)?
+                .grid(LaunchGrid {
+                    blocks: [rows.div_ceil(tile_rows) as u32, heads.query as u32, 1],
+                    threads_per_block: [THREADS, 1, 1],
+                    shared_memory_bytes: (shared_floats * 4) as u32,
+                })
+                .cost(
+                    (2 * context_end * kv_dim * cache_bytes) as u64
+                        + bytes_of(rows * q_dim, DType::F32)
+                        + bytes_of(rows * q_dim, self.out_dtype),
+                    4 * (heads.query * heads.dim) as u64 * attended,
+                )
+                .op_kind(OpKind::Attention),
+        )
+    }
+}
