@@ -224,7 +224,8 @@ fn matmul_refuses_wrong_ranks() {
     let device = Device::cpu();
     let op = ops::matmul::MatMul::new(&ops::registry(), &device, DType::F32).unwrap();
     let mut sizes = Sizes::new(17);
-    let (m, n, k) = (sizes.next(8), sizes.next(32), sizes.next(32));
+    let m = sizes.next(8);
+    let (n, k) = (m + sizes.next(32), m + sizes.next(32));
     let operands = [
         f32_buffer(&device, 18, &[n, k]),
         f32_buffer(&device, 19, &[m, k]),
@@ -236,8 +237,8 @@ fn matmul_refuses_wrong_ranks() {
         // The weight's shape is read, so a flat weight is refused too.
         &[
             (0, &[&[n * k], &[1, n, k]]),
-            (1, &[&[1, m, k]]),
-            (2, &[&[m, n, 1]]),
+            (1, &[&[1, m, k], &[k, m]]),
+            (2, &[&[m, n, 1], &[n, m]]),
         ],
         |encoder, buffers| op.encode(encoder, &buffers[0], &buffers[1], &buffers[2]),
     );
@@ -422,6 +423,24 @@ fn row_ops_refuse_partial_rows_and_short_indices() {
     assert!(matches!(
         rope.encode(&mut encoder, &x, &frequencies, &positions, 0, 0),
         Err(Error::ShapeMismatch { .. })
+    ));
+
+    let matmul = ops::matmul::MatMul::new(&registry, &device, DType::F32).unwrap();
+    assert!(matches!(
+        matmul.encode(&mut encoder, &f32_buffer(&device, 46, &[rows, n]), &partial, &out),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    // x is in the weight's dtype.
+    let bf16_matmul = ops::matmul::MatMul::new(&registry, &device, DType::BF16).unwrap();
+    let bf16_weight = device.alloc(DType::BF16, &[rows, n]).unwrap();
+    assert!(matches!(
+        bf16_matmul.encode(
+            &mut encoder,
+            &bf16_weight,
+            &rows_input,
+            &device.alloc(DType::F32, &[rows, rows]).unwrap()
+        ),
+        Err(Error::DTypeMismatch { .. })
     ));
 }
 

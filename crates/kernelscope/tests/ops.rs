@@ -452,15 +452,17 @@ fn matmul_matches_reference(backend: Backend) {
     let registry = ops::registry();
     for dtype in WEIGHT_DTYPES {
         let op = ops::matmul::MatMul::new(&registry, &device, dtype).unwrap();
-        for m in [1, 2, 5] {
+        // m: one token, a part of the CPU version's 16-token block, whole
+        // blocks, and blocks plus a part; n: parts of its 6-row panel; k: no
+        // multiple of 8, and one past its 512-deep chunk (sums carried over).
+        for m in [1, 5, 64, 130] {
             for n in [1, 7, 33] {
-                for k in [1, 5, 64, 257] {
+                for k in [1, 5, 67, 257, 601] {
                     let seed = (m * 100_000 + n * 1000 + k) as u64;
                     let (weight, w) = weights(&device, dtype, &random(seed, n * k, -1.0, 1.0), &[n, k]);
-                    let x = random(seed + 1, m * k, -1.0, 1.0);
+                    let (input, x) = weights(&device, dtype, &random(seed + 1, m * k, -1.0, 1.0), &[m, k]);
                     let out = poisoned(&device, &[m, n]);
                     let mut encoder = device.command_encoder();
-                    let input = device.buffer_from_slice(&x, &[m, k]).unwrap();
                     op.encode(&mut encoder, &weight, &input, &out).unwrap();
                     encoder.commit_and_wait().unwrap();
 
@@ -468,7 +470,7 @@ fn matmul_matches_reference(backend: Backend) {
                     for token in 0..m {
                         for row in 0..n {
                             for col in 0..k {
-                                expected[token * n + row] += f64::from(x[token * k + col]) * w[row * k + col];
+                                expected[token * n + row] += x[token * k + col] * w[row * k + col];
                             }
                         }
                     }
@@ -478,8 +480,8 @@ fn matmul_matches_reference(backend: Backend) {
                 }
             }
         }
+        assert_kernel(&device, &format!("matmul_{dtype}"));
     }
-    assert_dispatched(&device, OpKind::MatMul, "matmul_");
 }
 
 /// `theta^(-2i/head_dim)` for `i < head_dim / 2`.

@@ -1,10 +1,16 @@
 //! Matrix times matrix, the prefill-time projection of several tokens at
-//! once: `out[m, n] = x[m, k] · W[n, k]ᵀ`, W in the checkpoint's dtype, f32
-//! accumulation. Each weight row is read once for all m tokens.
+//! once: `out[m, n] = x[m, k] · W[n, k]ᵀ`, W in the checkpoint's dtype and x
+//! in the same dtype (what a tensor-core GEMM takes; the op that produces x
+//! narrows it), f32 accumulation and output. The CPU version is blocked for
+//! cache and registers (see `cpu.rs`); the CUDA kernel is a plain reference,
+//! to be replaced by a library GEMM.
 
 mod cpu;
 
-use super::{Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels};
+use super::{
+    Arguments, bytes_of, dimensions, expect, expect_rows, kernel_arguments, kernel_for,
+    register_weight_kernels, rows_of,
+};
 use crate::error::Result;
 use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, LibraryCall, OpKind,
@@ -47,7 +53,8 @@ impl MatMul {
         })
     }
 
-    /// `out[m, n] = x[m, k] · weight[n, k]ᵀ`.
+    /// `out[m, n] = x[m, k] · weight[n, k]ᵀ`: x in the weight's dtype, `out`
+    /// f32, m = `x.len() / k` (at least 1).
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
@@ -56,10 +63,10 @@ impl MatMul {
         out: &Buffer,
     ) -> Result<()> {
         let [n, k] = dimensions("matmul", "weight", weight)?;
-        let m = x.len() / k.max(1);
         expect("matmul", "weight", weight, self.dtype, &[n, k])?;
-        expect("matmul", "input", x, DType::F32, &[m, k])?;
-        expect("matmul", "output", out, DType::F32, &[m, n])?;
+        let m = rows_of("matmul", "input", x, k)?;
+        expect_rows("matmul", "input", x, self.dtype, m, &[k])?;
+        expect_rows("matmul", "output", out, DType::F32, m, &[n])?;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(WEIGHT, weight)
@@ -71,7 +78,7 @@ impl MatMul {
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(m * n * 32, 256))
                 .cost(
-                    bytes_of(n * k, self.dtype) + bytes_of(m * (n + k), DType::F32),
+                    bytes_of(k * (n + m), self.dtype) + bytes_of(m * n, DType::F32),
                     2 * (m * n * k) as u64,
                 )
                 .op_kind(OpKind::MatMul),
