@@ -106,7 +106,7 @@ fn argmax_refuses_wrong_ranks() {
 #[test]
 fn attention_refuses_wrong_ranks() {
     let device = Device::cpu();
-    let op = ops::attention::Attention::new(&ops::registry(), &device).unwrap();
+    let op = ops::attention::Attention::new(&ops::registry(), &device, DType::F32).unwrap();
     let mut sizes = Sizes::new(6);
     let key_value = sizes.next(3);
     let heads = Heads {
@@ -123,6 +123,12 @@ fn attention_refuses_wrong_ranks() {
         f32_buffer(&device, 9, &[max_positions, kv_dim]),
         device.buffer_from_slice(&[position as u32, 0], &[2]).unwrap(),
         device.alloc(DType::F32, &[heads.query, heads.dim]).unwrap(),
+        device
+            .alloc(
+                DType::F32,
+                &[ops::attention::Attention::scratch_len(heads, max_positions)],
+            )
+            .unwrap(),
     ];
     let caches: &[&[usize]] = &[
         &[1, max_positions, kv_dim],
@@ -148,6 +154,7 @@ fn attention_refuses_wrong_ranks() {
                 0,
                 heads,
                 position + 1,
+                &buffers[5],
                 &buffers[4],
             )
         },
@@ -183,7 +190,7 @@ fn embedding_refuses_wrong_ranks() {
 #[test]
 fn kv_append_refuses_wrong_ranks() {
     let device = Device::cpu();
-    let op = ops::kv_append::KvAppend::new(&ops::registry(), &device).unwrap();
+    let op = ops::kv_append::KvAppend::new(&ops::registry(), &device, DType::F32).unwrap();
     let mut sizes = Sizes::new(12);
     let (kv_dim, max_positions) = (sizes.next(32), sizes.next(8));
     let operands = [
@@ -199,7 +206,7 @@ fn kv_append_refuses_wrong_ranks() {
         &device,
         &operands,
         &[
-            (0, &[&[1, kv_dim]]),
+            (0, &[&[kv_dim, 1]]),
             (1, &[&[kv_dim, 1]]),
             (2, &[&[1, max_positions, kv_dim]]),
             (3, &[&[max_positions, 1, kv_dim]]),

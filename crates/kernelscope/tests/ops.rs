@@ -12,7 +12,6 @@
 
 use half::{bf16, f16};
 use kernelscope::ops;
-use kernelscope::ops::attention::{Attention, Heads};
 use kernelscope::ops::rope::{
     Llama3Scaling, Rope, RopeFrequencies, RopeScaling, YarnScaling, inverse_frequencies,
 };
@@ -773,155 +772,6 @@ fn rope_rotates_half_by_position(backend: Backend) {
     assert_kernel(&device, "rope_f32");
 }
 
-fn kv_append_writes_exactly_row_pos(backend: Backend) {
-    let Some(device) = profiled_device(backend) else {
-        return;
-    };
-    let op = ops::kv_append::KvAppend::new(&ops::registry(), &device).unwrap();
-    let max_positions = 40;
-    for kv_dim in [5, 32] {
-        for position in [0, 5, 39] {
-            let seed = (kv_dim * 100 + position) as u64;
-            let (old_keys, old_values) = (
-                random(seed, max_positions * kv_dim, -1.0, 1.0),
-                random(seed + 1, max_positions * kv_dim, -1.0, 1.0),
-            );
-            let (key, value) = (
-                random(seed + 2, kv_dim, 2.0, 3.0),
-                random(seed + 3, kv_dim, -3.0, -2.0),
-            );
-            let key_cache = device
-                .buffer_from_slice(&old_keys, &[max_positions, kv_dim])
-                .unwrap();
-            let value_cache = device
-                .buffer_from_slice(&old_values, &[max_positions, kv_dim])
-                .unwrap();
-            let slot = device.buffer_from_slice(&[3u32, position as u32], &[2]).unwrap();
-            let mut encoder = device.command_encoder();
-            op.encode(
-                &mut encoder,
-                &device.buffer_from_slice(&key, &[kv_dim]).unwrap(),
-                &device.buffer_from_slice(&value, &[kv_dim]).unwrap(),
-                &key_cache,
-                &value_cache,
-                &slot,
-                1,
-            )
-            .unwrap();
-            encoder.commit_and_wait().unwrap();
-
-            let row = position * kv_dim..(position + 1) * kv_dim;
-            let (mut expected_keys, mut expected_values) = (widen(&old_keys), widen(&old_values));
-            expected_keys[row.clone()].copy_from_slice(&widen(&key));
-            expected_values[row].copy_from_slice(&widen(&value));
-            let what = format!("kv_append kv_dim {kv_dim} position {position}");
-            assert_close(
-                &key_cache.to_vec::<f32>().unwrap(),
-                &expected_keys,
-                0.0,
-                0.0,
-                &format!("{what} keys"),
-            );
-            assert_close(
-                &value_cache.to_vec::<f32>().unwrap(),
-                &expected_values,
-                0.0,
-                0.0,
-                &format!("{what} values"),
-            );
-        }
-    }
-    assert_dispatched(&device, OpKind::Copy, "kv_append_");
-}
-
-fn attention_matches_reference(backend: Backend) {
-    let Some(device) = profiled_device(backend) else {
-        return;
-    };
-    let op = Attention::new(&ops::registry(), &device).unwrap();
-    let max_positions = 40;
-    let configs = [
-        Heads {
-            query: 8,
-            key_value: 2,
-            dim: 16,
-        },
-        Heads {
-            query: 4,
-            key_value: 4,
-            dim: 8,
-        },
-        Heads {
-            query: 3,
-            key_value: 1,
-            dim: 5,
-        },
-    ];
-    for heads in configs {
-        let kv_dim = heads.key_value * heads.dim;
-        for position in [0, 5, 31] {
-            let seed = (heads.query * 1000 + heads.dim * 100 + position) as u64;
-            let query = random(seed, heads.query * heads.dim, -3.0, 3.0);
-            let mut keys = random(seed + 1, max_positions * kv_dim, -1.0, 1.0);
-            let mut values = random(seed + 2, max_positions * kv_dim, -1.0, 1.0);
-            // Rows after the position must not matter: make them huge.
-            keys[(position + 1) * kv_dim..].fill(1e30);
-            values[(position + 1) * kv_dim..].fill(1e30);
-            let key_cache = device.buffer_from_slice(&keys, &[max_positions, kv_dim]).unwrap();
-            let value_cache = device
-                .buffer_from_slice(&values, &[max_positions, kv_dim])
-                .unwrap();
-            let slot = device
-                .buffer_from_slice(&[0u32, 9, position as u32], &[3])
-                .unwrap();
-            let out = poisoned(&device, &[heads.query, heads.dim]);
-            let mut encoder = device.command_encoder();
-            let query_buffer = device
-                .buffer_from_slice(&query, &[heads.query, heads.dim])
-                .unwrap();
-            op.encode(
-                &mut encoder,
-                &query_buffer,
-                &key_cache,
-                &value_cache,
-                &slot,
-                2,
-                heads,
-                position + 1,
-                &out,
-            )
-            .unwrap();
-            encoder.commit_and_wait().unwrap();
-
-            let group = heads.query / heads.key_value;
-            let d = heads.dim;
-            let mut expected = vec![0.0; heads.query * d];
-            for h in 0..heads.query {
-                let kv = (h / group) * d;
-                let mut scores = Vec::new();
-                for p in 0..=position {
-                    let mut dot = 0.0;
-                    for i in 0..d {
-                        dot += f64::from(query[h * d + i]) * f64::from(keys[p * kv_dim + kv + i]);
-                    }
-                    scores.push(dot / (d as f64).sqrt());
-                }
-                let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-                let total: f64 = scores.iter().map(|s| (s - max).exp()).sum();
-                for (p, score) in scores.iter().enumerate() {
-                    let weight = (score - max).exp() / total;
-                    for i in 0..d {
-                        expected[h * d + i] += weight * f64::from(values[p * kv_dim + kv + i]);
-                    }
-                }
-            }
-            let what = format!("attention {heads:?} position {position}");
-            assert_close(&out.to_vec::<f32>().unwrap(), &expected, REL_TOL, 2e-6, &what);
-        }
-    }
-    assert_dispatched(&device, OpKind::Attention, "attention_");
-}
-
 fn silu_mul_matches_reference(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
@@ -1282,8 +1132,6 @@ kernelscope::device_tests!(
     rope_inverse_frequencies_linear_scaling,
     rope_inverse_frequencies_yarn_scaling,
     rope_rotates_half_by_position,
-    kv_append_writes_exactly_row_pos,
-    attention_matches_reference,
     silu_mul_matches_reference,
     add_matches_reference,
     add_refuses_an_addend_whose_length_does_not_divide,

@@ -61,8 +61,9 @@ fn default_run_profiles_the_built_in_model() {
         "generated: 6 tokens",
         "prefill: 4 tokens",
         "decode: 5 tokens",
-        "first: token 4 (Decode)",
-        "last: token 8 (Decode)",
+        // The 4-token prompt is one batched chunk: one profiler window.
+        "first: token 1 (Decode)",
+        "last: token 5 (Decode)",
         "| MatVec",
         "| Attention",
         "| layer.3",
@@ -94,7 +95,11 @@ fn profile_json_and_trace_files_are_written_and_comparable() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     let profile = kernelscope::profile::Profile::load(&json).unwrap();
-    assert_eq!(profile.tokens.len(), 7, "4 prompt + 3 decode positions");
+    assert_eq!(
+        profile.tokens.len(),
+        4,
+        "one window for the 4-token prompt chunk + 3 decode positions"
+    );
     assert!(profile.dispatches.iter().any(|d| &*d.scope == "layer.0.attn"));
     let rows = kernelscope_model::npy::read_f32_2d(&logits).unwrap();
     assert_eq!((rows.len(), rows[0].len()), (7, 2048));

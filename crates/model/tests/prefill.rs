@@ -171,7 +171,8 @@ fn batched_prefill_profile_shows_the_gemm_kernels(backend: Backend) {
             config.num_layers = 2;
             config.vocab_size = 32_000;
             config.eos_token_ids.clear();
-            let directory = std::env::temp_dir().join(format!("kscope-prefill-profile-{}", std::process::id()));
+            let directory =
+                std::env::temp_dir().join(format!("kscope-prefill-profile-{}", std::process::id()));
             kernelscope_model::synthetic::write_checkpoint(
                 &config,
                 &directory,
@@ -182,7 +183,11 @@ fn batched_prefill_profile_shows_the_gemm_kernels(backend: Backend) {
                 },
             )
             .unwrap();
-            let model = Model::load(&directory, &device, kernelscope_model::LoadOptions { quiet: true });
+            let model = Model::load(
+                &directory,
+                &device,
+                kernelscope_model::LoadOptions { quiet: true },
+            );
             std::fs::remove_dir_all(&directory).unwrap();
             let mut model = model.unwrap();
             model.set_prefill_chunk(512).unwrap();
@@ -200,7 +205,11 @@ fn batched_prefill_profile_shows_the_gemm_kernels(backend: Backend) {
         .filter(|record| record.op_kind == OpKind::MatMul)
         .collect();
     let layers = model.config().num_layers;
-    assert!(gemms.len() >= 3 * 7 * layers, "7 GEMMs per layer per prefill: {}", gemms.len());
+    assert!(
+        gemms.len() >= 3 * 7 * layers,
+        "7 GEMMs per layer per prefill: {}",
+        gemms.len()
+    );
     assert!(gemms.iter().all(|record| record.scope.starts_with("layer.")));
     let flops: u64 = gemms.iter().map(|record| record.flops).sum();
     assert!(flops > 0);
@@ -210,11 +219,21 @@ fn batched_prefill_profile_shows_the_gemm_kernels(backend: Backend) {
             "the library's kernels, by their own names"
         );
     }
-    assert!(gemms.iter().all(|record| record.end_ns > record.start_ns), "timed");
+    assert!(
+        gemms.iter().all(|record| record.end_ns > record.start_ns),
+        "timed"
+    );
     let checks = kernelscope::profile::cross_check(&profile);
-    let prefill = checks.iter().find(|check| check.label == "prefill").expect("prefill cross-check");
+    let prefill = checks
+        .iter()
+        .find(|check| check.label == "prefill")
+        .expect("prefill cross-check");
     assert_eq!(prefill.submissions, 3);
-    assert!(prefill.drift.abs() <= 0.05, "cross-check drift {:.3}", prefill.drift);
+    assert!(
+        prefill.drift.abs() <= 0.05,
+        "cross-check drift {:.3}",
+        prefill.drift
+    );
 }
 
 fn a_zero_chunk_is_refused(backend: Backend) {

@@ -118,7 +118,7 @@ macro_rules! kernel_arguments {
 pub(crate) use kernel_arguments;
 
 /// The most arguments any op's kernel takes.
-const MAX_ARGUMENTS: usize = 12;
+const MAX_ARGUMENTS: usize = 14;
 
 /// A value given for one argument.
 #[derive(Clone, Copy)]

@@ -15,7 +15,11 @@ const DECLARED: [(&str, &str, &[Argument]); 14] = [
     ("kv_append", "kv_append", super::kv_append::ARGUMENTS),
     ("matmul", "matmul", super::matmul::ARGUMENTS),
     ("matvec", "matvec", super::matvec::ARGUMENTS),
-    ("prefill_attention", "prefill_attention", super::prefill_attention::ARGUMENTS),
+    (
+        "prefill_attention",
+        "prefill_attention",
+        super::prefill_attention::ARGUMENTS,
+    ),
     ("rms_norm", "rms_norm", super::rms_norm::ARGUMENTS),
     ("rope", "rope", super::rope::ARGUMENTS),
     ("sample", "sample", super::sample::ARGUMENTS),

@@ -129,6 +129,7 @@ impl Forward<'_> {
                 POSITION_SLOT,
                 heads,
                 position + 1,
+                &state.attention_scratch,
                 &state.attention,
             )?;
             ops.matvec

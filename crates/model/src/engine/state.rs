@@ -123,7 +123,9 @@ pub(crate) struct State {
     pub logits: Buffer,
     /// RoPE's inverse frequencies and attention scaling.
     pub rope_frequencies: RopeFrequencies,
-    /// Per layer `[context, kv]`.
+    /// Decode attention's per-split partials, sized with the caches.
+    pub attention_scratch: Buffer,
+    /// Per layer `[context, kv]`, in the ops' KV dtype.
     pub key_cache: Vec<Buffer>,
     pub value_cache: Vec<Buffer>,
     /// Positions the caches hold.
@@ -152,6 +154,7 @@ impl State {
                 inverse_frequencies: device.buffer_from_slice(&frequencies, &[frequencies.len()])?,
                 attention_scaling: config.rope_attention_scaling,
             },
+            attention_scratch: f32_buffer(1)?,
             key_cache: Vec::new(),
             value_cache: Vec::new(),
             context: 0,

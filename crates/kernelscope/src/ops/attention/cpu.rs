@@ -9,8 +9,8 @@ use crate::ops::WeightElement;
 use crate::runtime::KernelArgs;
 
 use super::{
-    COMBINE_DIM, COMBINE_OUT, COMBINE_PARTIALS, COMBINE_QUERY_HEADS, COMBINE_SPLITS, DIM, INDEX, KEY_CACHE, KV_HEADS,
-    MAX_POSITIONS, PARTIALS, POSITION_SLOT, QUERY, QUERY_HEADS, SPLITS, VALUE_CACHE,
+    COMBINE_DIM, COMBINE_OUT, COMBINE_PARTIALS, COMBINE_QUERY_HEADS, COMBINE_SPLITS, DIM, INDEX, KEY_CACHE,
+    KV_HEADS, MAX_POSITIONS, PARTIALS, POSITION_SLOT, QUERY, QUERY_HEADS, SPLITS, VALUE_CACHE,
 };
 
 /// Per split and query head, `(output before normalising, max, sum)` over
@@ -83,19 +83,29 @@ pub(super) fn attention_combine(args: &KernelArgs<'_>) -> Result<()> {
         args.u32(COMBINE_SPLITS)? as usize,
     );
     let stride = dim + 2;
-    out.par_chunks_mut(dim.max(1)).enumerate().for_each(|(head, out_head)| {
-        let split = |s: usize| &partials[(s * query_heads + head) * stride..(s * query_heads + head + 1) * stride];
-        let best = (0..splits).map(|s| split(s)[dim]).fold(f32::NEG_INFINITY, f32::max);
-        let weights: Vec<f32> = (0..splits)
-            .map(|s| {
-                let max = split(s)[dim];
-                if max == f32::NEG_INFINITY { 0.0 } else { (max - best).exp() }
-            })
-            .collect();
-        let total: f32 = (0..splits).map(|s| split(s)[dim + 1] * weights[s]).sum();
-        for (d, o) in out_head.iter_mut().enumerate() {
-            *o = (0..splits).map(|s| split(s)[d] * weights[s]).sum::<f32>() / total;
-        }
-    });
+    out.par_chunks_mut(dim.max(1))
+        .enumerate()
+        .for_each(|(head, out_head)| {
+            let split = |s: usize| {
+                &partials[(s * query_heads + head) * stride..(s * query_heads + head + 1) * stride]
+            };
+            let best = (0..splits)
+                .map(|s| split(s)[dim])
+                .fold(f32::NEG_INFINITY, f32::max);
+            let weights: Vec<f32> = (0..splits)
+                .map(|s| {
+                    let max = split(s)[dim];
+                    if max == f32::NEG_INFINITY {
+                        0.0
+                    } else {
+                        (max - best).exp()
+                    }
+                })
+                .collect();
+            let total: f32 = (0..splits).map(|s| split(s)[dim + 1] * weights[s]).sum();
+            for (d, o) in out_head.iter_mut().enumerate() {
+                *o = (0..splits).map(|s| split(s)[d] * weights[s]).sum::<f32>() / total;
+            }
+        });
     Ok(())
 }

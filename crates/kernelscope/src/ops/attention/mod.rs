@@ -7,7 +7,9 @@
 
 mod cpu;
 
-use super::{Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect, expect_rows, expect_slot, kernel_arguments};
+use super::{
+    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect, expect_rows, expect_slot, kernel_arguments,
+};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
@@ -88,9 +90,15 @@ impl Heads {
         let problem = if self.query == 0 || self.key_value == 0 || self.dim == 0 {
             Some("a head count or the head dimension is 0".to_string())
         } else if !self.query.is_multiple_of(self.key_value) {
-            Some(format!("{} query heads do not divide over {} KV heads", self.query, self.key_value))
+            Some(format!(
+                "{} query heads do not divide over {} KV heads",
+                self.query, self.key_value
+            ))
         } else if self.query / self.key_value > MAX_GROUP {
-            Some(format!("{} query heads per KV head (at most {MAX_GROUP})", self.query / self.key_value))
+            Some(format!(
+                "{} query heads per KV head (at most {MAX_GROUP})",
+                self.query / self.key_value
+            ))
         } else if self.dim > MAX_HEAD_DIM {
             Some(format!("head dimension {} (at most {MAX_HEAD_DIM})", self.dim))
         } else {
@@ -169,8 +177,22 @@ impl Attention {
         heads.check("attention")?;
         let kv_dim = heads.key_value * heads.dim;
         let [max_positions, _] = dimensions("attention", "key cache", key_cache)?;
-        expect_rows("attention", "key cache", key_cache, self.cache_dtype, max_positions, &[kv_dim])?;
-        expect_rows("attention", "value cache", value_cache, self.cache_dtype, max_positions, &[kv_dim])?;
+        expect_rows(
+            "attention",
+            "key cache",
+            key_cache,
+            self.cache_dtype,
+            max_positions,
+            &[kv_dim],
+        )?;
+        expect_rows(
+            "attention",
+            "value cache",
+            value_cache,
+            self.cache_dtype,
+            max_positions,
+            &[kv_dim],
+        )?;
         expect("attention", "query", query, DType::F32, &[heads.query, heads.dim])?;
         expect("attention", "output", out, DType::F32, &[heads.query, heads.dim])?;
         expect_slot("attention", position_slot, index)?;
@@ -229,7 +251,10 @@ impl Attention {
                     threads_per_block: [(heads.dim.next_multiple_of(32).min(1024)) as u32, 1, 1],
                     shared_memory_bytes: 0,
                 })
-                .cost(bytes_of(needed + heads.query * heads.dim, DType::F32), 3 * needed as u64)
+                .cost(
+                    bytes_of(needed + heads.query * heads.dim, DType::F32),
+                    3 * needed as u64,
+                )
                 .op_kind(OpKind::Attention),
         )
     }

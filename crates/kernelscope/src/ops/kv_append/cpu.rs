@@ -26,11 +26,11 @@ pub(super) fn kv_append<C: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
         }
         let source = row * kv_dim..(row + 1) * kv_dim;
         let destination = position * kv_dim..(position + 1) * kv_dim;
-        for ((k, v), (kc, vc)) in key[source.clone()]
-            .iter()
-            .zip(&value[source])
-            .zip(key_cache[destination.clone()].iter_mut().zip(&mut value_cache[destination]))
-        {
+        for ((k, v), (kc, vc)) in key[source.clone()].iter().zip(&value[source]).zip(
+            key_cache[destination.clone()]
+                .iter_mut()
+                .zip(&mut value_cache[destination]),
+        ) {
             *kc = C::from_f32(*k);
             *vc = C::from_f32(*v);
         }

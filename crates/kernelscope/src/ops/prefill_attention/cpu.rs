@@ -7,7 +7,9 @@ use crate::error::{Error, Result};
 use crate::ops::WeightElement;
 use crate::runtime::KernelArgs;
 
-use super::{DIM, FIRST, KEY_CACHE, KV_HEADS, MAX_POSITIONS, OUT, POSITIONS, QUERY, QUERY_HEADS, ROWS, VALUE_CACHE};
+use super::{
+    DIM, FIRST, KEY_CACHE, KV_HEADS, MAX_POSITIONS, OUT, POSITIONS, QUERY, QUERY_HEADS, ROWS, VALUE_CACHE,
+};
 
 /// `out` `[rows, query_heads, dim]` (rounded to `O`): row r, head h attends
 /// to cache positions `0..=positions[first + r]` of KV head `h / group`.

@@ -9,7 +9,9 @@
 mod cpu;
 
 use super::attention::Heads;
-use super::{Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect_indices, expect_rows, kernel_arguments, rows_of};
+use super::{
+    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect_indices, expect_rows, kernel_arguments, rows_of,
+};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
@@ -78,7 +80,12 @@ pub struct PrefillAttention {
 impl PrefillAttention {
     /// The op reading caches of `cache_dtype` and writing `out_dtype`
     /// (each f32, f16 or bf16) on `device`.
-    pub fn new(registry: &KernelRegistry, device: &Device, cache_dtype: DType, out_dtype: DType) -> Result<Self> {
+    pub fn new(
+        registry: &KernelRegistry,
+        device: &Device,
+        cache_dtype: DType,
+        out_dtype: DType,
+    ) -> Result<Self> {
         let name = format!("prefill_attention_{cache_dtype}_{out_dtype}");
         if !WEIGHT_DTYPES.contains(&cache_dtype) || !WEIGHT_DTYPES.contains(&out_dtype) {
             return Err(Error::KernelMissing {
@@ -116,11 +123,39 @@ impl PrefillAttention {
         let kv_dim = heads.key_value * heads.dim;
         let q_dim = heads.query * heads.dim;
         let [max_positions, _] = dimensions("prefill_attention", "key cache", key_cache)?;
-        expect_rows("prefill_attention", "key cache", key_cache, self.cache_dtype, max_positions, &[kv_dim])?;
-        expect_rows("prefill_attention", "value cache", value_cache, self.cache_dtype, max_positions, &[kv_dim])?;
+        expect_rows(
+            "prefill_attention",
+            "key cache",
+            key_cache,
+            self.cache_dtype,
+            max_positions,
+            &[kv_dim],
+        )?;
+        expect_rows(
+            "prefill_attention",
+            "value cache",
+            value_cache,
+            self.cache_dtype,
+            max_positions,
+            &[kv_dim],
+        )?;
         let rows = rows_of("prefill_attention", "query", query, q_dim)?;
-        expect_rows("prefill_attention", "query", query, DType::F32, rows, &[heads.query, heads.dim])?;
-        expect_rows("prefill_attention", "output", out, self.out_dtype, rows, &[heads.query, heads.dim])?;
+        expect_rows(
+            "prefill_attention",
+            "query",
+            query,
+            DType::F32,
+            rows,
+            &[heads.query, heads.dim],
+        )?;
+        expect_rows(
+            "prefill_attention",
+            "output",
+            out,
+            self.out_dtype,
+            rows,
+            &[heads.query, heads.dim],
+        )?;
         expect_indices("prefill_attention", "positions", positions, first, rows)?;
         let (tile_rows, tile_keys) = tiles(heads.dim);
         let shared_floats = tile_rows * heads.dim + tile_keys * (heads.dim + 1) + tile_keys * heads.dim;
