@@ -26,7 +26,26 @@ fn worst_relative_error(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
         .fold(0f32, f32::max)
 }
 
+/// The default path (batched prefill, bf16 KV cache) against the CPU: each
+/// backend rounds GEMM inputs and cached keys and values to bf16, and an f32
+/// value a summation order apart can round to the neighbouring bf16 (2^-8
+/// relative), which the later layers carry.
+const DEFAULT_PATH_TOLERANCE: f32 = 2e-2;
+
 fn run(device: &Device, preset: &str, seed: u64, graph: bool, steps: usize) -> kernelscope_model::Generation {
+    run_on_path(device, preset, seed, graph, steps, false)
+}
+
+/// A 64-step generation; on the reference path (`reference`: token by token,
+/// f32 KV cache) every backend computes in f32.
+fn run_on_path(
+    device: &Device,
+    preset: &str,
+    seed: u64,
+    graph: bool,
+    steps: usize,
+    reference: bool,
+) -> kernelscope_model::Generation {
     let mut model = Model::from_preset(
         preset,
         device,
@@ -37,6 +56,10 @@ fn run(device: &Device, preset: &str, seed: u64, graph: bool, steps: usize) -> k
         },
     )
     .unwrap();
+    if reference {
+        model.set_prefill_chunk(1).unwrap();
+        model.set_kv_dtype(DType::F32).unwrap();
+    }
     model.set_execution_mode(if graph {
         ExecutionMode::Graph
     } else {
@@ -57,8 +80,31 @@ fn matches_the_cpu_over_64_steps(backend: Backend) {
     };
     let cpu = Device::cpu();
     for (preset, seed) in [("tiny", 1), ("tiny-qwen2", 2), ("tiny-llama3", 3)] {
-        let reference = run(&cpu, preset, seed, false, 64);
-        let ours = run(&device, preset, seed, false, 64);
+        // The default path, up to the first token the two backends choose
+        // differently (after it, they run different sequences).
+        let (reference, ours) = (
+            run_on_path(&cpu, preset, seed, false, 64, false),
+            run_on_path(&device, preset, seed, false, 64, false),
+        );
+        let same = 5 + ours
+            .generated
+            .iter()
+            .zip(&reference.generated)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(63);
+        let error = worst_relative_error(&ours.logits[..same], &reference.logits[..same]);
+        eprintln!(
+            "{preset} default path on {}: {same} rows, worst relative error vs CPU {error:e}",
+            device.name()
+        );
+        assert!(
+            error <= DEFAULT_PATH_TOLERANCE,
+            "{preset}: default path, relative error {error:e}"
+        );
+
+        let reference = run_on_path(&cpu, preset, seed, false, 64, true);
+        let ours = run_on_path(&device, preset, seed, false, 64, true);
         assert_eq!(
             ours.generated,
             reference.generated,
@@ -215,10 +261,11 @@ fn pipelined_decode_matches_step_by_step(backend: Backend) {
 /// Keeping the logits (`--logits-out`) only reads them back as well: every
 /// decode token runs the same submissions, dispatches, barriers and graph
 /// launches with and without them, in either execution mode, greedy or
-/// sampled. A batched prefill chunk (one profiler window, encoded eagerly in
-/// both modes) computes every row's logits when they are kept (norm, GEMM
-/// and a copy of the last row for the choice) instead of the last row's
-/// (norm and mat-vec): exactly one dispatch and one barrier more.
+/// sampled. A batched prefill chunk (one profiler window; one replay in
+/// graph mode) computes every row's logits when they are kept (a norm and a
+/// GEMM over the rows, and a copy of the last row, which is computed as
+/// without kept logits so the choice is the same): three dispatches more,
+/// and at most a barrier before each (as the dataflow of the rows needs).
 fn keeping_logits_runs_the_same_work_per_token(backend: Backend) {
     let Some(device) = backend.device(DeviceOptions::new()) else {
         return;
@@ -280,11 +327,16 @@ fn keeping_logits_runs_the_same_work_per_token(backend: Backend) {
                 if plain.phase == Phase::Prefill {
                     let (plain, kept) = (work(plain.counters), work(kept.counters));
                     assert_eq!(
-                        (kept.0, kept.1, kept.2, kept.3),
-                        (plain.0, plain.1 + 1, plain.2 + 1, 0),
+                        (kept.0, kept.1, kept.3),
+                        (plain.0, plain.1 + 3, plain.3),
                         "{what}"
                     );
-                    assert_eq!(plain.3, 0, "{what}: a chunk is encoded eagerly");
+                    assert!(
+                        (plain.2..=plain.2 + 3).contains(&kept.2),
+                        "{what}: barriers {kept:?} vs {plain:?}"
+                    );
+                    let replays = u64::from(mode == ExecutionMode::Graph);
+                    assert_eq!(plain.3, replays, "{what}: one replay per chunk in graph mode");
                     continue;
                 }
                 assert_eq!(work(kept.counters), work(plain.counters), "{what}");

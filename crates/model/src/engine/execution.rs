@@ -17,6 +17,8 @@
 //! dispatches and graph launches run for each token either way, so a
 //! profile taken with `--logits-out` is the profile of the run without it.
 
+use std::collections::HashMap;
+
 use kernelscope::profile::Phase;
 use kernelscope::{CommandEncoder, Device, Graph, PendingRead};
 
@@ -140,6 +142,10 @@ pub(crate) struct Executor {
     /// Forward pass through the logits only: a sampled step replays it and
     /// encodes its draw after, since the random number changes every step.
     forward_pass: Option<Graph>,
+    /// Prefill chunks by (rows, logits, greedy choice included): a chunk
+    /// reads its tokens and positions from device memory, so one capture
+    /// serves every chunk of that shape.
+    prefill_chunks: HashMap<(usize, ChunkLogits, bool), Graph>,
 }
 
 impl Executor {
@@ -150,6 +156,7 @@ impl Executor {
             encoder: device.command_encoder(),
             greedy_step: None,
             forward_pass: None,
+            prefill_chunks: HashMap::new(),
         }
     }
 
@@ -167,6 +174,7 @@ impl Executor {
     pub fn invalidate(&mut self) {
         self.greedy_step = None;
         self.forward_pass = None;
+        self.prefill_chunks.clear();
     }
 
     /// The encoder, for work outside the steps (growing the KV cache).
@@ -268,10 +276,11 @@ impl Executor {
     /// `chunk`: one submission labeled `prefill`, one profiler window for
     /// its `rows` positions, waited for. With `choice`, the next token is
     /// chosen from the last row's logits and read back; with
-    /// [`ChunkLogits::All`] every row's logits are read back too. Encoded
-    /// eagerly in either mode: a chunk is hundreds of dispatches of device
-    /// work each, so the host's launches overlap the device instead of
-    /// idling it (measured in docs/PERF.md).
+    /// [`ChunkLogits::All`] every row's logits are read back too. In graph
+    /// mode the chunk is one replay of a capture made per chunk shape (with
+    /// a greedy choice inside it; a sampled one is encoded after, since its
+    /// random number changes), so the host's per-dispatch cost is paid once
+    /// and, profiled, the replay is held until enqueued like a decode step.
     pub fn run_chunk(
         &mut self,
         forward: &Forward<'_>,
@@ -285,9 +294,31 @@ impl Executor {
         let profiler = device.profiler();
         profiler.begin_token(Phase::Prefill);
         let encoder = &mut self.encoder;
-        forward.encode_prefill(encoder, chunk, rows, context_end, logits)?;
-        if let Some(choice) = choice {
-            forward.encode_choice(encoder, choice)?;
+        match self.mode {
+            ExecutionMode::Eager => {
+                forward.encode_prefill(encoder, chunk, rows, context_end, logits)?;
+                if let Some(choice) = choice {
+                    forward.encode_choice(encoder, choice)?;
+                }
+            }
+            ExecutionMode::Graph => {
+                let greedy = choice == Some(Choice::Greedy);
+                let key = (rows, logits, greedy);
+                if !self.prefill_chunks.contains_key(&key) {
+                    let graph = Self::capture(encoder, |encoder| {
+                        forward.encode_prefill(encoder, chunk, rows, context_end, logits)?;
+                        if greedy {
+                            forward.encode_choice(encoder, Choice::Greedy)?;
+                        }
+                        Ok(())
+                    })?;
+                    self.prefill_chunks.insert(key, graph);
+                }
+                encoder.replay_at(&self.prefill_chunks[&key], context_end)?;
+                if let Some(sampled @ Choice::Sampled { .. }) = choice {
+                    forward.encode_choice(encoder, sampled)?;
+                }
+            }
         }
         encoder.commit_labeled("prefill")?;
         let token = match choice {

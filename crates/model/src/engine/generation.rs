@@ -169,13 +169,17 @@ impl Model {
             .filter(|buffers| buffers.serve(capacity, all_logits));
         let buffers = match reusable {
             Some(buffers) => buffers,
-            None => PrefillBuffers::new(
-                &self.config,
-                &self.device,
-                self.weights.dtype,
-                capacity,
-                all_logits,
-            )?,
+            None => {
+                // Captured chunks point at the old buffers.
+                self.executor.invalidate();
+                PrefillBuffers::new(
+                    &self.config,
+                    &self.device,
+                    self.weights.dtype,
+                    capacity,
+                    all_logits,
+                )?
+            }
         };
         let vocab = self.config.vocab_size;
         let mut first = start;

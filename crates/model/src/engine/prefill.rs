@@ -13,13 +13,14 @@ use crate::config::Config;
 use crate::error::{ModelError, Result};
 
 /// Which logits a chunk computes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum ChunkLogits {
     /// None: an inner chunk whose logits nobody reads.
     None,
     /// The last row's, into the step's logits (to choose the next token).
     Last,
-    /// Every row's (`--logits-out`), the last one also into the step's logits.
+    /// Every row's (`--logits-out`); the last one as [`Last`](Self::Last)
+    /// computes it, into both.
     All,
 }
 
@@ -213,8 +214,16 @@ impl Forward<'_> {
                 ops.rms_norm_narrow
                     .encode(encoder, &hidden, &weights.final_norm, &normed, eps)?;
                 ops.matmul.encode(encoder, &weights.lm_head, &normed, &all)?;
-                let last = all.slice((rows - 1) * vocab, vocab)?;
-                ops.copy.encode(encoder, &last, &state.logits)?;
+                // The last row as without kept logits (f32 norm, mat-vec),
+                // so the choice is the same with or without them, and that
+                // row of the kept logits is what it was chosen from.
+                let last = hidden.slice((rows - 1) * hidden_size, hidden_size)?;
+                ops.rms_norm
+                    .encode(encoder, &last, &weights.final_norm, &state.normed, eps)?;
+                ops.matvec
+                    .encode(encoder, &weights.lm_head, &state.normed, &state.logits)?;
+                let kept_last = all.slice((rows - 1) * vocab, vocab)?;
+                ops.copy.encode(encoder, &state.logits, &kept_last)?;
             }
         }
         Ok(())

@@ -190,6 +190,13 @@ impl PrefillAttention {
                         + bytes_of(rows * q_dim, self.out_dtype),
                     4 * (heads.query * heads.dim) as u64 * attended,
                 )
+                // Replayed at another context, every row attends that many
+                // more positions, and one more cached row is read.
+                .cost_per_position(
+                    context_end as u64,
+                    (2 * kv_dim * cache_bytes) as u64,
+                    4 * (heads.query * heads.dim * rows) as u64,
+                )
                 .op_kind(OpKind::Attention),
         )
     }
