@@ -304,17 +304,19 @@ impl Executor {
             ExecutionMode::Graph => {
                 let greedy = choice == Some(Choice::Greedy);
                 let key = (rows, logits, greedy);
-                if !self.prefill_chunks.contains_key(&key) {
-                    let graph = Self::capture(encoder, |encoder| {
-                        forward.encode_prefill(encoder, chunk, rows, context_end, logits)?;
-                        if greedy {
-                            forward.encode_choice(encoder, Choice::Greedy)?;
-                        }
-                        Ok(())
-                    })?;
-                    self.prefill_chunks.insert(key, graph);
-                }
-                encoder.replay_at(&self.prefill_chunks[&key], context_end)?;
+                let graph = match self.prefill_chunks.entry(key) {
+                    std::collections::hash_map::Entry::Occupied(entry) => entry.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(entry) => {
+                        entry.insert(Self::capture(encoder, |encoder| {
+                            forward.encode_prefill(encoder, chunk, rows, context_end, logits)?;
+                            if greedy {
+                                forward.encode_choice(encoder, Choice::Greedy)?;
+                            }
+                            Ok(())
+                        })?)
+                    }
+                };
+                encoder.replay_at(graph, context_end)?;
                 if let Some(sampled @ Choice::Sampled { .. }) = choice {
                     forward.encode_choice(encoder, sampled)?;
                 }
