@@ -496,6 +496,19 @@ fn output_tolerance(dtype: DType) -> f64 {
     }
 }
 
+/// With a bf16 cache and a head dim of 64 or 128 the GPU runs the
+/// tensor-core kernel, which rounds the scaled queries and the softmax
+/// weights to bf16 (2^-9 relative each, as FlashAttention does): outputs,
+/// weighted means of values in [-1, 1], move by up to ~1e-2 where scores are
+/// large. The CPU reference and the CUDA-core kernel stay within `REL_TOL`.
+fn cache_tolerance(cache: DType, heads: Heads) -> (f64, f64) {
+    if cache == DType::BF16 && (heads.dim == 64 || heads.dim == 128) {
+        (1e-2, 1e-2)
+    } else {
+        (0.0, 0.0)
+    }
+}
+
 fn prefill_attention_matches_reference(backend: Backend) {
     let Some(device) = device_for(backend) else {
         return;
@@ -566,7 +579,14 @@ fn prefill_attention_matches_reference(backend: Backend) {
                         "prefill attention {cache_dtype}->{out_dtype} {heads:?} rows {start}..{}",
                         start + rows
                     );
-                    assert_close(&out, &expected, output_tolerance(out_dtype), ABS_TOL, &what);
+                    let (extra_relative, extra_absolute) = cache_tolerance(cache_dtype, heads);
+                    assert_close(
+                        &out,
+                        &expected,
+                        output_tolerance(out_dtype) + extra_relative,
+                        ABS_TOL + extra_absolute,
+                        &what,
+                    );
                 }
             }
         }
@@ -614,49 +634,53 @@ fn prefill_attention_is_causal(backend: Backend) {
     let Some(device) = device_for(backend) else {
         return;
     };
-    let heads = Heads {
-        query: 4,
-        key_value: 2,
-        dim: 32,
-    };
-    let (max_positions, rows) = (64, 40);
-    let kv_dim = heads.key_value * heads.dim;
-    let op = PrefillAttention::new(&ops::registry(), &device, DType::F32, DType::F32).unwrap();
-    let mut keys = random(101, max_positions * kv_dim, -1.0, 1.0);
-    let mut values = random(102, max_positions * kv_dim, -1.0, 1.0);
-    let query = random(103, rows * heads.query * heads.dim, -3.0, 3.0);
-    let run = |keys: &[f32], values: &[f32]| {
-        let key_cache = upload(&device, keys, DType::F32, &[max_positions, kv_dim]);
-        let value_cache = upload(&device, values, DType::F32, &[max_positions, kv_dim]);
-        prefill_once(
-            &device,
-            &op,
-            DType::F32,
-            heads,
-            &query,
-            &key_cache,
-            &value_cache,
-            0,
-            rows,
-        )
-    };
-    let before = run(&keys, &values);
-    let changed = 23;
-    for i in 0..kv_dim {
-        keys[changed * kv_dim + i] += 0.5;
-        values[changed * kv_dim + i] -= 0.5;
-    }
-    let after = run(&keys, &values);
-    let width = heads.query * heads.dim;
-    for row in 0..rows {
-        let (a, b) = (
-            &after[row * width..(row + 1) * width],
-            &before[row * width..(row + 1) * width],
-        );
-        if row < changed {
-            assert_eq!(a, b, "row {row} saw position {changed}");
-        } else {
-            assert_ne!(a, b, "row {row} must see position {changed}");
+    // f32 on CUDA cores, and bf16 with a head dim the tensor-core kernel takes.
+    for (cache_dtype, dim) in [(DType::F32, 32), (DType::BF16, 64)] {
+        let heads = Heads {
+            query: 4,
+            key_value: 2,
+            dim,
+        };
+        let (max_positions, rows) = (160, 140);
+        let kv_dim = heads.key_value * heads.dim;
+        let op = PrefillAttention::new(&ops::registry(), &device, cache_dtype, DType::F32).unwrap();
+        let mut keys = random(101, max_positions * kv_dim, -1.0, 1.0);
+        let mut values = random(102, max_positions * kv_dim, -1.0, 1.0);
+        let query = random(103, rows * heads.query * heads.dim, -3.0, 3.0);
+        let run = |keys: &[f32], values: &[f32]| {
+            let key_cache = upload(&device, keys, cache_dtype, &[max_positions, kv_dim]);
+            let value_cache = upload(&device, values, cache_dtype, &[max_positions, kv_dim]);
+            prefill_once(
+                &device,
+                &op,
+                DType::F32,
+                heads,
+                &query,
+                &key_cache,
+                &value_cache,
+                0,
+                rows,
+            )
+        };
+        let before = run(&keys, &values);
+        // In the second key tile of the tensor-core kernel, not on a tile edge.
+        let changed = 93;
+        for i in 0..kv_dim {
+            keys[changed * kv_dim + i] += 0.5;
+            values[changed * kv_dim + i] -= 0.5;
+        }
+        let after = run(&keys, &values);
+        let width = heads.query * heads.dim;
+        for row in 0..rows {
+            let (a, b) = (
+                &after[row * width..(row + 1) * width],
+                &before[row * width..(row + 1) * width],
+            );
+            if row < changed {
+                assert_eq!(a, b, "{cache_dtype}: row {row} saw position {changed}");
+            } else {
+                assert_ne!(a, b, "{cache_dtype}: row {row} must see position {changed}");
+            }
         }
     }
 }

@@ -4,7 +4,10 @@
 //! before the chunk and the chunk's rows up to theirs. Flash-attention
 //! style on CUDA (tiles in shared memory, online softmax, no rows ×
 //! positions scores anywhere), GQA-aware; the output in the dtype of the
-//! GEMM that reads it (o_proj's input: the weights' dtype).
+//! GEMM that reads it (o_proj's input: the weights' dtype). With a bf16
+//! cache and a head dim of 64 or 128 it runs on tensor cores (queries and
+//! softmax weights rounded to bf16, as FlashAttention does); otherwise on
+//! CUDA cores in f32.
 
 mod cpu;
 
@@ -55,13 +58,32 @@ pub fn register(registry: &mut KernelRegistry) {
         bf16, f16, "prefill_attention_bf16_f16";
         bf16, bf16, "prefill_attention_bf16_bf16";
     );
+    // The tensor-core kernels for bf16 caches compute what the reference does.
+    register!(
+        bf16, f32, "prefill_attention_tc64_bf16_f32";
+        bf16, f16, "prefill_attention_tc64_bf16_f16";
+        bf16, bf16, "prefill_attention_tc64_bf16_bf16";
+        bf16, f32, "prefill_attention_tc128_bf16_f32";
+        bf16, f16, "prefill_attention_tc128_bf16_f16";
+        bf16, bf16, "prefill_attention_tc128_bf16_bf16";
+    );
     let source: std::sync::Arc<str> = super::cuda_source(include_str!("prefill_attention.cu")).into();
     for cache in WEIGHT_DTYPES {
         for out in WEIGHT_DTYPES {
             registry.register_cuda_source(&format!("prefill_attention_{cache}_{out}"), source.clone());
         }
     }
+    for dim in TENSOR_CORE_DIMS {
+        for out in WEIGHT_DTYPES {
+            registry.register_cuda_source(&format!("prefill_attention_tc{dim}_bf16_{out}"), source.clone());
+        }
+    }
 }
+
+/// Head dimensions the tensor-core kernels are built for (bf16 caches).
+const TENSOR_CORE_DIMS: [usize; 2] = [64, 128];
+/// Query rows and cached positions per tile of the tensor-core kernels.
+const TENSOR_CORE_TILE: usize = 64;
 
 /// Query rows and cached positions one block holds in shared memory for a
 /// head dimension: 16 × 32 up to 128 (41 KiB at 128), 8 × 16 beyond.
@@ -73,6 +95,8 @@ fn tiles(dim: usize) -> (usize, usize) {
 #[derive(Clone, Debug)]
 pub struct PrefillAttention {
     kernel: Kernel,
+    /// With a bf16 cache: the tensor-core kernels for head dims 64 and 128.
+    tensor_core: Option<[Kernel; 2]>,
     cache_dtype: DType,
     out_dtype: DType,
 }
@@ -95,8 +119,17 @@ impl PrefillAttention {
             });
         }
         let kernel = registry.kernel(device, &name)?;
+        let tensor_core = if cache_dtype == DType::BF16 {
+            let [small, large] = TENSOR_CORE_DIMS;
+            let load =
+                |dim: usize| registry.kernel(device, &format!("prefill_attention_tc{dim}_bf16_{out_dtype}"));
+            Some([load(small)?, load(large)?])
+        } else {
+            None
+        };
         Ok(PrefillAttention {
             kernel,
+            tensor_core,
             cache_dtype,
             out_dtype,
         })
@@ -159,6 +192,33 @@ impl PrefillAttention {
         expect_indices("prefill_attention", "positions", positions, first, rows)?;
         let (tile_rows, tile_keys) = tiles(heads.dim);
         let shared_floats = tile_rows * heads.dim + tile_keys * (heads.dim + 1) + tile_keys * heads.dim;
+        let tensor_core = self.tensor_core.as_ref().and_then(|kernels| {
+            TENSOR_CORE_DIMS
+                .iter()
+                .position(|&dim| dim == heads.dim)
+                .map(|i| &kernels[i])
+        });
+        let (kernel, grid) = match tensor_core {
+            Some(kernel) => (
+                kernel,
+                LaunchGrid {
+                    blocks: [rows.div_ceil(TENSOR_CORE_TILE) as u32, heads.query as u32, 1],
+                    threads_per_block: [THREADS, 1, 1],
+                    // Keys [64][dim + 8] and transposed values [dim][64 + 8], bf16.
+                    shared_memory_bytes: (2
+                        * (TENSOR_CORE_TILE * (heads.dim + 8) + heads.dim * (TENSOR_CORE_TILE + 8)))
+                        as u32,
+                },
+            ),
+            None => (
+                &self.kernel,
+                LaunchGrid {
+                    blocks: [rows.div_ceil(tile_rows) as u32, heads.query as u32, 1],
+                    threads_per_block: [THREADS, 1, 1],
+                    shared_memory_bytes: (shared_floats * 4) as u32,
+                },
+            ),
+        };
         // Each row attends to up to `context_end` positions: an upper bound
         // of the work, exact for the last row.
         let attended = (rows * context_end) as u64 - (rows * rows.saturating_sub(1) / 2) as u64;
@@ -178,12 +238,8 @@ impl PrefillAttention {
                 .scalar(MAX_POSITIONS, max_positions as u32)
                 .scalar(TILE_ROWS, tile_rows as u32)
                 .scalar(TILE_KEYS, tile_keys as u32)
-                .dispatch(&self.kernel)?
-                .grid(LaunchGrid {
-                    blocks: [rows.div_ceil(tile_rows) as u32, heads.query as u32, 1],
-                    threads_per_block: [THREADS, 1, 1],
-                    shared_memory_bytes: (shared_floats * 4) as u32,
-                })
+                .dispatch(kernel)?
+                .grid(grid)
                 .cost(
                     (2 * context_end * kv_dim * cache_bytes) as u64
                         + bytes_of(rows * q_dim, DType::F32)

@@ -181,3 +181,221 @@ extern "C" __global__ void prefill_attention_bf16_bf16(const float* query, const
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
+
+// The tensor-core path for bf16 caches and head dims of 64 or 128 (every
+// Llama 3 / Qwen2 / Mistral size): FlashAttention-2's layout on
+// mma.sync.m16n8k16 (bf16 in, f32 accumulate). A block takes 64 query rows
+// of one head, 16 per warp; the scaled queries live in registers as A
+// fragments, rounded to bf16; each tile of 64 cached positions is staged in
+// shared memory (keys row-major, values transposed, rows padded so the
+// fragment loads hit 32 different banks); S = Q·Kᵀ stays in registers, is
+// masked (key position > the row's own), goes through an online softmax per
+// row (a row's 64 scores are spread over the 4 lanes of a quad), and P,
+// rounded to bf16 in registers, multiplies V into the f32 output
+// accumulators. Nothing rows x positions is ever stored. tile_rows and
+// tile_keys are unused (the tiles are fixed at 64 x 64).
+__device__ __forceinline__ u32 pack_bf16(float low, float high) {
+    bf16 a, b;
+    from_f32(low, &a);
+    from_f32(high, &b);
+    return (u32)a.bits | ((u32)b.bits << 16);
+}
+
+__device__ __forceinline__ void mma_bf16_16816(float* c, const u32* a, const u32* b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <int D, typename O>
+__device__ void prefill_attention_tc(const float* query, const bf16* key_cache, const bf16* value_cache,
+                                     const u32* positions, O* out, u32 first, u32 rows, u32 query_heads,
+                                     u32 kv_heads, u32 max_positions) {
+    const int TILE = 64, KEY_STRIDE = D + 8, VALUE_STRIDE = TILE + 8;
+    extern __shared__ u32 staged[];
+    unsigned short* keys = (unsigned short*)staged;          // [TILE][KEY_STRIDE]
+    unsigned short* values = keys + TILE * KEY_STRIDE;       // [D][VALUE_STRIDE], transposed
+    __shared__ int block_last;
+    u32 head = blockIdx.y;
+    u32 row_begin = blockIdx.x * TILE;
+    if (head >= query_heads || row_begin >= rows) return;
+    u32 kv_head = head / (query_heads / kv_heads);
+    size_t kv_dim = (size_t)kv_heads * D;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int group = lane >> 2, quad = lane & 3;
+    u32 row_low = row_begin + warp * 16 + group, row_high = row_low + 8;
+    int limit_low = row_low < rows ? (int)min(positions[first + row_low], max_positions - 1) : -1;
+    int limit_high = row_high < rows ? (int)min(positions[first + row_high], max_positions - 1) : -1;
+    if (threadIdx.x == 0) block_last = -1;
+    __syncthreads();
+    atomicMax(&block_last, max(limit_low, limit_high));
+    float scale = rsqrtf((float)D);
+    u32 query_fragments[D / 16][4];
+#pragma unroll
+    for (int step = 0; step < D / 16; ++step) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            u32 row = (r & 1) ? row_high : row_low;
+            int column = step * 16 + 2 * quad + ((r & 2) ? 8 : 0);
+            float low = 0.0f, high = 0.0f;
+            if (row < rows) {
+                const float* q = query + ((size_t)row * query_heads + head) * D + column;
+                low = q[0] * scale;
+                high = q[1] * scale;
+            }
+            query_fragments[step][r] = pack_bf16(low, high);
+        }
+    }
+    float output[D / 8][4];
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) output[n][0] = output[n][1] = output[n][2] = output[n][3] = 0.0f;
+    float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0.0f, 0.0f};
+    int warp_last = max(limit_low, limit_high);
+    for (int offset = 16; offset > 0; offset >>= 1) warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, offset));
+    __syncthreads();
+    int last = block_last;
+    for (int tile = 0; tile <= last; tile += TILE) {
+        __syncthreads();  // the previous tile is no longer read
+        for (int item = threadIdx.x; item < TILE * D / 2; item += blockDim.x) {
+            int key = item / (D / 2), pair = item % (D / 2);
+            int position = tile + key;
+            u32 both = 0;
+            if (position <= last) both = *(const u32*)(key_cache + (size_t)position * kv_dim + kv_head * D + 2 * pair);
+            *(u32*)(keys + key * KEY_STRIDE + 2 * pair) = both;
+        }
+        for (int item = threadIdx.x; item < TILE * D; item += blockDim.x) {
+            int key = item / D, d = item % D;
+            int position = tile + key;
+            values[d * VALUE_STRIDE + key] =
+                position <= last ? value_cache[(size_t)position * kv_dim + kv_head * D + d].bits : (unsigned short)0;
+        }
+        __syncthreads();
+        if (tile > warp_last) continue;  // warp-uniform: none of this warp's rows sees this tile
+        float scores[TILE / 8][4];
+#pragma unroll
+        for (int j = 0; j < TILE / 8; ++j) scores[j][0] = scores[j][1] = scores[j][2] = scores[j][3] = 0.0f;
+#pragma unroll
+        for (int step = 0; step < D / 16; ++step) {
+#pragma unroll
+            for (int j = 0; j < TILE / 8; ++j) {
+                const unsigned short* k = keys + (j * 8 + group) * KEY_STRIDE + step * 16 + 2 * quad;
+                u32 b[2] = {*(const u32*)k, *(const u32*)(k + 8)};
+                mma_bf16_16816(scores[j], query_fragments[step], b);
+            }
+        }
+        float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int j = 0; j < TILE / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                int key = tile + j * 8 + 2 * quad + (e & 1);
+                int limit = e < 2 ? limit_low : limit_high;
+                if (key > limit) scores[j][e] = -INFINITY;
+                tile_max[e >> 1] = fmaxf(tile_max[e >> 1], scores[j][e]);
+            }
+        }
+        float correction[2], tile_sum[2] = {0.0f, 0.0f}, new_max[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 1));
+            tile_max[h] = fmaxf(tile_max[h], __shfl_xor_sync(0xffffffffu, tile_max[h], 2));
+            new_max[h] = fmaxf(running_max[h], tile_max[h]);
+            correction[h] = new_max[h] == -INFINITY ? 1.0f : __expf(running_max[h] - new_max[h]);
+        }
+#pragma unroll
+        for (int j = 0; j < TILE / 8; ++j) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                int h = e >> 1;
+                float p = scores[j][e] == -INFINITY ? 0.0f : __expf(scores[j][e] - new_max[h]);
+                scores[j][e] = p;
+                tile_sum[h] += p;
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 1);
+            tile_sum[h] += __shfl_xor_sync(0xffffffffu, tile_sum[h], 2);
+            running_sum[h] = running_sum[h] * correction[h] + tile_sum[h];
+            running_max[h] = new_max[h];
+        }
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+            output[n][0] *= correction[0];
+            output[n][1] *= correction[0];
+            output[n][2] *= correction[1];
+            output[n][3] *= correction[1];
+        }
+#pragma unroll
+        for (int step = 0; step < TILE / 16; ++step) {
+            u32 a[4] = {pack_bf16(scores[2 * step][0], scores[2 * step][1]),
+                        pack_bf16(scores[2 * step][2], scores[2 * step][3]),
+                        pack_bf16(scores[2 * step + 1][0], scores[2 * step + 1][1]),
+                        pack_bf16(scores[2 * step + 1][2], scores[2 * step + 1][3])};
+#pragma unroll
+            for (int n = 0; n < D / 8; ++n) {
+                const unsigned short* v = values + (n * 8 + group) * VALUE_STRIDE + step * 16 + 2 * quad;
+                u32 b[2] = {*(const u32*)v, *(const u32*)(v + 8)};
+                mma_bf16_16816(output[n], a, b);
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        u32 row = h ? row_high : row_low;
+        if (row >= rows) continue;
+        float inverse = 1.0f / running_sum[h];
+        O* destination = out + ((size_t)row * query_heads + head) * D;
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+            int d = n * 8 + 2 * quad;
+            from_f32(output[n][2 * h] * inverse, &destination[d]);
+            from_f32(output[n][2 * h + 1] * inverse, &destination[d + 1]);
+        }
+    }
+}
+
+extern "C" __global__ void prefill_attention_tc64_bf16_f32(const float* query, const bf16* key_cache,
+                                                       const bf16* value_cache, const u32* positions, float* out,
+                                                       u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
+                                                       u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    prefill_attention_tc<64>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
+                             max_positions);
+}
+extern "C" __global__ void prefill_attention_tc64_bf16_f16(const float* query, const bf16* key_cache,
+                                                       const bf16* value_cache, const u32* positions, f16* out,
+                                                       u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
+                                                       u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    prefill_attention_tc<64>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
+                             max_positions);
+}
+extern "C" __global__ void prefill_attention_tc64_bf16_bf16(const float* query, const bf16* key_cache,
+                                                       const bf16* value_cache, const u32* positions, bf16* out,
+                                                       u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
+                                                       u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    prefill_attention_tc<64>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
+                             max_positions);
+}
+extern "C" __global__ void prefill_attention_tc128_bf16_f32(const float* query, const bf16* key_cache,
+                                                       const bf16* value_cache, const u32* positions, float* out,
+                                                       u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
+                                                       u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    prefill_attention_tc<128>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
+                             max_positions);
+}
+extern "C" __global__ void prefill_attention_tc128_bf16_f16(const float* query, const bf16* key_cache,
+                                                       const bf16* value_cache, const u32* positions, f16* out,
+                                                       u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
+                                                       u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    prefill_attention_tc<128>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
+                             max_positions);
+}
+extern "C" __global__ void prefill_attention_tc128_bf16_bf16(const float* query, const bf16* key_cache,
+                                                       const bf16* value_cache, const u32* positions, bf16* out,
+                                                       u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
+                                                       u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    prefill_attention_tc<128>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
+                             max_positions);
+}
