@@ -402,6 +402,22 @@ pub(crate) fn expect_rows(
     Ok(())
 }
 
+/// Checks a layer's key and value caches for an op: both `[max_positions,
+/// kv_dim]` in `dtype` (2-D, since the positions are read from the shape).
+/// Returns `max_positions`.
+pub(crate) fn expect_kv_caches(
+    op: &str,
+    key_cache: &Buffer,
+    value_cache: &Buffer,
+    dtype: DType,
+    kv_dim: usize,
+) -> Result<usize> {
+    let [max_positions, _] = dimensions(op, "key cache", key_cache)?;
+    expect_rows(op, "key cache", key_cache, dtype, max_positions, &[kv_dim])?;
+    expect_rows(op, "value cache", value_cache, dtype, max_positions, &[kv_dim])?;
+    Ok(max_positions)
+}
+
 /// Checks an elementwise operand against the operand that sets the op's
 /// shape (`like`): the same dtype `dtype`, the same element count, and the
 /// same shape unless either is flat.

@@ -183,6 +183,15 @@ impl Config {
         self.num_kv_heads * self.head_dim
     }
 
+    /// The attention geometry the ops take.
+    pub fn heads(&self) -> kernelscope::ops::attention::Heads {
+        kernelscope::ops::attention::Heads {
+            query: self.num_heads,
+            key_value: self.num_kv_heads,
+            dim: self.head_dim,
+        }
+    }
+
     /// Width of the concatenated query heads.
     pub fn q_dim(&self) -> usize {
         self.num_heads * self.head_dim

@@ -5,7 +5,6 @@
 //! work reaches the device (see `execution`); it only encodes it.
 
 use kernelscope::CommandEncoder;
-use kernelscope::ops::attention::Heads;
 use kernelscope::ops::sample::Sampling;
 
 use super::state::{Ops, POSITION_SLOT, State, TOKEN_SLOT};
@@ -64,11 +63,7 @@ impl Forward<'_> {
             state,
         } = *self;
         let eps = config.rms_norm_eps;
-        let heads = Heads {
-            query: config.num_heads,
-            key_value: config.num_kv_heads,
-            dim: config.head_dim,
-        };
+        let heads = config.heads();
 
         encoder.set_scope("embed");
         ops.embedding.encode(

@@ -13,7 +13,7 @@ mod state;
 
 use std::path::Path;
 
-use kernelscope::ops::attention::{Attention, Heads};
+use kernelscope::ops::attention::Attention;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope::{DType, Device};
@@ -275,11 +275,7 @@ impl Model {
             }
             encoder.commit_labeled("grow kv cache")?;
         }
-        let heads = Heads {
-            query: self.config.num_heads,
-            key_value: self.config.num_kv_heads,
-            dim: self.config.head_dim,
-        };
+        let heads = self.config.heads();
         self.state.attention_scratch = self
             .device
             .alloc(DType::F32, &[Attention::scratch_len(heads, positions)])?;

@@ -5,7 +5,6 @@
 //! residual stream stays f32; what feeds a GEMM (norm, attention and SiLU
 //! outputs) is written in the weights' dtype, as the GEMM takes it.
 
-use kernelscope::ops::attention::Heads;
 use kernelscope::{Buffer, CommandEncoder, DType, Device};
 
 use super::forward::Forward;
@@ -118,11 +117,7 @@ impl Forward<'_> {
             state,
         } = *self;
         let eps = config.rms_norm_eps;
-        let heads = Heads {
-            query: config.num_heads,
-            key_value: config.num_kv_heads,
-            dim: config.head_dim,
-        };
+        let heads = config.heads();
         let (hidden_size, q_dim, kv_dim, inter) = (
             config.hidden_size,
             config.q_dim(),

@@ -7,9 +7,7 @@
 
 mod cpu;
 
-use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect, expect_rows, expect_slot, kernel_arguments,
-};
+use super::{Arguments, WEIGHT_DTYPES, bytes_of, expect, expect_kv_caches, expect_slot, kernel_arguments};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
@@ -176,23 +174,7 @@ impl Attention {
     ) -> Result<()> {
         heads.check("attention")?;
         let kv_dim = heads.key_value * heads.dim;
-        let [max_positions, _] = dimensions("attention", "key cache", key_cache)?;
-        expect_rows(
-            "attention",
-            "key cache",
-            key_cache,
-            self.cache_dtype,
-            max_positions,
-            &[kv_dim],
-        )?;
-        expect_rows(
-            "attention",
-            "value cache",
-            value_cache,
-            self.cache_dtype,
-            max_positions,
-            &[kv_dim],
-        )?;
+        let max_positions = expect_kv_caches("attention", key_cache, value_cache, self.cache_dtype, kv_dim)?;
         expect("attention", "query", query, DType::F32, &[heads.query, heads.dim])?;
         expect("attention", "output", out, DType::F32, &[heads.query, heads.dim])?;
         expect_slot("attention", position_slot, index)?;

@@ -6,8 +6,8 @@
 mod cpu;
 
 use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect_indices, expect_rows, kernel_arguments,
-    kernel_for, register_weight_kernels, rows_of,
+    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect_indices, expect_kv_caches, expect_rows,
+    kernel_arguments, kernel_for, register_weight_kernels, rows_of,
 };
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
@@ -72,22 +72,7 @@ impl KvAppend {
         let rows = rows_of("kv_append", "key", key, kv_dim)?;
         expect_rows("kv_append", "key", key, DType::F32, rows, &[kv_dim])?;
         expect_rows("kv_append", "value", value, DType::F32, rows, &[kv_dim])?;
-        expect_rows(
-            "kv_append",
-            "key cache",
-            key_cache,
-            self.cache_dtype,
-            max_positions,
-            &[kv_dim],
-        )?;
-        expect_rows(
-            "kv_append",
-            "value cache",
-            value_cache,
-            self.cache_dtype,
-            max_positions,
-            &[kv_dim],
-        )?;
+        expect_kv_caches("kv_append", key_cache, value_cache, self.cache_dtype, kv_dim)?;
         expect_indices("kv_append", "positions", positions, first, rows)?;
         let elements = rows * kv_dim;
         encoder.dispatch(

@@ -13,7 +13,8 @@ mod cpu;
 
 use super::attention::Heads;
 use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect_indices, expect_rows, kernel_arguments, rows_of,
+    Arguments, WEIGHT_DTYPES, bytes_of, expect_indices, expect_kv_caches, expect_rows, kernel_arguments,
+    rows_of,
 };
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
@@ -155,22 +156,12 @@ impl PrefillAttention {
         heads.check("prefill_attention")?;
         let kv_dim = heads.key_value * heads.dim;
         let q_dim = heads.query * heads.dim;
-        let [max_positions, _] = dimensions("prefill_attention", "key cache", key_cache)?;
-        expect_rows(
+        let max_positions = expect_kv_caches(
             "prefill_attention",
-            "key cache",
             key_cache,
-            self.cache_dtype,
-            max_positions,
-            &[kv_dim],
-        )?;
-        expect_rows(
-            "prefill_attention",
-            "value cache",
             value_cache,
             self.cache_dtype,
-            max_positions,
-            &[kv_dim],
+            kv_dim,
         )?;
         let rows = rows_of("prefill_attention", "query", query, q_dim)?;
         expect_rows(
