@@ -21,11 +21,15 @@ pub const COMPUTE_PROBE_LABEL: &str = "compute-probe";
 /// The GEMM side the probe uses by default on `device`: 8192 on a GPU
 /// (about a millisecond per run on an H100, long enough that launch cost
 /// and clock ramp-up vanish), 512 on the CPU (a tenth of a second or less
-/// on a few cores, so `kscope run --profile` stays quick).
+/// on a few cores, so `kscope run --profile` stays quick). A build without
+/// optimisations (debug assertions on) uses 64 on the CPU: its reference
+/// GEMM runs about 200 times slower, 15 s at 512, and its figure is no
+/// peak of anything.
 pub fn default_compute_size(device: &Device) -> usize {
     // By backend rather than capability: the two differ by three orders of
     // magnitude in rate, and a size right for one is useless on the other.
     match device {
+        Device::Cpu(_) if cfg!(debug_assertions) => 64,
         Device::Cpu(_) => 512,
         Device::Cuda(_) => 8192,
     }
