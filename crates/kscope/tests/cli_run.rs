@@ -101,10 +101,11 @@ fn profile_json_and_trace_files_are_written_and_comparable() {
     assert_eq!(code, 0, "{stderr}");
     let profile = kernelscope::profile::Profile::load(&json).unwrap();
     assert_eq!(profile.tokens.len(), 7, "4 prompt + 3 decode positions");
+    assert!(profile.dispatches.iter().any(|d| &*d.scope == "layer.0.attn"));
+
     let peak = profile.conditions.peak_compute_gflops.expect("measured");
     assert!(peak.is_finite() && peak > 0.0, "{peak}");
     assert!(profile.conditions.ridge_point().is_some());
-    assert!(profile.dispatches.iter().any(|d| &*d.scope == "layer.0.attn"));
     let rows = kernelscope_model::npy::read_f32_2d(&logits).unwrap();
     assert_eq!((rows.len(), rows[0].len()), (7, 2048));
     let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
