@@ -92,6 +92,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let device = Device::cpu_with(device_options);
     let peak = kernelscope::ops::copy::measure_bandwidth(&device, 64 << 20, 3)?;
+    let compute_size = kernelscope::ops::matmul::default_compute_size(&device);
+    let peak_compute = kernelscope::ops::matmul::measure_compute(&device, DType::BF16, compute_size, 3)?;
     device.profiler().reset();
 
     let registry = registry(options.slowdown_percent);
@@ -137,7 +139,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         device.profiler().end_token();
     }
 
-    let conditions = device.conditions("eager", Some("example 01: 2 pretend layers".into()), Some(peak));
+    let conditions = device
+        .conditions("eager", Some("example 01: 2 pretend layers".into()), Some(peak))
+        .with_peak_compute(Some(peak_compute));
     let profile = device.profile(conditions);
     print!("{}", render_report(&profile));
     if let Some(path) = &options.profile_json {

@@ -123,6 +123,7 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
             dispatch_timing: DispatchTiming::supported(TimingMechanism::HostClock),
             model: Some("synthetic".into()),
             peak_bandwidth_gbps: Some(100.0),
+            peak_compute_gflops: Some(5000.0),
         },
         counters: CounterSnapshot::default(),
         tokens: Vec::new(),

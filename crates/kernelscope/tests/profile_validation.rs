@@ -218,6 +218,38 @@ fn a_bandwidth_that_is_not_positive_is_refused() {
 }
 
 #[test]
+fn a_compute_peak_that_is_not_positive_is_refused() {
+    for gflops in [0.0, -1e3] {
+        let mut bad = profile(2, 4);
+        bad.conditions.peak_compute_gflops = Some(gflops);
+        assert_contains(
+            &refusal(&bad),
+            &["conditions.peak_compute_gflops", "not a positive, finite"],
+        );
+    }
+}
+
+#[test]
+fn profiles_from_before_the_compute_peak_load_with_it_unknown() {
+    let current = profile(3, 5);
+    assert!(current.conditions.peak_compute_gflops.is_some());
+    let mut older: serde_json::Value = serde_json::from_str(&current.to_json()).unwrap();
+    let conditions = older["conditions"].as_object_mut().unwrap();
+    assert!(conditions.remove("peak_compute_gflops").is_some());
+    let read = Profile::from_json(&older.to_string(), Path::new("older.json")).unwrap();
+    assert_eq!(read.conditions.peak_compute_gflops, None);
+    assert_eq!(read.conditions.ridge_point(), None);
+    let mut expected = current.clone();
+    expected.conditions.peak_compute_gflops = None;
+    assert_eq!(read, expected, "nothing else changes");
+    // The report says the peak is unknown instead of classifying.
+    assert!(render_report(&read).contains("peak compute unknown"));
+    // Compared with a profile that has it: the peaks are the machine's, not
+    // the code's, so they never refuse a comparison.
+    assert!(compare(&read, &current, 0.05, false).is_ok());
+}
+
+#[test]
 fn counter_sums_check_or_saturate() {
     let mut rng = SplitMix64::new(3);
     let small = CounterSnapshot {

@@ -150,7 +150,10 @@ fn human_report_has_its_sections() {
         "per layer",
         "| layer.0",
         "| lm_head",
-        "% peak BW",
+        "roofline: peak bandwidth 50.0 GB/s (copy probe), peak compute unknown",
+        "FLOP/B",
+        "bound",
+        "% of peak",
         "submissions by label",
         "| token",
         "counters:",
@@ -279,6 +282,37 @@ fn compare_refuses_mismatched_conditions_unless_forced() {
 }
 
 #[test]
+fn differing_peaks_are_noted_never_refused() {
+    let base = synthetic_profile(4, 1.0, 1);
+    let mut other = synthetic_profile(4, 1.0, 2);
+    // Within the noise of the probes: nothing to say.
+    other.conditions.peak_compute_gflops = Some(5000.0 * 1.05);
+    let comparison = compare(&base, &other, 0.05, false).unwrap();
+    assert!(
+        comparison.notes.iter().all(|note| !note.contains("peak")),
+        "{:?}",
+        comparison.notes
+    );
+    // A device that ran 30% slower: compared, and the reader is told.
+    other.conditions.peak_compute_gflops = Some(3500.0);
+    other.conditions.peak_bandwidth_gbps = None;
+    let comparison = compare(&base, &other, 0.05, false).unwrap();
+    let peak_notes: Vec<&String> = comparison
+        .notes
+        .iter()
+        .filter(|note| note.contains("peak"))
+        .collect();
+    assert_eq!(peak_notes.len(), 1, "{peak_notes:?}");
+    assert!(
+        peak_notes[0].contains("peak compute measured 5000.0 GFLOP/s for the base and 3500.0 GFLOP/s")
+            && peak_notes[0].contains("-30.0%"),
+        "{}",
+        peak_notes[0]
+    );
+    assert!(comparison.render().contains("note: peak compute measured"));
+}
+
+#[test]
 fn gated_submissions_and_host_enqueue_are_reported() {
     let mut profile = synthetic_profile(4, 1.0, 3);
     let plain = render_report(&profile);
@@ -395,4 +429,144 @@ fn schema_1_profiles_read_as_schema_2_and_compare_by_method_not_prose() {
         error.to_string().contains("conditions.submission_timing"),
         "{error}"
     );
+}
+
+/// The report's row for `key` in the table that follows `section`, as cells.
+fn table_row(report: &str, section: &str, key: &str) -> Vec<String> {
+    let table = &report[report
+        .find(section)
+        .unwrap_or_else(|| panic!("no `{section}` in:\n{report}"))..];
+    let line = table
+        .lines()
+        .find(|line| line.split('|').nth(1).is_some_and(|cell| cell.trim() == key))
+        .unwrap_or_else(|| panic!("no row `{key}` after `{section}` in:\n{report}"));
+    line.split('|')
+        .map(|cell| cell.trim().to_string())
+        .filter(|cell| !cell.is_empty())
+        .collect()
+}
+
+#[test]
+fn roofline_columns_classify_memory_and_compute_bound_ops() {
+    // Attention made compute-heavy: 128 MFLOP per MiB, past the synthetic
+    // device's ridge point (5000 GFLOP/s / 100 GB/s = 50 FLOP/B); MatVec
+    // stays at 0.5 FLOP/B, RmsNorm declares no flops at all.
+    let mut profile = synthetic_profile(4, 1.0, 7);
+    for record in &mut profile.dispatches {
+        match record.op_kind {
+            OpKind::Attention => record.flops = 1 << 27,
+            OpKind::RmsNorm => record.flops = 0,
+            _ => {}
+        }
+    }
+    let (peak_gbps, peak_gflops) = (100.0, 5000.0);
+    assert_eq!(profile.conditions.peak_bandwidth_gbps, Some(peak_gbps));
+    assert_eq!(profile.conditions.peak_compute_gflops, Some(peak_gflops));
+    assert_eq!(profile.conditions.ridge_point(), Some(50.0));
+    let totals = |kind: OpKind| {
+        profile
+            .dispatches
+            .iter()
+            .filter(|record| record.op_kind == kind)
+            .fold((0u64, 0u64, 0u64), |(ns, bytes, flops), record| {
+                (
+                    ns + record.end_ns - record.start_ns,
+                    bytes + record.bytes,
+                    flops + record.flops,
+                )
+            })
+    };
+    let report = render_report(&profile);
+    assert!(
+        report.contains(
+            "roofline: peak bandwidth 100.0 GB/s (copy probe), peak compute 5000.0 GFLOP/s (bf16 GEMM probe); ridge point 50.00 FLOP/B"
+        ),
+        "{report}"
+    );
+
+    // Compute-bound: GFLOP/s against the compute peak.
+    let (ns, bytes, flops) = totals(OpKind::Attention);
+    let gflops = flops as f64 / ns as f64;
+    let row = table_row(&report, "per op,", "Attention");
+    assert_eq!(row[6], format!("{gflops:.1}"), "GFLOP/s: {row:?}");
+    assert_eq!(
+        row[7],
+        format!("{:.2}", flops as f64 / bytes as f64),
+        "FLOP/B: {row:?}"
+    );
+    assert_eq!(row[7], "128.00");
+    assert_eq!(row[8], "compute", "{row:?}");
+    assert_eq!(
+        row[9],
+        format!("{:.1}% FLOP/s", 100.0 * gflops / peak_gflops),
+        "{row:?}"
+    );
+
+    // Memory-bound: GB/s against the bandwidth peak.
+    let (ns, bytes, flops) = totals(OpKind::MatVec);
+    let gbps = bytes as f64 / ns as f64;
+    let row = table_row(&report, "per op,", "MatVec");
+    assert_eq!(row[5], format!("{gbps:.1}"), "GB/s: {row:?}");
+    assert_eq!(
+        row[6],
+        format!("{:.1}", flops as f64 / ns as f64),
+        "GFLOP/s: {row:?}"
+    );
+    assert_eq!(row[7], "0.50", "FLOP/B: {row:?}");
+    assert_eq!(row[8], "memory", "{row:?}");
+    assert_eq!(row[9], format!("{:.1}% BW", 100.0 * gbps / peak_gbps), "{row:?}");
+
+    // No flops: memory-bound whatever the ridge point, no GFLOP/s.
+    let row = table_row(&report, "per op,", "RmsNorm");
+    assert_eq!(
+        (row[6].as_str(), row[7].as_str(), row[8].as_str()),
+        ("-", "-", "memory")
+    );
+    assert!(row[9].ends_with("% BW"), "{row:?}");
+
+    // Kernels are classified alike.
+    let row = table_row(&report, "per kernel,", "attention_f32");
+    assert_eq!(row[8], "compute", "{row:?}");
+
+    // A layer holds both kinds: mixed, against the time its dispatches
+    // would take at their own bounds; its summed bytes and flops (42.83
+    // FLOP/B, below the ridge) would have called it all memory-bound.
+    let layer: Vec<_> = profile
+        .dispatches
+        .iter()
+        .filter(|record| record.scope.starts_with("layer.0."))
+        .collect();
+    let at_bounds_ns: f64 = layer
+        .iter()
+        .map(|record| match record.op_kind {
+            OpKind::Attention => record.flops as f64 / peak_gflops,
+            _ => record.bytes as f64 / peak_gbps,
+        })
+        .sum();
+    let taken_ns: u64 = layer.iter().map(|record| record.end_ns - record.start_ns).sum();
+    let row = table_row(&report, "per layer,", "layer.0");
+    assert_eq!(row[7], "42.83", "{row:?}");
+    assert_eq!(row[8], "mixed", "{row:?}");
+    assert_eq!(
+        row[9],
+        format!("{:.1}% roofline", 100.0 * at_bounds_ns / taken_ns as f64),
+        "{row:?}"
+    );
+
+    // An unknown compute peak is said, never guessed: work with flops is
+    // unclassified and shows the bandwidth it reached, named as such.
+    profile.conditions.peak_compute_gflops = None;
+    let report = render_report(&profile);
+    assert!(
+        report.contains("peak compute unknown (GEMM probe not run)") && report.contains("no ridge point"),
+        "{report}"
+    );
+    let row = table_row(&report, "per op,", "Attention");
+    assert_eq!(row[8], "?", "{row:?}");
+    let (ns, bytes, _) = totals(OpKind::Attention);
+    assert_eq!(
+        row[9],
+        format!("{:.1}% BW", 100.0 * bytes as f64 / ns as f64 / peak_gbps)
+    );
+    assert_eq!(table_row(&report, "per op,", "RmsNorm")[8], "memory");
 }

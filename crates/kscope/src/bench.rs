@@ -1,6 +1,7 @@
 //! `kscope bench`: prompt-processing and generation throughput in the manner
 //! of llama-bench (mean ± stddev over repetitions, markdown or JSON), next to
-//! the memory-bandwidth roofline of decoding on this device.
+//! the memory-bandwidth roofline of decoding on this device and its peak
+//! compute rate (the GEMM probe).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -13,7 +14,7 @@ use kernelscope::rng::SplitMix64;
 use kernelscope_model::{ExecutionMode, Model};
 use serde_json::json;
 
-use crate::model_args::{ModelArgs, peak_bandwidth};
+use crate::model_args::{ModelArgs, peak_bandwidth, peak_compute};
 use crate::numbers;
 
 /// Output format.
@@ -67,6 +68,10 @@ pub struct BenchArgs {
     /// Size of the bandwidth probe in MiB, up to 16384 (0 skips the roofline).
     #[arg(long, default_value_t = 256, value_parser = numbers::count)]
     pub bandwidth_mib: usize,
+    /// Side of the square bf16 GEMM that measures the device's peak compute
+    /// rate, up to 16384 (default 8192 on a GPU, 512 on the CPU; 0 skips it).
+    #[arg(long, value_name = "N", value_parser = crate::model_args::compute_size)]
+    pub compute_size: Option<usize>,
 }
 
 /// Seconds to run `tokens` as `phase` from position `depth`: a prompt
@@ -107,6 +112,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     } else {
         None
     };
+    let compute = peak_compute(&args.model.device, args.compute_size)?;
     let opened = args.model.open(DeviceOptions::new().profile(args.profile))?;
     let (device, mut model) = (opened.device, opened.model);
     model.set_execution_mode(if args.eager {
@@ -203,6 +209,21 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 ),
                 _ => println!("\nroofline: not measured (--bandwidth-mib 0)"),
             }
+            match compute {
+                Some(peak) => println!(
+                    "peak compute: {:.1} GFLOP/s on {} ({})",
+                    peak.gflops,
+                    device.name(),
+                    peak.method()
+                ),
+                None => println!("peak compute: not measured (--compute-size 0)"),
+            }
+            if let (Some(gbps), Some(peak)) = (bandwidth, compute) {
+                println!(
+                    "ridge point: {:.2} FLOP/B (peak compute over copy bandwidth): kernels of lower arithmetic intensity are memory-bound",
+                    peak.gflops / gbps
+                );
+            }
         }
         Output::Json => {
             let entries: Vec<_> = rows
@@ -226,6 +247,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                         "weight_bytes_per_token": bytes_per_token,
                         "bandwidth_gbps": bandwidth,
                         "roofline_tps": roofline,
+                        "peak_compute_gflops": compute.map(|peak| peak.gflops),
+                        "compute_probe_size": compute.map(|peak| peak.size),
                     })
                 })
                 .collect();

@@ -1,12 +1,15 @@
 //! `kscope info`: which backends this build has, which devices it finds,
 //! how each can time submissions and dispatches, and its measured memory
-//! bandwidth (the roofline's denominator).
+//! bandwidth and peak compute rate (the roofline's two ceilings, whose ratio
+//! is the ridge point).
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
 use kernelscope::{Device, DeviceOptions};
+
+use crate::model_args::{ComputePeak, peak_bandwidth, peak_compute};
 
 /// Arguments of `kscope info`.
 #[derive(Args, Debug)]
@@ -17,6 +20,21 @@ pub struct InfoArgs {
     /// Size of each bandwidth-probe copy in MiB.
     #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=16384))]
     pub bandwidth_mib: u64,
+    /// Skip the compute measurement (a few large bf16 GEMMs on each device).
+    #[arg(long)]
+    pub no_compute: bool,
+    /// Side of the compute probe's square bf16 GEMM, up to 16384 (default
+    /// 8192 on a GPU, 512 on the CPU; 0 skips it).
+    #[arg(long, value_name = "N", value_parser = crate::model_args::compute_size, conflicts_with = "no_compute")]
+    pub compute_size: Option<usize>,
+}
+
+/// What `kscope info` measured on one device.
+struct Measured {
+    /// Copy bandwidth in GB/s, read + write.
+    bandwidth: Option<f64>,
+    /// Peak bf16 GEMM rate.
+    compute: Option<ComputePeak>,
 }
 
 pub fn run(args: InfoArgs) -> Result<ExitCode> {
@@ -28,33 +46,42 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
     println!("kscope {}", env!("CARGO_PKG_VERSION"));
     println!("backends compiled in: {backends}");
     println!("devices:");
-    let cpu = Device::cpu_with(DeviceOptions::new());
-    let bandwidth = if args.no_bandwidth {
-        None
+    let compute_size = if args.no_compute {
+        Some(0)
     } else {
-        Some(kernelscope::ops::copy::measure_bandwidth(
-            &cpu,
-            (args.bandwidth_mib as usize) << 20,
-            5,
-        )?)
+        args.compute_size
     };
-    describe(&cpu, bandwidth, args.bandwidth_mib)?;
+    let cpu = Device::cpu_with(DeviceOptions::new());
+    let measured = Measured {
+        bandwidth: if args.no_bandwidth {
+            None
+        } else {
+            Some(kernelscope::ops::copy::measure_bandwidth(
+                &cpu,
+                (args.bandwidth_mib as usize) << 20,
+                5,
+            )?)
+        },
+        compute: peak_compute("cpu", compute_size)?,
+    };
+    describe(&cpu, &measured, args.bandwidth_mib)?;
     match Device::cuda_device_count() {
         Ok(count) => {
             for ordinal in 0..count {
                 // Opened at dispatch level so the report shows what profiling would use.
                 let options = DeviceOptions::new().profile(kernelscope::profile::ProfileLevel::Dispatch);
-                // Bandwidth first, before the dispatch-level handle starts CUPTI.
-                let bandwidth = if args.no_bandwidth {
-                    None
-                } else {
-                    Some(crate::model_args::peak_bandwidth(
-                        &format!("cuda:{ordinal}"),
-                        args.bandwidth_mib as usize,
-                    )?)
+                // Peaks first, before the dispatch-level handle starts CUPTI.
+                let spec = format!("cuda:{ordinal}");
+                let measured = Measured {
+                    bandwidth: if args.no_bandwidth {
+                        None
+                    } else {
+                        Some(peak_bandwidth(&spec, args.bandwidth_mib as usize)?)
+                    },
+                    compute: peak_compute(&spec, compute_size)?,
                 };
                 match Device::cuda_with(ordinal, options) {
-                    Ok(device) => describe(&device, bandwidth, args.bandwidth_mib)?,
+                    Ok(device) => describe(&device, &measured, args.bandwidth_mib)?,
                     Err(error) => println!("  cuda:{ordinal}: cannot be opened: {error}"),
                 }
             }
@@ -67,7 +94,7 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(device: &Device, bandwidth: Option<f64>, mebibytes: u64) -> Result<()> {
+fn describe(device: &Device, measured: &Measured, mebibytes: u64) -> Result<()> {
     let capabilities = device.capabilities();
     println!("  {}", device.name());
     println!("    backend: {}", device.backend());
@@ -95,8 +122,17 @@ fn describe(device: &Device, bandwidth: Option<f64>, mebibytes: u64) -> Result<(
         };
         println!("    nvtx: {state}");
     }
-    if let Some(gbps) = bandwidth {
+    if let Some(gbps) = measured.bandwidth {
         println!("    memory bandwidth: {gbps:.1} GB/s (best of 5 copies of {mebibytes} MiB, read + write)");
+    }
+    if let Some(peak) = measured.compute {
+        println!("    peak compute: {:.1} GFLOP/s ({})", peak.gflops, peak.method());
+        if let Some(gbps) = measured.bandwidth {
+            println!(
+                "    ridge point: {:.2} FLOP/B (peak compute over memory bandwidth: kernels below it are memory-bound)",
+                peak.gflops / gbps
+            );
+        }
     }
     Ok(())
 }

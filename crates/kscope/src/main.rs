@@ -27,13 +27,13 @@ struct Cli {
 enum Command {
     /// Generate tokens with a model; --profile shows where every microsecond went.
     Run(run::RunArgs),
-    /// Prompt-processing and generation tokens/s (mean ± stddev) against the bandwidth roofline.
+    /// Prompt-processing and generation tokens/s (mean ± stddev) against the bandwidth roofline, and the peak compute rate.
     Bench(bench::BenchArgs),
     /// Compare two JSON profiles; exit 1 on a regression.
     Compare(compare::CompareArgs),
     /// Write a synthetic Hugging Face checkpoint with seeded weights for a preset shape.
     GenModel(gen_model::GenModelArgs),
-    /// Backends compiled in, devices found, their timing capabilities and bandwidth.
+    /// Backends compiled in, devices found, their timing capabilities, bandwidth and peak compute.
     Info(info::InfoArgs),
 }
 

@@ -15,7 +15,7 @@ use kernelscope_model::{
     TextStream, Tokenizer,
 };
 
-use crate::model_args::{ModelArgs, describe, peak_bandwidth};
+use crate::model_args::{ModelArgs, describe, peak_bandwidth, peak_compute};
 use crate::numbers;
 use crate::output::OutputFile;
 
@@ -66,6 +66,12 @@ pub struct RunArgs {
     /// Write a Chrome trace (chrome://tracing, Perfetto) to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Side of the square bf16 GEMM that measures the device's peak compute
+    /// rate for the profile's roofline (default 8192 on a GPU, 512 on the
+    /// CPU; 0 skips it, and the report then says the peak is unknown). Only
+    /// with --profile, --profile-json or --trace.
+    #[arg(long, value_name = "N", value_parser = crate::model_args::compute_size)]
+    pub compute_size: Option<usize>,
     /// Dispatch launch by launch instead of replaying one captured graph per
     /// token (CUDA; the CPU backend always runs eagerly).
     #[arg(long)]
@@ -149,12 +155,15 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         // The flags ask for a per-dispatch report: they win over KSCOPE_PROFILE.
         options = options.profile(ProfileLevel::Dispatch);
     }
-    // Peak bandwidth for the report's roofline column, on a separate
-    // unprofiled handle before the profiled device exists.
-    let peak_bandwidth = if profiling {
-        Some(peak_bandwidth(&args.model.device, 256)?)
+    // Peak bandwidth and compute for the report's roofline columns, each on
+    // a separate handle without CUPTI, before the profiled device exists.
+    let (peak_bandwidth, peak_compute) = if profiling {
+        (
+            Some(peak_bandwidth(&args.model.device, 256)?),
+            peak_compute(&args.model.device, args.compute_size)?,
+        )
     } else {
-        None
+        (None, None)
     };
     let opened = args.model.open(options)?;
     let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
@@ -286,7 +295,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     if profiling {
         let mode = model.execution_mode().name();
-        let conditions = device.conditions(mode, Some(model.name().to_string()), peak_bandwidth);
+        let conditions = device
+            .conditions(mode, Some(model.name().to_string()), peak_bandwidth)
+            .with_peak_compute(peak_compute.map(|peak| peak.gflops));
         let profile = device.profile(conditions);
         if args.profile {
             print!("\n{}", render_report(&profile));

@@ -153,8 +153,25 @@ fn info_lists_backends_and_timing_capabilities() {
         "per-submission timing: supported (host clock)",
         "per-dispatch timing: host clock",
         "memory bandwidth:",
+        "peak compute: ",
+        "GFLOP/s (bf16 GEMM",
+        "ridge point: ",
         "cuda:",
     ] {
         assert!(stdout.contains(needle), "missing `{needle}`:\n{stdout}");
     }
+    let (code, stdout, _) = common::kscope(&["info", "--no-bandwidth", "--compute-size", "24"]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("(bf16 GEMM 24×24×24, best of 5 timed submissions)")
+            && !stdout.contains("memory bandwidth")
+            && !stdout.contains("ridge point"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = common::kscope(&["info", "--no-bandwidth", "--no-compute"]);
+    assert_eq!(code, 0);
+    assert!(
+        !stdout.contains("peak compute") && stdout.contains("per-dispatch timing"),
+        "{stdout}"
+    );
 }

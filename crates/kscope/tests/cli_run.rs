@@ -70,6 +70,12 @@ fn default_run_profiles_the_built_in_model() {
         "| lm_head",
         "per decode token",
         "cross-check decode",
+        // Both ceilings measured before the run, and every row placed.
+        "roofline: peak bandwidth",
+        "GFLOP/s (bf16 GEMM probe); ridge point",
+        " FLOP/B |",
+        " bound |",
+        "% of peak",
     ] {
         assert!(stdout.contains(needle), "missing `{needle}`:\n{stdout}");
     }
@@ -101,12 +107,40 @@ fn profile_json_and_trace_files_are_written_and_comparable() {
         "one window for the 4-token prompt chunk + 3 decode positions"
     );
     assert!(profile.dispatches.iter().any(|d| &*d.scope == "layer.0.attn"));
+
+    let peak = profile.conditions.peak_compute_gflops.expect("measured");
+    assert!(peak.is_finite() && peak > 0.0, "{peak}");
+    assert!(profile.conditions.ridge_point().is_some());
     let rows = kernelscope_model::npy::read_f32_2d(&logits).unwrap();
     assert_eq!((rows.len(), rows[0].len()), (7, 2048));
     let trace: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
     assert!(trace["traceEvents"].as_array().unwrap().len() > profile.dispatches.len());
     let (code, stdout, _) = kscope(&["compare", json.to_str().unwrap(), json.to_str().unwrap()]);
     assert_eq!(code, 0, "{stdout}");
+
+    // Without the GEMM probe the profile says the compute peak is unknown,
+    // and it still compares with one that has it.
+    let without = dir.join("without.json");
+    let (code, stdout, stderr) = kscope(&[
+        "run",
+        "--max-tokens",
+        "4",
+        "--compute-size",
+        "0",
+        "--profile",
+        "--profile-json",
+        without.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("peak compute unknown (GEMM probe not run)"),
+        "{stdout}"
+    );
+    let profile = kernelscope::profile::Profile::load(&without).unwrap();
+    assert_eq!(profile.conditions.peak_compute_gflops, None);
+    assert!(profile.conditions.peak_bandwidth_gbps.is_some());
+    let (code, stdout, _) = kscope(&["compare", json.to_str().unwrap(), without.to_str().unwrap()]);
+    assert_ne!(code, 2, "peaks never refuse a comparison: {stdout}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -282,9 +316,62 @@ fn bench_reports_rates_and_the_roofline() {
         assert!(row["mean_tps"].as_f64().unwrap() > 0.0);
         assert_eq!(row["reps"], 2);
         assert!(row["roofline_tps"].as_f64().unwrap() > 0.0);
+        assert!(row["peak_compute_gflops"].as_f64().unwrap() > 0.0, "{row}");
+        assert!(row["compute_probe_size"].as_u64().unwrap() > 0, "{row}");
     }
-    let (code, stdout, _) = kscope(&["bench", "-p", "4", "-n", "0", "-r", "1", "--bandwidth-mib", "0"]);
+    let (code, stdout, _) = kscope(&[
+        "bench",
+        "-p",
+        "4",
+        "-n",
+        "0",
+        "-r",
+        "1",
+        "--bandwidth-mib",
+        "0",
+        "--compute-size",
+        "32",
+    ]);
     assert_eq!(code, 0);
     assert!(stdout.contains("| pp4 |") && !stdout.contains("tg0"), "{stdout}");
+    assert!(
+        stdout.contains("peak compute: ")
+            && stdout.contains("GFLOP/s on cpu")
+            && stdout.contains("(bf16 GEMM 32×32×32, best of 5 timed submissions)"),
+        "{stdout}"
+    );
+    let (code, stdout, _) = kscope(&[
+        "bench",
+        "-p",
+        "0",
+        "-n",
+        "2",
+        "-r",
+        "1",
+        "--bandwidth-mib",
+        "8",
+        "--compute-size",
+        "32",
+    ]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("ridge point: "), "{stdout}");
+    let (code, stdout, _) = kscope(&[
+        "bench",
+        "-p",
+        "4",
+        "-n",
+        "0",
+        "-r",
+        "1",
+        "--bandwidth-mib",
+        "0",
+        "--compute-size",
+        "0",
+    ]);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("peak compute: not measured (--compute-size 0)") && !stdout.contains("ridge point"),
+        "{stdout}"
+    );
     expect_failure(&["bench", "-r", "0"], &["-r"]);
 }

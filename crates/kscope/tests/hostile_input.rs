@@ -724,6 +724,18 @@ fn bench_refuses_counts_that_would_exhaust_memory_or_wrap() {
             vec!["-p 100000", "context is 512"],
         ),
         (vec!["bench", "-r", "0"], vec!["-r 0", "1..=10000"]),
+        (
+            vec!["bench", "--compute-size", "100000"],
+            vec!["--compute-size", "100000", "0..=16384"],
+        ),
+        (
+            vec!["run", "--compute-size", "-8"],
+            vec!["--compute-size", "`-8` is not a count"],
+        ),
+        (
+            vec!["info", "--compute-size", "16385"],
+            vec!["--compute-size", "16385", "0..=16384"],
+        ),
     ] {
         refused(&args, &needles);
     }

@@ -1,7 +1,11 @@
 //! Comparing two profiles: counters exactly, timings against a relative
 //! threshold that must also exceed the noise of the repetitions (tokens, or
 //! submissions of one label) each profile carries. Profiles taken under
-//! different conditions are refused unless forced.
+//! different conditions are refused unless forced. The device's measured
+//! peaks are not such a condition: they describe the machine's state at the
+//! time (clocks, temperature, a neighbour's load), not the code, so they
+//! never refuse a comparison; a large change is noted, since it may explain
+//! timings that moved.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -153,6 +157,7 @@ pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Re
             differences.join(", ")
         ));
     }
+    notes.extend(peak_changes(&base.conditions, &new.conditions));
     let mut rows = compare_counters(base, new, &mut notes);
     rows.extend(compare_timings(
         "token",
@@ -188,6 +193,41 @@ pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Re
         notes,
         threshold,
     })
+}
+
+/// The relative change in a measured peak beyond which [`compare`] notes
+/// it: the probes repeat within a few percent on an idle device.
+const PEAK_CHANGE_NOTED: f64 = 0.10;
+
+/// A note for each peak both profiles measured that changed by more than
+/// [`PEAK_CHANGE_NOTED`].
+fn peak_changes(base: &super::Conditions, new: &super::Conditions) -> Vec<String> {
+    [
+        (
+            "peak bandwidth",
+            "GB/s",
+            base.peak_bandwidth_gbps,
+            new.peak_bandwidth_gbps,
+        ),
+        (
+            "peak compute",
+            "GFLOP/s",
+            base.peak_compute_gflops,
+            new.peak_compute_gflops,
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, unit, base, new)| {
+        let (base, new) = (base?, new?);
+        let change = (new - base) / base;
+        (change.abs() > PEAK_CHANGE_NOTED).then(|| {
+            format!(
+                "{name} measured {base:.1} {unit} for the base and {new:.1} {unit} for the new profile ({:+.1}%): the device itself ran differently, which timings may reflect",
+                change * 100.0
+            )
+        })
+    })
+    .collect()
 }
 
 #[derive(Clone, Copy)]

@@ -42,11 +42,35 @@ pub struct Conditions {
     pub dispatch_timing: DispatchTiming,
     /// The model or workload, where there is one.
     pub model: Option<String>,
-    /// The device's peak memory bandwidth in GB/s, where known, for the roofline.
+    /// The device's peak memory bandwidth in GB/s, where known, for the
+    /// roofline (bytes read plus written, by the copy probe
+    /// `ops::copy::measure_bandwidth`).
     pub peak_bandwidth_gbps: Option<f64>,
+    /// The device's peak compute rate in GFLOP/s, where known, for the
+    /// roofline (a bf16 GEMM by the compute probe
+    /// `ops::matmul::measure_compute`). Absent from profiles written before
+    /// it existed, which read as unknown.
+    #[serde(default)]
+    pub peak_compute_gflops: Option<f64>,
 }
 
 impl Conditions {
+    /// These conditions with the device's measured peak compute rate.
+    pub fn with_peak_compute(mut self, gflops: Option<f64>) -> Self {
+        self.peak_compute_gflops = gflops;
+        self
+    }
+
+    /// The roofline's ridge point in flops per byte (peak GFLOP/s over peak
+    /// GB/s): work of lower arithmetic intensity is bound by memory, of
+    /// higher by compute. `None` unless both peaks are known.
+    pub fn ridge_point(&self) -> Option<f64> {
+        match (self.peak_compute_gflops, self.peak_bandwidth_gbps) {
+            (Some(gflops), Some(gbps)) if gbps > 0.0 => Some(gflops / gbps),
+            _ => None,
+        }
+    }
+
     /// The conditions that must match for two runs to be compared, as
     /// `name: a vs b` for each one that differs.
     pub fn differences(&self, other: &Conditions) -> Vec<String> {
@@ -70,6 +94,10 @@ impl Conditions {
             self.model.as_deref().unwrap_or("none"),
             other.model.as_deref().unwrap_or("none"),
         );
+        // The peaks are not compared: they are measured on the machine at
+        // the start of each run, not chosen by the code under test, and
+        // vary by a few percent between runs of the same device (the
+        // comparison notes a large change, see `compare`).
         // Methods are compared as data (mechanism and revision), never by
         // their prose: a note such as why CUPTI was unavailable decides nothing.
         if self.submission_timing != other.submission_timing {
@@ -179,12 +207,25 @@ impl Profile {
     /// Whether the profile holds together; the problem, naming the record
     /// (`dispatches[12]`), when it does not.
     fn check(&self) -> std::result::Result<(), String> {
-        if let Some(gbps) = self.conditions.peak_bandwidth_gbps
-            && !(gbps.is_finite() && gbps > 0.0)
-        {
-            return Err(format!(
-                "conditions.peak_bandwidth_gbps: {gbps} is not a positive, finite bandwidth"
-            ));
+        for (field, peak, what) in [
+            (
+                "peak_bandwidth_gbps",
+                self.conditions.peak_bandwidth_gbps,
+                "bandwidth",
+            ),
+            (
+                "peak_compute_gflops",
+                self.conditions.peak_compute_gflops,
+                "compute rate",
+            ),
+        ] {
+            if let Some(peak) = peak
+                && !(peak.is_finite() && peak > 0.0)
+            {
+                return Err(format!(
+                    "conditions.{field}: {peak} is not a positive, finite {what}"
+                ));
+            }
         }
         let overflow = |record: String, what: &str| format!("{record}: the {what} add up past 2^64");
         let span = |record: &str, start: u64, end: u64| -> std::result::Result<u64, String> {

@@ -15,6 +15,7 @@ mod level;
 mod op_kind;
 mod records;
 mod report;
+mod roofline;
 mod schema_1;
 mod session;
 mod stats;

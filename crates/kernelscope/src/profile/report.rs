@@ -1,7 +1,8 @@
 //! The human report: per token, per layer and scope, per op and kernel, the
 //! submission table, counters per token and the cross-check. In the spirit of
 //! an inference engine's `--profile` report, with achieved bandwidth and FLOP/s from what each
-//! dispatch declares it moves.
+//! dispatch declares it moves, and where each group sits on the device's
+//! roofline (memory- or compute-bound, and how close to that peak).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
@@ -9,6 +10,7 @@ use std::fmt::Write;
 use comfy_table::{CellAlignment, Table, presets};
 
 use super::aggregate::{Aggregate, aggregate, layer_of, scope_of};
+use super::roofline::{Bound, Placement, Roofline, placements};
 use super::session::submission_table;
 use super::{DRIFT_FLAG_THRESHOLD, DispatchRecord, Phase, Profile, TokenRecord, cross_check};
 
@@ -65,6 +67,7 @@ pub fn render_report(profile: &Profile) -> String {
     if let Some(model) = &conditions.model {
         let _ = writeln!(out, "model: {model}");
     }
+    let _ = writeln!(out, "{}", Roofline::of(conditions).describe());
 
     let dispatch_times = !profile.dispatches.is_empty();
     if !dispatch_times && conditions.profiling.times_dispatches() {
@@ -195,34 +198,63 @@ fn render_tokens(profile: &Profile, out: &mut String) {
     }
 }
 
-fn aggregate_rows(rows: &[Aggregate], total_ns: u64, peak_gbps: Option<f64>, header: &str) -> Table {
-    let mut table = new_table(&[
-        header,
-        "calls",
-        "total ms",
-        "avg µs",
-        "share",
-        "GB/s",
-        "GFLOP/s",
-        "% peak BW",
-    ]);
-    for row in rows {
-        let gbps = row.gigabytes_per_second();
-        table.add_row(vec![
-            row.key.clone(),
-            row.calls.to_string(),
-            ms(row.total_ns),
-            us(row.total_ns as f64 / row.calls.max(1) as f64),
-            percent(row.total_ns as f64, total_ns as f64),
-            optional(gbps, 1),
-            optional(row.gigaflops_per_second(), 1),
-            match (gbps, peak_gbps) {
-                (Some(gbps), Some(peak)) => percent(gbps, peak),
-                _ => "-".to_string(),
-            },
-        ]);
+/// Arithmetic intensity (declared flops per declared byte), `-` where the
+/// group declares no flops or no bytes.
+fn flops_per_byte(row: &Aggregate) -> String {
+    if row.flops > 0 && row.bytes > 0 {
+        format!("{:.2}", row.flops as f64 / row.bytes as f64)
+    } else {
+        "-".to_string()
     }
-    table
+}
+
+/// The dispatches a summary's tables group, and what each row is measured
+/// against.
+struct Summary<'a> {
+    records: Vec<&'a DispatchRecord>,
+    total_ns: u64,
+    roofline: Roofline,
+}
+
+impl Summary<'_> {
+    /// The table of `rows`, the groups of the records by `key`, headed `header`.
+    fn table(&self, rows: &[Aggregate], key: impl Fn(&DispatchRecord) -> String, header: &str) -> Table {
+        let placements = placements(self.records.iter().copied(), self.roofline, key);
+        let mut table = new_table(&[
+            header,
+            "calls",
+            "total ms",
+            "avg µs",
+            "share",
+            "GB/s",
+            "GFLOP/s",
+            "FLOP/B",
+            "bound",
+            "% of peak",
+        ]);
+        for row in rows {
+            let placement = placements.get(&row.key);
+            table.add_row(vec![
+                row.key.clone(),
+                row.calls.to_string(),
+                ms(row.total_ns),
+                us(row.total_ns as f64 / row.calls.max(1) as f64),
+                percent(row.total_ns as f64, self.total_ns as f64),
+                optional(row.gigabytes_per_second(), 1),
+                optional(row.gigaflops_per_second(), 1),
+                flops_per_byte(row),
+                placement
+                    .and_then(Placement::bound)
+                    .map_or("-", Bound::name)
+                    .to_string(),
+                placement.map_or_else(
+                    || "-".to_string(),
+                    |placement| placement.percent_of_peak(self.roofline, row),
+                ),
+            ]);
+        }
+        table
+    }
 }
 
 fn render_dispatch_summary(profile: &Profile, out: &mut String) {
@@ -250,38 +282,51 @@ fn render_dispatch_summary(profile: &Profile, out: &mut String) {
     let total_ns = records
         .iter()
         .fold(0u64, |total, record| total.saturating_add(record.duration_ns()));
-    let peak = profile.conditions.peak_bandwidth_gbps;
+    let summary = Summary {
+        records,
+        total_ns,
+        roofline: Roofline::of(&profile.conditions),
+    };
+    let records = || summary.records.iter().copied();
     let by_total = |mut rows: Vec<Aggregate>| {
         rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.key.cmp(&b.key)));
         rows
     };
 
-    let ops = by_total(aggregate(records.iter().copied(), |r| {
-        r.op_kind.name().to_string()
-    }));
+    let op_of = |r: &DispatchRecord| r.op_kind.name().to_string();
+    let ops = by_total(aggregate(records(), op_of));
     let _ = writeln!(
         out,
         "\nper op, over {over} ({} ms of dispatch time):",
         ms(total_ns)
     );
-    let _ = writeln!(out, "{}", aggregate_rows(&ops, total_ns, peak, "op"));
+    let _ = writeln!(out, "{}", summary.table(&ops, op_of, "op"));
 
-    let layers = aggregate(records.iter().copied(), |r| layer_of(&r.scope));
+    let layer = |r: &DispatchRecord| layer_of(&r.scope);
+    let layers = aggregate(records(), layer);
     let _ = writeln!(out, "\nper layer, over {over}:");
-    let _ = writeln!(out, "{}", aggregate_rows(&layers, total_ns, peak, "layer"));
+    let _ = writeln!(out, "{}", summary.table(&layers, layer, "layer"));
 
-    let scopes = aggregate(records.iter().copied(), scope_of);
+    let scopes = aggregate(records(), scope_of);
     if scopes.len() != layers.len() {
         let _ = writeln!(out, "\nper scope, over {over}:");
-        let _ = writeln!(out, "{}", aggregate_rows(&scopes, total_ns, peak, "scope"));
+        let _ = writeln!(out, "{}", summary.table(&scopes, scope_of, "scope"));
     }
 
-    let kernels = by_total(aggregate(records.iter().copied(), |r| r.kernel.to_string()));
+    let kernel_of = |r: &DispatchRecord| r.kernel.to_string();
+    let kernels = by_total(aggregate(records(), kernel_of));
     let _ = writeln!(out, "\nper kernel, over {over}:");
-    let _ = writeln!(out, "{}", aggregate_rows(&kernels, total_ns, peak, "kernel"));
-    if peak.is_none() {
-        let _ = writeln!(out, "(peak bandwidth unknown: `kscope info` measures it)");
-    }
+    let _ = writeln!(out, "{}", summary.table(&kernels, kernel_of, "kernel"));
+    let bounds = match summary.roofline.ridge_point() {
+        Some(ridge) => format!(
+            "each dispatch is memory-bound below the ridge point ({ridge:.2} FLOP/B), compute-bound at or above it; a row of both is mixed"
+        ),
+        None => "memory without flops, compute without bytes, ? for the rest (a peak is unknown)".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "FLOP/B: declared flops per declared byte. bound: {bounds}.\n% of peak: of the copy probe's bandwidth (BW) or the GEMM probe's rate (FLOP/s), whichever bounds the row; for a mixed row, the time its dispatches would take at their bounds over the time they took (roofline)."
+    );
 }
 
 fn render_submissions(profile: &Profile, out: &mut String) {

@@ -185,6 +185,9 @@ impl Device {
             dispatch_timing: capabilities.dispatch_timing,
             model,
             peak_bandwidth_gbps,
+            // Measured apart from the device, like the bandwidth; callers
+            // add it with `Conditions::with_peak_compute`.
+            peak_compute_gflops: None,
         }
     }
 
