@@ -72,7 +72,7 @@ pub fn measure_compute(device: &Device, dtype: DType, size: usize, repetitions: 
         &random_non_zero(&mut rng, size * size),
         &[size, size],
     )?;
-    let x = probe_input(
+    let x = upload(
         device,
         dtype,
         &random_non_zero(&mut rng, size * size),
@@ -131,15 +131,6 @@ fn random_non_zero(rng: &mut SplitMix64, count: usize) -> Vec<f32> {
             }
         })
         .collect()
-}
-
-/// The GEMM's x operand. The MatMul op still takes x in f32 on this branch;
-/// its contract changes to x in the weight's dtype (what a tensor-core GEMM
-/// reads), and this is the one place the probe depends on it.
-fn probe_input(device: &Device, _dtype: DType, values: &[f32], shape: &[usize]) -> Result<Buffer> {
-    // contract: x in the weight dtype once issue10-rows lands
-    // (then: `upload(device, dtype, values, shape)`).
-    upload(device, DType::F32, values, shape)
 }
 
 /// `values` rounded to `dtype` (to nearest) and copied to `device`.
