@@ -3,10 +3,11 @@
 //! positions on both sides of split boundaries and far beyond what one
 //! block could hold (12,288, 65,536), replayed from one capture at several
 //! positions; causal prefill attention over a chunk with and without
-//! history, its mask checked by changing what a row may not see; and a
-//! bf16 cache against an f32 one. Cached values are rounded to the cache
-//! dtype before the reference is computed, so one f32-math tolerance
-//! serves every dtype; narrowed outputs are compared within their rounding.
+//! history and at repeated, out-of-order positions, its mask checked by
+//! changing what a row may not see; and a bf16 cache against an f32 one.
+//! Cached values are rounded to the cache dtype before the reference is
+//! computed, so one f32-math tolerance serves every dtype; narrowed
+//! outputs are compared within their rounding.
 
 use half::{bf16, f16};
 use kernelscope::ops;
@@ -685,6 +686,79 @@ fn prefill_attention_is_causal(backend: Backend) {
     }
 }
 
+/// Rows need not be consecutive positions: repeated, out-of-order and
+/// far-apart positions in one chunk (as several sequences sharing a batch
+/// would give) each attend their own prefix. So many rows at low positions
+/// also make the declared work's closed form for a consecutive chunk
+/// (rows × context_end − rows·(rows − 1)/2) negative, which must not
+/// overflow.
+fn prefill_attention_takes_any_positions(backend: Backend) {
+    let Some(device) = device_for(backend) else {
+        return;
+    };
+    let slots: Vec<u32> = vec![9, 0, 2, 0, 1, 0, 0, 2, 1, 0, 2];
+    let (first, rows, context_end) = (1, 9, 3);
+    // f32 on CUDA cores, and bf16 with a head dim the tensor-core kernel takes.
+    for (cache_dtype, dim) in [(DType::F32, 16), (DType::BF16, 64)] {
+        let heads = Heads {
+            query: 4,
+            key_value: 2,
+            dim,
+        };
+        let max_positions = 8;
+        let kv_dim = heads.key_value * heads.dim;
+        let width = heads.query * heads.dim;
+        let keys = random(111, max_positions * kv_dim, -1.0, 1.0);
+        let values = random(112, max_positions * kv_dim, -1.0, 1.0);
+        let query = random(113, rows * width, -3.0, 3.0);
+        let key_cache = upload(&device, &keys, cache_dtype, &[max_positions, kv_dim]);
+        let value_cache = upload(&device, &values, cache_dtype, &[max_positions, kv_dim]);
+        let positions = device.buffer_from_slice(&slots, &[slots.len()]).unwrap();
+        let op = PrefillAttention::new(&ops::registry(), &device, cache_dtype, DType::F32).unwrap();
+        let query_buffer = device
+            .buffer_from_slice(&query, &[rows, heads.query, heads.dim])
+            .unwrap();
+        let out = poisoned(&device, DType::F32, rows * width);
+        let mut encoder = device.command_encoder();
+        op.encode(
+            &mut encoder,
+            &query_buffer,
+            &key_cache,
+            &value_cache,
+            &positions,
+            first,
+            heads,
+            context_end,
+            &out,
+        )
+        .unwrap();
+        encoder.commit_and_wait().unwrap();
+        let (keys, values) = (rounded(&keys, cache_dtype), rounded(&values, cache_dtype));
+        let expected: Vec<f64> = (0..rows)
+            .flat_map(|row| {
+                reference(
+                    &query[row * width..(row + 1) * width],
+                    &keys,
+                    &values,
+                    heads,
+                    slots[first + row] as usize,
+                )
+            })
+            .collect();
+        let (extra_relative, extra_absolute) = cache_tolerance(cache_dtype, heads);
+        assert_close(
+            &download(&out),
+            &expected,
+            REL_TOL + extra_relative,
+            ABS_TOL + extra_absolute,
+            &format!(
+                "prefill attention {cache_dtype} at positions {:?}",
+                &slots[first..first + rows]
+            ),
+        );
+    }
+}
+
 kernelscope::device_tests!(
     kv_append_writes_exactly_its_rows,
     decode_attention_matches_reference,
@@ -693,4 +767,5 @@ kernelscope::device_tests!(
     prefill_attention_matches_reference,
     prefill_attention_at_long_context,
     prefill_attention_is_causal,
+    prefill_attention_takes_any_positions,
 );

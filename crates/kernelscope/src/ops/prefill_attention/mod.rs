@@ -210,9 +210,14 @@ impl PrefillAttention {
                 },
             ),
         };
-        // Each row attends to up to `context_end` positions: an upper bound
-        // of the work, exact for the last row.
-        let attended = (rows * context_end) as u64 - (rows * rows.saturating_sub(1) / 2) as u64;
+        // The positions attended by a chunk of consecutive positions ending
+        // at `context_end` (the engine's prefill), which the host knows
+        // without reading `positions`. Rows at repeated or scattered
+        // positions can attend fewer than the closed form's subtraction
+        // removes, so it saturates, and every row attends at least one.
+        let attended = ((rows * context_end) as u64)
+            .saturating_sub((rows * rows.saturating_sub(1) / 2) as u64)
+            .max(rows as u64);
         let cache_bytes = self.cache_dtype.size_in_bytes();
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
