@@ -283,6 +283,17 @@ fn decode_attention_matches_reference(backend: Backend) {
             200,
             vec![0, 127, 199],
         ),
+        // Groups of two, and the first positions, where a split holds one
+        // position or none.
+        (
+            Heads {
+                query: 4,
+                key_value: 2,
+                dim: 32,
+            },
+            130,
+            vec![0, 1, 2, 3, 128, 129],
+        ),
         (
             Heads {
                 query: 8,
@@ -537,7 +548,7 @@ fn prefill_attention_matches_reference(backend: Backend) {
         },
     ];
     let max_positions = 160;
-    for cache_dtype in [DType::F32, DType::BF16] {
+    for cache_dtype in DTYPES {
         for out_dtype in DTYPES {
             let op = PrefillAttention::new(&ops::registry(), &device, cache_dtype, out_dtype).unwrap();
             for heads in geometries {
