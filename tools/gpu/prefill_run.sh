@@ -13,11 +13,12 @@ sections=("$@")
 want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
 small=/tmp/models/llama-3.2-1b
 big=/tmp/models/llama-3-8b
+long=/tmp/models/llama-3.1-8b
 bench() { timeout 400 kscope bench --device cuda --quiet "$@" 2>>"$out/stderr.txt"; }
 torch_bench() { timeout 400 python3 tools/reference/hf_bench.py --device cuda --dtype bfloat16 "$@" 2>>"$out/stderr.txt"; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 if want models; then
-  for preset in llama-3.2-1b llama-3-8b; do
+  for preset in llama-3.2-1b llama-3-8b llama-3.1-8b; do
     [ -f "/tmp/models/$preset/model.safetensors" ] ||
       timeout 400 kscope gen-model --preset "$preset" --out "/tmp/models/$preset" --quiet --force
   done
@@ -50,10 +51,13 @@ if want chunks; then
   done
 fi
 if want depth; then
-  echo "== llama-3-8b decode at depth 32768: kscope (bf16 KV)" | tee -a "$out/depth.md"
-  bench --model "$big" -p 0 -n 64 -d 32768 -r 3 | tee -a "$out/depth.md"
-  echo "== llama-3-8b decode at depth 32768: pytorch" | tee -a "$out/depth.md"
-  torch_bench --model "$big" -p 0 -n 64 -d 32768 -r 3 | tee -a "$out/depth.md"
+  # Llama 3.1's shapes: llama-3-8b's context (8192) stops short of 32768.
+  for depth in 0 8192 32768; do
+    echo "== llama-3.1-8b decode at depth $depth: kscope (bf16 KV)" | tee -a "$out/depth.md"
+    bench --model "$long" -p 0 -n 64 -d $depth -r 3 --bandwidth-mib 0 | tee -a "$out/depth.md"
+  done
+  echo "== llama-3.1-8b decode at depth 32768: pytorch" | tee -a "$out/depth.md"
+  torch_bench --model "$long" -p 0 -n 64 -d 32768 -r 3 | tee -a "$out/depth.md"
 fi
 if want profile; then
   ids=$(python3 -c "print(','.join(str((i * 7919) % 128000) for i in range(2048)))")

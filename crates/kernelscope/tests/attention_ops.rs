@@ -202,6 +202,14 @@ fn kv_append_writes_exactly_its_rows(backend: Backend) {
     }
 }
 
+fn heads(query: usize, key_value: usize, dim: usize) -> Heads {
+    Heads {
+        query,
+        key_value,
+        dim,
+    }
+}
+
 /// Runs decode attention once at `position` (through a slot at index 2).
 #[allow(clippy::too_many_arguments)]
 fn decode_once(
@@ -246,67 +254,30 @@ fn decode_attention_matches_reference(backend: Backend) {
     let Some(device) = device_for(backend) else {
         return;
     };
+    // Each case names the split kernel it must take (the cache dtype
+    // appended): the vector kernels for the padded head dim and group, the
+    // generic one for heads that are no whole number of 16-byte loads or
+    // longer than 128.
     let cases = [
-        (
-            Heads {
-                query: 8,
-                key_value: 2,
-                dim: 16,
-            },
-            1000,
-            vec![0, 1, 62, 63, 64, 65, 999],
-        ),
-        (
-            Heads {
-                query: 4,
-                key_value: 4,
-                dim: 8,
-            },
-            40,
-            vec![0, 5, 39],
-        ),
-        (
-            Heads {
-                query: 3,
-                key_value: 1,
-                dim: 5,
-            },
-            300,
-            vec![0, 18, 19, 20, 299],
-        ),
-        (
-            Heads {
-                query: 32,
-                key_value: 8,
-                dim: 128,
-            },
-            200,
-            vec![0, 127, 199],
-        ),
+        (heads(8, 2, 16), 1000, vec![0, 1, 62, 63, 64, 65, 999], "d64_g4"),
+        (heads(4, 4, 8), 40, vec![0, 5, 39], "d64_g1"),
+        (heads(3, 1, 5), 300, vec![0, 18, 19, 20, 299], "generic"),
+        (heads(32, 8, 128), 200, vec![0, 127, 199], "d128_g4"),
         // Groups of two, and the first positions, where a split holds one
         // position or none.
-        (
-            Heads {
-                query: 4,
-                key_value: 2,
-                dim: 32,
-            },
-            130,
-            vec![0, 1, 2, 3, 128, 129],
-        ),
-        (
-            Heads {
-                query: 8,
-                key_value: 1,
-                dim: 64,
-            },
-            70_000,
-            vec![12_300, 65_600, 69_999],
-        ),
+        (heads(4, 2, 32), 130, vec![0, 1, 2, 3, 128, 129], "d64_g2"),
+        (heads(8, 1, 64), 70_000, vec![12_300, 65_600, 69_999], "d64_g8"),
+        // Qwen2-0.5B's geometry: groups of 7 padded to 8, and a head of 64.
+        (heads(14, 2, 64), 3000, vec![0, 9, 2999], "d64_g8"),
+        // A head of 96 padded to 128 (lanes past the head idle), groups of 1.
+        (heads(3, 3, 96), 500, vec![0, 63, 499], "d128_g1"),
+        (heads(16, 2, 128), 20_000, vec![1, 13_000, 19_999], "d128_g8"),
+        (heads(4, 2, 128), 777, vec![0, 776], "d128_g2"),
+        (heads(4, 1, 160), 300, vec![0, 299], "generic"),
     ];
     for dtype in DTYPES {
         let op = Attention::new(&ops::registry(), &device, dtype).unwrap();
-        for (heads, max_positions, positions) in &cases {
+        for (heads, max_positions, positions, kernel) in &cases {
             let (heads, max_positions) = (*heads, *max_positions);
             let kv_dim = heads.key_value * heads.dim;
             let seed = (heads.query * 1000 + heads.dim + max_positions) as u64;
@@ -314,6 +285,15 @@ fn decode_attention_matches_reference(backend: Backend) {
             let values = random(seed + 2, max_positions * kv_dim, -1.0, 1.0);
             let key_cache = upload(&device, &keys, dtype, &[max_positions, kv_dim]);
             let value_cache = upload(&device, &values, dtype, &[max_positions, kv_dim]);
+            let expected_kernel = match *kernel {
+                "generic" => format!("attention_split_{dtype}"),
+                vector => format!("attention_split_{vector}_{dtype}"),
+            };
+            assert_eq!(
+                op.split_kernel_name(heads, &key_cache, &value_cache),
+                expected_kernel,
+                "{heads:?} {dtype}"
+            );
             let (keys, values) = (rounded(&keys, dtype), rounded(&values, dtype));
             for &position in positions {
                 let query = random(seed + position as u64, heads.query * heads.dim, -3.0, 3.0);
@@ -334,6 +314,50 @@ fn decode_attention_matches_reference(backend: Backend) {
                 );
                 assert_close(&out, &expected, REL_TOL, ABS_TOL, &what);
             }
+        }
+    }
+}
+
+/// Caches that start one element past a 16-byte boundary (a slice of a
+/// larger buffer) cannot be read 16 bytes at a time: they take the generic
+/// kernel, with the same answer.
+fn decode_attention_from_unaligned_caches(backend: Backend) {
+    let Some(device) = device_for(backend) else {
+        return;
+    };
+    let heads = heads(8, 2, 128);
+    let max_positions = 600;
+    let kv_dim = heads.key_value * heads.dim;
+    let length = max_positions * kv_dim;
+    for dtype in DTYPES {
+        let op = Attention::new(&ops::registry(), &device, dtype).unwrap();
+        let keys = random(91, length + 1, -1.0, 1.0);
+        let values = random(92, length + 1, -1.0, 1.0);
+        let key_buffer = upload(&device, &keys, dtype, &[length + 1]);
+        let value_buffer = upload(&device, &values, dtype, &[length + 1]);
+        let shape = [max_positions, kv_dim];
+        let key_cache = key_buffer.slice(1, length).unwrap().reshape(&shape).unwrap();
+        let value_cache = value_buffer.slice(1, length).unwrap().reshape(&shape).unwrap();
+        assert_eq!(
+            op.split_kernel_name(heads, &key_cache, &value_cache),
+            format!("attention_split_{dtype}")
+        );
+        let (keys, values) = (rounded(&keys[1..], dtype), rounded(&values[1..], dtype));
+        for position in [0, 311, 599] {
+            let query = random(93 + position as u64, heads.query * heads.dim, -3.0, 3.0);
+            let out = decode_once(
+                &device,
+                &op,
+                heads,
+                &query,
+                &key_cache,
+                &value_cache,
+                max_positions,
+                position,
+            );
+            let expected = reference(&query, &keys, &values, heads, position);
+            let what = format!("decode attention {dtype} from unaligned caches at {position}");
+            assert_close(&out, &expected, REL_TOL, ABS_TOL, &what);
         }
     }
 }
@@ -773,6 +797,7 @@ fn prefill_attention_takes_any_positions(backend: Backend) {
 kernelscope::device_tests!(
     kv_append_writes_exactly_its_rows,
     decode_attention_matches_reference,
+    decode_attention_from_unaligned_caches,
     decode_attention_replays_at_any_position,
     bf16_cache_stays_close_to_f32,
     prefill_attention_matches_reference,

@@ -25,7 +25,7 @@ pub struct ModelArgs {
     #[arg(long, value_name = "REV", requires = "model")]
     pub revision: Option<String>,
     /// A synthetic preset generated in memory (tiny, tiny-qwen2, tiny-llama3,
-    /// qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, tinyllama-1.1b). Default: tiny.
+    /// qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, llama-3.1-8b, tinyllama-1.1b). Default: tiny.
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
     /// Weight dtype of a preset generated in memory.

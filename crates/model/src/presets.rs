@@ -7,13 +7,14 @@ use crate::config::{Architecture, Config};
 use crate::error::{ModelError, Result};
 
 /// The preset names, smallest first.
-pub const PRESETS: [&str; 7] = [
+pub const PRESETS: [&str; 8] = [
     "tiny",
     "tiny-qwen2",
     "tiny-llama3",
     "qwen2.5-0.5b",
     "llama-3.2-1b",
     "llama-3-8b",
+    "llama-3.1-8b",
     "tinyllama-1.1b",
 ];
 
@@ -130,6 +131,19 @@ pub fn preset(name: &str) -> Result<Config> {
             qkv_bias: false,
             o_bias: false,
             eos_token_ids: vec![128_001],
+        },
+        // Llama 3's shapes with Llama 3.1's long context: the llama3 RoPE
+        // scaling and 131,072 positions.
+        "llama-3.1-8b" => Config {
+            rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
+                factor: 8.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 8192.0,
+            })),
+            max_position_embeddings: 131_072,
+            eos_token_ids: vec![128_001, 128_008, 128_009],
+            ..preset("llama-3-8b")?
         },
         "tinyllama-1.1b" => Config {
             architecture: Architecture::Llama,

@@ -32,6 +32,11 @@ fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {
     let mut rest = source;
     while let Some(start) = rest.find(OPENING) {
         rest = &rest[start + OPENING.len()..];
+        // Launch bounds stand between the return type and the name.
+        if let Some(bounded) = rest.strip_prefix("__launch_bounds__(") {
+            let close = bounded.find(')').expect("the end of the launch bounds");
+            rest = &bounded[close + 1..];
+        }
         let open = rest.find('(').expect("a kernel's parameter list");
         let close = rest.find(')').expect("the end of a kernel's parameter list");
         let name = rest[..open].trim().to_string();
@@ -129,7 +134,8 @@ fn every_cuda_signature_matches_its_declared_arguments() {
 #[test]
 fn the_signature_reader_reads_names_types_and_every_kernel() {
     let source = "// a comment\nextern \"C\" __global__ void first(const float* x,\n    u32 n) { }\n\
-                  extern \"C\" __global__ void second(unsigned long long words) {}";
+                  extern \"C\" __global__ void second(unsigned long long words) {}\n\
+                  extern \"C\" __global__ void __launch_bounds__(256, 2) third(u32 n) {}";
     assert_eq!(
         kernel_signatures(source),
         vec![
@@ -144,6 +150,7 @@ fn the_signature_reader_reads_names_types_and_every_kernel() {
                 "second".to_string(),
                 vec![("unsigned long long".to_string(), "words".to_string())]
             ),
+            ("third".to_string(), vec![("u32".to_string(), "n".to_string())]),
         ]
     );
 }

@@ -122,3 +122,338 @@ extern "C" __global__ void attention_split_bf16(const float* query, const bf16* 
     attention_split(query, key_cache, value_cache, position_slot, partials, index, query_heads, kv_heads, dim,
                     max_positions, splits);
 }
+
+// The vector kernels: the same split and the same partials, for heads of at
+// most PADDED_DIM elements (a multiple of a 16-byte load) and groups of at
+// most GROUP query heads. The generic kernel above walks one position per
+// warp at a time, so each step waits a full memory latency on 256 bytes and
+// the decode at long context ran at a tenth of the bandwidth. Here each lane
+// loads 16 bytes of a row, LANES lanes cover a head, a warp covers
+// 32 / LANES positions per load and UNROLL loads of K and of V are in flight
+// before any is used; each group of LANES lanes keeps its own online softmax
+// over its positions (one max and one rescale per UNROLL positions, not per
+// position), and the groups are merged by shuffles, then the warps through
+// shared memory.
+#define ATTENTION_UNROLL 4
+
+// Element e of a 16-byte load, widened where it is used, so the loads stay
+// packed in registers until then.
+__device__ __forceinline__ u32 word(uint4 raw, u32 index) {
+    return index == 0 ? raw.x : index == 1 ? raw.y : index == 2 ? raw.z : raw.w;
+}
+__device__ __forceinline__ float element(uint4 raw, u32 e, bf16) {
+    u32 w = word(raw, e / 2);
+    return __uint_as_float(e % 2 == 0 ? w << 16 : w & 0xffff0000u);
+}
+__device__ __forceinline__ float element(uint4 raw, u32 e, f16) {
+    u32 w = word(raw, e / 2);
+    f16 half = {(unsigned short)(e % 2 == 0 ? w & 0xffffu : w >> 16)};
+    return to_f32(half);
+}
+__device__ __forceinline__ float element(uint4 raw, u32 e, float) { return __uint_as_float(word(raw, e)); }
+
+template <typename C, u32 PADDED_DIM, u32 GROUP>
+__device__ void attention_split_vector(const float* query, const C* key_cache, const C* value_cache,
+                                       const u32* position_slot, float* partials, u32 index, u32 query_heads,
+                                       u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    constexpr u32 PER_LOAD = 16 / sizeof(C);        // elements of one 16-byte load
+    constexpr u32 LANES = PADDED_DIM / PER_LOAD;    // lanes per position
+    constexpr u32 ROWS = 32 / LANES;                // positions per warp per load
+    constexpr u32 STEP = ROWS * ATTENTION_UNROLL;   // positions per warp per iteration
+    static_assert(LANES >= 1 && LANES <= 32, "a head must fit one warp's loads");
+    extern __shared__ float merge[];  // [warps][group][dim + 2]
+    u32 kv_head = blockIdx.x, split = blockIdx.y;
+    u32 group = query_heads / kv_heads;
+    u32 position = position_slot[index];
+    // No early return before the shuffles, for the same reason as the trip
+    // count below: an invalid block walks no positions and writes nothing.
+    bool valid = kv_head < kv_heads && position < max_positions;
+    u32 count = valid ? position + 1 : 0;
+    u32 per_split = (count + splits - 1) / splits;
+    u32 begin = split * per_split;
+    u32 end = min(begin + per_split, count);
+    u32 kv_dim = kv_heads * dim;
+    u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+    u32 chunk = lane % LANES, row = lane / LANES;
+    u32 first_dim = chunk * PER_LOAD;
+    bool has_dims = first_dim < dim;
+    // Scores in base 2: q carries 1/sqrt(d) and log2(e), so exp2 gives exp.
+    float scale = rsqrtf((float)dim) * 1.4426950408889634f;
+    float q[GROUP][PER_LOAD], acc[GROUP][PER_LOAD], running_max[GROUP], running_sum[GROUP];
+#pragma unroll
+    for (u32 h = 0; h < GROUP; ++h) {
+        running_max[h] = -INFINITY;
+        running_sum[h] = 0.0f;
+#pragma unroll
+        for (u32 e = 0; e < PER_LOAD; ++e) {
+            q[h][e] = (valid && h < group && has_dims) ? query[(size_t)(kv_head * group + h) * dim + first_dim + e] * scale
+                                              : 0.0f;
+            acc[h][e] = 0.0f;
+        }
+    }
+    size_t head_offset = (size_t)kv_head * dim + first_dim;
+    // The trip count is broadcast from lane 0 so the compiler sees it is
+    // the warp's (shuffles in a loop whose bound it cannot prove uniform are
+    // wrapped in collective loops, and twice the registers spilled).
+    u32 first_base = begin + warp * STEP;
+    u32 trips = first_base < end ? (end - first_base + warps * STEP - 1) / (warps * STEP) : 0;
+    trips = __shfl_sync(0xffffffffu, trips, 0);
+    for (u32 trip = 0; trip < trips; ++trip) {
+        u32 base = first_base + trip * warps * STEP;
+        uint4 key_raw[ATTENTION_UNROLL], value_raw[ATTENTION_UNROLL];
+#pragma unroll
+        for (u32 u = 0; u < ATTENTION_UNROLL; ++u) {
+            u32 p = base + u * ROWS + row;
+            bool load = p < end && has_dims;
+            size_t offset = (size_t)p * kv_dim + head_offset;
+            key_raw[u] = load ? __ldg((const uint4*)(key_cache + offset)) : make_uint4(0, 0, 0, 0);
+            value_raw[u] = load ? __ldg((const uint4*)(value_cache + offset)) : make_uint4(0, 0, 0, 0);
+        }
+        // Every padded head too (its query is 0): no branch between shuffles.
+#pragma unroll
+        for (u32 h = 0; h < GROUP; ++h) {
+            float score[ATTENTION_UNROLL];
+#pragma unroll
+            for (u32 u = 0; u < ATTENTION_UNROLL; ++u) {
+                float partial = 0.0f;
+#pragma unroll
+                for (u32 e = 0; e < PER_LOAD; ++e) partial += q[h][e] * element(key_raw[u], e, C());
+#pragma unroll
+                for (u32 offset = LANES / 2; offset > 0; offset >>= 1)
+                    partial += __shfl_xor_sync(0xffffffffu, partial, offset);
+                score[u] = base + u * ROWS + row < end ? partial : -INFINITY;
+            }
+            float tile_max = score[0];
+#pragma unroll
+            for (u32 u = 1; u < ATTENTION_UNROLL; ++u) tile_max = fmaxf(tile_max, score[u]);
+            float new_max = fmaxf(running_max[h], tile_max);
+            // -inf while this row has seen no position: every weight and
+            // the correction are then exp2(-inf) = 0, not NaN.
+            float shift = new_max == -INFINITY ? 0.0f : new_max;
+            float correction = exp2f(running_max[h] - shift);
+            float weight[ATTENTION_UNROLL];
+            float weight_sum = 0.0f;
+#pragma unroll
+            for (u32 u = 0; u < ATTENTION_UNROLL; ++u) {
+                weight[u] = exp2f(score[u] - shift);
+                weight_sum += weight[u];
+            }
+            running_sum[h] = running_sum[h] * correction + weight_sum;
+#pragma unroll
+            for (u32 e = 0; e < PER_LOAD; ++e) {
+                float sum = acc[h][e] * correction;
+#pragma unroll
+                for (u32 u = 0; u < ATTENTION_UNROLL; ++u) sum += weight[u] * element(value_raw[u], e, C());
+                acc[h][e] = sum;
+            }
+            running_max[h] = new_max;
+        }
+    }
+    // Merge the rows of the warp (lanes LANES apart hold the same dims).
+#pragma unroll
+    for (u32 offset = LANES; offset < 32; offset <<= 1) {
+#pragma unroll
+        for (u32 h = 0; h < GROUP; ++h) {
+            float other_max = __shfl_xor_sync(0xffffffffu, running_max[h], offset);
+            float other_sum = __shfl_xor_sync(0xffffffffu, running_sum[h], offset);
+            float best = fmaxf(running_max[h], other_max);
+            float mine_weight = running_max[h] == -INFINITY ? 0.0f : exp2f(running_max[h] - best);
+            float other_weight = other_max == -INFINITY ? 0.0f : exp2f(other_max - best);
+            running_sum[h] = running_sum[h] * mine_weight + other_sum * other_weight;
+#pragma unroll
+            for (u32 e = 0; e < PER_LOAD; ++e) {
+                float other = __shfl_xor_sync(0xffffffffu, acc[h][e], offset);
+                acc[h][e] = acc[h][e] * mine_weight + other * other_weight;
+            }
+            running_max[h] = best;
+        }
+    }
+    if (!valid) return;  // the same for the whole block
+    // Merge the warps: row 0 of each writes its state, then thread t merges
+    // entry t. The maxima stay in base 2 until the partials are written.
+    u32 stride = dim + 2;
+    if (row == 0) {
+#pragma unroll
+        for (u32 h = 0; h < GROUP; ++h) {
+            if (h >= group) continue;
+            float* mine = merge + ((size_t)warp * group + h) * stride;
+            if (has_dims) {
+#pragma unroll
+                for (u32 e = 0; e < PER_LOAD; ++e)
+                    if (first_dim + e < dim) mine[first_dim + e] = acc[h][e];
+            }
+            if (lane == 0) {
+                mine[dim] = running_max[h];
+                mine[dim + 1] = running_sum[h];
+            }
+        }
+    }
+    __syncthreads();
+    for (u32 item = threadIdx.x; item < group * dim; item += blockDim.x) {
+        u32 h = item / dim, d = item % dim;
+        float best = -INFINITY;
+        for (u32 w = 0; w < warps; ++w) best = fmaxf(best, merge[((size_t)w * group + h) * stride + dim]);
+        float total = 0.0f, value = 0.0f;
+        for (u32 w = 0; w < warps; ++w) {
+            const float* theirs = merge + ((size_t)w * group + h) * stride;
+            float weight = theirs[dim] == -INFINITY ? 0.0f : exp2f(theirs[dim] - best);
+            total += theirs[dim + 1] * weight;
+            value += theirs[d] * weight;
+        }
+        float* out = partials + ((size_t)split * query_heads + kv_head * group + h) * stride;
+        out[d] = value;
+        if (d == 0) {
+            // The combine step works in base e.
+            out[dim] = best == -INFINITY ? best : best * 0.6931471805599453f;
+            out[dim + 1] = total;
+        }
+    }
+}
+
+// One kernel per cache dtype, padded head dim and padded group; two blocks
+// of 256 threads fit an SM (128 registers a thread) except for groups of 8,
+// whose 16 accumulators a lane would spill.
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g1_f32(const float* query, const float* key_cache, const float* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<float, 64, 1>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g2_f32(const float* query, const float* key_cache, const float* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<float, 64, 2>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g4_f32(const float* query, const float* key_cache, const float* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<float, 64, 4>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d64_g8_f32(const float* query, const float* key_cache, const float* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<float, 64, 8>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g1_f32(const float* query, const float* key_cache, const float* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<float, 128, 1>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g2_f32(const float* query, const float* key_cache, const float* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<float, 128, 2>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g4_f32(const float* query, const float* key_cache, const float* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<float, 128, 4>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d128_g8_f32(const float* query, const float* key_cache, const float* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<float, 128, 8>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g1_f16(const float* query, const f16* key_cache, const f16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<f16, 64, 1>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g2_f16(const float* query, const f16* key_cache, const f16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<f16, 64, 2>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g4_f16(const float* query, const f16* key_cache, const f16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<f16, 64, 4>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d64_g8_f16(const float* query, const f16* key_cache, const f16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<f16, 64, 8>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g1_f16(const float* query, const f16* key_cache, const f16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<f16, 128, 1>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g2_f16(const float* query, const f16* key_cache, const f16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<f16, 128, 2>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g4_f16(const float* query, const f16* key_cache, const f16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<f16, 128, 4>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d128_g8_f16(const float* query, const f16* key_cache, const f16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<f16, 128, 8>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g1_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<bf16, 64, 1>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g2_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<bf16, 64, 2>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g4_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<bf16, 64, 4>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d64_g8_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<bf16, 64, 8>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g1_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<bf16, 128, 1>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g2_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<bf16, 128, 2>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g4_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<bf16, 128, 4>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}
+extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d128_g8_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
+                                                const u32* position_slot, float* partials, u32 index,
+                                                u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+    attention_split_vector<bf16, 128, 8>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits);
+}

@@ -3,7 +3,10 @@
 //! f32, scale `1/sqrt(head_dim)`, the cache in f32, f16 or bf16. The cached
 //! positions are split across blocks (flash-decoding) and the splits merged
 //! by a second kernel, so the context is bounded by memory only and a few
-//! heads still fill the GPU; nothing is kept per position.
+//! heads still fill the GPU; nothing is kept per position. Heads of up to
+//! 128 elements (a multiple of one 16-byte load) in groups of up to 8 take
+//! the vector kernels, which keep several 16-byte loads per lane in flight;
+//! other geometries take the generic kernel.
 
 mod cpu;
 
@@ -46,11 +49,21 @@ use combine::{
 /// keeps in registers (every Llama/Qwen2/Mistral geometry fits).
 const MAX_GROUP: usize = 8;
 const MAX_HEAD_DIM: usize = 256;
-/// Threads of a split block (four warps, each walking its share of the
-/// split's positions).
+/// Threads of a generic split block (four warps, each walking its share of
+/// the split's positions).
 const SPLIT_THREADS: u32 = 128;
-/// Blocks the split step aims for at long context, over all KV heads: a
-/// couple of waves on today's largest GPUs (132 SMs).
+/// Threads of a vector split block: eight warps, so a block has 64 rows of
+/// K and V in flight.
+const VECTOR_THREADS: u32 = 256;
+/// Threads of a combine block (`COMBINE_WARPS` in combine.cu): eight warps
+/// share a head's splits for 32 of its dims.
+const COMBINE_THREADS: u32 = 256;
+/// The padded head dims and groups the vector kernels are built for,
+/// smallest first: a head or group takes the smallest that holds it.
+const VECTOR_DIMS: [usize; 2] = [64, 128];
+const VECTOR_GROUPS: [usize; 4] = [1, 2, 4, 8];
+/// Blocks the split step aims for at long context, over all KV heads: one
+/// wave of two vector blocks per SM on today's largest GPUs (132 SMs).
 const TARGET_BLOCKS: usize = 264;
 /// The fewest positions worth a split of their own.
 const MIN_POSITIONS_PER_SPLIT: usize = 64;
@@ -61,14 +74,31 @@ pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("attention_split_f32", attention_split::<f32>);
     registry.register_cpu("attention_split_f16", attention_split::<half::f16>);
     registry.register_cpu("attention_split_bf16", attention_split::<half::bf16>);
-    for dtype in ["f32", "f16", "bf16"] {
+    for dtype in WEIGHT_DTYPES {
         registry.register_cuda_source(&format!("attention_split_{dtype}"), source.clone());
+        // The vector kernels compute what the reference does.
+        for dim in VECTOR_DIMS {
+            for group in VECTOR_GROUPS {
+                let name = vector_name(dim, group, dtype);
+                match dtype {
+                    DType::F16 => registry.register_cpu(&name, attention_split::<half::f16>),
+                    DType::BF16 => registry.register_cpu(&name, attention_split::<half::bf16>),
+                    _ => registry.register_cpu(&name, attention_split::<f32>),
+                }
+                registry.register_cuda_source(&name, source.clone());
+            }
+        }
     }
     registry.register_cpu("attention_combine_f32", attention_combine);
     registry.register_cuda_source(
         "attention_combine_f32",
         super::cuda_source(include_str!("combine.cu")),
     );
+}
+
+/// The vector kernel for a padded head dim, padded group and cache dtype.
+fn vector_name(dim: usize, group: usize, dtype: DType) -> String {
+    format!("attention_split_d{dim}_g{group}_{dtype}")
 }
 
 /// Head geometry of an attention layer.
@@ -116,6 +146,8 @@ impl Heads {
 #[derive(Clone, Debug)]
 pub struct Attention {
     split: Kernel,
+    /// `vector[d][g]`: the vector kernel for `VECTOR_DIMS[d]`, `VECTOR_GROUPS[g]`.
+    vector: Vec<Vec<Kernel>>,
     combine: Kernel,
     cache_dtype: DType,
 }
@@ -130,11 +162,44 @@ impl Attention {
                 workaround: format!("the KV cache holds f32, f16 or bf16, not {cache_dtype}"),
             });
         }
+        let vector = VECTOR_DIMS
+            .iter()
+            .map(|&dim| {
+                VECTOR_GROUPS
+                    .iter()
+                    .map(|&group| registry.kernel(device, &vector_name(dim, group, cache_dtype)))
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(Attention {
             split: super::kernel_for(registry, device, "attention_split", cache_dtype)?,
+            vector,
             combine: super::kernel_for(registry, device, "attention_combine", DType::F32)?,
             cache_dtype,
         })
+    }
+
+    /// The vector kernel for `heads` over these caches, when one fits: the
+    /// head a whole number of 16-byte loads, both caches 16-byte aligned.
+    fn vector_kernel(&self, heads: Heads, key_cache: &Buffer, value_cache: &Buffer) -> Option<&Kernel> {
+        let per_load = 16 / self.cache_dtype.size_in_bytes();
+        let aligned = |cache: &Buffer| cache.byte_offset().is_multiple_of(16);
+        if !heads.dim.is_multiple_of(per_load) || !aligned(key_cache) || !aligned(value_cache) {
+            return None;
+        }
+        let dim = VECTOR_DIMS.iter().position(|&padded| heads.dim <= padded)?;
+        let group = VECTOR_GROUPS
+            .iter()
+            .position(|&padded| heads.query / heads.key_value <= padded)?;
+        Some(&self.vector[dim][group])
+    }
+
+    /// The name of the split kernel [`encode`](Self::encode) launches for
+    /// `heads` over these caches: a vector kernel, or the generic one.
+    pub fn split_kernel_name(&self, heads: Heads, key_cache: &Buffer, value_cache: &Buffer) -> &str {
+        self.vector_kernel(heads, key_cache, value_cache)
+            .unwrap_or(&self.split)
+            .name()
     }
 
     /// How many splits a cache of `max_positions` positions is divided
@@ -192,7 +257,11 @@ impl Attention {
         let bytes_per_position = 2 * kv_dim as u64 * cache_bytes;
         let flops_per_position = 4 * (heads.query * heads.dim) as u64;
         let group = heads.query / heads.key_value;
-        let warps = (SPLIT_THREADS / 32) as usize;
+        let (split, threads) = match self.vector_kernel(heads, key_cache, value_cache) {
+            Some(kernel) => (kernel, VECTOR_THREADS),
+            None => (&self.split, SPLIT_THREADS),
+        };
+        let warps = (threads / 32) as usize;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(QUERY, query)
@@ -206,10 +275,10 @@ impl Attention {
                 .scalar(DIM, heads.dim as u32)
                 .scalar(MAX_POSITIONS, max_positions as u32)
                 .scalar(SPLITS, splits as u32)
-                .dispatch(&self.split)?
+                .dispatch(split)?
                 .grid(LaunchGrid {
                     blocks: [heads.key_value as u32, splits as u32, 1],
-                    threads_per_block: [SPLIT_THREADS, 1, 1],
+                    threads_per_block: [threads, 1, 1],
                     shared_memory_bytes: (warps * group * (heads.dim + 2) * 4) as u32,
                 })
                 .cost(
@@ -229,8 +298,8 @@ impl Attention {
                 .scalar(COMBINE_SPLITS, splits as u32)
                 .dispatch(&self.combine)?
                 .grid(LaunchGrid {
-                    blocks: [heads.query as u32, 1, 1],
-                    threads_per_block: [(heads.dim.next_multiple_of(32).min(1024)) as u32, 1, 1],
+                    blocks: [heads.query as u32, heads.dim.div_ceil(32) as u32, 1],
+                    threads_per_block: [COMBINE_THREADS, 1, 1],
                     shared_memory_bytes: 0,
                 })
                 .cost(
