@@ -24,7 +24,7 @@ if want models; then
   done
 fi
 if want peak; then
-  timeout 120 kscope info --device cuda 2>&1 | tee "$out/info.txt"
+  timeout 120 kscope info 2>&1 | tee "$out/info.txt"
 fi
 if want small; then
   echo "== llama-3.2-1b: kscope" | tee -a "$out/bench.md"

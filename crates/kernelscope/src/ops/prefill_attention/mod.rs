@@ -183,7 +183,10 @@ impl PrefillAttention {
         expect_indices("prefill_attention", "positions", positions, first, rows)?;
         let (tile_rows, tile_keys) = tiles(heads.dim);
         let shared_floats = tile_rows * heads.dim + tile_keys * (heads.dim + 1) + tile_keys * heads.dim;
-        let tensor_core = self.tensor_core.as_ref().and_then(|kernels| {
+        // The tensor-core kernels stage K and V with 16-byte loads.
+        let aligned =
+            key_cache.byte_offset().is_multiple_of(16) && value_cache.byte_offset().is_multiple_of(16);
+        let tensor_core = self.tensor_core.as_ref().filter(|_| aligned).and_then(|kernels| {
             TENSOR_CORE_DIMS
                 .iter()
                 .position(|&dim| dim == heads.dim)
@@ -195,10 +198,8 @@ impl PrefillAttention {
                 LaunchGrid {
                     blocks: [rows.div_ceil(TENSOR_CORE_TILE) as u32, heads.query as u32, 1],
                     threads_per_block: [THREADS, 1, 1],
-                    // Keys [64][dim + 8] and transposed values [dim][64 + 8], bf16.
-                    shared_memory_bytes: (2
-                        * (TENSOR_CORE_TILE * (heads.dim + 8) + heads.dim * (TENSOR_CORE_TILE + 8)))
-                        as u32,
+                    // Keys and values, each [64][dim + 8] bf16.
+                    shared_memory_bytes: (2 * 2 * TENSOR_CORE_TILE * (heads.dim + 8)) as u32,
                 },
             ),
             None => (

@@ -187,8 +187,9 @@ extern "C" __global__ void prefill_attention_bf16_bf16(const float* query, const
 // mma.sync.m16n8k16 (bf16 in, f32 accumulate). A block takes 64 query rows
 // of one head, 16 per warp; the scaled queries live in registers as A
 // fragments, rounded to bf16; each tile of 64 cached positions is staged in
-// shared memory (keys row-major, values transposed, rows padded so the
-// fragment loads hit 32 different banks); S = Q·Kᵀ stays in registers, is
+// shared memory with 16-byte loads (keys and values row-major, rows padded
+// by 16 bytes so ldmatrix's eight row reads hit distinct banks), and the B
+// fragments come from ldmatrix (transposed for V); S = Q·Kᵀ stays in registers, is
 // masked (key position > the row's own), goes through an online softmax per
 // row (a row's 64 scores are spread over the 4 lanes of a quad), and P,
 // rounded to bf16 in registers, multiplies V into the f32 output
@@ -199,6 +200,21 @@ __device__ __forceinline__ u32 pack_bf16(float low, float high) {
     from_f32(low, &a);
     from_f32(high, &b);
     return (u32)a.bits | ((u32)b.bits << 16);
+}
+
+// Four 8x8 b16 matrices from shared memory; lane l gives the address of
+// row l % 8 of matrix l / 8 and receives one 32-bit register of each.
+__device__ __forceinline__ void load_matrices(u32* r, const unsigned short* row) {
+    u32 address = (u32)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+}
+__device__ __forceinline__ void load_matrices_transposed(u32* r, const unsigned short* row) {
+    u32 address = (u32)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
 }
 
 __device__ __forceinline__ void mma_bf16_16816(float* c, const u32* a, const u32* b) {
@@ -213,10 +229,10 @@ template <int D, typename O>
 __device__ void prefill_attention_tc(const float* query, const bf16* key_cache, const bf16* value_cache,
                                      const u32* positions, O* out, u32 first, u32 rows, u32 query_heads,
                                      u32 kv_heads, u32 max_positions) {
-    const int TILE = 64, KEY_STRIDE = D + 8, VALUE_STRIDE = TILE + 8;
-    extern __shared__ u32 staged[];
-    unsigned short* keys = (unsigned short*)staged;          // [TILE][KEY_STRIDE]
-    unsigned short* values = keys + TILE * KEY_STRIDE;       // [D][VALUE_STRIDE], transposed
+    const int TILE = 64, STRIDE = D + 8;
+    extern __shared__ uint4 staged[];
+    unsigned short* keys = (unsigned short*)staged;    // [TILE][STRIDE]
+    unsigned short* values = keys + TILE * STRIDE;     // [TILE][STRIDE]
     __shared__ int block_last;
     u32 head = blockIdx.y;
     u32 row_begin = blockIdx.x * TILE;
@@ -255,34 +271,45 @@ __device__ void prefill_attention_tc(const float* query, const bf16* key_cache, 
     int warp_last = max(limit_low, limit_high);
     for (int offset = 16; offset > 0; offset >>= 1) warp_last = max(warp_last, __shfl_xor_sync(0xffffffffu, warp_last, offset));
     __syncthreads();
-    int last = block_last;
+    // Broadcast from lane 0 so the compiler sees the loop bound and the
+    // skip below are the warp's: otherwise every shuffle and mma in the loop
+    // is wrapped in a collective loop of its own.
+    int last = __shfl_sync(0xffffffffu, block_last, 0);
+    warp_last = __shfl_sync(0xffffffffu, warp_last, 0);
+    // ldmatrix row addresses: for K, matrices (keys j*8.., dims +0 | +8) x
+    // (j | j+1); for V, (keys +0 | +8, dims n*8..) x (n | n+1).
+    int matrix_row = lane & 7, matrix = lane >> 3;
+    int key_row = ((matrix >> 1) * 8 + matrix_row) * STRIDE + (matrix & 1) * 8;
+    int value_row = ((matrix & 1) * 8 + matrix_row) * STRIDE + (matrix >> 1) * 8;
+    const bf16* key_head = key_cache + kv_head * D;
+    const bf16* value_head = value_cache + kv_head * D;
     for (int tile = 0; tile <= last; tile += TILE) {
         __syncthreads();  // the previous tile is no longer read
-        for (int item = threadIdx.x; item < TILE * D / 2; item += blockDim.x) {
-            int key = item / (D / 2), pair = item % (D / 2);
+        for (int item = threadIdx.x; item < TILE * D / 8; item += blockDim.x) {
+            int key = item / (D / 8), chunk = item % (D / 8);
             int position = tile + key;
-            u32 both = 0;
-            if (position <= last) both = *(const u32*)(key_cache + (size_t)position * kv_dim + kv_head * D + 2 * pair);
-            *(u32*)(keys + key * KEY_STRIDE + 2 * pair) = both;
-        }
-        for (int item = threadIdx.x; item < TILE * D; item += blockDim.x) {
-            int key = item / D, d = item % D;
-            int position = tile + key;
-            values[d * VALUE_STRIDE + key] =
-                position <= last ? value_cache[(size_t)position * kv_dim + kv_head * D + d].bits : (unsigned short)0;
+            uint4 key_chunk = make_uint4(0, 0, 0, 0), value_chunk = make_uint4(0, 0, 0, 0);
+            if (position <= last) {
+                size_t offset = (size_t)position * kv_dim + chunk * 8;
+                key_chunk = *(const uint4*)(key_head + offset);
+                value_chunk = *(const uint4*)(value_head + offset);
+            }
+            *(uint4*)(keys + key * STRIDE + chunk * 8) = key_chunk;
+            *(uint4*)(values + key * STRIDE + chunk * 8) = value_chunk;
         }
         __syncthreads();
-        if (tile > warp_last) continue;  // warp-uniform: none of this warp's rows sees this tile
+        if (tile > warp_last) continue;  // none of this warp's rows sees this tile
         float scores[TILE / 8][4];
 #pragma unroll
         for (int j = 0; j < TILE / 8; ++j) scores[j][0] = scores[j][1] = scores[j][2] = scores[j][3] = 0.0f;
 #pragma unroll
         for (int step = 0; step < D / 16; ++step) {
 #pragma unroll
-            for (int j = 0; j < TILE / 8; ++j) {
-                const unsigned short* k = keys + (j * 8 + group) * KEY_STRIDE + step * 16 + 2 * quad;
-                u32 b[2] = {*(const u32*)k, *(const u32*)(k + 8)};
+            for (int j = 0; j < TILE / 8; j += 2) {
+                u32 b[4];
+                load_matrices(b, keys + j * 8 * STRIDE + step * 16 + key_row);
                 mma_bf16_16816(scores[j], query_fragments[step], b);
+                mma_bf16_16816(scores[j + 1], query_fragments[step], b + 2);
             }
         }
         float tile_max[2] = {-INFINITY, -INFINITY};
@@ -335,10 +362,11 @@ __device__ void prefill_attention_tc(const float* query, const bf16* key_cache, 
                         pack_bf16(scores[2 * step + 1][0], scores[2 * step + 1][1]),
                         pack_bf16(scores[2 * step + 1][2], scores[2 * step + 1][3])};
 #pragma unroll
-            for (int n = 0; n < D / 8; ++n) {
-                const unsigned short* v = values + (n * 8 + group) * VALUE_STRIDE + step * 16 + 2 * quad;
-                u32 b[2] = {*(const u32*)v, *(const u32*)(v + 8)};
+            for (int n = 0; n < D / 8; n += 2) {
+                u32 b[4];
+                load_matrices_transposed(b, values + step * 16 * STRIDE + n * 8 + value_row);
                 mma_bf16_16816(output[n], a, b);
+                mma_bf16_16816(output[n + 1], a, b + 2);
             }
         }
     }
