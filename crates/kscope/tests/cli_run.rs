@@ -319,8 +319,11 @@ fn bench_reports_rates_and_the_roofline() {
         assert!(row["peak_compute_gflops"].as_f64().unwrap() > 0.0, "{row}");
         assert!(row["compute_probe_size"].as_u64().unwrap() > 0, "{row}");
     }
+    // On the CPU by name: the default device is a GPU where there is one.
     let (code, stdout, _) = kscope(&[
         "bench",
+        "--device",
+        "cpu",
         "-p",
         "4",
         "-n",
