@@ -250,6 +250,50 @@ fn decode_once(
     download(&out)
 }
 
+/// A layer's caches on the device and their length.
+struct Caches<'a> {
+    keys: &'a Buffer,
+    values: &'a Buffer,
+    max_positions: usize,
+}
+
+/// Decode attention at each of `positions` (a random query each, seeded by
+/// `seed` + position) against the f64 reference over `expected` (the
+/// caches' keys and values as stored).
+#[allow(clippy::too_many_arguments)]
+fn check_positions(
+    device: &Device,
+    op: &Attention,
+    heads: Heads,
+    caches: &Caches<'_>,
+    expected: &(Vec<f64>, Vec<f64>),
+    positions: &[usize],
+    seed: u64,
+    what: &str,
+) {
+    for &position in positions {
+        let query = random(seed + position as u64, heads.query * heads.dim, -3.0, 3.0);
+        let out = decode_once(
+            device,
+            op,
+            heads,
+            &query,
+            caches.keys,
+            caches.values,
+            caches.max_positions,
+            position,
+        );
+        let reference = reference(&query, &expected.0, &expected.1, heads, position);
+        assert_close(
+            &out,
+            &reference,
+            REL_TOL,
+            ABS_TOL,
+            &format!("{what} at {position}"),
+        );
+    }
+}
+
 fn decode_attention_matches_reference(backend: Backend) {
     let Some(device) = device_for(backend) else {
         return;
@@ -294,26 +338,17 @@ fn decode_attention_matches_reference(backend: Backend) {
                 expected_kernel,
                 "{heads:?} {dtype}"
             );
-            let (keys, values) = (rounded(&keys, dtype), rounded(&values, dtype));
-            for &position in positions {
-                let query = random(seed + position as u64, heads.query * heads.dim, -3.0, 3.0);
-                let out = decode_once(
-                    &device,
-                    &op,
-                    heads,
-                    &query,
-                    &key_cache,
-                    &value_cache,
-                    max_positions,
-                    position,
-                );
-                let expected = reference(&query, &keys, &values, heads, position);
-                let what = format!(
-                    "decode attention {dtype} {heads:?} at {position} of {max_positions} ({} splits)",
-                    Attention::splits(heads, max_positions)
-                );
-                assert_close(&out, &expected, REL_TOL, ABS_TOL, &what);
-            }
+            let caches = Caches {
+                keys: &key_cache,
+                values: &value_cache,
+                max_positions,
+            };
+            let expected = (rounded(&keys, dtype), rounded(&values, dtype));
+            let what = format!(
+                "decode attention {dtype} {heads:?} of {max_positions} ({} splits)",
+                Attention::splits(heads, max_positions)
+            );
+            check_positions(&device, &op, heads, &caches, &expected, positions, seed, &what);
         }
     }
 }
@@ -342,23 +377,14 @@ fn decode_attention_from_unaligned_caches(backend: Backend) {
             op.split_kernel_name(heads, &key_cache, &value_cache),
             format!("attention_split_{dtype}")
         );
-        let (keys, values) = (rounded(&keys[1..], dtype), rounded(&values[1..], dtype));
-        for position in [0, 311, 599] {
-            let query = random(93 + position as u64, heads.query * heads.dim, -3.0, 3.0);
-            let out = decode_once(
-                &device,
-                &op,
-                heads,
-                &query,
-                &key_cache,
-                &value_cache,
-                max_positions,
-                position,
-            );
-            let expected = reference(&query, &keys, &values, heads, position);
-            let what = format!("decode attention {dtype} from unaligned caches at {position}");
-            assert_close(&out, &expected, REL_TOL, ABS_TOL, &what);
-        }
+        let caches = Caches {
+            keys: &key_cache,
+            values: &value_cache,
+            max_positions,
+        };
+        let expected = (rounded(&keys[1..], dtype), rounded(&values[1..], dtype));
+        let what = format!("decode attention {dtype} from unaligned caches");
+        check_positions(&device, &op, heads, &caches, &expected, &[0, 311, 599], 93, &what);
     }
 }
 

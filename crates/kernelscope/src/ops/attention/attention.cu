@@ -11,6 +11,35 @@
 #define ATTENTION_MAX_GROUP 8
 #define ATTENTION_MAX_PER_LANE 8
 
+// Thread t merges entry t of the warps' states in `merge` ([warps][group]
+// [dim + 2]: unnormalised output, max, sum) and writes the split's
+// partials, maxima in base e for the combine step. BASE2: the states'
+// maxima are in base 2. Call after the barrier that publishes `merge`.
+template <bool BASE2>
+__device__ void write_split(const float* merge, float* partials, u32 warps, u32 group, u32 dim, u32 split,
+                            u32 query_heads, u32 kv_head) {
+    u32 stride = dim + 2;
+    for (u32 item = threadIdx.x; item < group * dim; item += blockDim.x) {
+        u32 h = item / dim, d = item % dim;
+        float best = -INFINITY;
+        for (u32 w = 0; w < warps; ++w) best = fmaxf(best, merge[((size_t)w * group + h) * stride + dim]);
+        float total = 0.0f, value = 0.0f;
+        for (u32 w = 0; w < warps; ++w) {
+            const float* theirs = merge + ((size_t)w * group + h) * stride;
+            float shifted = theirs[dim] - best;
+            float weight = theirs[dim] == -INFINITY ? 0.0f : (BASE2 ? exp2f(shifted) : __expf(shifted));
+            total += theirs[dim + 1] * weight;
+            value += theirs[d] * weight;
+        }
+        float* out = partials + ((size_t)split * query_heads + kv_head * group + h) * stride;
+        out[d] = value;
+        if (d == 0) {
+            out[dim] = BASE2 && best != -INFINITY ? best * 0.6931471805599453f : best;
+            out[dim + 1] = total;
+        }
+    }
+}
+
 template <typename C>
 __device__ void attention_split(const float* query, const C* key_cache, const C* value_cache, const u32* position_slot,
                                 float* partials, u32 index, u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions,
@@ -84,24 +113,7 @@ __device__ void attention_split(const float* query, const C* key_cache, const C*
         }
     }
     __syncthreads();
-    for (u32 item = threadIdx.x; item < group * dim; item += blockDim.x) {
-        u32 h = item / dim, d = item % dim;
-        float best = -INFINITY;
-        for (u32 w = 0; w < warps; ++w) best = fmaxf(best, merge[((size_t)w * group + h) * stride + dim]);
-        float total = 0.0f, value = 0.0f;
-        for (u32 w = 0; w < warps; ++w) {
-            const float* theirs = merge + ((size_t)w * group + h) * stride;
-            float weight = theirs[dim] == -INFINITY ? 0.0f : __expf(theirs[dim] - best);
-            total += theirs[dim + 1] * weight;
-            value += theirs[d] * weight;
-        }
-        float* out = partials + ((size_t)split * query_heads + kv_head * group + h) * stride;
-        out[d] = value;
-        if (d == 0) {
-            out[dim] = best;
-            out[dim + 1] = total;
-        }
-    }
+    write_split<false>(merge, partials, warps, group, dim, split, query_heads, kv_head);
 }
 
 extern "C" __global__ void attention_split_f32(const float* query, const float* key_cache, const float* value_cache,
@@ -289,25 +301,7 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
         }
     }
     __syncthreads();
-    for (u32 item = threadIdx.x; item < group * dim; item += blockDim.x) {
-        u32 h = item / dim, d = item % dim;
-        float best = -INFINITY;
-        for (u32 w = 0; w < warps; ++w) best = fmaxf(best, merge[((size_t)w * group + h) * stride + dim]);
-        float total = 0.0f, value = 0.0f;
-        for (u32 w = 0; w < warps; ++w) {
-            const float* theirs = merge + ((size_t)w * group + h) * stride;
-            float weight = theirs[dim] == -INFINITY ? 0.0f : exp2f(theirs[dim] - best);
-            total += theirs[dim + 1] * weight;
-            value += theirs[d] * weight;
-        }
-        float* out = partials + ((size_t)split * query_heads + kv_head * group + h) * stride;
-        out[d] = value;
-        if (d == 0) {
-            // The combine step works in base e.
-            out[dim] = best == -INFINITY ? best : best * 0.6931471805599453f;
-            out[dim + 1] = total;
-        }
-    }
+    write_split<true>(merge, partials, warps, group, dim, split, query_heads, kv_head);
 }
 
 // One kernel per cache dtype, padded head dim and padded group; two blocks
