@@ -418,6 +418,12 @@ pub(crate) fn expect_kv_caches(
     Ok(max_positions)
 }
 
+/// Whether both caches start on a 16-byte boundary, as kernels that read
+/// them 16 bytes at a time need (a cache can be a view into a larger buffer).
+pub(crate) fn kv_caches_aligned(key_cache: &Buffer, value_cache: &Buffer) -> bool {
+    key_cache.byte_offset().is_multiple_of(16) && value_cache.byte_offset().is_multiple_of(16)
+}
+
 /// Checks an elementwise operand against the operand that sets the op's
 /// shape (`like`): the same dtype `dtype`, the same element count, and the
 /// same shape unless either is flat.

@@ -10,7 +10,10 @@
 
 mod cpu;
 
-use super::{Arguments, WEIGHT_DTYPES, bytes_of, expect, expect_kv_caches, expect_slot, kernel_arguments};
+use super::{
+    Arguments, WEIGHT_DTYPES, bytes_of, expect, expect_kv_caches, expect_slot, kernel_arguments,
+    kv_caches_aligned,
+};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
@@ -71,22 +74,20 @@ const MIN_POSITIONS_PER_SPLIT: usize = 64;
 /// Registers `attention_split_<cache dtype>` and `attention_combine_f32`.
 pub fn register(registry: &mut KernelRegistry) {
     let source: std::sync::Arc<str> = super::cuda_source(include_str!("attention.cu")).into();
-    registry.register_cpu("attention_split_f32", attention_split::<f32>);
-    registry.register_cpu("attention_split_f16", attention_split::<half::f16>);
-    registry.register_cpu("attention_split_bf16", attention_split::<half::bf16>);
     for dtype in WEIGHT_DTYPES {
-        registry.register_cuda_source(&format!("attention_split_{dtype}"), source.clone());
-        // The vector kernels compute what the reference does.
-        for dim in VECTOR_DIMS {
-            for group in VECTOR_GROUPS {
-                let name = vector_name(dim, group, dtype);
-                match dtype {
-                    DType::F16 => registry.register_cpu(&name, attention_split::<half::f16>),
-                    DType::BF16 => registry.register_cpu(&name, attention_split::<half::bf16>),
-                    _ => registry.register_cpu(&name, attention_split::<f32>),
-                }
-                registry.register_cuda_source(&name, source.clone());
+        // The generic kernel and every vector kernel compute what the
+        // reference does.
+        let generic = format!("attention_split_{dtype}");
+        let vectors = VECTOR_DIMS
+            .into_iter()
+            .flat_map(|dim| VECTOR_GROUPS.map(|group| vector_name(dim, group, dtype)));
+        for name in std::iter::once(generic).chain(vectors) {
+            match dtype {
+                DType::F16 => registry.register_cpu(&name, attention_split::<half::f16>),
+                DType::BF16 => registry.register_cpu(&name, attention_split::<half::bf16>),
+                _ => registry.register_cpu(&name, attention_split::<f32>),
             }
+            registry.register_cuda_source(&name, source.clone());
         }
     }
     registry.register_cpu("attention_combine_f32", attention_combine);
@@ -183,8 +184,7 @@ impl Attention {
     /// head a whole number of 16-byte loads, both caches 16-byte aligned.
     fn vector_kernel(&self, heads: Heads, key_cache: &Buffer, value_cache: &Buffer) -> Option<&Kernel> {
         let per_load = 16 / self.cache_dtype.size_in_bytes();
-        let aligned = |cache: &Buffer| cache.byte_offset().is_multiple_of(16);
-        if !heads.dim.is_multiple_of(per_load) || !aligned(key_cache) || !aligned(value_cache) {
+        if !heads.dim.is_multiple_of(per_load) || !kv_caches_aligned(key_cache, value_cache) {
             return None;
         }
         let dim = VECTOR_DIMS.iter().position(|&padded| heads.dim <= padded)?;

@@ -14,7 +14,7 @@ mod cpu;
 use super::attention::Heads;
 use super::{
     Arguments, WEIGHT_DTYPES, bytes_of, expect_indices, expect_kv_caches, expect_rows, kernel_arguments,
-    rows_of,
+    kv_caches_aligned, rows_of,
 };
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
@@ -184,8 +184,7 @@ impl PrefillAttention {
         let (tile_rows, tile_keys) = tiles(heads.dim);
         let shared_floats = tile_rows * heads.dim + tile_keys * (heads.dim + 1) + tile_keys * heads.dim;
         // The tensor-core kernels stage K and V with 16-byte loads.
-        let aligned =
-            key_cache.byte_offset().is_multiple_of(16) && value_cache.byte_offset().is_multiple_of(16);
+        let aligned = kv_caches_aligned(key_cache, value_cache);
         let tensor_core = self.tensor_core.as_ref().filter(|_| aligned).and_then(|kernels| {
             TENSOR_CORE_DIMS
                 .iter()
