@@ -86,6 +86,12 @@ def parse_args():
         default="sdpa",
         help="transformers attention implementation (default sdpa)",
     )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="decode with a static KV cache and torch.compile(mode='reduce-overhead'), "
+        "PyTorch's fastest batch-1 decode (tg only, at depth 0)",
+    )
     parser.add_argument("--output", choices=["md", "json"], default="md")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompt (default 0)")
     return parser.parse_args()
@@ -98,6 +104,8 @@ def check_sizes(args):
         fail("nothing to run: -p and -n are both 0")
     if args.r < 1:
         fail("-r must be >= 1")
+    if args.compile and (args.p > 0 or args.d > 0):
+        fail("--compile measures decode only: use -p 0 and -d 0")
 
 
 def read_vocab_size(model_dir):
@@ -216,6 +224,42 @@ def time_text_generation(model, first_token, n_gen, cache, depth, device):
     return elapsed
 
 
+def compiled_step(model, n_gen, device):
+    """A compiled one-token decode step over a static cache of n_gen + 1
+    positions: (step(token, position) -> next token, the cache)."""
+    from transformers import StaticCache
+
+    wanted = {
+        "config": model.config,
+        "max_batch_size": 1,
+        "max_cache_len": n_gen + 1,
+        "device": device,
+        "dtype": model.dtype,
+    }
+    accepted = inspect.signature(StaticCache.__init__).parameters
+    cache = StaticCache(**{name: value for name, value in wanted.items() if name in accepted})
+
+    def step(token, position):
+        output = model(input_ids=token, past_key_values=cache, cache_position=position, use_cache=True)
+        return output.logits[:, -1].argmax(dim=-1, keepdim=True)
+
+    return torch.compile(step, mode="reduce-overhead", fullgraph=True), cache
+
+
+def time_compiled_generation(step, cache, first_token, n_gen, device):
+    """Seconds for n_gen compiled greedy decode steps after an untimed first step."""
+    cache.reset()
+    positions = [torch.tensor([i], device=device) for i in range(n_gen + 1)]
+    # Clone: a CUDA-graph output is overwritten by the next replay.
+    next_token = step(first_token, positions[0]).clone()
+    synchronize(device)
+    start = time.perf_counter()
+    for i in range(n_gen):
+        next_token = step(next_token, positions[i + 1]).clone()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
 def measure_rates(time_once, tokens, reps):
     """One uncounted warm-up, then `reps` timed runs; returns tokens/s per run."""
     time_once()
@@ -246,11 +290,22 @@ def run_tests(model, args, vocab_size, device):
     if args.n > 0:
         log(f"hf_bench: tg{args.n}{at_depth} ({args.r} reps + warm-up)")
         first_token = prompt_ids[:, :1]
-        rates = measure_rates(
-            lambda: time_text_generation(model, first_token, args.n, cache, args.d, device),
-            args.n,
-            args.r,
-        )
+        if args.compile:
+            log("hf_bench: compiling the decode step (static cache, reduce-overhead)")
+            step, static_cache = compiled_step(model, args.n, device)
+            # Extra warm-ups: torch.compile records its CUDA graphs after a few calls.
+            time_compiled_generation(step, static_cache, first_token, args.n, device)
+            rates = measure_rates(
+                lambda: time_compiled_generation(step, static_cache, first_token, args.n, device),
+                args.n,
+                args.r,
+            )
+        else:
+            rates = measure_rates(
+                lambda: time_text_generation(model, first_token, args.n, cache, args.d, device),
+                args.n,
+                args.r,
+            )
         results.append((f"tg{args.n}{at_depth}", 0, args.n, rates))
     return results
 
@@ -277,6 +332,7 @@ def build_records(results, args, device):
                 "mean_tps": mean,
                 "stddev_tps": stddev,
                 "attn_implementation": args.attn,
+                "compiled": args.compile,
                 "torch_version": torch.__version__,
                 "transformers_version": transformers.__version__,
             }
@@ -297,6 +353,7 @@ def format_markdown(records):
     lines.append("")
     lines.append(
         f"device: {first['device_name']}, attention: {first['attn_implementation']}, "
+        f"compiled: {first['compiled']}, "
         f"torch {first['torch_version']}, transformers {first['transformers_version']}"
     )
     return "\n".join(lines)

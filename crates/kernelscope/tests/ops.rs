@@ -909,6 +909,19 @@ fn argmax_cases() -> Vec<Vec<f32>> {
     (late_tie[250], late_tie[499]) = (2.0, 2.0);
     cases.push(late_tie);
     cases.push(vec![f32::NAN, 1.0, 3.0, f32::NAN, 2.0]);
+    // A vocabulary that spreads over many blocks: the largest value in the
+    // last block's share, then tied across blocks (the earlier one wins),
+    // then NaN in every block but one, then no number at all.
+    let mut vocabulary = random(64, 128_256, -1.0, 1.0);
+    vocabulary[128_255] = 5.0;
+    cases.push(vocabulary.clone());
+    (vocabulary[3_000], vocabulary[100_000]) = (7.0, 7.0);
+    cases.push(vocabulary.clone());
+    let mut mostly_nan = vec![f32::NAN; 70_000];
+    mostly_nan[65_537] = -3.0;
+    cases.push(mostly_nan);
+    cases.push(vec![f32::NAN; 9_000]);
+    cases.push(vec![f32::NEG_INFINITY; 9_000]);
     cases
 }
 

@@ -65,6 +65,11 @@ pub struct BenchArgs {
     /// Launch dispatch by dispatch instead of one graph per token (CUDA).
     #[arg(long)]
     pub eager: bool,
+    /// Run decode with one dispatch per op instead of the fused kernels
+    /// (RMSNorm + mat-vec, RoPE + KV append, mat-vec + residual add): the
+    /// reference path, for checking and for `kscope compare`.
+    #[arg(long)]
+    pub unfused: bool,
     /// Size of the bandwidth probe in MiB, up to 16384 (0 skips the roofline).
     #[arg(long, default_value_t = 256, value_parser = numbers::count)]
     pub bandwidth_mib: usize,
@@ -115,6 +120,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let compute = peak_compute(&args.model.device, args.compute_size)?;
     let opened = args.model.open(DeviceOptions::new().profile(args.profile))?;
     let (device, mut model) = (opened.device, opened.model);
+    model.set_fusion(!args.unfused);
     model.set_execution_mode(if args.eager {
         ExecutionMode::Eager
     } else {
@@ -185,7 +191,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 ExecutionMode::Graph => "graph (one launch per token)",
                 ExecutionMode::Eager => "eager",
             };
-            println!("mode: {mode}, profiling: {}", args.profile);
+            let kernels = if model.fusion() { "fused" } else { "unfused" };
+            println!(
+                "mode: {mode}, decode kernels: {kernels}, profiling: {}",
+                args.profile
+            );
             println!("| model | backend | device | dtype | test | t/s | % of roofline |");
             println!("| --- | --- | --- | --- | --- | --- | --- |");
             for (test, _, phase, spread) in &rows {
@@ -235,6 +245,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                         "device_name": device.name(),
                         "dtype": dtype,
                         "mode": model.execution_mode().name(),
+                        "fused": model.fusion(),
                         "profiling": args.profile.name(),
                         "test": test,
                         "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },

@@ -3,6 +3,7 @@
 //! (0 success, 1 regression found by `compare`, 2 bad input or failure).
 
 mod bench;
+mod calibrate;
 mod compare;
 mod gen_model;
 mod info;
@@ -33,6 +34,8 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Write a synthetic Hugging Face checkpoint with seeded weights for a preset shape.
     GenModel(gen_model::GenModelArgs),
+    /// Check per-dispatch times against kernels of known duration (1–100 µs, eager and in a graph).
+    Calibrate(calibrate::CalibrateArgs),
     /// Backends compiled in, devices found, their timing capabilities, bandwidth and peak compute.
     Info(info::InfoArgs),
 }
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Compare(args) => compare::run(args),
         Command::GenModel(args) => gen_model::run(args),

@@ -76,6 +76,11 @@ pub struct RunArgs {
     /// token (CUDA; the CPU backend always runs eagerly).
     #[arg(long)]
     pub eager: bool,
+    /// Run decode with one dispatch per op instead of the fused kernels
+    /// (RMSNorm + mat-vec, RoPE + KV append, mat-vec + residual add): the
+    /// reference path, for checking and for `kscope compare`.
+    #[arg(long)]
+    pub unfused: bool,
     /// Write the logits of every processed position as .npy (f32, [steps, vocab]).
     #[arg(long, value_name = "FILE")]
     pub logits_out: Option<PathBuf>,
@@ -203,6 +208,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         mode = ExecutionMode::Eager;
     }
     model.set_execution_mode(mode);
+    model.set_fusion(!args.unfused);
     let chat = !args.chat.is_empty();
     let prompt = match (&args.prompt, &args.token_ids, &tokenizer) {
         _ if chat => chat_prompt(&args, opened.directory.as_deref(), tokenizer.as_ref())?,

@@ -133,6 +133,64 @@ fn graph_replay_equals_eager(backend: Backend) {
     );
 }
 
+/// Relative logit error allowed between the fused and unfused kernels on
+/// one device: the same f32 math, summed in a different order (a fused
+/// kernel normalises x with 256 threads where RMSNorm used up to 1024).
+const FUSION_TOLERANCE: f32 = 1e-4;
+
+/// The fused kernels replayed as graphs against the unfused ops launched
+/// one by one, for every fixture architecture: the same greedy tokens and
+/// logits within [`FUSION_TOLERANCE`], and fewer dispatches per token.
+fn fused_graph_path_equals_unfused_eager_path(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new()) else {
+        return;
+    };
+    for (preset, seed) in [("tiny", 1), ("tiny-qwen2", 2), ("tiny-llama3", 3)] {
+        let mut generations = Vec::new();
+        for (fusion, mode) in [(false, ExecutionMode::Eager), (true, ExecutionMode::Graph)] {
+            let mut model = Model::from_preset(
+                preset,
+                &device,
+                SyntheticOptions {
+                    dtype: DType::BF16,
+                    seed,
+                    quiet: true,
+                },
+            )
+            .unwrap();
+            model.set_prefill_chunk(1).unwrap();
+            model.set_fusion(fusion);
+            assert_eq!(model.fusion(), fusion);
+            model.set_execution_mode(mode);
+            let before = device.profiler().counters().snapshot().dispatches;
+            let generation = model
+                .generate(&GenerationRequest {
+                    stop_at_eos: false,
+                    keep_logits: true,
+                    ..GenerationRequest::new(&[1, 2, 3, 4, 5], 32)
+                })
+                .unwrap();
+            generations.push((
+                generation,
+                device.profiler().counters().snapshot().dispatches - before,
+            ));
+        }
+        let [(unfused, unfused_dispatches), (fused, fused_dispatches)] =
+            <[_; 2]>::try_from(generations).unwrap();
+        assert_eq!(fused.generated, unfused.generated, "{preset}: greedy tokens");
+        let error = worst_relative_error(&fused.logits, &unfused.logits);
+        eprintln!(
+            "{preset} on {}: fused against unfused, worst relative logit error {error:e}",
+            device.name()
+        );
+        assert!(error <= FUSION_TOLERANCE, "{preset}: relative error {error:e}");
+        assert!(
+            fused_dispatches < unfused_dispatches,
+            "{preset}: fused {fused_dispatches} dispatches, unfused {unfused_dispatches}"
+        );
+    }
+}
+
 fn graph_mode_costs_one_launch_and_one_sync_per_token(backend: Backend) {
     let Some(device) = backend.device(DeviceOptions::new()) else {
         return;
@@ -354,6 +412,7 @@ fn keeping_logits_runs_the_same_work_per_token(backend: Backend) {
 }
 
 kernelscope::device_tests!(
+    fused_graph_path_equals_unfused_eager_path,
     keeping_logits_runs_the_same_work_per_token,
     pipelined_decode_matches_step_by_step,
     matches_the_cpu_over_64_steps,

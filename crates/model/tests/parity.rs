@@ -25,26 +25,31 @@ enum EnginePath {
     /// Token by token with an f32 KV cache: the engine computes in f32 as
     /// the reference does.
     Reference,
-    /// The defaults: batched prefill and a KV cache in the weights' dtype.
+    /// The reference path with the fused decode kernels turned off: one
+    /// dispatch per op.
+    Unfused,
+    /// The defaults: batched prefill, a KV cache in the weights' dtype and
+    /// the fused decode kernels.
     Default,
 }
 
 impl EnginePath {
-    const BOTH: [EnginePath; 2] = [EnginePath::Reference, EnginePath::Default];
+    const ALL: [EnginePath; 3] = [EnginePath::Reference, EnginePath::Unfused, EnginePath::Default];
 
     fn tolerance(self) -> f32 {
         match self {
-            EnginePath::Reference => RELATIVE_TOLERANCE,
+            EnginePath::Reference | EnginePath::Unfused => RELATIVE_TOLERANCE,
             EnginePath::Default => DEFAULT_PATH_TOLERANCE,
         }
     }
 
     /// `model` set up for this path.
     fn apply(self, model: &mut Model) {
-        if self == EnginePath::Reference {
+        if self != EnginePath::Default {
             model.set_prefill_chunk(1).unwrap();
             model.set_kv_dtype(DType::F32).unwrap();
         }
+        model.set_fusion(self != EnginePath::Unfused);
     }
 }
 
@@ -113,7 +118,7 @@ fn check_fixture(fixture: &Fixture) {
 
     let (prompt, expected_tokens) = reference_tokens(fixture.preset);
     let reference = npy::read_f32_2d(&fixtures_dir().join(format!("{}.logits.npy", fixture.preset))).unwrap();
-    for path in EnginePath::BOTH {
+    for path in EnginePath::ALL {
         let mut model = Model::load(&directory, &Device::cpu(), LoadOptions { quiet: true }).unwrap();
         path.apply(&mut model);
         let generation = model
@@ -164,7 +169,7 @@ fn assert_logits_close(what: &str, ours: &[Vec<f32>], reference: &[Vec<f32>], to
 /// config in the layout of transformers 4.x in `hf/NAME/old`: both must give
 /// transformers' logits (see fixtures/README.md and make_fixtures.py).
 fn check_transformers_checkpoint(name: &str) {
-    for path in EnginePath::BOTH {
+    for path in EnginePath::ALL {
         check_transformers_checkpoint_on(name, &Device::cpu(), path);
     }
 }
@@ -267,7 +272,7 @@ fn transformers5_checkpoints_match_on_the_gpu() {
         "llama-attention-bias",
         "llama-yarn",
     ] {
-        for path in EnginePath::BOTH {
+        for path in EnginePath::ALL {
             check_transformers_checkpoint_on(name, &device, path);
         }
     }

@@ -34,11 +34,14 @@ pub mod embedding;
 pub mod kv_append;
 pub mod matmul;
 pub mod matvec;
+pub mod norm_matvec;
 pub mod prefill_attention;
 pub mod rms_norm;
 pub mod rope;
+pub mod rope_append;
 pub mod sample;
 pub mod silu_mul;
+pub mod spin;
 
 use half::{bf16, f16};
 
@@ -56,11 +59,16 @@ pub fn registry() -> KernelRegistry {
     kv_append::register(&mut registry);
     matmul::register(&mut registry);
     matvec::register(&mut registry);
+    matvec::residual::register(&mut registry);
+    norm_matvec::register(&mut registry);
+    norm_matvec::silu::register(&mut registry);
     prefill_attention::register(&mut registry);
     rms_norm::register(&mut registry);
     rope::register(&mut registry);
+    rope_append::register(&mut registry);
     sample::register(&mut registry);
     silu_mul::register(&mut registry);
+    spin::register(&mut registry);
     registry
 }
 

@@ -82,35 +82,70 @@ __device__ float block_max(float v) {
     return result;
 }
 
-// The first index of the largest non-NaN value of values[0..n) (0 when there
-// is none), and that value through `best_value`, for every thread of the
-// block (blockDim.x a multiple of 32, at most 1024). Ties go to the smaller
-// index, as torch.argmax.
-__device__ u32 block_argmax(const float* values, u32 n, float* best_value) {
+// Reduces each thread's (best value, index) candidate over the block
+// (blockDim.x a multiple of 32, at most 1024) and returns the winner to every
+// thread: the larger value, the smaller index on ties. "No candidate" is
+// (-INFINITY, 0xffffffff), which any real candidate beats.
+__device__ void block_argmax_merge(float* best_value, u32* best_index) {
     __shared__ float best_values[32];
     __shared__ u32 best_indices[32];
+    float best = *best_value;
+    u32 index = *best_index;
+    for (int round = 0; round < 2; ++round) {
+        for (int offset = 16; offset > 0; offset >>= 1) {
+            float other = __shfl_xor_sync(0xffffffffu, best, offset);
+            u32 other_index = __shfl_xor_sync(0xffffffffu, index, offset);
+            if (other > best || (other == best && other_index < index)) { best = other; index = other_index; }
+        }
+        if (round == 1) break;
+        int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+        if (lane == 0) { best_values[warp] = best; best_indices[warp] = index; }
+        __syncthreads();
+        int warps = blockDim.x >> 5;
+        best = lane < warps ? best_values[lane] : -INFINITY;
+        index = lane < warps ? best_indices[lane] : 0xffffffffu;
+        __syncthreads();
+    }
+    // After the second round every warp holds the block's answer.
+    *best_value = best;
+    *best_index = index;
+}
+
+// The first index of the largest non-NaN value of values[0..n) (0xffffffff
+// when there is none), and that value through `best_value`, for every thread
+// of the block. Ties go to the smaller index, as torch.argmax.
+__device__ u32 block_argmax_or_none(const float* values, u32 n, float* best_value) {
     float best = -INFINITY;
     u32 best_index = 0xffffffffu;
     for (u32 i = threadIdx.x; i < n; i += blockDim.x) {
         float v = values[i];
         if (v > best || (best_index == 0xffffffffu && !isnan(v))) { best = v; best_index = i; }
     }
-    for (int round = 0; round < 2; ++round) {
-        for (int offset = 16; offset > 0; offset >>= 1) {
-            float other = __shfl_xor_sync(0xffffffffu, best, offset);
-            u32 other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-            if (other > best || (other == best && other_index < best_index)) { best = other; best_index = other_index; }
-        }
-        if (round == 1) break;
-        int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-        if (lane == 0) { best_values[warp] = best; best_indices[warp] = best_index; }
-        __syncthreads();
-        int warps = blockDim.x >> 5;
-        best = lane < warps ? best_values[lane] : -INFINITY;
-        best_index = lane < warps ? best_indices[lane] : 0xffffffffu;
-        __syncthreads();
-    }
-    // After the second round every warp holds the block's answer.
+    block_argmax_merge(&best, &best_index);
     *best_value = best;
-    return best_index == 0xffffffffu ? 0 : best_index;
+    return best_index;
+}
+
+// As block_argmax_or_none, but 0 when there is no non-NaN value.
+__device__ u32 block_argmax(const float* values, u32 n, float* best_value) {
+    u32 index = block_argmax_or_none(values, n, best_value);
+    return index == 0xffffffffu ? 0 : index;
+}
+
+// Four consecutive elements widened to f32 (16-byte aligned for f32,
+// 8-byte aligned for the 16-bit types).
+__device__ __forceinline__ void load4(const float* p, float v[4]) {
+    float4 q = *(const float4*)p;
+    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
+}
+__device__ __forceinline__ void load4(const bf16* p, float v[4]) {
+    uint2 q = *(const uint2*)p;
+    v[0] = __uint_as_float(q.x << 16); v[1] = __uint_as_float(q.x & 0xffff0000u);
+    v[2] = __uint_as_float(q.y << 16); v[3] = __uint_as_float(q.y & 0xffff0000u);
+}
+__device__ __forceinline__ void load4(const f16* p, float v[4]) {
+    uint2 q = *(const uint2*)p;
+    f16 h[4] = {{(unsigned short)(q.x & 0xffffu)}, {(unsigned short)(q.x >> 16)},
+                {(unsigned short)(q.y & 0xffffu)}, {(unsigned short)(q.y >> 16)}};
+    for (int j = 0; j < 4; ++j) v[j] = to_f32(h[j]);
 }

@@ -5,7 +5,7 @@ use super::{Argument, ArgumentKind, registry};
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 14] = [
+const DECLARED: [(&str, &str, &[Argument]); 19] = [
     ("add", "add", super::add::ARGUMENTS),
     ("argmax", "argmax", super::argmax::ARGUMENTS),
     ("attention", "attention", super::attention::ARGUMENTS),
@@ -15,6 +15,9 @@ const DECLARED: [(&str, &str, &[Argument]); 14] = [
     ("kv_append", "kv_append", super::kv_append::ARGUMENTS),
     ("matmul", "matmul", super::matmul::ARGUMENTS),
     ("matvec", "matvec", super::matvec::ARGUMENTS),
+    ("matvec", "residual", super::matvec::residual::ARGUMENTS),
+    ("norm_matvec", "norm_matvec", super::norm_matvec::ARGUMENTS),
+    ("norm_matvec", "silu", super::norm_matvec::silu::ARGUMENTS),
     (
         "prefill_attention",
         "prefill_attention",
@@ -22,8 +25,10 @@ const DECLARED: [(&str, &str, &[Argument]); 14] = [
     ),
     ("rms_norm", "rms_norm", super::rms_norm::ARGUMENTS),
     ("rope", "rope", super::rope::ARGUMENTS),
+    ("rope_append", "rope_append", super::rope_append::ARGUMENTS),
     ("sample", "sample", super::sample::ARGUMENTS),
     ("silu_mul", "silu_mul", super::silu_mul::ARGUMENTS),
+    ("spin", "spin", super::spin::ARGUMENTS),
 ];
 
 fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {

@@ -34,8 +34,16 @@ pub enum OpKind {
     Argmax,
     /// Token sampling.
     Sample,
-    /// Memory copy.
+    /// Memory copy (also the KV-cache append).
     Copy,
+    /// RMSNorm fused into the mat-vec that reads it.
+    RmsNormMatVec,
+    /// RMSNorm, the gate and up mat-vecs and SiLU·mul in one kernel.
+    RmsNormMatVecSiluMul,
+    /// A mat-vec adding its result into the residual stream.
+    MatVecElemAdd,
+    /// RoPE and the KV-cache append in one kernel.
+    RopeCopy,
     /// Anything not labeled.
     #[default]
     Other,
@@ -43,7 +51,7 @@ pub enum OpKind {
 
 impl OpKind {
     /// Every kind, in declaration order.
-    pub const ALL: [OpKind; 14] = [
+    pub const ALL: [OpKind; 18] = [
         OpKind::Embedding,
         OpKind::RmsNorm,
         OpKind::MatVec,
@@ -57,6 +65,10 @@ impl OpKind {
         OpKind::Argmax,
         OpKind::Sample,
         OpKind::Copy,
+        OpKind::RmsNormMatVec,
+        OpKind::RmsNormMatVecSiluMul,
+        OpKind::MatVecElemAdd,
+        OpKind::RopeCopy,
         OpKind::Other,
     ];
 
@@ -76,8 +88,44 @@ impl OpKind {
             OpKind::Argmax => "Argmax",
             OpKind::Sample => "Sample",
             OpKind::Copy => "Copy",
+            OpKind::RmsNormMatVec => "RmsNorm+MatVec",
+            OpKind::RmsNormMatVecSiluMul => "RmsNorm+MatVec+SiluMul",
+            OpKind::MatVecElemAdd => "MatVec+ElemAdd",
+            OpKind::RopeCopy => "Rope+Copy",
             OpKind::Other => "Other",
         }
+    }
+}
+
+impl OpKind {
+    /// The op kinds a dispatch of this kind covers: itself, or for a fused
+    /// kernel each kind it does the work of, in order.
+    pub const fn covers(self) -> &'static [OpKind] {
+        match self {
+            OpKind::RmsNormMatVec => &[OpKind::RmsNorm, OpKind::MatVec],
+            OpKind::RmsNormMatVecSiluMul => &[OpKind::RmsNorm, OpKind::MatVec, OpKind::SiluMul],
+            OpKind::MatVecElemAdd => &[OpKind::MatVec, OpKind::ElemAdd],
+            OpKind::RopeCopy => &[OpKind::Rope, OpKind::Copy],
+            OpKind::Embedding => &[OpKind::Embedding],
+            OpKind::RmsNorm => &[OpKind::RmsNorm],
+            OpKind::MatVec => &[OpKind::MatVec],
+            OpKind::MatMul => &[OpKind::MatMul],
+            OpKind::Rope => &[OpKind::Rope],
+            OpKind::Attention => &[OpKind::Attention],
+            OpKind::Softmax => &[OpKind::Softmax],
+            OpKind::SiluMul => &[OpKind::SiluMul],
+            OpKind::ElemAdd => &[OpKind::ElemAdd],
+            OpKind::ElemMul => &[OpKind::ElemMul],
+            OpKind::Argmax => &[OpKind::Argmax],
+            OpKind::Sample => &[OpKind::Sample],
+            OpKind::Copy => &[OpKind::Copy],
+            OpKind::Other => &[OpKind::Other],
+        }
+    }
+
+    /// Whether this kind is one kernel doing the work of several.
+    pub const fn is_fused(self) -> bool {
+        self.covers().len() > 1
     }
 }
 
@@ -124,5 +172,27 @@ mod tests {
         }
         assert_eq!(OpKind::default().name(), "Other");
         assert!("Sdpa".parse::<OpKind>().is_err());
+    }
+
+    #[test]
+    fn fused_kinds_cover_plain_kinds_and_are_named_by_them() {
+        for kind in OpKind::ALL {
+            let covered = kind.covers();
+            assert!(!covered.is_empty());
+            if kind.is_fused() {
+                assert!(
+                    covered.iter().all(|part| !part.is_fused()),
+                    "{kind} covers a fused kind"
+                );
+                let joined: Vec<&str> = covered.iter().map(|part| part.name()).collect();
+                assert_eq!(
+                    kind.name(),
+                    joined.join("+"),
+                    "a fused kind is named by what it covers"
+                );
+            } else {
+                assert_eq!(covered, &[kind]);
+            }
+        }
     }
 }

@@ -5,12 +5,13 @@
 //! work reaches the device (see `execution`); it only encodes it.
 
 use kernelscope::CommandEncoder;
+use kernelscope::ops::norm_matvec;
 use kernelscope::ops::sample::Sampling;
 
 use super::state::{Ops, POSITION_SLOT, State, TOKEN_SLOT};
 use crate::config::Config;
 use crate::error::{ModelError, Result};
-use crate::weights::Weights;
+use crate::weights::{LayerWeights, Weights};
 
 /// How a step picks its next token from the logits.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,7 +64,8 @@ impl Forward<'_> {
             state,
         } = *self;
         let eps = config.rms_norm_eps;
-        let heads = config.heads();
+        // The fused kernels normalise the hidden state in shared memory.
+        let fused = ops.fusion && norm_matvec::fits(config.hidden_size);
 
         encoder.set_scope("embed");
         ops.embedding.encode(
@@ -75,91 +77,203 @@ impl Forward<'_> {
         )?;
 
         for (index, layer) in weights.layers.iter().enumerate() {
-            encoder.set_scope(&format!("layer.{index}.attn"));
-            ops.rms_norm
-                .encode(encoder, &state.hidden, &layer.input_norm, &state.normed, eps)?;
-            ops.matvec
-                .encode(encoder, &layer.q_proj, &state.normed, &state.query)?;
-            ops.matvec
-                .encode(encoder, &layer.k_proj, &state.normed, &state.key)?;
-            ops.matvec
-                .encode(encoder, &layer.v_proj, &state.normed, &state.value)?;
-            if let Some([q_bias, k_bias, v_bias]) = &layer.qkv_bias {
-                ops.add_bias.encode(encoder, &state.query, q_bias)?;
-                ops.add_bias.encode(encoder, &state.key, k_bias)?;
-                ops.add_bias.encode(encoder, &state.value, v_bias)?;
+            if fused {
+                self.encode_layer_fused(encoder, index, layer, position)?;
+            } else {
+                self.encode_layer(encoder, index, layer, position)?;
             }
-            ops.rope.encode(
-                encoder,
-                &state.query,
-                &state.rope_frequencies,
-                &state.step,
-                POSITION_SLOT,
-                heads.query,
-            )?;
-            ops.rope.encode(
-                encoder,
-                &state.key,
-                &state.rope_frequencies,
-                &state.step,
-                POSITION_SLOT,
-                heads.key_value,
-            )?;
-            let (key_cache, value_cache) = (&state.key_cache[index], &state.value_cache[index]);
-            ops.kv_append.encode(
-                encoder,
-                &state.key,
-                &state.value,
-                key_cache,
-                value_cache,
-                &state.step,
-                POSITION_SLOT,
-            )?;
-            ops.attention.encode(
-                encoder,
-                &state.query,
-                key_cache,
-                value_cache,
-                &state.step,
-                POSITION_SLOT,
-                heads,
-                position + 1,
-                &state.attention_scratch,
-                &state.attention,
-            )?;
-            ops.matvec
-                .encode(encoder, &layer.o_proj, &state.attention, &state.projected)?;
-            if let Some(o_bias) = &layer.o_bias {
-                ops.add_bias.encode(encoder, &state.projected, o_bias)?;
-            }
-            ops.add_residual
-                .encode(encoder, &state.hidden, &state.projected)?;
-
-            encoder.set_scope(&format!("layer.{index}.mlp"));
-            ops.rms_norm.encode(
-                encoder,
-                &state.hidden,
-                &layer.post_attention_norm,
-                &state.normed,
-                eps,
-            )?;
-            ops.matvec
-                .encode(encoder, &layer.gate_proj, &state.normed, &state.gate)?;
-            ops.matvec
-                .encode(encoder, &layer.up_proj, &state.normed, &state.up)?;
-            ops.silu_mul
-                .encode(encoder, &state.gate, &state.up, &state.activated)?;
-            ops.matvec
-                .encode(encoder, &layer.down_proj, &state.activated, &state.projected)?;
-            ops.add_residual
-                .encode(encoder, &state.hidden, &state.projected)?;
         }
 
         encoder.set_scope("lm_head");
+        if fused {
+            ops.fused.norm_matvec.encode(
+                encoder,
+                &state.hidden,
+                &weights.final_norm,
+                &[&weights.lm_head],
+                &state.logits,
+                eps,
+            )?;
+        } else {
+            ops.rms_norm
+                .encode(encoder, &state.hidden, &weights.final_norm, &state.normed, eps)?;
+            ops.matvec
+                .encode(encoder, &weights.lm_head, &state.normed, &state.logits)?;
+        }
+        Ok(())
+    }
+
+    /// One decoder layer with the unfused ops, one dispatch per op.
+    fn encode_layer(
+        &self,
+        encoder: &mut CommandEncoder,
+        index: usize,
+        layer: &LayerWeights,
+        position: usize,
+    ) -> Result<()> {
+        let Forward {
+            config, ops, state, ..
+        } = *self;
+        let eps = config.rms_norm_eps;
+        let heads = config.heads();
+        encoder.set_scope(&format!("layer.{index}.attn"));
         ops.rms_norm
-            .encode(encoder, &state.hidden, &weights.final_norm, &state.normed, eps)?;
+            .encode(encoder, &state.hidden, &layer.input_norm, &state.normed, eps)?;
         ops.matvec
-            .encode(encoder, &weights.lm_head, &state.normed, &state.logits)?;
+            .encode(encoder, &layer.q_proj, &state.normed, &state.query)?;
+        ops.matvec
+            .encode(encoder, &layer.k_proj, &state.normed, &state.key)?;
+        ops.matvec
+            .encode(encoder, &layer.v_proj, &state.normed, &state.value)?;
+        self.encode_qkv_bias(encoder, layer)?;
+        ops.rope.encode(
+            encoder,
+            &state.query,
+            &state.rope_frequencies,
+            &state.step,
+            POSITION_SLOT,
+            heads.query,
+        )?;
+        ops.rope.encode(
+            encoder,
+            &state.key,
+            &state.rope_frequencies,
+            &state.step,
+            POSITION_SLOT,
+            heads.key_value,
+        )?;
+        let (key_cache, value_cache) = (&state.key_cache[index], &state.value_cache[index]);
+        ops.kv_append.encode(
+            encoder,
+            &state.key,
+            &state.value,
+            key_cache,
+            value_cache,
+            &state.step,
+            POSITION_SLOT,
+        )?;
+        self.encode_attention(encoder, index, position)?;
+        ops.matvec
+            .encode(encoder, &layer.o_proj, &state.attention, &state.projected)?;
+        if let Some(o_bias) = &layer.o_bias {
+            ops.add_bias.encode(encoder, &state.projected, o_bias)?;
+        }
+        ops.add_residual
+            .encode(encoder, &state.hidden, &state.projected)?;
+
+        encoder.set_scope(&format!("layer.{index}.mlp"));
+        ops.rms_norm.encode(
+            encoder,
+            &state.hidden,
+            &layer.post_attention_norm,
+            &state.normed,
+            eps,
+        )?;
+        ops.matvec
+            .encode(encoder, &layer.gate_proj, &state.normed, &state.gate)?;
+        ops.matvec
+            .encode(encoder, &layer.up_proj, &state.normed, &state.up)?;
+        ops.silu_mul
+            .encode(encoder, &state.gate, &state.up, &state.activated)?;
+        ops.matvec
+            .encode(encoder, &layer.down_proj, &state.activated, &state.projected)?;
+        ops.add_residual
+            .encode(encoder, &state.hidden, &state.projected)?;
+        Ok(())
+    }
+
+    /// One decoder layer with the fused kernels: RMSNorm + q/k/v, RoPE + KV
+    /// append, attention, o_proj + residual, RMSNorm + gate/up + SiLU·mul,
+    /// down_proj + residual. The same math as [`encode_layer`](Self::encode_layer).
+    fn encode_layer_fused(
+        &self,
+        encoder: &mut CommandEncoder,
+        index: usize,
+        layer: &LayerWeights,
+        position: usize,
+    ) -> Result<()> {
+        let Forward {
+            config, ops, state, ..
+        } = *self;
+        let (fused, eps) = (&ops.fused, config.rms_norm_eps);
+        encoder.set_scope(&format!("layer.{index}.attn"));
+        fused.norm_matvec.encode(
+            encoder,
+            &state.hidden,
+            &layer.input_norm,
+            &[&layer.q_proj, &layer.k_proj, &layer.v_proj],
+            &state.projections,
+            eps,
+        )?;
+        self.encode_qkv_bias(encoder, layer)?;
+        fused.rope_append.encode(
+            encoder,
+            &state.query,
+            &state.key,
+            &state.value,
+            &state.key_cache[index],
+            &state.value_cache[index],
+            &state.rope_frequencies,
+            &state.step,
+            POSITION_SLOT,
+            config.heads(),
+        )?;
+        self.encode_attention(encoder, index, position)?;
+        if let Some(o_bias) = &layer.o_bias {
+            // The bias belongs before the residual add: keep them apart.
+            ops.matvec
+                .encode(encoder, &layer.o_proj, &state.attention, &state.projected)?;
+            ops.add_bias.encode(encoder, &state.projected, o_bias)?;
+            ops.add_residual
+                .encode(encoder, &state.hidden, &state.projected)?;
+        } else {
+            fused
+                .matvec_add
+                .encode(encoder, &layer.o_proj, &state.attention, &state.hidden)?;
+        }
+
+        encoder.set_scope(&format!("layer.{index}.mlp"));
+        fused.norm_matvec_silu.encode(
+            encoder,
+            &state.hidden,
+            &layer.post_attention_norm,
+            &layer.gate_proj,
+            &layer.up_proj,
+            &state.activated,
+            eps,
+        )?;
+        fused
+            .matvec_add
+            .encode(encoder, &layer.down_proj, &state.activated, &state.hidden)?;
+        Ok(())
+    }
+
+    /// The q/k/v biases, where the architecture has them.
+    fn encode_qkv_bias(&self, encoder: &mut CommandEncoder, layer: &LayerWeights) -> Result<()> {
+        let (ops, state) = (self.ops, self.state);
+        if let Some([q_bias, k_bias, v_bias]) = &layer.qkv_bias {
+            ops.add_bias.encode(encoder, &state.query, q_bias)?;
+            ops.add_bias.encode(encoder, &state.key, k_bias)?;
+            ops.add_bias.encode(encoder, &state.value, v_bias)?;
+        }
+        Ok(())
+    }
+
+    /// Attention of this position's query over layer `index`'s cache.
+    fn encode_attention(&self, encoder: &mut CommandEncoder, index: usize, position: usize) -> Result<()> {
+        let (ops, state) = (self.ops, self.state);
+        ops.attention.encode(
+            encoder,
+            &state.query,
+            &state.key_cache[index],
+            &state.value_cache[index],
+            &state.step,
+            POSITION_SLOT,
+            self.config.heads(),
+            position + 1,
+            &state.attention_scratch,
+            &state.attention,
+        )?;
         Ok(())
     }
 

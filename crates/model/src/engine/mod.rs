@@ -96,6 +96,23 @@ impl Model {
         self.executor.set_mode(mode);
     }
 
+    /// Turns the fused decode kernels on (the default) or off. Off, each op
+    /// is its own dispatch: the reference the fused path is tested against,
+    /// and the run a `kscope compare` of the two sets beside it. Models
+    /// whose hidden size is too large for the fused kernels' shared memory
+    /// run unfused either way.
+    pub fn set_fusion(&mut self, fusion: bool) {
+        if self.ops.fusion != fusion {
+            self.ops.fusion = fusion;
+            self.executor.invalidate();
+        }
+    }
+
+    /// Whether decode runs the fused kernels.
+    pub fn fusion(&self) -> bool {
+        self.ops.fusion && kernelscope::ops::norm_matvec::fits(self.config.hidden_size)
+    }
+
     /// Sets how many prompt positions run as one forward pass: 1 runs the
     /// prompt position by position (as decode runs), larger values in
     /// chunks of that many (GEMMs over the chunk's rows).

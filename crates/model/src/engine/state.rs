@@ -4,8 +4,11 @@
 
 use kernelscope::ops::attention::Attention;
 use kernelscope::ops::matmul::MatMul;
+use kernelscope::ops::matvec::residual::MatVecAdd;
+use kernelscope::ops::norm_matvec::{NormMatVec, silu::NormMatVecSiluMul};
 use kernelscope::ops::prefill_attention::PrefillAttention;
 use kernelscope::ops::rope::{Rope, RopeFrequencies, inverse_frequencies};
+use kernelscope::ops::rope_append::RopeAppend;
 use kernelscope::ops::sample::Sample;
 use kernelscope::ops::{
     add::Add, argmax::Argmax, copy::Copy as CopyOp, embedding::Embedding, kv_append::KvAppend,
@@ -48,6 +51,26 @@ pub(crate) struct Ops {
     /// `Err` where the backend has no sampling kernel: the error is reported
     /// only when a temperature above 0 asks for it.
     pub sample: std::result::Result<Sample, kernelscope::Error>,
+    /// The fused decode kernels, used unless fusion is turned off.
+    pub fused: FusedOps,
+    /// Whether decode runs the fused kernels (on by default; off runs the
+    /// unfused ops one by one, the reference the fused path is checked and
+    /// compared against).
+    pub fusion: bool,
+}
+
+/// The fused decode kernels: each does the work of several unfused ops in
+/// one dispatch (and says so in its op kind), so a decode layer is seven
+/// dispatches instead of sixteen.
+pub(crate) struct FusedOps {
+    /// RMSNorm + q/k/v mat-vecs (and the final RMSNorm + LM head).
+    pub norm_matvec: NormMatVec,
+    /// RMSNorm + gate/up mat-vecs + SiLU·mul.
+    pub norm_matvec_silu: NormMatVecSiluMul,
+    /// o_proj and down_proj adding into the residual stream.
+    pub matvec_add: MatVecAdd,
+    /// RoPE on q and k + the KV-cache append.
+    pub rope_append: RopeAppend,
 }
 
 impl Ops {
@@ -72,6 +95,13 @@ impl Ops {
             argmax: Argmax::new(&registry, device)?,
             copy: CopyOp::new(&registry, device)?,
             sample: Sample::new(&registry, device),
+            fused: FusedOps {
+                norm_matvec: NormMatVec::new(&registry, device, dtype)?,
+                norm_matvec_silu: NormMatVecSiluMul::new(&registry, device, dtype)?,
+                matvec_add: MatVecAdd::new(&registry, device, dtype)?,
+                rope_append: RopeAppend::new(&registry, device, dtype)?,
+            },
+            fusion: true,
         })
     }
 }
@@ -82,6 +112,7 @@ impl Ops {
     pub fn set_kv_dtype(&mut self, device: &Device, weight_dtype: DType, kv_dtype: DType) -> Result<()> {
         let registry = kernelscope::ops::registry();
         self.kv_append = KvAppend::new(&registry, device, kv_dtype)?;
+        self.fused.rope_append = RopeAppend::new(&registry, device, kv_dtype)?;
         self.attention = Attention::new(&registry, device, kv_dtype)?;
         self.prefill_attention = PrefillAttention::new(&registry, device, kv_dtype, weight_dtype)?;
         self.kv_dtype = kv_dtype;
@@ -107,7 +138,10 @@ pub(crate) struct State {
     pub hidden: Buffer,
     /// `[hidden]` RMSNorm output.
     pub normed: Buffer,
-    /// `[q]`, `[kv]`, `[kv]` this position's projections.
+    /// `[q + 2 kv]` this position's projections, one after another, so the
+    /// fused kernel writes all three as one output.
+    pub projections: Buffer,
+    /// `[q]`, `[kv]`, `[kv]` views of `projections`.
     pub query: Buffer,
     pub key: Buffer,
     pub value: Buffer,
@@ -136,14 +170,17 @@ impl State {
     pub fn new(config: &Config, device: &Device) -> Result<State> {
         let f32_buffer = |len: usize| device.alloc(DType::F32, &[len]);
         let frequencies = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling);
+        let (q, kv) = (config.q_dim(), config.kv_dim());
+        let projections = f32_buffer(q + 2 * kv)?;
         Ok(State {
             step: device.alloc(DType::U32, &[2])?,
             next_token: device.alloc(DType::U32, &[1])?,
             hidden: f32_buffer(config.hidden_size)?,
             normed: f32_buffer(config.hidden_size)?,
-            query: f32_buffer(config.q_dim())?,
-            key: f32_buffer(config.kv_dim())?,
-            value: f32_buffer(config.kv_dim())?,
+            query: projections.slice(0, q)?,
+            key: projections.slice(q, kv)?,
+            value: projections.slice(q + kv, kv)?,
+            projections,
             attention: f32_buffer(config.q_dim())?,
             projected: f32_buffer(config.hidden_size)?,
             gate: f32_buffer(config.intermediate_size)?,

@@ -13,13 +13,14 @@ pub(super) fn argmax(args: &KernelArgs<'_>) -> Result<()> {
     Ok(())
 }
 
-/// The first index of the largest value.
+/// The first index of the largest value; NaN never wins, and with no
+/// number at all the answer is 0 (as the CUDA kernels answer).
 pub(crate) fn first_max_index(values: &[f32]) -> usize {
-    let mut best = 0;
+    let mut best: Option<usize> = None;
     for (index, value) in values.iter().enumerate() {
-        if *value > values[best] || values[best].is_nan() {
-            best = index;
+        if !value.is_nan() && best.is_none_or(|best| *value > values[best]) {
+            best = Some(index);
         }
     }
-    best
+    best.unwrap_or(0)
 }

@@ -1,4 +1,5 @@
-//! CPU reference of mat-vec: rows in parallel, each an 8-lane f32 dot.
+//! CPU references of mat-vec and of mat-vec with the residual add: rows in
+//! parallel, each an 8-lane f32 dot.
 
 use rayon::prelude::*;
 
@@ -13,6 +14,17 @@ const ROWS_PER_TASK: usize = 16;
 
 /// `out` f32 `[n]` = `weight` `[n, k]` · `x` f32 `[k]`.
 pub(super) fn matvec<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
+    each_row::<W>(args, |out, dot| *out = dot)
+}
+
+/// `out` f32 `[n]` += `weight` `[n, k]` · `x` f32 `[k]` (the residual
+/// variant declares the same argument positions, with `out` read-written).
+pub(super) fn matvec_add<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
+    each_row::<W>(args, |out, dot| *out += dot)
+}
+
+/// Calls `store(out[row], weight[row] · x)` for every row, rows in parallel.
+fn each_row<W: WeightElement>(args: &KernelArgs<'_>, store: impl Fn(&mut f32, f32) + Sync) -> Result<()> {
     let weight = args.input::<W>(WEIGHT)?;
     let x = args.input::<f32>(X)?;
     let out = args.output::<f32>(OUT)?;
@@ -23,7 +35,7 @@ pub(super) fn matvec<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
             let first_row = task * ROWS_PER_TASK;
             for (offset, value) in chunk.iter_mut().enumerate() {
                 let row = first_row + offset;
-                *value = dot(&weight[row * k..(row + 1) * k], x);
+                store(value, dot(&weight[row * k..(row + 1) * k], x));
             }
         });
     Ok(())

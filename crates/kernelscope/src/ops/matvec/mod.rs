@@ -1,9 +1,12 @@
 //! Matrix times vector, the decode-time projection: `out[n] = W[n, k] · x[k]`
 //! with W in the checkpoint's dtype and f32 accumulation. It dominates a
 //! decode step (every weight byte is read once per token), so the CPU
-//! version splits rows across threads.
+//! version splits rows across threads. `residual` is the same mat-vec with
+//! the residual add in its epilogue; the RMSNorm-fused forms live in
+//! `ops::norm_matvec` and share this folder's CUDA core (`rows.cuh`).
 
 mod cpu;
+pub mod residual;
 
 use super::{Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels};
 use crate::error::Result;
@@ -15,7 +18,51 @@ kernel_arguments! { WEIGHT: "weight" Read, X: "x" Read, OUT: "out" Write, N: "n"
 
 /// Registers `matvec_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
-    register_weight_kernels!(registry, "matvec", matvec, include_str!("matvec.cu"));
+    register_weight_kernels!(registry, "matvec", matvec, &with_core(include_str!("matvec.cu")));
+}
+
+/// The shared mat-vec core (`rows.cuh`) followed by one kernel file: what
+/// every mat-vec kernel, fused or not, is compiled from.
+pub(crate) fn with_core(kernel_source: &str) -> String {
+    format!("{}\n{kernel_source}", include_str!("rows.cuh"))
+}
+
+/// Threads per block of every mat-vec kernel (`MATVEC_THREADS` in
+/// `rows.cuh`): eight warps, each computing whole rows.
+pub(crate) const THREADS: u32 = 256;
+/// Warps of a block.
+const WARPS: usize = THREADS as usize / 32;
+
+/// Warps sharing one row of a matrix of `rows` rows (`warps_per_row` in
+/// `rows.cuh`, which can split a row's k over several warps): one, since
+/// the split measured slower on an H200 (docs/PERF.md).
+pub(crate) fn warps_per_row(_rows: usize) -> usize {
+    1
+}
+
+/// The grid for `rows` rows: one group of rows per block (a row per warp,
+/// or per few warps), or, past `most_blocks` blocks, that many blocks
+/// walking the groups grid-stride (the kernels loop).
+pub(crate) fn grid(rows: usize, most_blocks: usize, shared_memory_bytes: u32) -> LaunchGrid {
+    let rows_per_block = WARPS / warps_per_row(rows);
+    LaunchGrid {
+        blocks: [rows.div_ceil(rows_per_block).clamp(1, most_blocks) as u32, 1, 1],
+        threads_per_block: [THREADS, 1, 1],
+        shared_memory_bytes,
+    }
+}
+
+/// The most blocks a plain mat-vec launches: enough for every row of the
+/// largest projection to have its own warp on today's GPUs (one resident
+/// wave of 8-warp blocks on 132 SMs is about 1,000), beyond which warps loop.
+const MOST_BLOCKS: usize = 4096;
+
+/// The bytes and flops of `out[n] = W[n, k] · x[k]` with weights of `dtype`.
+pub(crate) fn cost(n: usize, k: usize, dtype: DType) -> (u64, u64) {
+    (
+        bytes_of(n * k, dtype) + bytes_of(n + k, DType::F32),
+        2 * (n * k) as u64,
+    )
 }
 
 /// The mat-vec op for one weight dtype.
@@ -46,6 +93,7 @@ impl MatVec {
         expect("matvec", "weight", weight, self.dtype, &[n, k])?;
         expect("matvec", "input", x, DType::F32, &[k])?;
         expect("matvec", "output", out, DType::F32, &[n])?;
+        let (bytes, flops) = cost(n, k, self.dtype);
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(WEIGHT, weight)
@@ -54,11 +102,8 @@ impl MatVec {
                 .scalar(N, n as u32)
                 .scalar(K, k as u32)
                 .dispatch(&self.kernel)?
-                .grid(LaunchGrid::linear(n * 32, 256))
-                .cost(
-                    bytes_of(n * k, self.dtype) + bytes_of(n + k, DType::F32),
-                    2 * (n * k) as u64,
-                )
+                .grid(grid(n, MOST_BLOCKS, 0))
+                .cost(bytes, flops)
                 .op_kind(OpKind::MatVec),
         )
     }

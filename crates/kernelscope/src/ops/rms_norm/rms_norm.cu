@@ -3,22 +3,6 @@
 // stored in the output's dtype, rounded to nearest even. Rows whose length
 // is a multiple of 4 on aligned pointers move 4 elements per load and store,
 // so a 4096-wide row is one float4 per thread of a 1024-thread block.
-__device__ __forceinline__ void load4(const float* p, float v[4]) {
-    float4 q = *(const float4*)p;
-    v[0] = q.x; v[1] = q.y; v[2] = q.z; v[3] = q.w;
-}
-__device__ __forceinline__ void load4(const bf16* p, float v[4]) {
-    uint2 q = *(const uint2*)p;
-    v[0] = __uint_as_float(q.x << 16); v[1] = __uint_as_float(q.x & 0xffff0000u);
-    v[2] = __uint_as_float(q.y << 16); v[3] = __uint_as_float(q.y & 0xffff0000u);
-}
-__device__ __forceinline__ void load4(const f16* p, float v[4]) {
-    uint2 q = *(const uint2*)p;
-    f16 h[4] = {{(unsigned short)(q.x & 0xffffu)}, {(unsigned short)(q.x >> 16)},
-                {(unsigned short)(q.y & 0xffffu)}, {(unsigned short)(q.y >> 16)}};
-    for (int j = 0; j < 4; ++j) v[j] = to_f32(h[j]);
-}
-
 __device__ __forceinline__ void store4(float* p, const float v[4]) {
     float4 q;
     q.x = v[0]; q.y = v[1]; q.z = v[2]; q.w = v[3];

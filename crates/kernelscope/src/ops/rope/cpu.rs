@@ -17,7 +17,6 @@ pub(super) fn rope(args: &KernelArgs<'_>) -> Result<()> {
     let (first, rows) = (args.u32(FIRST)? as usize, args.u32(ROWS)? as usize);
     let heads = args.u32(HEADS)? as usize;
     let head_dim = (args.u32(HEAD_DIM)? as usize).max(2);
-    let half = head_dim / 2;
     let attention_scaling = args.f32(ATTENTION_SCALING)?;
     let positions = positions
         .get(first..first + rows)
@@ -33,20 +32,35 @@ pub(super) fn rope(args: &KernelArgs<'_>) -> Result<()> {
         .iter()
         .zip(x.chunks_exact_mut((heads * head_dim).max(1)))
     {
-        let position = position as f32;
-        let rotations: Vec<(f32, f32)> = inverse_frequencies
-            .iter()
-            .map(|f| (position * f).sin_cos())
-            .map(|(s, c)| (c * attention_scaling, s * attention_scaling))
-            .collect();
+        let rotations = rotations(position, inverse_frequencies, attention_scaling);
         for head in row.chunks_exact_mut(head_dim) {
-            let (first_half, second_half) = head.split_at_mut(half);
-            for ((a, b), (cos, sin)) in first_half.iter_mut().zip(second_half.iter_mut()).zip(&rotations) {
-                let (x0, x1) = (*a, *b);
-                *a = x0 * cos - x1 * sin;
-                *b = x1 * cos + x0 * sin;
-            }
+            rotate(head, &rotations);
         }
     }
     Ok(())
+}
+
+/// `(cos, sin)` of `position · inv_freq[i]` for each frequency, both
+/// multiplied by `attention_scaling`.
+pub(crate) fn rotations(
+    position: u32,
+    inverse_frequencies: &[f32],
+    attention_scaling: f32,
+) -> Vec<(f32, f32)> {
+    let position = position as f32;
+    inverse_frequencies
+        .iter()
+        .map(|f| (position * f).sin_cos())
+        .map(|(s, c)| (c * attention_scaling, s * attention_scaling))
+        .collect()
+}
+
+/// Rotates one head in place, rotate-half layout.
+pub(crate) fn rotate(head: &mut [f32], rotations: &[(f32, f32)]) {
+    let (first_half, second_half) = head.split_at_mut(head.len() / 2);
+    for ((a, b), (cos, sin)) in first_half.iter_mut().zip(second_half.iter_mut()).zip(rotations) {
+        let (x0, x1) = (*a, *b);
+        *a = x0 * cos - x1 * sin;
+        *b = x1 * cos + x0 * sin;
+    }
 }

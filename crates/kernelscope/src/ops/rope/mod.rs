@@ -4,7 +4,7 @@
 //! prefill a chunk of the prompt's tokens). The inverse frequencies are computed once on the host
 //! ([`inverse_frequencies`]), including the `rope_scaling` of linear, Llama-3 and YaRN checkpoints.
 
-mod cpu;
+pub(crate) mod cpu;
 
 use super::{Arguments, bytes_of, expect, expect_rows, kernel_arguments, rows_of};
 use crate::error::Result;

@@ -1,0 +1,140 @@
+//! RoPE and the KV-cache append of one decode position in one dispatch:
+//! the query rotated in place, the key rotated on its way into the key
+//! cache, the value copied into the value cache (three dispatches unfused:
+//! RoPE on the query, RoPE on the key, KV append). Declared as both op kinds
+//! it covers ([`OpKind::RopeCopy`]). A prefill chunk keeps the separate ops,
+//! which take many rows.
+
+mod cpu;
+
+use super::attention::Heads;
+use super::rope::RopeFrequencies;
+use super::{
+    Arguments, WEIGHT_DTYPES, bytes_of, expect, expect_indices, expect_kv_caches, kernel_arguments,
+    kernel_for, register_weight_kernels,
+};
+use crate::error::{Error, Result};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+use cpu::rope_append;
+
+kernel_arguments! {
+    QUERY: "query" ReadWrite,
+    KEY: "key" Read,
+    VALUE: "value" Read,
+    KEY_CACHE: "key_cache" ReadWrite,
+    VALUE_CACHE: "value_cache" ReadWrite,
+    INVERSE_FREQUENCIES: "inverse_frequencies" Read,
+    POSITIONS: "positions" Read,
+    FIRST: "first" U32,
+    MAX_POSITIONS: "max_positions" U32,
+    QUERY_HEADS: "query_heads" U32,
+    KV_HEADS: "kv_heads" U32,
+    HEAD_DIM: "head_dim" U32,
+    ATTENTION_SCALING: "attention_scaling" F32,
+}
+
+/// Registers `rope_append_<cache dtype>`.
+pub fn register(registry: &mut KernelRegistry) {
+    register_weight_kernels!(
+        registry,
+        "rope_append",
+        rope_append,
+        include_str!("rope_append.cu")
+    );
+}
+
+/// The fused RoPE and KV-append op for one cache dtype.
+#[derive(Clone, Debug)]
+pub struct RopeAppend {
+    kernel: Kernel,
+    cache_dtype: DType,
+}
+
+impl RopeAppend {
+    /// The op writing caches of `cache_dtype` (f32, f16 or bf16) on `device`.
+    pub fn new(registry: &KernelRegistry, device: &Device, cache_dtype: DType) -> Result<Self> {
+        if !WEIGHT_DTYPES.contains(&cache_dtype) {
+            return Err(Error::KernelMissing {
+                name: format!("rope_append_{cache_dtype}"),
+                backend: device.backend(),
+                workaround: format!("the KV cache holds f32, f16 or bf16, not {cache_dtype}"),
+            });
+        }
+        Ok(RopeAppend {
+            kernel: kernel_for(registry, device, "rope_append", cache_dtype)?,
+            cache_dtype,
+        })
+    }
+
+    /// Rotates `query` f32 `[heads.query, head_dim]` in place and stores the
+    /// rotated `key` and the `value` (f32 `[heads.key_value, head_dim]`) at
+    /// position `positions[first]` of the caches `[max_positions, kv_dim]`;
+    /// `heads.dim` must be twice the number of inverse frequencies.
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode(
+        &self,
+        encoder: &mut CommandEncoder,
+        query: &Buffer,
+        key: &Buffer,
+        value: &Buffer,
+        key_cache: &Buffer,
+        value_cache: &Buffer,
+        frequencies: &RopeFrequencies,
+        positions: &Buffer,
+        first: usize,
+        heads: Heads,
+    ) -> Result<()> {
+        const OP: &str = "rope_append";
+        let inverse_frequencies = &frequencies.inverse_frequencies;
+        let half = inverse_frequencies.len();
+        let head_dim = 2 * half;
+        heads.check(OP)?;
+        if heads.dim != head_dim {
+            return Err(Error::ShapeMismatch {
+                context: format!("{OP} head dimension against twice the inverse frequencies"),
+                expected: vec![head_dim],
+                found: vec![heads.dim],
+            });
+        }
+        let kv_dim = heads.key_value * head_dim;
+        expect(
+            OP,
+            "inverse frequencies",
+            inverse_frequencies,
+            DType::F32,
+            &[half],
+        )?;
+        expect(OP, "query", query, DType::F32, &[heads.query, head_dim])?;
+        expect(OP, "key", key, DType::F32, &[heads.key_value, head_dim])?;
+        expect(OP, "value", value, DType::F32, &[heads.key_value, head_dim])?;
+        let max_positions = expect_kv_caches(OP, key_cache, value_cache, self.cache_dtype, kv_dim)?;
+        expect_indices(OP, "positions", positions, first, 1)?;
+        let rotated = (heads.query + heads.key_value) * half;
+        encoder.dispatch(
+            Arguments::new(ARGUMENTS)
+                .buffer(QUERY, query)
+                .buffer(KEY, key)
+                .buffer(VALUE, value)
+                .buffer(KEY_CACHE, key_cache)
+                .buffer(VALUE_CACHE, value_cache)
+                .buffer(INVERSE_FREQUENCIES, inverse_frequencies)
+                .buffer(POSITIONS, positions)
+                .scalar(FIRST, first as u32)
+                .scalar(MAX_POSITIONS, max_positions as u32)
+                .scalar(QUERY_HEADS, heads.query as u32)
+                .scalar(KV_HEADS, heads.key_value as u32)
+                .scalar(HEAD_DIM, head_dim as u32)
+                .scalar(ATTENTION_SCALING, frequencies.attention_scaling)
+                .dispatch(&self.kernel)?
+                .grid(LaunchGrid::linear(rotated + kv_dim, 128))
+                .cost(
+                    bytes_of(2 * query.len() + 2 * kv_dim + half, DType::F32)
+                        + bytes_of(2 * kv_dim, self.cache_dtype)
+                        + 4,
+                    6 * (query.len() + kv_dim) as u64,
+                )
+                .op_kind(OpKind::RopeCopy),
+        )
+    }
+}

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Produces the decode figures of docs/PERF.md (fused kernels, roofline,
+# profiling overhead, cross-check) on the GPU machine, kscope and PyTorch in
+# one run: run from the repository root there, with the bundle from
+# `bash tools/gpu/bundle.sh` in .gpu/. Logs go to $OUT.
+#   bash tools/gpu/decode_run.sh [sections...]
+# Sections (default: all): models bench torch overhead profile
+set -u
+out=${OUT:-/tmp/perf}
+mkdir -p "$out"
+export PATH="$PWD/.gpu/bin:$PATH"
+sections=("$@")
+[ ${#sections[@]} -gt 0 ] || sections=(models bench torch overhead profile)
+want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
+presets=(llama-3.2-1b llama-3-8b)
+bench() { timeout 400 kscope bench --device cuda --quiet "$@" 2>>"$out/stderr.txt"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+if want models; then
+  for preset in "${presets[@]}"; do
+    [ -f "/tmp/models/$preset/model.safetensors" ] ||
+      timeout 400 kscope gen-model --preset "$preset" --out "/tmp/models/$preset" --quiet --force
+  done
+fi
+if want bench; then
+  for preset in "${presets[@]}"; do
+    echo "== $preset tg128: kscope fused, then unfused (graph)" | tee -a "$out/bench.md"
+    bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 | tee -a "$out/bench.md"
+    bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 --unfused --bandwidth-mib 0 | tee -a "$out/bench.md"
+  done
+fi
+if want torch; then
+  for preset in "${presets[@]}"; do
+    echo "== $preset tg128: pytorch compiled (static cache, reduce-overhead)" | tee -a "$out/bench.md"
+    timeout 500 python3 tools/reference/hf_bench.py --model "/tmp/models/$preset" --device cuda --dtype bfloat16 \
+      -p 0 -n 128 -r 5 --compile 2>>"$out/stderr.txt" | tee -a "$out/bench.md"
+  done
+fi
+if want overhead; then
+  for preset in "${presets[@]}"; do
+    for level in off dispatch off dispatch; do
+      echo "== overhead $preset profile=$level (graph)" | tee -a "$out/overhead.md"
+      bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 --profile "$level" --bandwidth-mib 0 |
+        grep -E "tg128|warning" | tee -a "$out/overhead.md"
+    done
+  done
+fi
+if want profile; then
+  timeout 120 kscope run --device cuda --profile --max-tokens 32 --quiet > "$out/run_profile_tiny.txt" 2>&1
+  for preset in "${presets[@]}"; do
+    for fusion in fused unfused; do
+      flag=""
+      [ "$fusion" = unfused ] && flag=--unfused
+      timeout 300 kscope run --model "/tmp/models/$preset" --device cuda --profile --max-tokens 32 --quiet $flag \
+        --profile-json "$out/$preset.$fusion.json" --force > "$out/run_profile_$preset.$fusion.txt" 2>&1
+    done
+    timeout 60 kscope compare "$out/$preset.unfused.json" "$out/$preset.fused.json" > "$out/compare_$preset.txt" 2>&1
+  done
+  grep -H -A1 "^cross-check" "$out"/run_profile_*.txt
+fi
