@@ -89,22 +89,37 @@ impl MatVec {
         x: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
-        let [n, k] = dimensions("matvec", "weight", weight)?;
-        expect("matvec", "weight", weight, self.dtype, &[n, k])?;
-        expect("matvec", "input", x, DType::F32, &[k])?;
-        expect("matvec", "output", out, DType::F32, &[n])?;
+        let (dispatch, [n, k]) =
+            checked_dispatch("matvec", ARGUMENTS, &self.kernel, self.dtype, weight, x, out)?;
         let (bytes, flops) = cost(n, k, self.dtype);
-        encoder.dispatch(
-            Arguments::new(ARGUMENTS)
-                .buffer(WEIGHT, weight)
-                .buffer(X, x)
-                .buffer(OUT, out)
-                .scalar(N, n as u32)
-                .scalar(K, k as u32)
-                .dispatch(&self.kernel)?
-                .grid(grid(n, MOST_BLOCKS, 0))
-                .cost(bytes, flops)
-                .op_kind(OpKind::MatVec),
-        )
+        encoder.dispatch(dispatch.cost(bytes, flops).op_kind(OpKind::MatVec))
     }
+}
+
+/// The checked operands of a mat-vec (`weight` `[n, k]` of `dtype`, `x`
+/// f32 `[k]`, `out` f32 `[n]`) placed by `declared` (the plain or the
+/// residual list, which share positions) into a dispatch of `kernel` on the
+/// mat-vec grid, with `[n, k]`; the caller adds the cost and op kind.
+pub(crate) fn checked_dispatch(
+    op: &str,
+    declared: &'static [crate::ops::Argument],
+    kernel: &Kernel,
+    dtype: DType,
+    weight: &Buffer,
+    x: &Buffer,
+    out: &Buffer,
+) -> Result<(crate::runtime::Dispatch, [usize; 2])> {
+    let [n, k] = dimensions(op, "weight", weight)?;
+    expect(op, "weight", weight, dtype, &[n, k])?;
+    expect(op, "input", x, DType::F32, &[k])?;
+    expect(op, "output", out, DType::F32, &[n])?;
+    let dispatch = Arguments::new(declared)
+        .buffer(WEIGHT, weight)
+        .buffer(X, x)
+        .buffer(OUT, out)
+        .scalar(N, n as u32)
+        .scalar(K, k as u32)
+        .dispatch(kernel)?
+        .grid(grid(n, MOST_BLOCKS, 0));
+    Ok((dispatch, [n, k]))
 }

@@ -4,16 +4,17 @@
 //! then add). Declared as both op kinds it covers ([`OpKind::MatVecElemAdd`]).
 
 use super::cpu::matvec_add;
-use super::{MOST_BLOCKS, cost, grid, with_core};
+use super::{checked_dispatch, cost, with_core};
 use crate::error::Result;
-use crate::ops::{Arguments, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels};
+use crate::ops::{kernel_arguments, kernel_for, register_weight_kernels};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind};
 
 kernel_arguments! { WEIGHT: "weight" Read, X: "x" Read, OUT: "out" ReadWrite, N: "n" U32, K: "k" U32 }
 
-// The CPU reference is shared with the plain mat-vec, which reads the same
-// positions.
-const _: () = assert!(WEIGHT == super::WEIGHT && X == super::X && OUT == super::OUT && K == super::K);
+// The CPU reference and the dispatch's checks are shared with the plain
+// mat-vec, which places its arguments at the same positions.
+const _: () =
+    assert!(WEIGHT == super::WEIGHT && X == super::X && OUT == super::OUT && N == super::N && K == super::K);
 
 /// Registers `matvec_add_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -49,21 +50,12 @@ impl MatVecAdd {
         x: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
-        let [n, k] = dimensions("matvec_add", "weight", weight)?;
-        expect("matvec_add", "weight", weight, self.dtype, &[n, k])?;
-        expect("matvec_add", "input", x, DType::F32, &[k])?;
-        expect("matvec_add", "output", out, DType::F32, &[n])?;
+        let (dispatch, [n, k]) =
+            checked_dispatch("matvec_add", ARGUMENTS, &self.kernel, self.dtype, weight, x, out)?;
         let (bytes, flops) = cost(n, k, self.dtype);
+        // The output is read as well as written: n more f32.
         encoder.dispatch(
-            Arguments::new(ARGUMENTS)
-                .buffer(WEIGHT, weight)
-                .buffer(X, x)
-                .buffer(OUT, out)
-                .scalar(N, n as u32)
-                .scalar(K, k as u32)
-                .dispatch(&self.kernel)?
-                .grid(grid(n, MOST_BLOCKS, 0))
-                // The output is read as well as written: n more f32.
+            dispatch
                 .cost(bytes + 4 * n as u64, flops + n as u64)
                 .op_kind(OpKind::MatVecElemAdd),
         )

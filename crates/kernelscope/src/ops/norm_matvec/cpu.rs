@@ -5,6 +5,7 @@
 use rayon::prelude::*;
 
 use crate::error::Result;
+use crate::ops::rms_norm::cpu::scale_of;
 use crate::ops::{WeightElement, dot};
 use crate::runtime::KernelArgs;
 
@@ -13,8 +14,7 @@ const ROWS_PER_TASK: usize = 16;
 
 /// `rmsnorm(x) * norm_weight` as the RMSNorm op computes it, in f32.
 fn normed<W: WeightElement>(x: &[f32], norm_weight: &[W], eps: f32) -> Vec<f32> {
-    let mean_square = x.iter().map(|v| v * v).sum::<f32>() / x.len().max(1) as f32;
-    let scale = 1.0 / (mean_square + eps).sqrt();
+    let scale = scale_of(x, eps);
     x.iter()
         .zip(norm_weight)
         .map(|(v, w)| v * scale * w.to_f32())

@@ -16,11 +16,17 @@ pub(super) fn rms_norm<W: WeightElement, O: WeightElement>(args: &KernelArgs<'_>
     let eps = args.f32(EPS)?;
     let n = (args.u32(N)? as usize).max(1);
     for (source, destination) in x.chunks_exact(n).zip(out.chunks_exact_mut(n)) {
-        let mean_square = source.iter().map(|v| v * v).sum::<f32>() / n as f32;
-        let scale = 1.0 / (mean_square + eps).sqrt();
+        let scale = scale_of(source, eps);
         for ((o, v), w) in destination.iter_mut().zip(source).zip(weight) {
             *o = O::from_f32(v * scale * w.to_f32());
         }
     }
     Ok(())
+}
+
+/// `1 / sqrt(mean(x²) + eps)` of one row, in f32: the factor RMSNorm
+/// multiplies it by (shared with the fused norm-and-mat-vec reference).
+pub(crate) fn scale_of(row: &[f32], eps: f32) -> f32 {
+    let mean_square = row.iter().map(|v| v * v).sum::<f32>() / row.len().max(1) as f32;
+    1.0 / (mean_square + eps).sqrt()
 }

@@ -6,7 +6,7 @@
 //! name decode has always used), `rms_norm_<weight>_<out>` a narrowed output
 //! (`rms_norm_bf16_bf16`, `rms_norm_f16_f16`).
 
-mod cpu;
+pub(crate) mod cpu;
 
 use std::sync::Arc;
 
