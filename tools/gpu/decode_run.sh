@@ -4,13 +4,13 @@
 # one run: run from the repository root there, with the bundle from
 # `bash tools/gpu/bundle.sh` in .gpu/. Logs go to $OUT.
 #   bash tools/gpu/decode_run.sh [sections...]
-# Sections (default: all): models bench torch overhead profile
+# Sections (default: all): models bench torch overhead profile calibrate
 set -u
 out=${OUT:-/tmp/perf}
 mkdir -p "$out"
 export PATH="$PWD/.gpu/bin:$PATH"
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(models bench torch overhead profile)
+[ ${#sections[@]} -gt 0 ] || sections=(models bench torch overhead profile calibrate)
 want() { [[ " ${sections[*]} " == *" $1 "* ]]; }
 presets=(llama-3.2-1b llama-3-8b)
 bench() { timeout 400 kscope bench --device cuda --quiet "$@" 2>>"$out/stderr.txt"; }
@@ -23,29 +23,37 @@ if want models; then
 fi
 if want bench; then
   for preset in "${presets[@]}"; do
-    echo "== $preset tg128: kscope fused, then unfused (graph)" | tee -a "$out/bench.md"
+    echo "== $preset tg128: kscope fused, fused --early-launch, unfused, unfused --early-launch (graph)" |
+      tee -a "$out/bench.md"
     bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 | tee -a "$out/bench.md"
-    bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 --unfused --bandwidth-mib 0 | tee -a "$out/bench.md"
+    for flags in "--early-launch" "--unfused" "--unfused --early-launch"; do
+      # shellcheck disable=SC2086
+      bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 $flags --bandwidth-mib 0 --compute-size 0 |
+        tee -a "$out/bench.md"
+    done
   done
 fi
 if want torch; then
   for preset in "${presets[@]}"; do
     echo "== $preset tg128: pytorch compiled (static cache, reduce-overhead)" | tee -a "$out/bench.md"
-    timeout 500 python3 tools/reference/hf_bench.py --model "/tmp/models/$preset" --device cuda --dtype bfloat16 \
-      -p 0 -n 128 -r 5 --compile 2>>"$out/stderr.txt" | tee -a "$out/bench.md"
+    timeout 500 python3 -X faulthandler tools/reference/hf_bench.py --model "/tmp/models/$preset" --device cuda \
+      --dtype bfloat16 -p 0 -n 128 -r 5 --compile 2>>"$out/torch_stderr.txt" | tee -a "$out/bench.md"
+    echo "hf_bench exit status: ${PIPESTATUS[0]}" | tee -a "$out/bench.md"
   done
 fi
 if want overhead; then
   for preset in "${presets[@]}"; do
     for level in off dispatch off dispatch; do
       echo "== overhead $preset profile=$level (graph)" | tee -a "$out/overhead.md"
-      bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 --profile "$level" --bandwidth-mib 0 |
+      bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 --profile "$level" --bandwidth-mib 0 --compute-size 0 |
         grep -E "tg128|warning" | tee -a "$out/overhead.md"
     done
   done
 fi
 if want profile; then
   timeout 120 kscope run --device cuda --profile --max-tokens 32 --quiet > "$out/run_profile_tiny.txt" 2>&1
+  timeout 120 kscope run --device cuda --profile --max-tokens 32 --quiet --early-launch \
+    > "$out/run_profile_tiny.early.txt" 2>&1
   for preset in "${presets[@]}"; do
     for fusion in fused unfused; do
       flag=""
@@ -56,4 +64,7 @@ if want profile; then
     timeout 60 kscope compare "$out/$preset.unfused.json" "$out/$preset.fused.json" > "$out/compare_$preset.txt" 2>&1
   done
   grep -H -A1 "^cross-check" "$out"/run_profile_*.txt
+fi
+if want calibrate; then
+  timeout 300 kscope calibrate --device cuda | tee "$out/calibrate.md"
 fi

@@ -39,6 +39,11 @@ import statistics
 import sys
 import time
 
+# Inductor's static CUDA launcher crashed (SIGSEGV) replaying the compiled
+# decode step on an H200 (torch 2.11, transformers 5.17); Triton's own
+# launcher is used instead. Set before torch is imported.
+os.environ.setdefault("TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER", "0")
+
 try:
     import torch
     import transformers
@@ -89,8 +94,9 @@ def parse_args():
     parser.add_argument(
         "--compile",
         action="store_true",
-        help="decode with a static KV cache and torch.compile(mode='reduce-overhead'), "
-        "PyTorch's fastest batch-1 decode (tg only, at depth 0)",
+        help="decode through generate() with a static KV cache and the forward compiled "
+        "with torch.compile(mode='reduce-overhead'), transformers' fastest batch-1 decode "
+        "(tg only, at depth 0; rate = N / (time of N+1 tokens - time of 1 token))",
     )
     parser.add_argument("--output", choices=["md", "json"], default="md")
     parser.add_argument("--seed", type=int, default=0, help="seed of the prompt (default 0)")
@@ -138,7 +144,7 @@ def device_name(device):
 def load_model(model_dir, dtype_name, attn, device):
     model = AutoModelForCausalLM.from_pretrained(
         model_dir,
-        torch_dtype=getattr(torch, dtype_name),
+        dtype=getattr(torch, dtype_name),
         attn_implementation=attn,
     )
     model.to(device)
@@ -224,40 +230,45 @@ def time_text_generation(model, first_token, n_gen, cache, depth, device):
     return elapsed
 
 
-def compiled_step(model, n_gen, device):
-    """A compiled one-token decode step over a static cache of n_gen + 1
-    positions: (step(token, position) -> next token, the cache)."""
-    from transformers import StaticCache
+def compile_forward(model, first_token, device):
+    """transformers' own recipe for its fastest batch-1 decode: the forward
+    compiled with mode='reduce-overhead' (CUDA graphs) and a static KV cache
+    that `generate` allocates once and reuses."""
+    model.generation_config.cache_implementation = "static"
+    # One eager generate first: the static cache fills its tensors lazily, and
+    # tensors made inside a CUDA graph cannot be written in place afterwards.
+    time_generate(model, first_token, 2, device)
+    compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
 
-    wanted = {
-        "config": model.config,
-        "max_batch_size": 1,
-        "max_cache_len": n_gen + 1,
-        "device": device,
-        "dtype": model.dtype,
-    }
-    accepted = inspect.signature(StaticCache.__init__).parameters
-    cache = StaticCache(**{name: value for name, value in wanted.items() if name in accepted})
+    def forward(*args, **kwargs):
+        # Each call is a new step: outputs of the previous replay are dead.
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled(*args, **kwargs)
 
-    def step(token, position):
-        output = model(input_ids=token, past_key_values=cache, cache_position=position, use_cache=True)
-        return output.logits[:, -1].argmax(dim=-1, keepdim=True)
-
-    return torch.compile(step, mode="reduce-overhead", fullgraph=True), cache
+    model.forward = forward
 
 
-def time_compiled_generation(step, cache, first_token, n_gen, device):
-    """Seconds for n_gen compiled greedy decode steps after an untimed first step."""
-    cache.reset()
-    positions = [torch.tensor([i], device=device) for i in range(n_gen + 1)]
-    # Clone: a CUDA-graph output is overwritten by the next replay.
-    next_token = step(first_token, positions[0]).clone()
+def time_generate(model, first_token, new_tokens, device):
+    """Seconds for one greedy `generate` of exactly `new_tokens` tokens."""
     synchronize(device)
     start = time.perf_counter()
-    for i in range(n_gen):
-        next_token = step(next_token, positions[i + 1]).clone()
+    model.generate(
+        first_token,
+        attention_mask=torch.ones_like(first_token),
+        max_new_tokens=new_tokens,
+        min_new_tokens=new_tokens,
+        do_sample=False,
+        pad_token_id=0,
+    )
     synchronize(device)
     return time.perf_counter() - start
+
+
+def time_compiled_generation(model, first_token, n_gen, device):
+    """Seconds for n_gen compiled decode steps: a generate of n_gen + 1
+    tokens less one of 1 token (which holds the prompt's forward, the cache
+    set-up and the first token), so only decode steps remain."""
+    return time_generate(model, first_token, n_gen + 1, device) - time_generate(model, first_token, 1, device)
 
 
 def measure_rates(time_once, tokens, reps):
@@ -291,12 +302,13 @@ def run_tests(model, args, vocab_size, device):
         log(f"hf_bench: tg{args.n}{at_depth} ({args.r} reps + warm-up)")
         first_token = prompt_ids[:, :1]
         if args.compile:
-            log("hf_bench: compiling the decode step (static cache, reduce-overhead)")
-            step, static_cache = compiled_step(model, args.n, device)
+            log("hf_bench: compiling the forward (static cache, reduce-overhead)")
+            compile_forward(model, first_token, device)
             # Extra warm-ups: torch.compile records its CUDA graphs after a few calls.
-            time_compiled_generation(step, static_cache, first_token, args.n, device)
+            for _ in range(2):
+                time_compiled_generation(model, first_token, args.n, device)
             rates = measure_rates(
-                lambda: time_compiled_generation(step, static_cache, first_token, args.n, device),
+                lambda: time_compiled_generation(model, first_token, args.n, device),
                 args.n,
                 args.r,
             )

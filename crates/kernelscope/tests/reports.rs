@@ -260,6 +260,40 @@ fn compare_flags_counter_increases_exactly() {
 }
 
 #[test]
+fn compare_judges_concurrency_by_its_share_of_dispatches() {
+    let base = synthetic_profile(4, 1.0, 1);
+    let set = |profile: &mut Profile, dispatches: u64, concurrent: u64| {
+        for token in &mut profile.tokens {
+            token.counters.dispatches = dispatches;
+            token.counters.concurrent = concurrent;
+        }
+    };
+    let verdict_of = |base: &Profile, new: &Profile| {
+        let comparison = compare(base, new, 0.05, false).unwrap();
+        comparison
+            .rows
+            .iter()
+            .find(|row| row.key == "concurrent")
+            .unwrap()
+            .verdict
+    };
+    let mut unfused = base.clone();
+    set(&mut unfused, 277, 113);
+    // Fused: fewer dispatches, fewer independent ones, a larger share.
+    let mut fused = base.clone();
+    set(&mut fused, 116, 49);
+    assert_eq!(verdict_of(&unfused, &fused), Verdict::Improved);
+    // The same dispatches with fewer independent among them is a loss.
+    let mut serialised = base.clone();
+    set(&mut serialised, 277, 112);
+    assert_eq!(verdict_of(&unfused, &serialised), Verdict::Regressed);
+    // The same share is the same.
+    let mut doubled = base.clone();
+    set(&mut doubled, 554, 226);
+    assert_eq!(verdict_of(&unfused, &doubled), Verdict::Same);
+}
+
+#[test]
 fn compare_refuses_mismatched_conditions_unless_forced() {
     let base = synthetic_profile(4, 1.0, 1);
     let mut other = base.clone();

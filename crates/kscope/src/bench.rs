@@ -70,6 +70,12 @@ pub struct BenchArgs {
     /// reference path, for checking and for `kscope compare`.
     #[arg(long)]
     pub unfused: bool,
+    /// Let CUDA graphs launch each kernel early, under the previous
+    /// kernel's tail (programmatic dependent launch; GPUs of compute
+    /// capability 9.0 and later); by default each starts after the previous
+    /// one has finished.
+    #[arg(long)]
+    pub early_launch: bool,
     /// Size of the bandwidth probe in MiB, up to 16384 (0 skips the roofline).
     #[arg(long, default_value_t = 256, value_parser = numbers::count)]
     pub bandwidth_mib: usize,
@@ -118,7 +124,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         None
     };
     let compute = peak_compute(&args.model.device, args.compute_size)?;
-    let opened = args.model.open(DeviceOptions::new().profile(args.profile))?;
+    let mut options = DeviceOptions::new().profile(args.profile);
+    if args.early_launch {
+        options = options.early_launch();
+    }
+    let opened = args.model.open(options)?;
     let (device, mut model) = (opened.device, opened.model);
     model.set_fusion(!args.unfused);
     model.set_execution_mode(if args.eager {
@@ -192,8 +202,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                 ExecutionMode::Eager => "eager",
             };
             let kernels = if model.fusion() { "fused" } else { "unfused" };
+            let launch = if device.capabilities().early_launch_in_graphs {
+                "early (programmatic dependent launch)"
+            } else {
+                "serial"
+            };
             println!(
-                "mode: {mode}, decode kernels: {kernels}, profiling: {}",
+                "mode: {mode}, decode kernels: {kernels}, graph launches: {launch}, profiling: {}",
                 args.profile
             );
             println!("| model | backend | device | dtype | test | t/s | % of roofline |");
@@ -246,6 +261,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                         "dtype": dtype,
                         "mode": model.execution_mode().name(),
                         "fused": model.fusion(),
+                        "early_launch": device.capabilities().early_launch_in_graphs,
                         "profiling": args.profile.name(),
                         "test": test,
                         "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },

@@ -81,6 +81,12 @@ pub struct RunArgs {
     /// reference path, for checking and for `kscope compare`.
     #[arg(long)]
     pub unfused: bool,
+    /// Let CUDA graphs launch each kernel early, under the previous
+    /// kernel's tail (programmatic dependent launch; GPUs of compute
+    /// capability 9.0 and later); by default each starts after the previous
+    /// one has finished.
+    #[arg(long)]
+    pub early_launch: bool,
     /// Write the logits of every processed position as .npy (f32, [steps, vocab]).
     #[arg(long, value_name = "FILE")]
     pub logits_out: Option<PathBuf>,
@@ -159,6 +165,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if profiling {
         // The flags ask for a per-dispatch report: they win over KSCOPE_PROFILE.
         options = options.profile(ProfileLevel::Dispatch);
+    }
+    if args.early_launch {
+        options = options.early_launch();
     }
     // Peak bandwidth and compute for the report's roofline columns, each on
     // a separate handle without CUPTI, before the profiled device exists.

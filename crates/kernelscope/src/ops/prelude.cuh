@@ -35,6 +35,20 @@ __device__ __forceinline__ void from_f32(float value, f16* out) {
     out->bits = bits;
 }
 
+// Programmatic dependent launch (sm_90 and later): in a CUDA graph a kernel
+// may be launched while the kernel before it is still running, so that its
+// launch and block start-up hide under that kernel's tail. Every kernel's
+// first statement is this call (the launcher asks for the early launch only
+// for kernels whose source begins so): it returns once the previous kernel
+// has finished and its writes are visible, then lets the next kernel launch.
+// On older GPUs, and for kernels launched normally, it returns at once.
+__device__ __forceinline__ void wait_for_previous_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;

@@ -64,6 +64,55 @@ fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {
     kernels
 }
 
+/// Every `ops/<op>/<stem>.cu`: (op, stem, path, source).
+fn kernel_files() -> Vec<(String, String, std::path::PathBuf, String)> {
+    let ops_folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ops");
+    let mut files = Vec::new();
+    for folder in std::fs::read_dir(&ops_folder).unwrap() {
+        let folder = folder.unwrap().path();
+        if !folder.is_dir() {
+            continue;
+        }
+        let op = folder.file_name().unwrap().to_str().unwrap().to_string();
+        for file in std::fs::read_dir(&folder).unwrap() {
+            let file = file.unwrap().path();
+            if file.extension().is_none_or(|extension| extension != "cu") {
+                continue;
+            }
+            let stem = file.file_stem().unwrap().to_str().unwrap().to_string();
+            let source = std::fs::read_to_string(&file).unwrap();
+            files.push((op.clone(), stem, file, source));
+        }
+    }
+    files
+}
+
+/// Kernels launched normally, never early: the calibration spin, whose
+/// measured time must hold only its own work.
+const LAUNCHED_NORMALLY: [&str; 1] = ["spin_u32"];
+
+/// Every other kernel, as registered (prelude included), begins by waiting
+/// for the previous kernel, so that graphs may launch it early: a kernel
+/// added without the wait would run normally and quietly lose the overlap.
+#[test]
+fn every_kernel_but_the_calibration_spin_may_launch_early() {
+    let registry = registry();
+    let mut kernels = 0;
+    for (_, _, file, source) in kernel_files() {
+        for (kernel, _) in kernel_signatures(&source) {
+            let registered = registry.cuda_source(&kernel).expect("registered");
+            assert_eq!(
+                crate::runtime::early_launch::begins_by_waiting(registered, &kernel),
+                !LAUNCHED_NORMALLY.contains(&kernel.as_str()),
+                "{kernel} in {}: its first statement must be `wait_for_previous_kernel();` (see ops/prelude.cuh)",
+                file.display()
+            );
+            kernels += 1;
+        }
+    }
+    assert!(kernels > 80, "only {kernels} kernels found");
+}
+
 /// Whether a CUDA parameter type takes an argument of `kind`.
 fn spells(cuda_type: &str, kind: ArgumentKind) -> bool {
     match kind {
@@ -83,50 +132,36 @@ fn spells(cuda_type: &str, kind: ArgumentKind) -> bool {
 #[test]
 fn every_cuda_signature_matches_its_declared_arguments() {
     let registry = registry();
-    let ops_folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ops");
     let mut checked_ops = Vec::new();
-    for folder in std::fs::read_dir(&ops_folder).unwrap() {
-        let folder = folder.unwrap().path();
-        if !folder.is_dir() {
-            continue;
-        }
-        let op = folder.file_name().unwrap().to_str().unwrap().to_string();
-        for file in std::fs::read_dir(&folder).unwrap() {
-            let file = file.unwrap().path();
-            if file.extension().is_none_or(|extension| extension != "cu") {
-                continue;
-            }
-            let stem = file.file_stem().unwrap().to_str().unwrap().to_string();
-            let declared = DECLARED
-                .iter()
-                .find(|(name, file, _)| *name == op && *file == stem)
-                .unwrap_or_else(|| panic!("ops/{op}/{stem}.cu is not in this test's list"))
-                .2;
-            let source = std::fs::read_to_string(&file).unwrap();
-            let kernels = kernel_signatures(&source);
-            assert!(!kernels.is_empty(), "{} declares no kernel", file.display());
-            for (kernel, parameters) in kernels {
+    for (op, stem, file, source) in kernel_files() {
+        let declared = DECLARED
+            .iter()
+            .find(|(name, file, _)| *name == op && *file == stem)
+            .unwrap_or_else(|| panic!("ops/{op}/{stem}.cu is not in this test's list"))
+            .2;
+        let kernels = kernel_signatures(&source);
+        assert!(!kernels.is_empty(), "{} declares no kernel", file.display());
+        for (kernel, parameters) in kernels {
+            assert!(
+                registry.cuda_source(&kernel).is_some(),
+                "{kernel} in {} is not registered under that name",
+                file.display()
+            );
+            let names: Vec<&str> = parameters.iter().map(|(_, name)| name.as_str()).collect();
+            let declared_names: Vec<&str> = declared.iter().map(|argument| argument.name).collect();
+            assert_eq!(
+                names, declared_names,
+                "{kernel}'s parameters against ops/{op}'s ARGUMENTS"
+            );
+            for ((cuda_type, name), argument) in parameters.iter().zip(declared) {
                 assert!(
-                    registry.cuda_source(&kernel).is_some(),
-                    "{kernel} in {} is not registered under that name",
-                    file.display()
+                    spells(cuda_type, argument.kind),
+                    "{kernel}: `{cuda_type} {name}` does not take a {:?} argument",
+                    argument.kind
                 );
-                let names: Vec<&str> = parameters.iter().map(|(_, name)| name.as_str()).collect();
-                let declared_names: Vec<&str> = declared.iter().map(|argument| argument.name).collect();
-                assert_eq!(
-                    names, declared_names,
-                    "{kernel}'s parameters against ops/{op}'s ARGUMENTS"
-                );
-                for ((cuda_type, name), argument) in parameters.iter().zip(declared) {
-                    assert!(
-                        spells(cuda_type, argument.kind),
-                        "{kernel}: `{cuda_type} {name}` does not take a {:?} argument",
-                        argument.kind
-                    );
-                }
             }
-            checked_ops.push(op.clone());
         }
+        checked_ops.push(op.clone());
     }
     for (op, _, _) in DECLARED {
         assert!(

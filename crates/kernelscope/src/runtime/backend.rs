@@ -35,6 +35,10 @@ pub struct Capabilities {
     /// uses a mapped file's bytes in place (the CPU) rather than copying them
     /// into the device's memory, so loading weights needs no free device memory.
     pub maps_files_in_place: bool,
+    /// Whether graph replays launch kernels early, each starting while its
+    /// predecessor finishes (CUDA's programmatic dependent launch); a kernel
+    /// launched early is timed from its predecessor's end.
+    pub early_launch_in_graphs: bool,
 }
 
 /// The implementations registered for one kernel name, one per backend at

@@ -10,6 +10,7 @@ mod cuda;
 mod device;
 mod dispatch;
 mod dtype;
+pub(crate) mod early_launch;
 mod encoder;
 mod graph;
 mod kernel;

@@ -9,6 +9,7 @@ use crate::profile::ProfileLevel;
 pub struct DeviceOptions {
     pub(crate) profile: ProfileLevel,
     pub(crate) dispatch_timing_unsupported: Option<String>,
+    pub(crate) early_launch: bool,
 }
 
 impl DeviceOptions {
@@ -40,6 +41,18 @@ impl DeviceOptions {
     /// path and for measuring without per-dispatch overhead.
     pub fn without_dispatch_timing(mut self, reason: &str) -> Self {
         self.dispatch_timing_unsupported = Some(reason.to_string());
+        self
+    }
+
+    /// Lets CUDA graphs launch each kernel that begins by waiting for its
+    /// predecessor early, while that predecessor finishes (programmatic
+    /// dependent launch; GPUs of compute capability 9.0 and later), to hide
+    /// the launch and block start-up under its tail. Off by default: on an
+    /// H200 it sped up the unfused decode path but slowed the fused one
+    /// (docs/PERF.md); by default each kernel starts after the previous one
+    /// has finished.
+    pub fn early_launch(mut self) -> Self {
+        self.early_launch = true;
         self
     }
 }

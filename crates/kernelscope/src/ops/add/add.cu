@@ -7,6 +7,15 @@ __device__ void add(float* x, const W* y, u32 n, u32 columns) {
     if (i < n) x[i] += to_f32(y[i % columns]);
 }
 
-extern "C" __global__ void add_f32(float* x, const float* y, u32 n, u32 columns) { add(x, y, n, columns); }
-extern "C" __global__ void add_f16(float* x, const f16* y, u32 n, u32 columns) { add(x, y, n, columns); }
-extern "C" __global__ void add_bf16(float* x, const bf16* y, u32 n, u32 columns) { add(x, y, n, columns); }
+extern "C" __global__ void add_f32(float* x, const float* y, u32 n, u32 columns) {
+    wait_for_previous_kernel();
+    add(x, y, n, columns);
+}
+extern "C" __global__ void add_f16(float* x, const f16* y, u32 n, u32 columns) {
+    wait_for_previous_kernel();
+    add(x, y, n, columns);
+}
+extern "C" __global__ void add_bf16(float* x, const bf16* y, u32 n, u32 columns) {
+    wait_for_previous_kernel();
+    add(x, y, n, columns);
+}

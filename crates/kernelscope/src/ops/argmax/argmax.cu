@@ -5,6 +5,7 @@
 // to the smaller index, as torch.argmax. `partials` holds the counter, then
 // gridDim.x values (as bits), then gridDim.x indices.
 extern "C" __global__ void argmax_f32(const float* logits, u32* partials, u32* out, u32 n) {
+    wait_for_previous_kernel();
     __shared__ bool last;
     const u32 share = (n + gridDim.x - 1) / gridDim.x;
     const u32 start = min(n, blockIdx.x * share), end = min(n, start + share);

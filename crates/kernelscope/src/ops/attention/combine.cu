@@ -9,6 +9,7 @@
 #define COMBINE_WARPS 8
 extern "C" __global__ void attention_combine_f32(const float* partials, float* out, u32 query_heads, u32 dim,
                                                 u32 splits) {
+    wait_for_previous_kernel();
     __shared__ float values[COMBINE_WARPS][32];
     __shared__ float totals[COMBINE_WARPS];
     u32 head = blockIdx.x;

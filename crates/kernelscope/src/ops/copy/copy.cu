@@ -3,6 +3,7 @@
 // not instruction issue; the odd tail word by word.
 // The word count is 64-bit: a 16 GiB buffer already holds 2^32 words.
 extern "C" __global__ void copy_bytes(const u32* source, u32* destination, unsigned long long words) {
+    wait_for_previous_kernel();
     size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     size_t vectors = 0;

@@ -18,13 +18,16 @@ __device__ void embedding(const W* table, const u32* tokens, float* out, u32 fir
 
 extern "C" __global__ void embedding_f32(const float* table, const u32* tokens, float* out, u32 first, u32 rows,
                                          u32 vocab, u32 hidden) {
+    wait_for_previous_kernel();
     embedding(table, tokens, out, first, rows, vocab, hidden);
 }
 extern "C" __global__ void embedding_f16(const f16* table, const u32* tokens, float* out, u32 first, u32 rows,
                                          u32 vocab, u32 hidden) {
+    wait_for_previous_kernel();
     embedding(table, tokens, out, first, rows, vocab, hidden);
 }
 extern "C" __global__ void embedding_bf16(const bf16* table, const u32* tokens, float* out, u32 first, u32 rows,
                                           u32 vocab, u32 hidden) {
+    wait_for_previous_kernel();
     embedding(table, tokens, out, first, rows, vocab, hidden);
 }

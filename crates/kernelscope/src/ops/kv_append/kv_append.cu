@@ -17,13 +17,16 @@ __device__ void kv_append(const float* key, const float* value, C* key_cache, C*
 
 extern "C" __global__ void kv_append_f32(const float* key, const float* value, float* key_cache, float* value_cache,
                                         const u32* positions, u32 first, u32 rows, u32 max_positions, u32 kv_dim) {
+    wait_for_previous_kernel();
     kv_append(key, value, key_cache, value_cache, positions, first, rows, max_positions, kv_dim);
 }
 extern "C" __global__ void kv_append_f16(const float* key, const float* value, f16* key_cache, f16* value_cache,
                                         const u32* positions, u32 first, u32 rows, u32 max_positions, u32 kv_dim) {
+    wait_for_previous_kernel();
     kv_append(key, value, key_cache, value_cache, positions, first, rows, max_positions, kv_dim);
 }
 extern "C" __global__ void kv_append_bf16(const float* key, const float* value, bf16* key_cache, bf16* value_cache,
                                          const u32* positions, u32 first, u32 rows, u32 max_positions, u32 kv_dim) {
+    wait_for_previous_kernel();
     kv_append(key, value, key_cache, value_cache, positions, first, rows, max_positions, kv_dim);
 }

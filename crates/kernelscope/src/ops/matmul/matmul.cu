@@ -15,11 +15,14 @@ __device__ void matmul(const W* weight, const W* x, float* out, u32 m, u32 n, u3
 }
 
 extern "C" __global__ void matmul_f32(const float* weight, const float* x, float* out, u32 m, u32 n, u32 k) {
+    wait_for_previous_kernel();
     matmul(weight, x, out, m, n, k);
 }
 extern "C" __global__ void matmul_f16(const f16* weight, const f16* x, float* out, u32 m, u32 n, u32 k) {
+    wait_for_previous_kernel();
     matmul(weight, x, out, m, n, k);
 }
 extern "C" __global__ void matmul_bf16(const bf16* weight, const bf16* x, float* out, u32 m, u32 n, u32 k) {
+    wait_for_previous_kernel();
     matmul(weight, x, out, m, n, k);
 }

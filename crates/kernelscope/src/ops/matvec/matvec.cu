@@ -8,13 +8,16 @@ __device__ void matvec(const W* weight, const float* x, float* out, u32 n, u32 k
 
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS) matvec_f32(const float* weight, const float* x,
                                                                          float* out, u32 n, u32 k) {
+    wait_for_previous_kernel();
     matvec(weight, x, out, n, k);
 }
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS) matvec_f16(const f16* weight, const float* x,
                                                                          float* out, u32 n, u32 k) {
+    wait_for_previous_kernel();
     matvec(weight, x, out, n, k);
 }
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS) matvec_bf16(const bf16* weight, const float* x,
                                                                           float* out, u32 n, u32 k) {
+    wait_for_previous_kernel();
     matvec(weight, x, out, n, k);
 }

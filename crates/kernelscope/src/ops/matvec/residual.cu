@@ -11,13 +11,16 @@ __device__ void matvec_add(const W* weight, const float* x, float* out, u32 n, u
 
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS) matvec_add_f32(const float* weight, const float* x,
                                                                              float* out, u32 n, u32 k) {
+    wait_for_previous_kernel();
     matvec_add(weight, x, out, n, k);
 }
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS) matvec_add_f16(const f16* weight, const float* x,
                                                                              float* out, u32 n, u32 k) {
+    wait_for_previous_kernel();
     matvec_add(weight, x, out, n, k);
 }
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS) matvec_add_bf16(const bf16* weight, const float* x,
                                                                               float* out, u32 n, u32 k) {
+    wait_for_previous_kernel();
     matvec_add(weight, x, out, n, k);
 }

@@ -25,15 +25,18 @@ __device__ void norm_matvec(const float* x, const W* norm_weight, const W* weigh
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)
     norm_matvec_f32(const float* x, const float* norm_weight, const float* weight_a, const float* weight_b,
                     const float* weight_c, float* out, u32 rows_a, u32 rows_b, u32 rows_c, u32 k, float eps) {
+    wait_for_previous_kernel();
     norm_matvec(x, norm_weight, weight_a, weight_b, weight_c, out, rows_a, rows_b, rows_c, k, eps);
 }
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)
     norm_matvec_f16(const float* x, const f16* norm_weight, const f16* weight_a, const f16* weight_b,
                     const f16* weight_c, float* out, u32 rows_a, u32 rows_b, u32 rows_c, u32 k, float eps) {
+    wait_for_previous_kernel();
     norm_matvec(x, norm_weight, weight_a, weight_b, weight_c, out, rows_a, rows_b, rows_c, k, eps);
 }
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)
     norm_matvec_bf16(const float* x, const bf16* norm_weight, const bf16* weight_a, const bf16* weight_b,
                      const bf16* weight_c, float* out, u32 rows_a, u32 rows_b, u32 rows_c, u32 k, float eps) {
+    wait_for_previous_kernel();
     norm_matvec(x, norm_weight, weight_a, weight_b, weight_c, out, rows_a, rows_b, rows_c, k, eps);
 }

@@ -22,15 +22,18 @@ __device__ void norm_matvec_silu(const float* x, const W* norm_weight, const W* 
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)
     norm_matvec_silu_f32(const float* x, const float* norm_weight, const float* gate, const float* up, float* out,
                          u32 n, u32 k, float eps) {
+    wait_for_previous_kernel();
     norm_matvec_silu(x, norm_weight, gate, up, out, n, k, eps);
 }
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)
     norm_matvec_silu_f16(const float* x, const f16* norm_weight, const f16* gate, const f16* up, float* out,
                          u32 n, u32 k, float eps) {
+    wait_for_previous_kernel();
     norm_matvec_silu(x, norm_weight, gate, up, out, n, k, eps);
 }
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)
     norm_matvec_silu_bf16(const float* x, const bf16* norm_weight, const bf16* gate, const bf16* up, float* out,
                           u32 n, u32 k, float eps) {
+    wait_for_previous_kernel();
     norm_matvec_silu(x, norm_weight, gate, up, out, n, k, eps);
 }

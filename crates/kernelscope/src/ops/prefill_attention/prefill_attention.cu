@@ -122,6 +122,7 @@ extern "C" __global__ void prefill_attention_f32_f32(const float* query, const f
                                                  const u32* positions, float* out, u32 first, u32 rows, u32 query_heads,
                                                  u32 kv_heads, u32 dim, u32 max_positions, u32 tile_rows,
                                                  u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
@@ -129,6 +130,7 @@ extern "C" __global__ void prefill_attention_f32_f16(const float* query, const f
                                                  const u32* positions, f16* out, u32 first, u32 rows, u32 query_heads,
                                                  u32 kv_heads, u32 dim, u32 max_positions, u32 tile_rows,
                                                  u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
@@ -136,6 +138,7 @@ extern "C" __global__ void prefill_attention_f32_bf16(const float* query, const 
                                                  const u32* positions, bf16* out, u32 first, u32 rows, u32 query_heads,
                                                  u32 kv_heads, u32 dim, u32 max_positions, u32 tile_rows,
                                                  u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
@@ -143,6 +146,7 @@ extern "C" __global__ void prefill_attention_f16_f32(const float* query, const f
                                                  const u32* positions, float* out, u32 first, u32 rows, u32 query_heads,
                                                  u32 kv_heads, u32 dim, u32 max_positions, u32 tile_rows,
                                                  u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
@@ -150,6 +154,7 @@ extern "C" __global__ void prefill_attention_f16_f16(const float* query, const f
                                                  const u32* positions, f16* out, u32 first, u32 rows, u32 query_heads,
                                                  u32 kv_heads, u32 dim, u32 max_positions, u32 tile_rows,
                                                  u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
@@ -157,6 +162,7 @@ extern "C" __global__ void prefill_attention_f16_bf16(const float* query, const 
                                                  const u32* positions, bf16* out, u32 first, u32 rows, u32 query_heads,
                                                  u32 kv_heads, u32 dim, u32 max_positions, u32 tile_rows,
                                                  u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
@@ -164,6 +170,7 @@ extern "C" __global__ void prefill_attention_bf16_f32(const float* query, const 
                                                  const u32* positions, float* out, u32 first, u32 rows, u32 query_heads,
                                                  u32 kv_heads, u32 dim, u32 max_positions, u32 tile_rows,
                                                  u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
@@ -171,6 +178,7 @@ extern "C" __global__ void prefill_attention_bf16_f16(const float* query, const 
                                                  const u32* positions, f16* out, u32 first, u32 rows, u32 query_heads,
                                                  u32 kv_heads, u32 dim, u32 max_positions, u32 tile_rows,
                                                  u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
@@ -178,6 +186,7 @@ extern "C" __global__ void prefill_attention_bf16_bf16(const float* query, const
                                                  const u32* positions, bf16* out, u32 first, u32 rows, u32 query_heads,
                                                  u32 kv_heads, u32 dim, u32 max_positions, u32 tile_rows,
                                                  u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads, dim,
                       max_positions, tile_rows, tile_keys);
 }
@@ -389,6 +398,7 @@ extern "C" __global__ void prefill_attention_tc64_bf16_f32(const float* query, c
                                                        const bf16* value_cache, const u32* positions, float* out,
                                                        u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
                                                        u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention_tc<64>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
                              max_positions);
 }
@@ -396,6 +406,7 @@ extern "C" __global__ void prefill_attention_tc64_bf16_f16(const float* query, c
                                                        const bf16* value_cache, const u32* positions, f16* out,
                                                        u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
                                                        u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention_tc<64>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
                              max_positions);
 }
@@ -403,6 +414,7 @@ extern "C" __global__ void prefill_attention_tc64_bf16_bf16(const float* query, 
                                                        const bf16* value_cache, const u32* positions, bf16* out,
                                                        u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
                                                        u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention_tc<64>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
                              max_positions);
 }
@@ -410,6 +422,7 @@ extern "C" __global__ void prefill_attention_tc128_bf16_f32(const float* query, 
                                                        const bf16* value_cache, const u32* positions, float* out,
                                                        u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
                                                        u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention_tc<128>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
                              max_positions);
 }
@@ -417,6 +430,7 @@ extern "C" __global__ void prefill_attention_tc128_bf16_f16(const float* query, 
                                                        const bf16* value_cache, const u32* positions, f16* out,
                                                        u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
                                                        u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention_tc<128>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
                              max_positions);
 }
@@ -424,6 +438,7 @@ extern "C" __global__ void prefill_attention_tc128_bf16_bf16(const float* query,
                                                        const bf16* value_cache, const u32* positions, bf16* out,
                                                        u32 first, u32 rows, u32 query_heads, u32 kv_heads, u32 dim,
                                                        u32 max_positions, u32 tile_rows, u32 tile_keys) {
+    wait_for_previous_kernel();
     prefill_attention_tc<128>(query, key_cache, value_cache, positions, out, first, rows, query_heads, kv_heads,
                              max_positions);
 }

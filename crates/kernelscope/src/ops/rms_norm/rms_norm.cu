@@ -54,18 +54,23 @@ __device__ void rms_norm(const float* x, const W* weight, O* out, float eps, u32
 }
 
 extern "C" __global__ void rms_norm_f32(const float* x, const float* weight, float* out, float eps, u32 n, u32 rows) {
+    wait_for_previous_kernel();
     rms_norm(x, weight, out, eps, n, rows);
 }
 extern "C" __global__ void rms_norm_f16(const float* x, const f16* weight, float* out, float eps, u32 n, u32 rows) {
+    wait_for_previous_kernel();
     rms_norm(x, weight, out, eps, n, rows);
 }
 extern "C" __global__ void rms_norm_bf16(const float* x, const bf16* weight, float* out, float eps, u32 n, u32 rows) {
+    wait_for_previous_kernel();
     rms_norm(x, weight, out, eps, n, rows);
 }
 extern "C" __global__ void rms_norm_f16_f16(const float* x, const f16* weight, f16* out, float eps, u32 n, u32 rows) {
+    wait_for_previous_kernel();
     rms_norm(x, weight, out, eps, n, rows);
 }
 extern "C" __global__ void rms_norm_bf16_bf16(const float* x, const bf16* weight, bf16* out, float eps, u32 n,
                                               u32 rows) {
+    wait_for_previous_kernel();
     rms_norm(x, weight, out, eps, n, rows);
 }

@@ -4,6 +4,7 @@
 // sin are multiplied by attention_scaling (YaRN's attention factor, else 1).
 extern "C" __global__ void rope_f32(float* x, const float* inverse_frequencies, const u32* positions, u32 first,
                                    u32 rows, u32 heads, u32 head_dim, float attention_scaling) {
+    wait_for_previous_kernel();
     u32 half = head_dim / 2;
     size_t item = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (item >= (size_t)rows * heads * half) return;

@@ -43,6 +43,7 @@ extern "C" __global__ void rope_append_f32(float* query, const float* key, const
                                            float* value_cache, const float* inverse_frequencies, const u32* positions,
                                            u32 first, u32 max_positions, u32 query_heads, u32 kv_heads,
                                            u32 head_dim, float attention_scaling) {
+    wait_for_previous_kernel();
     rope_append(query, key, value, key_cache, value_cache, inverse_frequencies, positions, first, max_positions,
                 query_heads, kv_heads, head_dim, attention_scaling);
 }
@@ -50,6 +51,7 @@ extern "C" __global__ void rope_append_f16(float* query, const float* key, const
                                            f16* value_cache, const float* inverse_frequencies, const u32* positions,
                                            u32 first, u32 max_positions, u32 query_heads, u32 kv_heads,
                                            u32 head_dim, float attention_scaling) {
+    wait_for_previous_kernel();
     rope_append(query, key, value, key_cache, value_cache, inverse_frequencies, positions, first, max_positions,
                 query_heads, kv_heads, head_dim, attention_scaling);
 }
@@ -57,6 +59,7 @@ extern "C" __global__ void rope_append_bf16(float* query, const float* key, cons
                                             bf16* value_cache, const float* inverse_frequencies,
                                             const u32* positions, u32 first, u32 max_positions, u32 query_heads,
                                             u32 kv_heads, u32 head_dim, float attention_scaling) {
+    wait_for_previous_kernel();
     rope_append(query, key, value, key_cache, value_cache, inverse_frequencies, positions, first, max_positions,
                 query_heads, kv_heads, head_dim, attention_scaling);
 }

@@ -103,6 +103,7 @@ __device__ u32 nth_with_weight(const float* logits, u32 n, float max_logit, floa
 
 extern "C" __global__ void sample_f32(const float* logits, u32* out, float temperature, float top_p, float uniform,
                                      u32 n) {
+    wait_for_previous_kernel();
     // Largest non-NaN logit, first index on ties (also the greedy answer).
     float max_logit;
     u32 argmax = block_argmax(logits, n, &max_logit);

@@ -9,11 +9,14 @@ __device__ void silu_mul(const float* gate, const float* up, O* out, u32 n) {
 }
 
 extern "C" __global__ void silu_mul_f32(const float* gate, const float* up, float* out, u32 n) {
+    wait_for_previous_kernel();
     silu_mul(gate, up, out, n);
 }
 extern "C" __global__ void silu_mul_f16(const float* gate, const float* up, f16* out, u32 n) {
+    wait_for_previous_kernel();
     silu_mul(gate, up, out, n);
 }
 extern "C" __global__ void silu_mul_bf16(const float* gate, const float* up, bf16* out, u32 n) {
+    wait_for_previous_kernel();
     silu_mul(gate, up, out, n);
 }

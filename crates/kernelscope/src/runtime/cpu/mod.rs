@@ -154,6 +154,7 @@ impl Backend for CpuDevice {
             nvtx: None,
             graph_launch: false,
             maps_files_in_place: true,
+            early_launch_in_graphs: false,
         }
     }
 

@@ -85,6 +85,15 @@ fn describe_gpu(context: &CudaContext) -> Result<(String, &'static str)> {
     Ok((gpu, arch))
 }
 
+/// Whether the GPU has programmatic dependent launch (compute capability
+/// 9.0 and later).
+fn supports_early_launch(context: &CudaContext) -> Result<bool> {
+    let (major, _) = context
+        .compute_capability()
+        .map_err(driver_error("reading the compute capability"))?;
+    Ok(major >= 9)
+}
+
 /// How dispatches will be timed and, when by CUPTI, CUPTI's ids of the
 /// stream. CUPTI costs something on every launch: only dispatch-level
 /// profiling turns it on; other levels say what that level would use.
@@ -177,6 +186,7 @@ impl CudaDevice {
         check_ordinal(ordinal)?;
         let (context, stream) = open_stream(ordinal)?;
         let (gpu, arch) = describe_gpu(&context)?;
+        let early_launch = options.early_launch && supports_early_launch(&context)?;
         let driver = driver_version();
         let (dispatch_timing, cupti_key) = choose_dispatch_timing(options, &context, &stream);
         let profiler = Profiler::new(options.profile_level(), dispatch_timing);
@@ -188,6 +198,7 @@ impl CudaDevice {
             name: format!("cuda:{ordinal} {gpu} ({arch})"),
             profiler,
             arch,
+            early_launch,
             driver,
             timings: Timings::new(epoch, cupti),
             gate,
@@ -223,6 +234,7 @@ impl Backend for CudaDevice {
             nvtx: Some(super::nvtx::active()),
             graph_launch: true,
             maps_files_in_place: false,
+            early_launch_in_graphs: self.state.early_launch(),
         }
     }
 
@@ -282,10 +294,13 @@ impl Backend for CudaDevice {
                     "register its source with KernelRegistry::register_cuda_source, or run on --device cpu"
                         .into(),
             })?;
-        let kernel: CudaKernel =
-            self.state
-                .modules()
-                .kernel(self.state.stream().context(), self.state.arch(), name, source)?;
+        let kernel: CudaKernel = self.state.modules().kernel(
+            self.state.stream().context(),
+            self.state.arch(),
+            name,
+            source,
+            self.state.early_launch(),
+        )?;
         Ok(Arc::new(kernel))
     }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use super::driver::Event;
 use super::graphs::{ensure_captured, launch_recording};
-use super::launch::{Launched, launch};
+use super::launch::{Launched, Order, launch};
 use super::state::DeviceState;
 use super::timing::{PendingDispatch, PendingSubmission};
 use crate::error::Result;
@@ -118,7 +118,7 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
                 } else {
                     None
                 };
-                let launched = launch(state, recorded)?;
+                let launched = launch(state, recorded, Order::Serial)?;
                 if let Some(before) = before {
                     timed.push(expect(recorded, index, Some((before, stream.record_event()?))));
                     index += 1;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaGraph, DriverError, result, sys};
 
 use super::driver::driver_error;
-use super::launch::{Launched, launch, prepare};
+use super::launch::{Launched, Order, launch, prepare};
 use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::runtime::command::{GraphNode, Recording};
@@ -79,7 +79,7 @@ fn capture(state: &Arc<DeviceState>, graph: &Recording) -> Result<CapturedGraph>
         .map_err(driver_error("beginning a stream capture"))?;
     // Capture ends below on every path.
     let captured = graph.nodes.iter().try_for_each(|node| match node {
-        GraphNode::Dispatch { recorded, .. } => launch(state, recorded).map(drop),
+        GraphNode::Dispatch { recorded, .. } => launch(state, recorded, Order::EarlyWhereAllowed).map(drop),
         GraphNode::Barrier { .. } => Ok(()),
     });
     // Ending the capture also instantiates the graph; a graph captured from

@@ -5,7 +5,7 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::{CudaFunction, result};
+use cudarc::driver::{CudaFunction, result, sys};
 
 use super::blas::{GemmPointers, GemmShape};
 use super::memory::CudaMemory;
@@ -54,7 +54,7 @@ impl Launched {
 /// start.
 pub(crate) fn prepare(state: &DeviceState, recorded: &RecordedDispatch) -> Result<Launched> {
     match cuda_kernel(recorded)? {
-        CudaKernel::Compiled(_) => Ok(Launched::Ours),
+        CudaKernel::Compiled { .. } => Ok(Launched::Ours),
         CudaKernel::Library(call) => {
             let (shape, pointers) = gemm_operands(recorded, *call)?;
             let kernels = state.blas()?.plan(shape, pointers)?.kernels();
@@ -63,13 +63,29 @@ pub(crate) fn prepare(state: &DeviceState, recorded: &RecordedDispatch) -> Resul
     }
 }
 
+/// How a kernel of ours may be launched relative to the one before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// After the previous kernel has finished (eager submissions: their
+    /// event pairs must bracket each kernel alone).
+    Serial,
+    /// Early where the kernel allows it (graph capture): it may start while
+    /// the previous kernel runs and waits for it inside
+    /// (programmatic dependent launch).
+    EarlyWhereAllowed,
+}
+
 /// Launches one recorded dispatch on the stream (context bound by the
 /// caller; a library call's plan made by [`prepare`] beforehand when
 /// capturing).
-pub(crate) fn launch(state: &DeviceState, recorded: &RecordedDispatch) -> Result<Launched> {
+pub(crate) fn launch(state: &DeviceState, recorded: &RecordedDispatch, order: Order) -> Result<Launched> {
     match cuda_kernel(recorded)? {
-        CudaKernel::Compiled(function) => {
-            launch_compiled(state, recorded, function)?;
+        CudaKernel::Compiled {
+            function,
+            early_launch,
+        } => {
+            let early = *early_launch && order == Order::EarlyWhereAllowed;
+            launch_compiled(state, recorded, function, early)?;
             Ok(Launched::Ours)
         }
         CudaKernel::Library(call) => {
@@ -130,8 +146,14 @@ fn gemm_operands(recorded: &RecordedDispatch, call: LibraryCall) -> Result<(Gemm
     Ok((shape, pointers))
 }
 
-/// Launches our kernel `function` with the dispatch's arguments.
-fn launch_compiled(state: &DeviceState, recorded: &RecordedDispatch, function: &CudaFunction) -> Result<()> {
+/// Launches our kernel `function` with the dispatch's arguments, `early`
+/// (programmatic dependent launch) or after the previous kernel.
+fn launch_compiled(
+    state: &DeviceState,
+    recorded: &RecordedDispatch,
+    function: &CudaFunction,
+    early: bool,
+) -> Result<()> {
     let dispatch = &recorded.dispatch;
     let kernel = dispatch.kernel();
     // One 8-byte cell per argument; the driver copies them at launch.
@@ -164,13 +186,51 @@ fn launch_compiled(state: &DeviceState, recorded: &RecordedDispatch, function: &
         .map(|cell| cell.as_mut_ptr() as *mut c_void)
         .collect();
     let grid = dispatch.grid;
-    // SAFETY: the kernel's parameters are, in order, the dispatch's
-    // arguments: each buffer a device pointer (8 bytes) into memory of this
-    // context that outlives the launch (the encoder holds the buffers until
-    // the submission is committed and the driver orders frees after it), each
-    // scalar its 4- or 8-byte value; the op that built the dispatch declares
-    // the same order as its `.cu` signature (and tests check each against
-    // its CPU reference).
+    // SAFETY (both launches): the kernel's parameters are, in order, the
+    // dispatch's arguments: each buffer a device pointer (8 bytes) into
+    // memory of this context that outlives the launch (the encoder holds the
+    // buffers until the submission is committed and the driver orders frees
+    // after it), each scalar its 4- or 8-byte value; the op that built the
+    // dispatch declares the same order as its `.cu` signature (and tests
+    // check each against its CPU reference). An early launch is asked for
+    // only for kernels whose first statement waits for the previous kernel.
+    if early {
+        let mut attribute = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: sys::CUlaunchAttributeValue {
+                programmaticStreamSerializationAllowed: 1,
+            },
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: grid.blocks[0],
+            gridDimY: grid.blocks[1],
+            gridDimZ: grid.blocks[2],
+            blockDimX: grid.threads_per_block[0],
+            blockDimY: grid.threads_per_block[1],
+            blockDimZ: grid.threads_per_block[2],
+            sharedMemBytes: grid.shared_memory_bytes,
+            hStream: state.stream().cu_stream(),
+            attrs: &mut attribute,
+            numAttrs: 1,
+        };
+        // SAFETY: see above; `config` and `attribute` outlive the call, which
+        // copies them.
+        return unsafe {
+            sys::cuLaunchKernelEx(
+                &config,
+                function.cu_function(),
+                pointers.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+        .result()
+        .map_err(|source| Error::Cuda {
+            operation: format!("launching `{}` early", kernel.name()),
+            source,
+        });
+    }
+    // SAFETY: see above.
     unsafe {
         result::launch_kernel(
             function.cu_function(),

@@ -4,6 +4,10 @@
 //! kernels' records, which come in stream order, one per kernel. A library
 //! call (cuBLASLt) expects as many records as its plan counted kernels,
 //! whatever their names; each becomes a dispatch record under its name.
+//! A kernel launched early (programmatic dependent launch) starts while its
+//! predecessor runs and waits for it inside: it is timed from the
+//! predecessor's end, so the wait counts once, in the kernel waited for,
+//! and the times of one stream never overlap.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,6 +38,17 @@ pub(crate) struct ResolvedSubmission {
 struct Awaiting {
     submissions: VecDeque<ResolvedSubmission>,
     kernels: VecDeque<KernelActivity>,
+    /// The end of the last kernel matched (CUPTI's clock).
+    previous_end: u64,
+}
+
+/// A kernel's (start, end) on the stream, started no earlier than the
+/// previous kernel's end: an early-launched kernel's wait for its
+/// predecessor is the predecessor's time.
+fn after_previous(start: u64, end: u64, previous_end: &mut u64) -> (u64, u64) {
+    let start = start.max(*previous_end).min(end);
+    *previous_end = (*previous_end).max(end);
+    (start, end)
 }
 
 /// The queue of resolved submissions and, when CUPTI times dispatches, its
@@ -73,7 +88,11 @@ impl CuptiMatcher {
     /// profile, through `Profiler::deliver_late_records`) takes the rest.
     pub(crate) fn deliver(&self, profiler: &Profiler, force: bool) {
         let mut awaiting = crate::sync::lock(&self.awaiting);
-        let Awaiting { submissions, kernels } = &mut *awaiting;
+        let Awaiting {
+            submissions,
+            kernels,
+            previous_end,
+        } = &mut *awaiting;
         let mut taken = false;
         while let Some(front) = submissions.front() {
             let needed = front.dispatches.iter().filter(|d| d.times.is_none()).count();
@@ -94,7 +113,7 @@ impl CuptiMatcher {
             for mut dispatch in submission.dispatches {
                 let times = match dispatch.times {
                     Some(times) => Some(times),
-                    None => self.match_record(profiler, &mut dispatch, kernels),
+                    None => self.match_record(profiler, &mut dispatch, kernels, previous_end),
                 };
                 if let Some((start, end)) = times {
                     records.push(dispatch.meta.record(
@@ -120,6 +139,7 @@ impl CuptiMatcher {
         profiler: &Profiler,
         dispatch: &mut ResolvedDispatch,
         kernels: &mut VecDeque<KernelActivity>,
+        previous_end: &mut u64,
     ) -> Option<(u64, u64)> {
         let clock = self.clock.as_ref()?;
         if !self.lined_up.load(Ordering::Relaxed) {
@@ -128,12 +148,12 @@ impl CuptiMatcher {
         let meta = &mut dispatch.meta;
         let activity = kernels.pop_front();
         match activity {
-            Some(activity) if dispatch.library => {
-                meta.kernel = Arc::from(activity.name);
-                Some((clock.to_host(activity.start), clock.to_host(activity.end)))
-            }
-            Some(activity) if activity.name == *meta.kernel => {
-                Some((clock.to_host(activity.start), clock.to_host(activity.end)))
+            Some(activity) if dispatch.library || activity.name == *meta.kernel => {
+                if dispatch.library {
+                    meta.kernel = Arc::from(activity.name);
+                }
+                let (start, end) = after_previous(activity.start, activity.end, previous_end);
+                Some((clock.to_host(start), clock.to_host(end)))
             }
             other => {
                 self.lined_up.store(false, Ordering::Relaxed);
@@ -159,5 +179,24 @@ impl Drop for CuptiMatcher {
         if let Some(clock) = &self.clock {
             super::cupti::forget(clock.key());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::after_previous;
+
+    #[test]
+    fn an_early_kernel_is_timed_from_its_predecessors_end() {
+        let mut previous_end = 0;
+        assert_eq!(after_previous(100, 200, &mut previous_end), (100, 200));
+        // Launched early at 150, its predecessor ended at 200.
+        assert_eq!(after_previous(150, 260, &mut previous_end), (200, 260));
+        // A gap stays a gap.
+        assert_eq!(after_previous(300, 310, &mut previous_end), (300, 310));
+        // A kernel that ended before its predecessor (never seen on one
+        // stream) gets no time rather than a negative one.
+        assert_eq!(after_previous(305, 308, &mut previous_end), (308, 308));
+        assert_eq!(previous_end, 310);
     }
 }

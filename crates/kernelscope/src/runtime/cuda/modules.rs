@@ -17,7 +17,13 @@ use crate::runtime::LibraryCall;
 #[derive(Clone)]
 pub(crate) enum CudaKernel {
     /// Our kernel, loaded from its module.
-    Compiled(CudaFunction),
+    Compiled {
+        function: CudaFunction,
+        /// Whether a graph may launch it before its predecessor finishes:
+        /// the device has programmatic dependent launch on and the kernel's
+        /// source begins by waiting (`runtime::early_launch`).
+        early_launch: bool,
+    },
     /// A library call (see `blas.rs`).
     Library(LibraryCall),
 }
@@ -30,13 +36,15 @@ pub(crate) struct ModuleCache {
 
 impl ModuleCache {
     /// The kernel `name` of `source`, compiled for `arch` and loaded into
-    /// `context` (bound by the caller) on first use.
+    /// `context` (bound by the caller) on first use; launched early in
+    /// graphs where `early_launch` and its source allow.
     pub(crate) fn kernel(
         &self,
         context: &Arc<CudaContext>,
         arch: &'static str,
         name: &str,
         source: &str,
+        early_launch: bool,
     ) -> Result<CudaKernel> {
         let key = compile::source_key(source, arch);
         let module = {
@@ -55,7 +63,10 @@ impl ModuleCache {
             backend: "cuda",
             workaround: format!("its CUDA source defines no `extern \"C\" __global__ {name}` ({error})"),
         })?;
-        Ok(CudaKernel::Compiled(function))
+        Ok(CudaKernel::Compiled {
+            function,
+            early_launch: early_launch && crate::runtime::early_launch::begins_by_waiting(source, name),
+        })
     }
 }
 

@@ -21,6 +21,8 @@ pub(crate) struct DeviceState {
     name: String,
     profiler: Profiler,
     arch: &'static str,
+    /// Whether graphs launch kernels early (programmatic dependent launch).
+    early_launch: bool,
     driver: String,
     modules: ModuleCache,
     /// cuBLASLt, opened when a library kernel is first loaded.
@@ -40,6 +42,7 @@ pub(crate) struct DeviceParts {
     pub(super) name: String,
     pub(super) profiler: Profiler,
     pub(super) arch: &'static str,
+    pub(super) early_launch: bool,
     pub(super) driver: String,
     pub(super) timings: Timings,
     pub(super) gate: Option<Gate>,
@@ -52,6 +55,7 @@ impl DeviceState {
             name,
             profiler,
             arch,
+            early_launch,
             driver,
             timings,
             gate,
@@ -61,6 +65,7 @@ impl DeviceState {
             name,
             profiler,
             arch,
+            early_launch,
             driver,
             modules: ModuleCache::default(),
             blas: OnceLock::new(),
@@ -83,6 +88,12 @@ impl DeviceState {
     /// The architecture kernels are compiled for (`sm_XY`).
     pub(crate) fn arch(&self) -> &'static str {
         self.arch
+    }
+
+    /// Whether graphs launch kernels that begin by waiting early (see
+    /// `runtime::early_launch`).
+    pub(crate) fn early_launch(&self) -> bool {
+        self.early_launch
     }
 
     pub(crate) fn driver(&self) -> &str {

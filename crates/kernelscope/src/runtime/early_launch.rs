@@ -1,0 +1,90 @@
+//! Which kernels may be launched early (CUDA's programmatic dependent
+//! launch): a kernel launched so can start while the kernel before it is
+//! still running, which is only safe when it touches no memory before
+//! `wait_for_previous_kernel()` (ops/prelude.cuh). The kernel's source says
+//! so by making that call its first statement; the launcher reads it here,
+//! so the kernel and its launch cannot disagree.
+// Read by the CUDA backend alone (and the tests).
+#![cfg_attr(not(feature = "cuda"), allow(dead_code))]
+
+/// What opens every kernel definition the ops write.
+const KERNEL_OPENING: &str = "extern \"C\" __global__ void ";
+
+/// The call that makes a kernel safe to launch early.
+const WAIT_CALL: &str = "wait_for_previous_kernel();";
+
+/// Whether the kernel `name` defined in `source` begins its body with
+/// [`WAIT_CALL`]. A kernel this cannot find, or whose body starts with
+/// anything else, is launched normally.
+pub(crate) fn begins_by_waiting(source: &str, name: &str) -> bool {
+    let mut rest = source;
+    while let Some(start) = rest.find(KERNEL_OPENING) {
+        rest = &rest[start + KERNEL_OPENING.len()..];
+        // Launch bounds may stand between the return type and the name.
+        let declaration = match rest.strip_prefix("__launch_bounds__(") {
+            Some(bounded) => match bounded.find(')') {
+                Some(close) => &bounded[close + 1..],
+                None => return false,
+            },
+            None => rest,
+        };
+        let Some(open) = declaration.find('(') else {
+            return false;
+        };
+        if declaration[..open].trim() != name {
+            continue;
+        }
+        // Parameter lists hold no braces: the first one opens the body.
+        return declaration[open..]
+            .find('{')
+            .is_some_and(|body| declaration[open + body + 1..].trim_start().starts_with(WAIT_CALL));
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::begins_by_waiting;
+
+    const SOURCE: &str = r#"
+__device__ void helper(float* x) { x[0] = 1.0f; }
+extern "C" __global__ void waits(float* x, u32 n) {
+    wait_for_previous_kernel();
+    helper(x);
+}
+extern "C" __global__ void __launch_bounds__(256, 2) bounded_waits(float* x) { wait_for_previous_kernel(); helper(x); }
+extern "C" __global__ void writes_first(float* x) {
+    x[0] = 0.0f;
+    wait_for_previous_kernel();
+}
+extern "C" __global__ void never_waits(float* x) { helper(x); }
+extern "C" __global__ void waits_later(float* x) {
+    helper(x);
+}
+extern "C" __global__ void other(float* x) { wait_for_previous_kernel(); }
+"#;
+
+    #[test]
+    fn reads_the_first_statement_of_the_named_kernel() {
+        assert!(begins_by_waiting(SOURCE, "waits"));
+        assert!(begins_by_waiting(SOURCE, "bounded_waits"));
+        assert!(
+            !begins_by_waiting(SOURCE, "writes_first"),
+            "a write before the wait"
+        );
+        assert!(!begins_by_waiting(SOURCE, "never_waits"));
+        assert!(
+            !begins_by_waiting(SOURCE, "waits_later"),
+            "the wait of the next kernel is not its own"
+        );
+        assert!(
+            !begins_by_waiting(SOURCE, "wait"),
+            "a prefix of another kernel's name"
+        );
+        assert!(!begins_by_waiting(SOURCE, "missing"));
+        assert!(!begins_by_waiting(
+            "extern \"C\" __global__ void broken(",
+            "broken"
+        ));
+    }
+}
