@@ -204,6 +204,30 @@ pub enum Error {
         requested_bytes: usize,
     },
 
+    /// A collective (all-reduce, all-gather) could not run: the ranks
+    /// asked for different collectives or sizes, the group could not be
+    /// formed, or the library failed.
+    #[error("{collective} on rank {rank}: {problem}")]
+    Collective {
+        /// The collective (`all_reduce_sum`, `all_gather`, or `group` for
+        /// forming one).
+        collective: String,
+        /// The rank that saw the failure.
+        rank: usize,
+        /// What went wrong.
+        problem: String,
+    },
+
+    /// A collective was abandoned because its group was aborted (another
+    /// rank failed first; its error is the one to report).
+    #[error("collective on rank {rank} abandoned: {reason}")]
+    CollectiveAborted {
+        /// The rank whose collective was abandoned.
+        rank: usize,
+        /// Why the group was aborted.
+        reason: String,
+    },
+
     /// An operating-system I/O error.
     #[error("{context}: {source}")]
     Io {

@@ -59,6 +59,6 @@ pub mod testing;
 
 pub use error::{Error, Result};
 pub use runtime::{
-    Access, Buffer, CommandEncoder, DType, Device, DeviceOptions, Dispatch, Element, Graph, Kernel,
-    KernelArgs, KernelRegistry, MemoryInfo, OpKind, Param, PendingRead,
+    Access, Buffer, Collective, CommandEncoder, Communicator, DType, Device, DeviceOptions, Dispatch,
+    Element, Graph, Kernel, KernelArgs, KernelRegistry, MemoryInfo, OpKind, Param, PendingRead,
 };

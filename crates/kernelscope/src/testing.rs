@@ -8,8 +8,27 @@
 use crate::rng::SplitMix64;
 use crate::{Device, DeviceOptions};
 
-/// Set to `1` to make CUDA tests fail instead of skipping without a GPU.
+/// Set to `1` to make CUDA tests fail instead of skipping without a GPU;
+/// `2` (or more) also makes tests that need that many GPUs fail with fewer.
 pub const REQUIRE_GPU_ENV_VAR: &str = "KSCOPE_REQUIRE_GPU";
+
+/// How many GPUs the environment requires ([`REQUIRE_GPU_ENV_VAR`]; 0 when unset).
+pub fn required_gpus() -> usize {
+    std::env::var(REQUIRE_GPU_ENV_VAR)
+        .ok()
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Prints a skip straight to stderr, so the harness's capture cannot hide it.
+fn say_skipped(why: &str) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {} ({why}; set {REQUIRE_GPU_ENV_VAR} to fail instead)",
+        std::thread::current().name().unwrap_or("test")
+    );
+}
 
 /// The backend a generated test runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,20 +49,43 @@ impl Backend {
             Backend::Cuda => match Device::cuda_with(0, options) {
                 Ok(device) => Some(device),
                 Err(error) => {
-                    if std::env::var(REQUIRE_GPU_ENV_VAR).is_ok_and(|value| value == "1") {
-                        panic!("{REQUIRE_GPU_ENV_VAR}=1 but no CUDA device: {error}");
+                    if required_gpus() >= 1 {
+                        panic!("{REQUIRE_GPU_ENV_VAR} is set but no CUDA device: {error}");
                     }
-                    // Written straight to stderr so the test harness's output
-                    // capture cannot hide the skip.
-                    use std::io::Write;
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "SKIPPED {} (no CUDA device; set {REQUIRE_GPU_ENV_VAR}=1 to fail instead): {error}",
-                        std::thread::current().name().unwrap_or("test")
-                    );
+                    say_skipped(&format!("no CUDA device: {error}"));
                     None
                 }
             },
+        }
+    }
+
+    /// `count` devices of the backend with `options`: separate CPU devices,
+    /// or GPUs 0..count. `None` means the test must return now: fewer GPUs
+    /// than `count` and [`REQUIRE_GPU_ENV_VAR`] below `count` (the skip is
+    /// printed). Panics when that many GPUs are required but missing.
+    pub fn devices(self, count: usize, options: DeviceOptions) -> Option<Vec<Device>> {
+        match self {
+            Backend::Cpu => Some((0..count).map(|_| Device::cpu_with(options.clone())).collect()),
+            Backend::Cuda => {
+                let found = Device::cuda_device_count();
+                let available = *found.as_ref().unwrap_or(&0);
+                if available < count {
+                    let why = match found {
+                        Ok(found) => format!("{found} GPU(s), the test needs {count}"),
+                        Err(error) => format!("no CUDA device, the test needs {count}: {error}"),
+                    };
+                    if required_gpus() >= count {
+                        panic!("{REQUIRE_GPU_ENV_VAR}={} but {why}", required_gpus());
+                    }
+                    say_skipped(&why);
+                    return None;
+                }
+                let devices = (0..count)
+                    .map(|ordinal| Device::cuda_with(ordinal, options.clone()))
+                    .collect::<crate::Result<Vec<_>>>()
+                    .unwrap_or_else(|error| panic!("opening {count} GPUs: {error}"));
+                Some(devices)
+            }
         }
     }
 }

@@ -267,6 +267,65 @@ fn embedding_copies_the_token_rows(backend: Backend) {
     }
 }
 
+/// A table split by vocabulary (tensor parallelism): each share embeds the
+/// ids it holds and writes zeros for the rest, so the shares' outputs sum to
+/// the whole table's embedding; a share reaching past the vocabulary is refused.
+fn embedding_shares_sum_to_the_whole_table(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let op = ops::embedding::Embedding::new(&ops::registry(), &device, DType::F32).unwrap();
+    let (vocab, hidden, rows) = (23, 16, 9);
+    let values = random(14, vocab * hidden, -1.0, 1.0);
+    let mut rng = SplitMix64::new(15);
+    let ids: Vec<u32> = (0..rows).map(|_| rng.below(vocab as u64) as u32).collect();
+    let tokens = device.buffer_from_slice(&ids, &[rows]).unwrap();
+    for shares in [2usize, 3, 4] {
+        let stride = vocab.div_ceil(shares);
+        let mut sum = vec![0f64; rows * hidden];
+        for share in 0..shares {
+            let first = share * stride;
+            let held = stride.min(vocab - first);
+            let table = device
+                .buffer_from_slice(&values[first * hidden..(first + held) * hidden], &[held, hidden])
+                .unwrap();
+            let out = poisoned(&device, &[rows, hidden]);
+            let mut encoder = device.command_encoder();
+            op.encode_shard(&mut encoder, &table, first, vocab, &tokens, 0, &out)
+                .unwrap();
+            encoder.commit_and_wait().unwrap();
+            let out = out.to_vec::<f32>().unwrap();
+            for (row, &id) in ids.iter().enumerate() {
+                let held_here = (first..first + held).contains(&(id as usize));
+                for column in 0..hidden {
+                    let value = out[row * hidden + column];
+                    if !held_here {
+                        assert_eq!(value, 0.0, "share {share} of {shares}: id {id} is not held");
+                    }
+                    sum[row * hidden + column] += f64::from(value);
+                }
+            }
+        }
+        let expected: Vec<f64> = ids
+            .iter()
+            .flat_map(|&id| {
+                values[id as usize * hidden..(id as usize + 1) * hidden]
+                    .iter()
+                    .map(|&v| f64::from(v))
+            })
+            .collect();
+        let sum: Vec<f32> = sum.iter().map(|&v| v as f32).collect();
+        assert_close(&sum, &expected, 0.0, 0.0, &format!("{shares} shares"));
+    }
+    let table = device.alloc(DType::F32, &[10, hidden]).unwrap();
+    let out = device.alloc(DType::F32, &[rows, hidden]).unwrap();
+    let mut encoder = device.command_encoder();
+    assert!(
+        op.encode_shard(&mut encoder, &table, 20, vocab, &tokens, 0, &out)
+            .is_err()
+    );
+}
+
 fn embedding_rejects_a_token_beyond_the_vocabulary(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
@@ -1148,6 +1207,7 @@ fn copy_copies_every_byte(backend: Backend) {
 
 kernelscope::device_tests!(
     embedding_copies_the_token_rows,
+    embedding_shares_sum_to_the_whole_table,
     embedding_rejects_a_token_beyond_the_vocabulary,
     rms_norm_matches_reference,
     rms_norm_refuses_other_output_dtypes,

@@ -29,6 +29,7 @@
 pub mod add;
 pub mod argmax;
 pub mod attention;
+pub mod collective;
 pub mod copy;
 pub mod embedding;
 pub mod kv_append;
@@ -42,6 +43,7 @@ pub mod rope_append;
 pub mod sample;
 pub mod silu_mul;
 pub mod spin;
+pub mod synthetic;
 
 use half::{bf16, f16};
 
@@ -69,6 +71,7 @@ pub fn registry() -> KernelRegistry {
     sample::register(&mut registry);
     silu_mul::register(&mut registry);
     spin::register(&mut registry);
+    synthetic::register(&mut registry);
     registry
 }
 

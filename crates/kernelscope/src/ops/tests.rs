@@ -5,7 +5,7 @@ use super::{Argument, ArgumentKind, registry};
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 19] = [
+const DECLARED: [(&str, &str, &[Argument]); 20] = [
     ("add", "add", super::add::ARGUMENTS),
     ("argmax", "argmax", super::argmax::ARGUMENTS),
     ("attention", "attention", super::attention::ARGUMENTS),
@@ -29,6 +29,7 @@ const DECLARED: [(&str, &str, &[Argument]); 19] = [
     ("sample", "sample", super::sample::ARGUMENTS),
     ("silu_mul", "silu_mul", super::silu_mul::ARGUMENTS),
     ("spin", "spin", super::spin::ARGUMENTS),
+    ("synthetic", "synthetic", super::synthetic::ARGUMENTS),
 ];
 
 fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {

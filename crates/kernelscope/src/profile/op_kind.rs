@@ -44,6 +44,10 @@ pub enum OpKind {
     MatVecElemAdd,
     /// RoPE and the KV-cache append in one kernel.
     RopeCopy,
+    /// Sum over the ranks of a tensor-parallel group (a collective).
+    AllReduce,
+    /// Every rank's part, gathered on every rank (a collective).
+    AllGather,
     /// Anything not labeled.
     #[default]
     Other,
@@ -51,7 +55,7 @@ pub enum OpKind {
 
 impl OpKind {
     /// Every kind, in declaration order.
-    pub const ALL: [OpKind; 18] = [
+    pub const ALL: [OpKind; 20] = [
         OpKind::Embedding,
         OpKind::RmsNorm,
         OpKind::MatVec,
@@ -69,6 +73,8 @@ impl OpKind {
         OpKind::RmsNormMatVecSiluMul,
         OpKind::MatVecElemAdd,
         OpKind::RopeCopy,
+        OpKind::AllReduce,
+        OpKind::AllGather,
         OpKind::Other,
     ];
 
@@ -92,6 +98,8 @@ impl OpKind {
             OpKind::RmsNormMatVecSiluMul => "RmsNorm+MatVec+SiluMul",
             OpKind::MatVecElemAdd => "MatVec+ElemAdd",
             OpKind::RopeCopy => "Rope+Copy",
+            OpKind::AllReduce => "AllReduce",
+            OpKind::AllGather => "AllGather",
             OpKind::Other => "Other",
         }
     }
@@ -119,8 +127,16 @@ impl OpKind {
             OpKind::Argmax => &[OpKind::Argmax],
             OpKind::Sample => &[OpKind::Sample],
             OpKind::Copy => &[OpKind::Copy],
+            OpKind::AllReduce => &[OpKind::AllReduce],
+            OpKind::AllGather => &[OpKind::AllGather],
             OpKind::Other => &[OpKind::Other],
         }
+    }
+
+    /// Whether this kind is a collective between ranks (its time includes
+    /// waiting for the slowest rank).
+    pub const fn is_collective(self) -> bool {
+        matches!(self, OpKind::AllReduce | OpKind::AllGather)
     }
 
     /// Whether this kind is one kernel doing the work of several.

@@ -4,6 +4,7 @@
 
 mod backend;
 mod buffer;
+mod collective;
 mod command;
 mod cpu;
 mod cuda;
@@ -24,6 +25,7 @@ mod registry;
 pub use crate::profile::OpKind;
 pub use backend::Capabilities;
 pub use buffer::{Buffer, PendingRead};
+pub use collective::{Collective, Communicator};
 pub use cpu::CpuDevice;
 pub use cpu::{CpuKernelFn, KernelArgs};
 pub use cuda::CudaDevice;

@@ -26,6 +26,8 @@ kernel_arguments! {
     ROWS: "rows" U32,
     VOCAB: "vocab" U32,
     HIDDEN: "hidden" U32,
+    TABLE_FIRST: "table_first" U32,
+    TABLE_ROWS: "table_rows" U32,
 }
 
 /// Threads per block: one block per row, each thread striding over it.
@@ -61,8 +63,36 @@ impl Embedding {
         first: usize,
         out: &Buffer,
     ) -> Result<()> {
-        let [vocab, hidden] = dimensions("embedding", "table", table)?;
-        expect("embedding", "table", table, self.dtype, &[vocab, hidden])?;
+        let [vocab, _] = dimensions("embedding", "table", table)?;
+        self.encode_shard(encoder, table, 0, vocab, tokens, first, out)
+    }
+
+    /// [`encode`](Self::encode) with a table `[table_rows, hidden]` that holds
+    /// only the ids `table_first..table_first + table_rows` of a vocabulary
+    /// of `vocab` (one rank's share under tensor parallelism): a row whose
+    /// token the table does not hold is zeros, so summing the ranks' outputs
+    /// gives the embedding.
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_shard(
+        &self,
+        encoder: &mut CommandEncoder,
+        table: &Buffer,
+        table_first: usize,
+        vocab: usize,
+        tokens: &Buffer,
+        first: usize,
+        out: &Buffer,
+    ) -> Result<()> {
+        let [table_rows, hidden] = dimensions("embedding", "table", table)?;
+        expect("embedding", "table", table, self.dtype, &[table_rows, hidden])?;
+        if table_first.saturating_add(table_rows) > vocab {
+            return Err(crate::Error::OutOfBounds {
+                context: "embedding: the table's ids".into(),
+                start: table_first,
+                end: table_first.saturating_add(table_rows),
+                available: vocab,
+            });
+        }
         let rows = rows_of("embedding", "output", out, hidden)?;
         expect_rows("embedding", "output", out, DType::F32, rows, &[hidden])?;
         super::expect_indices("embedding", "tokens", tokens, first, rows)?;
@@ -75,6 +105,8 @@ impl Embedding {
                 .scalar(ROWS, rows as u32)
                 .scalar(VOCAB, vocab as u32)
                 .scalar(HIDDEN, hidden as u32)
+                .scalar(TABLE_FIRST, table_first as u32)
+                .scalar(TABLE_ROWS, table_rows as u32)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid {
                     blocks: [rows as u32, 1, 1],

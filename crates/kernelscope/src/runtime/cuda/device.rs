@@ -163,6 +163,11 @@ fn connect_late_records(state: &Arc<DeviceState>) {
 }
 
 impl CudaDevice {
+    /// The state the handle shares with its buffers and graphs.
+    pub(crate) fn state(&self) -> &Arc<DeviceState> {
+        &self.state
+    }
+
     /// How many GPUs there are, or why none can be used.
     pub(crate) fn count() -> Result<usize> {
         Self::probe().map_err(|reason| Error::BackendUnavailable {

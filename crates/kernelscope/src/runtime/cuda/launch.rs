@@ -60,6 +60,7 @@ pub(crate) fn prepare(state: &DeviceState, recorded: &RecordedDispatch) -> Resul
             let kernels = state.blas()?.plan(shape, pointers)?.kernels();
             Ok(Launched::Library { kernels })
         }
+        CudaKernel::Collective { .. } => Ok(Launched::Library { kernels: 1 }),
     }
 }
 
@@ -96,6 +97,16 @@ pub(crate) fn launch(state: &DeviceState, recorded: &RecordedDispatch, order: Or
             Ok(Launched::Library {
                 kernels: plan.kernels(),
             })
+        }
+        CudaKernel::Collective {
+            group,
+            rank,
+            collective,
+            dtype,
+        } => {
+            group.launch(*rank, *collective, *dtype, recorded)?;
+            // NCCL launches one kernel per collective on the stream.
+            Ok(Launched::Library { kernels: 1 })
         }
     }
 }

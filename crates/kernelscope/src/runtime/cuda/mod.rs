@@ -20,6 +20,7 @@
 //! - `memory`: device allocations and copies.
 //! - `launch`, `graphs`, `execute`: one launch; graph capture and replay;
 //!   a whole submission.
+//! - `nccl`: collectives between GPUs (one communicator per device).
 //! - `device`: the `CudaDevice` handle, opened in named steps.
 
 #[cfg(feature = "cuda")]
@@ -49,6 +50,8 @@ mod memory;
 #[cfg(feature = "cuda")]
 mod modules;
 #[cfg(feature = "cuda")]
+mod nccl;
+#[cfg(feature = "cuda")]
 mod nvtx;
 #[cfg(feature = "cuda")]
 mod state;
@@ -61,5 +64,9 @@ mod timing;
 
 #[cfg(feature = "cuda")]
 pub use device::CudaDevice;
+#[cfg(feature = "cuda")]
+pub(crate) use nccl::open as open_collectives;
 #[cfg(not(feature = "cuda"))]
 pub use stub::CudaDevice;
+#[cfg(not(feature = "cuda"))]
+pub(crate) use stub::open_collectives;

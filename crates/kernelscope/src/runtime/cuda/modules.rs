@@ -26,6 +26,13 @@ pub(crate) enum CudaKernel {
     },
     /// A library call (see `blas.rs`).
     Library(LibraryCall),
+    /// A collective of one rank of an NCCL group (see `nccl.rs`).
+    Collective {
+        group: Arc<super::nccl::NcclGroup>,
+        rank: usize,
+        collective: crate::runtime::collective::group::Collective,
+        dtype: crate::runtime::DType,
+    },
 }
 
 /// Loaded modules by source key.

@@ -39,6 +39,16 @@ impl CudaDevice {
     }
 }
 
+/// NCCL collectives: never reached, since no CUDA device exists here.
+pub(crate) fn open_collectives(
+    devices: &[&CudaDevice],
+) -> Result<Arc<dyn crate::runtime::collective::group::GroupBackend>> {
+    match devices.first() {
+        Some(device) => match device.never {},
+        None => Err(unavailable(0)),
+    }
+}
+
 fn unavailable(ordinal: usize) -> Error {
     Error::BackendUnavailable {
         backend: "cuda",

@@ -1,0 +1,49 @@
+//! What a collective is and what a group's backend (the in-process exchange,
+//! NCCL) provides, apart from the communicator that holds a device: the
+//! backends import this, not the handle above them.
+
+use crate::error::Result;
+use crate::runtime::DType;
+use crate::runtime::kernel::LoadedKernel;
+
+/// A collective operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Collective {
+    /// Every rank's buffer becomes the element-wise sum over the ranks (in
+    /// place). One buffer argument, read and written.
+    AllReduceSum,
+    /// Every rank's output becomes the ranks' inputs one after another, in
+    /// rank order. Arguments: the input (read), the output (written, ranks
+    /// times the input's length).
+    AllGather,
+}
+
+impl Collective {
+    /// The kernel name its dispatches carry (`all_reduce_sum_f32`).
+    pub fn kernel_name(self, dtype: DType) -> String {
+        match self {
+            Collective::AllReduceSum => format!("all_reduce_sum_{dtype}"),
+            Collective::AllGather => format!("all_gather_{dtype}"),
+        }
+    }
+
+    /// `all_reduce_sum` or `all_gather`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collective::AllReduceSum => "all_reduce_sum",
+            Collective::AllGather => "all_gather",
+        }
+    }
+}
+
+/// What a group's backend does: the in-process exchange, or NCCL.
+pub(crate) trait GroupBackend: Send + Sync {
+    /// The library and its version (`NCCL 2.27.5`, `in-process`).
+    fn library(&self) -> String;
+    /// How the ranks are linked, where the library can tell.
+    fn link(&self) -> String;
+    /// Fails every pending and later collective of the group.
+    fn abort(&self, reason: &str);
+    /// The backend's kernel for `collective` on elements of `dtype` at `rank`.
+    fn kernel(&self, rank: usize, collective: Collective, dtype: DType) -> Result<LoadedKernel>;
+}

@@ -1,0 +1,143 @@
+//! Collectives between the devices of a tensor-parallel group: all-reduce
+//! (sum) and all-gather, each a dispatch like any kernel, so it is encoded,
+//! captured into graphs, counted and timed like one. A [`Communicator`] is
+//! one rank's handle on its group: CPU devices exchange through memory
+//! in-process (so tests check the sharding logic exactly, with no GPU), CUDA
+//! devices through NCCL (loaded at run time like the other CUDA libraries),
+//! launched on each device's stream.
+//!
+//! Every rank runs its own thread and issues the same collectives in the
+//! same order (the engine's ranks run the same program). A rank that fails
+//! must [`abort`](Communicator::abort) the group, or its peers would wait for
+//! it forever; an aborted group fails every pending and later collective.
+
+pub(crate) mod group;
+mod in_process;
+
+use std::sync::Arc;
+
+use super::{DType, Device, Kernel};
+use crate::error::{Error, Result};
+
+pub use group::Collective;
+pub(crate) use group::GroupBackend;
+use in_process::InProcessGroup;
+
+/// One rank's handle on a group of devices that run collectives together.
+#[derive(Clone)]
+pub struct Communicator {
+    rank: usize,
+    ranks: usize,
+    device: Device,
+    group: Arc<dyn GroupBackend>,
+}
+
+impl std::fmt::Debug for Communicator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Communicator(rank {} of {} on {})",
+            self.rank,
+            self.ranks,
+            self.device.name()
+        )
+    }
+}
+
+impl Communicator {
+    /// One communicator per device, rank `i` on `devices[i]`: all CPU
+    /// devices (an in-process exchange) or all CUDA devices, each a
+    /// different GPU (NCCL). Mixed backends and repeated GPUs are refused.
+    pub fn group(devices: &[Device]) -> Result<Vec<Communicator>> {
+        let refuse = |problem: String| Error::Collective {
+            collective: "group".into(),
+            rank: 0,
+            problem,
+        };
+        if devices.is_empty() {
+            return Err(refuse("a group needs at least one device".into()));
+        }
+        for (index, device) in devices.iter().enumerate() {
+            if device.backend() != devices[0].backend() {
+                return Err(refuse(format!(
+                    "rank {index} is on {} but rank 0 on {}: every rank of a group must be on the same backend",
+                    device.name(),
+                    devices[0].name()
+                )));
+            }
+            if let Some(earlier) = devices[..index]
+                .iter()
+                .position(|other| other.same_device(device))
+            {
+                return Err(refuse(format!(
+                    "ranks {earlier} and {index} are the same device ({}); give each rank its own",
+                    device.name()
+                )));
+            }
+        }
+        let group: Arc<dyn GroupBackend> = match &devices[0] {
+            Device::Cpu(_) => Arc::new(Arc::new(InProcessGroup::new(devices.len()))),
+            Device::Cuda(_) => {
+                let cuda: Vec<&super::CudaDevice> = devices
+                    .iter()
+                    .filter_map(|device| match device {
+                        Device::Cuda(cuda) => Some(cuda),
+                        Device::Cpu(_) => None,
+                    })
+                    .collect();
+                super::cuda::open_collectives(&cuda)?
+            }
+        };
+        Ok(devices
+            .iter()
+            .enumerate()
+            .map(|(rank, device)| Communicator {
+                rank,
+                ranks: devices.len(),
+                device: device.clone(),
+                group: group.clone(),
+            })
+            .collect())
+    }
+
+    /// This rank's number, `0..ranks()`.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// How many ranks the group has.
+    pub fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    /// The device this rank runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The library the group uses and its version (`NCCL 2.27.5`, or
+    /// `in-process` for CPU devices).
+    pub fn library(&self) -> String {
+        self.group.library()
+    }
+
+    /// How the ranks are linked (`NVLink`, `PCIe`, `shared memory`), as far
+    /// as this process can tell.
+    pub fn link(&self) -> String {
+        self.group.link()
+    }
+
+    /// Fails every pending and later collective of every rank of the group
+    /// with [`Error::CollectiveAborted`] carrying `reason`: a rank that fails
+    /// calls this so its peers stop waiting for it.
+    pub fn abort(&self, reason: &str) {
+        self.group.abort(reason);
+    }
+
+    /// The kernel of `collective` on `dtype` elements for this rank, to put
+    /// in a [`Dispatch`](super::Dispatch) on this rank's device.
+    pub fn kernel(&self, collective: Collective, dtype: DType) -> Result<Kernel> {
+        let loaded = self.group.kernel(self.rank, collective, dtype)?;
+        Ok(Kernel::new(&collective.kernel_name(dtype), loaded))
+    }
+}

@@ -1,0 +1,264 @@
+//! Collectives between GPUs through NCCL, loaded at run time like the other
+//! CUDA libraries: one communicator per device, made together by
+//! `ncclCommInitAll` (one process, one thread per rank afterwards), each
+//! collective launched on its rank's stream so it is captured into that
+//! rank's CUDA graph like our kernels. NVLink multicast (NVLS) is left to
+//! NCCL's environment (`NCCL_NVLS_ENABLE`): we never ask for it.
+
+use std::sync::{Arc, Mutex};
+
+use cudarc::nccl::{result as nccl, sys as nccl_sys};
+
+use super::device::CudaDevice;
+use super::state::DeviceState;
+use crate::error::{Error, Result};
+use crate::runtime::collective::group::{Collective, GroupBackend};
+use crate::runtime::command::RecordedDispatch;
+use crate::runtime::kernel::LoadedKernel;
+use crate::runtime::memory::DeviceMemory;
+use crate::runtime::{Arg, DType};
+
+/// A communicator pointer; NCCL allows a communicator to be used from the
+/// thread of its rank and aborted from any.
+struct Comm(nccl_sys::ncclComm_t);
+
+// SAFETY: the pointer is only used under `NcclGroup::comms`' lock.
+unsafe impl Send for Comm {}
+
+/// The communicators of one group, one per rank (`None` once aborted or
+/// destroyed).
+pub(crate) struct NcclGroup {
+    comms: Vec<Mutex<Option<Comm>>>,
+    states: Vec<Arc<DeviceState>>,
+    version: String,
+    link: String,
+    aborted: Mutex<Option<String>>,
+}
+
+fn problem(collective: &str, rank: usize, problem: String) -> Error {
+    Error::Collective {
+        collective: collective.into(),
+        rank,
+        problem,
+    }
+}
+
+/// Opens NCCL communicators for `devices`, rank `i` on `devices[i]`.
+pub(crate) fn open(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
+    // SAFETY: only tries to load the library by its known names.
+    if !unsafe { nccl_sys::is_culib_present() } {
+        return Err(Error::KernelMissing {
+            name: "all_reduce_sum".into(),
+            backend: "cuda",
+            workaround: "collectives between GPUs run through NCCL, which could not be loaded (libnccl.so.2); put it on the loader path (LD_LIBRARY_PATH) or run with --tp 1".into(),
+        });
+    }
+    let version = nccl::get_nccl_version()
+        .map(|code| format!("NCCL {}.{}.{}", code / 10000, code % 10000 / 100, code % 100))
+        .map_err(|error| problem("group", 0, format!("ncclGetVersion: {error:?}")))?;
+    let states: Vec<Arc<DeviceState>> = devices.iter().map(|device| device.state().clone()).collect();
+    let ordinals: Vec<i32> = states
+        .iter()
+        .map(|state| state.stream().context().ordinal() as i32)
+        .collect();
+    let mut comms: Vec<nccl_sys::ncclComm_t> = vec![std::ptr::null_mut(); devices.len()];
+    // SAFETY: `comms` has room for one communicator per ordinal; NCCL makes
+    // them on the devices' primary contexts, which are the contexts our
+    // streams belong to.
+    unsafe { nccl::comm_init_all(comms.as_mut_ptr(), ordinals.len() as i32, ordinals.as_ptr()) }.map_err(
+        |error| {
+            problem(
+                "group",
+                0,
+                format!("ncclCommInitAll over GPUs {ordinals:?}: {error:?}"),
+            )
+        },
+    )?;
+    // ncclCommInitAll switched this thread's current device.
+    states[0].bind()?;
+    Ok(Arc::new(Arc::new(NcclGroup {
+        comms: comms
+            .into_iter()
+            .map(|comm| Mutex::new(Some(Comm(comm))))
+            .collect(),
+        link: link_between(&states),
+        states,
+        version,
+        aborted: Mutex::new(None),
+    })))
+}
+
+/// How the GPUs reach each other: peer to peer (NVLink where native atomics
+/// work across the pair, as they do over NVLink and not over PCIe) or
+/// through the host.
+fn link_between(states: &[Arc<DeviceState>]) -> String {
+    use cudarc::driver::sys;
+    if states.len() < 2 {
+        return "none (one rank)".into();
+    }
+    let (first, second) = (
+        states[0].stream().context().cu_device(),
+        states[1].stream().context().cu_device(),
+    );
+    let attribute = |kind: sys::CUdevice_P2PAttribute| {
+        let mut value = 0i32;
+        // SAFETY: both are valid device handles; `value` outlives the call.
+        let result = unsafe { sys::cuDeviceGetP2PAttribute(&mut value, kind, first, second) };
+        (result == sys::CUresult::CUDA_SUCCESS).then_some(value)
+    };
+    match (
+        attribute(sys::CUdevice_P2PAttribute::CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED),
+        attribute(sys::CUdevice_P2PAttribute::CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED),
+    ) {
+        (Some(1), Some(1)) => "peer to peer, native atomics (NVLink)".into(),
+        (Some(1), _) => "peer to peer (PCIe)".into(),
+        (Some(_), _) => "through host memory (no peer access)".into(),
+        (None, _) => "unknown".into(),
+    }
+}
+
+fn nccl_type(collective: Collective, dtype: DType, rank: usize) -> Result<nccl_sys::ncclDataType_t> {
+    use nccl_sys::ncclDataType_t as T;
+    match dtype {
+        DType::F32 => Ok(T::ncclFloat32),
+        DType::F16 => Ok(T::ncclFloat16),
+        DType::BF16 => Ok(T::ncclBfloat16),
+        other => Err(problem(
+            collective.name(),
+            rank,
+            format!("NCCL collectives here take f32, f16 or bf16, not {other}"),
+        )),
+    }
+}
+
+/// A buffer argument's device address and element count.
+fn operand(recorded: &RecordedDispatch, index: usize) -> Result<(u64, usize)> {
+    let kernel = recorded.dispatch.kernel();
+    match recorded.dispatch.args().get(index) {
+        Some(Arg::Buffer { buffer, .. }) => match buffer
+            .memory()
+            .as_any()
+            .downcast_ref::<super::memory::CudaMemory>()
+        {
+            Some(memory) => Ok((
+                memory.base_address() as u64 + buffer.byte_offset() as u64,
+                buffer.len(),
+            )),
+            None => Err(Error::KernelArgument {
+                kernel: kernel.name().to_string(),
+                index,
+                problem: "a CPU buffer cannot be passed to NCCL".into(),
+            }),
+        },
+        _ => Err(Error::KernelArgument {
+            kernel: kernel.name().to_string(),
+            index,
+            problem: "expected a buffer here".into(),
+        }),
+    }
+}
+
+impl NcclGroup {
+    /// Launches `collective` of `rank` with the dispatch's buffers on the
+    /// rank's stream (context bound by the caller).
+    pub(crate) fn launch(
+        &self,
+        rank: usize,
+        collective: Collective,
+        dtype: DType,
+        recorded: &RecordedDispatch,
+    ) -> Result<()> {
+        let comm = crate::sync::lock(&self.comms[rank]);
+        let Some(Comm(comm)) = comm.as_ref() else {
+            let reason = crate::sync::lock(&self.aborted).clone().unwrap_or_default();
+            return Err(Error::CollectiveAborted { rank, reason });
+        };
+        let data_type = nccl_type(collective, dtype, rank)?;
+        let stream = self.states[rank].stream().cu_stream() as nccl_sys::cudaStream_t;
+        // SAFETY: the addresses are of live allocations on this rank's
+        // device (the encoder holds the buffers until the submission is
+        // enqueued), the counts are the buffers' lengths in `dtype` elements
+        // (the op checked the gather's output holds ranks x input), and the
+        // communicator is alive under its lock.
+        let launched = match collective {
+            Collective::AllReduceSum => {
+                let (address, count) = operand(recorded, 0)?;
+                unsafe {
+                    nccl::all_reduce(
+                        address as *const _,
+                        address as *mut _,
+                        count,
+                        data_type,
+                        nccl_sys::ncclRedOp_t::ncclSum,
+                        *comm,
+                        stream,
+                    )
+                }
+            }
+            Collective::AllGather => {
+                let (input, count) = operand(recorded, 0)?;
+                let (output, _) = operand(recorded, 1)?;
+                unsafe {
+                    nccl::all_gather(
+                        input as *const _,
+                        output as *mut _,
+                        count,
+                        data_type,
+                        *comm,
+                        stream,
+                    )
+                }
+            }
+        };
+        launched
+            .map(|_| ())
+            .map_err(|error| problem(collective.name(), rank, format!("{error:?}")))
+    }
+}
+
+impl GroupBackend for Arc<NcclGroup> {
+    fn library(&self) -> String {
+        self.version.clone()
+    }
+
+    fn link(&self) -> String {
+        self.link.clone()
+    }
+
+    fn abort(&self, reason: &str) {
+        {
+            let mut aborted = crate::sync::lock(&self.aborted);
+            if aborted.is_none() {
+                *aborted = Some(reason.to_string());
+            }
+        }
+        for comm in &self.comms {
+            if let Some(Comm(comm)) = crate::sync::lock(comm).take() {
+                // SAFETY: taken out under the lock, so no launch uses it
+                // again; ncclCommAbort ends its pending operations.
+                let _ = unsafe { nccl::comm_abort(comm) };
+            }
+        }
+    }
+
+    fn kernel(&self, rank: usize, collective: Collective, dtype: DType) -> Result<LoadedKernel> {
+        nccl_type(collective, dtype, rank)?;
+        Ok(Arc::new(super::modules::CudaKernel::Collective {
+            group: self.clone(),
+            rank,
+            collective,
+            dtype,
+        }))
+    }
+}
+
+impl Drop for NcclGroup {
+    fn drop(&mut self) {
+        for comm in &self.comms {
+            if let Some(Comm(comm)) = crate::sync::lock(comm).take() {
+                // SAFETY: the last handle is gone, so nothing launches on it.
+                let _ = unsafe { nccl::comm_destroy(comm) };
+            }
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Collectives between the ranks of a group: all-reduce and all-gather give
+//! every rank the reference result (the same bits on every rank), eagerly and
+//! replayed from a graph; ranks that disagree get an error, an aborted group
+//! wakes its waiting ranks with one (never a hang); each rank counts and
+//! profiles its collectives as dispatches of their op kind with their bus
+//! bytes. CPU groups run everywhere; GPU groups need two GPUs.
+
+use kernelscope::ops::collective::{self, AllGather, AllReduce};
+use kernelscope::profile::ProfileLevel;
+use kernelscope::testing::{Backend, random_f32};
+use kernelscope::{Communicator, DType, Device, DeviceOptions, Error, OpKind};
+
+/// Runs `body(rank, communicator)` on a thread per rank and returns the
+/// results in rank order.
+fn on_every_rank<T: Send>(
+    communicators: &[Communicator],
+    body: impl Fn(usize, &Communicator) -> T + Sync,
+) -> Vec<T> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = communicators
+            .iter()
+            .enumerate()
+            .map(|(rank, communicator)| {
+                let body = &body;
+                scope.spawn(move || body(rank, communicator))
+            })
+            .collect();
+        handles.into_iter().map(|handle| handle.join().unwrap()).collect()
+    })
+}
+
+/// Each rank all-reduces `reduce_len` and all-gathers `gather_len` random
+/// values, eagerly or from a graph, and gets the reference on every rank.
+fn collectives_match_the_reference(backend: Backend, ranks: usize, graph: bool) {
+    let options = DeviceOptions::new().profile(ProfileLevel::Dispatch);
+    let Some(devices) = backend.devices(ranks, options) else {
+        return;
+    };
+    let communicators = Communicator::group(&devices).unwrap();
+    let (reduce_len, gather_len) = (1000 + ranks, 333);
+    let reduce_inputs: Vec<Vec<f32>> = (0..ranks)
+        .map(|rank| random_f32(10 + rank as u64, reduce_len))
+        .collect();
+    let gather_inputs: Vec<Vec<f32>> = (0..ranks)
+        .map(|rank| random_f32(90 + rank as u64, gather_len))
+        .collect();
+    let results = on_every_rank(&communicators, |rank, communicator| {
+        let device = communicator.device();
+        let reduce = AllReduce::new(communicator).unwrap();
+        let gather = AllGather::new(communicator).unwrap();
+        let reduced = device
+            .buffer_from_slice(&reduce_inputs[rank], &[reduce_len])
+            .unwrap();
+        let input = device
+            .buffer_from_slice(&gather_inputs[rank], &[gather_len])
+            .unwrap();
+        let gathered = device.alloc(DType::F32, &[ranks * gather_len]).unwrap();
+        let mut encoder = device.command_encoder();
+        if graph {
+            encoder.begin_capture().unwrap();
+            reduce.encode(&mut encoder, &reduced).unwrap();
+            gather.encode(&mut encoder, &input, &gathered).unwrap();
+            let captured = encoder.end_capture().unwrap();
+            encoder.replay(&captured).unwrap();
+        } else {
+            reduce.encode(&mut encoder, &reduced).unwrap();
+            gather.encode(&mut encoder, &input, &gathered).unwrap();
+        }
+        encoder.commit_and_wait_labeled("collectives").unwrap();
+        (
+            reduced.to_vec::<f32>().unwrap(),
+            gathered.to_vec::<f32>().unwrap(),
+        )
+    });
+    let expected_sum = collective::all_reduce_sum(&reduce_inputs);
+    let expected_gather = collective::all_gather(&gather_inputs);
+    for (rank, (sum, gathered)) in results.iter().enumerate() {
+        assert_eq!(gathered, &expected_gather, "rank {rank}: all-gather");
+        for (index, (got, want)) in sum.iter().zip(&expected_sum).enumerate() {
+            assert!(
+                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "rank {rank} element {index}: {got} vs {want}"
+            );
+        }
+        // Every rank holds the same bits, so ranks that choose from them agree.
+        assert_eq!(sum, &results[0].0, "rank {rank} differs from rank 0");
+    }
+    for (rank, device) in devices.iter().enumerate() {
+        let counters = device.profiler().counters().snapshot();
+        assert_eq!(counters.dispatches, 2, "rank {rank}");
+        let dispatches: Vec<_> = device
+            .profiler()
+            .dispatches_by_label()
+            .into_iter()
+            .flat_map(|(_, entries)| entries)
+            .collect();
+        let kinds: Vec<OpKind> = dispatches.iter().map(|entry| entry.op_kind).collect();
+        assert_eq!(kinds, [OpKind::AllReduce, OpKind::AllGather], "rank {rank}");
+        assert_eq!(
+            dispatches[0].bytes,
+            collective::all_reduce_bus_bytes(4 * reduce_len as u64, ranks)
+        );
+        assert_eq!(
+            dispatches[1].bytes,
+            collective::all_gather_bus_bytes(4 * (ranks * gather_len) as u64, ranks)
+        );
+        assert!(
+            dispatches.iter().all(|entry| entry.duration_ns() > 0),
+            "rank {rank}: timed"
+        );
+    }
+}
+
+#[test]
+fn cpu_collectives_match_the_reference() {
+    for ranks in [1, 2, 3, 4] {
+        collectives_match_the_reference(Backend::Cpu, ranks, false);
+    }
+}
+
+#[test]
+fn gpu_collectives_match_the_reference() {
+    collectives_match_the_reference(Backend::Cuda, 2, false);
+}
+
+#[test]
+fn gpu_collectives_in_graphs_match_the_reference() {
+    collectives_match_the_reference(Backend::Cuda, 2, true);
+}
+
+#[test]
+fn ranks_that_disagree_get_an_error() {
+    let devices = vec![Device::cpu(), Device::cpu()];
+    let communicators = Communicator::group(&devices).unwrap();
+    let errors = on_every_rank(&communicators, |rank, communicator| {
+        let device = communicator.device();
+        let buffer = device
+            .buffer_from_slice(&random_f32(rank as u64, 8 + rank), &[8 + rank])
+            .unwrap();
+        let mut encoder = device.command_encoder();
+        AllReduce::new(communicator)
+            .unwrap()
+            .encode(&mut encoder, &buffer)
+            .unwrap();
+        encoder.commit_and_wait().unwrap_err()
+    });
+    for error in errors {
+        assert!(
+            matches!(&error, Error::Collective { problem, .. } if problem.contains("disagree")),
+            "{error}"
+        );
+    }
+}
+
+#[test]
+fn an_aborted_group_wakes_its_waiting_ranks() {
+    let devices = vec![Device::cpu(), Device::cpu()];
+    let communicators = Communicator::group(&devices).unwrap();
+    let error = std::thread::scope(|scope| {
+        let waiting = scope.spawn(|| {
+            let device = communicators[0].device();
+            let buffer = device.buffer_from_slice(&random_f32(3, 16), &[16]).unwrap();
+            let mut encoder = device.command_encoder();
+            AllReduce::new(&communicators[0])
+                .unwrap()
+                .encode(&mut encoder, &buffer)
+                .unwrap();
+            encoder.commit_and_wait().unwrap_err()
+        });
+        // Rank 1 never joins; it fails and aborts the group instead.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        communicators[1].abort("rank 1 failed");
+        waiting.join().unwrap()
+    });
+    assert!(
+        matches!(&error, Error::CollectiveAborted { rank: 0, reason } if reason == "rank 1 failed"),
+        "{error}"
+    );
+    // Later collectives fail at once too.
+    let device = communicators[0].device();
+    let buffer = device.buffer_from_slice(&random_f32(4, 4), &[4]).unwrap();
+    let mut encoder = device.command_encoder();
+    AllReduce::new(&communicators[0])
+        .unwrap()
+        .encode(&mut encoder, &buffer)
+        .unwrap();
+    assert!(matches!(
+        encoder.commit_and_wait(),
+        Err(Error::CollectiveAborted { .. })
+    ));
+}
+
+#[test]
+fn groups_refuse_repeated_devices_and_foreign_encoders() {
+    let device = Device::cpu();
+    let error = Communicator::group(&[device.clone(), device.clone()]).unwrap_err();
+    assert!(error.to_string().contains("same device"), "{error}");
+    assert!(Communicator::group(&[]).is_err());
+    let communicators = Communicator::group(&[Device::cpu(), Device::cpu()]).unwrap();
+    let mut foreign = device.command_encoder();
+    let buffer = device.buffer_from_slice(&random_f32(5, 4), &[4]).unwrap();
+    let error = AllReduce::new(&communicators[0])
+        .unwrap()
+        .encode(&mut foreign, &buffer)
+        .unwrap_err();
+    assert!(matches!(error, Error::DeviceMismatch { .. }), "{error}");
+    let gather = AllGather::new(&communicators[0]).unwrap();
+    let mut encoder = communicators[0].device().command_encoder();
+    let input = communicators[0].device().alloc(DType::F32, &[4]).unwrap();
+    let short = communicators[0].device().alloc(DType::F32, &[7]).unwrap();
+    assert!(matches!(
+        gather.encode(&mut encoder, &input, &short),
+        Err(Error::ShapeMismatch { .. })
+    ));
+    assert_eq!(communicators[1].library(), "in-process");
+}
