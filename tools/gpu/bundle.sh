@@ -57,6 +57,14 @@ build_root="$root"
 if [ ! -e "\$build_root" ]; then mkdir -p "\$(dirname "\$build_root")" && ln -s "\$proj" "\$build_root"; fi
 export KSCOPE_REQUIRE_GPU=\${KSCOPE_REQUIRE_GPU:-1}
 export PATH="\$here/bin:\$PATH"
+# NVLink multicast (NVLS) stays off: on shared hosts it can take the GPUs out of service.
+export NCCL_NVLS_ENABLE=0
+# NCCL is loaded at run time: where the system has none on the loader path,
+# use the one a Python install of PyTorch brings (the nvidia-nccl package).
+if ! ldconfig -p 2>/dev/null | grep -q 'libnccl.so.2'; then
+  nccl_lib=\$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2>/dev/null || true)
+  if [ -n "\$nccl_lib" ] && [ -e "\$nccl_lib/libnccl.so.2" ]; then export LD_LIBRARY_PATH="\$nccl_lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"; fi
+fi
 cd "\$build_root"
 if [ \$# -gt 0 ]; then exec "\$@"; fi
 fail=0

@@ -119,11 +119,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // Measured first, on an unprofiled handle, so neither the model nor
     // CUPTI (at --profile dispatch) is in the way.
     let bandwidth = if args.bandwidth_mib > 0 {
-        Some(peak_bandwidth(&args.model.device, args.bandwidth_mib)?)
+        Some(peak_bandwidth(args.model.first_device(), args.bandwidth_mib)?)
     } else {
         None
     };
-    let compute = peak_compute(&args.model.device, args.compute_size)?;
+    let compute = peak_compute(args.model.first_device(), args.compute_size)?;
     let mut options = DeviceOptions::new().profile(args.profile);
     if args.early_launch {
         options = options.early_launch();
@@ -193,7 +193,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
 
     let bytes_per_token = model.weight_bytes_per_token();
-    let roofline = bandwidth.map(|gbps| gbps * 1e9 / bytes_per_token as f64);
+    // GPU ranks each read their share of the weights from their own memory
+    // at once; CPU ranks share the host's.
+    let ranks = model.ranks();
+    let memories = if device.backend() == "cpu" { 1 } else { ranks };
+    let roofline = bandwidth.map(|gbps| gbps * 1e9 * memories as f64 / bytes_per_token as f64);
+    let device_name = if ranks > 1 {
+        format!("{} ×{ranks} (--tp {ranks})", device.name())
+    } else {
+        device.name().to_string()
+    };
     let dtype = model.weights().dtype.to_string();
     match args.output {
         Output::Md => {
@@ -222,12 +231,16 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                     "| {} | {} | {} | {dtype} | {test} | {:.2} ± {:.2} | {share} |",
                     model.name(),
                     device.backend(),
-                    device.name(),
+                    device_name,
                     spread.mean,
                     spread.stddev
                 );
             }
             match (bandwidth, roofline) {
+                (Some(gbps), Some(bound)) if memories > 1 => println!(
+                    "\nroofline: {:.1} MB of weights per token / ({ranks} ranks × {gbps:.1} GB/s measured copy bandwidth of rank 0's device) = {bound:.1} tok/s",
+                    bytes_per_token as f64 / 1e6
+                ),
                 (Some(gbps), Some(bound)) => println!(
                     "\nroofline: {:.1} MB of weights per token / {gbps:.1} GB/s measured copy bandwidth = {bound:.1} tok/s",
                     bytes_per_token as f64 / 1e6
@@ -258,6 +271,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
                         "model": model.name(),
                         "backend": device.backend(),
                         "device_name": device.name(),
+                        "tp": ranks,
+                        "devices": model.devices().iter().map(|device| device.name().to_string()).collect::<Vec<_>>(),
                         "dtype": dtype,
                         "mode": model.execution_mode().name(),
                         "fused": model.fusion(),

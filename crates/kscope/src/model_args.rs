@@ -25,7 +25,7 @@ pub struct ModelArgs {
     #[arg(long, value_name = "REV", requires = "model")]
     pub revision: Option<String>,
     /// A synthetic preset generated in memory (tiny, tiny-qwen2, tiny-llama3,
-    /// qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, llama-3.1-8b, tinyllama-1.1b). Default: tiny.
+    /// qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, llama-3.1-8b, tinyllama-1.1b, llama-3-70b). Default: tiny.
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
     /// Weight dtype of a preset generated in memory.
@@ -35,8 +35,17 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = 0, value_name = "N", value_parser = crate::numbers::seed)]
     pub weights_seed: u64,
     /// Device: auto (CUDA when a GPU is usable, else the CPU), cpu, cuda or cuda:N.
+    /// With --tp N, the first of N devices: N CPU devices, or N GPUs from it on.
     #[arg(long, default_value = "auto")]
     pub device: String,
+    /// Tensor parallelism: split the model over N devices (Megatron style,
+    /// collectives through NCCL on GPUs, in-process on the CPU).
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = crate::numbers::positive_count)]
+    pub tp: usize,
+    /// The devices of a split model, comma-separated (cuda:0,cuda:1 or
+    /// cpu,cpu), one rank each in order; implies --tp with their count.
+    #[arg(long, value_name = "LIST", conflicts_with = "device", value_delimiter = ',')]
+    pub devices: Option<Vec<String>>,
     /// No progress bar while loading.
     #[arg(long)]
     pub quiet: bool,
@@ -65,6 +74,7 @@ pub fn parse_weight_dtype(text: &str) -> Result<DType, String> {
 
 /// An opened model with its device.
 pub struct Opened {
+    /// Rank 0's device (the only one unless split; `model.devices()` has all).
     pub device: Device,
     pub device_reason: String,
     pub model: Model,
@@ -121,14 +131,68 @@ impl ModelArgs {
         }))
     }
 
-    /// Opens the device with `options`, then loads or generates the model.
+    /// The device spec of rank 0 (`--device`, or the first of `--devices`).
+    pub fn first_device(&self) -> &str {
+        match &self.devices {
+            Some(devices) => devices.first().map_or("auto", String::as_str),
+            None => &self.device,
+        }
+    }
+
+    /// Opens every rank's device with `options`: `--devices` as listed, or
+    /// `--tp` devices from `--device` on. The string says how rank 0's
+    /// device was chosen.
+    pub fn open_devices(&self, options: DeviceOptions) -> Result<(Vec<Device>, String)> {
+        if let Some(specs) = &self.devices {
+            if self.tp != 1 && self.tp != specs.len() {
+                bail!(
+                    "--tp {} but --devices lists {} devices: give one device per rank",
+                    self.tp,
+                    specs.len()
+                );
+            }
+            let mut devices = Vec::with_capacity(specs.len());
+            let mut reason = String::new();
+            for spec in specs {
+                let (device, why) =
+                    Device::open(spec, options.clone()).with_context(|| format!("--devices: {spec}"))?;
+                if devices.is_empty() {
+                    reason = format!("{why} (--devices)");
+                }
+                devices.push(device);
+            }
+            return Ok((devices, reason));
+        }
+        let (first, reason) = Device::open(&self.device, options.clone())?;
+        let mut devices = vec![first];
+        for rank in 1..self.tp {
+            let device = match &devices[0] {
+                Device::Cpu(_) => Device::cpu_with(options.clone()),
+                Device::Cuda(_) => {
+                    let first_ordinal = match self.device.trim().to_ascii_lowercase().strip_prefix("cuda:") {
+                        Some(ordinal) => ordinal.parse::<usize>().unwrap_or(0),
+                        None => 0,
+                    };
+                    let ordinal = first_ordinal + rank;
+                    Device::cuda_with(ordinal, options.clone())
+                        .with_context(|| format!("--tp {}: rank {rank} needs GPU cuda:{ordinal}", self.tp))?
+                }
+            };
+            devices.push(device);
+        }
+        Ok((devices, reason))
+    }
+
+    /// Opens the devices with `options`, then loads or generates the model
+    /// (split over them with more than one).
     pub fn open(&self, options: DeviceOptions) -> Result<Opened> {
         let location = self.location()?;
-        let (device, device_reason) = Device::open(&self.device, options)?;
+        let (devices, device_reason) = self.open_devices(options)?;
+        let device = devices[0].clone();
         let (model, tokenizer) = match &location {
             Some(location) => {
                 let directory = &location.directory;
-                let model = Model::load(directory, &device, LoadOptions { quiet: self.quiet })?;
+                let model = Model::load_split(directory, &devices, LoadOptions { quiet: self.quiet })?;
                 (model, Tokenizer::from_directory(directory)?)
             }
             None => {
@@ -138,7 +202,7 @@ impl ModelArgs {
                     seed: self.weights_seed,
                     quiet: self.quiet,
                 };
-                let model = Model::from_preset(name, &device, options)
+                let model = Model::from_preset_split(name, &devices, options)
                     .with_context(|| format!("building preset {name}"))?;
                 (model, None)
             }
@@ -220,11 +284,24 @@ pub fn peak_compute(spec: &str, size: Option<usize>) -> Result<Option<ComputePea
     Ok(Some(ComputePeak { gflops, size }))
 }
 
-/// One line describing the model's shape.
+/// One line describing the model's shape (and its split, when split).
 pub fn describe(model: &Model) -> String {
     let config = model.config();
+    let split = match model.collectives() {
+        Some((library, link)) => format!(
+            ", split over {} ranks ({}; {library}, {link})",
+            model.ranks(),
+            model
+                .devices()
+                .iter()
+                .map(|device| device.name().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        None => String::new(),
+    };
     format!(
-        "{}: {}, {} layers, hidden {}, {} heads ({} kv), vocab {}, {:.1}M parameters, {}",
+        "{}: {}, {} layers, hidden {}, {} heads ({} kv), vocab {}, {:.1}M parameters, {}{split}",
         model.name(),
         config.architecture.class_name(),
         config.num_layers,

@@ -173,8 +173,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     // a separate handle without CUPTI, before the profiled device exists.
     let (peak_bandwidth, peak_compute) = if profiling {
         (
-            Some(peak_bandwidth(&args.model.device, 256)?),
-            peak_compute(&args.model.device, args.compute_size)?,
+            Some(peak_bandwidth(args.model.first_device(), 256)?),
+            peak_compute(args.model.first_device(), args.compute_size)?,
         )
     } else {
         (None, None)
@@ -243,7 +243,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         temperature: args.temperature,
         top_p: args.top_p,
     };
-    device.profiler().reset();
+    // Loading (and generating a preset's weights on the device) is not the run.
+    for rank_device in model.devices() {
+        rank_device.profiler().reset();
+    }
     let request = GenerationRequest {
         prompt: &prompt,
         max_tokens: args.max_tokens,

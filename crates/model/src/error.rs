@@ -95,6 +95,18 @@ pub enum ModelError {
         /// (starts with " ("), or empty.
         limit: String,
     },
+    /// The model cannot be split over the ranks asked for.
+    #[error("cannot split the model over {ranks} ranks (--tp {ranks}): {problem}")]
+    TensorParallel {
+        /// Ranks asked for.
+        ranks: usize,
+        /// What does not divide, and what would.
+        problem: String,
+    },
+    /// A rank of a split model stopped because rank 0 stopped (rank 0's own
+    /// error is the one reported).
+    #[error("rank 0 stopped the generation")]
+    LeaderStopped,
     /// The input is empty or otherwise unusable.
     #[error("{0}")]
     InvalidInput(String),

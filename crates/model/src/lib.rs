@@ -25,6 +25,7 @@ mod tokenizer;
 mod weights;
 
 pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, GenerationPrompt, TextStream};
+pub use config::shard::Partition;
 pub use config::{Architecture, Config, MAX_CONFIG_BYTES, MAX_LAYERS};
 pub use engine::{DEFAULT_PREFILL_CHUNK, ExecutionMode, Generation, GenerationRequest, Model, StepTiming};
 pub use error::{ModelError, Result};

@@ -7,7 +7,7 @@ use crate::config::{Architecture, Config};
 use crate::error::{ModelError, Result};
 
 /// The preset names, smallest first.
-pub const PRESETS: [&str; 8] = [
+pub const PRESETS: [&str; 9] = [
     "tiny",
     "tiny-qwen2",
     "tiny-llama3",
@@ -16,6 +16,7 @@ pub const PRESETS: [&str; 8] = [
     "llama-3-8b",
     "llama-3.1-8b",
     "tinyllama-1.1b",
+    "llama-3-70b",
 ];
 
 fn tiny(architecture: Architecture) -> Config {
@@ -119,6 +120,28 @@ pub fn preset(name: &str) -> Result<Config> {
             intermediate_size: 14_336,
             num_layers: 32,
             num_heads: 32,
+            num_kv_heads: 8,
+            head_dim: 128,
+            rms_norm_eps: 1e-5,
+            rope_theta: 500_000.0,
+            rope_scaling: None,
+            rope_attention_scaling: 1.0,
+            sliding_window: None,
+            max_position_embeddings: 8192,
+            tie_word_embeddings: false,
+            qkv_bias: false,
+            o_bias: false,
+            eos_token_ids: vec![128_001],
+        },
+        // Llama 3 70B: 141 GB of bf16 weights, more than one H200 holds;
+        // run split (--tp 2 or more), its weights generated on each GPU.
+        "llama-3-70b" => Config {
+            architecture: Architecture::Llama,
+            vocab_size: 128_256,
+            hidden_size: 8192,
+            intermediate_size: 28_672,
+            num_layers: 80,
+            num_heads: 64,
             num_kv_heads: 8,
             head_dim: 128,
             rms_norm_eps: 1e-5,

@@ -42,23 +42,66 @@ impl Default for SyntheticOptions {
     }
 }
 
+/// How tensor `name` of `shape` is generated: its values are uniform on
+/// `[low, high)`, the `i`-th (row-major) from the `i`-th value of SplitMix64
+/// seeded by `seed`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TensorGenerator {
+    /// The sequence's seed: the run's seed xor the FNV-1a hash of the name.
+    pub seed: u64,
+    /// Lower bound.
+    pub low: f32,
+    /// Upper bound (exclusive).
+    pub high: f32,
+}
+
+impl TensorGenerator {
+    /// The generator of tensor `name` of `shape` (the whole tensor's shape,
+    /// which sets a weight's fan-in) for `seed`.
+    pub fn new(name: &str, shape: &[usize], seed: u64) -> TensorGenerator {
+        let (low, high) = if name.ends_with("norm.weight") {
+            (0.9, 1.1)
+        } else if name.ends_with(".bias") {
+            (-0.1, 0.1)
+        } else if name == "model.embed_tokens.weight" {
+            (-1.0, 1.0)
+        } else {
+            // Uniform on ±sqrt(3/fan_in) has variance 1/fan_in. A shape without
+            // dimensions (a scalar) has one input.
+            let fan_in = shape.last().copied().unwrap_or(1);
+            let bound = (3.0 / fan_in as f32).sqrt();
+            (-bound, bound)
+        };
+        TensorGenerator {
+            seed: seed ^ fnv1a64(name.as_bytes()),
+            low,
+            high,
+        }
+    }
+
+    /// The value of element `index` (row-major in the whole tensor).
+    pub fn value(&self, index: usize) -> f32 {
+        let bits = SplitMix64::u64_at(self.seed, index as u64);
+        SplitMix64::scale(SplitMix64::unit_f32(bits), self.low, self.high)
+    }
+}
+
 /// The f32 values of tensor `name` of `shape` for `seed`.
 pub fn tensor_values(name: &str, shape: &[usize], seed: u64) -> Vec<f32> {
     let count: usize = shape.iter().product();
-    let mut rng = SplitMix64::new(seed ^ fnv1a64(name.as_bytes()));
-    if name.ends_with("norm.weight") {
-        rng.vec_f32(count, 0.9, 1.1)
-    } else if name.ends_with(".bias") {
-        rng.vec_f32(count, -0.1, 0.1)
-    } else if name == "model.embed_tokens.weight" {
-        rng.vec_f32(count, -1.0, 1.0)
-    } else {
-        // Uniform on ±sqrt(3/fan_in) has variance 1/fan_in. A shape without
-        // dimensions (a scalar) has one input.
-        let fan_in = shape.last().copied().unwrap_or(1);
-        let bound = (3.0 / fan_in as f32).sqrt();
-        rng.vec_f32(count, -bound, bound)
-    }
+    let generator = TensorGenerator::new(name, shape, seed);
+    let mut rng = SplitMix64::new(generator.seed);
+    rng.vec_f32(count, generator.low, generator.high)
+}
+
+/// The values of the elements of tensor `name` of `shape` (the whole
+/// tensor's) that `runs` name, as `(first element, length)` runs in order:
+/// one rank's share, made without the rest of the tensor.
+pub fn tensor_values_in(name: &str, shape: &[usize], seed: u64, runs: &[(usize, usize)]) -> Vec<f32> {
+    let generator = TensorGenerator::new(name, shape, seed);
+    runs.iter()
+        .flat_map(|&(start, length)| (start..start + length).map(|index| generator.value(index)))
+        .collect()
 }
 
 /// `values` encoded as little-endian `dtype` bytes (round to nearest).

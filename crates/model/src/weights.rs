@@ -5,8 +5,10 @@
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use kernelscope::ops::synthetic::{Cut, SyntheticFill};
 use kernelscope::{Buffer, DType, Device};
 
+use crate::config::shard::{Partition, Split};
 use crate::config::{Config, LayerTensor, TensorRole};
 use crate::error::{ModelError, Result};
 use crate::loader::{Checkpoint, LoadOptions};
@@ -59,12 +61,15 @@ pub struct Weights {
 }
 
 impl Weights {
-    /// Builds the weights by asking `tensor(name, shape)` for each one, in
-    /// the order of the config's tensor list, and placing each by its role.
+    /// Builds `partition`'s share of the weights by asking
+    /// `tensor(name, whole shape, split)` for each one, in the order of the
+    /// config's tensor list, and placing each by its role. Only rank 0 keeps
+    /// o_proj's bias: it is added once, before the ranks' partial sums meet.
     fn assemble(
         config: &Config,
+        partition: &Partition,
         dtype: DType,
-        mut tensor: impl FnMut(&str, &[usize]) -> Result<Buffer>,
+        mut tensor: impl FnMut(&str, &[usize], &Split) -> Result<Buffer>,
     ) -> Result<Self> {
         let mut embedding = None;
         let mut final_norm = None;
@@ -72,7 +77,8 @@ impl Weights {
         let mut layers: Vec<[Option<Buffer>; LayerTensor::ALL.len()]> =
             (0..config.num_layers).map(|_| Default::default()).collect();
         for spec in config.tensors() {
-            let buffer = tensor(&spec.name, &spec.shape)?;
+            let split = partition.split(spec.role.dimensions(), config);
+            let buffer = tensor(&spec.name, &spec.shape, &split)?;
             match spec.role {
                 TensorRole::Embedding => embedding = Some(buffer),
                 TensorRole::Layer { index, tensor } => layers[index][tensor as usize] = Some(buffer),
@@ -101,7 +107,7 @@ impl Weights {
                     v_proj: take(LayerTensor::ValueProjection).expect(LISTED),
                     qkv_bias,
                     o_proj: take(LayerTensor::OutputProjection).expect(LISTED),
-                    o_bias: take(LayerTensor::OutputBias),
+                    o_bias: take(LayerTensor::OutputBias).filter(|_| partition.rank == 0),
                     post_attention_norm: take(LayerTensor::PostAttentionNorm).expect(LISTED),
                     gate_proj: take(LayerTensor::GateProjection).expect(LISTED),
                     up_proj: take(LayerTensor::UpProjection).expect(LISTED),
@@ -119,8 +125,15 @@ impl Weights {
         })
     }
 
-    /// Loads the weights of the checkpoint in `directory` onto `device`.
-    pub fn load(directory: &Path, config: &Config, device: &Device, options: LoadOptions) -> Result<Self> {
+    /// Loads `partition`'s share of the weights of the checkpoint in
+    /// `directory` onto `device`, reading only that share's bytes.
+    pub fn load(
+        directory: &Path,
+        config: &Config,
+        partition: &Partition,
+        device: &Device,
+        options: LoadOptions,
+    ) -> Result<Self> {
         let checkpoint = Checkpoint::open(directory)?;
         let dtype = checkpoint.dtype()?;
         // Before listing tensors or allocating: the config must describe no
@@ -149,23 +162,37 @@ impl Weights {
                 ),
             });
         }
+        let share_bytes = share_bytes(config, partition, dtype);
         if !device.capabilities().maps_files_in_place {
-            check_fits(device, "the weights", weight_bytes)?;
+            check_fits(device, "the weights", share_bytes)?;
         }
-        let total_bytes = weight_bytes as usize;
-        let progress = progress_bar(total_bytes, options.quiet, "loading weights");
-        let weights = Self::assemble(config, dtype, |name, shape| {
+        let progress = progress_bar(share_bytes as usize, options.quiet, "loading weights");
+        let element = dtype.size_in_bytes();
+        let weights = Self::assemble(config, partition, dtype, |name, shape, split| {
             let location = checkpoint.locate(name, shape, dtype)?;
             let map = &checkpoint.files[location.file].1;
-            let address = map.as_ptr() as usize + location.offset;
-            let buffer = if address.is_multiple_of(dtype.size_in_bytes()) {
-                device.buffer_from_mapped(map.clone(), location.offset, dtype, shape)?
-            } else {
-                // Misaligned for its dtype (allowed by the format): copy it.
-                let buffer = device.alloc(dtype, shape)?;
-                let length = buffer.byte_len();
-                buffer.write_bytes(&map[location.offset..location.offset + length])?;
-                buffer
+            let runs = split.runs(shape);
+            let cut = split.shape(shape);
+            let buffer = match runs.as_slice() {
+                // One run: the share is contiguous in the file.
+                [(start, _)]
+                    if (map.as_ptr() as usize + location.offset + start * element)
+                        .is_multiple_of(element) =>
+                {
+                    device.buffer_from_mapped(map.clone(), location.offset + start * element, dtype, &cut)?
+                }
+                _ => {
+                    // Columns of every row, or misaligned for its dtype
+                    // (allowed by the format): gather a copy.
+                    let mut bytes = Vec::with_capacity(runs.iter().map(|run| run.1).sum::<usize>() * element);
+                    for &(start, length) in &runs {
+                        let from = location.offset + start * element;
+                        bytes.extend_from_slice(&map[from..from + length * element]);
+                    }
+                    let buffer = device.alloc(dtype, &cut)?;
+                    buffer.write_bytes(&bytes)?;
+                    buffer
+                }
             };
             progress.inc(buffer.byte_len() as u64);
             Ok(buffer)
@@ -174,29 +201,64 @@ impl Weights {
         Ok(weights)
     }
 
-    /// Generates the seeded synthetic weights of `config` on `device`: the
-    /// same values `gen-model` writes for these options.
-    pub fn synthetic(config: &Config, device: &Device, options: SyntheticOptions) -> Result<Self> {
+    /// Generates `partition`'s share of the seeded synthetic weights of
+    /// `config` on `device`: the same values `gen-model` writes for these
+    /// options (each rank makes only its share).
+    pub fn synthetic(
+        config: &Config,
+        partition: &Partition,
+        device: &Device,
+        options: SyntheticOptions,
+    ) -> Result<Self> {
         let SyntheticOptions { dtype, seed, quiet } = options;
         if !matches!(dtype, DType::F32 | DType::F16 | DType::BF16) {
             return Err(ModelError::UnsupportedDtype(dtype));
         }
-        let weight_bytes = config
-            .checked_parameter_bytes(dtype.size_in_bytes() as u64)
-            .expect("presets are valid configs");
-        check_fits(device, "the weights", weight_bytes)?;
-        let total_bytes = weight_bytes as usize;
-        let progress = progress_bar(total_bytes, quiet, "generating weights");
-        let weights = Self::assemble(config, dtype, |name, shape| {
-            let bytes = synthetic::encode(&synthetic::tensor_values(name, shape, seed), dtype)?;
-            let buffer = device.alloc(dtype, shape)?;
-            buffer.write_bytes(&bytes)?;
-            progress.inc(bytes.len() as u64);
+        let share_bytes = share_bytes(config, partition, dtype);
+        check_fits(device, "the weights", share_bytes)?;
+        let progress = progress_bar(share_bytes as usize, quiet, "generating weights");
+        // Made on the device by a kernel (no host copy of the weights).
+        let fill = SyntheticFill::new(&kernelscope::ops::registry(), device, dtype)?;
+        let mut encoder = device.command_encoder();
+        let weights = Self::assemble(config, partition, dtype, |name, shape, split| {
+            let generator = synthetic::TensorGenerator::new(name, shape, seed);
+            let row_length = shape.iter().skip(1).product::<usize>() as u64;
+            let (first_row, first_column, columns) = match split {
+                Split::Whole => (0, 0, row_length),
+                Split::Rows(rows) => (rows.start as u64, 0, row_length),
+                Split::Columns(columns) => (0, columns.start as u64, columns.len() as u64),
+            };
+            let buffer = device.alloc(dtype, &split.shape(shape))?;
+            let cut = Cut {
+                seed: generator.seed,
+                row_length,
+                first_row,
+                first_column,
+                columns,
+                low: generator.low,
+                high: generator.high,
+            };
+            fill.encode(&mut encoder, &buffer, cut)?;
+            encoder.commit_labeled("generate weights")?;
+            progress.inc(buffer.byte_len() as u64);
             Ok(buffer)
         })?;
+        encoder.wait()?;
         progress.finish_and_clear();
         Ok(weights)
     }
+}
+
+/// Bytes of `partition`'s share of the weights in `dtype`.
+fn share_bytes(config: &Config, partition: &Partition, dtype: DType) -> u64 {
+    config
+        .tensors()
+        .map(|spec| {
+            let split = partition.split(spec.role.dimensions(), config);
+            split.shape(&spec.shape).iter().product::<usize>() as u64
+        })
+        .sum::<u64>()
+        * dtype.size_in_bytes() as u64
 }
 
 /// Refuses, before allocating, `bytes` of `what` that the device's free

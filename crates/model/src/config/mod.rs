@@ -7,6 +7,7 @@
 mod fields;
 mod parse;
 mod rope;
+pub(crate) mod shard;
 mod tensors;
 
 use kernelscope::ops::rope::RopeScaling;

@@ -9,7 +9,7 @@ use super::Config;
 
 /// A size a tensor dimension takes from the config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Dimension {
+pub(crate) enum Dimension {
     /// `vocab_size`.
     Vocabulary,
     /// `hidden_size`.
@@ -116,7 +116,7 @@ impl TensorRole {
         }
     }
 
-    fn dimensions(self) -> &'static [Dimension] {
+    pub(crate) fn dimensions(self) -> &'static [Dimension] {
         match self {
             TensorRole::Embedding | TensorRole::LmHead => &[Dimension::Vocabulary, Dimension::Hidden],
             TensorRole::Layer { tensor, .. } => tensor.layout().1,

@@ -23,7 +23,7 @@ use kernelscope::profile::Phase;
 use kernelscope::{CommandEncoder, Device, Graph, PendingRead};
 
 use super::forward::{Choice, Forward};
-use super::prefill::{ChunkLogits, PrefillBuffers};
+use super::prefill::{ChunkLogits, PrefillBuffers, arrange_logits};
 use super::state::POSITION_SLOT;
 use crate::error::Result;
 
@@ -246,7 +246,7 @@ impl Executor {
             token: state.next_token.read_later::<u32>()?,
             logits: match readback {
                 Readback::Token => None,
-                Readback::TokenAndLogits => Some(state.logits.read_later::<f32>()?),
+                Readback::TokenAndLogits => Some(state.vocab_logits.read_later::<f32>()?),
             },
         })
     }
@@ -327,18 +327,19 @@ impl Executor {
             Some(_) => Some(forward.state.next_token.read_later::<u32>()?),
             None => None,
         };
-        let all_logits = match (logits, &chunk.logits) {
-            (ChunkLogits::All, Some(all)) => Some(
-                all.slice(0, rows * forward.config.vocab_size)?
-                    .read_later::<f32>()?,
-            ),
+        let partition = &forward.ops.partition;
+        let all_logits = match (logits, chunk.all_logits(rows, partition)) {
+            (ChunkLogits::All, Some(all)) => Some(all?.read_later::<f32>()?),
             _ => None,
         };
         let output = ChunkOutput {
             token: token
                 .map(|token| token.wait().map(|values| values[0]))
                 .transpose()?,
-            logits: all_logits.map(PendingRead::wait).transpose()?,
+            logits: all_logits
+                .map(PendingRead::wait)
+                .transpose()?
+                .map(|values| arrange_logits(values, rows, partition, forward.config.vocab_size)),
         };
         profiler.end_token();
         Ok(output)

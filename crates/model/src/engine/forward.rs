@@ -68,13 +68,7 @@ impl Forward<'_> {
         let fused = ops.fusion && norm_matvec::fits(config.hidden_size);
 
         encoder.set_scope("embed");
-        ops.embedding.encode(
-            encoder,
-            &weights.embedding,
-            &state.step,
-            TOKEN_SLOT,
-            &state.hidden,
-        )?;
+        self.encode_embedding(encoder, &state.step, TOKEN_SLOT, &state.hidden)?;
 
         for (index, layer) in weights.layers.iter().enumerate() {
             if fused {
@@ -91,14 +85,101 @@ impl Forward<'_> {
                 &state.hidden,
                 &weights.final_norm,
                 &[&weights.lm_head],
-                &state.logits,
+                &state.shard_logits,
                 eps,
             )?;
         } else {
             ops.rms_norm
                 .encode(encoder, &state.hidden, &weights.final_norm, &state.normed, eps)?;
             ops.matvec
-                .encode(encoder, &weights.lm_head, &state.normed, &state.logits)?;
+                .encode(encoder, &weights.lm_head, &state.normed, &state.shard_logits)?;
+        }
+        self.encode_gather_logits(encoder)
+    }
+
+    /// The embedding of the `rows` tokens from `tokens[first..]` into
+    /// `hidden` (`[rows, hidden]`). Split, each rank looks up the ids its
+    /// share of the table holds (zeros for the rest) and the ranks' rows are
+    /// summed.
+    pub fn encode_embedding(
+        &self,
+        encoder: &mut CommandEncoder,
+        tokens: &kernelscope::Buffer,
+        first: usize,
+        hidden: &kernelscope::Buffer,
+    ) -> Result<()> {
+        let (ops, partition) = (self.ops, &self.ops.partition);
+        ops.embedding.encode_shard(
+            encoder,
+            &self.weights.embedding,
+            partition.vocabulary.start,
+            self.config.vocab_size,
+            tokens,
+            first,
+            hidden,
+        )?;
+        if let Some(collectives) = &ops.collectives {
+            collectives.all_reduce.encode(encoder, hidden)?;
+        }
+        Ok(())
+    }
+
+    /// Gathers the ranks' shares of the logits into `state.logits` (nothing
+    /// to do when not split: the LM head wrote them there).
+    pub fn encode_gather_logits(&self, encoder: &mut CommandEncoder) -> Result<()> {
+        let state = self.state;
+        if let (Some(collectives), Some(padded)) = (&self.ops.collectives, &state.shard_logits_padded) {
+            collectives.all_gather.encode(encoder, padded, &state.logits)?;
+        }
+        Ok(())
+    }
+
+    /// An output projection (o_proj, down_proj) of `input` added into the
+    /// residual stream, with the projection's bias where the model has one
+    /// (`model_has_bias`; `bias` is this rank's, absent but on rank 0). Split,
+    /// each rank's projection is a partial sum over its columns, completed
+    /// by an all-reduce: fused, rank 0 adds its part into the residual
+    /// stream and the others overwrite their (identical) copy of it with
+    /// theirs, so one all-reduce of the residual stream adds it all up.
+    fn encode_output_projection(
+        &self,
+        encoder: &mut CommandEncoder,
+        weight: &kernelscope::Buffer,
+        input: &kernelscope::Buffer,
+        model_has_bias: bool,
+        bias: Option<&kernelscope::Buffer>,
+        fused: bool,
+    ) -> Result<()> {
+        let (ops, state) = (self.ops, self.state);
+        // Chosen by whether the model has the bias (`model_has_bias`), not by
+        // whether this rank holds it (only rank 0 does): every rank must take
+        // the same path, all-reducing the same buffer.
+        match (&ops.collectives, fused && !model_has_bias) {
+            (None, true) => ops
+                .fused
+                .matvec_add
+                .encode(encoder, weight, input, &state.hidden)?,
+            (Some(collectives), true) => {
+                if ops.partition.rank == 0 {
+                    ops.fused
+                        .matvec_add
+                        .encode(encoder, weight, input, &state.hidden)?;
+                } else {
+                    ops.matvec.encode(encoder, weight, input, &state.hidden)?;
+                }
+                collectives.all_reduce.encode(encoder, &state.hidden)?;
+            }
+            (collectives, false) => {
+                ops.matvec.encode(encoder, weight, input, &state.projected)?;
+                if let Some(bias) = bias {
+                    ops.add_bias.encode(encoder, &state.projected, bias)?;
+                }
+                if let Some(collectives) = collectives {
+                    collectives.all_reduce.encode(encoder, &state.projected)?;
+                }
+                ops.add_residual
+                    .encode(encoder, &state.hidden, &state.projected)?;
+            }
         }
         Ok(())
     }
@@ -153,13 +234,14 @@ impl Forward<'_> {
             POSITION_SLOT,
         )?;
         self.encode_attention(encoder, index, position)?;
-        ops.matvec
-            .encode(encoder, &layer.o_proj, &state.attention, &state.projected)?;
-        if let Some(o_bias) = &layer.o_bias {
-            ops.add_bias.encode(encoder, &state.projected, o_bias)?;
-        }
-        ops.add_residual
-            .encode(encoder, &state.hidden, &state.projected)?;
+        self.encode_output_projection(
+            encoder,
+            &layer.o_proj,
+            &state.attention,
+            config.o_bias,
+            layer.o_bias.as_ref(),
+            false,
+        )?;
 
         encoder.set_scope(&format!("layer.{index}.mlp"));
         ops.rms_norm.encode(
@@ -175,10 +257,7 @@ impl Forward<'_> {
             .encode(encoder, &layer.up_proj, &state.normed, &state.up)?;
         ops.silu_mul
             .encode(encoder, &state.gate, &state.up, &state.activated)?;
-        ops.matvec
-            .encode(encoder, &layer.down_proj, &state.activated, &state.projected)?;
-        ops.add_residual
-            .encode(encoder, &state.hidden, &state.projected)?;
+        self.encode_output_projection(encoder, &layer.down_proj, &state.activated, false, None, false)?;
         Ok(())
     }
 
@@ -219,18 +298,16 @@ impl Forward<'_> {
             config.heads(),
         )?;
         self.encode_attention(encoder, index, position)?;
-        if let Some(o_bias) = &layer.o_bias {
-            // The bias belongs before the residual add: keep them apart.
-            ops.matvec
-                .encode(encoder, &layer.o_proj, &state.attention, &state.projected)?;
-            ops.add_bias.encode(encoder, &state.projected, o_bias)?;
-            ops.add_residual
-                .encode(encoder, &state.hidden, &state.projected)?;
-        } else {
-            fused
-                .matvec_add
-                .encode(encoder, &layer.o_proj, &state.attention, &state.hidden)?;
-        }
+        // A bias belongs before the residual add: with one, the projection
+        // and the add stay apart.
+        self.encode_output_projection(
+            encoder,
+            &layer.o_proj,
+            &state.attention,
+            config.o_bias,
+            layer.o_bias.as_ref(),
+            true,
+        )?;
 
         encoder.set_scope(&format!("layer.{index}.mlp"));
         fused.norm_matvec_silu.encode(
@@ -242,9 +319,7 @@ impl Forward<'_> {
             &state.activated,
             eps,
         )?;
-        fused
-            .matvec_add
-            .encode(encoder, &layer.down_proj, &state.activated, &state.hidden)?;
+        self.encode_output_projection(encoder, &layer.down_proj, &state.activated, false, None, true)?;
         Ok(())
     }
 
@@ -283,14 +358,16 @@ impl Forward<'_> {
         let (ops, state) = (self.ops, self.state);
         encoder.set_scope("sample");
         match choice {
-            Choice::Greedy => ops.argmax.encode(encoder, &state.logits, &state.next_token)?,
+            Choice::Greedy => ops
+                .argmax
+                .encode(encoder, &state.vocab_logits, &state.next_token)?,
             Choice::Sampled { sampling, uniform } => {
                 let sample = ops.sample.as_ref().map_err(|error| {
                     ModelError::InvalidInput(format!(
                         "sampling with --temperature above 0 is unavailable here ({error}); use --temperature 0"
                     ))
                 })?;
-                sample.encode(encoder, &state.logits, &state.next_token, sampling, uniform)?;
+                sample.encode(encoder, &state.vocab_logits, &state.next_token, sampling, uniform)?;
             }
         }
         Ok(())

@@ -10,10 +10,10 @@ use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope::rng::SplitMix64;
 
-use super::Model;
 use super::execution::{Decode, Readback, StepInput, StepOutput};
 use super::forward::{Choice, Forward};
 use super::prefill::{ChunkLogits, PrefillBuffers};
+use super::shard::Shard;
 use crate::error::{ModelError, Result};
 
 /// Host time of one processed position.
@@ -121,7 +121,7 @@ impl Chooser {
     }
 }
 
-impl Model {
+impl Shard {
     /// Runs `prompt`'s positions from `start` (the cache holding the
     /// positions before it) and returns the token chosen after the last,
     /// drawing one choice per position from `choose` (the last one is used,
@@ -174,6 +174,7 @@ impl Model {
                 self.executor.invalidate();
                 PrefillBuffers::new(
                     &self.config,
+                    &self.ops.partition,
                     &self.device,
                     self.weights.dtype,
                     capacity,
@@ -233,19 +234,10 @@ impl Model {
         Ok(next)
     }
 
-    /// Runs the request's prompt, then generates up to `max_tokens` tokens.
-    /// Stops early at an end-of-sequence token when `stop_at_eos`. With
-    /// `keep_logits`, the logits of every processed position are returned
-    /// (prompt positions, then each generated token but the last, which is
-    /// never fed back).
-    pub fn generate(&mut self, request: &GenerationRequest<'_>) -> Result<Generation> {
-        self.generate_streaming(request, |_| Ok(()))
-    }
-
-    /// [`generate`](Self::generate) with `on_token` called with each
+    /// [`Model::generate`](super::Model::generate) with `on_token` called with each
     /// generated token as soon as it is known (to stream text); an error
     /// from it stops generation.
-    pub fn generate_streaming(
+    pub(super) fn generate_streaming(
         &mut self,
         request: &GenerationRequest<'_>,
         mut on_token: impl FnMut(u32) -> Result<()>,

@@ -9,6 +9,7 @@ use kernelscope::{Buffer, CommandEncoder, DType, Device};
 
 use super::forward::Forward;
 use crate::config::Config;
+use crate::config::shard::Partition;
 use crate::error::{ModelError, Result};
 
 /// Which logits a chunk computes.
@@ -47,8 +48,13 @@ pub(crate) struct PrefillBuffers {
     pub gate: Buffer,
     pub up: Buffer,
     pub activated: Buffer,
-    /// `[capacity, vocab]` f32, only where every row's logits are asked for.
+    /// `[capacity, vocabulary ids held]` f32 (room for `[capacity,
+    /// vocabulary_stride]`), only where every row's logits are asked for:
+    /// this rank's share of them.
     pub logits: Option<Buffer>,
+    /// `[ranks, capacity × vocabulary_stride]` f32: every rank's `logits`,
+    /// gathered, when the model is split and every row's logits are asked for.
+    pub gathered_logits: Option<Buffer>,
 }
 
 impl PrefillBuffers {
@@ -56,6 +62,7 @@ impl PrefillBuffers {
     /// row's logits too.
     pub fn new(
         config: &Config,
+        partition: &Partition,
         device: &Device,
         weight_dtype: DType,
         capacity: usize,
@@ -77,17 +84,53 @@ impl PrefillBuffers {
             up: rows(DType::F32, config.intermediate_size)?,
             activated: rows(weight_dtype, config.intermediate_size)?,
             logits: if all_logits {
-                Some(rows(DType::F32, config.vocab_size)?)
+                Some(rows(DType::F32, partition.vocabulary_stride)?)
+            } else {
+                None
+            },
+            gathered_logits: if all_logits && partition.is_split() {
+                Some(rows(DType::F32, partition.ranks * partition.vocabulary_stride)?)
             } else {
                 None
             },
         })
     }
 
+    /// The buffer holding every row's logits after a chunk of `rows` rows:
+    /// the gathered shares when split (in [`arrange_logits`]'s layout),
+    /// else `[rows, vocab]` in order.
+    pub fn all_logits(&self, rows: usize, partition: &Partition) -> Option<Result<Buffer>> {
+        let width = partition.vocabulary_stride;
+        match (&self.gathered_logits, &self.logits) {
+            (Some(gathered), _) => Some(rows_of(gathered, rows, partition.ranks * width)),
+            (None, Some(logits)) => Some(rows_of(logits, rows, width)),
+            (None, None) => None,
+        }
+    }
+
     /// Whether these buffers serve `rows` rows with the logits asked for.
     pub fn serve(&self, rows: usize, all_logits: bool) -> bool {
         rows <= self.capacity && (!all_logits || self.logits.is_some())
     }
+}
+
+/// Every row's logits in id order, `[rows, vocab]`, from what
+/// [`PrefillBuffers::all_logits`] held: when split, rank r's block of
+/// `rows × vocabulary_stride` values starts with its `[rows, ids held]`.
+pub(crate) fn arrange_logits(values: Vec<f32>, rows: usize, partition: &Partition, vocab: usize) -> Vec<f32> {
+    if !partition.is_split() {
+        return values;
+    }
+    let stride = partition.vocabulary_stride;
+    let mut arranged = Vec::with_capacity(rows * vocab);
+    for row in 0..rows {
+        for rank in 0..partition.ranks {
+            let held = stride.min(vocab - rank * stride);
+            let start = rank * rows * stride + row * held;
+            arranged.extend_from_slice(&values[start..start + held]);
+        }
+    }
+    arranged
 }
 
 /// The first `rows` rows of `buffer`, rows of `width` elements.
@@ -136,8 +179,7 @@ impl Forward<'_> {
         let activated = rows_of(&chunk.activated, rows, inter)?;
 
         encoder.set_scope("embed");
-        ops.embedding
-            .encode(encoder, &weights.embedding, &chunk.tokens, 0, &hidden)?;
+        self.encode_embedding(encoder, &chunk.tokens, 0, &hidden)?;
 
         for (index, layer) in weights.layers.iter().enumerate() {
             encoder.set_scope(&format!("layer.{index}.attn"));
@@ -175,6 +217,7 @@ impl Forward<'_> {
             if let Some(o_bias) = &layer.o_bias {
                 ops.add_bias.encode(encoder, &projected, o_bias)?;
             }
+            self.encode_partial_sums(encoder, &projected)?;
             ops.add_residual.encode(encoder, &hidden, &projected)?;
 
             encoder.set_scope(&format!("layer.{index}.mlp"));
@@ -185,11 +228,13 @@ impl Forward<'_> {
             ops.silu_mul_narrow.encode(encoder, &gate, &up, &activated)?;
             ops.matmul
                 .encode(encoder, &layer.down_proj, &activated, &projected)?;
+            self.encode_partial_sums(encoder, &projected)?;
             ops.add_residual.encode(encoder, &hidden, &projected)?;
         }
 
         encoder.set_scope("lm_head");
-        let vocab = config.vocab_size;
+        let partition = &ops.partition;
+        let held = partition.vocabulary.len();
         match logits {
             ChunkLogits::None => {}
             ChunkLogits::Last => {
@@ -197,7 +242,8 @@ impl Forward<'_> {
                 ops.rms_norm
                     .encode(encoder, &last, &weights.final_norm, &state.normed, eps)?;
                 ops.matvec
-                    .encode(encoder, &weights.lm_head, &state.normed, &state.logits)?;
+                    .encode(encoder, &weights.lm_head, &state.normed, &state.shard_logits)?;
+                self.encode_gather_logits(encoder)?;
             }
             ChunkLogits::All => {
                 let all = chunk.logits.as_ref().ok_or_else(|| {
@@ -205,7 +251,8 @@ impl Forward<'_> {
                         "every row's logits were asked of buffers without room for them".into(),
                     )
                 })?;
-                let all = rows_of(all, rows, vocab)?;
+                let padded = rows_of(all, rows, partition.vocabulary_stride)?;
+                let all = rows_of(all, rows, held)?;
                 ops.rms_norm_narrow
                     .encode(encoder, &hidden, &weights.final_norm, &normed, eps)?;
                 ops.matmul.encode(encoder, &weights.lm_head, &normed, &all)?;
@@ -216,10 +263,24 @@ impl Forward<'_> {
                 ops.rms_norm
                     .encode(encoder, &last, &weights.final_norm, &state.normed, eps)?;
                 ops.matvec
-                    .encode(encoder, &weights.lm_head, &state.normed, &state.logits)?;
-                let kept_last = all.slice((rows - 1) * vocab, vocab)?;
-                ops.copy.encode(encoder, &state.logits, &kept_last)?;
+                    .encode(encoder, &weights.lm_head, &state.normed, &state.shard_logits)?;
+                let kept_last = all.slice((rows - 1) * held, held)?;
+                ops.copy.encode(encoder, &state.shard_logits, &kept_last)?;
+                self.encode_gather_logits(encoder)?;
+                if let (Some(collectives), Some(gathered)) = (&ops.collectives, &chunk.gathered_logits) {
+                    let gathered = rows_of(gathered, rows, partition.ranks * partition.vocabulary_stride)?;
+                    collectives.all_gather.encode(encoder, &padded, &gathered)?;
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// Completes the ranks' partial sums of an output projection (nothing
+    /// to do when not split).
+    fn encode_partial_sums(&self, encoder: &mut CommandEncoder, projected: &Buffer) -> Result<()> {
+        if let Some(collectives) = &self.ops.collectives {
+            collectives.all_reduce.encode(encoder, projected)?;
         }
         Ok(())
     }

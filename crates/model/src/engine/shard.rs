@@ -1,64 +1,54 @@
-//! The decode engine: `Model` holds the config, the weights, the ops bound
-//! to the device and the per-sequence state (activations and KV cache).
-//! The work is split by job: `forward` is the model math, `execution` how
-//! that work reaches the device (eager or graph replay, pipelined decode,
-//! the profiler's token windows), `generation` the loop from a request to
-//! tokens, `state` the device buffers.
-
-mod execution;
-mod forward;
-mod generation;
-mod prefill;
-mod state;
-
-use std::path::Path;
+//! One rank's part of a model: its share of the weights (all of them when
+//! the model is not split), the ops bound to its device, its state and its
+//! executor. Every rank of a tensor-parallel model runs the same program
+//! (the same calls, the same collectives, in the same order) on its own
+//! thread; the [`Model`](super::Model) drives them.
 
 use kernelscope::ops::attention::Attention;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope::{DType, Device};
 
-pub use execution::ExecutionMode;
-use execution::{Decode, Executor, Readback, StepInput, StepOutput};
-use forward::{Choice, Forward};
-pub use generation::{Generation, GenerationRequest, StepTiming};
-use prefill::PrefillBuffers;
-use state::{Ops, State};
-
+use super::DEFAULT_PREFILL_CHUNK;
+use super::execution::{Decode, ExecutionMode, Executor, Readback, StepInput, StepOutput};
+use super::forward::{Choice, Forward};
+use super::prefill::PrefillBuffers;
+use super::state::{Ops, State};
 use crate::config::Config;
+use crate::config::shard::Partition;
 use crate::error::{ModelError, Result};
-use crate::loader::LoadOptions;
-use crate::presets::preset;
-use crate::synthetic::SyntheticOptions;
 use crate::weights::Weights;
 
-/// A Llama-family model ready to run on a device.
-pub struct Model {
-    name: String,
-    config: Config,
-    weights: Weights,
-    device: Device,
-    ops: Ops,
-    state: State,
-    executor: Executor,
+/// One rank's part of a model.
+pub(crate) struct Shard {
+    /// This rank's config: its share of the heads and intermediate rows.
+    pub(super) config: Config,
+    pub(super) weights: Weights,
+    pub(super) device: Device,
+    pub(super) ops: Ops,
+    pub(super) state: State,
+    pub(super) executor: Executor,
     /// Prompt positions per forward pass (1: one at a time, as decode).
-    prefill_chunk: usize,
+    pub(super) prefill_chunk: usize,
     /// A chunk's activations, kept between prompts.
-    prefill: Option<PrefillBuffers>,
+    pub(super) prefill: Option<PrefillBuffers>,
 }
 
-/// Prompt positions per forward pass unless set otherwise
-/// ([`Model::set_prefill_chunk`]): chosen by measurement (docs/PERF.md: on
-/// an H100, llama-3-8b pp2048 ran at 14,610 / 16,886 / 17,996 tok/s with
-/// chunks of 512 / 1024 / 2048; a chunk is never larger than its prompt).
-pub const DEFAULT_PREFILL_CHUNK: usize = 2048;
-
-impl Model {
-    fn assemble(name: String, config: Config, weights: Weights, device: &Device) -> Result<Model> {
-        let ops = Ops::new(device, weights.dtype)?;
-        let state = State::new(&config, device)?;
-        Ok(Model {
-            name,
+impl Shard {
+    /// Rank `partition.rank` of the model of `config` (the whole model's),
+    /// with its share of the weights on `device` and, when the model is
+    /// split, its communicator.
+    pub(super) fn new(
+        config: &Config,
+        partition: Partition,
+        weights: Weights,
+        device: &Device,
+        communicator: Option<&kernelscope::Communicator>,
+    ) -> Result<Shard> {
+        let config = partition.local_config(config);
+        let ops = Ops::new(device, weights.dtype, partition, communicator)?;
+        let state = State::new(&config, &ops.partition, device)?;
+        Ok(Shard {
             config,
             weights,
             device: device.clone(),
@@ -70,29 +60,9 @@ impl Model {
         })
     }
 
-    /// Loads a Hugging Face model directory onto `device`.
-    pub fn load(directory: &Path, device: &Device, options: LoadOptions) -> Result<Model> {
-        let config = Config::from_directory(directory)?;
-        let weights = Weights::load(directory, &config, device, options)?;
-        Self::assemble(directory.display().to_string(), config, weights, device)
-    }
-
-    /// Builds preset `name` with seeded synthetic weights in memory.
-    pub fn from_preset(name: &str, device: &Device, options: SyntheticOptions) -> Result<Model> {
-        let config = preset(name)?;
-        let weights = Weights::synthetic(&config, device, options)?;
-        let SyntheticOptions { dtype, seed, .. } = options;
-        Self::assemble(
-            format!("{name} (synthetic, seed {seed}, {dtype})"),
-            config,
-            weights,
-            device,
-        )
-    }
-
     /// Sets how steps reach the device (eager by default; see
     /// [`ExecutionMode::fastest_on`]).
-    pub fn set_execution_mode(&mut self, mode: ExecutionMode) {
+    pub(super) fn set_execution_mode(&mut self, mode: ExecutionMode) {
         self.executor.set_mode(mode);
     }
 
@@ -101,7 +71,7 @@ impl Model {
     /// and the run a `kscope compare` of the two sets beside it. Models
     /// whose hidden size is too large for the fused kernels' shared memory
     /// run unfused either way.
-    pub fn set_fusion(&mut self, fusion: bool) {
+    pub(super) fn set_fusion(&mut self, fusion: bool) {
         if self.ops.fusion != fusion {
             self.ops.fusion = fusion;
             self.executor.invalidate();
@@ -109,14 +79,14 @@ impl Model {
     }
 
     /// Whether decode runs the fused kernels.
-    pub fn fusion(&self) -> bool {
+    pub(super) fn fusion(&self) -> bool {
         self.ops.fusion && kernelscope::ops::norm_matvec::fits(self.config.hidden_size)
     }
 
     /// Sets how many prompt positions run as one forward pass: 1 runs the
     /// prompt position by position (as decode runs), larger values in
     /// chunks of that many (GEMMs over the chunk's rows).
-    pub fn set_prefill_chunk(&mut self, positions: usize) -> Result<()> {
+    pub(super) fn set_prefill_chunk(&mut self, positions: usize) -> Result<()> {
         if positions == 0 {
             return Err(ModelError::InvalidInput(
                 "--prefill-chunk must be at least 1".into(),
@@ -127,13 +97,13 @@ impl Model {
     }
 
     /// Prompt positions per forward pass.
-    pub fn prefill_chunk(&self) -> usize {
+    pub(super) fn prefill_chunk(&self) -> usize {
         self.prefill_chunk
     }
 
     /// Runs `prompt` from `start` (the cache holding the positions before
     /// it) and returns the greedy token after its last position.
-    pub fn prefill(&mut self, prompt: &[u32], start: usize) -> Result<u32> {
+    pub(super) fn prefill(&mut self, prompt: &[u32], start: usize) -> Result<u32> {
         if prompt.is_empty() {
             return Err(ModelError::InvalidInput("the prompt has no tokens".into()));
         }
@@ -160,7 +130,7 @@ impl Model {
 
     /// Sets the KV cache's element type (the weights' dtype by default; f32
     /// is the reference path). The cache is emptied: call before a prompt.
-    pub fn set_kv_dtype(&mut self, dtype: DType) -> Result<()> {
+    pub(super) fn set_kv_dtype(&mut self, dtype: DType) -> Result<()> {
         if !kernelscope::ops::WEIGHT_DTYPES.contains(&dtype) {
             return Err(ModelError::InvalidInput(format!(
                 "--kv-dtype {dtype}: the KV cache holds f32, f16 or bf16"
@@ -175,42 +145,17 @@ impl Model {
     }
 
     /// The KV cache's element type.
-    pub fn kv_dtype(&self) -> DType {
+    pub(super) fn kv_dtype(&self) -> DType {
         self.ops.kv_dtype
     }
 
     /// How steps reach the device.
-    pub fn execution_mode(&self) -> ExecutionMode {
+    pub(super) fn execution_mode(&self) -> ExecutionMode {
         self.executor.mode()
     }
 
-    /// A short description: the directory or preset.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &Config {
-        &self.config
-    }
-
-    /// The weights.
-    pub fn weights(&self) -> &Weights {
-        &self.weights
-    }
-
-    /// The device it runs on.
-    pub fn device(&self) -> &Device {
-        &self.device
-    }
-
-    /// Weight bytes read per decoded token, for the bandwidth roofline.
-    pub fn weight_bytes_per_token(&self) -> u64 {
-        (self.config.weight_elements_per_token() * self.weights.dtype.size_in_bytes()) as u64
-    }
-
     /// The model math bound to its buffers, beside the executor that runs it.
-    fn forward_and_executor(&mut self) -> (Forward<'_>, &mut Executor) {
+    pub(super) fn forward_and_executor(&mut self) -> (Forward<'_>, &mut Executor) {
         let forward = Forward {
             config: &self.config,
             weights: &self.weights,
@@ -225,7 +170,7 @@ impl Model {
     /// copied over on the device (a step past the reserved context, or a
     /// decode continuing a generation, keeps its history) and the size at
     /// least doubles, so stepping one position at a time copies little.
-    pub fn reserve_context(&mut self, positions: usize) -> Result<()> {
+    pub(super) fn reserve_context(&mut self, positions: usize) -> Result<()> {
         let context = self.config.context_length();
         if positions > context {
             return Err(ModelError::ContextExceeded {
@@ -307,7 +252,7 @@ impl Model {
     }
 
     /// Why the context ends where it does, for [`ModelError::ContextExceeded`].
-    fn context_limit(&self) -> String {
+    pub(super) fn context_limit(&self) -> String {
         match self.config.sliding_window {
             Some(window) if window < self.config.max_position_embeddings => format!(
                 " (the sliding window, sliding_window = {window}: sliding-window attention is not implemented)"
@@ -316,7 +261,7 @@ impl Model {
         }
     }
 
-    fn check_token(&self, token: u32) -> Result<()> {
+    pub(super) fn check_token(&self, token: u32) -> Result<()> {
         if token as usize >= self.config.vocab_size {
             return Err(ModelError::TokenOutOfRange {
                 token,
@@ -327,7 +272,7 @@ impl Model {
     }
 
     /// [`Executor::run_step`] after growing the KV cache to hold the position.
-    fn run_step(&mut self, input: StepInput, readback: Readback) -> Result<StepOutput> {
+    pub(super) fn run_step(&mut self, input: StepInput, readback: Readback) -> Result<StepOutput> {
         self.check_token(input.token)?;
         if input.position >= self.state.context {
             self.reserve_context(input.position + 1)?;
@@ -341,7 +286,7 @@ impl Model {
     /// number when `sampling` has a temperature above 0). One submission, one
     /// host sync (reading the chosen token back), two host-device copies
     /// (token and position in, chosen token out).
-    pub fn step(
+    pub(super) fn step(
         &mut self,
         token: u32,
         position: usize,
@@ -359,8 +304,8 @@ impl Model {
     }
 
     /// The logits of the last step (one host-device copy).
-    pub fn logits(&self) -> Result<Vec<f32>> {
-        Ok(self.state.logits.to_vec::<f32>()?)
+    pub(super) fn logits(&self) -> Result<Vec<f32>> {
+        Ok(self.state.vocab_logits.to_vec::<f32>()?)
     }
 
     /// Greedy decode of up to `count` tokens, feeding `token` at `position`
@@ -369,7 +314,7 @@ impl Model {
     /// the steps are pipelined: a stop comes one step late on the device (the
     /// step already queued runs and shows in the profile; its token is
     /// dropped).
-    pub fn decode_greedy(
+    pub(super) fn decode_greedy(
         &mut self,
         token: u32,
         position: usize,

@@ -3,6 +3,7 @@
 //! sequence's activations and KV cache.
 
 use kernelscope::ops::attention::Attention;
+use kernelscope::ops::collective::{AllGather, AllReduce};
 use kernelscope::ops::matmul::MatMul;
 use kernelscope::ops::matvec::residual::MatVecAdd;
 use kernelscope::ops::norm_matvec::{NormMatVec, silu::NormMatVecSiluMul};
@@ -14,9 +15,10 @@ use kernelscope::ops::{
     add::Add, argmax::Argmax, copy::Copy as CopyOp, embedding::Embedding, kv_append::KvAppend,
     matvec::MatVec, rms_norm::RmsNorm, silu_mul::SiluMul,
 };
-use kernelscope::{Buffer, DType, Device};
+use kernelscope::{Buffer, Communicator, DType, Device};
 
 use crate::config::Config;
+use crate::config::shard::Partition;
 use crate::error::Result;
 
 /// The ops the model uses, bound to its device, weight dtype and KV-cache
@@ -57,6 +59,18 @@ pub(crate) struct Ops {
     /// unfused ops one by one, the reference the fused path is checked and
     /// compared against).
     pub fusion: bool,
+    /// This rank's share of the model (all of it when not split).
+    pub partition: Partition,
+    /// The collectives, when the model is split over several ranks.
+    pub collectives: Option<Collectives>,
+}
+
+/// The collectives of one rank of a split model.
+pub(crate) struct Collectives {
+    /// Completes the partial sums of o_proj, down_proj and the embedding.
+    pub all_reduce: AllReduce,
+    /// Gathers the ranks' shares of the logits.
+    pub all_gather: AllGather,
 }
 
 /// The fused decode kernels: each does the work of several unfused ops in
@@ -74,9 +88,23 @@ pub(crate) struct FusedOps {
 }
 
 impl Ops {
-    /// The ops for weights of `dtype`, with a KV cache of the same dtype.
-    pub fn new(device: &Device, dtype: DType) -> Result<Ops> {
+    /// The ops for weights of `dtype`, with a KV cache of the same dtype,
+    /// for the rank `partition` describes (with its communicator when the
+    /// model is split).
+    pub fn new(
+        device: &Device,
+        dtype: DType,
+        partition: Partition,
+        communicator: Option<&Communicator>,
+    ) -> Result<Ops> {
         let registry = kernelscope::ops::registry();
+        let collectives = match communicator {
+            Some(communicator) if partition.is_split() => Some(Collectives {
+                all_reduce: AllReduce::new(communicator)?,
+                all_gather: AllGather::new(communicator)?,
+            }),
+            _ => None,
+        };
         Ok(Ops {
             embedding: Embedding::new(&registry, device, dtype)?,
             rms_norm: RmsNorm::new(&registry, device, dtype, DType::F32)?,
@@ -102,6 +130,8 @@ impl Ops {
                 rope_append: RopeAppend::new(&registry, device, dtype)?,
             },
             fusion: true,
+            partition,
+            collectives,
         })
     }
 }
@@ -153,8 +183,18 @@ pub(crate) struct State {
     pub gate: Buffer,
     pub up: Buffer,
     pub activated: Buffer,
-    /// `[vocab]`.
+    /// `[ranks × vocabulary_stride]` f32: every rank's share of the logits,
+    /// gathered (`[vocab]` when not split); `vocab_logits` views the first
+    /// `vocab` of them, the logits in id order.
     pub logits: Buffer,
+    pub vocab_logits: Buffer,
+    /// Where the LM head writes this rank's share of the logits: a
+    /// `[vocabulary_stride]` buffer's first ids when split (gathered into
+    /// `logits`), `vocab_logits` itself otherwise.
+    pub shard_logits: Buffer,
+    /// The whole `[vocabulary_stride]` buffer of `shard_logits`, which the
+    /// gather sends (equal shares from every rank), when split.
+    pub shard_logits_padded: Option<Buffer>,
     /// RoPE's inverse frequencies and attention scaling.
     pub rope_frequencies: RopeFrequencies,
     /// Decode attention's per-split partials, sized with the caches.
@@ -167,11 +207,21 @@ pub(crate) struct State {
 }
 
 impl State {
-    pub fn new(config: &Config, device: &Device) -> Result<State> {
+    /// The state of the rank `partition` describes; `config` is its local
+    /// config (its heads and intermediate rows).
+    pub fn new(config: &Config, partition: &Partition, device: &Device) -> Result<State> {
         let f32_buffer = |len: usize| device.alloc(DType::F32, &[len]);
         let frequencies = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling);
         let (q, kv) = (config.q_dim(), config.kv_dim());
         let projections = f32_buffer(q + 2 * kv)?;
+        let logits = f32_buffer(partition.ranks * partition.vocabulary_stride)?;
+        let vocab_logits = logits.slice(0, config.vocab_size)?;
+        let (shard_logits, shard_logits_padded) = if partition.is_split() {
+            let padded = f32_buffer(partition.vocabulary_stride)?;
+            (padded.slice(0, partition.vocabulary.len())?, Some(padded))
+        } else {
+            (vocab_logits.clone(), None)
+        };
         Ok(State {
             step: device.alloc(DType::U32, &[2])?,
             next_token: device.alloc(DType::U32, &[1])?,
@@ -186,7 +236,10 @@ impl State {
             gate: f32_buffer(config.intermediate_size)?,
             up: f32_buffer(config.intermediate_size)?,
             activated: f32_buffer(config.intermediate_size)?,
-            logits: f32_buffer(config.vocab_size)?,
+            logits,
+            vocab_logits,
+            shard_logits,
+            shard_logits_padded,
             rope_frequencies: RopeFrequencies {
                 inverse_frequencies: device.buffer_from_slice(&frequencies, &[frequencies.len()])?,
                 attention_scaling: config.rope_attention_scaling,

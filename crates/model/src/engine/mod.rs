@@ -1,0 +1,481 @@
+//! The decode engine: [`Model`] holds the config and one [`Shard`] per rank
+//! (one, unless the model is split over several devices by tensor
+//! parallelism). A shard holds its share of the weights, the ops bound to its
+//! device and the per-sequence state (activations and KV cache). The work is
+//! split by job: `forward` is the model math, `execution` how that work
+//! reaches the device (eager or graph replay, pipelined decode, the
+//! profiler's token windows), `generation` the loop from a request to
+//! tokens, `state` the device buffers, `shard` one rank's part.
+//!
+//! A split model runs SPMD: every rank's thread makes the same calls, so the
+//! ranks issue the same collectives in the same order and choose the same
+//! tokens (from the same gathered logits). Only rank 0 runs the caller's
+//! callbacks; the others follow its decision to go on or stop, sent per
+//! token, so they never queue a step (and its collectives) that rank 0 does
+//! not. A rank that fails aborts the group, so no rank waits forever.
+
+mod execution;
+mod forward;
+mod generation;
+mod prefill;
+mod shard;
+mod state;
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, Sender, channel};
+
+use kernelscope::ops::sample::Sampling;
+use kernelscope::profile::Phase;
+use kernelscope::{Communicator, DType, Device};
+
+pub use execution::ExecutionMode;
+pub use generation::{Generation, GenerationRequest, StepTiming};
+use shard::Shard;
+
+use crate::config::Config;
+use crate::config::shard::Partition;
+use crate::error::{ModelError, Result};
+use crate::loader::LoadOptions;
+use crate::presets::preset;
+use crate::synthetic::SyntheticOptions;
+use crate::weights::Weights;
+
+/// Prompt positions per forward pass unless set otherwise
+/// ([`Model::set_prefill_chunk`]): chosen by measurement (docs/PERF.md: on
+/// an H100, llama-3-8b pp2048 ran at 14,610 / 16,886 / 17,996 tok/s with
+/// chunks of 512 / 1024 / 2048; a chunk is never larger than its prompt).
+pub const DEFAULT_PREFILL_CHUNK: usize = 2048;
+
+/// A Llama-family model ready to run on one device, or split over several
+/// (tensor parallelism).
+pub struct Model {
+    name: String,
+    /// The whole model's config.
+    config: Config,
+    /// One per rank, rank 0 first.
+    shards: Vec<Shard>,
+    /// One per rank when split; empty for one device.
+    communicators: Vec<Communicator>,
+}
+
+impl Model {
+    /// Splits `config` over `devices` (one rank each) and builds each rank's
+    /// shard from the weights `weights(partition, device)` gives, the ranks
+    /// in parallel.
+    fn assemble(
+        name: String,
+        config: Config,
+        devices: &[Device],
+        weights: impl Fn(&Partition, &Device) -> Result<Weights> + Sync,
+    ) -> Result<Model> {
+        if devices.is_empty() {
+            return Err(ModelError::InvalidInput(
+                "a model needs at least one device".into(),
+            ));
+        }
+        let partitions = if devices.len() == 1 {
+            vec![Partition::whole(&config)]
+        } else {
+            Partition::all(&config, devices.len())?
+        };
+        let communicators = if devices.len() == 1 {
+            Vec::new()
+        } else {
+            Communicator::group(devices)?
+        };
+        let build = |partition: Partition, device: &Device| -> Result<Shard> {
+            let weights = weights(&partition, device)?;
+            let communicator = communicators.get(partition.rank);
+            Shard::new(&config, partition, weights, device, communicator)
+        };
+        let shards = if devices.len() == 1 {
+            vec![build(partitions.into_iter().next().expect("one"), &devices[0])?]
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = partitions
+                    .into_iter()
+                    .zip(devices)
+                    .map(|(partition, device)| scope.spawn(|| build(partition, device)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|handle| {
+                        handle
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    })
+                    .collect::<Result<Vec<Shard>>>()
+            })?
+        };
+        Ok(Model {
+            name,
+            config,
+            shards,
+            communicators,
+        })
+    }
+
+    /// Loads a Hugging Face model directory onto `device`.
+    pub fn load(directory: &Path, device: &Device, options: LoadOptions) -> Result<Model> {
+        Self::load_split(directory, std::slice::from_ref(device), options)
+    }
+
+    /// Loads a Hugging Face model directory split over `devices` by tensor
+    /// parallelism (one device: not split); each rank reads only its share.
+    pub fn load_split(directory: &Path, devices: &[Device], options: LoadOptions) -> Result<Model> {
+        let config = Config::from_directory(directory)?;
+        let name = directory.display().to_string();
+        let quiet = options.quiet;
+        Self::assemble(name, config.clone(), devices, |partition, device| {
+            // One progress bar (rank 0's) for a split model.
+            let options = LoadOptions {
+                quiet: quiet || partition.rank > 0,
+            };
+            Weights::load(directory, &config, partition, device, options)
+        })
+    }
+
+    /// Builds preset `name` with seeded synthetic weights in memory.
+    pub fn from_preset(name: &str, device: &Device, options: SyntheticOptions) -> Result<Model> {
+        Self::from_preset_split(name, std::slice::from_ref(device), options)
+    }
+
+    /// Builds preset `name` with seeded synthetic weights, split over
+    /// `devices` by tensor parallelism; each rank makes only its share.
+    pub fn from_preset_split(name: &str, devices: &[Device], options: SyntheticOptions) -> Result<Model> {
+        let config = preset(name)?;
+        let SyntheticOptions { dtype, seed, quiet } = options;
+        Self::assemble(
+            format!("{name} (synthetic, seed {seed}, {dtype})"),
+            config.clone(),
+            devices,
+            |partition, device| {
+                let options = SyntheticOptions {
+                    quiet: quiet || partition.rank > 0,
+                    ..options
+                };
+                Weights::synthetic(&config, partition, device, options)
+            },
+        )
+    }
+
+    /// Runs `leader` on rank 0 (on this thread) and `follower(rank, shard)`
+    /// on every other rank (a thread each), and returns rank 0's result. A
+    /// rank that fails or panics aborts the group first, so the others'
+    /// collectives fail instead of waiting; the error reported is the first
+    /// rank's own failure, not the abandoned collectives it caused.
+    fn on_every_rank<T: Send>(
+        &mut self,
+        leader: impl FnOnce(&mut Shard) -> Result<T>,
+        follower: impl Fn(usize, &mut Shard) -> Result<T> + Sync,
+    ) -> Result<T> {
+        let (first, others) = self.shards.split_first_mut().expect("a model has a shard");
+        if others.is_empty() {
+            return leader(first);
+        }
+        let communicators = &self.communicators;
+        let guarded = |rank: usize, run: &mut dyn FnMut() -> Result<T>| -> std::thread::Result<Result<T>> {
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run));
+            let failure = match &outcome {
+                Ok(Err(error)) => Some(error.to_string()),
+                Err(_) => Some("it panicked".to_string()),
+                Ok(Ok(_)) => None,
+            };
+            if let Some(failure) = failure {
+                communicators[rank].abort(&format!("rank {rank} failed: {failure}"));
+            }
+            outcome
+        };
+        let (leading, following) = std::thread::scope(|scope| {
+            let handles: Vec<_> = others
+                .iter_mut()
+                .enumerate()
+                .map(|(index, shard)| {
+                    let (follower, guarded) = (&follower, &guarded);
+                    scope.spawn(move || guarded(index + 1, &mut || follower(index + 1, shard)))
+                })
+                .collect();
+            let mut leader = Some(leader);
+            let leading = guarded(0, &mut || (leader.take().expect("run once"))(first));
+            let following: Vec<_> = handles
+                .into_iter()
+                .map(|handle| handle.join().unwrap_or_else(Err))
+                .collect();
+            (leading, following)
+        });
+        let mut outcomes = vec![leading];
+        outcomes.extend(following);
+        let mut results = Vec::with_capacity(outcomes.len());
+        for outcome in outcomes {
+            match outcome {
+                Ok(result) => results.push(result),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        let abandoned = |error: &ModelError| {
+            matches!(
+                error,
+                ModelError::Runtime(kernelscope::Error::CollectiveAborted { .. }) | ModelError::LeaderStopped
+            )
+        };
+        if let Some(position) = results
+            .iter()
+            .position(|result| matches!(result, Err(error) if !abandoned(error)))
+        {
+            return Err(results.swap_remove(position).err().expect("an error"));
+        }
+        results.swap_remove(0)
+    }
+
+    /// Runs `action` on every rank's shard, one after another (setters that
+    /// issue no collectives).
+    fn on_each(&mut self, mut action: impl FnMut(&mut Shard) -> Result<()>) -> Result<()> {
+        self.shards.iter_mut().try_for_each(&mut action)
+    }
+
+    /// Channels carrying rank 0's per-token decision (go on or stop) to the
+    /// other ranks: the senders for rank 0, a receiver per other rank.
+    fn decision_channels(&self) -> (Vec<Sender<bool>>, Vec<DecisionReceiver>) {
+        let mut senders = Vec::new();
+        let mut receivers = vec![Mutex::new(None)];
+        for _ in 1..self.shards.len() {
+            let (sender, receiver) = channel();
+            senders.push(sender);
+            receivers.push(Mutex::new(Some(receiver)));
+        }
+        (senders, receivers)
+    }
+
+    /// Sets how steps reach the device (eager by default; see
+    /// [`ExecutionMode::fastest_on`]).
+    pub fn set_execution_mode(&mut self, mode: ExecutionMode) {
+        let _ = self.on_each(|shard| {
+            shard.set_execution_mode(mode);
+            Ok(())
+        });
+    }
+
+    /// Turns the fused decode kernels on (the default) or off. Off, each op
+    /// is its own dispatch: the reference the fused path is tested against,
+    /// and the run a `kscope compare` of the two sets beside it. Models
+    /// whose hidden size is too large for the fused kernels' shared memory
+    /// run unfused either way.
+    pub fn set_fusion(&mut self, fusion: bool) {
+        let _ = self.on_each(|shard| {
+            shard.set_fusion(fusion);
+            Ok(())
+        });
+    }
+
+    /// Whether decode runs the fused kernels.
+    pub fn fusion(&self) -> bool {
+        self.shards[0].fusion()
+    }
+
+    /// Sets how many prompt positions run as one forward pass: 1 runs the
+    /// prompt position by position (as decode runs), larger values in
+    /// chunks of that many (GEMMs over the chunk's rows).
+    pub fn set_prefill_chunk(&mut self, positions: usize) -> Result<()> {
+        self.on_each(|shard| shard.set_prefill_chunk(positions))
+    }
+
+    /// Prompt positions per forward pass.
+    pub fn prefill_chunk(&self) -> usize {
+        self.shards[0].prefill_chunk()
+    }
+
+    /// Runs `prompt` from `start` (the cache holding the positions before
+    /// it) and returns the greedy token after its last position.
+    pub fn prefill(&mut self, prompt: &[u32], start: usize) -> Result<u32> {
+        self.on_every_rank(
+            |shard| shard.prefill(prompt, start),
+            |_, shard| shard.prefill(prompt, start),
+        )
+    }
+
+    /// Sets the KV cache's element type (the weights' dtype by default; f32
+    /// is the reference path). The cache is emptied: call before a prompt.
+    pub fn set_kv_dtype(&mut self, dtype: DType) -> Result<()> {
+        self.on_each(|shard| shard.set_kv_dtype(dtype))
+    }
+
+    /// The KV cache's element type.
+    pub fn kv_dtype(&self) -> DType {
+        self.shards[0].kv_dtype()
+    }
+
+    /// How steps reach the device.
+    pub fn execution_mode(&self) -> ExecutionMode {
+        self.shards[0].execution_mode()
+    }
+
+    /// A short description: the directory or preset.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The whole model's configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The weights (rank 0's share when split; the dtype is every rank's).
+    pub fn weights(&self) -> &Weights {
+        &self.shards[0].weights
+    }
+
+    /// The device it runs on (rank 0's when split).
+    pub fn device(&self) -> &Device {
+        &self.shards[0].device
+    }
+
+    /// Every rank's device, rank 0 first.
+    pub fn devices(&self) -> Vec<Device> {
+        self.shards.iter().map(|shard| shard.device.clone()).collect()
+    }
+
+    /// Ranks the model is split over (1: not split).
+    pub fn ranks(&self) -> usize {
+        self.shards.len()
+    }
+
+    /// Every rank's share of the split, rank 0 first.
+    pub fn partitions(&self) -> Vec<Partition> {
+        self.shards
+            .iter()
+            .map(|shard| shard.ops.partition.clone())
+            .collect()
+    }
+
+    /// The collective library and how the ranks are linked, when split.
+    pub fn collectives(&self) -> Option<(String, String)> {
+        self.communicators
+            .first()
+            .map(|communicator| (communicator.library(), communicator.link()))
+    }
+
+    /// Weight bytes read per decoded token (all ranks together), for the
+    /// bandwidth roofline.
+    pub fn weight_bytes_per_token(&self) -> u64 {
+        (self.config.weight_elements_per_token() * self.weights().dtype.size_in_bytes()) as u64
+    }
+
+    /// Makes the KV cache hold at least `positions` positions (within the
+    /// context length). When it grows, the positions already cached are
+    /// copied over on the device (a step past the reserved context, or a
+    /// decode continuing a generation, keeps its history) and the size at
+    /// least doubles, so stepping one position at a time copies little.
+    pub fn reserve_context(&mut self, positions: usize) -> Result<()> {
+        self.on_every_rank(
+            |shard| shard.reserve_context(positions),
+            |_, shard| shard.reserve_context(positions),
+        )
+    }
+
+    /// Runs one position: `token` at `position`, and returns the next token
+    /// chosen from its logits (with `uniform` in `[0, 1)` as the random
+    /// number when `sampling` has a temperature above 0). One submission, one
+    /// host sync (reading the chosen token back), two host-device copies
+    /// (token and position in, chosen token out) per rank.
+    pub fn step(
+        &mut self,
+        token: u32,
+        position: usize,
+        phase: Phase,
+        sampling: Sampling,
+        uniform: f32,
+    ) -> Result<u32> {
+        self.on_every_rank(
+            |shard| shard.step(token, position, phase, sampling, uniform),
+            |_, shard| shard.step(token, position, phase, sampling, uniform),
+        )
+    }
+
+    /// The logits of the last step (one host-device copy).
+    pub fn logits(&self) -> Result<Vec<f32>> {
+        self.shards[0].logits()
+    }
+
+    /// Greedy decode of up to `count` tokens, feeding `token` at `position`
+    /// first and each choice back after it; `on_token` sees every chosen
+    /// token in order and stops the loop by returning `false`. In graph mode
+    /// the steps are pipelined: a stop comes one step late on the device (the
+    /// step already queued runs and shows in the profile; its token is
+    /// dropped).
+    pub fn decode_greedy(
+        &mut self,
+        token: u32,
+        position: usize,
+        count: usize,
+        mut on_token: impl FnMut(u32) -> bool,
+    ) -> Result<()> {
+        let (senders, receivers) = self.decision_channels();
+        self.on_every_rank(
+            |shard| {
+                shard.decode_greedy(token, position, count, |chosen| {
+                    let go_on = on_token(chosen);
+                    senders.iter().for_each(|sender| {
+                        let _ = sender.send(go_on);
+                    });
+                    go_on
+                })
+            },
+            |rank, shard| {
+                let receiver = take_receiver(&receivers, rank);
+                shard.decode_greedy(token, position, count, |_| receiver.recv().unwrap_or(false))
+            },
+        )
+    }
+
+    /// Runs the request's prompt, then generates up to `max_tokens` tokens.
+    /// Stops early at an end-of-sequence token when `stop_at_eos`. With
+    /// `keep_logits`, the logits of every processed position are returned
+    /// (prompt positions, then each generated token but the last, which is
+    /// never fed back).
+    pub fn generate(&mut self, request: &GenerationRequest<'_>) -> Result<Generation> {
+        self.generate_streaming(request, |_| Ok(()))
+    }
+
+    /// [`generate`](Self::generate) with `on_token` called with each
+    /// generated token as soon as it is known (to stream text); an error
+    /// from it stops generation.
+    pub fn generate_streaming(
+        &mut self,
+        request: &GenerationRequest<'_>,
+        mut on_token: impl FnMut(u32) -> Result<()>,
+    ) -> Result<Generation> {
+        let (senders, receivers) = self.decision_channels();
+        self.on_every_rank(
+            |shard| {
+                shard.generate_streaming(request, |token| {
+                    let outcome = on_token(token);
+                    senders.iter().for_each(|sender| {
+                        let _ = sender.send(outcome.is_ok());
+                    });
+                    outcome
+                })
+            },
+            |rank, shard| {
+                let receiver = take_receiver(&receivers, rank);
+                shard.generate_streaming(request, |_| match receiver.recv() {
+                    Ok(true) => Ok(()),
+                    _ => Err(ModelError::LeaderStopped),
+                })
+            },
+        )
+    }
+}
+
+/// Where a rank other than 0 takes its receiver of rank 0's decisions from
+/// (rank 0's slot stays empty).
+type DecisionReceiver = Mutex<Option<Receiver<bool>>>;
+
+/// Rank `rank`'s receiver of rank 0's decisions.
+fn take_receiver(receivers: &[DecisionReceiver], rank: usize) -> Receiver<bool> {
+    receivers[rank]
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+        .expect("each rank takes its receiver once per call")
+}

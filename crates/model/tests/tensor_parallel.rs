@@ -1,0 +1,251 @@
+//! Tensor parallelism against the unsplit model: every fixture architecture
+//! split over 2 and 4 CPU devices (in-process collectives) gives the logits
+//! and tokens of the unsplit model, fused and unfused, with batched and
+//! token-by-token prefill; a checkpoint whose vocabulary and intermediate
+//! size do not divide evenly (and with fewer key/value heads than ranks)
+//! splits too; splits that cannot be made are refused with the reason; each
+//! rank counts its collectives exactly. On two GPUs (NCCL) the same holds,
+//! eagerly and from graphs.
+
+use kernelscope::profile::ProfileLevel;
+use kernelscope::testing::Backend;
+use kernelscope::{DType, Device, DeviceOptions, OpKind};
+use kernelscope_model::synthetic::write_checkpoint;
+use kernelscope_model::{
+    Architecture, ExecutionMode, GenerationRequest, LoadOptions, Model, ModelError, Partition,
+    SyntheticOptions, preset,
+};
+
+/// f32 weights and caches: a split model does the unsplit model's math with
+/// the output projections' sums (and the embedding) completed across ranks,
+/// so only the summation order differs: rows agree to f32 rounding (max
+/// |a - b| over a row divided by the row's largest |logit|).
+const F32_TOLERANCE: f32 = 1e-4;
+
+/// bf16 weights and caches on GPUs: the same math, with the bf16 roundings
+/// of what feeds each GEMM at different points of the partial sums.
+const BF16_TOLERANCE: f32 = 3e-2;
+
+const PRESETS: [(&str, u64); 3] = [("tiny", 11), ("tiny-qwen2", 12), ("tiny-llama3", 13)];
+
+fn options(dtype: DType, seed: u64) -> SyntheticOptions {
+    SyntheticOptions {
+        dtype,
+        seed,
+        quiet: true,
+    }
+}
+
+fn worst_relative_error(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    assert_eq!(a.len(), b.len(), "rows");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            assert_eq!(x.len(), y.len(), "logits per row");
+            let scale = y.iter().fold(0f32, |m, v| m.max(v.abs()));
+            x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs())) / scale
+        })
+        .fold(0f32, f32::max)
+}
+
+/// A prompt of `length` random tokens below `vocab`.
+fn prompt(vocab: usize, length: usize, seed: u64) -> Vec<u32> {
+    let mut rng = kernelscope::rng::SplitMix64::new(seed);
+    (0..length).map(|_| rng.below(vocab as u64) as u32).collect()
+}
+
+/// Generates from `prompt` with every position's logits kept.
+fn run(model: &mut Model, prompt: &[u32], tokens: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let mut request = GenerationRequest::new(prompt, tokens);
+    request.keep_logits = true;
+    request.stop_at_eos = false;
+    let generation = model.generate(&request).unwrap();
+    (generation.generated, generation.logits)
+}
+
+/// Every way the engine can run a request on `devices`, compared with the
+/// unsplit model on `reference`.
+fn split_matches_unsplit(
+    build: &dyn Fn(&[Device]) -> Model,
+    reference: &Device,
+    devices: &[Device],
+    modes: &[ExecutionMode],
+    tolerance: f32,
+) {
+    let mut unsplit = build(std::slice::from_ref(reference));
+    let mut split = build(devices);
+    assert_eq!(split.ranks(), devices.len());
+    let vocab = unsplit.config().vocab_size;
+    let prompt = prompt(vocab, 11, 5 + devices.len() as u64);
+    for &mode in modes {
+        for fusion in [true, false] {
+            for chunk in [1, 4] {
+                let what = format!(
+                    "{} over {} ranks, {mode:?}, fusion {fusion}, prefill chunk {chunk}",
+                    unsplit.name(),
+                    devices.len()
+                );
+                for model in [&mut unsplit, &mut split] {
+                    model.set_execution_mode(mode);
+                    model.set_fusion(fusion);
+                    model.set_prefill_chunk(chunk).unwrap();
+                }
+                let (expected_tokens, expected_logits) = run(&mut unsplit, &prompt, 6);
+                let (tokens, logits) = run(&mut split, &prompt, 6);
+                assert_eq!(logits.len(), prompt.len() + 5, "{what}: rows");
+                let error = worst_relative_error(&logits, &expected_logits);
+                assert!(error <= tolerance, "{what}: logits differ by {error}");
+                assert_eq!(tokens, expected_tokens, "{what}: tokens");
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_split_models_give_the_unsplit_logits() {
+    for (name, seed) in PRESETS {
+        for ranks in [2, 4] {
+            let devices: Vec<Device> = (0..ranks).map(|_| Device::cpu()).collect();
+            let build = |devices: &[Device]| {
+                Model::from_preset_split(name, devices, options(DType::F32, seed)).unwrap()
+            };
+            split_matches_unsplit(
+                &build,
+                &Device::cpu(),
+                &devices,
+                &[ExecutionMode::Eager],
+                F32_TOLERANCE,
+            );
+        }
+    }
+}
+
+#[test]
+fn gpu_split_models_give_the_unsplit_logits() {
+    let Some(devices) = Backend::Cuda.devices(2, DeviceOptions::new()) else {
+        return;
+    };
+    for (name, seed) in PRESETS {
+        for dtype in [DType::F32, DType::BF16] {
+            let build =
+                |devices: &[Device]| Model::from_preset_split(name, devices, options(dtype, seed)).unwrap();
+            let tolerance = if dtype == DType::F32 {
+                F32_TOLERANCE
+            } else {
+                BF16_TOLERANCE
+            };
+            // Graph replays against the unsplit model run eagerly: graph == eager too.
+            split_matches_unsplit(
+                &build,
+                &devices[0],
+                &devices,
+                &[ExecutionMode::Eager, ExecutionMode::Graph],
+                tolerance,
+            );
+        }
+    }
+}
+
+/// A Llama with every bias, a vocabulary of 2047 and 350 intermediate rows:
+/// neither divides by 4 (nor the vocabulary by 2), and its 2 key/value heads
+/// are fewer than 4 ranks.
+fn uneven_checkpoint() -> std::path::PathBuf {
+    let mut config = preset("tiny").unwrap();
+    config.architecture = Architecture::Llama;
+    config.vocab_size = 2047;
+    config.intermediate_size = 350;
+    config.qkv_bias = true;
+    config.o_bias = true;
+    config.tie_word_embeddings = false;
+    let directory = std::env::temp_dir().join(format!("kscope-uneven-tp-{}", std::process::id()));
+    write_checkpoint(&config, &directory, options(DType::F32, 21)).unwrap();
+    directory
+}
+
+#[test]
+fn uneven_splits_of_a_checkpoint_give_the_unsplit_logits() {
+    let directory = uneven_checkpoint();
+    for ranks in [2, 4] {
+        let partitions = Partition::all(
+            &Model::load(&directory, &Device::cpu(), LoadOptions { quiet: true })
+                .unwrap()
+                .config()
+                .clone(),
+            ranks,
+        )
+        .unwrap();
+        let held: Vec<usize> = partitions
+            .iter()
+            .map(|partition| partition.vocabulary.len())
+            .collect();
+        assert_eq!(held.iter().sum::<usize>(), 2047);
+        let devices: Vec<Device> = (0..ranks).map(|_| Device::cpu()).collect();
+        let build =
+            |devices: &[Device]| Model::load_split(&directory, devices, LoadOptions { quiet: true }).unwrap();
+        split_matches_unsplit(
+            &build,
+            &Device::cpu(),
+            &devices,
+            &[ExecutionMode::Eager],
+            F32_TOLERANCE,
+        );
+    }
+    let _ = std::fs::remove_dir_all(&directory);
+}
+
+#[test]
+fn impossible_splits_are_refused_with_the_reason() {
+    let devices: Vec<Device> = (0..3).map(|_| Device::cpu()).collect();
+    let Err(error) = Model::from_preset_split("tiny", &devices, options(DType::F32, 1)) else {
+        panic!("4 query heads were split over 3 ranks");
+    };
+    assert!(
+        matches!(error, ModelError::TensorParallel { ranks: 3, .. }),
+        "{error}"
+    );
+    let message = error.to_string();
+    assert!(message.contains("--tp may be 1, 2, 4"), "{message}");
+    // A vocabulary so small that the last rank would hold nothing.
+    let mut config = preset("tiny").unwrap();
+    config.vocab_size = 5;
+    let error = Partition::new(&config, 0, 4).unwrap_err();
+    assert!(error.to_string().contains("vocab_size (5)"), "{error}");
+    let mut config = preset("tiny").unwrap();
+    config.intermediate_size = 3;
+    assert!(Partition::new(&config, 0, 4).is_err());
+}
+
+#[test]
+fn every_rank_counts_its_collectives() {
+    const RANKS: usize = 2;
+    let devices: Vec<Device> = (0..RANKS)
+        .map(|_| Device::cpu_with(DeviceOptions::new().profile(ProfileLevel::Dispatch)))
+        .collect();
+    let mut model = Model::from_preset_split("tiny", &devices, options(DType::F32, 3)).unwrap();
+    let layers = model.config().num_layers as u64;
+    model.set_prefill_chunk(1).unwrap();
+    let prompt = prompt(model.config().vocab_size, 3, 9);
+    let tokens = 4;
+    let mut request = GenerationRequest::new(&prompt, tokens);
+    request.stop_at_eos = false;
+    model.generate(&request).unwrap();
+    // One step per position: 3 prompt positions and 3 fed-back tokens.
+    let steps = (prompt.len() + tokens - 1) as u64;
+    let mut per_rank = Vec::new();
+    for (rank, device) in model.devices().iter().enumerate() {
+        let counters = device.profiler().counters().snapshot();
+        let dispatches: Vec<_> = device
+            .profiler()
+            .dispatches_by_label()
+            .into_iter()
+            .flat_map(|(_, entries)| entries)
+            .collect();
+        let count = |kind: OpKind| dispatches.iter().filter(|entry| entry.op_kind == kind).count() as u64;
+        // The embedding and every layer's two output projections.
+        assert_eq!(count(OpKind::AllReduce), steps * (1 + 2 * layers), "rank {rank}");
+        assert_eq!(count(OpKind::AllGather), steps, "rank {rank}");
+        assert_eq!(counters.dispatches, dispatches.len() as u64, "rank {rank}");
+        per_rank.push((counters.dispatches, counters.submissions));
+    }
+    assert!(per_rank.windows(2).all(|pair| pair[0] == pair[1]), "{per_rank:?}");
+}
