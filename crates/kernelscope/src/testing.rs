@@ -166,12 +166,14 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
             model: Some("synthetic".into()),
             peak_bandwidth_gbps: Some(100.0),
             peak_compute_gflops: Some(5000.0),
+            topology: None,
         },
         counters: CounterSnapshot::default(),
         tokens: Vec::new(),
         submissions: Vec::new(),
         dispatches: Vec::new(),
         warnings: Vec::new(),
+        ranks: Vec::new(),
     };
     let mut now = 1_000u64;
     for token in 0..tokens {

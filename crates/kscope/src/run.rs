@@ -316,7 +316,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         let conditions = device
             .conditions(mode, Some(model.name().to_string()), peak_bandwidth)
             .with_peak_compute(peak_compute.map(|peak| peak.gflops));
-        let profile = device.profile(conditions);
+        let profile = model.profile(conditions);
         if args.profile {
             print!("\n{}", render_report(&profile));
         }

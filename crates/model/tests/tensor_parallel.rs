@@ -249,3 +249,56 @@ fn every_rank_counts_its_collectives() {
     }
     assert!(per_rank.windows(2).all(|pair| pair[0] == pair[1]), "{per_rank:?}");
 }
+
+/// A profiled split run: every rank's records in one profile on rank 0's
+/// clock, the per-rank and per-scope collective tables in the report, a
+/// trace process per rank, a JSON file that reads back, and a comparison
+/// with an unsplit run refused unless forced.
+#[test]
+fn a_split_profile_shows_every_rank() {
+    let profiled = || Device::cpu_with(DeviceOptions::new().profile(ProfileLevel::Dispatch));
+    let mut split = Model::from_preset_split("tiny", &[profiled(), profiled()], options(DType::F32, 4)).unwrap();
+    let prompt = prompt(split.config().vocab_size, 5, 2);
+    let mut request = GenerationRequest::new(&prompt, 4);
+    request.stop_at_eos = false;
+    split.generate(&request).unwrap();
+    let conditions = split.device().conditions("eager", Some(split.name().to_string()), None);
+    let profile = split.profile(conditions);
+    let topology = profile.conditions.topology.clone().expect("a split run has a topology");
+    assert_eq!((topology.ranks, topology.library.as_str()), (2, "in-process"));
+    assert_eq!(profile.ranks.len(), 1);
+    assert_eq!(profile.ranks[0].dispatches.len(), profile.dispatches.len());
+    let (costs, unmatched) = kernelscope::profile::collective_costs(&profile);
+    assert!(unmatched.is_none(), "{unmatched:?}");
+    let layers = split.config().num_layers;
+    let scopes: Vec<&str> = costs.iter().map(|(scope, _)| scope.as_str()).collect();
+    assert_eq!(scopes.len(), layers + 2, "{scopes:?}");
+    assert_eq!((scopes[0], scopes[layers + 1]), ("embed", "lm_head"));
+    assert!(costs.iter().all(|(_, cost)| cost.waiting_ns.len() == 2));
+    let report = kernelscope::profile::render_report(&profile);
+    assert!(report.contains("ranks: 2 ranks over"), "{report}");
+    assert!(report.contains("imbalance µs/token"), "{report}");
+    let trace = kernelscope::profile::chrome_trace(&profile);
+    let processes: Vec<&str> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|event| event["name"] == "process_name")
+        .map(|event| event["args"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(processes.len(), 2, "{processes:?}");
+    assert!(processes[1].starts_with("kernelscope rank 1"), "{processes:?}");
+    let path = std::env::temp_dir().join(format!("kscope-split-profile-{}.json", std::process::id()));
+    profile.save(&path).unwrap();
+    let loaded = kernelscope::profile::Profile::load(&path).unwrap();
+    assert_eq!(loaded, profile);
+    std::fs::remove_file(&path).unwrap();
+
+    let mut unsplit = Model::from_preset("tiny", &profiled(), options(DType::F32, 4)).unwrap();
+    unsplit.generate(&request).unwrap();
+    let conditions = unsplit.device().conditions("eager", Some(unsplit.name().to_string()), None);
+    let alone = unsplit.profile(conditions);
+    let refused = kernelscope::profile::compare(&alone, &profile, 0.05, false).unwrap_err();
+    assert!(refused.to_string().contains("topology"), "{refused}");
+    assert!(kernelscope::profile::compare(&alone, &profile, 0.05, true).is_ok());
+}

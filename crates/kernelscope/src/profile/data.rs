@@ -52,6 +52,10 @@ pub struct Conditions {
     /// it existed, which read as unknown.
     #[serde(default)]
     pub peak_compute_gflops: Option<f64>,
+    /// How the run was split over devices (tensor parallelism); absent for
+    /// one device, and from profiles written before splits existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<super::Topology>,
 }
 
 impl Conditions {
@@ -94,6 +98,12 @@ impl Conditions {
             self.model.as_deref().unwrap_or("none"),
             other.model.as_deref().unwrap_or("none"),
         );
+        let topology = |topology: &Option<super::Topology>| {
+            topology
+                .as_ref()
+                .map_or_else(|| "one device".to_string(), super::Topology::describe)
+        };
+        check("topology", &topology(&self.topology), &topology(&other.topology));
         // The peaks are not compared: they are measured on the machine at
         // the start of each run, not chosen by the code under test, and
         // vary by a few percent between runs of the same device (the
@@ -136,6 +146,10 @@ pub struct Profile {
     pub dispatches: Vec<DispatchRecord>,
     /// Warnings raised during the run (e.g. dispatch timing unsupported).
     pub warnings: Vec<String>,
+    /// Every rank but rank 0 of a split run (rank 0's records are the ones
+    /// above), on rank 0's clock; empty for one device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<super::RankRecords>,
 }
 
 impl Profile {
@@ -201,7 +215,86 @@ impl Profile {
         let profile: Profile =
             serde_json::from_value(value).map_err(|error| format!("malformed profile: {error}"))?;
         profile.check()?;
+        profile.check_ranks()?;
         Ok(profile)
+    }
+
+    /// Whether a split run's other ranks hold together: each checked like a
+    /// profile of its own, numbered 1, 2, … in order, as many as the
+    /// topology says.
+    fn check_ranks(&self) -> std::result::Result<(), String> {
+        match (&self.conditions.topology, self.ranks.len()) {
+            (None, 0) => return Ok(()),
+            (None, _) => return Err("ranks: present, but conditions.topology is absent".into()),
+            (Some(topology), count)
+                if topology.ranks != count + 1 || topology.devices.len() != topology.ranks =>
+            {
+                return Err(format!(
+                    "conditions.topology: {} ranks and {} devices, but the profile holds {} ranks",
+                    topology.ranks,
+                    topology.devices.len(),
+                    count + 1
+                ));
+            }
+            _ => {}
+        }
+        for (position, records) in self.ranks.iter().enumerate() {
+            if records.rank != position + 1 {
+                return Err(format!(
+                    "ranks[{position}]: rank {} where {} was due",
+                    records.rank,
+                    position + 1
+                ));
+            }
+            let alone = Profile {
+                counters: records.counters,
+                tokens: records.tokens.clone(),
+                submissions: records.submissions.clone(),
+                dispatches: records.dispatches.clone(),
+                ranks: Vec::new(),
+                ..self.clone_header()
+            };
+            alone
+                .check()
+                .map_err(|problem| format!("ranks[{position}] (rank {}): {problem}", records.rank))?;
+        }
+        Ok(())
+    }
+
+    /// The profile's schema, tool, conditions and warnings, with no records.
+    fn clone_header(&self) -> Profile {
+        Profile {
+            schema: self.schema,
+            tool: self.tool.clone(),
+            conditions: self.conditions.clone(),
+            counters: CounterSnapshot::default(),
+            tokens: Vec::new(),
+            submissions: Vec::new(),
+            dispatches: Vec::new(),
+            warnings: self.warnings.clone(),
+            ranks: Vec::new(),
+        }
+    }
+
+    /// This profile (rank 0's) joined by the other ranks' profiles of one
+    /// split run, `others[i]` being rank i + 1's with its clock's offset
+    /// from rank 0's (`offset_ns` added to its times puts them on rank 0's
+    /// clock), under `topology`.
+    pub fn with_ranks(mut self, topology: super::Topology, others: Vec<(Profile, i128)>) -> Profile {
+        self.conditions.topology = Some(topology);
+        for (position, (profile, offset_ns)) in others.into_iter().enumerate() {
+            self.warnings.extend(
+                profile
+                    .warnings
+                    .iter()
+                    .filter(|warning| !self.warnings.contains(warning))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            self.ranks
+                .push(super::RankRecords::from_profile(position + 1, profile, offset_ns));
+        }
+        self
     }
 
     /// Whether the profile holds together; the problem, naming the record

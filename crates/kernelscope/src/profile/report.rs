@@ -84,6 +84,7 @@ pub fn render_report(profile: &Profile) -> String {
     }
     render_submissions(profile, &mut out);
     render_counters(profile, &mut out);
+    render_ranks(profile, &mut out);
     render_cross_check(profile, &mut out);
     for warning in &profile.warnings {
         let _ = writeln!(out, "warning: {warning}");
@@ -383,6 +384,98 @@ fn render_counters(profile: &Profile, out: &mut String) {
         table.add_row(cells);
     }
     let _ = writeln!(out, "\ncounters:");
+    let _ = writeln!(out, "{table}");
+}
+
+/// A split run: per rank its counters and the time its collectives took
+/// and waited; per layer what communication cost and how long the fastest
+/// rank waited for the slowest (the imbalance). Nothing for one device.
+fn render_ranks(profile: &Profile, out: &mut String) {
+    let Some(topology) = &profile.conditions.topology else {
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "
+ranks: {}",
+        topology.describe()
+    );
+    let tokens = profile.tokens.len().max(1) as f64;
+    let (costs, unmatched) = super::collective_costs(profile);
+    let mut table = new_table(&[
+        "rank",
+        "device",
+        "dispatches",
+        "submissions",
+        "syncs",
+        "busy ms",
+        "collectives",
+        "collective µs/token",
+        "waiting µs/token",
+    ]);
+    for view in profile.rank_views() {
+        let busy: u64 = view.dispatches.iter().map(|record| record.duration_ns()).sum();
+        let collectives: Vec<&DispatchRecord> = view
+            .dispatches
+            .iter()
+            .filter(|record| record.op_kind.is_collective())
+            .collect();
+        let collective_ns: u64 = collectives.iter().map(|record| record.duration_ns()).sum();
+        let waiting: u64 = costs.iter().map(|(_, cost)| cost.waiting_ns[view.rank]).sum();
+        table.add_row(vec![
+            view.rank.to_string(),
+            view.device.to_string(),
+            view.counters.dispatches.to_string(),
+            view.counters.submissions.to_string(),
+            view.counters.syncs.to_string(),
+            ms(busy),
+            collectives.len().to_string(),
+            us(collective_ns as f64 / tokens),
+            us(waiting as f64 / tokens),
+        ]);
+    }
+    let _ = writeln!(out, "{table}");
+    if let Some(note) = unmatched {
+        let _ = writeln!(out, "collectives: {note}");
+        return;
+    }
+    if costs.is_empty() {
+        return;
+    }
+    let mut table = new_table(&[
+        "scope",
+        "collectives/token",
+        "communication µs/token",
+        "bus GB/s",
+        "imbalance µs/token",
+        "slowest rank",
+    ]);
+    for (group, cost) in &costs {
+        // The rank that waited least arrived last: the slowest.
+        let slowest = cost
+            .waiting_ns
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, waiting)| **waiting)
+            .map_or(0, |(rank, _)| rank);
+        let bandwidth = if cost.communication_ns > 0 {
+            format!("{:.1}", cost.bytes as f64 / cost.communication_ns as f64)
+        } else {
+            "-".into()
+        };
+        table.add_row(vec![
+            group.clone(),
+            format!("{:.1}", cost.count as f64 / tokens),
+            us(cost.communication_ns as f64 / tokens),
+            bandwidth,
+            us(cost.imbalance_ns() as f64 / tokens),
+            slowest.to_string(),
+        ]);
+    }
+    let _ = writeln!(
+        out,
+        "collectives per scope (communication: from the last rank's arrival to the end; imbalance: the longest any rank waited for the last):"
+    );
     let _ = writeln!(out, "{table}");
 }
 

@@ -369,6 +369,7 @@ impl Profiler {
             submissions: tables.submissions.clone(),
             dispatches: tables.dispatches.clone(),
             warnings: tables.warnings.clone(),
+            ranks: Vec::new(),
         }
     }
 }

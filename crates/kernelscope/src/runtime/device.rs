@@ -188,6 +188,8 @@ impl Device {
             // Measured apart from the device, like the bandwidth; callers
             // add it with `Conditions::with_peak_compute`.
             peak_compute_gflops: None,
+            // Set by whoever split the run (`Profile::with_ranks`).
+            topology: None,
         }
     }
 

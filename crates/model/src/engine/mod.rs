@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};
 
 use kernelscope::ops::sample::Sampling;
-use kernelscope::profile::Phase;
+use kernelscope::profile::{Conditions, Phase, Profile, Topology};
 use kernelscope::{Communicator, DType, Device};
 
 pub use execution::ExecutionMode;
@@ -353,6 +353,43 @@ impl Model {
         self.communicators
             .first()
             .map(|communicator| (communicator.library(), communicator.link()))
+    }
+
+    /// Everything the devices' profilers recorded, under `conditions` (rank
+    /// 0's): rank 0's profile, joined for a split model by every other
+    /// rank's records on rank 0's clock and the topology. Each profiler's
+    /// clock starts at its own epoch, an `Instant` of this process, so the
+    /// offsets between them are exact; the GPU times on each were placed on
+    /// it by that device's own calibration.
+    pub fn profile(&self, conditions: Conditions) -> Profile {
+        let devices = self.devices();
+        let profile = devices[0].profile(conditions.clone());
+        let Some((library, link)) = self.collectives() else {
+            return profile;
+        };
+        let first_epoch = devices[0].profiler().epoch();
+        let others = devices[1..]
+            .iter()
+            .map(|device| {
+                let epoch = device.profiler().epoch();
+                let offset_ns = match epoch.checked_duration_since(first_epoch) {
+                    Some(later) => later.as_nanos() as i128,
+                    None => -(first_epoch.duration_since(epoch).as_nanos() as i128),
+                };
+                let conditions = Conditions {
+                    device: device.name().to_string(),
+                    ..conditions.clone()
+                };
+                (device.profile(conditions), offset_ns)
+            })
+            .collect();
+        let topology = Topology {
+            ranks: devices.len(),
+            devices: devices.iter().map(|device| device.name().to_string()).collect(),
+            library,
+            link,
+        };
+        profile.with_ranks(topology, others)
     }
 
     /// Weight bytes read per decoded token (all ranks together), for the
