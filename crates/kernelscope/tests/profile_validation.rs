@@ -346,3 +346,44 @@ fn a_profile_of_many_tokens_and_scopes_compares_in_reasonable_time() {
         started.elapsed()
     );
 }
+
+/// A split run's profile: valid with its topology, refused (naming what)
+/// without one, with a topology of another size, with ranks out of order,
+/// or with a rank whose own records do not hold together.
+#[test]
+fn split_profiles_are_checked_rank_by_rank() {
+    use kernelscope::profile::Topology;
+    let topology = |ranks: usize| Topology {
+        ranks,
+        devices: (0..ranks).map(|rank| format!("cpu {rank}")).collect(),
+        library: "in-process".into(),
+        link: "shared memory".into(),
+    };
+    let split = profile(3, 7).with_ranks(topology(2), vec![(profile(3, 8), 1_500)]);
+    let loaded = Profile::from_json(&split.to_json(), Path::new("runs/split.json")).unwrap();
+    assert_eq!(loaded, split);
+    // Rank 1's times moved onto rank 0's clock.
+    assert_eq!(
+        split.ranks[0].tokens[0].start_ns,
+        profile(3, 8).tokens[0].start_ns + 1_500
+    );
+    let report = render_report(&split);
+    assert!(report.contains("ranks: 2 ranks over cpu 0, cpu 1"), "{report}");
+
+    let mut no_topology = split.clone();
+    no_topology.conditions.topology = None;
+    assert_contains(&refusal(&no_topology), &["ranks", "topology is absent"]);
+
+    let mut wrong_size = split.clone();
+    wrong_size.conditions.topology = Some(topology(3));
+    assert_contains(&refusal(&wrong_size), &["conditions.topology", "3 ranks"]);
+
+    let mut renumbered = split.clone();
+    renumbered.ranks[0].rank = 2;
+    assert_contains(&refusal(&renumbered), &["ranks[0]", "rank 2 where 1 was due"]);
+
+    let mut broken = split.clone();
+    let token = &mut broken.ranks[0].tokens[1];
+    token.end_ns = token.start_ns - 1;
+    assert_contains(&refusal(&broken), &["ranks[0] (rank 1)", "tokens[1]"]);
+}

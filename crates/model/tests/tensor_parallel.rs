@@ -257,14 +257,21 @@ fn every_rank_counts_its_collectives() {
 #[test]
 fn a_split_profile_shows_every_rank() {
     let profiled = || Device::cpu_with(DeviceOptions::new().profile(ProfileLevel::Dispatch));
-    let mut split = Model::from_preset_split("tiny", &[profiled(), profiled()], options(DType::F32, 4)).unwrap();
+    let mut split =
+        Model::from_preset_split("tiny", &[profiled(), profiled()], options(DType::F32, 4)).unwrap();
     let prompt = prompt(split.config().vocab_size, 5, 2);
     let mut request = GenerationRequest::new(&prompt, 4);
     request.stop_at_eos = false;
     split.generate(&request).unwrap();
-    let conditions = split.device().conditions("eager", Some(split.name().to_string()), None);
+    let conditions = split
+        .device()
+        .conditions("eager", Some(split.name().to_string()), None);
     let profile = split.profile(conditions);
-    let topology = profile.conditions.topology.clone().expect("a split run has a topology");
+    let topology = profile
+        .conditions
+        .topology
+        .clone()
+        .expect("a split run has a topology");
     assert_eq!((topology.ranks, topology.library.as_str()), (2, "in-process"));
     assert_eq!(profile.ranks.len(), 1);
     assert_eq!(profile.ranks[0].dispatches.len(), profile.dispatches.len());
@@ -296,7 +303,9 @@ fn a_split_profile_shows_every_rank() {
 
     let mut unsplit = Model::from_preset("tiny", &profiled(), options(DType::F32, 4)).unwrap();
     unsplit.generate(&request).unwrap();
-    let conditions = unsplit.device().conditions("eager", Some(unsplit.name().to_string()), None);
+    let conditions = unsplit
+        .device()
+        .conditions("eager", Some(unsplit.name().to_string()), None);
     let alone = unsplit.profile(conditions);
     let refused = kernelscope::profile::compare(&alone, &profile, 0.05, false).unwrap_err();
     assert!(refused.to_string().contains("topology"), "{refused}");

@@ -219,7 +219,7 @@ impl Profiler {
     }
 
     /// Prints `message` on stderr and adds it to the warnings, once per `key`.
-    pub(crate) fn warn_once(&self, key: &str, message: &str) {
+    pub fn warn_once(&self, key: &str, message: &str) {
         let mut tables = self.lock();
         if tables.warned_keys.iter().any(|known| known == key) {
             return;

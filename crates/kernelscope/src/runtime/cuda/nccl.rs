@@ -74,7 +74,14 @@ pub(crate) fn open(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
             )
         },
     )?;
-    // ncclCommInitAll switched this thread's current device.
+    if let Err(error) = warm_up(&comms, &states) {
+        for comm in &comms {
+            // SAFETY: made above and used by nothing else.
+            let _ = unsafe { nccl::comm_destroy(*comm) };
+        }
+        return Err(error);
+    }
+    // ncclCommInitAll and the warm-up switched this thread's current device.
     states[0].bind()?;
     Ok(Arc::new(Arc::new(NcclGroup {
         comms: comms
@@ -86,6 +93,87 @@ pub(crate) fn open(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
         version,
         aborted: Mutex::new(None),
     })))
+}
+
+/// Runs one all-reduce and one all-gather on every rank, from this thread as
+/// one NCCL group, and waits for them: NCCL connects the ranks lazily, at a
+/// communicator's first collective, with allocations that a CUDA graph
+/// capture cannot contain (the capture is invalidated). After this, a
+/// collective's first appearance may be inside a capture.
+fn warm_up(comms: &[nccl_sys::ncclComm_t], states: &[Arc<DeviceState>]) -> Result<()> {
+    use cudarc::driver::result as driver;
+    const ELEMENTS: usize = 1 << 18;
+    let ranks = comms.len();
+    let bytes = (1 + ranks) * ELEMENTS * 4;
+    let mut buffers = Vec::with_capacity(ranks);
+    let failed =
+        |what: &str, error: String| problem("group", 0, format!("warming up NCCL ({what}): {error}"));
+    // Side streams: CUPTI's records of the device's own stream must be our
+    // dispatches' only.
+    let mut streams = Vec::with_capacity(ranks);
+    let result = (|| {
+        for state in states {
+            state.bind()?;
+            streams.push(
+                state
+                    .stream()
+                    .context()
+                    .new_stream()
+                    .map_err(|error| failed("a side stream", format!("{error:?}")))?,
+            );
+            // SAFETY: a plain allocation on the bound context, freed below.
+            let buffer = unsafe { driver::malloc_sync(bytes) }
+                .map_err(|error| failed("allocating", format!("{error:?}")))?;
+            buffers.push(buffer);
+        }
+        for collective in [Collective::AllReduceSum, Collective::AllGather] {
+            nccl::group_start().map_err(|error| failed("ncclGroupStart", format!("{error:?}")))?;
+            for (rank, comm) in comms.iter().enumerate() {
+                let stream = streams[rank].cu_stream() as nccl_sys::cudaStream_t;
+                let buffer = buffers[rank];
+                // SAFETY: each buffer holds (1 + ranks) × ELEMENTS f32 on its
+                // rank's device: the reduction works in place on the first
+                // ELEMENTS, the gather sends those and receives after them.
+                let launched = unsafe {
+                    match collective {
+                        Collective::AllReduceSum => nccl::all_reduce(
+                            buffer as *const _,
+                            buffer as *mut _,
+                            ELEMENTS,
+                            nccl_sys::ncclDataType_t::ncclFloat32,
+                            nccl_sys::ncclRedOp_t::ncclSum,
+                            *comm,
+                            stream,
+                        ),
+                        Collective::AllGather => nccl::all_gather(
+                            buffer as *const _,
+                            (buffer + (ELEMENTS * 4) as u64) as *mut _,
+                            ELEMENTS,
+                            nccl_sys::ncclDataType_t::ncclFloat32,
+                            *comm,
+                            stream,
+                        ),
+                    }
+                };
+                launched.map_err(|error| failed(collective.name(), format!("{error:?}")))?;
+            }
+            nccl::group_end().map_err(|error| failed("ncclGroupEnd", format!("{error:?}")))?;
+        }
+        for (state, stream) in states.iter().zip(&streams) {
+            state.bind()?;
+            stream
+                .synchronize()
+                .map_err(|error| failed("waiting", format!("{error:?}")))?;
+        }
+        Ok(())
+    })();
+    for (state, buffer) in states.iter().zip(buffers) {
+        let _ = state.bind();
+        // SAFETY: allocated above; the streams that used it were synchronised
+        // (or failed, and the buffer is abandoned to the driver's teardown).
+        let _ = unsafe { driver::free_sync(buffer) };
+    }
+    result
 }
 
 /// How the GPUs reach each other: peer to peer (NVLink where native atomics
