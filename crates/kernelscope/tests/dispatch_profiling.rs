@@ -358,6 +358,89 @@ fn many_replays_are_all_timed_inside_their_submissions(backend: Backend) {
     }
 }
 
+/// A graph too long for a held stream's command queue: on CUDA under CUPTI
+/// the launch of a graph of thousands of kernels waits for queue room that
+/// a stream held at the gate never frees (an 80-layer model's prefill chunk
+/// hung this way). The gate's watchdog lets such a launch go: every replay
+/// runs and is timed, and once a replay was let go, the profile says that
+/// graph is no longer held and warns why.
+fn a_graph_too_long_to_hold_still_replays(backend: Backend) {
+    let Some(device) = dispatch_profiled_device(backend) else {
+        return;
+    };
+    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
+    let (n, per_graph, replays) = (129, 16_384, 3);
+    let start_values = random_f32(23, n);
+    let ping = device.buffer_from_slice(&start_values, &[n]).unwrap();
+    let pong = device.alloc(DType::F32, &[n]).unwrap();
+    let mut encoder = device.command_encoder();
+    encoder.begin_capture().unwrap();
+    for step in 0..per_graph {
+        let (from, to) = if step % 2 == 0 {
+            (&ping, &pong)
+        } else {
+            (&pong, &ping)
+        };
+        encoder.dispatch(inc_one_dispatch(&kernel, from, to)).unwrap();
+    }
+    let graph = encoder.end_capture().unwrap();
+    for _ in 0..replays {
+        encoder.replay(&graph).unwrap();
+        encoder.commit_and_wait_labeled("test.long").unwrap();
+    }
+    let mut expected = start_values.clone();
+    for _ in 0..per_graph * replays {
+        expected.iter_mut().for_each(|value| *value += 1.0);
+    }
+    assert_eq!(ping.to_vec::<f32>().unwrap(), expected, "every replay ran");
+
+    let profile = device.profile(device.conditions("long graph", None, None));
+    assert_eq!(profile.submissions.len(), replays);
+    if device.capabilities().dispatch_timing_in_graphs {
+        assert_eq!(
+            profile.dispatches.len(),
+            per_graph * replays,
+            "no dispatch time lost"
+        );
+    }
+    let held: Vec<bool> = profile
+        .submissions
+        .iter()
+        .map(|submission| submission.device_held())
+        .collect();
+    let outran = profile
+        .warnings
+        .iter()
+        .any(|warning| warning.contains("command queue"));
+    if backend != Backend::Cuda || !device.capabilities().dispatch_timing_in_graphs {
+        assert!(
+            held.iter().all(|held| !held),
+            "only CUDA under CUPTI holds streams"
+        );
+        assert!(!outran, "{:?}", profile.warnings);
+        return;
+    }
+    match held.iter().position(|held| !held) {
+        // Never let go: every replay was held until enqueued.
+        None => assert!(!outran, "{:?}", profile.warnings),
+        Some(first_let_go) => {
+            assert!(
+                outran,
+                "a replay let go without a warning: {:?}",
+                profile.warnings
+            );
+            assert!(
+                held[first_let_go..].iter().all(|held| !held),
+                "a graph that outran the gate was held again: {held:?}"
+            );
+        }
+    }
+    eprintln!(
+        "long graph replays held until enqueued: {held:?}; warnings: {:?}",
+        profile.warnings
+    );
+}
+
 /// A dispatch whose work grows with a position held in device memory,
 /// captured once and replayed at several positions: each replay records
 /// the cost at its own position, a replay not told its position the cost
@@ -402,6 +485,7 @@ fn replays_record_the_cost_at_their_position(backend: Backend) {
 }
 
 kernelscope::device_tests!(
+    a_graph_too_long_to_hold_still_replays,
     replays_record_the_cost_at_their_position,
     many_replays_are_all_timed_inside_their_submissions,
     two_dispatches_in_one_labeled_submission,

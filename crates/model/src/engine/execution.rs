@@ -294,24 +294,7 @@ impl Executor {
         let profiler = device.profiler();
         profiler.begin_token(Phase::Prefill);
         let encoder = &mut self.encoder;
-        // A split model's chunk graphs (GEMMs and NCCL collectives) never
-        // finished replaying with CUPTI on for llama-3-70b on two H200s
-        // (decode graphs, eager chunks and CUPTI off all ran): until that
-        // is understood, profiled chunks of a split model run eagerly.
-        let mode = if self.mode == ExecutionMode::Graph
-            && forward.ops.collectives.is_some()
-            && profiler.level() == kernelscope::profile::ProfileLevel::Dispatch
-            && device.capabilities().dispatch_timing_in_graphs
-        {
-            profiler.warn_once(
-                "split-prefill-eager",
-                "kernelscope: a split model's prefill chunks run eagerly under dispatch-level profiling (their graph replays hung with CUPTI on); decode steps are still replayed",
-            );
-            ExecutionMode::Eager
-        } else {
-            self.mode
-        };
-        match mode {
+        match self.mode {
             ExecutionMode::Eager => {
                 forward.encode_prefill(encoder, chunk, rows, context_end, logits)?;
                 if let Some(choice) = choice {

@@ -7,7 +7,8 @@
 use std::sync::Arc;
 
 use super::driver::Event;
-use super::graphs::{ensure_captured, launch_recording};
+use super::gate::HOLD_LIMIT;
+use super::graphs::{ensure_captured, launch_recording, mark_outran_gate};
 use super::launch::{Launched, Order, launch};
 use super::state::DeviceState;
 use super::timing::{PendingDispatch, PendingSubmission};
@@ -66,9 +67,10 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
     // Graphs are captured (and library plans made) before the stream is
     // held: making a plan may load the library's kernels, which waits for
     // the device, and a held stream would never get there.
+    let mut holdable = true;
     for command in commands {
         if let Command::Replay { recording, .. } = command {
-            ensure_captured(state, recording)?;
+            holdable &= ensure_captured(state, recording)?;
         }
     }
     // Only graph replays are held: measured, a replay's first kernel started
@@ -77,7 +79,7 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
     // Released when this function returns, on every path (see `gate.rs`).
     // Decided only when the gate could apply: profiling off pays nothing here.
     let hold = match state.gate() {
-        Some(gate) if cupti && time_submission && replays_only(commands) => {
+        Some(gate) if cupti && time_submission && holdable && replays_only(commands) => {
             Some(gate.hold(stream.cu_stream())?)
         }
         _ => None,
@@ -151,20 +153,45 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
             }
         }
     }
-    if let Some(start) = start {
-        let end = stream.record_event()?;
+    let end = match start {
+        Some(_) => Some(stream.record_event()?),
+        None => None,
+    };
+    // Everything is enqueued: let the device go. A hold the watchdog had to
+    // release outran the gate; its graphs are not held again.
+    let held_throughout = match hold {
+        Some(hold) => {
+            let held_throughout = hold.release();
+            if !held_throughout {
+                for command in commands {
+                    if let Command::Replay { recording, .. } = command {
+                        mark_outran_gate(state, recording)?;
+                    }
+                }
+                profiler.warn_once(
+                    "gate-outran",
+                    &format!(
+                        "kernelscope: a graph launch needed more of the device's command queue than a stream held until the launch is enqueued leaves; it was let go after {} ms and that graph is no longer held (its submission time includes the host's enqueue)",
+                        HOLD_LIMIT.as_millis()
+                    ),
+                );
+            }
+            held_throughout
+        }
+        None => false,
+    };
+    if let (Some(start), Some(end)) = (start, end) {
         state.push_pending(PendingSubmission {
             label: label.clone(),
             token,
             submission: profiler.next_submission_id(),
             dispatches: index,
             host_enqueue_ns: profiler.now_ns().saturating_sub(enqueue_began),
-            gated: hold.is_some(),
+            gated: held_throughout,
             start,
             end,
             timed_dispatches: timed,
         });
     }
-    drop(hold);
     Ok(())
 }

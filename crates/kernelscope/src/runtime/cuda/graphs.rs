@@ -4,6 +4,7 @@
 
 use std::mem::ManuallyDrop;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cudarc::driver::{CudaGraph, DriverError, result, sys};
 
@@ -30,12 +31,22 @@ pub(crate) fn launch_recording<'a>(
     Ok(&captured.launched)
 }
 
-/// Captures `recording` into a CUDA graph unless it already is. The caller
-/// holds the submission lock, with the context bound.
-pub(crate) fn ensure_captured(state: &Arc<DeviceState>, recording: &Recording) -> Result<()> {
+/// Captures `recording` into a CUDA graph unless it already is; returns
+/// whether its launch may be held at the profiler's gate (not once a launch
+/// of it outran the gate, see `gate.rs`). The caller holds the submission
+/// lock, with the context bound.
+pub(crate) fn ensure_captured(state: &Arc<DeviceState>, recording: &Recording) -> Result<bool> {
     recording
         .built(|| capture(state, recording))
-        .map(|_: &CapturedGraph| ())
+        .map(|captured: &CapturedGraph| !captured.outran_gate.load(Ordering::Relaxed))
+}
+
+/// Remembers that a launch of `recording` (captured) needed more of the
+/// device's command queue than a held stream leaves: it is not held again.
+pub(crate) fn mark_outran_gate(state: &Arc<DeviceState>, recording: &Recording) -> Result<()> {
+    let captured: &CapturedGraph = recording.built(|| capture(state, recording))?;
+    captured.outran_gate.store(true, Ordering::Relaxed);
+    Ok(())
 }
 
 /// An instantiated CUDA graph and the device it belongs to, which it keeps
@@ -44,6 +55,8 @@ struct CapturedGraph {
     graph: ManuallyDrop<CudaGraph>,
     /// What each dispatch launches, in the recording's order.
     launched: Vec<Launched>,
+    /// A launch of it outran the profiler's gate (see `gate.rs`).
+    outran_gate: AtomicBool,
     state: Arc<DeviceState>,
 }
 
@@ -97,6 +110,7 @@ fn capture(state: &Arc<DeviceState>, graph: &Recording) -> Result<CapturedGraph>
     Ok(CapturedGraph {
         graph: ManuallyDrop::new(graph),
         launched,
+        outran_gate: AtomicBool::new(false),
         state: state.clone(),
     })
 }
