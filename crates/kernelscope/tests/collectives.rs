@@ -214,3 +214,103 @@ fn groups_refuse_repeated_devices_and_foreign_encoders() {
     ));
     assert_eq!(communicators[1].library(), "in-process");
 }
+
+/// A group aborted while no rank is inside a collective: every rank's
+/// replay fails with `CollectiveAborted`; rebuilt, it works again; a graph
+/// captured before the rebuild is refused on GPUs (its NCCL kernels hold
+/// the old communicators) and replays on CPUs (the exchange is the same);
+/// graphs captured after it give the reference sum.
+fn an_aborted_group_is_rebuilt(backend: Backend) {
+    let Some(devices) = backend.devices(2, DeviceOptions::new()) else {
+        return;
+    };
+    let communicators = Communicator::group(&devices).unwrap();
+    let length = 257;
+    let inputs: Vec<Vec<f32>> = (0..2).map(|rank| random_f32(60 + rank, length)).collect();
+    let expected: Vec<f32> = collective::all_reduce_sum(&inputs);
+    // Each rank: a buffer reset to its input, then an all-reduce of it,
+    // captured into a graph.
+    let capture = |rank: usize, communicator: &Communicator| {
+        let device = communicator.device();
+        let buffer = device.buffer_from_slice(&inputs[rank], &[length]).unwrap();
+        let reduce = AllReduce::new(communicator).unwrap();
+        let mut encoder = device.command_encoder();
+        encoder.begin_capture().unwrap();
+        reduce.encode(&mut encoder, &buffer).unwrap();
+        (buffer, encoder.end_capture().unwrap())
+    };
+    let replay = |rank: usize,
+                  communicator: &Communicator,
+                  buffer: &kernelscope::Buffer,
+                  graph: &kernelscope::Graph| {
+        let device = communicator.device();
+        buffer.write_from(&inputs[rank]).unwrap();
+        let mut encoder = device.command_encoder();
+        encoder.replay(graph).unwrap();
+        encoder
+            .commit_and_wait()
+            .map(|()| buffer.to_vec::<f32>().unwrap())
+    };
+    let captured: Vec<_> = on_every_rank(&communicators, |rank, communicator| capture(rank, communicator));
+    let sums = on_every_rank(&communicators, |rank, communicator| {
+        replay(rank, communicator, &captured[rank].0, &captured[rank].1)
+    });
+    for sum in sums {
+        assert_eq!(sum.unwrap(), expected);
+    }
+
+    communicators[1].abort("rank 1 failed");
+    assert_eq!(communicators[0].aborted().as_deref(), Some("rank 1 failed"));
+    let refused = on_every_rank(&communicators, |rank, communicator| {
+        replay(rank, communicator, &captured[rank].0, &captured[rank].1)
+    });
+    for outcome in refused {
+        assert!(
+            matches!(outcome, Err(Error::CollectiveAborted { .. })),
+            "{outcome:?}"
+        );
+    }
+
+    communicators[0].rebuild().unwrap();
+    assert_eq!(communicators[1].aborted(), None);
+    let old = on_every_rank(&communicators, |rank, communicator| {
+        replay(rank, communicator, &captured[rank].0, &captured[rank].1)
+    });
+    for outcome in old {
+        match backend {
+            Backend::Cuda => assert!(
+                matches!(&outcome, Err(Error::CollectiveAborted { reason, .. }) if reason.contains("capture it again")),
+                "{outcome:?}"
+            ),
+            Backend::Cpu => assert_eq!(outcome.unwrap(), expected),
+        }
+    }
+    let recaptured: Vec<_> = on_every_rank(&communicators, |rank, communicator| capture(rank, communicator));
+    let sums = on_every_rank(&communicators, |rank, communicator| {
+        replay(rank, communicator, &recaptured[rank].0, &recaptured[rank].1)
+    });
+    for sum in sums {
+        assert_eq!(sum.unwrap(), expected);
+    }
+}
+
+#[test]
+fn cpu_aborted_groups_are_rebuilt() {
+    an_aborted_group_is_rebuilt(Backend::Cpu);
+}
+
+#[test]
+fn gpu_aborted_groups_are_rebuilt() {
+    an_aborted_group_is_rebuilt(Backend::Cuda);
+}
+
+/// Two handles opened on one GPU are one GPU to NCCL: refused.
+#[test]
+fn gpu_groups_refuse_one_gpu_twice() {
+    let Some(devices) = Backend::Cuda.devices(1, DeviceOptions::new()) else {
+        return;
+    };
+    let again = Device::cuda_with(0, DeviceOptions::new()).unwrap();
+    let error = Communicator::group(&[devices[0].clone(), again]).unwrap_err();
+    assert!(error.to_string().contains("same device"), "{error}");
+}

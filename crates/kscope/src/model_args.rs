@@ -168,12 +168,8 @@ impl ModelArgs {
         for rank in 1..self.tp {
             let device = match &devices[0] {
                 Device::Cpu(_) => Device::cpu_with(options.clone()),
-                Device::Cuda(_) => {
-                    let first_ordinal = match self.device.trim().to_ascii_lowercase().strip_prefix("cuda:") {
-                        Some(ordinal) => ordinal.parse::<usize>().unwrap_or(0),
-                        None => 0,
-                    };
-                    let ordinal = first_ordinal + rank;
+                Device::Cuda(first) => {
+                    let ordinal = first.ordinal() + rank;
                     Device::cuda_with(ordinal, options.clone())
                         .with_context(|| format!("--tp {}: rank {rank} needs GPU cuda:{ordinal}", self.tp))?
                 }

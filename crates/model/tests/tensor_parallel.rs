@@ -213,6 +213,88 @@ fn impossible_splits_are_refused_with_the_reason() {
     let mut config = preset("tiny").unwrap();
     config.intermediate_size = 3;
     assert!(Partition::new(&config, 0, 4).is_err());
+    // 9 splits over 5 ranks but not over 4: the error lists what works.
+    let mut config = preset("tiny").unwrap();
+    config.intermediate_size = 9;
+    let error = Partition::new(&config, 0, 4).unwrap_err().to_string();
+    assert!(error.contains("--tp 1, 2, 3, 5"), "{error}");
+}
+
+/// Runs `work` on a thread and fails the test if it has not finished within
+/// a minute (a split model waiting for a rank that will never come).
+fn within_a_minute<T: Send + 'static>(what: &str, work: impl FnOnce() -> T + Send + 'static) -> T {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(work());
+    });
+    receiver
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what} did not return within a minute: a rank is left waiting"))
+}
+
+#[test]
+fn a_panicking_callback_ends_every_rank() {
+    let outcome = within_a_minute("decode with a panicking callback", || {
+        let devices: Vec<Device> = (0..2).map(|_| Device::cpu()).collect();
+        let mut model = Model::from_preset_split("tiny", &devices, options(DType::F32, 4)).unwrap();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            model.decode_greedy(1, 0, 8, |_| panic!("the reader went away"))
+        }));
+        let streamed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let request = GenerationRequest::new(&[1, 2, 3], 8);
+            model.generate_streaming(&request, |_| panic!("the reader went away"))
+        }));
+        (panicked.is_err(), streamed.is_err())
+    });
+    assert_eq!(outcome, (true, true), "the callbacks' panics reach the caller");
+}
+
+/// A request that fails (on every rank, or on rank 0 alone) aborts the
+/// group; the model rebuilds it, and the next requests give the unsplit
+/// model's tokens and logits (from graphs captured again, on GPUs).
+fn a_failed_request_leaves_the_split_model_usable(backend: Backend) {
+    let Some(devices) = backend.devices(2, DeviceOptions::new()) else {
+        return;
+    };
+    let mut model = Model::from_preset_split("tiny", &devices, options(DType::F32, 5)).unwrap();
+    let mut unsplit = Model::from_preset("tiny", &devices[0], options(DType::F32, 5)).unwrap();
+    let mode = ExecutionMode::fastest_on(&devices[0]);
+    model.set_execution_mode(mode);
+    let vocab = model.config().vocab_size as u32;
+    let good = prompt(vocab as usize, 5, 31);
+    // Graphs captured before the failure (GPUs): they hold the old communicators.
+    run(&mut model, &good, 3);
+    // Every rank refuses a token past the vocabulary: the group is aborted.
+    let out_of_range = [1, vocab + 7];
+    let mut bad = GenerationRequest::new(&out_of_range, 4);
+    bad.stop_at_eos = false;
+    let error = model.generate(&bad).unwrap_err();
+    assert!(error.to_string().contains("out of range"), "{error}");
+    // A callback's error on rank 0 aborts it too.
+    let mut request = GenerationRequest::new(&good, 6);
+    request.stop_at_eos = false;
+    let stopped = model.generate_streaming(&request, |_| Err(ModelError::InvalidInput("stop".into())));
+    assert!(stopped.is_err());
+    // The next requests run, and give the unsplit model's tokens and logits.
+    for _ in 0..2 {
+        let (tokens, logits) = run(&mut model, &good, 6);
+        let (expected_tokens, expected_logits) = run(&mut unsplit, &good, 6);
+        assert_eq!(tokens, expected_tokens);
+        let error = worst_relative_error(&logits, &expected_logits);
+        assert!(error <= F32_TOLERANCE, "{error}");
+    }
+}
+
+#[test]
+fn cpu_failed_requests_leave_the_split_model_usable() {
+    a_failed_request_leaves_the_split_model_usable(Backend::Cpu);
+}
+
+#[test]
+fn gpu_failed_requests_leave_the_split_model_usable() {
+    within_a_minute("a failed request on two GPUs", || {
+        a_failed_request_leaves_the_split_model_usable(Backend::Cuda)
+    });
 }
 
 #[test]

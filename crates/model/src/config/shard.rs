@@ -53,12 +53,20 @@ pub(crate) enum Split {
 /// would get nothing.
 fn share(size: usize, rank: usize, ranks: usize, what: &str) -> Result<(Range<usize>, usize)> {
     let stride = size.div_ceil(ranks);
-    if stride * (ranks - 1) >= size {
+    // Whether every one of `ranks` ranks gets something; not monotonic in
+    // `ranks` (9 splits over 5 ranks, not over 4), so the error lists them.
+    let splits = |ranks: usize| size.div_ceil(ranks) * (ranks - 1) < size;
+    if !splits(ranks) {
+        let working: Vec<String> = (1..=(2 * ranks).min(size))
+            .filter(|&ranks| splits(ranks))
+            .map(|ranks| ranks.to_string())
+            .collect();
         return Err(ModelError::TensorParallel {
             ranks,
             problem: format!(
-                "{what} ({size}) leaves the last rank nothing in shares of {stride}; use at most {} ranks",
-                size.div_ceil(stride.max(1)).min(size)
+                "{what} ({size}) leaves the last rank nothing in shares of {stride}; splits that work up to {}: --tp {}",
+                (2 * ranks).min(size),
+                working.join(", ")
             ),
         });
     }

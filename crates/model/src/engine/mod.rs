@@ -164,7 +164,12 @@ impl Model {
     /// on every other rank (a thread each), and returns rank 0's result. A
     /// rank that fails or panics aborts the group first, so the others'
     /// collectives fail instead of waiting; the error reported is the first
-    /// rank's own failure, not the abandoned collectives it caused.
+    /// rank's own failure, not the abandoned collectives it caused. Once
+    /// every rank has returned, an aborted group is rebuilt (and the graphs
+    /// that captured its collectives dropped), so one failed request does
+    /// not break the model for the next. Values `leader` owns (the senders
+    /// of its decisions) are dropped when it returns or unwinds, so a
+    /// follower waiting for a decision is never left waiting.
     fn on_every_rank<T: Send>(
         &mut self,
         leader: impl FnOnce(&mut Shard) -> Result<T>,
@@ -204,6 +209,7 @@ impl Model {
                 .collect();
             (leading, following)
         });
+        self.recover_group();
         let mut outcomes = vec![leading];
         outcomes.extend(following);
         let mut results = Vec::with_capacity(outcomes.len());
@@ -226,6 +232,37 @@ impl Model {
             return Err(results.swap_remove(position).err().expect("an error"));
         }
         results.swap_remove(0)
+    }
+
+    /// Drops every shard's graphs, which captured the old communicators
+    /// (NCCL finishes aborting those only once such graphs are gone), and
+    /// rebuilds the group, if a rank aborted it. Called with every rank out
+    /// of its collectives. If the group cannot be rebuilt it stays aborted,
+    /// and every later call fails naming the first failure.
+    fn recover_group(&mut self) {
+        let Some(communicator) = self.communicators.first() else {
+            return;
+        };
+        if communicator.aborted().is_none() {
+            return;
+        }
+        for shard in &mut self.shards {
+            shard.forget_graphs();
+        }
+        let _ = communicator.rebuild();
+    }
+
+    /// An error when rank 0 must not trust what it just read back: the
+    /// group was aborted (a peer failed), so a collective may have ended
+    /// early with its buffer unreduced.
+    fn check_group(communicators: &[Communicator]) -> Result<()> {
+        match communicators.first().and_then(Communicator::aborted) {
+            Some(reason) => Err(ModelError::Runtime(kernelscope::Error::CollectiveAborted {
+                rank: 0,
+                reason,
+            })),
+            None => Ok(()),
+        }
     }
 
     /// Runs `action` on every rank's shard, one after another (setters that
@@ -448,15 +485,27 @@ impl Model {
         mut on_token: impl FnMut(u32) -> bool,
     ) -> Result<()> {
         let (senders, receivers) = self.decision_channels();
+        let communicators = self.communicators.clone();
+        let mut aborted = None;
         self.on_every_rank(
-            |shard| {
+            // `move`: the senders go with the closure, so they are dropped
+            // (waking the followers) however rank 0 ends.
+            move |shard| {
                 shard.decode_greedy(token, position, count, |chosen| {
-                    let go_on = on_token(chosen);
+                    // A token read after an abort may be garbage: stop.
+                    let go_on = match Self::check_group(&communicators) {
+                        Ok(()) => on_token(chosen),
+                        Err(error) => {
+                            aborted = Some(error);
+                            false
+                        }
+                    };
                     senders.iter().for_each(|sender| {
                         let _ = sender.send(go_on);
                     });
                     go_on
-                })
+                })?;
+                aborted.map_or(Ok(()), Err)
             },
             |rank, shard| {
                 let receiver = take_receiver(&receivers, rank);
@@ -483,10 +532,14 @@ impl Model {
         mut on_token: impl FnMut(u32) -> Result<()>,
     ) -> Result<Generation> {
         let (senders, receivers) = self.decision_channels();
+        let communicators = self.communicators.clone();
         self.on_every_rank(
-            |shard| {
+            // `move`: the senders go with the closure, so they are dropped
+            // (waking the followers) however rank 0 ends.
+            move |shard| {
                 shard.generate_streaming(request, |token| {
-                    let outcome = on_token(token);
+                    // A token read after an abort may be garbage: stop.
+                    let outcome = Self::check_group(&communicators).and_then(|()| on_token(token));
                     senders.iter().for_each(|sender| {
                         let _ = sender.send(outcome.is_ok());
                     });

@@ -60,6 +60,12 @@ impl Shard {
         })
     }
 
+    /// Drops the captured graphs (their collectives belong to communicators
+    /// an abort replaced); the next steps capture again.
+    pub(super) fn forget_graphs(&mut self) {
+        self.executor.invalidate();
+    }
+
     /// Sets how steps reach the device (eager by default; see
     /// [`ExecutionMode::fastest_on`]).
     pub(super) fn set_execution_mode(&mut self, mode: ExecutionMode) {

@@ -44,6 +44,12 @@ pub(crate) trait GroupBackend: Send + Sync {
     fn link(&self) -> String;
     /// Fails every pending and later collective of the group.
     fn abort(&self, reason: &str);
+    /// Why the group was aborted, if it was (and not rebuilt since).
+    fn aborted(&self) -> Option<String>;
+    /// Makes an aborted group usable again (new NCCL communicators; a
+    /// cleared exchange); nothing when it is not aborted. Every rank must be
+    /// out of its collectives: the caller has joined them.
+    fn rebuild(&self) -> Result<()>;
     /// The backend's kernel for `collective` on elements of `dtype` at `rank`.
     fn kernel(&self, rank: usize, collective: Collective, dtype: DType) -> Result<LoadedKernel>;
 }

@@ -151,6 +151,23 @@ impl GroupBackend for Arc<InProcessGroup> {
         self.changed.notify_all();
     }
 
+    fn aborted(&self) -> Option<String> {
+        crate::sync::lock(&self.round).aborted.clone()
+    }
+
+    fn rebuild(&self) -> Result<()> {
+        let mut round = crate::sync::lock(&self.round);
+        if round.aborted.is_some() {
+            // Contributions of the round the abort interrupted are dropped:
+            // the next round starts empty.
+            round.contributions.iter_mut().for_each(|slot| *slot = None);
+            round.arrived = 0;
+            round.result = None;
+            round.aborted = None;
+        }
+        Ok(())
+    }
+
     fn kernel(&self, rank: usize, collective: Collective, dtype: DType) -> Result<LoadedKernel> {
         if dtype != DType::F32 {
             return Err(Error::KernelMissing {

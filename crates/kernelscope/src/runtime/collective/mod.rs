@@ -65,10 +65,13 @@ impl Communicator {
                     devices[0].name()
                 )));
             }
-            if let Some(earlier) = devices[..index]
-                .iter()
-                .position(|other| other.same_device(device))
-            {
+            // Two handles opened on one GPU are different devices to us
+            // but one GPU to NCCL (which may hang on it): compare ordinals.
+            let same = |other: &Device| match (other, device) {
+                (Device::Cuda(a), Device::Cuda(b)) => a.ordinal() == b.ordinal(),
+                _ => other.same_device(device),
+            };
+            if let Some(earlier) = devices[..index].iter().position(same) {
                 return Err(refuse(format!(
                     "ranks {earlier} and {index} are the same device ({}); give each rank its own",
                     device.name()
@@ -132,6 +135,21 @@ impl Communicator {
     /// calls this so its peers stop waiting for it.
     pub fn abort(&self, reason: &str) {
         self.group.abort(reason);
+    }
+
+    /// Why the group was aborted, if it was and has not been rebuilt since:
+    /// a rank that read a result after an abort checks this before trusting
+    /// it (an aborted collective ends early, its buffer unreduced).
+    pub fn aborted(&self) -> Option<String> {
+        self.group.aborted()
+    }
+
+    /// Makes an aborted group usable again, for every rank: new NCCL
+    /// communicators (a graph captured before then refuses to replay; capture
+    /// again), or a cleared exchange between CPU devices. Nothing when the
+    /// group is not aborted. Call only when no rank is inside a collective.
+    pub fn rebuild(&self) -> Result<()> {
+        self.group.rebuild()
     }
 
     /// The kernel of `collective` on `dtype` elements for this rank, to put

@@ -168,6 +168,11 @@ impl CudaDevice {
         &self.state
     }
 
+    /// The GPU's ordinal (`cuda:N`): two handles opened on one GPU share it.
+    pub fn ordinal(&self) -> usize {
+        self.state.stream().context().ordinal()
+    }
+
     /// How many GPUs there are, or why none can be used.
     pub(crate) fn count() -> Result<usize> {
         Self::probe().map_err(|reason| Error::BackendUnavailable {

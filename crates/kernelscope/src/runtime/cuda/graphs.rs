@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use cudarc::driver::{CudaGraph, DriverError, result, sys};
 
 use super::driver::driver_error;
-use super::launch::{Launched, Order, launch, prepare};
+use super::launch::{Launched, Order, cuda_kernel, launch, prepare};
+use super::modules::CudaKernel;
+use super::nccl::NcclGroup;
 use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::runtime::command::{GraphNode, Recording};
@@ -23,9 +25,18 @@ pub(crate) fn launch_recording<'a>(
     recording: &'a Recording,
 ) -> Result<&'a [Launched]> {
     let captured: &CapturedGraph = recording.built(|| capture(state, recording))?;
+    // The communicators its collectives captured stay alive until the
+    // launch is enqueued (an abort waits), and a graph whose group was
+    // aborted or remade since is refused rather than run on freed ones.
+    let _communicators = captured
+        .collectives
+        .iter()
+        .map(|(group, rank, generation)| group.hold_for_replay(*rank, *generation))
+        .collect::<Result<Vec<_>>>()?;
     // Straight to the driver: `CudaGraph::launch` would bind the context
     // again on every replay.
-    // SAFETY: an instantiated graph of this context, on our stream.
+    // SAFETY: an instantiated graph of this context, on our stream; its
+    // collectives' communicators are held above.
     unsafe { result::graph::launch(captured.graph.cu_graph_exec(), state.stream().cu_stream()) }
         .map_err(driver_error("launching a graph"))?;
     Ok(&captured.launched)
@@ -57,6 +68,9 @@ struct CapturedGraph {
     launched: Vec<Launched>,
     /// A launch of it outran the profiler's gate (see `gate.rs`).
     outran_gate: AtomicBool,
+    /// The NCCL groups its collectives use: (group, rank, the group's
+    /// generation when captured).
+    collectives: Vec<(Arc<NcclGroup>, usize, u64)>,
     state: Arc<DeviceState>,
 }
 
@@ -86,6 +100,16 @@ fn capture(state: &Arc<DeviceState>, graph: &Recording) -> Result<CapturedGraph>
         .dispatches()
         .map(|recorded| prepare(state, recorded))
         .collect::<Result<Vec<_>>>()?;
+    let mut collectives: Vec<(Arc<NcclGroup>, usize, u64)> = Vec::new();
+    for recorded in graph.dispatches() {
+        if let CudaKernel::Collective { group, rank, .. } = cuda_kernel(recorded)?
+            && !collectives
+                .iter()
+                .any(|(known, known_rank, _)| Arc::ptr_eq(known, group) && known_rank == rank)
+        {
+            collectives.push((group.clone(), *rank, group.generation()));
+        }
+    }
     let stream = state.stream().stream();
     stream
         .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
@@ -111,6 +135,7 @@ fn capture(state: &Arc<DeviceState>, graph: &Recording) -> Result<CapturedGraph>
         graph: ManuallyDrop::new(graph),
         launched,
         outran_gate: AtomicBool::new(false),
+        collectives,
         state: state.clone(),
     })
 }

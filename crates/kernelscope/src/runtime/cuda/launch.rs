@@ -17,7 +17,7 @@ use crate::runtime::memory::DeviceMemory;
 use crate::runtime::{Arg, LibraryCall, Param};
 
 /// The backend's form of a dispatch's kernel.
-fn cuda_kernel(recorded: &RecordedDispatch) -> Result<&CudaKernel> {
+pub(super) fn cuda_kernel(recorded: &RecordedDispatch) -> Result<&CudaKernel> {
     let kernel = recorded.dispatch.kernel();
     kernel.loaded::<CudaKernel>().ok_or_else(|| Error::KernelMissing {
         name: kernel.name().to_string(),

@@ -5,6 +5,7 @@
 //! rank's CUDA graph like our kernels. NVLink multicast (NVLS) is left to
 //! NCCL's environment (`NCCL_NVLS_ENABLE`): we never ask for it.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::nccl::{result as nccl, sys as nccl_sys};
@@ -30,9 +31,14 @@ unsafe impl Send for Comm {}
 pub(crate) struct NcclGroup {
     comms: Vec<Mutex<Option<Comm>>>,
     states: Vec<Arc<DeviceState>>,
+    /// The GPUs' ordinals, rank by rank, to make the communicators again.
+    ordinals: Vec<i32>,
     version: String,
     link: String,
     aborted: Mutex<Option<String>>,
+    /// How many times the communicators were made again after an abort: a
+    /// graph captured with older ones must not replay.
+    generation: AtomicU64,
 }
 
 fn problem(collective: &str, rank: usize, problem: String) -> Error {
@@ -61,7 +67,25 @@ pub(crate) fn open(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
         .iter()
         .map(|state| state.stream().context().ordinal() as i32)
         .collect();
-    let mut comms: Vec<nccl_sys::ncclComm_t> = vec![std::ptr::null_mut(); devices.len()];
+    let comms = make_comms(&states, &ordinals)?;
+    Ok(Arc::new(Arc::new(NcclGroup {
+        comms: comms
+            .into_iter()
+            .map(|comm| Mutex::new(Some(Comm(comm))))
+            .collect(),
+        link: link_between(&states),
+        states,
+        ordinals,
+        version,
+        aborted: Mutex::new(None),
+        generation: AtomicU64::new(0),
+    })))
+}
+
+/// Makes one communicator per GPU of `ordinals` and connects them (see
+/// [`warm_up`]); on failure, none is left behind.
+fn make_comms(states: &[Arc<DeviceState>], ordinals: &[i32]) -> Result<Vec<nccl_sys::ncclComm_t>> {
+    let mut comms: Vec<nccl_sys::ncclComm_t> = vec![std::ptr::null_mut(); ordinals.len()];
     // SAFETY: `comms` has room for one communicator per ordinal; NCCL makes
     // them on the devices' primary contexts, which are the contexts our
     // streams belong to.
@@ -74,25 +98,18 @@ pub(crate) fn open(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
             )
         },
     )?;
-    if let Err(error) = warm_up(&comms, &states) {
+    // ncclCommInitAll and the warm-up switch this thread's current device.
+    let ready = warm_up(&comms, states).and_then(|()| states[0].bind());
+    if let Err(error) = ready {
         for comm in &comms {
-            // SAFETY: made above and used by nothing else.
-            let _ = unsafe { nccl::comm_destroy(*comm) };
+            // SAFETY: made above and used by nothing else. Aborted, not
+            // destroyed: a failed warm-up may have left collectives pending,
+            // which ncclCommDestroy would wait for.
+            let _ = unsafe { nccl::comm_abort(*comm) };
         }
         return Err(error);
     }
-    // ncclCommInitAll and the warm-up switched this thread's current device.
-    states[0].bind()?;
-    Ok(Arc::new(Arc::new(NcclGroup {
-        comms: comms
-            .into_iter()
-            .map(|comm| Mutex::new(Some(Comm(comm))))
-            .collect(),
-        link: link_between(&states),
-        states,
-        version,
-        aborted: Mutex::new(None),
-    })))
+    Ok(comms)
 }
 
 /// Runs one all-reduce and one all-gather on every rank, from this thread as
@@ -246,7 +263,65 @@ fn operand(recorded: &RecordedDispatch, index: usize) -> Result<(u64, usize)> {
     }
 }
 
+/// Aborts `comm` on a thread of its own. ncclCommAbort first tells the
+/// communicator's kernels and proxy to quit (which is what wakes the peers
+/// of a failed rank), then waits until every CUDA graph that captured one of
+/// its collectives is destroyed; those graphs belong to the ranks' executors,
+/// which drop them only after every rank has returned, so waiting here, on
+/// the failing rank's thread, would never end. The thread ends once they are
+/// gone (or with the process).
+fn abort_in_background(comm: Comm) {
+    let spawned = std::thread::Builder::new()
+        .name("kscope-nccl-abort".into())
+        .spawn(move || abort_now(comm));
+    // Without a thread the communicator is leaked rather than aborted on
+    // this one (which could wait forever); its peers then fail by the
+    // group's aborted flag at their next launch.
+    drop(spawned);
+}
+
+/// Aborts `comm` on this thread (see [`abort_in_background`]).
+fn abort_now(comm: Comm) {
+    // SAFETY: taken out of its slot under the lock, so no launch (eager, or
+    // a graph replay holding it: `hold_for_replay`) uses it again;
+    // ncclCommAbort ends its pending operations.
+    let _ = unsafe { nccl::comm_abort(comm.0) };
+}
+
+/// A rank's communicator held alive (not aborted, not remade) while a graph
+/// that captured it is launched.
+pub(crate) struct CommHold<'a> {
+    _comm: std::sync::MutexGuard<'a, Option<Comm>>,
+}
+
 impl NcclGroup {
+    /// How many times the communicators were made again; a graph records it
+    /// when it captures a collective.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Holds `rank`'s communicator for a graph launch: an error instead when
+    /// the group was aborted, or remade since the graph captured it
+    /// (`captured`, the generation then), since the graph's NCCL kernels
+    /// would run on communicators that no longer exist.
+    pub(crate) fn hold_for_replay(&self, rank: usize, captured: u64) -> Result<CommHold<'_>> {
+        let comm = crate::sync::lock(&self.comms[rank]);
+        if comm.is_none() {
+            let reason = crate::sync::lock(&self.aborted).clone().unwrap_or_default();
+            return Err(Error::CollectiveAborted { rank, reason });
+        }
+        if self.generation() != captured {
+            return Err(Error::CollectiveAborted {
+                rank,
+                reason:
+                    "the graph was captured before the group was rebuilt after an abort; capture it again"
+                        .into(),
+            });
+        }
+        Ok(CommHold { _comm: comm })
+    }
+
     /// Launches `collective` of `rank` with the dispatch's buffers on the
     /// rank's stream (context bound by the caller).
     pub(crate) fn launch(
@@ -321,12 +396,33 @@ impl GroupBackend for Arc<NcclGroup> {
             }
         }
         for comm in &self.comms {
-            if let Some(Comm(comm)) = crate::sync::lock(comm).take() {
-                // SAFETY: taken out under the lock, so no launch uses it
-                // again; ncclCommAbort ends its pending operations.
-                let _ = unsafe { nccl::comm_abort(comm) };
+            if let Some(comm) = crate::sync::lock(comm).take() {
+                abort_in_background(comm);
             }
         }
+    }
+
+    fn aborted(&self) -> Option<String> {
+        crate::sync::lock(&self.aborted).clone()
+    }
+
+    fn rebuild(&self) -> Result<()> {
+        let mut aborted = crate::sync::lock(&self.aborted);
+        if aborted.is_none() {
+            return Ok(());
+        }
+        let fresh = make_comms(&self.states, &self.ordinals)?;
+        for (slot, comm) in self.comms.iter().zip(fresh) {
+            let mut slot = crate::sync::lock(slot);
+            if let Some(stale) = slot.take() {
+                // None should be left (abort takes every one).
+                abort_in_background(stale);
+            }
+            *slot = Some(Comm(comm));
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        *aborted = None;
+        Ok(())
     }
 
     fn kernel(&self, rank: usize, collective: Collective, dtype: DType) -> Result<LoadedKernel> {

@@ -37,6 +37,11 @@ impl CudaDevice {
     pub(crate) fn count() -> Result<usize> {
         Err(unavailable(0))
     }
+
+    /// The GPU's ordinal: never reached, since no CUDA device exists here.
+    pub fn ordinal(&self) -> usize {
+        match self.never {}
+    }
 }
 
 /// NCCL collectives: never reached, since no CUDA device exists here.
