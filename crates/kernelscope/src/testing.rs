@@ -135,6 +135,17 @@ pub fn random_f32(seed: u64, count: usize) -> Vec<f32> {
 /// submission, with ±2% seeded jitter, every duration multiplied by
 /// `slowdown` (1.2 = 20% slower).
 pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profile::Profile {
+    synthetic_layered_profile(tokens, 2, &|_| slowdown, seed)
+}
+
+/// [`synthetic_profile`] with `layers` layers, each layer's durations
+/// multiplied by `slowdown(layer)` (one slow layer, or a slower run).
+pub fn synthetic_layered_profile(
+    tokens: u32,
+    layers: usize,
+    slowdown: &dyn Fn(usize) -> f64,
+    seed: u64,
+) -> crate::profile::Profile {
     use std::sync::Arc;
 
     use crate::OpKind;
@@ -145,11 +156,12 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
 
     let mut rng = SplitMix64::new(seed);
     let label: Arc<str> = Arc::from("decode");
+    let dispatches = 3 * layers as u64;
     let per_token = CounterSnapshot {
-        dispatches: 6,
+        dispatches,
         submissions: 1,
         syncs: 1,
-        barriers: 5,
+        barriers: dispatches.saturating_sub(1),
         ..Default::default()
     };
     let mut profile = Profile {
@@ -179,14 +191,14 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
     for token in 0..tokens {
         let token_start = now;
         let mut index = 0;
-        for layer in 0..2 {
+        for layer in 0..layers {
             for (kernel, kind, micros) in [
                 ("matvec_bf16", OpKind::MatVec, 100.0),
                 ("attention_f32", OpKind::Attention, 40.0),
                 ("rms_norm_f32", OpKind::RmsNorm, 5.0),
             ] {
                 let jitter = 1.0 + rng.uniform(-0.02, 0.02) as f64;
-                let duration = (micros * 1e3 * slowdown * jitter) as u64;
+                let duration = (micros * 1e3 * slowdown(layer) * jitter) as u64;
                 profile.dispatches.push(DispatchRecord {
                     label: label.clone(),
                     submission: u64::from(token),

@@ -604,3 +604,39 @@ fn roofline_columns_classify_memory_and_compute_bound_ops() {
     );
     assert_eq!(table_row(&report, "per op,", "RmsNorm")[8], "memory");
 }
+
+/// Every profile kept in tests/fixtures/profiles (a real GPU run, a CPU
+/// run, a split CPU run, a schema-1 file the reader upgrades) renders as the
+/// short and full text report and as the HTML page, and compares with
+/// itself: no regression, and the comparison page renders too.
+#[test]
+fn every_fixture_profile_renders_and_compares() {
+    use kernelscope::profile::{ReportOptions, render_comparison_html, render_html, render_report_with};
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/profiles");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|extension| extension != "json") {
+            continue;
+        }
+        seen += 1;
+        let name = path.display().to_string();
+        let profile = Profile::load(&path).unwrap_or_else(|error| panic!("{error}"));
+        assert!(!profile.dispatches.is_empty(), "{name}");
+        let short = render_report_with(&profile, ReportOptions::SHORT);
+        let full = render_report_with(&profile, ReportOptions::FULL);
+        assert!(short.starts_with("kernelscope profile"), "{name}");
+        assert!(
+            short.lines().count() < full.lines().count(),
+            "{name}: folding shortens"
+        );
+        let html = render_html(&profile);
+        assert!(html.contains(r#"<svg class="layers""#), "{name}");
+        let comparison = compare(&profile, &profile, 0.05, false).unwrap();
+        assert!(!comparison.regressed(), "{name}");
+        assert!(
+            render_comparison_html(&profile, &profile, &comparison, ("a", "b")).contains("no regression")
+        );
+    }
+    assert_eq!(seen, 4, "the fixtures");
+}

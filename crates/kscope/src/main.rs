@@ -10,6 +10,7 @@ mod info;
 mod model_args;
 mod numbers;
 mod output;
+mod report;
 mod run;
 
 use std::process::ExitCode;
@@ -30,7 +31,9 @@ enum Command {
     Run(run::RunArgs),
     /// Prompt-processing and generation tokens/s (mean ± stddev) against the bandwidth roofline, and the peak compute rate.
     Bench(bench::BenchArgs),
-    /// Compare two JSON profiles; exit 1 on a regression.
+    /// The report of a saved JSON profile: text, an HTML page (--html), a Chrome trace (--trace).
+    Report(report::ReportArgs),
+    /// Compare two JSON profiles (text, or an HTML page with --html); exit 1 on a regression.
     Compare(compare::CompareArgs),
     /// Write a synthetic Hugging Face checkpoint with seeded weights for a preset shape.
     GenModel(gen_model::GenModelArgs),
@@ -83,6 +86,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),
         Command::GenModel(args) => gen_model::run(args),
         Command::Info(args) => info::run(args),

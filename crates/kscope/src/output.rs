@@ -16,6 +16,7 @@ pub struct OutputFile {
     flag: &'static str,
     force: bool,
     protected: Option<PathBuf>,
+    overwrite_flag: &'static str,
 }
 
 impl OutputFile {
@@ -27,6 +28,18 @@ impl OutputFile {
         flag: &'static str,
         force: bool,
         protected: Option<&Path>,
+    ) -> Result<OutputFile> {
+        Self::check_with(path, flag, force, protected, "--force")
+    }
+
+    /// [`check`](Self::check) for a command whose flag to overwrite is
+    /// `overwrite_flag` (named in the refusal).
+    pub fn check_with(
+        path: &Path,
+        flag: &'static str,
+        force: bool,
+        protected: Option<&Path>,
+        overwrite_flag: &'static str,
     ) -> Result<OutputFile> {
         let shown = path.display();
         let parent = match path.parent() {
@@ -59,7 +72,7 @@ impl OutputFile {
                 bail!("{flag} {shown}: exists and is not a regular file");
             }
             if !force {
-                bail!("{flag} {shown}: the file exists; pass --force to overwrite it");
+                bail!("{flag} {shown}: the file exists; pass {overwrite_flag} to overwrite it");
             }
         }
         Ok(OutputFile {
@@ -67,6 +80,7 @@ impl OutputFile {
             flag,
             force,
             protected: protected.map(Path::to_path_buf),
+            overwrite_flag,
         })
     }
 
@@ -74,7 +88,13 @@ impl OutputFile {
     /// renamed over the target.
     pub fn write(&self, bytes: &[u8]) -> Result<()> {
         // Again: something may have appeared there while the model ran.
-        Self::check(&self.path, self.flag, self.force, self.protected.as_deref())?;
+        Self::check_with(
+            &self.path,
+            self.flag,
+            self.force,
+            self.protected.as_deref(),
+            self.overwrite_flag,
+        )?;
         let shown = self.path.display();
         let name = self.path.file_name().expect("checked").to_string_lossy();
         let temporary = self

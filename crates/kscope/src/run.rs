@@ -9,7 +9,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use kernelscope::DeviceOptions;
 use kernelscope::ops::sample::Sampling;
-use kernelscope::profile::{Phase, ProfileLevel, chrome_trace, render_report};
+use kernelscope::profile::{Phase, ProfileLevel, render_report_with};
 use kernelscope_model::{
     ChatMessage, ChatTemplate, ExecutionMode, GenerationConfig, GenerationPrompt, GenerationRequest,
     TextStream, Tokenizer,
@@ -66,6 +66,12 @@ pub struct RunArgs {
     /// Write a Chrome trace (chrome://tracing, Perfetto) to FILE.
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Write the report as one self-contained HTML page to FILE (roofline,
+    /// per-layer and per-token charts, the tables; opens offline).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub report: crate::report::ReportFlags,
     /// Side of the square bf16 GEMM that measures the device's peak compute
     /// rate for the profile's roofline (default 8192 on a GPU, 512 on the
     /// CPU; 0 skips it, and the report then says the peak is unknown). Only
@@ -91,7 +97,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub logits_out: Option<PathBuf>,
     /// Overwrite output files that exist (--logits-out, --profile-json,
-    /// --trace); a model directory's own files are never overwritten.
+    /// --trace, --html); a model directory's own files are never overwritten.
     #[arg(long)]
     pub force: bool,
 }
@@ -151,16 +157,18 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let logits_out = output(&args.logits_out, "--logits-out")?;
     let profile_json = output(&args.profile_json, "--profile-json")?;
     let trace = output(&args.trace, "--trace")?;
-    let mut paths: Vec<PathBuf> = [&logits_out, &profile_json, &trace]
+    let html = output(&args.html, "--html")?;
+    let mut paths: Vec<PathBuf> = [&logits_out, &profile_json, &trace, &html]
         .into_iter()
         .flatten()
         .map(|file| std::path::absolute(file.path()).unwrap_or_else(|_| file.path().to_path_buf()))
         .collect();
     paths.sort();
     if paths.windows(2).any(|pair| pair[0] == pair[1]) {
-        bail!("--logits-out, --profile-json and --trace must name different files");
+        bail!("--logits-out, --profile-json, --trace and --html must name different files");
     }
-    let profiling = args.profile || args.profile_json.is_some() || args.trace.is_some();
+    let profiling =
+        args.profile || args.profile_json.is_some() || args.trace.is_some() || args.html.is_some();
     let mut options = DeviceOptions::from_env()?;
     if profiling {
         // The flags ask for a per-dispatch report: they win over KSCOPE_PROFILE.
@@ -318,19 +326,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             .with_peak_compute(peak_compute.map(|peak| peak.gflops));
         let profile = model.profile(conditions);
         if args.profile {
-            print!("\n{}", render_report(&profile));
+            print!("\n{}", render_report_with(&profile, args.report.options()));
         }
         if let Some(file) = &profile_json {
             file.write(profile.to_json().as_bytes())?;
             println!("profile written to {}", file.path().display());
         }
-        if let Some(file) = &trace {
-            file.write(serde_json::to_string(&chrome_trace(&profile))?.as_bytes())?;
-            println!(
-                "trace written to {} (open in https://ui.perfetto.dev)",
-                file.path().display()
-            );
-        }
+        crate::report::write_trace_and_page(&profile, trace.as_ref(), html.as_ref(), &args.report)?;
     }
     Ok(ExitCode::SUCCESS)
 }

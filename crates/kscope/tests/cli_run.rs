@@ -66,7 +66,8 @@ fn default_run_profiles_the_built_in_model() {
         "last: token 5 (Decode)",
         "| MatVec",
         "| Attention",
-        "| layer.3",
+        // The 4 identical layers fold into one row (the short report).
+        "| layer.0–3 ×4 ±",
         "| lm_head",
         "per decode token",
         "cross-check decode",
@@ -79,6 +80,16 @@ fn default_run_profiles_the_built_in_model() {
     ] {
         assert!(stdout.contains(needle), "missing `{needle}`:\n{stdout}");
     }
+    // --full: every layer on its own row.
+    let (code, full, stderr) = kscope(&["run", "--profile", "--full", "--max-tokens", "6"]);
+    assert_eq!(code, 0, "{stderr}");
+    for layer in 0..4 {
+        assert!(
+            full.contains(&format!("| layer.{layer} ")),
+            "layer.{layer}:\n{full}"
+        );
+    }
+    assert!(!full.contains("×4 ±"), "{full}");
 }
 
 #[test]

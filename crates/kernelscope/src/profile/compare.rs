@@ -32,7 +32,8 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    fn name(self) -> &'static str {
+    /// The report's word for it (`same`, `improved`, `REGRESSED`, `new`, `gone`).
+    pub fn name(self) -> &'static str {
         match self {
             Verdict::Same => "same",
             Verdict::Improved => "improved",
@@ -61,6 +62,34 @@ pub struct ComparisonRow {
     pub noise: f64,
     /// The conclusion.
     pub verdict: Verdict,
+}
+
+impl ComparisonRow {
+    /// The row as the comparison table shows it: section, what, base, new,
+    /// change, noise, verdict (timings in ms, counters as counted).
+    pub fn cells(&self) -> Vec<String> {
+        let timing = self.section != "counter";
+        let value = |value: Option<f64>| match value {
+            None => "-".to_string(),
+            Some(v) if timing => format!("{:.3} ms", v / 1e6),
+            Some(v) if v.fract() == 0.0 => format!("{v}"),
+            Some(v) => format!("{v:.3}"),
+        };
+        vec![
+            self.section.to_string(),
+            self.key.clone(),
+            value(self.base),
+            value(self.new),
+            self.change
+                .map_or("-".to_string(), |change| format!("{:+.1}%", change * 100.0)),
+            if timing {
+                format!("{:.3} ms", self.noise / 1e6)
+            } else {
+                "-".to_string()
+            },
+            self.verdict.name().to_string(),
+        ]
+    }
 }
 
 /// The result of [`compare`].
@@ -93,27 +122,7 @@ impl Comparison {
             }
         }
         for row in &self.rows {
-            let timing = row.section != "counter";
-            let value = |value: Option<f64>| match value {
-                None => "-".to_string(),
-                Some(v) if timing => format!("{:.3} ms", v / 1e6),
-                Some(v) if v.fract() == 0.0 => format!("{v}"),
-                Some(v) => format!("{v:.3}"),
-            };
-            table.add_row(vec![
-                row.section.to_string(),
-                row.key.clone(),
-                value(row.base),
-                value(row.new),
-                row.change
-                    .map_or("-".to_string(), |c| format!("{:+.1}%", c * 100.0)),
-                if timing {
-                    format!("{:.3} ms", row.noise / 1e6)
-                } else {
-                    "-".to_string()
-                },
-                row.verdict.name().to_string(),
-            ]);
+            table.add_row(row.cells());
         }
         let mut out = format!("{table}\n");
         for note in &self.notes {

@@ -10,6 +10,7 @@ use std::fmt::Write;
 use comfy_table::{CellAlignment, Table, presets};
 
 use super::aggregate::{Aggregate, aggregate, layer_of, scope_of};
+use super::fold::{fold_inputs, fold_labels};
 use super::roofline::{Bound, Placement, Roofline, placements};
 use super::session::submission_table;
 use super::{DRIFT_FLAG_THRESHOLD, DispatchRecord, Phase, Profile, TokenRecord, cross_check};
@@ -48,8 +49,44 @@ fn new_table(header: &[&str]) -> Table {
     table
 }
 
-/// Renders `profile` as the human report.
+/// What the text report shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportOptions {
+    /// Every layer and scope on a row of its own. Without it, identical
+    /// layers fold into one row (`layer.0–15 ×16 ±1.2%`) and a layer that
+    /// differs from them by more than the noise stays apart, marked `*`.
+    pub full: bool,
+    /// How many kernels the per-kernel table shows, slowest first (`None`: all).
+    pub top_kernels: Option<usize>,
+}
+
+impl ReportOptions {
+    /// The short report: layers folded, the 10 slowest kernels.
+    pub const SHORT: ReportOptions = ReportOptions {
+        full: false,
+        top_kernels: Some(10),
+    };
+    /// The full report: every layer, scope and kernel on its own row.
+    pub const FULL: ReportOptions = ReportOptions {
+        full: true,
+        top_kernels: None,
+    };
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions::SHORT
+    }
+}
+
+/// Renders `profile` as the full human report (every layer, scope and
+/// kernel on its own row); see [`render_report_with`] for the short one.
 pub fn render_report(profile: &Profile) -> String {
+    render_report_with(profile, ReportOptions::FULL)
+}
+
+/// Renders `profile` as the human report, as `options` say.
+pub fn render_report_with(profile: &Profile, options: ReportOptions) -> String {
     let mut out = String::new();
     let conditions = &profile.conditions;
     let _ = writeln!(out, "kernelscope profile ({})", profile.tool);
@@ -78,13 +115,13 @@ pub fn render_report(profile: &Profile) -> String {
         );
     }
 
-    render_tokens(profile, &mut out);
+    render_tokens(profile, options, &mut out);
     if dispatch_times {
-        render_dispatch_summary(profile, &mut out);
+        render_dispatch_summary(profile, options, &mut out);
     }
     render_submissions(profile, &mut out);
     render_counters(profile, &mut out);
-    render_ranks(profile, &mut out);
+    render_ranks(profile, options, &mut out);
     render_cross_check(profile, &mut out);
     for warning in &profile.warnings {
         let _ = writeln!(out, "warning: {warning}");
@@ -92,8 +129,18 @@ pub fn render_report(profile: &Profile) -> String {
     out
 }
 
-/// One line per layer of a token: `layer.0  1.234 ms (MatVec×7 1.0 ms, ...)`.
-fn render_token(profile: &Profile, token: &TokenRecord, title: &str, out: &mut String) {
+/// One line per layer of a token: `layer.0  1.234 µs (MatVec×7 1.0 µs, ...)`;
+/// in the short report one line per run of identical layers (`labels`, the
+/// folds of the per-layer table: whether a layer differs is judged over the
+/// whole run, not one token's jitter), their times each layer's mean in
+/// this token (`layer.0–15 ×16 ±0.4%  87.0 µs each`).
+fn render_token(
+    profile: &Profile,
+    token: &TokenRecord,
+    title: &str,
+    labels: &HashMap<String, String>,
+    out: &mut String,
+) {
     let _ = writeln!(
         out,
         "\n{title}: token {} ({:?}) {} ms, {} dispatches, {} syncs",
@@ -111,45 +158,55 @@ fn render_token(profile: &Profile, token: &TokenRecord, title: &str, out: &mut S
     if records.is_empty() {
         return;
     }
-    // Each layer's ops, grouped in one pass: a token of many layers must not
-    // cost a scan of its records per layer.
-    let mut ops_by_layer: HashMap<String, Vec<&DispatchRecord>> = HashMap::new();
-    for record in &records {
-        ops_by_layer
-            .entry(layer_of(&record.scope))
-            .or_default()
-            .push(record);
+    let mut members: HashMap<&str, u64> = HashMap::new();
+    for label in labels.values() {
+        *members.entry(label.as_str()).or_insert(0) += 1;
     }
-    for layer in aggregate(records.iter().copied(), |record| layer_of(&record.scope)) {
-        let in_layer = ops_by_layer
-            .get(&layer.key)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        let ops = aggregate(in_layer.iter().copied(), |record| {
-            record.op_kind.name().to_string()
-        });
+    let row_of = |record: &DispatchRecord| {
+        let layer = layer_of(&record.scope);
+        labels.get(&layer).cloned().unwrap_or(layer)
+    };
+    // Each row's ops, grouped in one pass: a token of many layers must not
+    // cost a scan of its records per layer.
+    let mut ops_by_row: HashMap<String, Vec<&DispatchRecord>> = HashMap::new();
+    for record in &records {
+        ops_by_row.entry(row_of(record)).or_default().push(record);
+    }
+    let rows = aggregate(records.iter().copied(), row_of);
+    let width = rows
+        .iter()
+        .map(|row| row.key.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(16);
+    for row in rows {
+        let count = members.get(row.key.as_str()).copied().unwrap_or(1).max(1);
+        let in_row = ops_by_row.get(&row.key).map(Vec::as_slice).unwrap_or_default();
+        let ops = aggregate(in_row.iter().copied(), |record| record.op_kind.name().to_string());
         let parts: Vec<String> = ops
             .iter()
             .map(|op| {
-                let times = if op.calls > 1 {
-                    format!("×{}", op.calls)
+                let calls = op.calls / count;
+                let times = if calls > 1 {
+                    format!("×{calls}")
                 } else {
                     String::new()
                 };
-                format!("{}{times} {} µs", op.key, us(op.total_ns as f64))
+                format!("{}{times} {} µs", op.key, us(op.total_ns as f64 / count as f64))
             })
             .collect();
+        let each = if count > 1 { " each" } else { "" };
         let _ = writeln!(
             out,
-            "  {:<16} {:>9} µs  ({})",
-            layer.key,
-            us(layer.total_ns as f64),
+            "  {:<width$} {:>9} µs{each}  ({})",
+            row.key,
+            us(row.total_ns as f64 / count as f64),
             parts.join(", ")
         );
     }
 }
 
-fn render_tokens(profile: &Profile, out: &mut String) {
+fn render_tokens(profile: &Profile, options: ReportOptions, out: &mut String) {
     if profile.tokens.is_empty() {
         return;
     }
@@ -189,13 +246,20 @@ fn render_tokens(profile: &Profile, out: &mut String) {
     } else {
         decode
     };
+    let labels = if options.full {
+        HashMap::new()
+    } else {
+        fold_labels(&fold_inputs(Summary::of(profile).records, |record| {
+            layer_of(&record.scope)
+        }))
+    };
     if let Some(first) = shown.first() {
-        render_token(profile, first, "first", out);
+        render_token(profile, first, "first", &labels, out);
     }
     if shown.len() > 1
         && let Some(last) = shown.last()
     {
-        render_token(profile, last, "last", out);
+        render_token(profile, last, "last", &labels, out);
     }
 }
 
@@ -209,85 +273,108 @@ fn flops_per_byte(row: &Aggregate) -> String {
     }
 }
 
-/// The dispatches a summary's tables group, and what each row is measured
-/// against.
-struct Summary<'a> {
-    records: Vec<&'a DispatchRecord>,
-    total_ns: u64,
-    roofline: Roofline,
+/// The dispatches a summary's tables group (those of the repetition tokens,
+/// or the whole run), and what each row is measured against.
+pub(crate) struct Summary<'a> {
+    pub records: Vec<&'a DispatchRecord>,
+    pub total_ns: u64,
+    pub roofline: Roofline,
+    /// `the whole run` or `31 tokens`.
+    pub over: String,
 }
 
-impl Summary<'_> {
+/// The columns after the key of a summary table.
+pub(crate) const SUMMARY_COLUMNS: [&str; 9] = [
+    "calls",
+    "total ms",
+    "avg µs",
+    "share",
+    "GB/s",
+    "GFLOP/s",
+    "FLOP/B",
+    "bound",
+    "% of peak",
+];
+
+impl<'a> Summary<'a> {
+    /// The summary of `profile`'s repetition tokens (decode, or every token).
+    pub fn of(profile: &'a Profile) -> Self {
+        // A set: a long token list must not cost a scan per dispatch.
+        let repetition_tokens: HashSet<u32> = profile.repetition_tokens().into_iter().collect();
+        let records: Vec<_> = if repetition_tokens.is_empty() {
+            profile.dispatches.iter().collect()
+        } else {
+            profile
+                .dispatches
+                .iter()
+                .filter(|record| {
+                    record
+                        .token
+                        .is_some_and(|token| repetition_tokens.contains(&token))
+                })
+                .collect()
+        };
+        let over = if repetition_tokens.is_empty() {
+            "the whole run".to_string()
+        } else {
+            format!("{} tokens", repetition_tokens.len())
+        };
+        // Saturating: see `aggregate`.
+        let total_ns = records
+            .iter()
+            .fold(0u64, |total, record| total.saturating_add(record.duration_ns()));
+        Summary {
+            records,
+            total_ns,
+            roofline: Roofline::of(&profile.conditions),
+            over,
+        }
+    }
+
+    /// The cells of `rows` (the groups of the records by `key`): the key,
+    /// then [`SUMMARY_COLUMNS`].
+    pub fn cells(&self, rows: &[Aggregate], key: impl Fn(&DispatchRecord) -> String) -> Vec<Vec<String>> {
+        let placements = placements(self.records.iter().copied(), self.roofline, key);
+        rows.iter()
+            .map(|row| {
+                let placement = placements.get(&row.key);
+                vec![
+                    row.key.clone(),
+                    row.calls.to_string(),
+                    ms(row.total_ns),
+                    us(row.total_ns as f64 / row.calls.max(1) as f64),
+                    percent(row.total_ns as f64, self.total_ns as f64),
+                    optional(row.gigabytes_per_second(), 1),
+                    optional(row.gigaflops_per_second(), 1),
+                    flops_per_byte(row),
+                    placement
+                        .and_then(Placement::bound)
+                        .map_or("-", Bound::name)
+                        .to_string(),
+                    placement.map_or_else(
+                        || "-".to_string(),
+                        |placement| placement.percent_of_peak(self.roofline, row),
+                    ),
+                ]
+            })
+            .collect()
+    }
+
     /// The table of `rows`, the groups of the records by `key`, headed `header`.
     fn table(&self, rows: &[Aggregate], key: impl Fn(&DispatchRecord) -> String, header: &str) -> Table {
-        let placements = placements(self.records.iter().copied(), self.roofline, key);
-        let mut table = new_table(&[
-            header,
-            "calls",
-            "total ms",
-            "avg µs",
-            "share",
-            "GB/s",
-            "GFLOP/s",
-            "FLOP/B",
-            "bound",
-            "% of peak",
-        ]);
-        for row in rows {
-            let placement = placements.get(&row.key);
-            table.add_row(vec![
-                row.key.clone(),
-                row.calls.to_string(),
-                ms(row.total_ns),
-                us(row.total_ns as f64 / row.calls.max(1) as f64),
-                percent(row.total_ns as f64, self.total_ns as f64),
-                optional(row.gigabytes_per_second(), 1),
-                optional(row.gigaflops_per_second(), 1),
-                flops_per_byte(row),
-                placement
-                    .and_then(Placement::bound)
-                    .map_or("-", Bound::name)
-                    .to_string(),
-                placement.map_or_else(
-                    || "-".to_string(),
-                    |placement| placement.percent_of_peak(self.roofline, row),
-                ),
-            ]);
+        let mut columns = vec![header];
+        columns.extend(SUMMARY_COLUMNS);
+        let mut table = new_table(&columns);
+        for cells in self.cells(rows, key) {
+            table.add_row(cells);
         }
         table
     }
 }
 
-fn render_dispatch_summary(profile: &Profile, out: &mut String) {
-    // A set: a long token list must not cost a scan per dispatch.
-    let repetition_tokens: HashSet<u32> = profile.repetition_tokens().into_iter().collect();
-    let records: Vec<_> = if repetition_tokens.is_empty() {
-        profile.dispatches.iter().collect()
-    } else {
-        profile
-            .dispatches
-            .iter()
-            .filter(|record| {
-                record
-                    .token
-                    .is_some_and(|token| repetition_tokens.contains(&token))
-            })
-            .collect()
-    };
-    let over = if repetition_tokens.is_empty() {
-        "the whole run".to_string()
-    } else {
-        format!("{} tokens", repetition_tokens.len())
-    };
-    // Saturating: see `aggregate`.
-    let total_ns = records
-        .iter()
-        .fold(0u64, |total, record| total.saturating_add(record.duration_ns()));
-    let summary = Summary {
-        records,
-        total_ns,
-        roofline: Roofline::of(&profile.conditions),
-    };
+fn render_dispatch_summary(profile: &Profile, options: ReportOptions, out: &mut String) {
+    let summary = Summary::of(profile);
+    let (over, total_ns) = (&summary.over, summary.total_ns);
     let records = || summary.records.iter().copied();
     let by_total = |mut rows: Vec<Aggregate>| {
         rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then_with(|| a.key.cmp(&b.key)));
@@ -303,21 +390,57 @@ fn render_dispatch_summary(profile: &Profile, out: &mut String) {
     );
     let _ = writeln!(out, "{}", summary.table(&ops, op_of, "op"));
 
-    let layer = |r: &DispatchRecord| layer_of(&r.scope);
+    // Rows of identical layers fold into one (short report): the tables
+    // group records under the fold's label instead of their own key.
+    let folded = |key: &dyn Fn(&DispatchRecord) -> String| -> HashMap<String, String> {
+        if options.full {
+            HashMap::new()
+        } else {
+            fold_labels(&fold_inputs(records(), key))
+        }
+    };
+    let layer_labels = folded(&|r: &DispatchRecord| layer_of(&r.scope));
+    let layer = |r: &DispatchRecord| {
+        let key = layer_of(&r.scope);
+        layer_labels.get(&key).cloned().unwrap_or(key)
+    };
     let layers = aggregate(records(), layer);
     let _ = writeln!(out, "\nper layer, over {over}:");
     let _ = writeln!(out, "{}", summary.table(&layers, layer, "layer"));
 
-    let scopes = aggregate(records(), scope_of);
+    let scope_labels = folded(&scope_of);
+    let scope = |r: &DispatchRecord| {
+        let key = scope_of(r);
+        scope_labels.get(&key).cloned().unwrap_or(key)
+    };
+    let scopes = aggregate(records(), scope);
     if scopes.len() != layers.len() {
         let _ = writeln!(out, "\nper scope, over {over}:");
-        let _ = writeln!(out, "{}", summary.table(&scopes, scope_of, "scope"));
+        let _ = writeln!(out, "{}", summary.table(&scopes, scope, "scope"));
+    }
+    if layer_labels
+        .values()
+        .chain(scope_labels.values())
+        .any(|label| label.ends_with(" *"))
+    {
+        let _ = writeln!(
+            out,
+            "*: differs from the layers that do the same work by more than the noise (the larger of {:.0}% and 3 of its per-token standard deviations); --full shows every layer",
+            100.0 * super::fold::FOLD_TOLERANCE_FLOOR
+        );
     }
 
     let kernel_of = |r: &DispatchRecord| r.kernel.to_string();
-    let kernels = by_total(aggregate(records(), kernel_of));
+    let mut kernels = by_total(aggregate(records(), kernel_of));
+    let hidden = options
+        .top_kernels
+        .map_or(0, |top| kernels.len().saturating_sub(top));
+    kernels.truncate(kernels.len() - hidden);
     let _ = writeln!(out, "\nper kernel, over {over}:");
     let _ = writeln!(out, "{}", summary.table(&kernels, kernel_of, "kernel"));
+    if hidden > 0 {
+        let _ = writeln!(out, "… {hidden} more kernels (--top N shows more, --full all)");
+    }
     let bounds = match summary.roofline.ridge_point() {
         Some(ridge) => format!(
             "each dispatch is memory-bound below the ridge point ({ridge:.2} FLOP/B), compute-bound at or above it; a row of both is mixed"
@@ -363,7 +486,9 @@ fn render_submissions(profile: &Profile, out: &mut String) {
     let _ = writeln!(out, "{table}");
 }
 
-fn render_counters(profile: &Profile, out: &mut String) {
+/// The counter table: its header and rows (run total, then per prefill and
+/// per decode token where the run had such tokens).
+pub(crate) fn counter_table(profile: &Profile) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let prefill = profile.phase_counters(Phase::Prefill);
     let decode = profile.phase_counters(Phase::Decode);
     let mut header = vec!["counter", "run total"];
@@ -373,14 +498,27 @@ fn render_counters(profile: &Profile, out: &mut String) {
     if decode.is_some() {
         header.push("per decode token");
     }
+    let rows = profile
+        .counters
+        .entries()
+        .iter()
+        .enumerate()
+        .map(|(row, (name, total))| {
+            let mut cells = vec![name.to_string(), total.to_string()];
+            for (count, sum) in [prefill, decode].into_iter().flatten() {
+                let value = sum.entries()[row].1 as f64 / count as f64;
+                cells.push(format!("{value:.2}"));
+            }
+            cells
+        })
+        .collect();
+    (header, rows)
+}
+
+fn render_counters(profile: &Profile, out: &mut String) {
+    let (header, rows) = counter_table(profile);
     let mut table = new_table(&header);
-    let totals = profile.counters.entries();
-    for (row, (name, total)) in totals.iter().enumerate() {
-        let mut cells = vec![name.to_string(), total.to_string()];
-        for (count, sum) in [prefill, decode].into_iter().flatten() {
-            let value = sum.entries()[row].1 as f64 / count as f64;
-            cells.push(format!("{value:.2}"));
-        }
+    for cells in rows {
         table.add_row(cells);
     }
     let _ = writeln!(out, "\ncounters:");
@@ -390,7 +528,7 @@ fn render_counters(profile: &Profile, out: &mut String) {
 /// A split run: per rank its counters and the time its collectives took
 /// and waited; per layer what communication cost and how long the fastest
 /// rank waited for the slowest (the imbalance). Nothing for one device.
-fn render_ranks(profile: &Profile, out: &mut String) {
+fn render_ranks(profile: &Profile, options: ReportOptions, out: &mut String) {
     let Some(topology) = &profile.conditions.topology else {
         return;
     };
@@ -442,6 +580,7 @@ ranks: {}",
     if costs.is_empty() {
         return;
     }
+    let costs = if options.full { costs } else { fold_costs(costs) };
     let mut table = new_table(&[
         "scope",
         "collectives/token",
@@ -477,6 +616,38 @@ ranks: {}",
         "collectives per scope (communication: from the last rank's arrival to the end; imbalance: the longest any rank waited for the last):"
     );
     let _ = writeln!(out, "{table}");
+}
+
+/// Collective costs with the scopes of identical layers folded into one
+/// row each (compared by communication time), their costs summed.
+fn fold_costs(costs: Vec<(String, super::CollectiveCost)>) -> Vec<(String, super::CollectiveCost)> {
+    let inputs: Vec<super::fold::FoldInput> = costs
+        .iter()
+        .map(|(key, cost)| super::fold::FoldInput {
+            key: key.clone(),
+            value: cost.communication_ns as f64,
+            relative_spread: None,
+            signature: format!("{} collectives, {} B", cost.count, cost.bytes),
+        })
+        .collect();
+    let labels = fold_labels(&inputs);
+    let mut folded: super::aggregate::FirstSeen<super::CollectiveCost> = super::aggregate::FirstSeen::new();
+    for (key, cost) in costs {
+        let label = labels.get(&key).cloned().unwrap_or(key);
+        let total = folded.entry(&label, || super::CollectiveCost {
+            count: 0,
+            communication_ns: 0,
+            waiting_ns: vec![0; cost.waiting_ns.len()],
+            bytes: 0,
+        });
+        total.count += cost.count;
+        total.communication_ns = total.communication_ns.saturating_add(cost.communication_ns);
+        total.bytes = total.bytes.saturating_add(cost.bytes);
+        for (sum, waited) in total.waiting_ns.iter_mut().zip(&cost.waiting_ns) {
+            *sum = sum.saturating_add(*waited);
+        }
+    }
+    folded.into_groups()
 }
 
 fn render_cross_check(profile: &Profile, out: &mut String) {

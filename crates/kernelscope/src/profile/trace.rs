@@ -2,6 +2,9 @@
 //! stream with submissions as labeled slices and their dispatches nested
 //! inside, plus a track of tokens. Timestamps are µs since the profiler's
 //! epoch. A split run has a process per rank (device), all on rank 0's clock.
+//! A window of tokens keeps a long run's trace small enough to open.
+
+use std::ops::Range;
 
 use serde_json::{Value, json};
 
@@ -16,6 +19,13 @@ fn micros(ns: u64) -> f64 {
 
 /// The trace of `profile` as a JSON value with a `traceEvents` array.
 pub fn chrome_trace(profile: &Profile) -> Value {
+    chrome_trace_of_tokens(profile, None)
+}
+
+/// The trace of the tokens of `profile` numbered in `window` (all with
+/// `None`): their token slices, submissions and dispatches only, so that
+/// a trace of a few tokens of a long run stays small.
+pub fn chrome_trace_of_tokens(profile: &Profile, window: Option<Range<u32>>) -> Value {
     let mut events = Vec::new();
     let split = !profile.ranks.is_empty();
     let name = |rank: usize, device: &str| {
@@ -32,6 +42,7 @@ pub fn chrome_trace(profile: &Profile) -> Value {
         tokens: &profile.tokens,
         submissions: &profile.submissions,
         dispatches: &profile.dispatches,
+        window: window.clone(),
     };
     rank_zero.events(1, &mut events);
     for records in &profile.ranks {
@@ -41,6 +52,7 @@ pub fn chrome_trace(profile: &Profile) -> Value {
             tokens: &records.tokens,
             submissions: &records.submissions,
             dispatches: &records.dispatches,
+            window: window.clone(),
         };
         track.events(records.rank as u32 + 1, &mut events);
     }
@@ -54,9 +66,18 @@ struct Track<'a> {
     tokens: &'a [TokenRecord],
     submissions: &'a [SubmissionRecord],
     dispatches: &'a [DispatchRecord],
+    /// The tokens kept; records of other tokens, or of none, are left out.
+    window: Option<Range<u32>>,
 }
 
 impl Track<'_> {
+    fn kept(&self, token: Option<u32>) -> bool {
+        match &self.window {
+            None => true,
+            Some(window) => token.is_some_and(|token| window.contains(&token)),
+        }
+    }
+
     fn events(&self, process: u32, events: &mut Vec<Value>) {
         events.push(json!({
             "name": "process_name", "ph": "M", "pid": process, "tid": 0,
@@ -82,7 +103,7 @@ impl Track<'_> {
                 "args": { "name": "tokens" },
             }));
         }
-        for token in self.tokens {
+        for token in self.tokens.iter().filter(|token| self.kept(Some(token.index))) {
             events.push(json!({
                 "name": format!("token {} ({:?})", token.index, token.phase),
                 "cat": "token", "ph": "X", "pid": process, "tid": TOKEN_TRACK,
@@ -90,7 +111,7 @@ impl Track<'_> {
                 "args": { "counters": token.counters },
             }));
         }
-        for submission in self.submissions {
+        for submission in self.submissions.iter().filter(|record| self.kept(record.token)) {
             events.push(json!({
             "name": &*submission.label, "cat": "submission", "ph": "X", "pid": process,
             "tid": submission.stream, "ts": micros(submission.start_ns),
@@ -98,7 +119,7 @@ impl Track<'_> {
             "args": { "submission": submission.submission, "dispatches": submission.dispatches, "token": submission.token },
         }));
         }
-        for dispatch in self.dispatches {
+        for dispatch in self.dispatches.iter().filter(|record| self.kept(record.token)) {
             events.push(json!({
                 "name": &*dispatch.kernel, "cat": "dispatch", "ph": "X", "pid": process,
                 "tid": dispatch.stream, "ts": micros(dispatch.start_ns),
