@@ -56,6 +56,8 @@ fn headless(browser: &Path, page: &Path, scratch: &Path, arguments: &[&str]) -> 
             "--headless",
             "--no-sandbox",
             "--disable-gpu",
+            // Containers often have a small /dev/shm, which crashes it.
+            "--disable-dev-shm-usage",
             "--no-first-run",
             "--disable-background-networking",
             "--disable-component-update",
