@@ -200,6 +200,72 @@ pub(crate) fn roofline_marks(summary: &Summary<'_>) -> (Vec<RooflineMark>, Vec<R
     )
 }
 
+/// The extent of a roofline chart: intensities and rates to cover (two
+/// runs side by side share one, so their points compare by position).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RooflineRange {
+    x_low: f64,
+    x_high: f64,
+    y_low: f64,
+    y_high: f64,
+}
+
+impl RooflineRange {
+    /// What covers the marks that can be placed and the ceilings (a decade
+    /// either side of the ridge point); `None` when no mark can be placed.
+    pub(crate) fn of(
+        kernels: &[RooflineMark],
+        ops: &[RooflineMark],
+        peak_gbps: Option<f64>,
+        peak_gflops: Option<f64>,
+    ) -> Option<RooflineRange> {
+        let placed: Vec<(f64, f64)> = kernels
+            .iter()
+            .chain(ops)
+            .filter_map(|mark| Some((mark.intensity()?, mark.gigaflops()?)))
+            .collect();
+        if placed.is_empty() {
+            return None;
+        }
+        let ridge = match (peak_gbps, peak_gflops) {
+            (Some(gbps), Some(gflops)) if gbps > 0.0 && gflops > 0.0 => Some(gflops / gbps),
+            _ => None,
+        };
+        let x_low = placed
+            .iter()
+            .map(|(x, _)| *x)
+            .fold(f64::INFINITY, f64::min)
+            .min(ridge.unwrap_or(f64::INFINITY) / 10.0);
+        let x_high = placed
+            .iter()
+            .map(|(x, _)| *x)
+            .fold(0.0, f64::max)
+            .max(ridge.unwrap_or(0.0) * 10.0);
+        let y_low = placed.iter().map(|(_, y)| *y).fold(f64::INFINITY, f64::min);
+        let y_high = placed
+            .iter()
+            .map(|(_, y)| *y)
+            .fold(0.0, f64::max)
+            .max(peak_gflops.unwrap_or(0.0) * 1.5);
+        Some(RooflineRange {
+            x_low,
+            x_high,
+            y_low,
+            y_high,
+        })
+    }
+
+    /// What covers both.
+    pub(crate) fn union(self, other: RooflineRange) -> RooflineRange {
+        RooflineRange {
+            x_low: self.x_low.min(other.x_low),
+            x_high: self.x_high.max(other.x_high),
+            y_low: self.y_low.min(other.y_low),
+            y_high: self.y_high.max(other.y_high),
+        }
+    }
+}
+
 /// The roofline chart: one circle per kernel that declares flops and bytes,
 /// one square per op kind (shown with the page's "ops" switch); kernels
 /// that declare no flops (copies, gathers, collectives) as bars of their
@@ -210,6 +276,7 @@ pub(crate) fn roofline(
     ops: &[RooflineMark],
     peak_gbps: Option<f64>,
     peak_gflops: Option<f64>,
+    shared: Option<RooflineRange>,
 ) {
     let placed: Vec<&RooflineMark> = kernels
         .iter()
@@ -220,15 +287,11 @@ pub(crate) fn roofline(
         (Some(gbps), Some(gflops)) if gbps > 0.0 && gflops > 0.0 => Some(gflops / gbps),
         _ => None,
     };
-    let intensities = placed.iter().filter_map(|mark| mark.intensity());
-    let rates = placed.iter().filter_map(|mark| mark.gigaflops());
-    let x_low = intensities
-        .clone()
-        .fold(f64::INFINITY, f64::min)
-        .min(ridge.unwrap_or(f64::INFINITY) / 10.0);
-    let x_high = intensities.fold(0.0, f64::max).max(ridge.unwrap_or(0.0) * 10.0);
-    let y_low = rates.clone().fold(f64::INFINITY, f64::min);
-    let y_high = rates.fold(0.0, f64::max).max(peak_gflops.unwrap_or(0.0) * 1.5);
+    let range = shared.or_else(|| RooflineRange::of(kernels, ops, peak_gbps, peak_gflops));
+    let (x_low, x_high, y_low, y_high) = match range {
+        Some(range) => (range.x_low, range.x_high, range.y_low, range.y_high),
+        None => (f64::INFINITY, 0.0, f64::INFINITY, 0.0),
+    };
     let frame = Frame {
         width: 760.0,
         height: 440.0,

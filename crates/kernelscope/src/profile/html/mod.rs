@@ -178,9 +178,29 @@ fn headline(out: &mut String, profile: &Profile) {
     }
 }
 
-/// The views of one profile: charts, then tables. `layer_scale_ns` puts two
-/// profiles' layer charts on one scale.
-fn views(out: &mut String, profile: &Profile, layer_scale_ns: Option<f64>) {
+/// Two profiles' charts on common scales, so they compare by position: the
+/// layer bars' height and the roofline's extent.
+#[derive(Clone, Copy, Default)]
+struct SharedScales {
+    layer_ns: Option<f64>,
+    roofline: Option<charts::RooflineRange>,
+}
+
+/// The roofline extent of `profile`'s summary.
+fn roofline_range(profile: &Profile) -> Option<charts::RooflineRange> {
+    let summary = Summary::of(profile);
+    let (kernels, ops) = charts::roofline_marks(&summary);
+    let conditions = &profile.conditions;
+    charts::RooflineRange::of(
+        &kernels,
+        &ops,
+        conditions.peak_bandwidth_gbps,
+        conditions.peak_compute_gflops,
+    )
+}
+
+/// The views of one profile: charts, then tables, on `scales` where given.
+fn views(out: &mut String, profile: &Profile, scales: SharedScales) {
     let summary = Summary::of(profile);
     let repetitions = profile.repetition_tokens().len();
     let peak_gbps = profile.conditions.peak_bandwidth_gbps;
@@ -192,11 +212,11 @@ fn views(out: &mut String, profile: &Profile, layer_scale_ns: Option<f64>) {
         escape(&summary.over)
     );
     let (kernels, ops) = charts::roofline_marks(&summary);
-    charts::roofline(out, &kernels, &ops, peak_gbps, peak_gflops);
+    charts::roofline(out, &kernels, &ops, peak_gbps, peak_gflops, scales.roofline);
 
     out.push_str(r#"<h2>Per layer</h2><p class="note">Time per token of each layer by op kind; identical layers give identical bars, and a layer that differs from the layers doing the same work by more than the noise is outlined in red and marked *.</p>"#);
     let bars = charts::layer_bars(&summary, repetitions);
-    charts::layer_chart(out, &bars, layer_scale_ns);
+    charts::layer_chart(out, &bars, scales.layer_ns);
 
     out.push_str(r#"<h2>Per token</h2><p class="note">Each token's host wall time: the device busy in its submissions, the rest idle, the host's enqueue time as a red tick.</p>"#);
     charts::token_timeline(out, profile);
@@ -278,7 +298,7 @@ pub fn render_html(profile: &Profile) -> String {
     let _ = write!(body, "<h1>{}</h1>", escape(&title));
     headline(&mut body, profile);
     conditions(&mut body, profile);
-    views(&mut body, profile, None);
+    views(&mut body, profile, SharedScales::default());
     body.push_str(PERFETTO);
     let _ = write!(
         body,
@@ -360,12 +380,20 @@ pub fn render_comparison_html(
         })
         .map(|bar| bar.total_ns)
         .fold(0.0, f64::max);
+    let roofline = match (roofline_range(base), roofline_range(new)) {
+        (Some(a), Some(b)) => Some(a.union(b)),
+        (a, b) => a.or(b),
+    };
+    let scales = SharedScales {
+        layer_ns: Some(scale),
+        roofline,
+    };
     body.push_str(r#"<div class="side-by-side">"#);
     for (name, profile) in [(names.0, base), (names.1, new)] {
         let _ = write!(body, r#"<div class="run"><h1>{}</h1>"#, escape(name));
         headline(&mut body, profile);
         conditions(&mut body, profile);
-        views(&mut body, profile, Some(scale));
+        views(&mut body, profile, scales);
         body.push_str("</div>");
     }
     body.push_str("</div>");
