@@ -281,17 +281,12 @@ fn graph_replay_is_profiled_per_dispatch(backend: Backend) {
     assert!(checks[0].submission_ns + 1_000_000 >= checks[0].dispatch_sum_ns);
 }
 
-/// Many replays of a longer graph: every dispatch time arrives (CUDA hands
-/// CUPTI's records over a buffer at a time, after the waits that made them),
-/// in order, inside its own submission; on CUDA a replay's submission is
-/// held until enqueued, so its first kernel starts right after its start.
-fn many_replays_are_all_timed_inside_their_submissions(backend: Backend) {
-    let Some(device) = dispatch_profiled_device(backend) else {
-        return;
-    };
-    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
-    let (n, per_graph, replays) = (257, 48, 40);
-    let start_values = random_f32(11, n);
+/// Captures `per_graph` `inc_one` dispatches bouncing `n` random values
+/// between two buffers, replays the graph `replays` times (each its own
+/// submission labeled `label`) and checks every replay ran.
+fn replay_ping_pong(device: &Device, n: usize, per_graph: usize, replays: usize, seed: u64, label: &str) {
+    let kernel = common::inc_one_registry().kernel(device, "inc_one").unwrap();
+    let start_values = random_f32(seed, n);
     let ping = device.buffer_from_slice(&start_values, &[n]).unwrap();
     let pong = device.alloc(DType::F32, &[n]).unwrap();
     let mut encoder = device.command_encoder();
@@ -307,13 +302,26 @@ fn many_replays_are_all_timed_inside_their_submissions(backend: Backend) {
     let graph = encoder.end_capture().unwrap();
     for _ in 0..replays {
         encoder.replay(&graph).unwrap();
-        encoder.commit_and_wait_labeled("test.many").unwrap();
+        encoder.commit_and_wait_labeled(label).unwrap();
     }
-    let mut expected = start_values.clone();
+    // One f32 add per dispatch, as the kernel does: the same roundings.
+    let mut expected = start_values;
     for _ in 0..per_graph * replays {
         expected.iter_mut().for_each(|value| *value += 1.0);
     }
     assert_eq!(ping.to_vec::<f32>().unwrap(), expected, "every replay ran");
+}
+
+/// Many replays of a longer graph: every dispatch time arrives (CUDA hands
+/// CUPTI's records over a buffer at a time, after the waits that made them),
+/// in order, inside its own submission; on CUDA a replay's submission is
+/// held until enqueued, so its first kernel starts right after its start.
+fn many_replays_are_all_timed_inside_their_submissions(backend: Backend) {
+    let Some(device) = dispatch_profiled_device(backend) else {
+        return;
+    };
+    let (per_graph, replays) = (48, 40);
+    replay_ping_pong(&device, 257, per_graph, replays, 11, "test.many");
 
     let profile = device.profile(device.conditions("many replays", None, None));
     assert!(profile.warnings.is_empty(), "{:?}", profile.warnings);
@@ -368,31 +376,8 @@ fn a_graph_too_long_to_hold_still_replays(backend: Backend) {
     let Some(device) = dispatch_profiled_device(backend) else {
         return;
     };
-    let kernel = common::inc_one_registry().kernel(&device, "inc_one").unwrap();
-    let (n, per_graph, replays) = (129, 16_384, 3);
-    let start_values = random_f32(23, n);
-    let ping = device.buffer_from_slice(&start_values, &[n]).unwrap();
-    let pong = device.alloc(DType::F32, &[n]).unwrap();
-    let mut encoder = device.command_encoder();
-    encoder.begin_capture().unwrap();
-    for step in 0..per_graph {
-        let (from, to) = if step % 2 == 0 {
-            (&ping, &pong)
-        } else {
-            (&pong, &ping)
-        };
-        encoder.dispatch(inc_one_dispatch(&kernel, from, to)).unwrap();
-    }
-    let graph = encoder.end_capture().unwrap();
-    for _ in 0..replays {
-        encoder.replay(&graph).unwrap();
-        encoder.commit_and_wait_labeled("test.long").unwrap();
-    }
-    let mut expected = start_values.clone();
-    for _ in 0..per_graph * replays {
-        expected.iter_mut().for_each(|value| *value += 1.0);
-    }
-    assert_eq!(ping.to_vec::<f32>().unwrap(), expected, "every replay ran");
+    let (per_graph, replays) = (16_384, 3);
+    replay_ping_pong(&device, 129, per_graph, replays, 23, "test.long");
 
     let profile = device.profile(device.conditions("long graph", None, None));
     assert_eq!(profile.submissions.len(), replays);

@@ -43,8 +43,6 @@ pub(crate) struct Folded {
     pub members: Vec<usize>,
     /// `layer.0–15 ×16` (or `layer.0–15.attn ×16`) for a fold, the key itself otherwise.
     pub label: String,
-    /// The members' mean value.
-    pub mean: f64,
     /// The members' relative standard deviation (0 for one row).
     pub relative_spread: f64,
     /// A layer shown apart because it differs from its group by more than
@@ -125,7 +123,6 @@ pub(crate) fn fold(rows: &[FoldInput]) -> Vec<Folded> {
     let single = |index: usize| Folded {
         members: vec![index],
         label: rows[index].key.clone(),
-        mean: rows[index].value,
         relative_spread: 0.0,
         outlier: outlier[index],
     };
@@ -207,7 +204,6 @@ fn fold_row(rows: &[FoldInput], members: &[usize]) -> Folded {
     Folded {
         members: members.to_vec(),
         label: format!("layer.{first}–{last}{suffix} ×{}", members.len()),
-        mean,
         relative_spread,
         outlier: false,
     }

@@ -115,9 +115,19 @@ pub fn render_report_with(profile: &Profile, options: ReportOptions) -> String {
         );
     }
 
-    render_tokens(profile, options, &mut out);
+    // The dispatches summarised and, in the short report, the folds of their
+    // layers: made once, for the token lines and the tables alike.
+    let summary = Summary::of(profile);
+    let layer_labels = if options.full {
+        HashMap::new()
+    } else {
+        fold_labels(&fold_inputs(summary.records.iter().copied(), |record| {
+            layer_of(&record.scope)
+        }))
+    };
+    render_tokens(profile, &layer_labels, &mut out);
     if dispatch_times {
-        render_dispatch_summary(profile, options, &mut out);
+        render_dispatch_summary(&summary, &layer_labels, options, &mut out);
     }
     render_submissions(profile, &mut out);
     render_counters(profile, &mut out);
@@ -206,7 +216,9 @@ fn render_token(
     }
 }
 
-fn render_tokens(profile: &Profile, options: ReportOptions, out: &mut String) {
+/// The token summary and the first and last token's lines, layers folded
+/// under `layer_labels` (empty: every layer its own line).
+fn render_tokens(profile: &Profile, layer_labels: &HashMap<String, String>, out: &mut String) {
     if profile.tokens.is_empty() {
         return;
     }
@@ -246,20 +258,13 @@ fn render_tokens(profile: &Profile, options: ReportOptions, out: &mut String) {
     } else {
         decode
     };
-    let labels = if options.full {
-        HashMap::new()
-    } else {
-        fold_labels(&fold_inputs(Summary::of(profile).records, |record| {
-            layer_of(&record.scope)
-        }))
-    };
     if let Some(first) = shown.first() {
-        render_token(profile, first, "first", &labels, out);
+        render_token(profile, first, "first", layer_labels, out);
     }
     if shown.len() > 1
         && let Some(last) = shown.last()
     {
-        render_token(profile, last, "last", &labels, out);
+        render_token(profile, last, "last", layer_labels, out);
     }
 }
 
@@ -372,8 +377,12 @@ impl<'a> Summary<'a> {
     }
 }
 
-fn render_dispatch_summary(profile: &Profile, options: ReportOptions, out: &mut String) {
-    let summary = Summary::of(profile);
+fn render_dispatch_summary(
+    summary: &Summary<'_>,
+    layer_labels: &HashMap<String, String>,
+    options: ReportOptions,
+    out: &mut String,
+) {
     let (over, total_ns) = (&summary.over, summary.total_ns);
     let records = || summary.records.iter().copied();
     let by_total = |mut rows: Vec<Aggregate>| {
@@ -392,14 +401,6 @@ fn render_dispatch_summary(profile: &Profile, options: ReportOptions, out: &mut 
 
     // Rows of identical layers fold into one (short report): the tables
     // group records under the fold's label instead of their own key.
-    let folded = |key: &dyn Fn(&DispatchRecord) -> String| -> HashMap<String, String> {
-        if options.full {
-            HashMap::new()
-        } else {
-            fold_labels(&fold_inputs(records(), key))
-        }
-    };
-    let layer_labels = folded(&|r: &DispatchRecord| layer_of(&r.scope));
     let layer = |r: &DispatchRecord| {
         let key = layer_of(&r.scope);
         layer_labels.get(&key).cloned().unwrap_or(key)
@@ -408,7 +409,11 @@ fn render_dispatch_summary(profile: &Profile, options: ReportOptions, out: &mut 
     let _ = writeln!(out, "\nper layer, over {over}:");
     let _ = writeln!(out, "{}", summary.table(&layers, layer, "layer"));
 
-    let scope_labels = folded(&scope_of);
+    let scope_labels = if options.full {
+        HashMap::new()
+    } else {
+        fold_labels(&fold_inputs(records(), scope_of))
+    };
     let scope = |r: &DispatchRecord| {
         let key = scope_of(r);
         scope_labels.get(&key).cloned().unwrap_or(key)

@@ -37,10 +37,10 @@ struct Frame {
 }
 
 impl Frame {
-    /// A linear vertical axis: a grid line and label at each fraction of the
-    /// plot's height (0 at the bottom), and the axis title.
-    fn value_axis(&self, out: &mut String, fractions: &[f64], label: impl Fn(f64) -> String, title: &str) {
-        for &fraction in fractions {
+    /// A vertical axis: a grid line and label at each tick (its fraction of
+    /// the plot's height, 0 at the bottom, and its label), and the title.
+    fn value_axis(&self, out: &mut String, ticks: impl IntoIterator<Item = (f64, String)>, title: &str) {
+        for (fraction, label) in ticks {
             let at = self.top + (1.0 - fraction) * self.plot_height();
             let _ = write!(
                 out,
@@ -49,7 +49,7 @@ impl Frame {
                 self.width - self.right,
                 self.left - 6.0,
                 at + 4.0,
-                label(fraction)
+                label
             );
         }
         let _ = write!(
@@ -278,20 +278,13 @@ pub(crate) fn roofline(
     peak_gflops: Option<f64>,
     shared: Option<RooflineRange>,
 ) {
-    let placed: Vec<&RooflineMark> = kernels
-        .iter()
-        .chain(ops)
-        .filter(|mark| mark.intensity().is_some() && mark.gigaflops().is_some())
-        .collect();
     let ridge = match (peak_gbps, peak_gflops) {
         (Some(gbps), Some(gflops)) if gbps > 0.0 && gflops > 0.0 => Some(gflops / gbps),
         _ => None,
     };
-    let range = shared.or_else(|| RooflineRange::of(kernels, ops, peak_gbps, peak_gflops));
-    let (x_low, x_high, y_low, y_high) = match range {
-        Some(range) => (range.x_low, range.x_high, range.y_low, range.y_high),
-        None => (f64::INFINITY, 0.0, f64::INFINITY, 0.0),
-    };
+    // Nothing of this run to place: no chart, even on a shared extent.
+    let own = RooflineRange::of(kernels, ops, peak_gbps, peak_gflops);
+    let range = own.map(|own| shared.unwrap_or(own));
     let frame = Frame {
         width: 760.0,
         height: 440.0,
@@ -300,11 +293,9 @@ pub(crate) fn roofline(
         top: 16.0,
         bottom: 46.0,
     };
-    if placed.is_empty() || !x_low.is_finite() || !y_low.is_finite() {
-        out.push_str(r#"<p class="empty">No kernel declares both flops and bytes: nothing to place on the roofline.</p>"#);
-    } else {
-        let x_axis = LogAxis::covering(x_low, x_high);
-        let y_axis = LogAxis::covering(y_low / 2.0, y_high);
+    if let Some(range) = range {
+        let x_axis = LogAxis::covering(range.x_low, range.x_high);
+        let y_axis = LogAxis::covering(range.y_low / 2.0, range.y_high);
         let x = |value: f64| frame.left + x_axis.fraction(value) * frame.plot_width();
         let y = |value: f64| frame.top + (1.0 - y_axis.fraction(value)) * frame.plot_height();
         frame.open(
@@ -323,24 +314,18 @@ pub(crate) fn roofline(
                 decade_label(decade)
             );
         }
-        for decade in y_axis.decades() {
-            let at = y(10f64.powi(decade));
-            let _ = write!(
-                out,
-                r##"<line x1="{:.1}" y1="{at:.1}" x2="{:.1}" y2="{at:.1}" stroke="#e4e4e4"/><text x="{:.1}" y="{:.1}" class="tick" text-anchor="end">{}</text>"##,
-                frame.left,
-                frame.width - frame.right,
-                frame.left - 6.0,
-                at + 4.0,
-                decade_label(decade)
-            );
-        }
+        frame.value_axis(
+            out,
+            y_axis
+                .decades()
+                .map(|decade| (y_axis.fraction(10f64.powi(decade)), decade_label(decade))),
+            "achieved GFLOP/s",
+        );
         let _ = write!(
             out,
-            r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">arithmetic intensity (FLOP/B, declared)</text><text transform="translate(16 {:.1}) rotate(-90)" class="axis" text-anchor="middle">achieved GFLOP/s</text>"#,
+            r#"<text x="{:.1}" y="{:.1}" class="axis" text-anchor="middle">arithmetic intensity (FLOP/B, declared)</text>"#,
             frame.left + frame.plot_width() / 2.0,
             frame.height - 8.0,
-            frame.top + frame.plot_height() / 2.0
         );
         // The ceilings: bandwidth × intensity up to the ridge, then the
         // compute peak; clipped to the plot.
@@ -401,6 +386,8 @@ pub(crate) fn roofline(
             }
         }
         out.push_str("</svg>");
+    } else {
+        out.push_str(r#"<p class="empty">No kernel declares both flops and bytes: nothing to place on the roofline.</p>"#);
     }
     bandwidth_bars(out, kernels, peak_gbps, peak_gflops);
 }
@@ -553,8 +540,7 @@ pub(crate) fn layer_chart(out: &mut String, bars: &[LayerBar], scale_ns: Option<
     frame.open(out, "layers", "time per token of each layer, by op kind");
     frame.value_axis(
         out,
-        &[0.0, 0.25, 0.5, 0.75, 1.0],
-        |fraction| format!("{:.1}", highest * fraction / 1e3),
+        [0.0, 0.25, 0.5, 0.75, 1.0].map(|fraction| (fraction, format!("{:.1}", highest * fraction / 1e3))),
         "µs per token",
     );
     let label_every = (bars.len() / 40).max(1);
@@ -683,8 +669,7 @@ pub(crate) fn token_timeline(out: &mut String, profile: &Profile) {
     );
     frame.value_axis(
         out,
-        &[0.0, 0.5, 1.0],
-        |fraction| format!("{:.2}", highest * fraction / 1e6),
+        [0.0, 0.5, 1.0].map(|fraction| (fraction, format!("{:.2}", highest * fraction / 1e6))),
         "ms per token",
     );
     let _ = write!(

@@ -186,11 +186,9 @@ struct SharedScales {
     roofline: Option<charts::RooflineRange>,
 }
 
-/// The roofline extent of `profile`'s summary.
-fn roofline_range(profile: &Profile) -> Option<charts::RooflineRange> {
-    let summary = Summary::of(profile);
-    let (kernels, ops) = charts::roofline_marks(&summary);
-    let conditions = &profile.conditions;
+/// The roofline extent of a summary of a run under `conditions`.
+fn roofline_range(summary: &Summary<'_>, conditions: &super::Conditions) -> Option<charts::RooflineRange> {
+    let (kernels, ops) = charts::roofline_marks(summary);
     charts::RooflineRange::of(
         &kernels,
         &ops,
@@ -200,8 +198,7 @@ fn roofline_range(profile: &Profile) -> Option<charts::RooflineRange> {
 }
 
 /// The views of one profile: charts, then tables, on `scales` where given.
-fn views(out: &mut String, profile: &Profile, scales: SharedScales) {
-    let summary = Summary::of(profile);
+fn views(out: &mut String, profile: &Profile, summary: &Summary<'_>, scales: SharedScales) {
     let repetitions = profile.repetition_tokens().len();
     let peak_gbps = profile.conditions.peak_bandwidth_gbps;
     let peak_gflops = profile.conditions.peak_compute_gflops;
@@ -211,11 +208,11 @@ fn views(out: &mut String, profile: &Profile, scales: SharedScales) {
         r#"<h2>Roofline</h2><p class="note">Every kernel over {} as a circle (area: share of the time; hover for its figures) at its declared flops per byte and achieved GFLOP/s, under the measured bandwidth ceiling (red) and compute ceiling (dark). <label><input type="checkbox" class="show-ops"> show op kinds (squares)</label></p>"#,
         escape(&summary.over)
     );
-    let (kernels, ops) = charts::roofline_marks(&summary);
+    let (kernels, ops) = charts::roofline_marks(summary);
     charts::roofline(out, &kernels, &ops, peak_gbps, peak_gflops, scales.roofline);
 
     out.push_str(r#"<h2>Per layer</h2><p class="note">Time per token of each layer by op kind; identical layers give identical bars, and a layer that differs from the layers doing the same work by more than the noise is outlined in red and marked *.</p>"#);
-    let bars = charts::layer_bars(&summary, repetitions);
+    let bars = charts::layer_bars(summary, repetitions);
     charts::layer_chart(out, &bars, scales.layer_ns);
 
     out.push_str(r#"<h2>Per token</h2><p class="note">Each token's host wall time: the device busy in its submissions, the rest idle, the host's enqueue time as a red tick.</p>"#);
@@ -298,7 +295,7 @@ pub fn render_html(profile: &Profile) -> String {
     let _ = write!(body, "<h1>{}</h1>", escape(&title));
     headline(&mut body, profile);
     conditions(&mut body, profile);
-    views(&mut body, profile, SharedScales::default());
+    views(&mut body, profile, &Summary::of(profile), SharedScales::default());
     body.push_str(PERFETTO);
     let _ = write!(
         body,
@@ -372,15 +369,18 @@ pub fn render_comparison_html(
         body.push_str("</tr>");
     }
     body.push_str("</tbody></table>");
-    let scale = [base, new]
+    let runs = [
+        (names.0, base, Summary::of(base)),
+        (names.1, new, Summary::of(new)),
+    ];
+    let scale = runs
         .iter()
-        .flat_map(|profile| {
-            let summary = Summary::of(profile);
-            charts::layer_bars(&summary, profile.repetition_tokens().len())
-        })
+        .flat_map(|(_, profile, summary)| charts::layer_bars(summary, profile.repetition_tokens().len()))
         .map(|bar| bar.total_ns)
         .fold(0.0, f64::max);
-    let roofline = match (roofline_range(base), roofline_range(new)) {
+    let range =
+        |(_, profile, summary): &(&str, &Profile, Summary<'_>)| roofline_range(summary, &profile.conditions);
+    let roofline = match (range(&runs[0]), range(&runs[1])) {
         (Some(a), Some(b)) => Some(a.union(b)),
         (a, b) => a.or(b),
     };
@@ -389,11 +389,11 @@ pub fn render_comparison_html(
         roofline,
     };
     body.push_str(r#"<div class="side-by-side">"#);
-    for (name, profile) in [(names.0, base), (names.1, new)] {
+    for (name, profile, summary) in &runs {
         let _ = write!(body, r#"<div class="run"><h1>{}</h1>"#, escape(name));
         headline(&mut body, profile);
         conditions(&mut body, profile);
-        views(&mut body, profile, scales);
+        views(&mut body, profile, summary, scales);
         body.push_str("</div>");
     }
     body.push_str("</div>");
