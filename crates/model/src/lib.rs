@@ -17,6 +17,7 @@ mod engine;
 mod error;
 mod files;
 mod hub;
+mod linear;
 mod loader;
 pub mod npy;
 mod presets;
@@ -31,8 +32,9 @@ pub use engine::{DEFAULT_PREFILL_CHUNK, ExecutionMode, Generation, GenerationReq
 pub use error::{ModelError, Result};
 pub use hub::{HubCacheEnvironment, HubSnapshot, looks_like_repo_id, resolve_hub_model, resolve_in_cache};
 pub use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};
+pub use linear::{Bias, Linear, Parallel};
 pub use loader::{LoadOptions, TensorInfo, parse_safetensors_index, read_safetensors_header};
 pub use presets::{PRESETS, preset};
 pub use synthetic::SyntheticOptions;
 pub use tokenizer::Tokenizer;
-pub use weights::Weights;
+pub use weights::{LayerWeights, Weights};

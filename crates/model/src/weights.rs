@@ -11,6 +11,7 @@ use kernelscope::{Buffer, DType, Device};
 use crate::config::shard::{Partition, Split};
 use crate::config::{Config, LayerTensor, TensorRole};
 use crate::error::{ModelError, Result};
+use crate::linear::{Linear, Parallel};
 use crate::loader::{Checkpoint, LoadOptions};
 use crate::synthetic::{self, SyntheticOptions};
 
@@ -18,31 +19,29 @@ use crate::synthetic::{self, SyntheticOptions};
 const PROGRESS_BAR_BYTES: usize = 300 << 20;
 
 /// One decoder layer's weights. `hidden = hidden_size`, `q = heads * head_dim`,
-/// `kv = kv_heads * head_dim`, `inter = intermediate_size`.
+/// `kv = kv_heads * head_dim`, `inter = intermediate_size`; shapes are the
+/// whole model's (a split model's rank holds its share, as each
+/// [`Linear`]'s `parallel` says).
 #[derive(Clone, Debug)]
 pub struct LayerWeights {
     /// `[hidden]` RMSNorm before attention.
     pub input_norm: Buffer,
-    /// `[q, hidden]`.
-    pub q_proj: Buffer,
-    /// `[kv, hidden]`.
-    pub k_proj: Buffer,
-    /// `[kv, hidden]`.
-    pub v_proj: Buffer,
-    /// `[q]`, `[kv]`, `[kv]` when the architecture has q/k/v biases.
-    pub qkv_bias: Option<[Buffer; 3]>,
-    /// `[hidden, q]`.
-    pub o_proj: Buffer,
-    /// `[hidden]` when the architecture has an output bias.
-    pub o_bias: Option<Buffer>,
+    /// `[q, hidden]`, with a `[q]` bias where the architecture has q/k/v biases.
+    pub query: Linear,
+    /// `[kv, hidden]` (bias `[kv]`).
+    pub key: Linear,
+    /// `[kv, hidden]` (bias `[kv]`).
+    pub value: Linear,
+    /// `[hidden, q]` o_proj, with a `[hidden]` bias where the architecture has one.
+    pub output: Linear,
     /// `[hidden]` RMSNorm before the MLP.
     pub post_attention_norm: Buffer,
     /// `[inter, hidden]`.
-    pub gate_proj: Buffer,
+    pub gate: Linear,
     /// `[inter, hidden]`.
-    pub up_proj: Buffer,
+    pub up: Linear,
     /// `[hidden, inter]`.
-    pub down_proj: Buffer,
+    pub down: Linear,
 }
 
 /// All weights of a model, in one dtype.
@@ -57,7 +56,7 @@ pub struct Weights {
     /// `[hidden]` final RMSNorm.
     pub final_norm: Buffer,
     /// `[vocab, hidden]`; the embedding table itself when tied.
-    pub lm_head: Buffer,
+    pub lm_head: Linear,
 }
 
 impl Weights {
@@ -74,51 +73,51 @@ impl Weights {
         let mut embedding = None;
         let mut final_norm = None;
         let mut lm_head = None;
-        let mut layers: Vec<[Option<Buffer>; LayerTensor::ALL.len()]> =
+        let mut layers: Vec<[Option<(Buffer, Split)>; LayerTensor::ALL.len()]> =
             (0..config.num_layers).map(|_| Default::default()).collect();
         for spec in config.tensors() {
             let split = partition.split(spec.role.dimensions(), config);
             let buffer = tensor(&spec.name, &spec.shape, &split)?;
             match spec.role {
-                TensorRole::Embedding => embedding = Some(buffer),
-                TensorRole::Layer { index, tensor } => layers[index][tensor as usize] = Some(buffer),
+                TensorRole::Embedding => embedding = Some((buffer, split)),
+                TensorRole::Layer { index, tensor } => layers[index][tensor as usize] = Some((buffer, split)),
                 TensorRole::FinalNorm => final_norm = Some(buffer),
-                TensorRole::LmHead => lm_head = Some(buffer),
+                TensorRole::LmHead => lm_head = Some((buffer, split)),
             }
         }
         const LISTED: &str = "the config's tensor list names it";
-        let embedding = embedding.expect(LISTED);
+        let (embedding, embedding_split) = embedding.expect(LISTED);
         let layers = layers
             .into_iter()
             .map(|mut slots| {
                 let mut take = |tensor: LayerTensor| slots[tensor as usize].take();
-                let qkv_bias = match (
-                    take(LayerTensor::QueryBias),
-                    take(LayerTensor::KeyBias),
-                    take(LayerTensor::ValueBias),
-                ) {
-                    (Some(q_bias), Some(k_bias), Some(v_bias)) => Some([q_bias, k_bias, v_bias]),
-                    _ => None,
+                let mut linear = |weight: LayerTensor, bias: Option<LayerTensor>| {
+                    let (weight, split) = take(weight).expect(LISTED);
+                    let parallel = Parallel::of(&split, false);
+                    let bias = bias.and_then(&mut take).map(|(bias, _)| bias);
+                    let model_has_bias = bias.is_some();
+                    // A partial sum's bias is added once, by rank 0.
+                    let bias = bias.filter(|_| parallel != Parallel::SplitInputs || partition.rank == 0);
+                    Linear::new(weight, bias, model_has_bias, parallel)
                 };
                 LayerWeights {
-                    input_norm: take(LayerTensor::InputNorm).expect(LISTED),
-                    q_proj: take(LayerTensor::QueryProjection).expect(LISTED),
-                    k_proj: take(LayerTensor::KeyProjection).expect(LISTED),
-                    v_proj: take(LayerTensor::ValueProjection).expect(LISTED),
-                    qkv_bias,
-                    o_proj: take(LayerTensor::OutputProjection).expect(LISTED),
-                    o_bias: take(LayerTensor::OutputBias).filter(|_| partition.rank == 0),
-                    post_attention_norm: take(LayerTensor::PostAttentionNorm).expect(LISTED),
-                    gate_proj: take(LayerTensor::GateProjection).expect(LISTED),
-                    up_proj: take(LayerTensor::UpProjection).expect(LISTED),
-                    down_proj: take(LayerTensor::DownProjection).expect(LISTED),
+                    query: linear(LayerTensor::QueryProjection, Some(LayerTensor::QueryBias)),
+                    key: linear(LayerTensor::KeyProjection, Some(LayerTensor::KeyBias)),
+                    value: linear(LayerTensor::ValueProjection, Some(LayerTensor::ValueBias)),
+                    output: linear(LayerTensor::OutputProjection, Some(LayerTensor::OutputBias)),
+                    gate: linear(LayerTensor::GateProjection, None),
+                    up: linear(LayerTensor::UpProjection, None),
+                    down: linear(LayerTensor::DownProjection, None),
+                    input_norm: take(LayerTensor::InputNorm).expect(LISTED).0,
+                    post_attention_norm: take(LayerTensor::PostAttentionNorm).expect(LISTED).0,
                 }
             })
             .collect();
+        // Tied: the LM head is the embedding table itself.
+        let (lm_head, lm_head_split) = lm_head.unwrap_or_else(|| (embedding.clone(), embedding_split));
         Ok(Weights {
             dtype,
-            // Tied: the LM head is the embedding table itself.
-            lm_head: lm_head.unwrap_or_else(|| embedding.clone()),
+            lm_head: Linear::new(lm_head, None, false, Parallel::of(&lm_head_split, true)),
             embedding,
             layers,
             final_norm: final_norm.expect(LISTED),

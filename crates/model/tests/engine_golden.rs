@@ -209,7 +209,11 @@ fn digest(outcome: &Outcome) -> String {
         }
     };
     outcome.tokens.iter().for_each(|&token| eat(token));
-    outcome.logits.iter().flatten().for_each(|logit| eat(logit.to_bits()));
+    outcome
+        .logits
+        .iter()
+        .flatten()
+        .for_each(|logit| eat(logit.to_bits()));
     format!("{hash:016x}")
 }
 
@@ -248,7 +252,11 @@ fn every_path_gives_the_recorded_logits_bit_for_bit() {
     let kernel_path = cpu_kernel_path();
     if std::env::var_os(BLESS).is_some() {
         let record = serde_json::json!({ "cpu_kernel_path": kernel_path, "runs": digests });
-        std::fs::write(record_path(), serde_json::to_string_pretty(&record).unwrap() + "\n").unwrap();
+        std::fs::write(
+            record_path(),
+            serde_json::to_string_pretty(&record).unwrap() + "\n",
+        )
+        .unwrap();
         eprintln!("{BLESS}: wrote {} digests to {RECORD}", digests.len());
         return;
     }

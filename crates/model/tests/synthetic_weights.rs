@@ -7,7 +7,7 @@
 use kernelscope::testing::Backend;
 use kernelscope::{Buffer, DType, DeviceOptions};
 use kernelscope_model::synthetic::{encode, tensor_values_in};
-use kernelscope_model::{Partition, SyntheticOptions, Weights, preset};
+use kernelscope_model::{Parallel, Partition, SyntheticOptions, Weights, preset};
 
 /// The buffer's bytes (every tensor here has an even number of 16-bit elements).
 fn bytes(buffer: &Buffer) -> Vec<u8> {
@@ -48,6 +48,22 @@ fn device_generation_matches_the_cpu_generator(backend: Backend) {
                 };
                 let query_columns = partition.query_heads.start * dim..partition.query_heads.end * dim;
                 let layer = &weights.layers[1];
+                // Each linear layer knows how it was split.
+                let (outputs, inputs, vocabulary) = if ranks == 1 {
+                    (Parallel::Whole, Parallel::Whole, Parallel::Whole)
+                } else {
+                    (
+                        Parallel::SplitOutputs,
+                        Parallel::SplitInputs,
+                        Parallel::SplitVocabulary,
+                    )
+                };
+                for linear in [&layer.query, &layer.key, &layer.value, &layer.gate, &layer.up] {
+                    assert_eq!(linear.parallel, outputs);
+                }
+                assert_eq!(layer.output.parallel, inputs);
+                assert_eq!(layer.down.parallel, inputs);
+                assert_eq!(weights.lm_head.parallel, vocabulary);
                 let checks: Vec<Check> = vec![
                     (
                         "model.embed_tokens.weight",
@@ -58,7 +74,7 @@ fn device_generation_matches_the_cpu_generator(backend: Backend) {
                     (
                         "model.layers.1.self_attn.o_proj.weight",
                         vec![hidden, query],
-                        &layer.o_proj,
+                        &layer.output.weight,
                         (0..hidden)
                             .map(|row| (row * query + query_columns.start, query_columns.len()))
                             .collect(),
@@ -66,13 +82,13 @@ fn device_generation_matches_the_cpu_generator(backend: Backend) {
                     (
                         "model.layers.1.mlp.gate_proj.weight",
                         vec![config.intermediate_size, hidden],
-                        &layer.gate_proj,
+                        &layer.gate.weight,
                         rows(partition.intermediate.clone(), hidden),
                     ),
                     (
                         "model.layers.1.self_attn.q_proj.bias",
                         vec![query],
-                        &layer.qkv_bias.as_ref().unwrap()[0],
+                        layer.query.held_bias().unwrap(),
                         rows(query_columns.clone(), 1),
                     ),
                     (

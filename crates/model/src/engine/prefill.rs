@@ -8,6 +8,7 @@
 use kernelscope::{Buffer, CommandEncoder, DType, Device};
 
 use super::forward::Forward;
+use super::layer::{self, Activations, PassShape};
 use crate::config::Config;
 use crate::config::shard::Partition;
 use crate::error::{ModelError, Result};
@@ -153,134 +154,73 @@ impl Forward<'_> {
         context_end: usize,
         logits: ChunkLogits,
     ) -> Result<()> {
-        let Forward {
-            config,
-            weights,
-            ops,
-            state,
-        } = *self;
-        let eps = config.rms_norm_eps;
-        let heads = config.heads();
+        let config = self.config;
+        let partition = &self.ops.partition;
         let (hidden_size, q_dim, kv_dim, inter) = (
             config.hidden_size,
             config.q_dim(),
             config.kv_dim(),
             config.intermediate_size,
         );
-        let hidden = rows_of(&chunk.hidden, rows, hidden_size)?;
-        let normed = rows_of(&chunk.normed, rows, hidden_size)?;
-        let query = rows_of(&chunk.query, rows, q_dim)?;
-        let key = rows_of(&chunk.key, rows, kv_dim)?;
-        let value = rows_of(&chunk.value, rows, kv_dim)?;
-        let attention = rows_of(&chunk.attention, rows, q_dim)?;
-        let projected = rows_of(&chunk.projected, rows, hidden_size)?;
-        let gate = rows_of(&chunk.gate, rows, inter)?;
-        let up = rows_of(&chunk.up, rows, inter)?;
-        let activated = rows_of(&chunk.activated, rows, inter)?;
+        let held = partition.vocabulary.len();
+        let activations = Activations {
+            shape: PassShape::Rows { context_end },
+            hidden: rows_of(&chunk.hidden, rows, hidden_size)?,
+            normed: rows_of(&chunk.normed, rows, hidden_size)?,
+            query: rows_of(&chunk.query, rows, q_dim)?,
+            key: rows_of(&chunk.key, rows, kv_dim)?,
+            value: rows_of(&chunk.value, rows, kv_dim)?,
+            projections: None,
+            attention: rows_of(&chunk.attention, rows, q_dim)?,
+            projected: rows_of(&chunk.projected, rows, hidden_size)?,
+            gate: rows_of(&chunk.gate, rows, inter)?,
+            up: rows_of(&chunk.up, rows, inter)?,
+            activated: rows_of(&chunk.activated, rows, inter)?,
+            logits: chunk
+                .logits
+                .as_ref()
+                .map(|all| rows_of(all, rows, held))
+                .transpose()?,
+            // Every row's shares are gathered once the last row's logits
+            // are in place (below).
+            gather: None,
+            positions: (chunk.positions.clone(), 0),
+        };
 
         encoder.set_scope("embed");
-        self.encode_embedding(encoder, &chunk.tokens, 0, &hidden)?;
-
-        for (index, layer) in weights.layers.iter().enumerate() {
-            encoder.set_scope(&format!("layer.{index}.attn"));
-            ops.rms_norm_narrow
-                .encode(encoder, &hidden, &layer.input_norm, &normed, eps)?;
-            ops.matmul.encode(encoder, &layer.q_proj, &normed, &query)?;
-            ops.matmul.encode(encoder, &layer.k_proj, &normed, &key)?;
-            ops.matmul.encode(encoder, &layer.v_proj, &normed, &value)?;
-            if let Some([q_bias, k_bias, v_bias]) = &layer.qkv_bias {
-                ops.add_bias.encode(encoder, &query, q_bias)?;
-                ops.add_bias.encode(encoder, &key, k_bias)?;
-                ops.add_bias.encode(encoder, &value, v_bias)?;
-            }
-            let frequencies = &state.rope_frequencies;
-            ops.rope
-                .encode(encoder, &query, frequencies, &chunk.positions, 0, heads.query)?;
-            ops.rope
-                .encode(encoder, &key, frequencies, &chunk.positions, 0, heads.key_value)?;
-            let (key_cache, value_cache) = (&state.key_cache[index], &state.value_cache[index]);
-            ops.kv_append
-                .encode(encoder, &key, &value, key_cache, value_cache, &chunk.positions, 0)?;
-            ops.prefill_attention.encode(
-                encoder,
-                &query,
-                key_cache,
-                value_cache,
-                &chunk.positions,
-                0,
-                heads,
-                context_end,
-                &attention,
-            )?;
-            ops.matmul
-                .encode(encoder, &layer.o_proj, &attention, &projected)?;
-            if let Some(o_bias) = &layer.o_bias {
-                ops.add_bias.encode(encoder, &projected, o_bias)?;
-            }
-            self.encode_partial_sums(encoder, &projected)?;
-            ops.add_residual.encode(encoder, &hidden, &projected)?;
-
-            encoder.set_scope(&format!("layer.{index}.mlp"));
-            ops.rms_norm_narrow
-                .encode(encoder, &hidden, &layer.post_attention_norm, &normed, eps)?;
-            ops.matmul.encode(encoder, &layer.gate_proj, &normed, &gate)?;
-            ops.matmul.encode(encoder, &layer.up_proj, &normed, &up)?;
-            ops.silu_mul_narrow.encode(encoder, &gate, &up, &activated)?;
-            ops.matmul
-                .encode(encoder, &layer.down_proj, &activated, &projected)?;
-            self.encode_partial_sums(encoder, &projected)?;
-            ops.add_residual.encode(encoder, &hidden, &projected)?;
+        self.encode_embedding(encoder, &chunk.tokens, 0, &activations.hidden)?;
+        for (index, layer) in self.weights.layers.iter().enumerate() {
+            self.encode_steps(encoder, &layer::decoder_layer(index, layer), &activations)?;
         }
 
-        encoder.set_scope("lm_head");
-        let partition = &ops.partition;
-        let held = partition.vocabulary.len();
+        // The last row as one position's pass (f32 norm, mat-vec), so the
+        // choice is the same whether every row's logits are kept or not.
+        let last = activations.hidden.slice((rows - 1) * hidden_size, hidden_size)?;
+        let last_row = self.step_activations(context_end - 1, last);
         match logits {
             ChunkLogits::None => {}
-            ChunkLogits::Last => {
-                let last = hidden.slice((rows - 1) * hidden_size, hidden_size)?;
-                ops.rms_norm
-                    .encode(encoder, &last, &weights.final_norm, &state.normed, eps)?;
-                ops.matvec
-                    .encode(encoder, &weights.lm_head, &state.normed, &state.shard_logits)?;
-                self.encode_gather_logits(encoder)?;
-            }
+            ChunkLogits::Last => self.encode_steps(encoder, &self.lm_head_steps(), &last_row)?,
             ChunkLogits::All => {
-                let all = chunk.logits.as_ref().ok_or_else(|| {
+                let all = activations.logits.as_ref().ok_or_else(|| {
                     ModelError::InvalidInput(
                         "every row's logits were asked of buffers without room for them".into(),
                     )
                 })?;
-                let padded = rows_of(all, rows, partition.vocabulary_stride)?;
-                let all = rows_of(all, rows, held)?;
-                ops.rms_norm_narrow
-                    .encode(encoder, &hidden, &weights.final_norm, &normed, eps)?;
-                ops.matmul.encode(encoder, &weights.lm_head, &normed, &all)?;
-                // The last row as without kept logits (f32 norm, mat-vec),
-                // so the choice is the same with or without them, and that
-                // row of the kept logits is what it was chosen from.
-                let last = hidden.slice((rows - 1) * hidden_size, hidden_size)?;
-                ops.rms_norm
-                    .encode(encoder, &last, &weights.final_norm, &state.normed, eps)?;
-                ops.matvec
-                    .encode(encoder, &weights.lm_head, &state.normed, &state.shard_logits)?;
+                self.encode_steps(encoder, &self.lm_head_steps(), &activations)?;
+                self.encode_steps(encoder, &self.lm_head_steps(), &last_row)?;
+                // That row of the kept logits is what the choice was made from.
                 let kept_last = all.slice((rows - 1) * held, held)?;
-                ops.copy.encode(encoder, &state.shard_logits, &kept_last)?;
-                self.encode_gather_logits(encoder)?;
-                if let (Some(collectives), Some(gathered)) = (&ops.collectives, &chunk.gathered_logits) {
+                self.ops
+                    .copy
+                    .encode(encoder, &self.state.shard_logits, &kept_last)?;
+                if let (Some(collectives), Some(padded), Some(gathered)) =
+                    (&self.ops.collectives, &chunk.logits, &chunk.gathered_logits)
+                {
+                    let padded = rows_of(padded, rows, partition.vocabulary_stride)?;
                     let gathered = rows_of(gathered, rows, partition.ranks * partition.vocabulary_stride)?;
                     collectives.all_gather.encode(encoder, &padded, &gathered)?;
                 }
             }
-        }
-        Ok(())
-    }
-
-    /// Completes the ranks' partial sums of an output projection (nothing
-    /// to do when not split).
-    fn encode_partial_sums(&self, encoder: &mut CommandEncoder, projected: &Buffer) -> Result<()> {
-        if let Some(collectives) = &self.ops.collectives {
-            collectives.all_reduce.encode(encoder, projected)?;
         }
         Ok(())
     }

@@ -19,7 +19,7 @@ use kernelscope::{Buffer, Communicator, DType, Device};
 
 use crate::config::Config;
 use crate::config::shard::Partition;
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 
 /// The ops the model uses, bound to its device, weight dtype and KV-cache
 /// dtype. Built once, so a kernel missing for this device and dtype is an
@@ -30,15 +30,16 @@ pub(crate) struct Ops {
     pub rms_norm: RmsNorm,
     /// RMSNorm into the weights' dtype, for a GEMM (prefill).
     pub rms_norm_narrow: RmsNorm,
-    pub matvec: MatVec,
-    /// GEMM over a chunk's rows (prefill; cuBLASLt on CUDA).
-    pub matmul: MatMul,
+    /// The kernels of linear layers, for the weights' format.
+    pub linear: LinearKernels,
     pub add_residual: Add,
     pub add_bias: Add,
     pub rope: Rope,
-    /// The KV cache's element type, which the three ops below read or write.
+    /// The KV cache's element type, which the ops below read or write.
     pub kv_dtype: DType,
     pub kv_append: KvAppend,
+    /// RoPE on q and k + the KV-cache append, fused (decode).
+    pub rope_append: RopeAppend,
     /// Decode attention (split over the cached positions).
     pub attention: Attention,
     /// Causal attention of a prefill chunk, out in the weights' dtype.
@@ -53,8 +54,6 @@ pub(crate) struct Ops {
     /// `Err` where the backend has no sampling kernel: the error is reported
     /// only when a temperature above 0 asks for it.
     pub sample: std::result::Result<Sample, kernelscope::Error>,
-    /// The fused decode kernels, used unless fusion is turned off.
-    pub fused: FusedOps,
     /// Whether decode runs the fused kernels (on by default; off runs the
     /// unfused ops one by one, the reference the fused path is checked and
     /// compared against).
@@ -73,18 +72,35 @@ pub(crate) struct Collectives {
     pub all_gather: AllGather,
 }
 
-/// The fused decode kernels: each does the work of several unfused ops in
-/// one dispatch (and says so in its op kind), so a decode layer is seven
-/// dispatches instead of sixteen.
-pub(crate) struct FusedOps {
-    /// RMSNorm + q/k/v mat-vecs (and the final RMSNorm + LM head).
+/// The kernels that multiply by the weights of one format: the plain
+/// products and the fused decode kernels built around a mat-vec. A weight
+/// format is one more of these.
+pub(crate) struct LinearKernels {
+    /// The weights' element type these kernels read.
+    pub format: DType,
+    /// One position: matrix times vector.
+    pub matvec: MatVec,
+    /// A chunk's rows: GEMM (cuBLASLt on CUDA).
+    pub matmul: MatMul,
+    /// A mat-vec adding into the residual stream (o_proj, down_proj).
+    pub matvec_add: MatVecAdd,
+    /// RMSNorm + up to three mat-vecs reading it (q/k/v; the LM head).
     pub norm_matvec: NormMatVec,
     /// RMSNorm + gate/up mat-vecs + SiLU·mul.
     pub norm_matvec_silu: NormMatVecSiluMul,
-    /// o_proj and down_proj adding into the residual stream.
-    pub matvec_add: MatVecAdd,
-    /// RoPE on q and k + the KV-cache append.
-    pub rope_append: RopeAppend,
+}
+
+impl LinearKernels {
+    fn new(registry: &kernelscope::KernelRegistry, device: &Device, format: DType) -> Result<LinearKernels> {
+        Ok(LinearKernels {
+            format,
+            matvec: MatVec::new(registry, device, format)?,
+            matmul: MatMul::new(registry, device, format)?,
+            matvec_add: MatVecAdd::new(registry, device, format)?,
+            norm_matvec: NormMatVec::new(registry, device, format)?,
+            norm_matvec_silu: NormMatVecSiluMul::new(registry, device, format)?,
+        })
+    }
 }
 
 impl Ops {
@@ -109,13 +125,13 @@ impl Ops {
             embedding: Embedding::new(&registry, device, dtype)?,
             rms_norm: RmsNorm::new(&registry, device, dtype, DType::F32)?,
             rms_norm_narrow: RmsNorm::new(&registry, device, dtype, dtype)?,
-            matvec: MatVec::new(&registry, device, dtype)?,
-            matmul: MatMul::new(&registry, device, dtype)?,
+            linear: LinearKernels::new(&registry, device, dtype)?,
             add_residual: Add::new(&registry, device, DType::F32)?,
             add_bias: Add::new(&registry, device, dtype)?,
             rope: Rope::new(&registry, device)?,
             kv_dtype: dtype,
             kv_append: KvAppend::new(&registry, device, dtype)?,
+            rope_append: RopeAppend::new(&registry, device, dtype)?,
             attention: Attention::new(&registry, device, dtype)?,
             prefill_attention: PrefillAttention::new(&registry, device, dtype, dtype)?,
             silu_mul: SiluMul::new(&registry, device, DType::F32)?,
@@ -123,26 +139,30 @@ impl Ops {
             argmax: Argmax::new(&registry, device)?,
             copy: CopyOp::new(&registry, device)?,
             sample: Sample::new(&registry, device),
-            fused: FusedOps {
-                norm_matvec: NormMatVec::new(&registry, device, dtype)?,
-                norm_matvec_silu: NormMatVecSiluMul::new(&registry, device, dtype)?,
-                matvec_add: MatVecAdd::new(&registry, device, dtype)?,
-                rope_append: RopeAppend::new(&registry, device, dtype)?,
-            },
             fusion: true,
             partition,
             collectives,
         })
     }
-}
 
-impl Ops {
+    /// The kernels for linear layers whose weights are of `format`.
+    pub fn linear_kernels(&self, format: DType) -> Result<&LinearKernels> {
+        if format == self.linear.format {
+            Ok(&self.linear)
+        } else {
+            Err(ModelError::InvalidInput(format!(
+                "a linear layer holds {format} weights, but this model's kernels read {}",
+                self.linear.format
+            )))
+        }
+    }
+
     /// Rebinds the KV-cache ops to a cache of `kv_dtype` (attention's
     /// output stays in the weights' dtype, `weight_dtype`).
     pub fn set_kv_dtype(&mut self, device: &Device, weight_dtype: DType, kv_dtype: DType) -> Result<()> {
         let registry = kernelscope::ops::registry();
         self.kv_append = KvAppend::new(&registry, device, kv_dtype)?;
-        self.fused.rope_append = RopeAppend::new(&registry, device, kv_dtype)?;
+        self.rope_append = RopeAppend::new(&registry, device, kv_dtype)?;
         self.attention = Attention::new(&registry, device, kv_dtype)?;
         self.prefill_attention = PrefillAttention::new(&registry, device, kv_dtype, weight_dtype)?;
         self.kv_dtype = kv_dtype;

@@ -1,0 +1,383 @@
+//! The model math, written once: a decoder layer (and the LM head) is a
+//! list of primitive steps over a pass's rows (one position in decode, a
+//! chunk of them in prefill), and one encoder turns any list into
+//! dispatches. Kernels are picked where a step is encoded: by the pass's
+//! shape (mat-vec for one position, GEMM for a chunk), by each linear
+//! layer's weight format and split (its bias, its all-reduce or gather).
+//! Fusion is a choice made where a pattern of steps is recognised (see
+//! `fusion`), never a second copy of the layer.
+
+use kernelscope::ops::norm_matvec;
+use kernelscope::{Buffer, CommandEncoder, DType};
+
+use super::forward::Forward;
+use crate::error::Result;
+use crate::linear::{Linear, Parallel};
+use crate::weights::LayerWeights;
+
+/// An activation buffer a step reads or writes (see [`Activations`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Slot {
+    Normed,
+    Query,
+    Key,
+    Value,
+    Attention,
+    Projected,
+    Gate,
+    Up,
+    Activated,
+    Logits,
+}
+
+/// How a pass's rows reach the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum PassShape {
+    /// One position (decode, and prompts run token by token): mat-vecs on
+    /// f32 activations; the pattern of steps may fuse. `position` sizes
+    /// attention's declared cost (the kernels read it from the device).
+    Vector { position: usize },
+    /// A chunk of prompt positions whose last is at `context_end - 1`:
+    /// GEMMs, and what feeds a GEMM in the weights' dtype.
+    Rows { context_end: usize },
+}
+
+/// The buffers one pass works on (`[rows, width]` each; `rows` is 1 for a
+/// vector pass). Widths as in [`State`](super::state::State).
+pub(super) struct Activations {
+    pub shape: PassShape,
+    /// The residual stream (f32).
+    pub hidden: Buffer,
+    /// RMSNorm's output: f32 in a vector pass, the weights' dtype for a GEMM.
+    pub normed: Buffer,
+    pub query: Buffer,
+    pub key: Buffer,
+    pub value: Buffer,
+    /// `[q + 2 kv]`: query, key and value one after another, where they are
+    /// views of one buffer (a fused kernel then writes all three at once).
+    pub projections: Option<Buffer>,
+    pub attention: Buffer,
+    pub projected: Buffer,
+    pub gate: Buffer,
+    pub up: Buffer,
+    pub activated: Buffer,
+    /// This rank's logits (its share of the vocabulary when split).
+    pub logits: Option<Buffer>,
+    /// Where a vocabulary-split LM head's shares are gathered: the padded
+    /// share `logits` views, and the gathered row. `None` leaves the gather
+    /// to the caller.
+    pub gather: Option<(Buffer, Buffer)>,
+    /// Where the kernels read each row's position: a u32 buffer and the
+    /// index of the first row's.
+    pub positions: (Buffer, usize),
+}
+
+impl Activations {
+    pub(super) fn slot(&self, slot: Slot) -> Result<&Buffer> {
+        Ok(match slot {
+            Slot::Normed => &self.normed,
+            Slot::Query => &self.query,
+            Slot::Key => &self.key,
+            Slot::Value => &self.value,
+            Slot::Attention => &self.attention,
+            Slot::Projected => &self.projected,
+            Slot::Gate => &self.gate,
+            Slot::Up => &self.up,
+            Slot::Activated => &self.activated,
+            Slot::Logits => self.logits.as_ref().ok_or_else(|| {
+                crate::error::ModelError::InvalidInput("a pass without logits was asked for them".into())
+            })?,
+        })
+    }
+
+    /// One buffer holding `slots` one after another, if there is one: what
+    /// a fused kernel writing several outputs at once needs.
+    pub(super) fn joined(&self, slots: &[Slot]) -> Option<Buffer> {
+        match slots {
+            [single] => self.slot(*single).ok().cloned(),
+            [Slot::Query, Slot::Key, Slot::Value] => self.projections.clone(),
+            _ => None,
+        }
+    }
+}
+
+/// One primitive step of the model math.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Step<'w> {
+    /// The profiler's scope of the steps that follow.
+    Scope(Scope),
+    /// `normed = rmsnorm(hidden) * weight`.
+    Norm { weight: &'w Buffer },
+    /// `output = linear(input)`, complete (bias added, partial sums reduced).
+    Linear {
+        linear: &'w Linear,
+        input: Slot,
+        output: Slot,
+    },
+    /// RoPE of the query or the key at the pass's positions.
+    Rope { target: Slot },
+    /// The key and value appended to layer `layer`'s cache.
+    AppendKeyValue { layer: usize },
+    /// Attention of the query over layer `layer`'s cache.
+    Attention { layer: usize },
+    /// `activated = silu(gate) * up`.
+    SiluMul,
+    /// `hidden += projected`.
+    AddResidual,
+}
+
+/// The profiler's scope of a group of steps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Scope {
+    Attention { layer: usize },
+    Mlp { layer: usize },
+    LmHead,
+}
+
+impl Scope {
+    fn name(self) -> String {
+        match self {
+            Scope::Attention { layer } => format!("layer.{layer}.attn"),
+            Scope::Mlp { layer } => format!("layer.{layer}.mlp"),
+            Scope::LmHead => "lm_head".into(),
+        }
+    }
+}
+
+/// A Llama-family decoder layer: pre-norm attention with RoPE and a KV
+/// cache, then a pre-norm SiLU-gated MLP, each added into the residual
+/// stream.
+pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> [Step<'_>; 18] {
+    use Slot::*;
+    let linear = |linear, input, output| Step::Linear {
+        linear,
+        input,
+        output,
+    };
+    [
+        Step::Scope(Scope::Attention { layer }),
+        Step::Norm {
+            weight: &weights.input_norm,
+        },
+        linear(&weights.query, Normed, Query),
+        linear(&weights.key, Normed, Key),
+        linear(&weights.value, Normed, Value),
+        Step::Rope { target: Query },
+        Step::Rope { target: Key },
+        Step::AppendKeyValue { layer },
+        Step::Attention { layer },
+        linear(&weights.output, Attention, Projected),
+        Step::AddResidual,
+        Step::Scope(Scope::Mlp { layer }),
+        Step::Norm {
+            weight: &weights.post_attention_norm,
+        },
+        linear(&weights.gate, Normed, Gate),
+        linear(&weights.up, Normed, Up),
+        Step::SiluMul,
+        linear(&weights.down, Activated, Projected),
+        Step::AddResidual,
+    ]
+}
+
+/// The LM head: the final RMSNorm and the projection onto the vocabulary.
+pub(super) fn lm_head<'w>(final_norm: &'w Buffer, lm_head: &'w Linear) -> [Step<'w>; 3] {
+    [
+        Step::Scope(Scope::LmHead),
+        Step::Norm { weight: final_norm },
+        Step::Linear {
+            linear: lm_head,
+            input: Slot::Normed,
+            output: Slot::Logits,
+        },
+    ]
+}
+
+impl Forward<'_> {
+    /// Encodes `steps` over `activations`, fusing where a pattern allows.
+    pub(super) fn encode_steps(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<()> {
+        let fusing = matches!(activations.shape, PassShape::Vector { .. })
+            && self.ops.fusion
+            && norm_matvec::fits(self.config.hidden_size);
+        let mut next = 0;
+        while next < steps.len() {
+            let fused = if fusing {
+                self.encode_fused(encoder, &steps[next..], activations)?
+            } else {
+                0
+            };
+            if fused == 0 {
+                self.encode_step(encoder, &steps[next], activations)?;
+                next += 1;
+            } else {
+                next += fused;
+            }
+        }
+        Ok(())
+    }
+
+    /// One step on its own.
+    fn encode_step(
+        &self,
+        encoder: &mut CommandEncoder,
+        step: &Step<'_>,
+        activations: &Activations,
+    ) -> Result<()> {
+        let (ops, state) = (self.ops, self.state);
+        let heads = self.config.heads();
+        let (positions, first) = (&activations.positions.0, activations.positions.1);
+        match *step {
+            Step::Scope(scope) => encoder.set_scope(&scope.name()),
+            Step::Norm { weight } => {
+                let norm = if activations.normed.dtype() == DType::F32 {
+                    &ops.rms_norm
+                } else {
+                    &ops.rms_norm_narrow
+                };
+                norm.encode(
+                    encoder,
+                    &activations.hidden,
+                    weight,
+                    &activations.normed,
+                    self.config.rms_norm_eps,
+                )?;
+            }
+            Step::Linear {
+                linear,
+                input,
+                output,
+            } => {
+                let (input, output) = (activations.slot(input)?, activations.slot(output)?);
+                self.encode_linear(encoder, linear, input, output, activations)?;
+            }
+            Step::Rope { target } => {
+                let count = if target == Slot::Query {
+                    heads.query
+                } else {
+                    heads.key_value
+                };
+                let buffer = activations.slot(target)?;
+                ops.rope
+                    .encode(encoder, buffer, &state.rope_frequencies, positions, first, count)?;
+            }
+            Step::AppendKeyValue { layer } => ops.kv_append.encode(
+                encoder,
+                &activations.key,
+                &activations.value,
+                &state.key_cache[layer],
+                &state.value_cache[layer],
+                positions,
+                first,
+            )?,
+            Step::Attention { layer } => self.encode_attention(encoder, layer, activations)?,
+            Step::SiluMul => {
+                let silu_mul = if activations.activated.dtype() == DType::F32 {
+                    &ops.silu_mul
+                } else {
+                    &ops.silu_mul_narrow
+                };
+                silu_mul.encode(
+                    encoder,
+                    &activations.gate,
+                    &activations.up,
+                    &activations.activated,
+                )?;
+            }
+            Step::AddResidual => {
+                ops.add_residual
+                    .encode(encoder, &activations.hidden, &activations.projected)?
+            }
+        }
+        Ok(())
+    }
+
+    /// Attention of the pass's queries over layer `layer`'s cache: one
+    /// position's split over the cache, or a chunk's causal attention.
+    fn encode_attention(
+        &self,
+        encoder: &mut CommandEncoder,
+        layer: usize,
+        activations: &Activations,
+    ) -> Result<()> {
+        let (ops, state) = (self.ops, self.state);
+        let (positions, first) = (&activations.positions.0, activations.positions.1);
+        let (key_cache, value_cache) = (&state.key_cache[layer], &state.value_cache[layer]);
+        match activations.shape {
+            PassShape::Vector { position } => ops.attention.encode(
+                encoder,
+                &activations.query,
+                key_cache,
+                value_cache,
+                positions,
+                first,
+                self.config.heads(),
+                position + 1,
+                &state.attention_scratch,
+                &activations.attention,
+            )?,
+            PassShape::Rows { context_end } => ops.prefill_attention.encode(
+                encoder,
+                &activations.query,
+                key_cache,
+                value_cache,
+                positions,
+                first,
+                self.config.heads(),
+                context_end,
+                &activations.attention,
+            )?,
+        }
+        Ok(())
+    }
+
+    /// `output = linear(input)`, complete: the product for the weight's
+    /// format and the pass's shape, the bias this rank holds, then what the
+    /// split asks (partial sums all-reduced; vocabulary shares gathered
+    /// where the pass gives a place for them).
+    fn encode_linear(
+        &self,
+        encoder: &mut CommandEncoder,
+        linear: &Linear,
+        input: &Buffer,
+        output: &Buffer,
+        activations: &Activations,
+    ) -> Result<()> {
+        let kernels = self.ops.linear_kernels(linear.format())?;
+        match activations.shape {
+            PassShape::Vector { .. } => kernels.matvec.encode(encoder, &linear.weight, input, output)?,
+            PassShape::Rows { .. } => kernels.matmul.encode(encoder, &linear.weight, input, output)?,
+        }
+        if let Some(bias) = linear.held_bias() {
+            self.ops.add_bias.encode(encoder, output, bias)?;
+        }
+        self.complete_split(encoder, linear, output, activations)
+    }
+
+    /// What `linear`'s split asks once its product is in `output`.
+    pub(super) fn complete_split(
+        &self,
+        encoder: &mut CommandEncoder,
+        linear: &Linear,
+        output: &Buffer,
+        activations: &Activations,
+    ) -> Result<()> {
+        let Some(collectives) = &self.ops.collectives else {
+            return Ok(());
+        };
+        match linear.parallel {
+            Parallel::Whole | Parallel::SplitOutputs => {}
+            Parallel::SplitInputs => collectives.all_reduce.encode(encoder, output)?,
+            Parallel::SplitVocabulary => {
+                if let Some((padded, gathered)) = &activations.gather {
+                    collectives.all_gather.encode(encoder, padded, gathered)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
