@@ -381,6 +381,8 @@ fn print_json(
     Ok(())
 }
 
+/// `kscope bench`: measures the ceilings, then each test, and prints them
+/// as a markdown table or JSON.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     check_limits(&args)?;
     // Measured first, on an unprofiled handle, so neither the model nor

@@ -379,6 +379,8 @@ fn write_logits(file: &OutputFile, generation: &Generation, vocab: usize) -> Res
     Ok(())
 }
 
+/// `kscope run`: checks every flag and output first, then opens the model,
+/// generates, prints what it generated and, when asked, the profile.
 pub fn run(args: RunArgs) -> Result<ExitCode> {
     // Flags and outputs are checked before any work, so a long run cannot
     // end in a refusal to write its results.
