@@ -8,13 +8,13 @@ use std::time::Instant;
 
 use anyhow::{Result, bail};
 use clap::{Args, ValueEnum};
-use kernelscope::DeviceOptions;
 use kernelscope::profile::{Phase, ProfileLevel, Spread};
 use kernelscope::rng::SplitMix64;
+use kernelscope::{Device, DeviceOptions};
 use kernelscope_model::{ExecutionMode, Model};
 use serde_json::json;
 
-use crate::model_args::{ModelArgs, peak_bandwidth, peak_compute};
+use crate::model_args::{ComputePeak, ModelArgs, peak_bandwidth, peak_compute};
 use crate::numbers;
 
 /// Output format.
@@ -100,7 +100,9 @@ fn timed_run(model: &mut Model, tokens: &[u32], depth: usize, phase: Phase) -> R
     Ok(start.elapsed().as_secs_f64())
 }
 
-pub fn run(args: BenchArgs) -> Result<ExitCode> {
+/// Limits clap cannot express: repetitions and the probe's size in range,
+/// and something to measure.
+fn check_limits(args: &BenchArgs) -> Result<()> {
     if !(1..=MAX_REPETITIONS).contains(&args.repetitions) {
         bail!(
             "-r {}: repetitions must be in 1..={MAX_REPETITIONS}",
@@ -116,14 +118,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if args.prompt_tokens == 0 && args.generated_tokens == 0 {
         bail!("nothing to measure: -p and -n are both 0");
     }
-    // Measured first, on an unprofiled handle, so neither the model nor
-    // CUPTI (at --profile dispatch) is in the way.
-    let bandwidth = if args.bandwidth_mib > 0 {
-        Some(peak_bandwidth(args.model.first_device(), args.bandwidth_mib)?)
-    } else {
-        None
-    };
-    let compute = peak_compute(args.model.first_device(), args.compute_size)?;
+    Ok(())
+}
+
+/// Opens the model on its devices at the bench's profiling level, with
+/// the kernels and execution mode the flags ask for.
+fn open_model(args: &BenchArgs) -> Result<(Device, Model)> {
     let mut options = DeviceOptions::new().profile(args.profile);
     if args.early_launch {
         options = options.early_launch();
@@ -136,6 +136,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     } else {
         ExecutionMode::fastest_on(&device)
     });
+    Ok((device, model))
+}
+
+/// The random tokens the tests run, with the KV cache reserved for them
+/// and filled to the depth `-d` asks for (not timed).
+fn prepare_tokens(args: &BenchArgs, model: &mut Model) -> Result<Vec<u32>> {
     let longest = args.prompt_tokens.max(args.generated_tokens);
     let context = model.config().context_length();
     if args.depth.saturating_add(longest) > context {
@@ -156,12 +162,28 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         eprintln!("bench: filling {} positions of context (-d)", args.depth);
         model.prefill(&history, 0)?;
     }
+    Ok(tokens)
+}
+
+/// One test's result.
+struct Row {
+    /// Its name in llama-bench's manner: `pp128`, `tg128 @ d512`.
+    test: String,
+    /// Tokens per repetition.
+    count: usize,
+    phase: Phase,
+    /// Tokens per second over the repetitions.
+    spread: Spread,
+}
+
+/// Runs the prompt test and the generation test (each skipped at 0
+/// tokens): a warm-up, then the repetitions, each timed whole.
+fn measure(args: &BenchArgs, device: &Device, model: &mut Model, tokens: &[u32]) -> Result<Vec<Row>> {
     let at_depth = if args.depth > 0 {
         format!(" @ d{}", args.depth)
     } else {
         String::new()
     };
-
     let mut rows = Vec::new();
     for (test, count, phase) in [
         (
@@ -183,119 +205,201 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             device.name(),
             args.repetitions
         );
-        timed_run(&mut model, &tokens[..count], args.depth, phase)?;
+        timed_run(model, &tokens[..count], args.depth, phase)?;
         let mut rates = Vec::new();
         for _ in 0..args.repetitions {
-            rates.push(count as f64 / timed_run(&mut model, &tokens[..count], args.depth, phase)?);
+            rates.push(count as f64 / timed_run(model, &tokens[..count], args.depth, phase)?);
         }
         let spread = Spread::of(&rates).expect("at least one repetition");
-        rows.push((test, count, phase, spread));
+        rows.push(Row {
+            test,
+            count,
+            phase,
+            spread,
+        });
     }
+    Ok(rows)
+}
 
-    let bytes_per_token = model.weight_bytes_per_token();
-    // GPU ranks each read their share of the weights from their own memory
-    // at once; CPU ranks share the host's.
+/// The ceilings the rates are read against.
+struct Ceilings {
+    /// Measured copy bandwidth of rank 0's device, GB/s.
+    bandwidth: Option<f64>,
+    /// Measured peak bf16 GEMM rate.
+    compute: Option<ComputePeak>,
+    /// Weight bytes every decoded token reads.
+    bytes_per_token: u64,
+    /// Memories the weights are read from at once: one per GPU rank, one
+    /// for all CPU ranks (they share the host's).
+    memories: usize,
+    /// Decode tokens/s if every token only streamed its weights at the
+    /// measured bandwidth.
+    roofline: Option<f64>,
+}
+
+impl Ceilings {
+    fn of(device: &Device, model: &Model, bandwidth: Option<f64>, compute: Option<ComputePeak>) -> Ceilings {
+        let bytes_per_token = model.weight_bytes_per_token();
+        // GPU ranks each read their share of the weights from their own memory
+        // at once; CPU ranks share the host's.
+        let memories = if device.backend() == "cpu" {
+            1
+        } else {
+            model.ranks()
+        };
+        let roofline = bandwidth.map(|gbps| gbps * 1e9 * memories as f64 / bytes_per_token as f64);
+        Ceilings {
+            bandwidth,
+            compute,
+            bytes_per_token,
+            memories,
+            roofline,
+        }
+    }
+}
+
+/// The device as the table names it: with its rank count when split.
+fn device_name(device: &Device, model: &Model) -> String {
     let ranks = model.ranks();
-    let memories = if device.backend() == "cpu" { 1 } else { ranks };
-    let roofline = bandwidth.map(|gbps| gbps * 1e9 * memories as f64 / bytes_per_token as f64);
-    let device_name = if ranks > 1 {
+    if ranks > 1 {
         format!("{} ×{ranks} (--tp {ranks})", device.name())
     } else {
         device.name().to_string()
+    }
+}
+
+/// The markdown table, then the roofline, peak compute and ridge point.
+fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row], ceilings: &Ceilings) {
+    let mode = match model.execution_mode() {
+        ExecutionMode::Graph => "graph (one launch per token)",
+        ExecutionMode::Eager => "eager",
     };
+    let kernels = if model.fusion() { "fused" } else { "unfused" };
+    let launch = if device.capabilities().early_launch_in_graphs {
+        "early (programmatic dependent launch)"
+    } else {
+        "serial"
+    };
+    println!(
+        "mode: {mode}, decode kernels: {kernels}, graph launches: {launch}, profiling: {}",
+        args.profile
+    );
     let dtype = model.weights().dtype.to_string();
+    let device_name = device_name(device, model);
+    println!("| model | backend | device | dtype | test | t/s | % of roofline |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for Row {
+        test, phase, spread, ..
+    } in rows
+    {
+        let share = match (phase, ceilings.roofline) {
+            (Phase::Decode, Some(bound)) => format!("{:.1}%", 100.0 * spread.mean / bound),
+            _ => "-".to_string(),
+        };
+        println!(
+            "| {} | {} | {} | {dtype} | {test} | {:.2} ± {:.2} | {share} |",
+            model.name(),
+            device.backend(),
+            device_name,
+            spread.mean,
+            spread.stddev
+        );
+    }
+    let (ranks, megabytes) = (model.ranks(), ceilings.bytes_per_token as f64 / 1e6);
+    match (ceilings.bandwidth, ceilings.roofline) {
+        (Some(gbps), Some(bound)) if ceilings.memories > 1 => println!(
+            "\nroofline: {megabytes:.1} MB of weights per token / ({ranks} ranks × {gbps:.1} GB/s measured copy bandwidth of rank 0's device) = {bound:.1} tok/s"
+        ),
+        (Some(gbps), Some(bound)) => println!(
+            "\nroofline: {megabytes:.1} MB of weights per token / {gbps:.1} GB/s measured copy bandwidth = {bound:.1} tok/s"
+        ),
+        _ => println!("\nroofline: not measured (--bandwidth-mib 0)"),
+    }
+    match ceilings.compute {
+        Some(peak) => println!(
+            "peak compute: {:.1} GFLOP/s on {} ({})",
+            peak.gflops,
+            device.name(),
+            peak.method()
+        ),
+        None => println!("peak compute: not measured (--compute-size 0)"),
+    }
+    if let (Some(gbps), Some(peak)) = (ceilings.bandwidth, ceilings.compute) {
+        println!(
+            "ridge point: {:.2} FLOP/B (peak compute over copy bandwidth): kernels of lower arithmetic intensity are memory-bound",
+            peak.gflops / gbps
+        );
+    }
+}
+
+/// The rows as a JSON array, one object per test with everything that
+/// produced it.
+fn print_json(
+    args: &BenchArgs,
+    device: &Device,
+    model: &Model,
+    rows: &[Row],
+    ceilings: &Ceilings,
+) -> Result<()> {
+    let dtype = model.weights().dtype.to_string();
+    let entries: Vec<_> = rows
+        .iter()
+        .map(|Row {
+                 test,
+                 count,
+                 phase,
+                 spread,
+             }| {
+            json!({
+                "model": model.name(),
+                "backend": device.backend(),
+                "device_name": device.name(),
+                "tp": model.ranks(),
+                "devices": model.devices().iter().map(|device| device.name().to_string()).collect::<Vec<_>>(),
+                "dtype": dtype,
+                "mode": model.execution_mode().name(),
+                "fused": model.fusion(),
+                "early_launch": device.capabilities().early_launch_in_graphs,
+                "profiling": args.profile.name(),
+                "test": test,
+                "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },
+                "n_gen": if *phase == Phase::Decode { *count } else { 0 },
+                "n_depth": args.depth,
+                "prefill_chunk": model.prefill_chunk(),
+                "reps": spread.count,
+                "mean_tps": spread.mean,
+                "stddev_tps": spread.stddev,
+                "weight_bytes_per_token": ceilings.bytes_per_token,
+                "bandwidth_gbps": ceilings.bandwidth,
+                "roofline_tps": ceilings.roofline,
+                "peak_compute_gflops": ceilings.compute.map(|peak| peak.gflops),
+                "compute_probe_size": ceilings.compute.map(|peak| peak.size),
+            })
+        })
+        .collect();
+    println!("{}", serde_json::to_string_pretty(&entries)?);
+    Ok(())
+}
+
+/// `kscope bench`: measures the ceilings, then each test, and prints them
+/// as a markdown table or JSON.
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    check_limits(&args)?;
+    // Measured first, on an unprofiled handle, so neither the model nor
+    // CUPTI (at --profile dispatch) is in the way.
+    let bandwidth = if args.bandwidth_mib > 0 {
+        Some(peak_bandwidth(args.model.first_device(), args.bandwidth_mib)?)
+    } else {
+        None
+    };
+    let compute = peak_compute(args.model.first_device(), args.compute_size)?;
+    let (device, mut model) = open_model(&args)?;
+    let tokens = prepare_tokens(&args, &mut model)?;
+    let rows = measure(&args, &device, &mut model, &tokens)?;
+    let ceilings = Ceilings::of(&device, &model, bandwidth, compute);
     match args.output {
-        Output::Md => {
-            let mode = match model.execution_mode() {
-                ExecutionMode::Graph => "graph (one launch per token)",
-                ExecutionMode::Eager => "eager",
-            };
-            let kernels = if model.fusion() { "fused" } else { "unfused" };
-            let launch = if device.capabilities().early_launch_in_graphs {
-                "early (programmatic dependent launch)"
-            } else {
-                "serial"
-            };
-            println!(
-                "mode: {mode}, decode kernels: {kernels}, graph launches: {launch}, profiling: {}",
-                args.profile
-            );
-            println!("| model | backend | device | dtype | test | t/s | % of roofline |");
-            println!("| --- | --- | --- | --- | --- | --- | --- |");
-            for (test, _, phase, spread) in &rows {
-                let share = match (phase, roofline) {
-                    (Phase::Decode, Some(bound)) => format!("{:.1}%", 100.0 * spread.mean / bound),
-                    _ => "-".to_string(),
-                };
-                println!(
-                    "| {} | {} | {} | {dtype} | {test} | {:.2} ± {:.2} | {share} |",
-                    model.name(),
-                    device.backend(),
-                    device_name,
-                    spread.mean,
-                    spread.stddev
-                );
-            }
-            match (bandwidth, roofline) {
-                (Some(gbps), Some(bound)) if memories > 1 => println!(
-                    "\nroofline: {:.1} MB of weights per token / ({ranks} ranks × {gbps:.1} GB/s measured copy bandwidth of rank 0's device) = {bound:.1} tok/s",
-                    bytes_per_token as f64 / 1e6
-                ),
-                (Some(gbps), Some(bound)) => println!(
-                    "\nroofline: {:.1} MB of weights per token / {gbps:.1} GB/s measured copy bandwidth = {bound:.1} tok/s",
-                    bytes_per_token as f64 / 1e6
-                ),
-                _ => println!("\nroofline: not measured (--bandwidth-mib 0)"),
-            }
-            match compute {
-                Some(peak) => println!(
-                    "peak compute: {:.1} GFLOP/s on {} ({})",
-                    peak.gflops,
-                    device.name(),
-                    peak.method()
-                ),
-                None => println!("peak compute: not measured (--compute-size 0)"),
-            }
-            if let (Some(gbps), Some(peak)) = (bandwidth, compute) {
-                println!(
-                    "ridge point: {:.2} FLOP/B (peak compute over copy bandwidth): kernels of lower arithmetic intensity are memory-bound",
-                    peak.gflops / gbps
-                );
-            }
-        }
-        Output::Json => {
-            let entries: Vec<_> = rows
-                .iter()
-                .map(|(test, count, phase, spread)| {
-                    json!({
-                        "model": model.name(),
-                        "backend": device.backend(),
-                        "device_name": device.name(),
-                        "tp": ranks,
-                        "devices": model.devices().iter().map(|device| device.name().to_string()).collect::<Vec<_>>(),
-                        "dtype": dtype,
-                        "mode": model.execution_mode().name(),
-                        "fused": model.fusion(),
-                        "early_launch": device.capabilities().early_launch_in_graphs,
-                        "profiling": args.profile.name(),
-                        "test": test,
-                        "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },
-                        "n_gen": if *phase == Phase::Decode { *count } else { 0 },
-                        "n_depth": args.depth,
-                        "prefill_chunk": model.prefill_chunk(),
-                        "reps": spread.count,
-                        "mean_tps": spread.mean,
-                        "stddev_tps": spread.stddev,
-                        "weight_bytes_per_token": bytes_per_token,
-                        "bandwidth_gbps": bandwidth,
-                        "roofline_tps": roofline,
-                        "peak_compute_gflops": compute.map(|peak| peak.gflops),
-                        "compute_probe_size": compute.map(|peak| peak.size),
-                    })
-                })
-                .collect();
-            println!("{}", serde_json::to_string_pretty(&entries)?);
-        }
+        Output::Md => print_markdown(&args, &device, &model, &rows, &ceilings),
+        Output::Json => print_json(&args, &device, &model, &rows, &ceilings)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -8,6 +8,7 @@ mod compare;
 mod gen_model;
 mod info;
 mod model_args;
+mod model_errors;
 mod numbers;
 mod output;
 mod report;
@@ -97,7 +98,7 @@ fn main() -> ExitCode {
             // One line: the chain of causes joined, never a backtrace.
             // Causes a message already quotes are not repeated.
             let mut message = String::new();
-            for cause in error.chain().map(|cause| cause.to_string()) {
+            for cause in error.chain().map(model_errors::cause_message) {
                 if message.is_empty() {
                     message = cause;
                 } else if !message.contains(&cause) {

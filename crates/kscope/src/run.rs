@@ -7,15 +7,15 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use kernelscope::DeviceOptions;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Phase, ProfileLevel, render_report_with};
+use kernelscope::{Device, DeviceOptions};
 use kernelscope_model::{
-    ChatMessage, ChatTemplate, ExecutionMode, GenerationConfig, GenerationPrompt, GenerationRequest,
-    TextStream, Tokenizer,
+    ChatMessage, ChatTemplate, ExecutionMode, Generation, GenerationConfig, GenerationPrompt,
+    GenerationRequest, Model, TextStream, Tokenizer,
 };
 
-use crate::model_args::{ModelArgs, describe, peak_bandwidth, peak_compute};
+use crate::model_args::{ComputePeak, ModelArgs, describe, peak_bandwidth, peak_compute};
 use crate::numbers;
 use crate::output::OutputFile;
 
@@ -129,7 +129,9 @@ fn chat_prompt(args: &RunArgs, directory: Option<&Path>, tokenizer: Option<&Toke
     Ok(tokenizer.encode_without_special_tokens(&rendered)?)
 }
 
-pub fn run(args: RunArgs) -> Result<ExitCode> {
+/// The flags whose values clap cannot judge alone: the sampling range and
+/// the count of chat turns.
+fn check_flag_values(args: &RunArgs) -> Result<()> {
     if !(0.0..=1.0).contains(&args.top_p) || args.top_p == 0.0 {
         bail!("--top-p must be in (0, 1], got {}", args.top_p);
     }
@@ -139,36 +141,57 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             args.temperature
         );
     }
-    // Outputs are checked before any work, so a long run cannot end in a
-    // refusal to write its results.
     if !args.chat.is_empty() && args.chat.len().is_multiple_of(2) {
         bail!(
             "--chat was given {} times: turns alternate user, assistant, user, ..., so the count must be odd (ending with the user)",
             args.chat.len()
         );
     }
-    let location = args.model.location()?;
-    let protected = location.as_ref().map(|location| location.protected.clone());
+    Ok(())
+}
+
+/// The files a run writes, each checked before the run starts.
+struct Outputs {
+    logits_out: Option<OutputFile>,
+    profile_json: Option<OutputFile>,
+    trace: Option<OutputFile>,
+    html: Option<OutputFile>,
+}
+
+/// Checks every output flag (none may overwrite a file of `protected`, the
+/// model's own folder) and that no two of them name the same file.
+fn check_outputs(args: &RunArgs, protected: Option<&Path>) -> Result<Outputs> {
     let output = |path: &Option<PathBuf>, flag| {
         path.as_deref()
-            .map(|path| OutputFile::check(path, flag, args.force, protected.as_deref()))
+            .map(|path| OutputFile::check(path, flag, args.force, protected))
             .transpose()
     };
-    let logits_out = output(&args.logits_out, "--logits-out")?;
-    let profile_json = output(&args.profile_json, "--profile-json")?;
-    let trace = output(&args.trace, "--trace")?;
-    let html = output(&args.html, "--html")?;
-    let mut paths: Vec<PathBuf> = [&logits_out, &profile_json, &trace, &html]
-        .into_iter()
-        .flatten()
-        .map(|file| std::path::absolute(file.path()).unwrap_or_else(|_| file.path().to_path_buf()))
-        .collect();
+    let outputs = Outputs {
+        logits_out: output(&args.logits_out, "--logits-out")?,
+        profile_json: output(&args.profile_json, "--profile-json")?,
+        trace: output(&args.trace, "--trace")?,
+        html: output(&args.html, "--html")?,
+    };
+    let mut paths: Vec<PathBuf> = [
+        &outputs.logits_out,
+        &outputs.profile_json,
+        &outputs.trace,
+        &outputs.html,
+    ]
+    .into_iter()
+    .flatten()
+    .map(|file| std::path::absolute(file.path()).unwrap_or_else(|_| file.path().to_path_buf()))
+    .collect();
     paths.sort();
     if paths.windows(2).any(|pair| pair[0] == pair[1]) {
         bail!("--logits-out, --profile-json, --trace and --html must name different files");
     }
-    let profiling =
-        args.profile || args.profile_json.is_some() || args.trace.is_some() || args.html.is_some();
+    Ok(outputs)
+}
+
+/// The device options of the run: the environment's, with dispatch-level
+/// profiling when a flag asks for a profile.
+fn device_options(args: &RunArgs, profiling: bool) -> Result<DeviceOptions> {
     let mut options = DeviceOptions::from_env()?;
     if profiling {
         // The flags ask for a per-dispatch report: they win over KSCOPE_PROFILE.
@@ -177,58 +200,76 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if args.early_launch {
         options = options.early_launch();
     }
-    // Peak bandwidth and compute for the report's roofline columns, each on
-    // a separate handle without CUPTI, before the profiled device exists.
-    let (peak_bandwidth, peak_compute) = if profiling {
-        (
-            Some(peak_bandwidth(args.model.first_device(), 256)?),
-            peak_compute(args.model.first_device(), args.compute_size)?,
-        )
-    } else {
-        (None, None)
-    };
-    let opened = args.model.open(options)?;
-    let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
+    Ok(options)
+}
+
+/// Peak bandwidth and compute for the report's roofline columns, each on a
+/// separate handle without CUPTI, before the profiled device exists; none
+/// when the run is not profiled.
+fn roofline_peaks(args: &RunArgs, profiling: bool) -> Result<(Option<f64>, Option<ComputePeak>)> {
+    if !profiling {
+        return Ok((None, None));
+    }
+    Ok((
+        Some(peak_bandwidth(args.model.first_device(), 256)?),
+        peak_compute(args.model.first_device(), args.compute_size)?,
+    ))
+}
+
+/// Every end-of-sequence id of the model directory's
+/// generation_config.json, each checked against the vocabulary.
+fn stop_tokens(directory: Option<&Path>, model: &Model) -> Result<Vec<u32>> {
     // generation_config.json may name more end-of-sequence ids than
     // config.json (Llama 3 Instruct's <|eot_id|>); transformers stops at all.
-    let stop_tokens = match &opened.directory {
-        Some(directory) => {
-            let generation_config = GenerationConfig::from_directory(directory)?;
-            let vocab = model.config().vocab_size;
-            if let Some(bad) = generation_config
-                .eos_token_ids
-                .iter()
-                .find(|&&id| id as usize >= vocab)
-            {
-                bail!(
-                    "{}: eos_token_id {bad} is not below vocab_size ({vocab})",
-                    directory.join("generation_config.json").display()
-                );
-            }
-            generation_config.eos_token_ids
-        }
-        None => Vec::new(),
+    let Some(directory) = directory else {
+        return Ok(Vec::new());
     };
+    let generation_config = GenerationConfig::from_directory(directory)?;
+    let vocab = model.config().vocab_size;
+    if let Some(bad) = generation_config
+        .eos_token_ids
+        .iter()
+        .find(|&&id| id as usize >= vocab)
+    {
+        bail!(
+            "{}: eos_token_id {bad} is not below vocab_size ({vocab})",
+            directory.join("generation_config.json").display()
+        );
+    }
+    Ok(generation_config.eos_token_ids)
+}
+
+/// How the step runs on `device`, saying so when profiling forces it eager.
+fn execution_mode(args: &RunArgs, device: &Device) -> ExecutionMode {
     // GPUs replay the captured step (one graph launch per token); the CPU
     // gains nothing from replay, so it runs eagerly. Where dispatches inside
     // graphs cannot be timed (no CUPTI), dispatch-level profiling runs the
     // step eagerly, and says so: the mode is part of the profile's conditions.
-    let mut mode = if args.eager {
+    let mode = if args.eager {
         ExecutionMode::Eager
     } else {
-        ExecutionMode::fastest_on(&device)
+        ExecutionMode::fastest_on(device)
     };
-    if mode.hides_dispatch_times(&device) {
+    if mode.hides_dispatch_times(device) {
         println!(
             "note: dispatches inside CUDA graphs cannot be timed here (no CUPTI); profiling runs the step eagerly, with an event pair around each launch"
         );
-        mode = ExecutionMode::Eager;
+        return ExecutionMode::Eager;
     }
-    model.set_execution_mode(mode);
-    model.set_fusion(!args.unfused);
-    let chat = !args.chat.is_empty();
-    let prompt = match (&args.prompt, &args.token_ids, &tokenizer) {
-        _ if chat => chat_prompt(&args, opened.directory.as_deref(), tokenizer.as_ref())?,
+    mode
+}
+
+/// The prompt's token ids: the chat rendered, the text encoded, the ids
+/// given, or a default prompt.
+fn prompt_tokens(
+    args: &RunArgs,
+    directory: Option<&Path>,
+    tokenizer: Option<&Tokenizer>,
+) -> Result<Vec<u32>> {
+    if !args.chat.is_empty() {
+        return chat_prompt(args, directory, tokenizer);
+    }
+    Ok(match (&args.prompt, &args.token_ids, tokenizer) {
         (Some(text), _, Some(tokenizer)) => tokenizer.encode(text)?,
         (Some(_), _, None) => {
             bail!("--prompt needs a tokenizer.json in the model directory; pass --token-ids instead")
@@ -236,10 +277,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         (None, Some(ids), _) => ids.clone(),
         (None, None, Some(tokenizer)) => tokenizer.encode("The capital of France is")?,
         (None, None, None) => vec![1, 2, 3, 4],
-    };
+    })
+}
 
-    println!("device: {} ({})", device.name(), opened.device_reason);
-    println!("model: {}", describe(&model));
+/// What runs on what: the device, the model, its context, the prompt.
+fn print_setup(device: &Device, device_reason: &str, model: &Model, prompt: &[u32]) {
+    println!("device: {} ({device_reason})", device.name());
+    println!("model: {}", describe(model));
     if let Some(window) = model.config().sliding_window {
         println!(
             "note: sliding-window attention (window {window}) is not implemented; the context stops at {} positions, where it agrees with full attention",
@@ -247,25 +291,31 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         );
     }
     println!("prompt: {} tokens {:?}", prompt.len(), prompt);
-    let sampling = Sampling {
-        temperature: args.temperature,
-        top_p: args.top_p,
-    };
-    // Loading (and generating a preset's weights on the device) is not the run.
-    for rank_device in model.devices() {
-        rank_device.profiler().reset();
-    }
+}
+
+/// Generates as the flags ask, printing a chat reply as it comes.
+fn generate(
+    args: &RunArgs,
+    model: &mut Model,
+    prompt: &[u32],
+    stop_tokens: &[u32],
+    tokenizer: Option<&Tokenizer>,
+    keep_logits: bool,
+) -> Result<Generation> {
     let request = GenerationRequest {
-        prompt: &prompt,
+        prompt,
         max_tokens: args.max_tokens,
-        sampling,
+        sampling: Sampling {
+            temperature: args.temperature,
+            top_p: args.top_p,
+        },
         seed: args.seed,
         stop_at_eos: !args.ignore_eos,
-        stop_tokens: &stop_tokens,
-        keep_logits: logits_out.is_some(),
+        stop_tokens,
+        keep_logits,
     };
     // A chat reply is printed as it is generated.
-    let mut stream = match (&tokenizer, chat) {
+    let mut stream = match (tokenizer, !args.chat.is_empty()) {
         (Some(tokenizer), true) => {
             print!("assistant: ");
             Some(TextStream::new(tokenizer))
@@ -282,12 +332,18 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if let Some(stream) = stream.as_mut() {
         println!("{}", stream.finish()?);
     }
+    Ok(generation)
+}
+
+/// The tokens generated, their text, why generation stopped, and the
+/// prefill and decode rates.
+fn print_generation(generation: &Generation, tokenizer: Option<&Tokenizer>) -> Result<()> {
     println!(
         "generated: {} tokens {:?}",
         generation.generated.len(),
         generation.generated
     );
-    if let Some(tokenizer) = &tokenizer {
+    if let Some(tokenizer) = tokenizer {
         println!("text: {:?}", tokenizer.decode(&generation.generated)?);
     }
     if generation.stopped_at_eos {
@@ -309,15 +365,60 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         decode_time.as_secs_f64() * 1e3,
         rate(decode_count, decode_time),
     );
+    Ok(())
+}
 
+/// Writes `--logits-out`: every processed position's logits as .npy.
+fn write_logits(file: &OutputFile, generation: &Generation, vocab: usize) -> Result<()> {
+    file.write(&kernelscope_model::npy::encode_f32_2d(&generation.logits)?)?;
+    println!(
+        "logits: {} rows x {vocab} written to {}",
+        generation.logits.len(),
+        file.path().display()
+    );
+    Ok(())
+}
+
+/// `kscope run`: checks every flag and output first, then opens the model,
+/// generates, prints what it generated and, when asked, the profile.
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    // Flags and outputs are checked before any work, so a long run cannot
+    // end in a refusal to write its results.
+    check_flag_values(&args)?;
+    let location = args.model.location()?;
+    let protected = location.as_ref().map(|location| location.protected.clone());
+    let Outputs {
+        logits_out,
+        profile_json,
+        trace,
+        html,
+    } = check_outputs(&args, protected.as_deref())?;
+    let profiling =
+        args.profile || args.profile_json.is_some() || args.trace.is_some() || args.html.is_some();
+    let options = device_options(&args, profiling)?;
+    let (peak_bandwidth, peak_compute) = roofline_peaks(&args, profiling)?;
+    let opened = args.model.open(options)?;
+    let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
+    let stop_tokens = stop_tokens(opened.directory.as_deref(), &model)?;
+    model.set_execution_mode(execution_mode(&args, &device));
+    model.set_fusion(!args.unfused);
+    let prompt = prompt_tokens(&args, opened.directory.as_deref(), tokenizer.as_ref())?;
+    print_setup(&device, &opened.device_reason, &model, &prompt);
+    // Loading (and generating a preset's weights on the device) is not the run.
+    for rank_device in model.devices() {
+        rank_device.profiler().reset();
+    }
+    let generation = generate(
+        &args,
+        &mut model,
+        &prompt,
+        &stop_tokens,
+        tokenizer.as_ref(),
+        logits_out.is_some(),
+    )?;
+    print_generation(&generation, tokenizer.as_ref())?;
     if let Some(file) = &logits_out {
-        file.write(&kernelscope_model::npy::encode_f32_2d(&generation.logits)?)?;
-        println!(
-            "logits: {} rows x {} written to {}",
-            generation.logits.len(),
-            model.config().vocab_size,
-            file.path().display()
-        );
+        write_logits(file, &generation, model.config().vocab_size)?;
     }
     if profiling {
         let mode = model.execution_mode().name();

@@ -96,12 +96,32 @@ pub enum ModelError {
         limit: String,
     },
     /// The model cannot be split over the ranks asked for.
-    #[error("cannot split the model over {ranks} ranks (--tp {ranks}): {problem}")]
+    #[error(
+        "cannot split the model over {ranks} ranks: {problem}; splits that work up to {largest_split_tried} ranks: {}",
+        comma_separated(.working_splits)
+    )]
     TensorParallel {
         /// Ranks asked for.
         ranks: usize,
-        /// What does not divide, and what would.
+        /// What does not divide, in the config's terms.
         problem: String,
+        /// The rank counts from 1 to `largest_split_tried` that the model
+        /// does split over (never empty: one rank always works).
+        working_splits: Vec<usize>,
+        /// The largest rank count tried. Whether a count works is not
+        /// monotonic (9 rows split over 5 ranks but not over 4), so larger
+        /// counts may work too.
+        largest_split_tried: usize,
+    },
+    /// A count below the least it may be.
+    #[error("{field} must be at least {minimum}, got {value}")]
+    InvalidCount {
+        /// What is counted, as the library names it (`ranks`).
+        field: &'static str,
+        /// The count given.
+        value: usize,
+        /// The least it may be.
+        minimum: usize,
     },
     /// A rank of a split model stopped because rank 0 stopped (rank 0's own
     /// error is the one reported).
@@ -227,6 +247,11 @@ pub(crate) fn one_line(text: &str) -> String {
             escaped
         })
         .collect()
+}
+
+/// `1, 2, 4`: counts as a message lists them.
+pub(crate) fn comma_separated(counts: &[usize]) -> String {
+    counts.iter().map(usize::to_string).collect::<Vec<_>>().join(", ")
 }
 
 /// The model crate's result type.

@@ -19,6 +19,8 @@ pub const PRESETS: [&str; 9] = [
     "llama-3-70b",
 ];
 
+/// About a million parameters of `architecture`: fast enough for
+/// every test, big enough for grouped-query attention.
 fn tiny(architecture: Architecture) -> Config {
     Config {
         architecture,
@@ -44,156 +46,192 @@ fn tiny(architecture: Architecture) -> Config {
 
 /// The configuration of preset `name`.
 pub fn preset(name: &str) -> Result<Config> {
-    let config = match name {
+    Ok(match name {
         // Llama with grouped-query attention and tied embeddings.
         "tiny" => tiny(Architecture::Llama),
-        // Qwen2: q/k/v biases, untied LM head.
-        "tiny-qwen2" => Config {
-            qkv_bias: true,
-            tie_word_embeddings: false,
-            rope_theta: 1_000_000.0,
-            rms_norm_eps: 1e-6,
-            ..tiny(Architecture::Qwen2)
-        },
-        // Llama 3 RoPE scaling whose thresholds fall inside this head size's
-        // wavelengths, so all three bands of the rule are exercised.
-        "tiny-llama3" => Config {
-            rope_theta: 500_000.0,
-            rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
-                factor: 8.0,
-                low_freq_factor: 1.0,
-                high_freq_factor: 4.0,
-                original_max_position_embeddings: 64.0,
-            })),
-            tie_word_embeddings: false,
-            ..tiny(Architecture::Llama)
-        },
-        "qwen2.5-0.5b" => Config {
-            architecture: Architecture::Qwen2,
-            vocab_size: 151_936,
-            hidden_size: 896,
-            intermediate_size: 4864,
-            num_layers: 24,
-            num_heads: 14,
-            num_kv_heads: 2,
-            head_dim: 64,
-            rms_norm_eps: 1e-6,
-            rope_theta: 1_000_000.0,
-            rope_scaling: None,
-            rope_attention_scaling: 1.0,
-            sliding_window: None,
-            max_position_embeddings: 32_768,
-            tie_word_embeddings: true,
-            qkv_bias: true,
-            o_bias: false,
-            eos_token_ids: vec![151_643],
-        },
-        "llama-3.2-1b" => Config {
-            architecture: Architecture::Llama,
-            vocab_size: 128_256,
-            hidden_size: 2048,
-            intermediate_size: 8192,
-            num_layers: 16,
-            num_heads: 32,
-            num_kv_heads: 8,
-            head_dim: 64,
-            rms_norm_eps: 1e-5,
-            rope_theta: 500_000.0,
-            rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
-                factor: 32.0,
-                low_freq_factor: 1.0,
-                high_freq_factor: 4.0,
-                original_max_position_embeddings: 8192.0,
-            })),
-            rope_attention_scaling: 1.0,
-            sliding_window: None,
-            max_position_embeddings: 131_072,
-            tie_word_embeddings: true,
-            qkv_bias: false,
-            o_bias: false,
-            eos_token_ids: vec![128_001],
-        },
-        "llama-3-8b" => Config {
-            architecture: Architecture::Llama,
-            vocab_size: 128_256,
-            hidden_size: 4096,
-            intermediate_size: 14_336,
-            num_layers: 32,
-            num_heads: 32,
-            num_kv_heads: 8,
-            head_dim: 128,
-            rms_norm_eps: 1e-5,
-            rope_theta: 500_000.0,
-            rope_scaling: None,
-            rope_attention_scaling: 1.0,
-            sliding_window: None,
-            max_position_embeddings: 8192,
-            tie_word_embeddings: false,
-            qkv_bias: false,
-            o_bias: false,
-            eos_token_ids: vec![128_001],
-        },
-        // Llama 3 70B: 141 GB of bf16 weights, more than one H200 holds;
-        // run split (--tp 2 or more), its weights generated on each GPU.
-        "llama-3-70b" => Config {
-            architecture: Architecture::Llama,
-            vocab_size: 128_256,
-            hidden_size: 8192,
-            intermediate_size: 28_672,
-            num_layers: 80,
-            num_heads: 64,
-            num_kv_heads: 8,
-            head_dim: 128,
-            rms_norm_eps: 1e-5,
-            rope_theta: 500_000.0,
-            rope_scaling: None,
-            rope_attention_scaling: 1.0,
-            sliding_window: None,
-            max_position_embeddings: 8192,
-            tie_word_embeddings: false,
-            qkv_bias: false,
-            o_bias: false,
-            eos_token_ids: vec![128_001],
-        },
-        // Llama 3's shapes with Llama 3.1's long context: the llama3 RoPE
-        // scaling and 131,072 positions.
-        "llama-3.1-8b" => Config {
-            rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
-                factor: 8.0,
-                low_freq_factor: 1.0,
-                high_freq_factor: 4.0,
-                original_max_position_embeddings: 8192.0,
-            })),
-            max_position_embeddings: 131_072,
-            eos_token_ids: vec![128_001, 128_008, 128_009],
-            ..preset("llama-3-8b")?
-        },
-        "tinyllama-1.1b" => Config {
-            architecture: Architecture::Llama,
-            vocab_size: 32_000,
-            hidden_size: 2048,
-            intermediate_size: 5632,
-            num_layers: 22,
-            num_heads: 32,
-            num_kv_heads: 4,
-            head_dim: 64,
-            rms_norm_eps: 1e-5,
-            rope_theta: 10_000.0,
-            rope_scaling: None,
-            rope_attention_scaling: 1.0,
-            sliding_window: None,
-            max_position_embeddings: 2048,
-            tie_word_embeddings: false,
-            qkv_bias: false,
-            o_bias: false,
-            eos_token_ids: vec![2],
-        },
+        "tiny-qwen2" => tiny_qwen2(),
+        "tiny-llama3" => tiny_llama3(),
+        "qwen2.5-0.5b" => qwen2_5_0_5b(),
+        "llama-3.2-1b" => llama_3_2_1b(),
+        "llama-3-8b" => llama_3_8b(),
+        "llama-3-70b" => llama_3_70b(),
+        "llama-3.1-8b" => llama_3_1_8b(),
+        "tinyllama-1.1b" => tinyllama_1_1b(),
         other => {
             return Err(ModelError::UnknownPreset {
                 name: other.to_string(),
                 known: PRESETS.join(", "),
             });
         }
-    };
-    Ok(config)
+    })
+}
+
+/// The tiny shape as Qwen2: q/k/v biases, an untied LM head.
+fn tiny_qwen2() -> Config {
+    Config {
+        qkv_bias: true,
+        tie_word_embeddings: false,
+        rope_theta: 1_000_000.0,
+        rms_norm_eps: 1e-6,
+        ..tiny(Architecture::Qwen2)
+    }
+}
+
+/// Llama 3 RoPE scaling whose thresholds fall inside this head size's
+/// wavelengths, so all three bands of the rule are exercised.
+fn tiny_llama3() -> Config {
+    Config {
+        rope_theta: 500_000.0,
+        rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 64.0,
+        })),
+        tie_word_embeddings: false,
+        ..tiny(Architecture::Llama)
+    }
+}
+
+/// Qwen2.5 0.5B's shape: 14 query heads over 2 key/value heads, q/k/v
+/// biases, tied embeddings.
+fn qwen2_5_0_5b() -> Config {
+    Config {
+        architecture: Architecture::Qwen2,
+        vocab_size: 151_936,
+        hidden_size: 896,
+        intermediate_size: 4864,
+        num_layers: 24,
+        num_heads: 14,
+        num_kv_heads: 2,
+        head_dim: 64,
+        rms_norm_eps: 1e-6,
+        rope_theta: 1_000_000.0,
+        rope_scaling: None,
+        rope_attention_scaling: 1.0,
+        sliding_window: None,
+        max_position_embeddings: 32_768,
+        tie_word_embeddings: true,
+        qkv_bias: true,
+        o_bias: false,
+        eos_token_ids: vec![151_643],
+    }
+}
+
+/// Llama 3.2 1B's shape: Llama 3 RoPE scaling, tied embeddings.
+fn llama_3_2_1b() -> Config {
+    Config {
+        architecture: Architecture::Llama,
+        vocab_size: 128_256,
+        hidden_size: 2048,
+        intermediate_size: 8192,
+        num_layers: 16,
+        num_heads: 32,
+        num_kv_heads: 8,
+        head_dim: 64,
+        rms_norm_eps: 1e-5,
+        rope_theta: 500_000.0,
+        rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
+            factor: 32.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 8192.0,
+        })),
+        rope_attention_scaling: 1.0,
+        sliding_window: None,
+        max_position_embeddings: 131_072,
+        tie_word_embeddings: true,
+        qkv_bias: false,
+        o_bias: false,
+        eos_token_ids: vec![128_001],
+    }
+}
+
+/// Llama 3 8B's shape: 8,192 positions, an untied LM head.
+fn llama_3_8b() -> Config {
+    Config {
+        architecture: Architecture::Llama,
+        vocab_size: 128_256,
+        hidden_size: 4096,
+        intermediate_size: 14_336,
+        num_layers: 32,
+        num_heads: 32,
+        num_kv_heads: 8,
+        head_dim: 128,
+        rms_norm_eps: 1e-5,
+        rope_theta: 500_000.0,
+        rope_scaling: None,
+        rope_attention_scaling: 1.0,
+        sliding_window: None,
+        max_position_embeddings: 8192,
+        tie_word_embeddings: false,
+        qkv_bias: false,
+        o_bias: false,
+        eos_token_ids: vec![128_001],
+    }
+}
+
+/// Llama 3 70B: 141 GB of bf16 weights, more than one H200 holds;
+/// run split (--tp 2 or more), its weights generated on each GPU.
+fn llama_3_70b() -> Config {
+    Config {
+        architecture: Architecture::Llama,
+        vocab_size: 128_256,
+        hidden_size: 8192,
+        intermediate_size: 28_672,
+        num_layers: 80,
+        num_heads: 64,
+        num_kv_heads: 8,
+        head_dim: 128,
+        rms_norm_eps: 1e-5,
+        rope_theta: 500_000.0,
+        rope_scaling: None,
+        rope_attention_scaling: 1.0,
+        sliding_window: None,
+        max_position_embeddings: 8192,
+        tie_word_embeddings: false,
+        qkv_bias: false,
+        o_bias: false,
+        eos_token_ids: vec![128_001],
+    }
+}
+
+/// Llama 3's shapes with Llama 3.1's long context: the llama3 RoPE
+/// scaling and 131,072 positions.
+fn llama_3_1_8b() -> Config {
+    Config {
+        rope_scaling: Some(RopeScaling::Llama3(Llama3Scaling {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 8192.0,
+        })),
+        max_position_embeddings: 131_072,
+        eos_token_ids: vec![128_001, 128_008, 128_009],
+        ..llama_3_8b()
+    }
+}
+
+/// TinyLlama 1.1B's shape: Llama 2's vocabulary and RoPE base.
+fn tinyllama_1_1b() -> Config {
+    Config {
+        architecture: Architecture::Llama,
+        vocab_size: 32_000,
+        hidden_size: 2048,
+        intermediate_size: 5632,
+        num_layers: 22,
+        num_heads: 32,
+        num_kv_heads: 4,
+        head_dim: 64,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        rope_scaling: None,
+        rope_attention_scaling: 1.0,
+        sliding_window: None,
+        max_position_embeddings: 2048,
+        tie_word_embeddings: false,
+        qkv_bias: false,
+        o_bias: false,
+        eos_token_ids: vec![2],
+    }
 }

@@ -204,7 +204,16 @@ fn impossible_splits_are_refused_with_the_reason() {
         "{error}"
     );
     let message = error.to_string();
-    assert!(message.contains("--tp may be 1, 2, 4"), "{message}");
+    assert!(
+        message.contains("splits that work up to 4 ranks: 1, 2, 4"),
+        "{message}"
+    );
+    // The library speaks of ranks; which flag set them is the CLI's to say.
+    assert!(!message.contains("--"), "{message}");
+    let ModelError::TensorParallel { working_splits, .. } = &error else {
+        unreachable!()
+    };
+    assert_eq!(working_splits, &[1, 2, 4]);
     // A vocabulary so small that the last rank would hold nothing.
     let mut config = preset("tiny").unwrap();
     config.vocab_size = 5;
@@ -217,7 +226,24 @@ fn impossible_splits_are_refused_with_the_reason() {
     let mut config = preset("tiny").unwrap();
     config.intermediate_size = 9;
     let error = Partition::new(&config, 0, 4).unwrap_err().to_string();
-    assert!(error.contains("--tp 1, 2, 3, 5"), "{error}");
+    assert!(
+        error.contains("splits that work up to 8 ranks: 1, 2, 3, 5"),
+        "{error}"
+    );
+    // No ranks at all is a count below its least, named as such.
+    let error = Partition::new(&config, 0, 0).unwrap_err();
+    assert!(
+        matches!(
+            error,
+            ModelError::InvalidCount {
+                field: "ranks",
+                value: 0,
+                minimum: 1
+            }
+        ),
+        "{error}"
+    );
+    assert_eq!(error.to_string(), "ranks must be at least 1, got 0");
 }
 
 /// Runs `work` on a thread and fails the test if it has not finished within

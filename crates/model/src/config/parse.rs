@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use kernelscope::ops::rope::inverse_frequencies;
+use kernelscope::ops::rope::{RopeScaling, inverse_frequencies};
 use serde_json::Value;
 
 use super::fields::{Fields, short};
@@ -72,148 +72,34 @@ impl Config {
             prefix: "",
             path,
         };
-        let class = match fields.get("architectures") {
-            Some(Value::Array(list)) => match list.first() {
-                Some(Value::String(class)) => class.as_str(),
-                _ => {
-                    return Err(invalid(
-                        "`architectures` must list the model class first, as a string".into(),
-                    ));
-                }
-            },
-            Some(_) => return Err(invalid("`architectures` must be a list of class names".into())),
-            None => return Err(invalid("config.json has no `architectures` entry".into())),
-        };
-        let architecture = match class {
-            "LlamaForCausalLM" => Architecture::Llama,
-            "Qwen2ForCausalLM" => Architecture::Qwen2,
-            "MistralForCausalLM" => Architecture::Mistral,
-            other => {
-                return Err(ModelError::UnsupportedArchitecture {
-                    path: path.to_path_buf(),
-                    architecture: shown(other),
-                });
-            }
-        };
-        if let Some(model_type) = fields.string("model_type")?
-            && model_type != architecture.model_type()
-        {
-            return Err(invalid(format!(
-                "`model_type` is `{}` but `architectures` names {class} (model_type `{}`)",
-                shown(model_type),
-                architecture.model_type()
-            )));
-        }
-        for field in FOREIGN_MATH_FIELDS {
-            if let Some(value) = fields.get(field)
-                && value != &Value::Bool(false)
-            {
-                return Err(invalid(format!(
-                    "`{field}` = {} is not part of {class} and changes the math: refusing to run without it",
-                    short(value)
-                )));
-            }
-        }
-        if fields.get("quantization_config").is_some() {
-            return Err(invalid(
-                "`quantization_config`: quantized checkpoints are not supported (bf16, f16 and f32 weights are)".into(),
-            ));
-        }
-        if let Some(activation) = fields.string("hidden_act")?
-            && !matches!(activation, "silu" | "swish")
-        {
-            return Err(invalid(format!(
-                "`hidden_act` = `{}` is not implemented (the MLP uses silu)",
-                shown(activation)
-            )));
-        }
-        if fields.boolean("mlp_bias")? == Some(true) {
-            return Err(invalid("`mlp_bias` = true is not implemented".into()));
-        }
-        if let Some(factor) = fields.number("partial_rotary_factor")?
-            && factor != 1.0
-        {
-            return Err(invalid(format!(
-                "`partial_rotary_factor` = {factor}: partial rotary embeddings are not implemented"
-            )));
-        }
-
-        let vocab_size = fields.required_dimension("vocab_size")?;
-        let hidden_size = fields.required_dimension("hidden_size")?;
-        let intermediate_size = fields.required_dimension("intermediate_size")?;
-        let num_layers = fields.required_dimension("num_hidden_layers")?;
-        if num_layers > MAX_LAYERS {
-            return Err(invalid(format!(
-                "`num_hidden_layers` = {num_layers} is more than this engine accepts ({MAX_LAYERS})"
-            )));
-        }
-        let num_heads = fields.required_dimension("num_attention_heads")?;
-        let num_kv_heads = fields.dimension("num_key_value_heads")?.unwrap_or(num_heads);
-        if !num_heads.is_multiple_of(num_kv_heads) {
-            return Err(invalid(format!(
-                "`num_attention_heads` ({num_heads}) must be a multiple of `num_key_value_heads` ({num_kv_heads})"
-            )));
-        }
-        let head_dim = match fields.dimension("head_dim")? {
-            Some(head_dim) => head_dim,
-            None => hidden_size / num_heads,
-        };
-        if head_dim == 0 || !head_dim.is_multiple_of(2) {
-            return Err(invalid(format!(
-                "head_dim must be even and positive, found {head_dim} (`head_dim`, or hidden_size / num_attention_heads)"
-            )));
-        }
-        for (name, width) in [
-            ("num_attention_heads * head_dim", num_heads.checked_mul(head_dim)),
-            (
-                "num_key_value_heads * head_dim",
-                num_kv_heads.checked_mul(head_dim),
-            ),
-        ] {
-            if width.is_none_or(|width| width as u64 > MAX_DIMENSION) {
-                return Err(invalid(format!("{name} is larger than {MAX_DIMENSION}")));
-            }
-        }
-        let max_position_embeddings = fields.required_dimension("max_position_embeddings")?;
+        // What the model is, what it must not use, then its numbers: a file
+        // with several faults is refused for the first of them, always the same.
+        let (architecture, class) = Self::architecture(&fields)?;
+        Self::refuse_unimplemented(&fields, class)?;
+        let dimensions = Dimensions::read(&fields)?;
         let rms_norm_eps = fields.positive("rms_norm_eps")?.unwrap_or(1e-6);
-
-        let rope = Self::rope(&fields, max_position_embeddings, path)?;
+        let rope = Self::rope(&fields, dimensions.max_position_embeddings, path)?;
         let rope_theta = rope.theta.unwrap_or(10_000.0);
-        let frequencies = inverse_frequencies(head_dim, rope_theta, rope.scaling);
-        if let Some(bad) = frequencies
-            .iter()
-            .find(|frequency| !frequency.is_finite() || **frequency <= 0.0)
-        {
-            return Err(invalid(format!(
-                "the rope settings (theta {rope_theta}, {:?}) give a RoPE frequency of {bad}",
-                rope.scaling
-            )));
-        }
-
-        let sliding_window = Self::sliding_window(&fields, architecture, num_layers, path)?;
-        let attention_bias = fields.boolean("attention_bias")?.unwrap_or(false);
-        if architecture == Architecture::Mistral && attention_bias {
-            return Err(invalid(
-                "`attention_bias` = true is not part of MistralForCausalLM (transformers would ignore the biases): refusing to guess".into(),
-            ));
-        }
-        let eos_token_ids = Self::token_ids(&fields, "eos_token_id", vocab_size)?;
+        Self::check_rope_frequencies(&fields, dimensions.head_dim, rope_theta, rope.scaling)?;
+        let sliding_window = Self::sliding_window(&fields, architecture, dimensions.num_layers, path)?;
+        let attention_bias = Self::attention_bias(&fields, architecture)?;
+        let eos_token_ids = Self::token_ids(&fields, "eos_token_id", dimensions.vocab_size)?;
         Self::check_dtype_fields(&fields)?;
 
         let config = Config {
             architecture,
-            vocab_size,
-            hidden_size,
-            intermediate_size,
-            num_layers,
-            num_heads,
-            num_kv_heads,
-            head_dim,
+            vocab_size: dimensions.vocab_size,
+            hidden_size: dimensions.hidden_size,
+            intermediate_size: dimensions.intermediate_size,
+            num_layers: dimensions.num_layers,
+            num_heads: dimensions.num_heads,
+            num_kv_heads: dimensions.num_kv_heads,
+            head_dim: dimensions.head_dim,
             rms_norm_eps,
             rope_theta,
             rope_scaling: rope.scaling,
             rope_attention_scaling: rope.attention_scaling,
-            max_position_embeddings,
+            max_position_embeddings: dimensions.max_position_embeddings,
             sliding_window,
             tie_word_embeddings: fields.boolean("tie_word_embeddings")?.unwrap_or(false),
             qkv_bias: architecture == Architecture::Qwen2 || attention_bias,
@@ -226,6 +112,115 @@ impl Config {
             ));
         }
         Ok(config)
+    }
+
+    /// The architecture `architectures` names first, with the class name as
+    /// written; `model_type`, when given, must agree with it.
+    fn architecture<'f>(fields: &'f Fields<'_>) -> Result<(Architecture, &'f str)> {
+        let class = match fields.get("architectures") {
+            Some(Value::Array(list)) => match list.first() {
+                Some(Value::String(class)) => class.as_str(),
+                _ => {
+                    return Err(
+                        fields.invalid("`architectures` must list the model class first, as a string".into())
+                    );
+                }
+            },
+            Some(_) => return Err(fields.invalid("`architectures` must be a list of class names".into())),
+            None => return Err(fields.invalid("config.json has no `architectures` entry".into())),
+        };
+        let architecture = match class {
+            "LlamaForCausalLM" => Architecture::Llama,
+            "Qwen2ForCausalLM" => Architecture::Qwen2,
+            "MistralForCausalLM" => Architecture::Mistral,
+            other => {
+                return Err(ModelError::UnsupportedArchitecture {
+                    path: fields.path.to_path_buf(),
+                    architecture: shown(other),
+                });
+            }
+        };
+        if let Some(model_type) = fields.string("model_type")?
+            && model_type != architecture.model_type()
+        {
+            return Err(fields.invalid(format!(
+                "`model_type` is `{}` but `architectures` names {class} (model_type `{}`)",
+                shown(model_type),
+                architecture.model_type()
+            )));
+        }
+        Ok((architecture, class))
+    }
+
+    /// Refuses the fields that change the math in ways not implemented here
+    /// (other families' fields, quantization, another activation, MLP
+    /// biases, partial rotary embeddings), rather than run without them.
+    fn refuse_unimplemented(fields: &Fields<'_>, class: &str) -> Result<()> {
+        for field in FOREIGN_MATH_FIELDS {
+            if let Some(value) = fields.get(field)
+                && value != &Value::Bool(false)
+            {
+                return Err(fields.invalid(format!(
+                    "`{field}` = {} is not part of {class} and changes the math: refusing to run without it",
+                    short(value)
+                )));
+            }
+        }
+        if fields.get("quantization_config").is_some() {
+            return Err(fields.invalid(
+                "`quantization_config`: quantized checkpoints are not supported (bf16, f16 and f32 weights are)".into(),
+            ));
+        }
+        if let Some(activation) = fields.string("hidden_act")?
+            && !matches!(activation, "silu" | "swish")
+        {
+            return Err(fields.invalid(format!(
+                "`hidden_act` = `{}` is not implemented (the MLP uses silu)",
+                shown(activation)
+            )));
+        }
+        if fields.boolean("mlp_bias")? == Some(true) {
+            return Err(fields.invalid("`mlp_bias` = true is not implemented".into()));
+        }
+        if let Some(factor) = fields.number("partial_rotary_factor")?
+            && factor != 1.0
+        {
+            return Err(fields.invalid(format!(
+                "`partial_rotary_factor` = {factor}: partial rotary embeddings are not implemented"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every RoPE frequency the settings give must be finite and positive
+    /// (a bad theta or scaling would reach the kernels as NaN or infinity).
+    fn check_rope_frequencies(
+        fields: &Fields<'_>,
+        head_dim: usize,
+        rope_theta: f32,
+        scaling: Option<RopeScaling>,
+    ) -> Result<()> {
+        let frequencies = inverse_frequencies(head_dim, rope_theta, scaling);
+        if let Some(bad) = frequencies
+            .iter()
+            .find(|frequency| !frequency.is_finite() || **frequency <= 0.0)
+        {
+            return Err(fields.invalid(format!(
+                "the rope settings (theta {rope_theta}, {scaling:?}) give a RoPE frequency of {bad}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `attention_bias`, refused where the architecture has no such biases.
+    fn attention_bias(fields: &Fields<'_>, architecture: Architecture) -> Result<bool> {
+        let attention_bias = fields.boolean("attention_bias")?.unwrap_or(false);
+        if architecture == Architecture::Mistral && attention_bias {
+            return Err(fields.invalid(
+                "`attention_bias` = true is not part of MistralForCausalLM (transformers would ignore the biases): refusing to guess".into(),
+            ));
+        }
+        Ok(attention_bias)
     }
 
     /// The window of sliding-window attention when some layer uses it.
@@ -321,5 +316,72 @@ impl Config {
             )));
         }
         Ok(())
+    }
+}
+
+/// The model's shape as `config.json` gives it, each number checked before
+/// it reaches the math.
+struct Dimensions {
+    vocab_size: usize,
+    hidden_size: usize,
+    intermediate_size: usize,
+    num_layers: usize,
+    num_heads: usize,
+    num_kv_heads: usize,
+    head_dim: usize,
+    max_position_embeddings: usize,
+}
+
+impl Dimensions {
+    /// Reads the dimensions in the order the checks have always run
+    /// (an error names the first field at fault).
+    fn read(fields: &Fields<'_>) -> Result<Dimensions> {
+        let vocab_size = fields.required_dimension("vocab_size")?;
+        let hidden_size = fields.required_dimension("hidden_size")?;
+        let intermediate_size = fields.required_dimension("intermediate_size")?;
+        let num_layers = fields.required_dimension("num_hidden_layers")?;
+        if num_layers > MAX_LAYERS {
+            return Err(fields.invalid(format!(
+                "`num_hidden_layers` = {num_layers} is more than this engine accepts ({MAX_LAYERS})"
+            )));
+        }
+        let num_heads = fields.required_dimension("num_attention_heads")?;
+        let num_kv_heads = fields.dimension("num_key_value_heads")?.unwrap_or(num_heads);
+        if !num_heads.is_multiple_of(num_kv_heads) {
+            return Err(fields.invalid(format!(
+                "`num_attention_heads` ({num_heads}) must be a multiple of `num_key_value_heads` ({num_kv_heads})"
+            )));
+        }
+        let head_dim = match fields.dimension("head_dim")? {
+            Some(head_dim) => head_dim,
+            None => hidden_size / num_heads,
+        };
+        if head_dim == 0 || !head_dim.is_multiple_of(2) {
+            return Err(fields.invalid(format!(
+                "head_dim must be even and positive, found {head_dim} (`head_dim`, or hidden_size / num_attention_heads)"
+            )));
+        }
+        for (name, width) in [
+            ("num_attention_heads * head_dim", num_heads.checked_mul(head_dim)),
+            (
+                "num_key_value_heads * head_dim",
+                num_kv_heads.checked_mul(head_dim),
+            ),
+        ] {
+            if width.is_none_or(|width| width as u64 > MAX_DIMENSION) {
+                return Err(fields.invalid(format!("{name} is larger than {MAX_DIMENSION}")));
+            }
+        }
+        let max_position_embeddings = fields.required_dimension("max_position_embeddings")?;
+        Ok(Dimensions {
+            vocab_size,
+            hidden_size,
+            intermediate_size,
+            num_layers,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            max_position_embeddings,
+        })
     }
 }

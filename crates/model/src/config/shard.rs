@@ -57,17 +57,12 @@ fn share(size: usize, rank: usize, ranks: usize, what: &str) -> Result<(Range<us
     // `ranks` (9 splits over 5 ranks, not over 4), so the error lists them.
     let splits = |ranks: usize| size.div_ceil(ranks) * (ranks - 1) < size;
     if !splits(ranks) {
-        let working: Vec<String> = (1..=(2 * ranks).min(size))
-            .filter(|&ranks| splits(ranks))
-            .map(|ranks| ranks.to_string())
-            .collect();
+        let largest_split_tried = (2 * ranks).min(size);
         return Err(ModelError::TensorParallel {
             ranks,
-            problem: format!(
-                "{what} ({size}) leaves the last rank nothing in shares of {stride}; splits that work up to {}: --tp {}",
-                (2 * ranks).min(size),
-                working.join(", ")
-            ),
+            problem: format!("{what} ({size}) leaves the last rank nothing in shares of {stride}"),
+            working_splits: (1..=largest_split_tried).filter(|&ranks| splits(ranks)).collect(),
+            largest_split_tried,
         });
     }
     let start = stride * rank;
@@ -89,10 +84,14 @@ impl Partition {
     }
 
     /// Rank `rank`'s share of `config` split over `ranks`; an error naming
-    /// what does not divide.
+    /// what does not divide and the rank counts that do.
     pub fn new(config: &Config, rank: usize, ranks: usize) -> Result<Partition> {
         if ranks == 0 {
-            return Err(ModelError::InvalidInput("--tp must be at least 1".into()));
+            return Err(ModelError::InvalidCount {
+                field: "ranks",
+                value: ranks,
+                minimum: 1,
+            });
         }
         if rank >= ranks {
             return Err(ModelError::InvalidInput(format!(
@@ -105,16 +104,14 @@ impl Partition {
                 && (key_value.is_multiple_of(count) || count.is_multiple_of(key_value))
         };
         if !splits(ranks) {
-            let possible: Vec<String> = (1..=heads)
-                .filter(|&count| splits(count))
-                .map(|count| count.to_string())
-                .collect();
+            // No count above the heads divides them, so this list is whole.
             return Err(ModelError::TensorParallel {
                 ranks,
                 problem: format!(
-                    "{heads} query heads in groups over {key_value} key/value heads cannot be shared evenly (a head cannot be split); --tp may be {}",
-                    possible.join(", ")
+                    "{heads} query heads in groups over {key_value} key/value heads cannot be shared evenly (a head cannot be split)"
                 ),
+                working_splits: (1..=heads).filter(|&count| splits(count)).collect(),
+                largest_split_tried: heads,
             });
         }
         let query_per_rank = heads / ranks;
