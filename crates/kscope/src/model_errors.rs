@@ -3,11 +3,15 @@
 //! them (a program calling it has no flags); kscope does, so the one line it
 //! prints names the flag the user typed (`--tp 3`, not "3 ranks").
 
-use kernelscope_model::ModelError;
+use kernelscope_model::{MemoryRemedy, ModelError};
 
 /// The flags that set the counts the library names in
 /// [`ModelError::InvalidCount`], by the library's name for each.
-const FLAG_OF_COUNT: [(&str, &str); 1] = [("ranks", "--tp")];
+const FLAG_OF_COUNT: [(&str, &str); 3] = [
+    ("ranks", "--tp"),
+    ("prefill chunk positions", "--prefill-chunk"),
+    ("tokens to generate", "--max-tokens"),
+];
 
 /// One cause of an error as kscope prints it: a model error in the flags'
 /// words, anything else as it says itself.
@@ -42,6 +46,28 @@ pub fn model_error_message(error: &ModelError) -> String {
             Some((_, flag)) => format!("{flag} must be at least {minimum}, got {value}"),
             None => error.to_string(),
         },
+        ModelError::OutOfMemory {
+            what,
+            needed_mib,
+            available_mib,
+            device,
+            remedy,
+        } => {
+            let advice = match remedy {
+                MemoryRemedy::None => "",
+                MemoryRemedy::FewerPositions => "; ask for fewer tokens (--max-tokens, -p, -n, -d)",
+                MemoryRemedy::FewerPositionsOrNarrowerCache => {
+                    "; ask for fewer tokens (--max-tokens, -p, -n, -d), or drop --kv-dtype f32"
+                }
+            };
+            format!("{what} needs {needed_mib} MiB but {device} has {available_mib} MiB free{advice}")
+        }
+        ModelError::SamplingUnavailable { source } => {
+            format!("sampling with --temperature above 0 is unavailable here ({source}); use --temperature 0")
+        }
+        ModelError::UnsupportedKvDtype { dtype } => {
+            format!("--kv-dtype {dtype}: the KV cache holds f32, f16 or bf16")
+        }
         other => other.to_string(),
     }
 }
@@ -93,6 +119,44 @@ mod tests {
         assert_eq!(
             other.chain().map(cause_message).collect::<Vec<_>>(),
             ["--top-p must be in (0, 1], got 2"]
+        );
+    }
+
+    #[test]
+    fn engine_errors_name_the_flags_that_change_them() {
+        let chunk = ModelError::InvalidCount {
+            field: "prefill chunk positions",
+            value: 0,
+            minimum: 1,
+        };
+        assert_eq!(
+            model_error_message(&chunk),
+            "--prefill-chunk must be at least 1, got 0"
+        );
+        let out_of_memory = |remedy| ModelError::OutOfMemory {
+            what: "a KV cache of 9 positions".into(),
+            needed_mib: 17,
+            available_mib: 3,
+            device: "cuda:0".into(),
+            remedy,
+        };
+        let library = out_of_memory(MemoryRemedy::FewerPositionsOrNarrowerCache).to_string();
+        assert!(!library.contains("--"), "the library names no flag: {library}");
+        assert_eq!(
+            model_error_message(&out_of_memory(MemoryRemedy::FewerPositionsOrNarrowerCache)),
+            "a KV cache of 9 positions needs 17 MiB but cuda:0 has 3 MiB free; ask for fewer tokens (--max-tokens, -p, -n, -d), or drop --kv-dtype f32"
+        );
+        assert_eq!(
+            model_error_message(&out_of_memory(MemoryRemedy::None)),
+            "a KV cache of 9 positions needs 17 MiB but cuda:0 has 3 MiB free"
+        );
+        let kv = ModelError::UnsupportedKvDtype {
+            dtype: kernelscope::DType::U32,
+        };
+        assert!(!kv.to_string().contains("--"));
+        assert_eq!(
+            model_error_message(&kv),
+            "--kv-dtype u32: the KV cache holds f32, f16 or bf16"
         );
     }
 }

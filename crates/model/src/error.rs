@@ -173,7 +173,7 @@ pub enum ModelError {
         problem: String,
     },
     /// The model does not fit in the device's memory.
-    #[error("{what} needs {needed_mib} MiB but {device} has {available_mib} MiB free{hint}")]
+    #[error("{what} needs {needed_mib} MiB but {device} has {available_mib} MiB free{}", remedy.advice())]
     OutOfMemory {
         /// What was being allocated.
         what: String,
@@ -183,8 +183,24 @@ pub enum ModelError {
         available_mib: u64,
         /// The device's name.
         device: String,
-        /// What to try instead (starts with "; "), or empty.
-        hint: String,
+        /// What to try instead.
+        remedy: MemoryRemedy,
+    },
+    /// Sampling (a temperature above 0) was asked of a device without a
+    /// sampling kernel.
+    #[error(
+        "sampling at a temperature above 0 is unavailable here ({source}); choose greedily (temperature 0)"
+    )]
+    SamplingUnavailable {
+        /// Why the sampling op could not be made (shared: the model keeps
+        /// it to report on every sampled request).
+        source: std::sync::Arc<kernelscope::Error>,
+    },
+    /// A KV cache element type the engine does not implement.
+    #[error("a KV cache of {dtype}: the KV cache holds f32, f16 or bf16")]
+    UnsupportedKvDtype {
+        /// The element type asked for.
+        dtype: kernelscope::DType,
     },
     /// A chat template that cannot be read, parsed or rendered.
     #[error("{path}: {problem}")]
@@ -256,3 +272,27 @@ pub(crate) fn comma_separated(counts: &[usize]) -> String {
 
 /// The model crate's result type.
 pub type Result<T, E = ModelError> = std::result::Result<T, E>;
+
+/// What a caller can change when something does not fit in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemoryRemedy {
+    /// Nothing the request can change (the weights themselves).
+    None,
+    /// Ask for fewer positions (a shorter prompt, fewer tokens, less depth).
+    FewerPositions,
+    /// Fewer positions, or a KV cache in the weights' narrower dtype than f32.
+    FewerPositionsOrNarrowerCache,
+}
+
+impl MemoryRemedy {
+    /// The advice in the library's words, starting with "; " (empty for none).
+    pub fn advice(self) -> &'static str {
+        match self {
+            MemoryRemedy::None => "",
+            MemoryRemedy::FewerPositions => "; ask for fewer positions",
+            MemoryRemedy::FewerPositionsOrNarrowerCache => {
+                "; ask for fewer positions, or keep the KV cache in the weights' dtype rather than f32"
+            }
+        }
+    }
+}

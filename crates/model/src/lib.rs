@@ -29,7 +29,7 @@ pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, GenerationPrompt, Te
 pub use config::shard::Partition;
 pub use config::{Architecture, Config, MAX_CONFIG_BYTES, MAX_LAYERS};
 pub use engine::{DEFAULT_PREFILL_CHUNK, ExecutionMode, Generation, GenerationRequest, Model, StepTiming};
-pub use error::{ModelError, Result};
+pub use error::{MemoryRemedy, ModelError, Result};
 pub use hub::{HubCacheEnvironment, HubSnapshot, looks_like_repo_id, resolve_hub_model, resolve_in_cache};
 pub use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};
 pub use linear::{Bias, Linear, Parallel};

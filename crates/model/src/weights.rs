@@ -10,7 +10,7 @@ use kernelscope::{Buffer, DType, Device};
 
 use crate::config::shard::{Partition, Split};
 use crate::config::{Config, LayerTensor, TensorRole};
-use crate::error::{ModelError, Result};
+use crate::error::{MemoryRemedy, ModelError, Result};
 use crate::linear::{Linear, Parallel};
 use crate::loader::{Checkpoint, LoadOptions};
 use crate::synthetic::{self, SyntheticOptions};
@@ -274,7 +274,7 @@ pub(crate) fn check_fits(device: &Device, what: &str, bytes: u64) -> Result<()> 
         needed_mib: bytes.div_ceil(1 << 20),
         available_mib: memory.free >> 20,
         device: device.name().to_string(),
-        hint: String::new(),
+        remedy: MemoryRemedy::None,
     })
 }
 

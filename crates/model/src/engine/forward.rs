@@ -133,11 +133,12 @@ impl Forward<'_> {
                 .argmax
                 .encode(encoder, &state.vocab_logits, &state.next_token)?,
             Choice::Sampled { sampling, uniform } => {
-                let sample = ops.sample.as_ref().map_err(|error| {
-                    ModelError::InvalidInput(format!(
-                        "sampling with --temperature above 0 is unavailable here ({error}); use --temperature 0"
-                    ))
-                })?;
+                let sample = ops
+                    .sample
+                    .as_ref()
+                    .map_err(|error| ModelError::SamplingUnavailable {
+                        source: error.clone(),
+                    })?;
                 sample.encode(encoder, &state.vocab_logits, &state.next_token, sampling, uniform)?;
             }
         }

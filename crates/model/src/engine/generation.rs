@@ -260,7 +260,11 @@ impl Shard {
             return Err(ModelError::InvalidInput("the prompt has no tokens".into()));
         }
         if max_tokens == 0 {
-            return Err(ModelError::InvalidInput("--max-tokens must be at least 1".into()));
+            return Err(ModelError::InvalidCount {
+                field: "tokens to generate",
+                value: max_tokens,
+                minimum: 1,
+            });
         }
         for &token in prompt {
             self.check_token(token)?;

@@ -16,7 +16,7 @@ use super::prefill::PrefillBuffers;
 use super::state::{Ops, State};
 use crate::config::Config;
 use crate::config::shard::Partition;
-use crate::error::{ModelError, Result};
+use crate::error::{MemoryRemedy, ModelError, Result};
 use crate::weights::Weights;
 
 /// One rank's part of a model.
@@ -94,9 +94,11 @@ impl Shard {
     /// chunks of that many (GEMMs over the chunk's rows).
     pub(super) fn set_prefill_chunk(&mut self, positions: usize) -> Result<()> {
         if positions == 0 {
-            return Err(ModelError::InvalidInput(
-                "--prefill-chunk must be at least 1".into(),
-            ));
+            return Err(ModelError::InvalidCount {
+                field: "prefill chunk positions",
+                value: positions,
+                minimum: 1,
+            });
         }
         self.prefill_chunk = positions;
         Ok(())
@@ -138,9 +140,7 @@ impl Shard {
     /// is the reference path). The cache is emptied: call before a prompt.
     pub(super) fn set_kv_dtype(&mut self, dtype: DType) -> Result<()> {
         if !kernelscope::ops::WEIGHT_DTYPES.contains(&dtype) {
-            return Err(ModelError::InvalidInput(format!(
-                "--kv-dtype {dtype}: the KV cache holds f32, f16 or bf16"
-            )));
+            return Err(ModelError::UnsupportedKvDtype { dtype });
         }
         self.ops.set_kv_dtype(&self.device, self.weights.dtype, dtype)?;
         self.state.key_cache.clear();
@@ -221,10 +221,10 @@ impl Shard {
                 needed_mib: cache_bytes(positions).map_or(u64::MAX, |bytes| bytes.div_ceil(1 << 20)),
                 available_mib,
                 device: self.device.name().to_string(),
-                hint: if kv_dtype == DType::F32 && self.weights.dtype != DType::F32 {
-                    "; ask for fewer tokens (--max-tokens, -p, -n, -d), or drop --kv-dtype f32".to_string()
+                remedy: if kv_dtype == DType::F32 && self.weights.dtype != DType::F32 {
+                    MemoryRemedy::FewerPositionsOrNarrowerCache
                 } else {
-                    "; ask for fewer tokens (--max-tokens, -p, -n, -d)".to_string()
+                    MemoryRemedy::FewerPositions
                 },
             });
         }

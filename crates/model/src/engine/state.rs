@@ -53,7 +53,7 @@ pub(crate) struct Ops {
     pub copy: CopyOp,
     /// `Err` where the backend has no sampling kernel: the error is reported
     /// only when a temperature above 0 asks for it.
-    pub sample: std::result::Result<Sample, kernelscope::Error>,
+    pub sample: std::result::Result<Sample, std::sync::Arc<kernelscope::Error>>,
     /// Whether decode runs the fused kernels (on by default; off runs the
     /// unfused ops one by one, the reference the fused path is checked and
     /// compared against).
@@ -138,7 +138,7 @@ impl Ops {
             silu_mul_narrow: SiluMul::new(&registry, device, dtype)?,
             argmax: Argmax::new(&registry, device)?,
             copy: CopyOp::new(&registry, device)?,
-            sample: Sample::new(&registry, device),
+            sample: Sample::new(&registry, device).map_err(std::sync::Arc::new),
             fusion: true,
             partition,
             collectives,
