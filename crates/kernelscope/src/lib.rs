@@ -60,5 +60,5 @@ pub mod testing;
 pub use error::{Error, Result};
 pub use runtime::{
     Access, Buffer, Collective, CommandEncoder, Communicator, DType, Device, DeviceOptions, Dispatch,
-    Element, Graph, Kernel, KernelArgs, KernelRegistry, MemoryInfo, OpKind, Param, PendingRead,
+    Element, Graph, Kernel, KernelArgs, KernelRegistry, MemoryInfo, OpKind, Param, PendingRead, Primitive,
 };

@@ -102,7 +102,7 @@ fn chrome_trace_has_one_complete_event_per_dispatch() {
     for (event, record) in dispatches.iter().zip(&profile.dispatches) {
         assert_eq!(event["ph"], "X");
         assert_eq!(event["name"], &*record.kernel);
-        assert_eq!(event["args"]["op_kind"], record.op_kind.name());
+        assert_eq!(event["args"]["op_kind"], record.op_kind.to_string());
         let ts = event["ts"].as_f64().unwrap();
         let dur = event["dur"].as_f64().unwrap();
         assert!((ts - record.start_ns as f64 / 1e3).abs() < 1e-6, "µs timestamps");

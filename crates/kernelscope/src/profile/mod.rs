@@ -32,7 +32,7 @@ pub use data::{Conditions, MAX_PROFILE_BYTES, PROFILE_SCHEMA_VERSION, Profile};
 pub use fold::FOLD_TOLERANCE_FLOOR;
 pub use html::{render_comparison_html, render_html};
 pub use level::{PROFILE_ENV_VAR, ProfileLevel};
-pub use op_kind::OpKind;
+pub use op_kind::{MAX_FUSED_PARTS, MAX_UNKNOWN_KINDS, MAX_UNKNOWN_NAME_BYTES, OpKind, Primitive};
 pub use ranks::{CollectiveCost, RankRecords, RankView, Topology, collective_costs};
 pub use records::{DispatchRecord, Enqueue, Phase, SubmissionRecord, TokenRecord};
 pub use report::{ReportOptions, render_report, render_report_with};

@@ -1,15 +1,50 @@
 //! What kind of operation a dispatch performs. Reports aggregate by it, so
 //! the names are stable strings; `Other` is kept verbatim so that work no one
 //! has labeled yet shows up as its own bucket instead of vanishing.
+//!
+//! The set is open, so that a new fused kernel, or a profile written by a
+//! newer build, needs no edit here:
+//!
+//! - a [`Primitive`] is one of the kinds this build knows (`MatVec`);
+//! - a fused kind *is* the list of primitives its kernel does the work of,
+//!   and is named by joining their names with `+` (`RmsNorm+MatVec`), so
+//!   any such name parses without an entry of its own;
+//! - any other name (`GroupedGemm`, `Foo+Bar`) is an unknown kind that keeps
+//!   its name, so every reader of a newer profile still shows it.
+//!
+//! Representation: an [`OpKind`] is stored in every dispatch record, on the
+//! hot path, so it is `Copy` and allocation-free: up to
+//! [`MAX_FUSED_PARTS`] primitives inline (one byte each), or, for an unknown
+//! kind, a `&'static str` taken from a process-wide table of interned names.
+//! Interning happens only when a name is parsed (a profile loaded), never
+//! while recording; reading a name takes no lock. The table only grows, so
+//! untrusted profiles are bounded by it: a name of at most
+//! [`MAX_UNKNOWN_NAME_BYTES`] bytes without control characters, and at most
+//! [`MAX_UNKNOWN_KINDS`] distinct unknown names per process (a few KiB);
+//! past that a name is refused, and so is the profile holding it.
 
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
 
-/// The operation a dispatch performs, for per-op aggregation.
+/// The most primitives a fused kind can cover; a longer name loads as an
+/// unknown kind (and keeps its name).
+pub const MAX_FUSED_PARTS: usize = 6;
+
+/// The longest name, in bytes, an unknown op kind may have.
+pub const MAX_UNKNOWN_NAME_BYTES: usize = 64;
+
+/// How many distinct unknown op kind names one process keeps.
+pub const MAX_UNKNOWN_KINDS: usize = 1024;
+
+/// An operation this build knows: what fused kinds are made of.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum OpKind {
+#[repr(u8)]
+pub enum Primitive {
     /// Token embedding lookup.
     Embedding,
     /// RMS normalisation.
@@ -36,14 +71,6 @@ pub enum OpKind {
     Sample,
     /// Memory copy (also the KV-cache append).
     Copy,
-    /// RMSNorm fused into the mat-vec that reads it.
-    RmsNormMatVec,
-    /// RMSNorm, the gate and up mat-vecs and SiLU·mul in one kernel.
-    RmsNormMatVecSiluMul,
-    /// A mat-vec adding its result into the residual stream.
-    MatVecElemAdd,
-    /// RoPE and the KV-cache append in one kernel.
-    RopeCopy,
     /// Sum over the ranks of a tensor-parallel group (a collective).
     AllReduce,
     /// Every rank's part, gathered on every rank (a collective).
@@ -53,124 +80,324 @@ pub enum OpKind {
     Other,
 }
 
-impl OpKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [OpKind; 20] = [
-        OpKind::Embedding,
-        OpKind::RmsNorm,
-        OpKind::MatVec,
-        OpKind::MatMul,
-        OpKind::Rope,
-        OpKind::Attention,
-        OpKind::Softmax,
-        OpKind::SiluMul,
-        OpKind::ElemAdd,
-        OpKind::ElemMul,
-        OpKind::Argmax,
-        OpKind::Sample,
-        OpKind::Copy,
-        OpKind::RmsNormMatVec,
-        OpKind::RmsNormMatVecSiluMul,
-        OpKind::MatVecElemAdd,
-        OpKind::RopeCopy,
-        OpKind::AllReduce,
-        OpKind::AllGather,
-        OpKind::Other,
+impl Primitive {
+    /// Every primitive, in declaration order.
+    pub const ALL: [Primitive; 16] = [
+        Primitive::Embedding,
+        Primitive::RmsNorm,
+        Primitive::MatVec,
+        Primitive::MatMul,
+        Primitive::Rope,
+        Primitive::Attention,
+        Primitive::Softmax,
+        Primitive::SiluMul,
+        Primitive::ElemAdd,
+        Primitive::ElemMul,
+        Primitive::Argmax,
+        Primitive::Sample,
+        Primitive::Copy,
+        Primitive::AllReduce,
+        Primitive::AllGather,
+        Primitive::Other,
     ];
 
     /// The stable name used in reports and JSON profiles.
     pub const fn name(self) -> &'static str {
         match self {
-            OpKind::Embedding => "Embedding",
-            OpKind::RmsNorm => "RmsNorm",
-            OpKind::MatVec => "MatVec",
-            OpKind::MatMul => "MatMul",
-            OpKind::Rope => "Rope",
-            OpKind::Attention => "Attention",
-            OpKind::Softmax => "Softmax",
-            OpKind::SiluMul => "SiluMul",
-            OpKind::ElemAdd => "ElemAdd",
-            OpKind::ElemMul => "ElemMul",
-            OpKind::Argmax => "Argmax",
-            OpKind::Sample => "Sample",
-            OpKind::Copy => "Copy",
-            OpKind::RmsNormMatVec => "RmsNorm+MatVec",
-            OpKind::RmsNormMatVecSiluMul => "RmsNorm+MatVec+SiluMul",
-            OpKind::MatVecElemAdd => "MatVec+ElemAdd",
-            OpKind::RopeCopy => "Rope+Copy",
-            OpKind::AllReduce => "AllReduce",
-            OpKind::AllGather => "AllGather",
-            OpKind::Other => "Other",
-        }
-    }
-}
-
-impl OpKind {
-    /// The op kinds a dispatch of this kind covers: itself, or for a fused
-    /// kernel each kind it does the work of, in order.
-    pub const fn covers(self) -> &'static [OpKind] {
-        match self {
-            OpKind::RmsNormMatVec => &[OpKind::RmsNorm, OpKind::MatVec],
-            OpKind::RmsNormMatVecSiluMul => &[OpKind::RmsNorm, OpKind::MatVec, OpKind::SiluMul],
-            OpKind::MatVecElemAdd => &[OpKind::MatVec, OpKind::ElemAdd],
-            OpKind::RopeCopy => &[OpKind::Rope, OpKind::Copy],
-            OpKind::Embedding => &[OpKind::Embedding],
-            OpKind::RmsNorm => &[OpKind::RmsNorm],
-            OpKind::MatVec => &[OpKind::MatVec],
-            OpKind::MatMul => &[OpKind::MatMul],
-            OpKind::Rope => &[OpKind::Rope],
-            OpKind::Attention => &[OpKind::Attention],
-            OpKind::Softmax => &[OpKind::Softmax],
-            OpKind::SiluMul => &[OpKind::SiluMul],
-            OpKind::ElemAdd => &[OpKind::ElemAdd],
-            OpKind::ElemMul => &[OpKind::ElemMul],
-            OpKind::Argmax => &[OpKind::Argmax],
-            OpKind::Sample => &[OpKind::Sample],
-            OpKind::Copy => &[OpKind::Copy],
-            OpKind::AllReduce => &[OpKind::AllReduce],
-            OpKind::AllGather => &[OpKind::AllGather],
-            OpKind::Other => &[OpKind::Other],
+            Primitive::Embedding => "Embedding",
+            Primitive::RmsNorm => "RmsNorm",
+            Primitive::MatVec => "MatVec",
+            Primitive::MatMul => "MatMul",
+            Primitive::Rope => "Rope",
+            Primitive::Attention => "Attention",
+            Primitive::Softmax => "Softmax",
+            Primitive::SiluMul => "SiluMul",
+            Primitive::ElemAdd => "ElemAdd",
+            Primitive::ElemMul => "ElemMul",
+            Primitive::Argmax => "Argmax",
+            Primitive::Sample => "Sample",
+            Primitive::Copy => "Copy",
+            Primitive::AllReduce => "AllReduce",
+            Primitive::AllGather => "AllGather",
+            Primitive::Other => "Other",
         }
     }
 
-    /// Whether this kind is a collective between ranks (its time includes
-    /// waiting for the slowest rank).
+    /// Whether it is a collective between ranks (its time includes waiting
+    /// for the slowest rank).
     pub const fn is_collective(self) -> bool {
-        matches!(self, OpKind::AllReduce | OpKind::AllGather)
+        matches!(self, Primitive::AllReduce | Primitive::AllGather)
     }
 
-    /// Whether this kind is one kernel doing the work of several.
-    pub const fn is_fused(self) -> bool {
-        self.covers().len() > 1
+    /// The primitive named `name` exactly.
+    fn named(name: &str) -> Option<Primitive> {
+        Primitive::ALL
+            .into_iter()
+            .find(|primitive| primitive.name() == name)
     }
 }
 
-impl fmt::Display for OpKind {
+impl fmt::Display for Primitive {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
 }
 
+/// The operation a dispatch performs, for per-op aggregation: a primitive,
+/// a fused kind (the primitives one kernel does the work of) or a kind this
+/// build does not know, kept by name. See the module's documentation.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpKind(Repr);
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Repr {
+    /// The first `len` of `parts`; the rest are always `Primitive::Other`,
+    /// so that equal kinds compare and hash equal.
+    Known {
+        len: u8,
+        parts: [Primitive; MAX_FUSED_PARTS],
+    },
+    /// Interned: see `intern`.
+    Unknown(&'static str),
+}
+
+impl Default for OpKind {
+    fn default() -> Self {
+        OpKind::Other
+    }
+}
+
+// The primitives as op kinds, spelled like the enum variants they replaced,
+// so `OpKind::MatVec` reads as before and still works in patterns.
+#[allow(non_upper_case_globals)]
+impl OpKind {
+    /// Token embedding lookup.
+    pub const Embedding: OpKind = OpKind::primitive(Primitive::Embedding);
+    /// RMS normalisation.
+    pub const RmsNorm: OpKind = OpKind::primitive(Primitive::RmsNorm);
+    /// Matrix times vector (decode-time projections).
+    pub const MatVec: OpKind = OpKind::primitive(Primitive::MatVec);
+    /// Matrix times matrix (prefill-time projections).
+    pub const MatMul: OpKind = OpKind::primitive(Primitive::MatMul);
+    /// Rotary position embedding.
+    pub const Rope: OpKind = OpKind::primitive(Primitive::Rope);
+    /// Scaled dot-product attention.
+    pub const Attention: OpKind = OpKind::primitive(Primitive::Attention);
+    /// Softmax.
+    pub const Softmax: OpKind = OpKind::primitive(Primitive::Softmax);
+    /// SiLU(gate) * up.
+    pub const SiluMul: OpKind = OpKind::primitive(Primitive::SiluMul);
+    /// Elementwise addition (residuals).
+    pub const ElemAdd: OpKind = OpKind::primitive(Primitive::ElemAdd);
+    /// Elementwise multiplication.
+    pub const ElemMul: OpKind = OpKind::primitive(Primitive::ElemMul);
+    /// Index of the largest element.
+    pub const Argmax: OpKind = OpKind::primitive(Primitive::Argmax);
+    /// Token sampling.
+    pub const Sample: OpKind = OpKind::primitive(Primitive::Sample);
+    /// Memory copy (also the KV-cache append).
+    pub const Copy: OpKind = OpKind::primitive(Primitive::Copy);
+    /// Sum over the ranks of a tensor-parallel group (a collective).
+    pub const AllReduce: OpKind = OpKind::primitive(Primitive::AllReduce);
+    /// Every rank's part, gathered on every rank (a collective).
+    pub const AllGather: OpKind = OpKind::primitive(Primitive::AllGather);
+    /// Anything not labeled.
+    pub const Other: OpKind = OpKind::primitive(Primitive::Other);
+}
+
+impl OpKind {
+    /// The kind of one primitive operation.
+    pub const fn primitive(primitive: Primitive) -> OpKind {
+        OpKind::fused(&[primitive])
+    }
+
+    /// The kind of one kernel doing the work of `parts`, in order
+    /// (`OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec])` is
+    /// `RmsNorm+MatVec`); one part is that primitive's kind.
+    ///
+    /// # Panics
+    ///
+    /// With no parts or more than [`MAX_FUSED_PARTS`] (in a `const`, at
+    /// compile time).
+    pub const fn fused(parts: &[Primitive]) -> OpKind {
+        assert!(
+            !parts.is_empty() && parts.len() <= MAX_FUSED_PARTS,
+            "a fused op kind covers 1 to MAX_FUSED_PARTS primitives"
+        );
+        let mut inline = [Primitive::Other; MAX_FUSED_PARTS];
+        let mut index = 0;
+        while index < parts.len() {
+            inline[index] = parts[index];
+            index += 1;
+        }
+        OpKind(Repr::Known {
+            len: parts.len() as u8,
+            parts: inline,
+        })
+    }
+
+    /// The stable name used in reports and JSON profiles: the primitive's
+    /// name, a fused kind's parts joined by `+`, an unknown kind's own name.
+    pub fn name(&self) -> Cow<'static, str> {
+        match (self.0, self.covers()) {
+            (Repr::Unknown(name), _) => Cow::Borrowed(name),
+            (_, [one]) => Cow::Borrowed(one.name()),
+            _ => Cow::Owned(self.to_string()),
+        }
+    }
+
+    /// The primitives a dispatch of this kind covers, in order: its own
+    /// primitive, or for a fused kernel each one it does the work of. An
+    /// unknown kind covers none this build knows.
+    pub fn covers(&self) -> &[Primitive] {
+        match &self.0 {
+            Repr::Known { len, parts } => &parts[..usize::from(*len)],
+            Repr::Unknown(_) => &[],
+        }
+    }
+
+    /// The primitive this kind is, unless it is fused or unknown.
+    pub fn as_primitive(&self) -> Option<Primitive> {
+        match self.covers() {
+            [one] => Some(*one),
+            _ => None,
+        }
+    }
+
+    /// Whether this build knows the kind (a primitive, or a fused kind of
+    /// primitives), as opposed to a name kept from a newer profile.
+    pub fn is_known(&self) -> bool {
+        matches!(self.0, Repr::Known { .. })
+    }
+
+    /// Whether this kind is a collective between ranks (its time includes
+    /// waiting for the slowest rank): a collective, or a fused kernel that
+    /// does one. An unknown kind is not, since nothing says it waits.
+    pub fn is_collective(&self) -> bool {
+        self.covers().iter().any(|part| part.is_collective())
+    }
+
+    /// Whether this kind is one kernel doing the work of several: more than
+    /// one primitive, or an unknown name joined with `+`.
+    pub fn is_fused(&self) -> bool {
+        match self.0 {
+            Repr::Known { len, .. } => len > 1,
+            Repr::Unknown(name) => name.contains('+'),
+        }
+    }
+
+    /// The known kind `name` spells: a primitive or primitives joined by `+`.
+    fn known(name: &str) -> Option<OpKind> {
+        let mut parts = [Primitive::Other; MAX_FUSED_PARTS];
+        let mut len = 0;
+        for part in name.split('+') {
+            *parts.get_mut(len)? = Primitive::named(part)?;
+            len += 1;
+        }
+        Some(OpKind(Repr::Known {
+            len: len as u8,
+            parts,
+        }))
+    }
+}
+
+impl fmt::Display for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Repr::Unknown(name) = self.0 {
+            return f.write_str(name);
+        }
+        for (position, part) in self.covers().iter().enumerate() {
+            if position > 0 {
+                f.write_str("+")?;
+            }
+            f.write_str(part.name())?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for OpKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "OpKind({self})")
+    }
+}
+
+/// At most `MAX_UNKNOWN_NAME_BYTES` of `name`, for messages about names
+/// that may be much longer.
+fn shown(name: &str) -> String {
+    if name.len() <= MAX_UNKNOWN_NAME_BYTES {
+        return name.to_string();
+    }
+    let mut end = MAX_UNKNOWN_NAME_BYTES;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end])
+}
+
+/// The names of the unknown kinds seen by this process, each leaked once
+/// (bounded by `MAX_UNKNOWN_KINDS`).
+static UNKNOWN_NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
+
+/// `name` as a `'static` string from the table, added if new and allowed.
+fn intern(name: &str) -> Result<&'static str, String> {
+    if name.is_empty() {
+        return Err("an op kind has an empty name".to_string());
+    }
+    if name.len() > MAX_UNKNOWN_NAME_BYTES {
+        return Err(format!(
+            "op kind `{}` is longer than {MAX_UNKNOWN_NAME_BYTES} bytes",
+            shown(name)
+        ));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(format!("op kind {name:?} holds a control character"));
+    }
+    // A panic elsewhere while the table was held leaves it consistent: a
+    // name is either in it or not.
+    let mut names = UNKNOWN_NAMES.lock().unwrap_or_else(PoisonError::into_inner);
+    intern_in(&mut names, MAX_UNKNOWN_KINDS, name)
+}
+
+/// `name` from `names`, added (leaked) if new and `names` holds fewer than
+/// `most`.
+fn intern_in(names: &mut BTreeSet<&'static str>, most: usize, name: &str) -> Result<&'static str, String> {
+    if let Some(interned) = names.get(name) {
+        return Ok(interned);
+    }
+    if names.len() >= most {
+        return Err(format!(
+            "op kind `{name}`: this process already holds {most} op kinds it does not know"
+        ));
+    }
+    let interned: &'static str = Box::leak(name.into());
+    names.insert(interned);
+    Ok(interned)
+}
+
 impl FromStr for OpKind {
     type Err = String;
 
+    /// A primitive's name, primitives joined by `+` (a fused kind), or any
+    /// other name within the bounds of the module's documentation (an
+    /// unknown kind, which keeps it).
     fn from_str(name: &str) -> Result<Self, Self::Err> {
-        OpKind::ALL
-            .into_iter()
-            .find(|kind| kind.name() == name)
-            .ok_or_else(|| format!("unknown op kind `{name}`"))
+        match OpKind::known(name) {
+            Some(kind) => Ok(kind),
+            None => intern(name).map(|name| OpKind(Repr::Unknown(name))),
+        }
     }
 }
 
 impl Serialize for OpKind {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.name())
+        serializer.collect_str(self)
     }
 }
 
 impl<'de> Deserialize<'de> for OpKind {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(deserializer)?;
+        let name = Cow::<str>::deserialize(deserializer)?;
         name.parse().map_err(serde::de::Error::custom)
     }
 }
@@ -179,36 +406,120 @@ impl<'de> Deserialize<'de> for OpKind {
 mod tests {
     use super::*;
 
+    /// The names kernelscope has written into profiles: they must parse
+    /// back to the same kinds, forever.
+    const WRITTEN_NAMES: [&str; 20] = [
+        "Embedding",
+        "RmsNorm",
+        "MatVec",
+        "MatMul",
+        "Rope",
+        "Attention",
+        "Softmax",
+        "SiluMul",
+        "ElemAdd",
+        "ElemMul",
+        "Argmax",
+        "Sample",
+        "Copy",
+        "RmsNorm+MatVec",
+        "RmsNorm+MatVec+SiluMul",
+        "MatVec+ElemAdd",
+        "Rope+Copy",
+        "AllReduce",
+        "AllGather",
+        "Other",
+    ];
+
     #[test]
-    fn names_round_trip_and_are_unique() {
-        let mut seen = std::collections::HashSet::new();
-        for kind in OpKind::ALL {
-            assert!(seen.insert(kind.name()), "duplicate name {}", kind.name());
-            assert_eq!(kind.name().parse::<OpKind>().unwrap(), kind);
+    fn names_written_before_round_trip_as_known_kinds() {
+        for name in WRITTEN_NAMES {
+            let kind: OpKind = name.parse().unwrap();
+            assert!(kind.is_known(), "{name}");
+            assert_eq!(kind.name(), name);
+            assert_eq!(kind.to_string(), name);
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(json, format!("\"{name}\""));
+            assert_eq!(serde_json::from_str::<OpKind>(&json).unwrap(), kind);
         }
+        for primitive in Primitive::ALL {
+            assert_eq!(OpKind::primitive(primitive).name(), primitive.name());
+            assert_eq!(OpKind::primitive(primitive).as_primitive(), Some(primitive));
+        }
+        assert_eq!(OpKind::default(), OpKind::Other);
         assert_eq!(OpKind::default().name(), "Other");
-        assert!("Sdpa".parse::<OpKind>().is_err());
     }
 
     #[test]
-    fn fused_kinds_cover_plain_kinds_and_are_named_by_them() {
-        for kind in OpKind::ALL {
-            let covered = kind.covers();
-            assert!(!covered.is_empty());
-            if kind.is_fused() {
-                assert!(
-                    covered.iter().all(|part| !part.is_fused()),
-                    "{kind} covers a fused kind"
-                );
-                let joined: Vec<&str> = covered.iter().map(|part| part.name()).collect();
-                assert_eq!(
-                    kind.name(),
-                    joined.join("+"),
-                    "a fused kind is named by what it covers"
-                );
-            } else {
-                assert_eq!(covered, &[kind]);
-            }
+    fn fused_kinds_are_their_parts_and_named_by_them() {
+        let kind = OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec, Primitive::SiluMul]);
+        assert_eq!(kind.name(), "RmsNorm+MatVec+SiluMul");
+        assert_eq!(kind, "RmsNorm+MatVec+SiluMul".parse().unwrap());
+        assert_eq!(
+            kind.covers(),
+            [Primitive::RmsNorm, Primitive::MatVec, Primitive::SiluMul]
+        );
+        assert!(kind.is_fused() && !kind.is_collective() && kind.as_primitive().is_none());
+        // A combination no op declares yet needs no edit either.
+        let new: OpKind = "Softmax+Argmax".parse().unwrap();
+        assert!(new.is_known() && new.is_fused());
+        assert_eq!(new, OpKind::fused(&[Primitive::Softmax, Primitive::Argmax]));
+        // One part is the primitive itself.
+        assert_eq!(OpKind::fused(&[Primitive::Rope]), OpKind::Rope);
+        assert!(!OpKind::Rope.is_fused() && OpKind::Rope.covers() == [Primitive::Rope]);
+        assert!(OpKind::AllReduce.is_collective());
+        assert!(OpKind::fused(&[Primitive::MatVec, Primitive::AllReduce]).is_collective());
+        // Too many parts for the inline list: kept by name instead.
+        let long = vec!["MatVec"; MAX_FUSED_PARTS + 1].join("+");
+        let kind: OpKind = long.parse().unwrap();
+        assert!(!kind.is_known() && kind.is_fused());
+        assert_eq!(kind.name(), long);
+    }
+
+    #[test]
+    fn unknown_kinds_keep_their_names() {
+        for name in ["GroupedGemm", "Foo+Bar", "MatVec+Foo", "matvec", "MatVec+"] {
+            let kind: OpKind = name.parse().unwrap();
+            assert!(!kind.is_known(), "{name}");
+            assert_eq!(kind.name(), name);
+            assert_eq!(kind.to_string(), name);
+            assert!(kind.covers().is_empty() && !kind.is_collective());
+            assert_eq!(kind.is_fused(), name.contains('+'), "{name}");
+            let json = serde_json::to_string(&kind).unwrap();
+            assert_eq!(serde_json::from_str::<OpKind>(&json).unwrap(), kind);
+            // Interned once: parsed again, the same name.
+            assert_eq!(name.parse::<OpKind>().unwrap(), kind);
         }
+        assert_ne!(
+            "GroupedGemm".parse::<OpKind>().unwrap(),
+            "Foo+Bar".parse::<OpKind>().unwrap()
+        );
+    }
+
+    #[test]
+    fn untrusted_names_are_bounded() {
+        assert!("".parse::<OpKind>().is_err());
+        let long = "G".repeat(MAX_UNKNOWN_NAME_BYTES + 1);
+        let error = long.parse::<OpKind>().unwrap_err();
+        assert!(error.contains("longer than") && error.len() < 200, "{error}");
+        assert!("Mat\nVec".parse::<OpKind>().is_err());
+        let widest = "é".repeat(MAX_UNKNOWN_NAME_BYTES / 2);
+        assert_eq!(widest.parse::<OpKind>().unwrap().name(), widest);
+        assert!(format!("{widest}x").parse::<OpKind>().is_err());
+        // The table is bounded: a name seen is found again, a new one past
+        // the bound is refused.
+        let mut names = BTreeSet::new();
+        let first = intern_in(&mut names, 2, "A1").unwrap();
+        intern_in(&mut names, 2, "A2").unwrap();
+        assert!(std::ptr::eq(intern_in(&mut names, 2, "A1").unwrap(), first));
+        let error = intern_in(&mut names, 2, "A3").unwrap_err();
+        assert!(error.contains("already holds 2 op kinds"), "{error}");
+    }
+
+    #[test]
+    fn op_kinds_stay_small_and_copy() {
+        fn is_copy<T: Copy>() {}
+        is_copy::<OpKind>();
+        assert!(std::mem::size_of::<OpKind>() <= 16);
     }
 }

@@ -13,17 +13,44 @@ use crate::profile::fold::{fold_inputs, outliers};
 use crate::profile::report::Summary;
 use crate::profile::{DispatchRecord, OpKind, Phase, Profile};
 
-/// Colours of the op kinds, in [`OpKind::ALL`]'s order (distinct enough for
+/// Colours of the op kinds the page was first drawn with, by name, so a
+/// kind keeps its colour from one report to the next (distinct enough for
 /// 20 kinds side by side, and readable on white).
-const OP_COLOURS: [&str; 20] = [
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
-    "#bab0ac", "#1f77b4", "#aec7e8", "#ff7f0e", "#2ca02c", "#98df8a", "#d62728", "#9467bd", "#8c564b",
-    "#e377c2", "#7f7f7f",
+const NAMED_COLOURS: [(&str, &str); 20] = [
+    ("Embedding", "#4e79a7"),
+    ("RmsNorm", "#f28e2b"),
+    ("MatVec", "#e15759"),
+    ("MatMul", "#76b7b2"),
+    ("Rope", "#59a14f"),
+    ("Attention", "#edc948"),
+    ("Softmax", "#b07aa1"),
+    ("SiluMul", "#ff9da7"),
+    ("ElemAdd", "#9c755f"),
+    ("ElemMul", "#bab0ac"),
+    ("Argmax", "#1f77b4"),
+    ("Sample", "#aec7e8"),
+    ("Copy", "#ff7f0e"),
+    ("RmsNorm+MatVec", "#2ca02c"),
+    ("RmsNorm+MatVec+SiluMul", "#98df8a"),
+    ("MatVec+ElemAdd", "#d62728"),
+    ("Rope+Copy", "#9467bd"),
+    ("AllReduce", "#8c564b"),
+    ("AllGather", "#e377c2"),
+    ("Other", "#7f7f7f"),
 ];
 
+/// The colour of `kind`: its own, or for a kind new to the page (a fused
+/// kind of other parts, one this build does not know) one of the same
+/// colours picked by its name, so it is stable too.
 fn op_colour(kind: OpKind) -> &'static str {
-    let index = OpKind::ALL.iter().position(|known| *known == kind).unwrap_or(0);
-    OP_COLOURS[index % OP_COLOURS.len()]
+    let name = kind.name();
+    NAMED_COLOURS
+        .iter()
+        .find(|(known, _)| *known == name)
+        .map_or_else(
+            || NAMED_COLOURS[(crate::hash::fnv1a64(name.as_bytes()) % NAMED_COLOURS.len() as u64) as usize].1,
+            |(_, colour)| colour,
+        )
 }
 
 /// Plot area inside an SVG of `width` × `height`.
@@ -562,7 +589,7 @@ pub(crate) fn layer_chart(out: &mut String, bars: &[LayerBar], scale_ns: Option<
             let _ = write!(
                 out,
                 r#"<rect class="segment" data-op="{}" x="{left:.1}" y="{bottom:.1}" width="{width:.1}" height="{height:.1}" fill="{}"/>"#,
-                kind.name(),
+                escape(&kind.name()),
                 op_colour(*kind)
             );
         }
@@ -623,7 +650,7 @@ fn legend(out: &mut String, bars: &[LayerBar]) {
             out,
             r#"<span><i style="background:{}"></i>{}</span> "#,
             op_colour(kind),
-            kind.name()
+            escape(&kind.name())
         );
     }
     out.push_str("</p>");
