@@ -20,128 +20,26 @@
 //! while recording; reading a name takes no lock. The table only grows, so
 //! untrusted profiles are bounded by it: a name of at most
 //! [`MAX_UNKNOWN_NAME_BYTES`] bytes without control characters, and at most
-//! [`MAX_UNKNOWN_KINDS`] distinct unknown names per process (a few KiB);
+//! [`MAX_UNKNOWN_KINDS`] distinct unknown names per process (64 KiB at most);
 //! past that a name is refused, and so is the profile holding it.
 
+mod interned;
+mod primitive;
+
 use std::borrow::Cow;
-use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::{Mutex, PoisonError};
 
 use serde::{Deserialize, Serialize};
+
+pub use interned::{MAX_UNKNOWN_KINDS, MAX_UNKNOWN_NAME_BYTES};
+pub use primitive::Primitive;
+
+use interned::intern;
 
 /// The most primitives a fused kind can cover; a longer name loads as an
 /// unknown kind (and keeps its name).
 pub const MAX_FUSED_PARTS: usize = 6;
-
-/// The longest name, in bytes, an unknown op kind may have.
-pub const MAX_UNKNOWN_NAME_BYTES: usize = 64;
-
-/// How many distinct unknown op kind names one process keeps.
-pub const MAX_UNKNOWN_KINDS: usize = 1024;
-
-/// An operation this build knows: what fused kinds are made of.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum Primitive {
-    /// Token embedding lookup.
-    Embedding,
-    /// RMS normalisation.
-    RmsNorm,
-    /// Matrix times vector (decode-time projections).
-    MatVec,
-    /// Matrix times matrix (prefill-time projections).
-    MatMul,
-    /// Rotary position embedding.
-    Rope,
-    /// Scaled dot-product attention.
-    Attention,
-    /// Softmax.
-    Softmax,
-    /// SiLU(gate) * up.
-    SiluMul,
-    /// Elementwise addition (residuals).
-    ElemAdd,
-    /// Elementwise multiplication.
-    ElemMul,
-    /// Index of the largest element.
-    Argmax,
-    /// Token sampling.
-    Sample,
-    /// Memory copy (also the KV-cache append).
-    Copy,
-    /// Sum over the ranks of a tensor-parallel group (a collective).
-    AllReduce,
-    /// Every rank's part, gathered on every rank (a collective).
-    AllGather,
-    /// Anything not labeled.
-    #[default]
-    Other,
-}
-
-impl Primitive {
-    /// Every primitive, in declaration order.
-    pub const ALL: [Primitive; 16] = [
-        Primitive::Embedding,
-        Primitive::RmsNorm,
-        Primitive::MatVec,
-        Primitive::MatMul,
-        Primitive::Rope,
-        Primitive::Attention,
-        Primitive::Softmax,
-        Primitive::SiluMul,
-        Primitive::ElemAdd,
-        Primitive::ElemMul,
-        Primitive::Argmax,
-        Primitive::Sample,
-        Primitive::Copy,
-        Primitive::AllReduce,
-        Primitive::AllGather,
-        Primitive::Other,
-    ];
-
-    /// The stable name used in reports and JSON profiles.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Primitive::Embedding => "Embedding",
-            Primitive::RmsNorm => "RmsNorm",
-            Primitive::MatVec => "MatVec",
-            Primitive::MatMul => "MatMul",
-            Primitive::Rope => "Rope",
-            Primitive::Attention => "Attention",
-            Primitive::Softmax => "Softmax",
-            Primitive::SiluMul => "SiluMul",
-            Primitive::ElemAdd => "ElemAdd",
-            Primitive::ElemMul => "ElemMul",
-            Primitive::Argmax => "Argmax",
-            Primitive::Sample => "Sample",
-            Primitive::Copy => "Copy",
-            Primitive::AllReduce => "AllReduce",
-            Primitive::AllGather => "AllGather",
-            Primitive::Other => "Other",
-        }
-    }
-
-    /// Whether it is a collective between ranks (its time includes waiting
-    /// for the slowest rank).
-    pub const fn is_collective(self) -> bool {
-        matches!(self, Primitive::AllReduce | Primitive::AllGather)
-    }
-
-    /// The primitive named `name` exactly.
-    fn named(name: &str) -> Option<Primitive> {
-        Primitive::ALL
-            .into_iter()
-            .find(|primitive| primitive.name() == name)
-    }
-}
-
-impl fmt::Display for Primitive {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// The operation a dispatch performs, for per-op aggregation: a primitive,
 /// a fused kind (the primitives one kernel does the work of) or a kind this
@@ -322,59 +220,6 @@ impl fmt::Debug for OpKind {
     }
 }
 
-/// At most `MAX_UNKNOWN_NAME_BYTES` of `name`, for messages about names
-/// that may be much longer.
-fn shown(name: &str) -> String {
-    if name.len() <= MAX_UNKNOWN_NAME_BYTES {
-        return name.to_string();
-    }
-    let mut end = MAX_UNKNOWN_NAME_BYTES;
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &name[..end])
-}
-
-/// The names of the unknown kinds seen by this process, each leaked once
-/// (bounded by `MAX_UNKNOWN_KINDS`).
-static UNKNOWN_NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
-
-/// `name` as a `'static` string from the table, added if new and allowed.
-fn intern(name: &str) -> Result<&'static str, String> {
-    if name.is_empty() {
-        return Err("an op kind has an empty name".to_string());
-    }
-    if name.len() > MAX_UNKNOWN_NAME_BYTES {
-        return Err(format!(
-            "op kind `{}` is longer than {MAX_UNKNOWN_NAME_BYTES} bytes",
-            shown(name)
-        ));
-    }
-    if name.chars().any(char::is_control) {
-        return Err(format!("op kind {name:?} holds a control character"));
-    }
-    // A panic elsewhere while the table was held leaves it consistent: a
-    // name is either in it or not.
-    let mut names = UNKNOWN_NAMES.lock().unwrap_or_else(PoisonError::into_inner);
-    intern_in(&mut names, MAX_UNKNOWN_KINDS, name)
-}
-
-/// `name` from `names`, added (leaked) if new and `names` holds fewer than
-/// `most`.
-fn intern_in(names: &mut BTreeSet<&'static str>, most: usize, name: &str) -> Result<&'static str, String> {
-    if let Some(interned) = names.get(name) {
-        return Ok(interned);
-    }
-    if names.len() >= most {
-        return Err(format!(
-            "op kind `{name}`: this process already holds {most} op kinds it does not know"
-        ));
-    }
-    let interned: &'static str = Box::leak(name.into());
-    names.insert(interned);
-    Ok(interned)
-}
-
 impl FromStr for OpKind {
     type Err = String;
 
@@ -470,7 +315,7 @@ mod tests {
         assert!(OpKind::AllReduce.is_collective());
         assert!(OpKind::fused(&[Primitive::MatVec, Primitive::AllReduce]).is_collective());
         // Too many parts for the inline list: kept by name instead.
-        let long = vec!["MatVec"; MAX_FUSED_PARTS + 1].join("+");
+        let long = ["MatVec"; MAX_FUSED_PARTS + 1].join("+");
         let kind: OpKind = long.parse().unwrap();
         assert!(!kind.is_known() && kind.is_fused());
         assert_eq!(kind.name(), long);
@@ -506,14 +351,6 @@ mod tests {
         let widest = "é".repeat(MAX_UNKNOWN_NAME_BYTES / 2);
         assert_eq!(widest.parse::<OpKind>().unwrap().name(), widest);
         assert!(format!("{widest}x").parse::<OpKind>().is_err());
-        // The table is bounded: a name seen is found again, a new one past
-        // the bound is refused.
-        let mut names = BTreeSet::new();
-        let first = intern_in(&mut names, 2, "A1").unwrap();
-        intern_in(&mut names, 2, "A2").unwrap();
-        assert!(std::ptr::eq(intern_in(&mut names, 2, "A1").unwrap(), first));
-        let error = intern_in(&mut names, 2, "A3").unwrap_err();
-        assert!(error.contains("already holds 2 op kinds"), "{error}");
     }
 
     #[test]
