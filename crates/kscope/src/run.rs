@@ -9,11 +9,12 @@ use anyhow::{Result, bail};
 use clap::Args;
 use kernelscope::DeviceOptions;
 use kernelscope::ops::sample::Sampling;
-use kernelscope::profile::{Phase, ProfileLevel, render_report_with};
+use kernelscope::profile::{Phase, ProfileLevel};
 use kernelscope_model::{
     ChatMessage, ChatTemplate, ExecutionMode, GenerationConfig, GenerationPrompt, GenerationRequest,
     TextStream, Tokenizer,
 };
+use kernelscope_report::render_report_with;
 
 use crate::model_args::{ModelArgs, describe, peak_bandwidth, peak_compute};
 use crate::numbers;
