@@ -44,10 +44,7 @@ impl<'a> Summary<'a> {
         } else {
             format!("{} tokens", repetition_tokens.len())
         };
-        // Saturating: a forged in-memory profile must not wrap around.
-        let total_ns = records
-            .iter()
-            .fold(0u64, |total, record| total.saturating_add(record.duration_ns()));
+        let total_ns = saturating_sum(records.iter().map(|record| record.duration_ns()));
         Summary {
             records,
             total_ns,
@@ -65,6 +62,12 @@ impl<'a> Summary<'a> {
     pub fn heaviest_groups(&self, key: impl Fn(&DispatchRecord) -> String) -> Vec<Aggregate> {
         by_total(self.groups(key))
     }
+}
+
+/// The sum of `values`, held at `u64::MAX` rather than wrapping: a loaded
+/// profile's sums were checked to fit, but one forged in memory was not.
+pub(crate) fn saturating_sum(values: impl IntoIterator<Item = u64>) -> u64 {
+    values.into_iter().fold(0, u64::saturating_add)
 }
 
 /// `rows` heaviest first, ties by key so the order never depends on the

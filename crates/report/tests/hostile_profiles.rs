@@ -1,6 +1,6 @@
 //! Profiles that push the renderers: a forged one whose sums reach 2^64
-//! (built in memory, so nothing refused it) renders as text and a trace
-//! without a panic or a wrap-around; one of thousands of scopes
+//! (built in memory, so nothing refused it) renders as text, HTML and a
+//! trace without a panic or a wrap-around; one of thousands of scopes
 //! renders in reasonable time; a split run shows its ranks; a profile from
 //! before the compute peak says the peak is unknown instead of guessing.
 
@@ -8,7 +8,9 @@ use std::path::Path;
 
 use kernelscope::profile::{Enqueue, Profile, Topology, compare};
 use kernelscope::testing::synthetic_profile;
-use kernelscope_report::{chrome_trace, render_comparison, render_html, render_report};
+use kernelscope_report::{
+    chrome_trace, render_comparison, render_comparison_html, render_html, render_report,
+};
 
 #[test]
 fn a_forged_profile_renders_without_panic_or_wrap() {
@@ -34,9 +36,11 @@ fn a_forged_profile_renders_without_panic_or_wrap() {
     }
     let report = render_report(&forged);
     assert!(report.contains("per op"), "{report}");
+    assert!(render_html(&forged).contains(r#"<svg class="layers""#));
     assert!(chrome_trace(&forged)["traceEvents"].as_array().unwrap().len() > forged.dispatches.len());
     let comparison = compare(&forged, &forged, 0.05, false).unwrap();
     assert!(render_comparison(&comparison).contains("no regression"));
+    assert!(render_comparison_html(&forged, &forged, &comparison, ("a", "b")).contains("no regression"));
 }
 
 #[test]

@@ -11,7 +11,7 @@ use kernelscope::profile::{DispatchRecord, OpKind, fold_inputs, layer_of, outlie
 
 use super::markup::escape;
 use super::svg::Frame;
-use crate::summary::Summary;
+use crate::summary::{Summary, saturating_sum};
 
 /// Colours of the op kinds the page was first drawn with, by name, so a
 /// kind keeps its colour from one report to the next (distinct enough for
@@ -90,11 +90,12 @@ pub(super) fn layer_bars(summary: &Summary<'_>, repetitions: usize) -> Vec<Layer
             let segments = kinds
                 .into_iter()
                 .map(|kind| {
-                    let ns: u64 = members
-                        .iter()
-                        .filter(|record| record.op_kind == kind)
-                        .map(|record| record.duration_ns())
-                        .sum();
+                    let ns = saturating_sum(
+                        members
+                            .iter()
+                            .filter(|record| record.op_kind == kind)
+                            .map(|record| record.duration_ns()),
+                    );
                     (kind, ns as f64 / repetitions)
                 })
                 .collect();

@@ -10,7 +10,7 @@ use kernelscope::profile::Aggregate;
 
 use super::markup::escape;
 use super::svg::{Frame, LogAxis, decade_label, shorten};
-use crate::summary::{Summary, kernel_of, op_of};
+use crate::summary::{Summary, kernel_of, op_of, saturating_sum};
 
 /// One group (a kernel or an op kind) placed on the roofline.
 pub(super) struct RooflineMark {
@@ -281,7 +281,7 @@ impl RooflinePlot {
         peak_gbps: Option<f64>,
         peak_gflops: Option<f64>,
     ) {
-        let total: u64 = kernels.iter().map(|mark| mark.total_ns).sum::<u64>().max(1);
+        let total = saturating_sum(kernels.iter().map(|mark| mark.total_ns)).max(1);
         for (class, marks) in [("roofline-point", kernels), ("roofline-op", ops)] {
             for mark in marks {
                 let (Some(intensity), Some(gflops)) = (mark.intensity(), mark.gigaflops()) else {

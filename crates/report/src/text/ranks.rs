@@ -12,6 +12,7 @@ use kernelscope::profile::{CollectiveCost, DispatchRecord, FoldInput, Profile, c
 use super::ReportOptions;
 use super::folds::{fold_labels, shown_as};
 use super::table::table;
+use crate::summary::saturating_sum;
 use crate::tables::{ms, us};
 
 /// The ranks' table and the collectives' table of a split run.
@@ -48,14 +49,14 @@ fn render_rank_table(profile: &Profile, costs: &[(String, CollectiveCost)], toke
         "waiting µs/token",
     ];
     let rows = profile.rank_views().into_iter().map(|view| {
-        let busy: u64 = view.dispatches.iter().map(|record| record.duration_ns()).sum();
+        let busy = saturating_sum(view.dispatches.iter().map(|record| record.duration_ns()));
         let collectives: Vec<&DispatchRecord> = view
             .dispatches
             .iter()
             .filter(|record| record.op_kind.is_collective())
             .collect();
-        let collective_ns: u64 = collectives.iter().map(|record| record.duration_ns()).sum();
-        let waiting: u64 = costs.iter().map(|(_, cost)| cost.waiting_ns[view.rank]).sum();
+        let collective_ns = saturating_sum(collectives.iter().map(|record| record.duration_ns()));
+        let waiting = saturating_sum(costs.iter().map(|(_, cost)| cost.waiting_ns[view.rank]));
         vec![
             view.rank.to_string(),
             view.device.to_string(),
