@@ -1,9 +1,10 @@
 //! The profile reader behind `kscope compare`: any bytes must be refused or
-//! give a profile that every reader (report, trace, comparison) handles
-//! without a panic or an overflow.
+//! give a profile that every reader (text report, HTML page, trace,
+//! comparison) handles without a panic or an overflow.
 #![no_main]
 
-use kernelscope::profile::{Profile, chrome_trace, compare, render_report};
+use kernelscope::profile::{Profile, compare};
+use kernelscope_report::{chrome_trace, render_comparison, render_html, render_report};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -14,10 +15,11 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let _ = render_report(&profile);
+    let _ = render_html(&profile);
     let _ = chrome_trace(&profile);
     if let Ok(comparison) = compare(&profile, &profile, 0.05, true) {
         // A profile never regresses against itself.
         assert!(!comparison.regressed(), "regressed against itself");
-        let _ = comparison.render();
+        let _ = render_comparison(&comparison);
     }
 });

@@ -6,12 +6,14 @@
 //! ```text
 //! ops      one folder per op: CPU reference, CUDA kernel, launch
 //!  └─ runtime   Device · Buffer · KernelRegistry · CommandEncoder · Graph · MemRanges
-//!      └─ profile   counters · submission table · dispatch table · report · trace · compare
+//!      └─ profile   counters · submission table · dispatch table · JSON profile · analysis · compare
 //! ```
 //!
 //! `profile` knows nothing of devices or models: it stores what the runtime
-//! tells it and renders it. `runtime` owns one [`profile::Profiler`] session per
-//! device, configured once when the device is created.
+//! tells it and judges it. `runtime` owns one [`profile::Profiler`] session per
+//! device, configured once when the device is created. The text report, the
+//! HTML page and the Chrome trace are rendered from a [`profile::Profile`] by
+//! the kernelscope-report crate, which sits above this one.
 //!
 //! # Example: register a kernel, encode two dispatches, read the tables
 //!
@@ -60,5 +62,5 @@ pub mod testing;
 pub use error::{Error, Result};
 pub use runtime::{
     Access, Buffer, Collective, CommandEncoder, Communicator, DType, Device, DeviceOptions, Dispatch,
-    Element, Graph, Kernel, KernelArgs, KernelRegistry, MemoryInfo, OpKind, Param, PendingRead,
+    Element, Graph, Kernel, KernelArgs, KernelRegistry, MemoryInfo, OpKind, Param, PendingRead, Primitive,
 };

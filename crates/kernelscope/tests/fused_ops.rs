@@ -21,7 +21,7 @@ use kernelscope::ops::{self, add::Add, kv_append::KvAppend, rms_norm::RmsNorm, s
 use kernelscope::profile::ProfileLevel;
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
-use kernelscope::{Buffer, DType, Device, DeviceOptions, Error, OpKind};
+use kernelscope::{Buffer, DType, Device, DeviceOptions, Error, OpKind, Primitive};
 
 const WEIGHT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 const EPS: f32 = 1e-5;
@@ -200,7 +200,11 @@ fn norm_matvec_matches_norm_then_matvecs(backend: Backend) {
             assert_close(&read(&out), &expected, sum_tolerance(k), &what);
         }
     }
-    assert_dispatched(&device, OpKind::RmsNormMatVec, "norm_matvec_");
+    assert_dispatched(
+        &device,
+        OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec]),
+        "norm_matvec_",
+    );
 }
 
 fn norm_matvec_silu_matches_norm_then_gate_up_then_silu_mul(backend: Backend) {
@@ -249,7 +253,11 @@ fn norm_matvec_silu_matches_norm_then_gate_up_then_silu_mul(backend: Backend) {
             assert_close(&read(&out), &read(&activated), 4.0 * sum_tolerance(k), &what);
         }
     }
-    assert_dispatched(&device, OpKind::RmsNormMatVecSiluMul, "norm_matvec_silu_");
+    assert_dispatched(
+        &device,
+        OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec, Primitive::SiluMul]),
+        "norm_matvec_silu_",
+    );
 }
 
 fn norm_matvec_refuses_rows_too_long_for_shared_memory(backend: Backend) {
@@ -321,7 +329,11 @@ fn matvec_add_matches_matvec_then_add(backend: Backend) {
             assert_close(&read(&out), &read(&expected), sum_tolerance(k), &what);
         }
     }
-    assert_dispatched(&device, OpKind::MatVecElemAdd, "matvec_add_");
+    assert_dispatched(
+        &device,
+        OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd]),
+        "matvec_add_",
+    );
 }
 
 /// A layer's caches on `device` holding `values` (random, so rows the op
@@ -455,7 +467,11 @@ fn rope_append_matches_rope_then_kv_append(backend: Backend) {
             );
         }
     }
-    assert_dispatched(&device, OpKind::RopeCopy, "rope_append_");
+    assert_dispatched(
+        &device,
+        OpKind::fused(&[Primitive::Rope, Primitive::Copy]),
+        "rope_append_",
+    );
 }
 
 kernelscope::device_tests!(

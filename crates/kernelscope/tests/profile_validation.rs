@@ -1,15 +1,14 @@
 //! Hostile profiles: `Profile::from_json` refuses every profile that does
 //! not hold together (a span ending before it starts, a dispatch without its
 //! submission, sums past 2^64, ...) with a message naming the file and the
-//! record, and what reads a profile (report, comparison, cross-check, trace)
-//! never panics or wraps around on a forged one built in memory.
+//! record, and what reads a profile here (comparison, cross-check) never
+//! panics or wraps around on a forged one built in memory; the renderings
+//! of such profiles are tested in kernelscope-report.
 
 use std::path::Path;
 
 use kernelscope::Error;
-use kernelscope::profile::{
-    CounterSnapshot, Enqueue, Profile, chrome_trace, compare, cross_check, render_report,
-};
+use kernelscope::profile::{CounterSnapshot, Enqueue, Profile, compare, cross_check};
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::synthetic_profile;
 
@@ -242,8 +241,6 @@ fn profiles_from_before_the_compute_peak_load_with_it_unknown() {
     let mut expected = current.clone();
     expected.conditions.peak_compute_gflops = None;
     assert_eq!(read, expected, "nothing else changes");
-    // The report says the peak is unknown instead of classifying.
-    assert!(render_report(&read).contains("peak compute unknown"));
     // Compared with a profile that has it: the peaks are the machine's, not
     // the code's, so they never refuse a comparison.
     assert!(compare(&read, &current, 0.05, false).is_ok());
@@ -305,11 +302,8 @@ fn readers_of_a_forged_profile_saturate_rather_than_wrap_or_panic() {
     let checks = cross_check(&forged);
     assert_eq!(checks[0].dispatch_sum_ns, u64::MAX);
     assert_eq!(checks[0].host_enqueue_ns, u64::MAX);
-    let report = render_report(&forged);
-    assert!(report.contains("per op"), "{report}");
     let comparison = compare(&forged, &forged, 0.05, false).unwrap();
-    assert!(!comparison.regressed(), "{}", comparison.render());
-    assert!(chrome_trace(&forged)["traceEvents"].as_array().unwrap().len() > forged.dispatches.len());
+    assert!(!comparison.regressed(), "{:?}", comparison.rows);
     let (count, sum) = forged
         .phase_counters(kernelscope::profile::Phase::Decode)
         .unwrap();
@@ -338,11 +332,9 @@ fn a_profile_of_many_tokens_and_scopes_compares_in_reasonable_time() {
             .count()
             >= 12_000
     );
-    let report = render_report(&loaded);
-    assert!(report.contains("layer.11999"));
     assert!(
         started.elapsed().as_secs() < 20,
-        "compare and report took {:?}",
+        "compare took {:?}",
         started.elapsed()
     );
 }
@@ -367,8 +359,6 @@ fn split_profiles_are_checked_rank_by_rank() {
         split.ranks[0].tokens[0].start_ns,
         profile(3, 8).tokens[0].start_ns + 1_500
     );
-    let report = render_report(&split);
-    assert!(report.contains("ranks: 2 ranks over cpu 0, cpu 1"), "{report}");
 
     let mut no_topology = split.clone();
     no_topology.conditions.topology = None;

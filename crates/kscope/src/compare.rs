@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use kernelscope::profile::{Profile, compare, render_comparison_html};
+use kernelscope::profile::{Profile, compare};
+use kernelscope_report::{render_comparison, render_comparison_html};
 
 use crate::output::OutputFile;
 
@@ -70,7 +71,7 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     let comparison = compare(&base, &new, args.threshold, args.force)?;
     println!("base: {} ({})", args.base.display(), base.conditions.device);
     println!("new:  {} ({})", args.new.display(), new.conditions.device);
-    print!("{}", comparison.render());
+    print!("{}", render_comparison(&comparison));
     if let Some(file) = &html {
         let name = |path: &std::path::Path| path.display().to_string();
         let page = render_comparison_html(&base, &new, &comparison, (&name(&args.base), &name(&args.new)));

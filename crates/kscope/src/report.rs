@@ -9,7 +9,8 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use kernelscope::profile::{Profile, ReportOptions, chrome_trace_of_tokens, render_html, render_report_with};
+use kernelscope::profile::Profile;
+use kernelscope_report::{ReportOptions, chrome_trace_of_tokens, render_html, render_report_with};
 
 use crate::numbers;
 use crate::output::OutputFile;

@@ -8,12 +8,13 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 use kernelscope::ops::sample::Sampling;
-use kernelscope::profile::{Phase, ProfileLevel, render_report_with};
+use kernelscope::profile::{Phase, ProfileLevel};
 use kernelscope::{Device, DeviceOptions};
 use kernelscope_model::{
     ChatMessage, ChatTemplate, ExecutionMode, Generation, GenerationConfig, GenerationPrompt,
     GenerationRequest, Model, TextStream, Tokenizer,
 };
+use kernelscope_report::render_report_with;
 
 use crate::model_args::{ComputePeak, ModelArgs, describe, peak_bandwidth, peak_compute};
 use crate::numbers;

@@ -1,6 +1,7 @@
 //! `kscope compare` end to end: exit 1 on a constructed 20% slowdown, 0 on
 //! identical inputs, 2 on mismatched conditions and on bad files, each with
-//! a one-line message naming the file and the problem.
+//! a one-line message naming the file and the problem; op kinds a newer
+//! build wrote are compared by name.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -174,4 +175,30 @@ fn info_lists_backends_and_timing_capabilities() {
         !stdout.contains("peak compute") && stdout.contains("per-dispatch timing"),
         "{stdout}"
     );
+}
+
+#[test]
+fn profiles_of_a_newer_build_still_compare_by_their_verdicts() {
+    // Op kinds this build does not know (a newer build's) are compared by
+    // name: a real slowdown still exits 1, the same run still exits 0.
+    let scratch = Scratch::new("newer-kinds");
+    let newer = |profile: kernelscope::profile::Profile| {
+        profile
+            .to_json()
+            .replace("\"op_kind\": \"Attention\"", "\"op_kind\": \"GroupedGemm\"")
+            .replace("\"op_kind\": \"MatVec\"", "\"op_kind\": \"RmsNorm+MatVec\"")
+    };
+    let base = scratch.file("base.json", &newer(synthetic_profile(8, 1.0, 1)));
+    let slow = scratch.file("slow.json", &newer(synthetic_profile(8, 1.2, 2)));
+    let (code, stdout, stderr) = kscope(&[&base, &slow]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        stdout
+            .lines()
+            .any(|line| line.contains("| GroupedGemm ") && line.contains("REGRESSED")),
+        "{stdout}"
+    );
+    let (code, stdout, _) = kscope(&[&base, &base]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("| RmsNorm+MatVec "), "{stdout}");
 }

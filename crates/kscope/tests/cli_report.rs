@@ -2,7 +2,9 @@
 //! gives the short text report (layers folded, `--full` every one), an HTML
 //! page and a trace of a window of tokens; bad input exits 2 with one line
 //! naming what is wrong; an existing output file is kept without `--force`;
-//! compare keeps its exit codes with `--html`.
+//! compare keeps its exit codes with `--html`; a profile of a newer build
+//! (op kinds this build does not know) reports and compares under its
+//! kinds' own names.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -188,4 +190,61 @@ fn compare_writes_its_page_and_keeps_its_exit_codes() {
     ]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("one of the profiles"), "{stderr}");
+}
+
+/// `profile`'s JSON as a build that knows more op kinds would write it:
+/// attention run as `GroupedGemm`, the mat-vecs as a fused `Foo+Bar`.
+fn with_newer_kinds(profile: &kernelscope::profile::Profile) -> String {
+    profile
+        .to_json()
+        .replace("\"op_kind\": \"Attention\"", "\"op_kind\": \"GroupedGemm\"")
+        .replace("\"op_kind\": \"MatVec\"", "\"op_kind\": \"Foo+Bar\"")
+}
+
+#[test]
+fn a_profile_of_a_newer_build_reports_and_compares_with_its_own_kinds() {
+    let scratch = Scratch::new("newer");
+    let known = synthetic_layered_profile(6, 4, &|_| 1.0, 53);
+    let (old, newer) = (scratch.path("old.json"), scratch.path("newer.json"));
+    std::fs::write(&old, known.to_json()).unwrap();
+    std::fs::write(&newer, with_newer_kinds(&known)).unwrap();
+    let (html, trace) = (scratch.path("newer.html"), scratch.path("newer.trace.json"));
+    let (code, stdout, stderr) = kscope(&[
+        "report",
+        text(&newer),
+        "--html",
+        text(&html),
+        "--trace",
+        text(&trace),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("| GroupedGemm ") && stdout.contains("| Foo+Bar "),
+        "{stdout}"
+    );
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains(r#"data-op="GroupedGemm""#) && page.contains(r#"data-op="Foo+Bar""#));
+    let trace = std::fs::read_to_string(&trace).unwrap();
+    assert!(trace.contains(r#""op_kind":"GroupedGemm""#), "{trace}");
+
+    let diff = scratch.path("diff.html");
+    let (code, stdout, stderr) = kscope(&["compare", text(&old), text(&newer), "--html", text(&diff)]);
+    assert_eq!(
+        code, 0,
+        "new and gone op kinds are no regression: {stdout}{stderr}"
+    );
+    let row = |key: &str| {
+        stdout
+            .lines()
+            .find(|line| line.starts_with("| op ") && line.contains(&format!("| {key} ")))
+            .unwrap_or_else(|| panic!("no op row {key}:\n{stdout}"))
+            .to_string()
+    };
+    assert!(row("GroupedGemm").contains("| new "), "{stdout}");
+    assert!(row("Attention").contains("| gone "), "{stdout}");
+    let page = std::fs::read_to_string(&diff).unwrap();
+    assert!(page.contains("no regression") && page.contains("Foo+Bar"));
+    let (code, stdout, _) = kscope(&["compare", text(&newer), text(&newer)]);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("| GroupedGemm "), "{stdout}");
 }

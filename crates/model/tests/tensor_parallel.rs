@@ -390,10 +390,10 @@ fn a_split_profile_shows_every_rank() {
     assert_eq!(scopes.len(), layers + 2, "{scopes:?}");
     assert_eq!((scopes[0], scopes[layers + 1]), ("embed", "lm_head"));
     assert!(costs.iter().all(|(_, cost)| cost.waiting_ns.len() == 2));
-    let report = kernelscope::profile::render_report(&profile);
+    let report = kernelscope_report::render_report(&profile);
     assert!(report.contains("ranks: 2 ranks over"), "{report}");
     assert!(report.contains("imbalance µs/token"), "{report}");
-    let trace = kernelscope::profile::chrome_trace(&profile);
+    let trace = kernelscope_report::chrome_trace(&profile);
     let processes: Vec<&str> = trace["traceEvents"]
         .as_array()
         .unwrap()

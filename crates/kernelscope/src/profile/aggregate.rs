@@ -1,5 +1,6 @@
 //! Grouping dispatch records by a key (op kind, scope, layer, kernel), shared
-//! by the report and the comparison so both count the same way.
+//! by the comparison here and the renderings (kernelscope-report) so they
+//! all count the same way.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -7,11 +8,16 @@ use super::DispatchRecord;
 
 /// Totals of the dispatches that share a key.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Aggregate {
+pub struct Aggregate {
+    /// The key they share (an op kind's name, a layer, a kernel).
     pub key: String,
+    /// How many dispatches.
     pub calls: u64,
+    /// Their device time, summed (ns).
     pub total_ns: u64,
+    /// The bytes they declare, summed.
     pub bytes: u64,
+    /// The flops they declare, summed.
     pub flops: u64,
 }
 
@@ -29,7 +35,7 @@ impl Aggregate {
 
 /// The layer a scope belongs to: `layer.3.attn` → `layer.3`; other scopes
 /// are their own group; an empty scope is `(unscoped)`.
-pub(crate) fn layer_of(scope: &str) -> String {
+pub fn layer_of(scope: &str) -> String {
     if scope.is_empty() {
         return "(unscoped)".to_string();
     }
@@ -41,7 +47,7 @@ pub(crate) fn layer_of(scope: &str) -> String {
 }
 
 /// The scope of a record, `(unscoped)` when empty.
-pub(crate) fn scope_of(record: &DispatchRecord) -> String {
+pub fn scope_of(record: &DispatchRecord) -> String {
     if record.scope.is_empty() {
         "(unscoped)".to_string()
     } else {
@@ -100,7 +106,7 @@ pub(crate) fn group_in_order<T, V>(
 }
 
 /// Totals of `records` by `key`, in first-appearance order.
-pub(crate) fn aggregate<'a>(
+pub fn aggregate<'a>(
     records: impl IntoIterator<Item = &'a DispatchRecord>,
     key: impl Fn(&DispatchRecord) -> String,
 ) -> Vec<Aggregate> {

@@ -5,12 +5,10 @@
 //! peaks are not such a condition: they describe the machine's state at the
 //! time (clocks, temperature, a neighbour's load), not the code, so they
 //! never refuse a comparison; a large change is noted, since it may explain
-//! timings that moved.
+//! timings that moved. The verdicts are made here; kernelscope-report
+//! renders them.
 
 use std::collections::{HashMap, HashSet};
-use std::fmt::Write;
-
-use comfy_table::{CellAlignment, Table, presets};
 
 use super::aggregate::{Samples, group_in_order, layer_of, per_repetition_totals};
 use super::{Phase, Profile};
@@ -64,34 +62,6 @@ pub struct ComparisonRow {
     pub verdict: Verdict,
 }
 
-impl ComparisonRow {
-    /// The row as the comparison table shows it: section, what, base, new,
-    /// change, noise, verdict (timings in ms, counters as counted).
-    pub fn cells(&self) -> Vec<String> {
-        let timing = self.section != "counter";
-        let value = |value: Option<f64>| match value {
-            None => "-".to_string(),
-            Some(v) if timing => format!("{:.3} ms", v / 1e6),
-            Some(v) if v.fract() == 0.0 => format!("{v}"),
-            Some(v) => format!("{v:.3}"),
-        };
-        vec![
-            self.section.to_string(),
-            self.key.clone(),
-            value(self.base),
-            value(self.new),
-            self.change
-                .map_or("-".to_string(), |change| format!("{:+.1}%", change * 100.0)),
-            if timing {
-                format!("{:.3} ms", self.noise / 1e6)
-            } else {
-                "-".to_string()
-            },
-            self.verdict.name().to_string(),
-        ]
-    }
-}
-
 /// The result of [`compare`].
 #[derive(Clone, Debug)]
 pub struct Comparison {
@@ -106,47 +76,15 @@ pub struct Comparison {
 impl Comparison {
     /// Whether any row regressed.
     pub fn regressed(&self) -> bool {
-        self.rows.iter().any(|row| row.verdict == Verdict::Regressed)
+        self.regressions() > 0
     }
 
-    /// A table of every row plus the notes and a one-line verdict.
-    pub fn render(&self) -> String {
-        let mut table = Table::new();
-        table.load_preset(presets::ASCII_MARKDOWN);
-        table.set_header(vec![
-            "section", "what", "base", "new", "change", "noise", "verdict",
-        ]);
-        for index in 2..6 {
-            if let Some(column) = table.column_mut(index) {
-                column.set_cell_alignment(CellAlignment::Right);
-            }
-        }
-        for row in &self.rows {
-            table.add_row(row.cells());
-        }
-        let mut out = format!("{table}\n");
-        for note in &self.notes {
-            let _ = writeln!(out, "note: {note}");
-        }
-        let regressions = self
-            .rows
+    /// How many rows regressed.
+    pub fn regressions(&self) -> usize {
+        self.rows
             .iter()
             .filter(|row| row.verdict == Verdict::Regressed)
-            .count();
-        if regressions > 0 {
-            let _ = writeln!(
-                out,
-                "result: REGRESSION in {regressions} rows (threshold {:.1}%)",
-                self.threshold * 100.0
-            );
-        } else {
-            let _ = writeln!(
-                out,
-                "result: no regression (threshold {:.1}%)",
-                self.threshold * 100.0
-            );
-        }
-        out
+            .count()
     }
 }
 

@@ -4,7 +4,8 @@
 //! same ops and calls) and take the same time within the noise fold into one
 //! row per run of consecutive layers, `layer.0–15 ×16`; a layer whose time
 //! differs from its group's median by more than the noise stays a row of
-//! its own, and so splits the run around it.
+//! its own, and so splits the run around it. This is the judgement; how a
+//! fold is labeled in a table is the renderings' (kernelscope-report).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -23,7 +24,7 @@ const SPREADS_OF_NOISE: f64 = 3.0;
 
 /// One row offered for folding, in display order.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct FoldInput {
+pub struct FoldInput {
     /// The row's key (`layer.3`, `layer.3.attn`, `embed`).
     pub key: String,
     /// The value compared across layers (time).
@@ -37,7 +38,7 @@ pub(crate) struct FoldInput {
 
 /// One row of the folded table.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Folded {
+pub struct Folded {
     /// The inputs it stands for, by index, in layer order (one for a row
     /// that did not fold).
     pub members: Vec<usize>,
@@ -51,7 +52,7 @@ pub(crate) struct Folded {
 }
 
 /// `layer.12.attn` → (12, `.attn`); `None` for keys that name no layer.
-pub(crate) fn layer_number(key: &str) -> Option<(u32, &str)> {
+fn layer_number(key: &str) -> Option<(u32, &str)> {
     let rest = key.strip_prefix("layer.")?;
     let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
     if digits == 0 {
@@ -88,7 +89,7 @@ fn tolerance(rows: &[&FoldInput]) -> f64 {
 
 /// Which rows differ from the median of their group (same suffix, same
 /// signature) by more than the group's tolerance.
-pub(crate) fn outliers(rows: &[FoldInput]) -> Vec<bool> {
+pub fn outliers(rows: &[FoldInput]) -> Vec<bool> {
     let mut groups: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
     for (index, row) in rows.iter().enumerate() {
         if let Some((_, suffix)) = layer_number(&row.key) {
@@ -118,7 +119,7 @@ pub(crate) fn outliers(rows: &[FoldInput]) -> Vec<bool> {
 /// Folds runs of consecutive layers of one group (same suffix and
 /// signature, none an outlier) into one row each, placed where the run's
 /// first layer was; every other row stays as it was, in order.
-pub(crate) fn fold(rows: &[FoldInput]) -> Vec<Folded> {
+pub fn fold(rows: &[FoldInput]) -> Vec<Folded> {
     let outlier = outliers(rows);
     let single = |index: usize| Folded {
         members: vec![index],
@@ -209,7 +210,7 @@ fn fold_row(rows: &[FoldInput], members: &[usize]) -> Folded {
     }
 }
 
-/// What a group of records did and took, for [`fold_labels`].
+/// What a group of records did and took, for [`fold_inputs`].
 #[derive(Default)]
 struct Work {
     calls_by_kernel: BTreeMap<String, u64>,
@@ -222,7 +223,7 @@ struct Work {
 /// The rows the records make when grouped by `key` (in first-seen order),
 /// each with its time, its per-token spread and its signature (the kernels
 /// it ran, how often, and the bytes and flops they declared).
-pub(crate) fn fold_inputs<'a>(
+pub fn fold_inputs<'a>(
     records: impl IntoIterator<Item = &'a DispatchRecord>,
     key: impl Fn(&DispatchRecord) -> String,
 ) -> Vec<FoldInput> {
@@ -257,26 +258,6 @@ pub(crate) fn fold_inputs<'a>(
             }
         })
         .collect()
-}
-
-/// The label each row of `rows` shows under: a fold's members show as
-/// `layer.0–15 ×16 ±1.2%`, a layer that differs from its identical layers as
-/// `layer.7 *`; rows that neither fold nor differ are left out.
-pub(crate) fn fold_labels(rows: &[FoldInput]) -> HashMap<String, String> {
-    let mut labels = HashMap::new();
-    for folded in fold(rows) {
-        let label = if folded.members.len() > 1 {
-            format!("{} ±{:.1}%", folded.label, 100.0 * folded.relative_spread)
-        } else if folded.outlier {
-            format!("{} *", folded.label)
-        } else {
-            continue;
-        };
-        for index in folded.members {
-            labels.insert(rows[index].key.clone(), label.clone());
-        }
-    }
-    labels
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::{Conditions, DispatchRecord};
 
 /// What limits a dispatch, or a group of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Bound {
+pub enum Bound {
     /// Arithmetic intensity below the ridge point, or no flops at all.
     Memory,
     /// Arithmetic intensity at or above the ridge point, or no bytes at all.
@@ -38,8 +38,8 @@ impl Bound {
 }
 
 /// The device's two ceilings, as a profile's conditions recorded them.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Roofline {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Roofline {
     peak_gbps: Option<f64>,
     peak_gflops: Option<f64>,
     /// Flops per byte, where both ceilings are known.
@@ -61,22 +61,14 @@ impl Roofline {
         self.ridge_point
     }
 
-    /// One line naming both ceilings and how each was measured, or saying
-    /// which is unknown and what that leaves unclassified.
-    pub fn describe(self) -> String {
-        let bandwidth = self.peak_gbps.map_or_else(
-            || "peak bandwidth unknown (copy probe not run)".to_string(),
-            |gbps| format!("peak bandwidth {gbps:.1} GB/s (copy probe)"),
-        );
-        let compute = self.peak_gflops.map_or_else(
-            || "peak compute unknown (GEMM probe not run)".to_string(),
-            |gflops| format!("peak compute {gflops:.1} GFLOP/s (bf16 GEMM probe)"),
-        );
-        let ridge = match self.ridge_point {
-            Some(ridge) => format!("ridge point {ridge:.2} FLOP/B"),
-            None => "no ridge point, so work with both bytes and flops is not classified".to_string(),
-        };
-        format!("roofline: {bandwidth}, {compute}; {ridge}")
+    /// Peak bandwidth in GB/s (the copy probe's), where measured.
+    pub fn peak_bandwidth_gbps(self) -> Option<f64> {
+        self.peak_gbps
+    }
+
+    /// Peak compute in GFLOP/s (the GEMM probe's), where measured.
+    pub fn peak_compute_gflops(self) -> Option<f64> {
+        self.peak_gflops
     }
 
     /// What bounds work of `bytes` and `flops`; `None` where it declares
@@ -109,9 +101,41 @@ impl Roofline {
     }
 }
 
+/// The figure a group's closeness to its bound is given against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peak {
+    /// Achieved bandwidth over peak bandwidth.
+    Bandwidth,
+    /// Achieved GFLOP/s over peak GFLOP/s.
+    Compute,
+    /// For a mixed group: the time its dispatches would take at their own
+    /// bounds over the time they took.
+    Roofline,
+}
+
+impl Peak {
+    /// The report's word for it (`BW`, `FLOP/s`, `roofline`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Peak::Bandwidth => "BW",
+            Peak::Compute => "FLOP/s",
+            Peak::Roofline => "roofline",
+        }
+    }
+}
+
+/// How close a group came to a peak: `percent` of `peak`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PeakShare {
+    /// The share, in percent (100: at the peak).
+    pub percent: f64,
+    /// Of what.
+    pub peak: Peak,
+}
+
 /// A group's dispatches on the roofline, tallied one by one.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub(crate) struct Placement {
+pub struct Placement {
     memory: u64,
     compute: u64,
     unknown: u64,
@@ -149,35 +173,36 @@ impl Placement {
         }
     }
 
-    /// How close the group `row` came to its bound: `83.1% BW` (of peak
-    /// bandwidth) where memory-bound, `61.0% FLOP/s` (of peak compute)
-    /// where compute-bound, `72.4% roofline` (the time at the bounds over
-    /// the time taken) where mixed. An unclassified group shows whichever
-    /// peak is known, named so it is not taken for its bound. `-` without a
-    /// figure.
-    pub fn percent_of_peak(&self, roofline: Roofline, row: &Aggregate) -> String {
-        let of = |achieved: Option<f64>, peak: Option<f64>, name: &str| {
-            let (achieved, peak) = (achieved?, peak?);
-            (peak > 0.0).then(|| format!("{:.1}% {name}", 100.0 * achieved / peak))
+    /// How close the group `row` came to its bound: of peak bandwidth
+    /// where memory-bound, of peak compute where compute-bound, of the time
+    /// at the bounds where mixed. An unclassified group gets whichever
+    /// peak is known (its [`Peak`] says which, so it is not taken for its
+    /// bound). `None` without a figure.
+    pub fn share_of_peak(&self, roofline: Roofline, row: &Aggregate) -> Option<PeakShare> {
+        let of = |achieved: Option<f64>, peak_value: Option<f64>, peak: Peak| {
+            let (achieved, peak_value) = (achieved?, peak_value?);
+            (peak_value > 0.0).then(|| PeakShare {
+                percent: 100.0 * achieved / peak_value,
+                peak,
+            })
         };
-        let of_bandwidth = || of(row.gigabytes_per_second(), roofline.peak_gbps, "BW");
-        let of_compute = || of(row.gigaflops_per_second(), roofline.peak_gflops, "FLOP/s");
-        let figure = match self.bound() {
+        let of_bandwidth = || of(row.gigabytes_per_second(), roofline.peak_gbps, Peak::Bandwidth);
+        let of_compute = || of(row.gigaflops_per_second(), roofline.peak_gflops, Peak::Compute);
+        match self.bound() {
             Some(Bound::Unknown) => of_bandwidth().or_else(of_compute),
             Some(Bound::Memory) => of_bandwidth(),
             Some(Bound::Compute) => of_compute(),
-            Some(Bound::Mixed) if !self.floor_incomplete && row.total_ns > 0 => Some(format!(
-                "{:.1}% roofline",
-                100.0 * self.floor_ns / row.total_ns as f64
-            )),
+            Some(Bound::Mixed) if !self.floor_incomplete && row.total_ns > 0 => Some(PeakShare {
+                percent: 100.0 * self.floor_ns / row.total_ns as f64,
+                peak: Peak::Roofline,
+            }),
             Some(Bound::Mixed) | None => None,
-        };
-        figure.unwrap_or_else(|| "-".to_string())
+        }
     }
 }
 
 /// The placement of each group of `records` by `key`.
-pub(crate) fn placements<'a>(
+pub fn placements<'a>(
     records: impl IntoIterator<Item = &'a DispatchRecord>,
     roofline: Roofline,
     key: impl Fn(&DispatchRecord) -> String,

@@ -375,7 +375,7 @@ impl Profiler {
 }
 
 /// The per-label table of `submissions`, longest total first.
-pub(crate) fn submission_table(submissions: &[SubmissionRecord]) -> Vec<SubmissionStats> {
+pub fn submission_table(submissions: &[SubmissionRecord]) -> Vec<SubmissionStats> {
     let by_label = group_in_order(
         submissions,
         |record| &record.label,

@@ -22,7 +22,7 @@ mod options;
 mod registry;
 
 /// Op kinds are the profiler's vocabulary; dispatches are tagged with them here.
-pub use crate::profile::OpKind;
+pub use crate::profile::{OpKind, Primitive};
 pub use backend::Capabilities;
 pub use buffer::{Buffer, PendingRead};
 pub use collective::{Collective, Communicator};

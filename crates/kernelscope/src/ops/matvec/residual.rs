@@ -1,13 +1,13 @@
 //! Mat-vec with the residual add in its epilogue: `out[n] += W[n, k] · x[k]`,
 //! the o_proj and down_proj of a decode step adding straight into the
 //! residual stream, one dispatch where the unfused path has two (mat-vec,
-//! then add). Declared as both op kinds it covers ([`OpKind::MatVecElemAdd`]).
+//! then add). Declared as both op kinds it covers (`MatVec+ElemAdd`).
 
 use super::cpu::matvec_add;
 use super::{checked_dispatch, cost, with_core};
 use crate::error::Result;
 use crate::ops::{kernel_arguments, kernel_for, register_weight_kernels};
-use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
 kernel_arguments! { WEIGHT: "weight" Read, X: "x" Read, OUT: "out" ReadWrite, N: "n" U32, K: "k" U32 }
 
@@ -57,7 +57,7 @@ impl MatVecAdd {
         encoder.dispatch(
             dispatch
                 .cost(bytes + 4 * n as u64, flops + n as u64)
-                .op_kind(OpKind::MatVecElemAdd),
+                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd])),
         )
     }
 }

@@ -15,7 +15,7 @@ pub mod silu;
 use super::matvec::{cost, grid, with_core};
 use super::{Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels};
 use crate::error::{Error, Result};
-use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
 use cpu::norm_matvec;
 
@@ -145,7 +145,7 @@ impl NormMatVec {
                 .dispatch(&self.kernel)?
                 .grid(grid(n, MOST_BLOCKS, (4 * k) as u32))
                 .cost(bytes + bytes_of(k, self.dtype), flops + 4 * k as u64)
-                .op_kind(OpKind::RmsNormMatVec),
+                .op_kind(OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec])),
         )
     }
 }

@@ -9,7 +9,7 @@ use crate::ops::matvec::{cost, grid, with_core};
 use crate::ops::{
     Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels,
 };
-use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
 kernel_arguments! {
     X: "x" Read,
@@ -85,7 +85,11 @@ impl NormMatVecSiluMul {
                     bytes + bytes_of(k, self.dtype) - bytes_of(n, DType::F32),
                     flops + 4 * k as u64 + 5 * n as u64,
                 )
-                .op_kind(OpKind::RmsNormMatVecSiluMul),
+                .op_kind(OpKind::fused(&[
+                    Primitive::RmsNorm,
+                    Primitive::MatVec,
+                    Primitive::SiluMul,
+                ])),
         )
     }
 }

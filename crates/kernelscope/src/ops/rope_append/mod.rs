@@ -2,7 +2,7 @@
 //! the query rotated in place, the key rotated on its way into the key
 //! cache, the value copied into the value cache (three dispatches unfused:
 //! RoPE on the query, RoPE on the key, KV append). Declared as both op kinds
-//! it covers ([`OpKind::RopeCopy`]). A prefill chunk keeps the separate ops,
+//! it covers (`Rope+Copy`). A prefill chunk keeps the separate ops,
 //! which take many rows.
 
 mod cpu;
@@ -14,7 +14,9 @@ use super::{
     kernel_for, register_weight_kernels,
 };
 use crate::error::{Error, Result};
-use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+use crate::runtime::{
+    Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
+};
 
 use cpu::rope_append;
 
@@ -134,7 +136,7 @@ impl RopeAppend {
                         + 4,
                     6 * (query.len() + kv_dim) as u64,
                 )
-                .op_kind(OpKind::RopeCopy),
+                .op_kind(OpKind::fused(&[Primitive::Rope, Primitive::Copy])),
         )
     }
 }

@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kernelscope::profile::{Profile, compare, render_comparison_html, render_html};
+use kernelscope::profile::{Profile, compare};
 use kernelscope::testing::synthetic_layered_profile;
+use kernelscope_report::{render_comparison_html, render_html};
 
 const REQUIRE_BROWSER: &str = "KSCOPE_REQUIRE_BROWSER";
 

@@ -6,9 +6,8 @@
 
 use std::ops::Range;
 
+use kernelscope::profile::{DispatchRecord, Profile, SubmissionRecord, TokenRecord};
 use serde_json::{Value, json};
-
-use super::{DispatchRecord, Profile, SubmissionRecord, TokenRecord};
 
 /// Track id of the token track (streams use their own number).
 const TOKEN_TRACK: u32 = 1_000_000;

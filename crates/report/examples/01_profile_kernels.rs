@@ -4,7 +4,7 @@
 //! cross-check. Optionally writes the JSON profile and a Chrome trace.
 //!
 //! ```text
-//! cargo run --release -p kernelscope --example 01_profile_kernels -- \
+//! cargo run --release -p kernelscope-report --example 01_profile_kernels -- \
 //!     [--tokens N] [--profile-json FILE] [--trace FILE] [--slowdown PERCENT]
 //! ```
 //!
@@ -14,8 +14,9 @@
 
 use std::path::PathBuf;
 
-use kernelscope::profile::{Phase, ProfileLevel, chrome_trace, render_report};
+use kernelscope::profile::{Phase, ProfileLevel};
 use kernelscope::{DType, Device, DeviceOptions, Dispatch, KernelRegistry, OpKind};
+use kernelscope_report::{chrome_trace, render_report};
 
 const ELEMENTS: usize = 1 << 20;
 

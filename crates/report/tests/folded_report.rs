@@ -1,24 +1,13 @@
 //! The short text report: identical layers fold into one row with their
 //! count and spread, a layer that differs by more than the noise unfolds
 //! (exactly that one), `top_kernels` cuts the kernel table, and the full
-//! report keeps every row. Also the token window of the Chrome trace.
+//! report keeps every row.
 
-use kernelscope::profile::{ReportOptions, chrome_trace, chrome_trace_of_tokens, render_report_with};
+mod common;
+
+use common::row_keys;
 use kernelscope::testing::synthetic_layered_profile;
-
-/// The first cells of the rows of the table under `section` (up to the
-/// next blank line).
-fn row_keys(report: &str, section: &str) -> Vec<String> {
-    let start = report
-        .find(section)
-        .unwrap_or_else(|| panic!("no {section:?} in:\n{report}"));
-    report[start..]
-        .lines()
-        .skip(3) // the heading, the header and its rule
-        .take_while(|line| line.starts_with('|'))
-        .map(|line| line.split('|').nth(1).unwrap_or("").trim().to_string())
-        .collect()
-}
+use kernelscope_report::{ReportOptions, render_report_with};
 
 #[test]
 fn identical_layers_fold_into_one_row() {
@@ -98,38 +87,4 @@ fn top_kernels_cuts_the_kernel_table() {
         "per kernel, over",
     );
     assert_eq!(all.len(), 3);
-}
-
-#[test]
-fn a_token_window_keeps_only_its_tokens_in_the_trace() {
-    let profile = synthetic_layered_profile(10, 2, &|_| 1.0, 25);
-    let events = |trace: &serde_json::Value, category: &str| -> Vec<u64> {
-        trace["traceEvents"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|event| event["cat"] == category)
-            .map(|event| {
-                event["args"]["token"].as_u64().unwrap_or_else(|| {
-                    event["name"].as_str().unwrap()[6..]
-                        .split(' ')
-                        .next()
-                        .unwrap()
-                        .parse()
-                        .unwrap()
-                })
-            })
-            .collect()
-    };
-    let window = chrome_trace_of_tokens(&profile, Some(3..5));
-    let dispatches = events(&window, "dispatch");
-    assert_eq!(dispatches.len(), 2 * 6, "6 dispatches per token");
-    assert!(dispatches.iter().all(|token| (3..5).contains(token)));
-    assert_eq!(events(&window, "submission"), [3, 4]);
-    assert_eq!(events(&window, "token"), [3, 4]);
-    assert_eq!(
-        events(&chrome_trace(&profile), "dispatch").len(),
-        profile.dispatches.len(),
-        "no window: everything"
-    );
 }

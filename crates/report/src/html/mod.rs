@@ -1,0 +1,80 @@
+//! The report as one self-contained HTML page: inline SVG charts (roofline,
+//! per-layer bars, per-token timeline), the tables of the text report, and
+//! for two runs the comparison with its verdicts coloured, both runs' views
+//! side by side. No network and no files beside it: the styles and the
+//! little script are in the page, and a content security policy forbids it
+//! any request, so it opens the same offline, from a mail or an archive.
+
+mod comparison;
+mod deltas;
+mod layers;
+mod markup;
+mod roofline;
+mod run;
+mod svg;
+mod timeline;
+
+use std::fmt::Write;
+
+use kernelscope::profile::Profile;
+
+pub use comparison::render_comparison_html;
+
+use crate::summary::Summary;
+use crate::text::{ReportOptions, render_report_with};
+use markup::escape;
+use run::{SharedScales, conditions, headline, views};
+
+const STYLE: &str = include_str!("page.css");
+const SCRIPT: &str = include_str!("page.js");
+
+/// The page around `body`: its policy, script and styles.
+fn page(title: &str, body: &str) -> String {
+    format!(
+        r#"<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{}</title>
+<script>{SCRIPT}</script>
+<style>{STYLE}</style>
+</head>
+<body>
+<ul id="page-errors"></ul>
+{body}
+</body>
+</html>
+"#,
+        escape(title)
+    )
+}
+
+/// Where to look for the timeline of every dispatch: the trace, which the
+/// page does not hold.
+const PERFETTO: &str = r#"<h2>Trace</h2><p class="note">For the timeline of every dispatch, write a Chrome trace with <code>kscope run --trace FILE</code> (or <code>kscope report PROFILE --trace FILE</code>; <code>--trace-tokens 10..12</code> keeps a long run's trace small) and open it at <a href="https://ui.perfetto.dev">ui.perfetto.dev</a> (Open trace file: it is read in the browser, not uploaded) or in <code>chrome://tracing</code>.</p>"#;
+
+/// `profile` as one self-contained HTML page.
+pub fn render_html(profile: &Profile) -> String {
+    let mut body = String::new();
+    let title = format!(
+        "kernelscope profile: {}",
+        profile
+            .conditions
+            .model
+            .as_deref()
+            .unwrap_or(&profile.conditions.device)
+    );
+    let _ = write!(body, "<h1>{}</h1>", escape(&title));
+    headline(&mut body, profile);
+    conditions(&mut body, profile);
+    views(&mut body, profile, &Summary::of(profile), SharedScales::default());
+    body.push_str(PERFETTO);
+    let _ = write!(
+        body,
+        r#"<details><summary>The full text report</summary><pre>{}</pre></details>"#,
+        escape(&render_report_with(profile, ReportOptions::FULL))
+    );
+    page(&title, &body)
+}

@@ -1,0 +1,144 @@
+//! The text report: per token, per layer and scope, per op and kernel, the
+//! submission table, counters per token, the ranks of a split run and the
+//! cross-check. In the spirit of an inference engine's `--profile` report,
+//! with achieved bandwidth and FLOP/s from what each dispatch declares it
+//! moves, and where each group sits on the device's roofline (memory- or
+//! compute-bound, and how close to that peak). Also the comparison of two
+//! profiles as a table.
+
+mod comparison;
+mod dispatches;
+mod folds;
+mod ranks;
+mod submissions;
+mod table;
+mod tokens;
+
+use std::collections::HashMap;
+use std::fmt::Write;
+
+use kernelscope::profile::{Profile, Roofline, fold_inputs, layer_of};
+
+pub use comparison::render_comparison;
+
+use crate::summary::Summary;
+use crate::tables::counter_table;
+
+/// What the text report shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportOptions {
+    /// Every layer and scope on a row of its own. Without it, identical
+    /// layers fold into one row (`layer.0–15 ×16 ±1.2%`) and a layer that
+    /// differs from them by more than the noise stays apart, marked `*`.
+    pub full: bool,
+    /// How many kernels the per-kernel table shows, slowest first (`None`: all).
+    pub top_kernels: Option<usize>,
+}
+
+impl ReportOptions {
+    /// The short report: layers folded, the 10 slowest kernels.
+    pub const SHORT: ReportOptions = ReportOptions {
+        full: false,
+        top_kernels: Some(10),
+    };
+    /// The full report: every layer, scope and kernel on its own row.
+    pub const FULL: ReportOptions = ReportOptions {
+        full: true,
+        top_kernels: None,
+    };
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        ReportOptions::SHORT
+    }
+}
+
+/// Renders `profile` as the full text report (every layer, scope and
+/// kernel on its own row); see [`render_report_with`] for the short one.
+pub fn render_report(profile: &Profile) -> String {
+    render_report_with(profile, ReportOptions::FULL)
+}
+
+/// Renders `profile` as the text report, as `options` say.
+pub fn render_report_with(profile: &Profile, options: ReportOptions) -> String {
+    let mut out = String::new();
+    render_conditions(profile, &mut out);
+    let dispatch_times = !profile.dispatches.is_empty();
+    let conditions = &profile.conditions;
+    if !dispatch_times && conditions.profiling.times_dispatches() {
+        let _ = writeln!(
+            out,
+            "\nper-dispatch timing: {} — per-op and per-layer rows are not available; submission times below are",
+            conditions.dispatch_timing.describe()
+        );
+    }
+
+    // The dispatches summarised and, in the short report, the folds of their
+    // layers: made once, for the token lines and the tables alike.
+    let summary = Summary::of(profile);
+    let layer_labels = if options.full {
+        HashMap::new()
+    } else {
+        folds::fold_labels(&fold_inputs(summary.records.iter().copied(), |record| {
+            layer_of(&record.scope)
+        }))
+    };
+    tokens::render_tokens(profile, &layer_labels, &mut out);
+    if dispatch_times {
+        dispatches::render_dispatch_summary(&summary, &layer_labels, options, &mut out);
+    }
+    submissions::render_submissions(profile, &mut out);
+    render_counters(profile, &mut out);
+    ranks::render_ranks(profile, options, &mut out);
+    submissions::render_cross_check(profile, &mut out);
+    for warning in &profile.warnings {
+        let _ = writeln!(out, "warning: {warning}");
+    }
+    out
+}
+
+/// The lines that say what was measured, where and how.
+fn render_conditions(profile: &Profile, out: &mut String) {
+    let conditions = &profile.conditions;
+    let _ = writeln!(out, "kernelscope profile ({})", profile.tool);
+    let _ = writeln!(
+        out,
+        "device: {} | backend: {} | mode: {} | profiling: {}",
+        conditions.device, conditions.backend, conditions.mode, conditions.profiling
+    );
+    let _ = writeln!(
+        out,
+        "timing: submissions by {}, dispatches {}",
+        conditions.submission_timing,
+        conditions.dispatch_timing.describe()
+    );
+    if let Some(model) = &conditions.model {
+        let _ = writeln!(out, "model: {model}");
+    }
+    let _ = writeln!(out, "{}", describe_roofline(Roofline::of(conditions)));
+}
+
+/// One line naming both ceilings and how each was measured, or saying
+/// which is unknown and what that leaves unclassified.
+fn describe_roofline(roofline: Roofline) -> String {
+    let bandwidth = roofline.peak_bandwidth_gbps().map_or_else(
+        || "peak bandwidth unknown (copy probe not run)".to_string(),
+        |gbps| format!("peak bandwidth {gbps:.1} GB/s (copy probe)"),
+    );
+    let compute = roofline.peak_compute_gflops().map_or_else(
+        || "peak compute unknown (GEMM probe not run)".to_string(),
+        |gflops| format!("peak compute {gflops:.1} GFLOP/s (bf16 GEMM probe)"),
+    );
+    let ridge = match roofline.ridge_point() {
+        Some(ridge) => format!("ridge point {ridge:.2} FLOP/B"),
+        None => "no ridge point, so work with both bytes and flops is not classified".to_string(),
+    };
+    format!("roofline: {bandwidth}, {compute}; {ridge}")
+}
+
+fn render_counters(profile: &Profile, out: &mut String) {
+    let (header, rows) = counter_table(profile);
+    let _ = writeln!(out, "\ncounters:");
+    let _ = writeln!(out, "{}", table::table(&header, rows));
+}

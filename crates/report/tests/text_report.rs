@@ -1,0 +1,301 @@
+//! The text report: its sections, the roofline columns (memory- or
+//! compute-bound, and how close to that peak), the cross-check's lines, the
+//! host enqueue column where a backend measures it, the line a device
+//! without dispatch timing gets, and the comparison as text; every kept
+//! fixture profile renders (short, full, HTML) and compares with itself.
+
+mod common;
+
+use std::path::Path;
+
+use common::{recorded_profile, table_row};
+use kernelscope::OpKind;
+use kernelscope::profile::{Profile, compare};
+use kernelscope::testing::synthetic_profile;
+use kernelscope_report::{
+    ReportOptions, render_comparison, render_comparison_html, render_html, render_report, render_report_with,
+};
+
+#[test]
+fn human_report_has_its_sections() {
+    let report = render_report(&recorded_profile());
+    for needle in [
+        "tokens: 0 prefill, 3 decode",
+        "first: token 0",
+        "last: token 2",
+        "per op, over 3 tokens",
+        "| Rope",
+        "| MatVec",
+        "per layer",
+        "| layer.0",
+        "| lm_head",
+        "roofline: peak bandwidth 50.0 GB/s (copy probe), peak compute unknown",
+        "FLOP/B",
+        "bound",
+        "% of peak",
+        "submissions by label",
+        "| token",
+        "counters:",
+        "| dispatches",
+        "per decode token",
+        "cross-check token: dispatch sum",
+    ] {
+        assert!(report.contains(needle), "missing `{needle}` in:\n{report}");
+    }
+}
+
+#[test]
+fn the_cross_check_says_when_it_flags_and_where_time_went() {
+    let mut profile = synthetic_profile(4, 1.0, 1);
+    assert!(!render_report(&profile).contains("FLAGGED"));
+    // Stretch one submission: its dispatches now cover far less than it.
+    profile.submissions[0].end_ns += 10 * (profile.submissions[0].end_ns - profile.submissions[0].start_ns);
+    assert!(render_report(&profile).contains("FLAGGED"));
+
+    // The device waited 0.8 µs before each submission's first dispatch
+    // (the synthetic run starts 1 µs after the epoch).
+    let mut profile = synthetic_profile(3, 1.0, 4);
+    for submission in &mut profile.submissions {
+        submission.start_ns -= 800;
+    }
+    let report = render_report(&profile);
+    assert!(report.contains("before the first dispatch 0.002 ms"), "{report}");
+}
+
+#[test]
+fn gated_submissions_and_host_enqueue_are_reported() {
+    let mut profile = synthetic_profile(4, 1.0, 3);
+    let plain = render_report(&profile);
+    assert!(
+        !plain.contains("host enqueue"),
+        "no enqueue column where nothing was measured:\n{plain}"
+    );
+    // Two of the submissions were held until enqueued, each after 250 µs
+    // of host launching; the others report their enqueue time only.
+    for (position, submission) in profile.submissions.iter_mut().enumerate() {
+        submission.enqueue = Some(kernelscope::profile::Enqueue {
+            host_ns: 250_000 + position as u64 * 1_000,
+            device_held: position % 2 == 0,
+        });
+    }
+    let report = render_report(&profile);
+    for needle in [
+        "host enqueue µs (mean)",
+        "|                  251.5 |",
+        "2 of 4 submissions held until fully enqueued (host enqueue 1.006 ms in all)",
+    ] {
+        assert!(report.contains(needle), "missing `{needle}` in:\n{report}");
+    }
+}
+
+#[test]
+fn a_device_without_dispatch_timing_says_so_and_keeps_its_submissions() {
+    use kernelscope::profile::ProfileLevel;
+    use kernelscope::{DType, Device, DeviceOptions, Dispatch};
+    let options = DeviceOptions::new()
+        .profile(ProfileLevel::Dispatch)
+        .without_dispatch_timing("simulated: no dispatch-boundary timestamps");
+    let device = Device::cpu_with(options);
+    let kernel = kernelscope::testing::inc_one_registry()
+        .kernel(&device, "inc_one")
+        .unwrap();
+    let input = device.buffer_from_slice(&[1.0f32; 64], &[64]).unwrap();
+    let output = device.alloc(DType::F32, &[64]).unwrap();
+    let mut encoder = device.command_encoder();
+    for _ in 0..3 {
+        let dispatch = Dispatch::new(&kernel).read(&input).write(&output);
+        encoder.dispatch(dispatch).unwrap();
+        encoder.commit_and_wait_labeled("degraded").unwrap();
+    }
+    let report = render_report(&device.profile(device.conditions("eager", None, None)));
+    assert!(report.contains("per-dispatch timing: unsupported"), "{report}");
+    assert!(
+        report.contains("| degraded"),
+        "submission rows still reported: {report}"
+    );
+}
+
+#[test]
+fn a_comparison_reads_as_a_table_its_notes_and_a_verdict() {
+    let base = synthetic_profile(8, 1.0, 1);
+    let slow = synthetic_profile(8, 1.2, 2);
+    let text = render_comparison(&compare(&base, &slow, 0.05, false).unwrap());
+    assert!(text.starts_with("| section "), "{text}");
+    assert!(
+        text.lines().any(|line| line.starts_with("| op ")
+            && line.contains("| MatVec ")
+            && line.contains("REGRESSED")),
+        "{text}"
+    );
+    assert!(text.contains("result: REGRESSION in"), "{text}");
+    let same = render_comparison(&compare(&base, &base, 0.05, false).unwrap());
+    assert!(
+        same.ends_with("result: no regression (threshold 5.0%)\n"),
+        "{same}"
+    );
+    // A device that ran 30% slower: the note is printed.
+    let mut other = synthetic_profile(8, 1.0, 2);
+    other.conditions.peak_compute_gflops = Some(3500.0);
+    let noted = render_comparison(&compare(&base, &other, 0.05, false).unwrap());
+    assert!(noted.contains("note: peak compute measured"), "{noted}");
+}
+
+#[test]
+fn roofline_columns_classify_memory_and_compute_bound_ops() {
+    // Attention made compute-heavy: 128 MFLOP per MiB, past the synthetic
+    // device's ridge point (5000 GFLOP/s / 100 GB/s = 50 FLOP/B); MatVec
+    // stays at 0.5 FLOP/B, RmsNorm declares no flops at all.
+    let mut profile = synthetic_profile(4, 1.0, 7);
+    for record in &mut profile.dispatches {
+        match record.op_kind {
+            OpKind::Attention => record.flops = 1 << 27,
+            OpKind::RmsNorm => record.flops = 0,
+            _ => {}
+        }
+    }
+    let (peak_gbps, peak_gflops) = (100.0, 5000.0);
+    assert_eq!(profile.conditions.peak_bandwidth_gbps, Some(peak_gbps));
+    assert_eq!(profile.conditions.peak_compute_gflops, Some(peak_gflops));
+    assert_eq!(profile.conditions.ridge_point(), Some(50.0));
+    let totals = |kind: OpKind| {
+        profile
+            .dispatches
+            .iter()
+            .filter(|record| record.op_kind == kind)
+            .fold((0u64, 0u64, 0u64), |(ns, bytes, flops), record| {
+                (
+                    ns + record.end_ns - record.start_ns,
+                    bytes + record.bytes,
+                    flops + record.flops,
+                )
+            })
+    };
+    let report = render_report(&profile);
+    assert!(
+        report.contains(
+            "roofline: peak bandwidth 100.0 GB/s (copy probe), peak compute 5000.0 GFLOP/s (bf16 GEMM probe); ridge point 50.00 FLOP/B"
+        ),
+        "{report}"
+    );
+
+    // Compute-bound: GFLOP/s against the compute peak.
+    let (ns, bytes, flops) = totals(OpKind::Attention);
+    let gflops = flops as f64 / ns as f64;
+    let row = table_row(&report, "per op,", "Attention");
+    assert_eq!(row[6], format!("{gflops:.1}"), "GFLOP/s: {row:?}");
+    assert_eq!(
+        row[7],
+        format!("{:.2}", flops as f64 / bytes as f64),
+        "FLOP/B: {row:?}"
+    );
+    assert_eq!(row[7], "128.00");
+    assert_eq!(row[8], "compute", "{row:?}");
+    assert_eq!(
+        row[9],
+        format!("{:.1}% FLOP/s", 100.0 * gflops / peak_gflops),
+        "{row:?}"
+    );
+
+    // Memory-bound: GB/s against the bandwidth peak.
+    let (ns, bytes, flops) = totals(OpKind::MatVec);
+    let gbps = bytes as f64 / ns as f64;
+    let row = table_row(&report, "per op,", "MatVec");
+    assert_eq!(row[5], format!("{gbps:.1}"), "GB/s: {row:?}");
+    assert_eq!(
+        row[6],
+        format!("{:.1}", flops as f64 / ns as f64),
+        "GFLOP/s: {row:?}"
+    );
+    assert_eq!(row[7], "0.50", "FLOP/B: {row:?}");
+    assert_eq!(row[8], "memory", "{row:?}");
+    assert_eq!(row[9], format!("{:.1}% BW", 100.0 * gbps / peak_gbps), "{row:?}");
+
+    // No flops: memory-bound whatever the ridge point, no GFLOP/s.
+    let row = table_row(&report, "per op,", "RmsNorm");
+    assert_eq!(
+        (row[6].as_str(), row[7].as_str(), row[8].as_str()),
+        ("-", "-", "memory")
+    );
+    assert!(row[9].ends_with("% BW"), "{row:?}");
+
+    // Kernels are classified alike.
+    let row = table_row(&report, "per kernel,", "attention_f32");
+    assert_eq!(row[8], "compute", "{row:?}");
+
+    // A layer holds both kinds: mixed, against the time its dispatches
+    // would take at their own bounds; its summed bytes and flops (42.83
+    // FLOP/B, below the ridge) would have called it all memory-bound.
+    let layer: Vec<_> = profile
+        .dispatches
+        .iter()
+        .filter(|record| record.scope.starts_with("layer.0."))
+        .collect();
+    let at_bounds_ns: f64 = layer
+        .iter()
+        .map(|record| match record.op_kind {
+            OpKind::Attention => record.flops as f64 / peak_gflops,
+            _ => record.bytes as f64 / peak_gbps,
+        })
+        .sum();
+    let taken_ns: u64 = layer.iter().map(|record| record.end_ns - record.start_ns).sum();
+    let row = table_row(&report, "per layer,", "layer.0");
+    assert_eq!(row[7], "42.83", "{row:?}");
+    assert_eq!(row[8], "mixed", "{row:?}");
+    assert_eq!(
+        row[9],
+        format!("{:.1}% roofline", 100.0 * at_bounds_ns / taken_ns as f64),
+        "{row:?}"
+    );
+
+    // An unknown compute peak is said, never guessed: work with flops is
+    // unclassified and shows the bandwidth it reached, named as such.
+    profile.conditions.peak_compute_gflops = None;
+    let report = render_report(&profile);
+    assert!(
+        report.contains("peak compute unknown (GEMM probe not run)") && report.contains("no ridge point"),
+        "{report}"
+    );
+    let row = table_row(&report, "per op,", "Attention");
+    assert_eq!(row[8], "?", "{row:?}");
+    let (ns, bytes, _) = totals(OpKind::Attention);
+    assert_eq!(
+        row[9],
+        format!("{:.1}% BW", 100.0 * bytes as f64 / ns as f64 / peak_gbps)
+    );
+    assert_eq!(table_row(&report, "per op,", "RmsNorm")[8], "memory");
+}
+
+/// Every profile kept in tests/fixtures/profiles (a real GPU run, a CPU
+/// run, a split CPU run, a schema-1 file the reader upgrades) renders as the
+/// short and full text report and as the HTML page, and compares with
+/// itself: no regression, and the comparison page renders too.
+#[test]
+fn every_fixture_profile_renders_and_compares() {
+    let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/profiles");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|extension| extension != "json") {
+            continue;
+        }
+        seen += 1;
+        let name = path.display().to_string();
+        let profile = Profile::load(&path).unwrap_or_else(|error| panic!("{error}"));
+        assert!(!profile.dispatches.is_empty(), "{name}");
+        let short = render_report_with(&profile, ReportOptions::SHORT);
+        let full = render_report_with(&profile, ReportOptions::FULL);
+        assert!(short.starts_with("kernelscope profile"), "{name}");
+        assert!(
+            short.lines().count() < full.lines().count(),
+            "{name}: folding shortens"
+        );
+        let html = render_html(&profile);
+        assert!(html.contains(r#"<svg class="layers""#), "{name}");
+        let comparison = compare(&profile, &profile, 0.05, false).unwrap();
+        assert!(!comparison.regressed(), "{name}");
+        assert!(
+            render_comparison_html(&profile, &profile, &comparison, ("a", "b")).contains("no regression")
+        );
+    }
+    assert_eq!(seen, 4, "the fixtures");
+}
