@@ -7,12 +7,14 @@
 
 pub(super) mod kernel_args;
 mod memory;
+mod shared;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 pub use kernel_args::{CpuKernelFn, KernelArgs};
 use memory::CpuMemory;
 pub(crate) use memory::host_memory_info;
+use shared::CpuShared;
 
 use super::DType;
 use super::backend::{Backend, Capabilities, KernelSources};
@@ -24,22 +26,6 @@ use crate::error::{Error, Result};
 use crate::profile::{
     DispatchTiming, ProfileLevel, Profiler, SubmissionRecord, TimingMechanism, TimingMethod,
 };
-
-/// State shared by a CPU device and every buffer allocated on it.
-#[derive(Debug)]
-pub(crate) struct CpuShared {
-    name: String,
-    profiler: Profiler,
-    /// Held while kernels run and while the host copies in or out, so a
-    /// kernel's exclusive view of its output is never observed half-written.
-    execution: Mutex<()>,
-}
-
-impl CpuShared {
-    fn lock_execution(&self) -> MutexGuard<'_, ()> {
-        crate::sync::lock(&self.execution)
-    }
-}
 
 /// A CPU device handle (cheap to clone).
 #[derive(Clone, Debug)]
@@ -54,17 +40,13 @@ impl CpuDevice {
             Some(reason) => DispatchTiming::Unsupported { reason },
         };
         CpuDevice {
-            shared: Arc::new(CpuShared {
-                name: cpu_name(),
-                profiler: Profiler::new(level, dispatch_timing),
-                execution: Mutex::new(()),
-            }),
+            shared: Arc::new(CpuShared::new(Profiler::new(level, dispatch_timing))),
         }
     }
 
     /// Runs `commands` in order, timing them as the profiler asks.
     fn run(&self, commands: &[Command], label: &Arc<str>) -> Result<()> {
-        let profiler = &self.shared.profiler;
+        let profiler = self.shared.profiler();
         let time_submission = profiler.times_submissions();
         let time_dispatches = profiler.times_dispatches();
         let _exclusive = self.shared.lock_execution();
@@ -134,7 +116,7 @@ impl Backend for CpuDevice {
     }
 
     fn name(&self) -> &str {
-        &self.shared.name
+        self.shared.name()
     }
 
     fn identity(&self) -> usize {
@@ -142,11 +124,11 @@ impl Backend for CpuDevice {
     }
 
     fn profiler(&self) -> &Profiler {
-        &self.shared.profiler
+        self.shared.profiler()
     }
 
     fn capabilities(&self) -> Capabilities {
-        let dispatch_timing = self.shared.profiler.dispatch_timing().clone();
+        let dispatch_timing = self.shared.profiler().dispatch_timing().clone();
         Capabilities {
             submission_timing: TimingMethod::current(TimingMechanism::HostClock),
             dispatch_timing_in_graphs: dispatch_timing.is_supported(),
@@ -208,19 +190,4 @@ impl Backend for CpuDevice {
     fn wait(&self) -> Result<()> {
         Ok(())
     }
-}
-
-/// `cpu: <model name> (<n> threads)`, from /proc/cpuinfo where there is one.
-fn cpu_name() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split(':').nth(1))
-                .map(|name| name.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("cpu: {model} ({threads} threads)")
 }
