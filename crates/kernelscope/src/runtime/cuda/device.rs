@@ -20,6 +20,7 @@ use super::timing::Timings;
 use crate::error::{CudaUnavailable, Error, Result};
 use crate::profile::{DispatchTiming, ProfileLevel, Profiler, TimingMechanism, TimingMethod};
 use crate::runtime::backend::{Backend, Capabilities, KernelSources};
+use crate::runtime::collective::group::GroupBackend;
 use crate::runtime::command::Command;
 use crate::runtime::kernel::LoadedKernel;
 use crate::runtime::memory::{DeviceMemory, MemoryInfo};
@@ -163,11 +164,6 @@ fn connect_late_records(state: &Arc<DeviceState>) {
 }
 
 impl CudaDevice {
-    /// The state the handle shares with its buffers and graphs.
-    pub(crate) fn state(&self) -> &Arc<DeviceState> {
-        &self.state
-    }
-
     /// The GPU's ordinal (`cuda:N`): two handles opened on one GPU share it.
     pub fn ordinal(&self) -> usize {
         self.state.stream().context().ordinal()
@@ -217,6 +213,11 @@ impl CudaDevice {
         connect_late_records(&state);
         Ok(CudaDevice { state })
     }
+}
+
+/// Collectives between `devices` through NCCL, rank `i` on `devices[i]`.
+pub(crate) fn open_collectives(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
+    super::nccl::open(devices.iter().map(|device| device.state.clone()).collect())
 }
 
 impl Backend for CudaDevice {

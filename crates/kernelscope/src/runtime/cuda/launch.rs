@@ -60,7 +60,7 @@ pub(crate) fn prepare(state: &DeviceState, recorded: &RecordedDispatch) -> Resul
             let kernels = state.blas()?.plan(shape, pointers)?.kernels();
             Ok(Launched::Library { kernels })
         }
-        CudaKernel::Collective { .. } => Ok(Launched::Library { kernels: 1 }),
+        CudaKernel::Collective(_) => Ok(Launched::Library { kernels: 1 }),
     }
 }
 
@@ -98,13 +98,8 @@ pub(crate) fn launch(state: &DeviceState, recorded: &RecordedDispatch, order: Or
                 kernels: plan.kernels(),
             })
         }
-        CudaKernel::Collective {
-            group,
-            rank,
-            collective,
-            dtype,
-        } => {
-            group.launch(*rank, *collective, *dtype, recorded)?;
+        CudaKernel::Collective(collective) => {
+            collective.launch(recorded)?;
             // NCCL launches one kernel per collective on the stream.
             Ok(Launched::Library { kernels: 1 })
         }

@@ -3,14 +3,16 @@
 //! `ncclCommInitAll` (one process, one thread per rank afterwards), each
 //! collective launched on its rank's stream so it is captured into that
 //! rank's CUDA graph like our kernels. NVLink multicast (NVLS) is left to
-//! NCCL's environment (`NCCL_NVLS_ENABLE`): we never ask for it.
+//! NCCL's environment (`NCCL_NVLS_ENABLE`): we never ask for it. Opened from
+//! the devices' states, and handing each rank's collectives to launches and
+//! graphs as [`RankCollective`]s, so nothing below the device depends on it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::nccl::{result as nccl, sys as nccl_sys};
 
-use super::device::CudaDevice;
+use super::modules::{CommunicatorHold, CudaKernel, RankCollective};
 use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::runtime::collective::group::{Collective, GroupBackend};
@@ -49,8 +51,8 @@ fn problem(collective: &str, rank: usize, problem: String) -> Error {
     }
 }
 
-/// Opens NCCL communicators for `devices`, rank `i` on `devices[i]`.
-pub(crate) fn open(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
+/// Opens NCCL communicators for the devices of `states`, rank `i` on `states[i]`'s.
+pub(crate) fn open(states: Vec<Arc<DeviceState>>) -> Result<Arc<dyn GroupBackend>> {
     // SAFETY: only tries to load the library by its known names.
     if !unsafe { nccl_sys::is_culib_present() } {
         return Err(Error::KernelMissing {
@@ -62,7 +64,6 @@ pub(crate) fn open(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
     let version = nccl::get_nccl_version()
         .map(|code| format!("NCCL {}.{}.{}", code / 10000, code % 10000 / 100, code % 100))
         .map_err(|error| problem("group", 0, format!("ncclGetVersion: {error:?}")))?;
-    let states: Vec<Arc<DeviceState>> = devices.iter().map(|device| device.state().clone()).collect();
     let ordinals: Vec<i32> = states
         .iter()
         .map(|state| state.stream().context().ordinal() as i32)
@@ -294,6 +295,36 @@ pub(crate) struct CommHold<'a> {
     _comm: std::sync::MutexGuard<'a, Option<Comm>>,
 }
 
+impl CommunicatorHold for CommHold<'_> {}
+
+/// One rank's collective of one kind on one element type: the kernel a
+/// dispatch of it carries.
+struct NcclRank {
+    group: Arc<NcclGroup>,
+    rank: usize,
+    collective: Collective,
+    dtype: DType,
+}
+
+impl RankCollective for NcclRank {
+    fn launch(&self, recorded: &RecordedDispatch) -> Result<()> {
+        self.group
+            .launch(self.rank, self.collective, self.dtype, recorded)
+    }
+
+    fn communicator(&self) -> (usize, usize) {
+        (Arc::as_ptr(&self.group) as usize, self.rank)
+    }
+
+    fn generation(&self) -> u64 {
+        self.group.generation()
+    }
+
+    fn hold_for_replay(&self, captured: u64) -> Result<Box<dyn CommunicatorHold + '_>> {
+        Ok(Box::new(self.group.hold_for_replay(self.rank, captured)?))
+    }
+}
+
 impl NcclGroup {
     /// How many times the communicators were made again; a graph records it
     /// when it captures a collective.
@@ -427,12 +458,12 @@ impl GroupBackend for Arc<NcclGroup> {
 
     fn kernel(&self, rank: usize, collective: Collective, dtype: DType) -> Result<LoadedKernel> {
         nccl_type(collective, dtype, rank)?;
-        Ok(Arc::new(super::modules::CudaKernel::Collective {
+        Ok(Arc::new(CudaKernel::Collective(Arc::new(NcclRank {
             group: self.clone(),
             rank,
             collective,
             dtype,
-        }))
+        }))))
     }
 }
 
