@@ -47,7 +47,7 @@ pub mod synthetic;
 
 use half::{bf16, f16};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use crate::runtime::{Access, Buffer, DType, Device, Dispatch, Element, Kernel, KernelRegistry, Param};
 
 /// A registry holding every op's kernels.
@@ -310,9 +310,13 @@ pub(crate) fn kernel_for(
         Error::KernelMissing { backend, .. } => Error::KernelMissing {
             name,
             backend,
-            workaround: format!(
-                "{op} has no {dtype} kernel on {backend}; use --device cpu, or a checkpoint of another dtype (gen-model --dtype)"
-            ),
+            workaround: format!("{op} has no {dtype} kernel on {backend}"),
+            // The CPU runs every op for every weight dtype.
+            remedies: if backend == "cpu" {
+                &[Remedy::OtherDtype]
+            } else {
+                &[Remedy::OtherDevice { device: "cpu" }, Remedy::OtherDtype]
+            },
         },
         other => other,
     })

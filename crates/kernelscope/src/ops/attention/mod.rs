@@ -161,6 +161,7 @@ impl Attention {
                 name: format!("attention_split_{cache_dtype}"),
                 backend: device.backend(),
                 workaround: format!("the KV cache holds f32, f16 or bf16, not {cache_dtype}"),
+                remedies: &[],
             });
         }
         let vector = VECTOR_DIMS

@@ -117,6 +117,7 @@ impl PrefillAttention {
                 name,
                 backend: device.backend(),
                 workaround: "the KV cache and the output are f32, f16 or bf16".into(),
+                remedies: &[],
             });
         }
         let kernel = registry.kernel(device, &name)?;

@@ -174,6 +174,7 @@ impl GroupBackend for Arc<InProcessGroup> {
                 name: collective.kernel_name(dtype),
                 backend: "cpu",
                 workaround: "CPU collectives exchange f32 values; reduce or gather f32 buffers".into(),
+                remedies: &[],
             });
         }
         let group = self.clone();

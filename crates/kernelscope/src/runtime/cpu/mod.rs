@@ -22,7 +22,7 @@ use super::command::Command;
 use super::kernel::LoadedKernel;
 use super::memory::DeviceMemory;
 use super::memory::MemoryInfo;
-use crate::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use crate::profile::{
     DispatchTiming, ProfileLevel, Profiler, SubmissionRecord, TimingMechanism, TimingMethod,
 };
@@ -78,6 +78,7 @@ impl CpuDevice {
                 name: kernel.name().to_string(),
                 backend: "cpu",
                 workaround: "this kernel handle was made for another backend; get it from the registry for this device".into(),
+                remedies: &[],
             })?;
             function(&KernelArgs::new(kernel.name(), recorded.dispatch.args()))?;
             if time_dispatches {
@@ -177,7 +178,8 @@ impl Backend for CpuDevice {
         let function = sources.cpu.clone().ok_or_else(|| Error::KernelMissing {
             name: name.to_string(),
             backend: "cpu",
-            workaround: "register one with KernelRegistry::register_cpu, or run on --device cuda".into(),
+            workaround: "none was registered with KernelRegistry::register_cpu".into(),
+            remedies: &[Remedy::OtherDevice { device: "cuda" }],
         })?;
         Ok(Arc::new(function))
     }

@@ -24,6 +24,7 @@ pub(super) fn cuda_kernel(recorded: &RecordedDispatch) -> Result<&CudaKernel> {
         backend: "cuda",
         workaround: "this kernel handle was made for another backend; get it from the registry for this device"
             .into(),
+        remedies: &[],
     })
 }
 

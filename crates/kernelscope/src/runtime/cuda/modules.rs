@@ -95,6 +95,7 @@ impl ModuleCache {
             name: name.to_string(),
             backend: "cuda",
             workaround: format!("its CUDA source defines no `extern \"C\" __global__ {name}` ({error})"),
+            remedies: &[],
         })?;
         Ok(CudaKernel::Compiled {
             function,
