@@ -13,6 +13,7 @@ use super::modules::CudaKernel;
 use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::runtime::command::RecordedDispatch;
+use crate::runtime::library::gemm;
 use crate::runtime::memory::DeviceMemory;
 use crate::runtime::{Arg, LibraryCall, Param};
 
@@ -136,19 +137,19 @@ fn scalar(recorded: &RecordedDispatch, index: usize) -> Result<u32> {
     }
 }
 
-/// A GEMM dispatch's shape and pointers, in [`LibraryCall::Gemm`]'s order.
+/// A GEMM dispatch's shape and pointers, where its declaration (`gemm`) puts them.
 fn gemm_operands(recorded: &RecordedDispatch, call: LibraryCall) -> Result<(GemmShape, GemmPointers)> {
     let LibraryCall::Gemm { dtype } = call;
     let shape = GemmShape {
         dtype,
-        m: scalar(recorded, LibraryCall::GEMM_M)?,
-        n: scalar(recorded, LibraryCall::GEMM_N)?,
-        k: scalar(recorded, LibraryCall::GEMM_K)?,
+        m: scalar(recorded, gemm::M)?,
+        n: scalar(recorded, gemm::N)?,
+        k: scalar(recorded, gemm::K)?,
     };
     let pointers = GemmPointers {
-        weight: address(recorded, LibraryCall::GEMM_WEIGHT)?,
-        x: address(recorded, LibraryCall::GEMM_X)?,
-        out: address(recorded, LibraryCall::GEMM_OUT)?,
+        weight: address(recorded, gemm::WEIGHT)?,
+        x: address(recorded, gemm::X)?,
+        out: address(recorded, gemm::OUT)?,
     };
     Ok((shape, pointers))
 }

@@ -16,7 +16,7 @@ use super::driver::{allocation_error, driver_error};
 use super::modules::{CommunicatorHold, CudaKernel, RankCollective};
 use super::state::DeviceState;
 use crate::error::{Error, NcclFailure, Result};
-use crate::runtime::collective::group::{Collective, GroupBackend};
+use crate::runtime::collective::group::{Collective, GroupBackend, all_gather, all_reduce};
 use crate::runtime::command::RecordedDispatch;
 use crate::runtime::kernel::LoadedKernel;
 use crate::runtime::memory::DeviceMemory;
@@ -382,7 +382,7 @@ impl NcclGroup {
         // communicator is alive under its lock.
         let launched = match collective {
             Collective::AllReduceSum => {
-                let (address, count) = operand(recorded, 0)?;
+                let (address, count) = operand(recorded, all_reduce::BUFFER)?;
                 unsafe {
                     nccl::all_reduce(
                         address as *const _,
@@ -396,8 +396,8 @@ impl NcclGroup {
                 }
             }
             Collective::AllGather => {
-                let (input, count) = operand(recorded, 0)?;
-                let (output, _) = operand(recorded, 1)?;
+                let (input, count) = operand(recorded, all_gather::INPUT)?;
+                let (output, _) = operand(recorded, all_gather::OUTPUT)?;
                 unsafe {
                     nccl::all_gather(
                         input as *const _,
