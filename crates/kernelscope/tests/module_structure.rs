@@ -2,8 +2,8 @@
 //! every path a file names (in `use` lines and in code: `super::x::Y`,
 //! `self::x`, `crate::runtime::Y`, a child module's `x::f`) is resolved,
 //! through re-exports, to the file that defines the item, and then no file
-//! of runtime/ may be part of a cycle, and profile must not reach runtime or
-//! ops, nor runtime reach ops. Reading only `use` lines missed cycles made
+//! of runtime/ may be part of a cycle (even one through other modules), and
+//! profile must not name runtime or ops, nor runtime ops. Reading only `use` lines missed cycles made
 //! of paths written in code, so the parser reads tokens, not lines.
 
 mod source_graph;
@@ -49,7 +49,8 @@ fn profile_runtime_and_ops_depend_only_downward() {
 }
 
 /// The analysis on a crate made up here: a cycle written only in code
-/// (`super::y::Y::new()`) and an upward dependency in a type are reported,
+/// (`super::y::Y::new()`), an upward dependency in a type and the cycle it
+/// closes through profile are reported,
 /// while comments, literals, inline test modules and a re-exporting parent
 /// are not taken for dependencies. (Before the fix, the real crate failed
 /// the test above with two cycles: runtime/cpu's memory naming its parent's
@@ -93,10 +94,10 @@ fn an_injected_cycle_and_an_upward_dependency_are_reported() {
     assert!(acyclic.cycles(in_runtime).is_empty());
     assert!(acyclic.layering_violations().is_empty());
 
+    // A cycle written in code, inside runtime/.
+    let acyclic_x = files[3].1;
     files[3].1 = "pub struct X;\nfn make() { let _ = super::y::Y::new(); }\n";
-    files[1].1 = "pub struct P(crate::runtime::X);\n";
-    let injected = read(&files);
-    let found = injected.cycles(in_runtime);
+    let found = read(&files).cycles(in_runtime);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
         found[0].contains("runtime/x.rs -> runtime/y.rs (runtime/x.rs:2 names `super::y::Y::new`)")
@@ -104,10 +105,22 @@ fn an_injected_cycle_and_an_upward_dependency_are_reported() {
         "{}",
         found[0]
     );
+
+    // An upward dependency in a type; with it, a cycle that leaves runtime/.
+    files[3].1 = acyclic_x;
+    files[1].1 = "pub struct P(crate::runtime::Y);\n";
+    let upward = read(&files);
     assert_eq!(
-        injected.layering_violations(),
+        upward.layering_violations(),
         [
-            "profile/mod.rs -> runtime/x.rs (profile/mod.rs:1 names `crate::runtime::X`) (profile must not depend on runtime)"
+            "profile/mod.rs -> runtime/y.rs (profile/mod.rs:1 names `crate::runtime::Y`) (profile must not depend on runtime)"
         ]
+    );
+    let found = upward.cycles(in_runtime);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("cycle among profile/mod.rs, runtime/y.rs:"),
+        "{}",
+        found[0]
     );
 }

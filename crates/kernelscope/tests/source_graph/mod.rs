@@ -164,19 +164,20 @@ impl Crate {
         format!("{from} -> {to} ({from}:{line} names `{named}`)")
     }
 
-    /// One cycle per strongly connected group of the files `included` takes
-    /// (Tarjan), each a shortest way from its first file back to it.
-    pub fn cycles(&self, included: impl Fn(&Module) -> bool) -> Vec<String> {
+    /// One cycle per strongly connected group of files (Tarjan) that has a
+    /// file `concerned` takes, each a shortest way from its first file back
+    /// to it. The whole crate is searched, so a cycle that leaves the
+    /// concerned files and comes back is found too.
+    pub fn cycles(&self, concerned: impl Fn(&Module) -> bool) -> Vec<String> {
         let kept: BTreeMap<&Module, Vec<&Module>> = self
             .edges
             .iter()
-            .filter(|(from, _)| included(from))
-            .map(|(from, to)| (from, to.keys().filter(|target| included(target)).collect()))
+            .map(|(from, to)| (from, to.keys().collect()))
             .collect();
         let mut found = Vec::new();
         for group in strongly_connected(&kept)
             .into_iter()
-            .filter(|group| group.len() > 1)
+            .filter(|group| group.len() > 1 && group.iter().any(|member| concerned(member)))
         {
             let start = group[0];
             let mut previous: BTreeMap<&Module, &Module> = BTreeMap::new();
