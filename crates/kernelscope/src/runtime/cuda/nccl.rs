@@ -383,6 +383,7 @@ impl NcclGroup {
         let launched = match collective {
             Collective::AllReduceSum => {
                 let (address, count) = operand(recorded, all_reduce::BUFFER)?;
+                // SAFETY: see above; the one buffer is reduced in place.
                 unsafe {
                     nccl::all_reduce(
                         address as *const _,
@@ -398,6 +399,7 @@ impl NcclGroup {
             Collective::AllGather => {
                 let (input, count) = operand(recorded, all_gather::INPUT)?;
                 let (output, _) = operand(recorded, all_gather::OUTPUT)?;
+                // SAFETY: see above.
                 unsafe {
                     nccl::all_gather(
                         input as *const _,
