@@ -220,7 +220,7 @@ pub enum Error {
 
     /// A collective (all-reduce, all-gather) could not run: the ranks
     /// asked for different collectives or sizes, or the group could not be
-    /// formed (NCCL's own failures are [`Error::Nccl`]).
+    /// formed (NCCL's own failures are `Error::Nccl`, a `cuda` build's).
     #[error("{collective} on rank {rank}: {problem}")]
     Collective {
         /// The collective (`all_reduce_sum`, `all_gather`, or `group` for

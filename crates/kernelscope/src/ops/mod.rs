@@ -16,9 +16,12 @@
 //! so a batched prefill and decode (one row) share them.
 //!
 //! A kernel's argument order is written once per op, with
-//! [`kernel_arguments!`]: the launch places each argument by that list
-//! ([`Arguments`]), the CPU reference reads them by its positions, and a test
-//! checks every `.cu` signature against it (names, order, constness).
+//! `kernel_arguments!` (from `runtime::arguments`): the launch places each
+//! argument by that list ([`Arguments`]), the CPU reference reads them by
+//! its positions, and a test checks every `.cu` signature against it (names,
+//! order, constness). Work the runtime reads itself declares its list
+//! there: matmul takes the GEMM's (`runtime::library::gemm`), the
+//! collectives theirs (`runtime::collective::group`).
 //!
 //! Shapes are checked before they are read: an operand whose dimensions an
 //! op uses must have exactly that many ([`dimensions`]); any other operand
