@@ -1,7 +1,12 @@
 //! The crate's one error type. Variants are structured so callers (the CLI,
 //! tests) can match on what went wrong and print a one-line message that
-//! names the culprit and, where there is one, the workaround.
+//! names the culprit and, where there is one, the workaround. A library
+//! knows no command line: where the way out is to change what was asked for
+//! (another device or dtype, a rebuild, forcing a comparison), the error
+//! carries it as a [`Remedy`] in the library's terms, and a front end such
+//! as `kscope` names its own flag for it.
 
+use std::fmt;
 use std::path::PathBuf;
 
 use crate::runtime::DType;
@@ -10,12 +15,17 @@ use crate::runtime::DType;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A backend was asked for but cannot be used here.
-    #[error("{backend} backend unavailable: {reason}")]
+    #[error("{backend} backend unavailable: {}{source}{}", OnDevice(*.ordinal), Suffix(.remedies))]
     BackendUnavailable {
         /// The backend's name (`cuda`).
         backend: &'static str,
-        /// Why, and what to do instead.
-        reason: String,
+        /// The GPU asked for, when one was.
+        ordinal: Option<usize>,
+        /// Why (the driver's own error where it failed).
+        #[source]
+        source: CudaUnavailable,
+        /// What to ask for instead.
+        remedies: &'static [Remedy],
     },
 
     /// A device specification (`cpu`, `cuda:1`, ...) could not be parsed.
@@ -40,14 +50,17 @@ pub enum Error {
 
     /// A kernel has no implementation for the backend it was asked on.
     /// Never answered by a silent fallback to another backend.
-    #[error("kernel `{name}` has no {backend} implementation; {workaround}")]
+    #[error("kernel `{name}` has no {backend} implementation; {workaround}{}", Suffix(.remedies))]
     KernelMissing {
         /// The kernel's registered name.
         name: String,
         /// The backend that lacks it.
         backend: &'static str,
-        /// What the user can do instead (another device or dtype).
+        /// Why, and what the library's user can do about it (register one,
+        /// install a library).
         workaround: String,
+        /// What to ask for instead (another device or dtype).
+        remedies: &'static [Remedy],
     },
 
     /// A kernel's argument does not fit what the kernel asked of it.
@@ -153,8 +166,9 @@ pub enum Error {
         problem: String,
     },
 
-    /// Two profiles were taken under different conditions.
-    #[error("profiles were taken under different conditions ({differences}); pass --force to compare anyway")]
+    /// Two profiles were taken under different conditions; comparing them
+    /// anyway is [`Remedy::Force`].
+    #[error("profiles were taken under different conditions ({differences}){}", Suffix(&[Remedy::Force]))]
     ConditionsDiffer {
         /// Each differing condition as `name: base vs new`.
         differences: String,
@@ -205,8 +219,8 @@ pub enum Error {
     },
 
     /// A collective (all-reduce, all-gather) could not run: the ranks
-    /// asked for different collectives or sizes, the group could not be
-    /// formed, or the library failed.
+    /// asked for different collectives or sizes, or the group could not be
+    /// formed (NCCL's own failures are `Error::Nccl`, a `cuda` build's).
     #[error("{collective} on rank {rank}: {problem}")]
     Collective {
         /// The collective (`all_reduce_sum`, `all_gather`, or `group` for
@@ -216,6 +230,35 @@ pub enum Error {
         rank: usize,
         /// What went wrong.
         problem: String,
+    },
+
+    /// An NCCL call failed (its status is kept).
+    #[cfg(feature = "cuda")]
+    #[error("{collective} on rank {rank}: {operation}: {source}")]
+    Nccl {
+        /// The collective (`all_reduce_sum`, `all_gather`, or `group` for
+        /// forming one).
+        collective: String,
+        /// The rank that saw the failure.
+        rank: usize,
+        /// The call and what it was for (`ncclCommInitAll over GPUs [0, 1]`).
+        operation: String,
+        /// NCCL's status.
+        #[source]
+        source: NcclFailure,
+    },
+
+    /// NCCL, which collectives between GPUs run through, could not be
+    /// loaded; running on one device needs no collective
+    /// ([`Remedy::OneDevice`]).
+    #[error(
+        "collectives between GPUs run through NCCL, which could not be loaded (tried {} on the loader path, LD_LIBRARY_PATH){}",
+        .tried.join(", "),
+        Suffix(&[Remedy::OneDevice])
+    )]
+    NcclNotFound {
+        /// The library file names the loader was asked for, in order.
+        tried: Vec<String>,
     },
 
     /// A collective was abandoned because its group was aborted (another
@@ -239,6 +282,17 @@ pub enum Error {
 }
 
 impl Error {
+    /// What to ask for instead, in the library's terms (empty where the
+    /// error is not answered by asking for something else).
+    pub fn remedies(&self) -> &[Remedy] {
+        match self {
+            Error::BackendUnavailable { remedies, .. } | Error::KernelMissing { remedies, .. } => remedies,
+            Error::ConditionsDiffer { .. } => &[Remedy::Force],
+            Error::NcclNotFound { .. } => &[Remedy::OneDevice],
+            _ => &[],
+        }
+    }
+
     /// Whether the device ran out of memory: an allocation refused for want
     /// of device memory, or any other CUDA driver call that answered
     /// `CUDA_ERROR_OUT_OF_MEMORY` (loading a module, instantiating a graph).
@@ -252,29 +306,189 @@ impl Error {
     }
 }
 
-/// Why no CUDA device can be used at all (what
-/// [`CudaDevice::probe`](crate::runtime::CudaDevice::probe) answers).
+/// Why the CUDA backend cannot be used (what
+/// [`Error::BackendUnavailable`] carries as its source).
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum CudaUnavailable {
     /// The crate was built without the `cuda` feature.
-    #[error(
-        "cuda:{ordinal}: this build has no CUDA support; rebuild with `--features cuda`, or use --device cpu"
-    )]
-    NotBuilt {
-        /// The GPU that was asked for.
-        ordinal: usize,
-    },
+    #[error("this build has no CUDA support")]
+    NotBuilt,
     /// No driver library could be loaded.
     #[error("no CUDA driver library (libcuda.so) on this machine")]
     NoDriver,
     /// The driver loaded but counts no GPU.
     #[error("the CUDA driver sees no GPU")]
     NoGpu,
+    /// The GPU asked for is not there.
+    #[error("there are only {count} GPU(s) (cuda:0..cuda:{})", .count.saturating_sub(1))]
+    NoSuchGpu {
+        /// How many GPUs the driver sees.
+        count: usize,
+    },
+    /// NVRTC, which compiles the kernels, could not be loaded.
+    #[error("NVRTC (libnvrtc.so) is not on the loader path, so kernels cannot be compiled")]
+    NoNvrtc,
     /// The driver loaded but could not be initialised.
     #[cfg(feature = "cuda")]
     #[error("the CUDA driver failed to initialise: {0}")]
     DriverFailed(#[source] cudarc::driver::DriverError),
 }
 
+/// A way out of an error by asking for something else, in the library's
+/// terms; a front end names its own flag or setting for each (kscope:
+/// `crates/kscope/src/errors.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Remedy {
+    /// Open another device (`cpu`, `cuda`) instead.
+    OtherDevice {
+        /// The device to open, as [`Device::open`](crate::Device::open) takes it.
+        device: &'static str,
+    },
+    /// Use weights of another dtype.
+    OtherDtype,
+    /// Build the crate with its `cuda` feature.
+    RebuildWithCuda,
+    /// Compare anyway: `force` set in [`compare`](crate::profile::compare).
+    Force,
+    /// Run the model unsplit, on one device, which needs no collective.
+    OneDevice,
+}
+
+impl fmt::Display for Remedy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Remedy::OtherDevice { device } => write!(f, "open device `{device}` instead"),
+            Remedy::OtherDtype => write!(f, "use weights of another dtype"),
+            Remedy::RebuildWithCuda => write!(f, "build with the `cuda` feature"),
+            Remedy::Force => write!(f, "set `force` to compare anyway"),
+            Remedy::OneDevice => write!(f, "run on one device"),
+        }
+    }
+}
+
+/// Remedies as an error message gives them: `a, or b`. A front end that
+/// words them its own way finds this text in the message and replaces it.
+#[derive(Clone, Copy, Debug)]
+pub struct Remedies<'a>(pub &'a [Remedy]);
+
+impl fmt::Display for Remedies<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, remedy) in self.0.iter().enumerate() {
+            if index > 0 {
+                write!(f, ", or ")?;
+            }
+            write!(f, "{remedy}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `; ` and the remedies, or nothing when there are none.
+struct Suffix<'a>(&'a [Remedy]);
+
+impl fmt::Display for Suffix<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        write!(f, "; {}", Remedies(self.0))
+    }
+}
+
+/// `cuda:N: ` when a GPU was named.
+struct OnDevice(Option<usize>);
+
+impl fmt::Display for OnDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(ordinal) => write!(f, "cuda:{ordinal}: "),
+            None => Ok(()),
+        }
+    }
+}
+
+/// NCCL's status of a failed call. cudarc's `NcclError` is neither
+/// `Display` nor `std::error::Error`, so it is wrapped to be a source.
+#[cfg(feature = "cuda")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NcclFailure(pub cudarc::nccl::result::NcclError);
+
+#[cfg(feature = "cuda")]
+impl fmt::Display for NcclFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let status = self.0.0;
+        write!(f, "NCCL status {status:?} ({})", status as u32)
+    }
+}
+
+#[cfg(feature = "cuda")]
+impl std::error::Error for NcclFailure {}
+
 /// The crate's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remedies_are_fields_and_read_in_library_terms() {
+        let missing = Error::KernelMissing {
+            name: "matmul_u32".into(),
+            backend: "cuda",
+            workaround: "matmul has no u32 kernel on cuda".into(),
+            remedies: &[Remedy::OtherDevice { device: "cpu" }, Remedy::OtherDtype],
+        };
+        assert_eq!(
+            missing.to_string(),
+            "kernel `matmul_u32` has no cuda implementation; matmul has no u32 kernel on cuda; \
+             open device `cpu` instead, or use weights of another dtype"
+        );
+        let without = Error::KernelMissing {
+            name: "x".into(),
+            backend: "cpu",
+            workaround: "none was registered".into(),
+            remedies: &[],
+        };
+        assert!(without.to_string().ends_with("none was registered"), "{without}");
+        let differ = Error::ConditionsDiffer {
+            differences: "mode: eager vs graph".into(),
+        };
+        assert_eq!(differ.remedies(), [Remedy::Force]);
+        assert!(differ.to_string().ends_with("; set `force` to compare anyway"));
+        let nccl = Error::NcclNotFound {
+            tried: vec!["libnccl.so".into(), "libnccl.so.2".into()],
+        };
+        assert_eq!(nccl.remedies(), [Remedy::OneDevice]);
+        assert!(
+            nccl.to_string()
+                .contains("(tried libnccl.so, libnccl.so.2 on the loader path")
+        );
+        // No message names a command-line flag.
+        for error in [missing, without, differ, nccl] {
+            assert!(!error.to_string().contains("--"), "{error}");
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    #[test]
+    fn nccl_failures_keep_nccls_status() {
+        use cudarc::nccl::{result::NcclError, sys::ncclResult_t};
+        let error = Error::Nccl {
+            collective: "all_reduce_sum".into(),
+            rank: 1,
+            operation: "ncclAllReduce".into(),
+            source: NcclFailure(NcclError(ncclResult_t::ncclUnhandledCudaError)),
+        };
+        assert_eq!(
+            error.to_string(),
+            "all_reduce_sum on rank 1: ncclAllReduce: NCCL status ncclUnhandledCudaError (1)"
+        );
+        let source =
+            std::error::Error::source(&error).and_then(|source| source.downcast_ref::<NcclFailure>());
+        assert_eq!(
+            source.map(|failure| failure.0.0),
+            Some(ncclResult_t::ncclUnhandledCudaError)
+        );
+    }
+}

@@ -59,7 +59,7 @@ mod sync;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use error::{Error, Result};
+pub use error::{Error, Remedy, Result};
 pub use runtime::{
     Access, Buffer, Collective, CommandEncoder, Communicator, DType, Device, DeviceOptions, Dispatch,
     Element, Graph, Kernel, KernelArgs, KernelRegistry, MemoryInfo, OpKind, Param, PendingRead, Primitive,

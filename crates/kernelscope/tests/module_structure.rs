@@ -1,208 +1,126 @@
-//! The runtime's files depend on each other without cycles: each file's
-//! `use` lines (of `super::…`, `self::…` and `crate::runtime::…` paths) are
-//! resolved to the files they name, and the graph must be acyclic, so the
-//! layering ARCHITECTURE describes (profile ← memory ← buffer ← dispatch ←
-//! command ← backend ← cpu/cuda ← device ← registry, encoder) cannot
-//! quietly erode.
+//! The crate's files depend on each other the way ARCHITECTURE's layers say:
+//! every path a file names (in `use` lines and in code: `super::x::Y`,
+//! `self::x`, `crate::runtime::Y`, a child module's `x::f`) is resolved,
+//! through re-exports, to the file that defines the item, and then no file
+//! of runtime/ may be part of a cycle (even one through other modules), and
+//! profile must not name runtime or ops, nor runtime ops. Reading only `use` lines missed cycles made
+//! of paths written in code, so the parser reads tokens, not lines.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+mod source_graph;
 
-fn rust_files(directory: &Path, found: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(directory).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, found);
-        } else if path.extension().is_some_and(|extension| extension == "rs") {
-            found.push(path);
-        }
-    }
+use std::path::Path;
+
+use source_graph::{Crate, Module};
+
+fn source_crate() -> Crate {
+    Crate::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"))
 }
 
-/// `cpu/mod.rs` → `["cpu"]`, `cpu/memory.rs` → `["cpu", "memory"]`, `mod.rs` → `[]`.
-fn module_of(root: &Path, file: &Path) -> Vec<String> {
-    let relative = file.strip_prefix(root).unwrap().with_extension("");
-    let mut parts: Vec<String> = relative
-        .components()
-        .map(|part| part.as_os_str().to_string_lossy().into_owned())
-        .collect();
-    if parts.last().is_some_and(|last| last == "mod") {
-        parts.pop();
-    }
-    parts
-}
-
-/// The trees of a file's `use` statements (`pub use` ones too), each
-/// started at the beginning of a line and ended at its `;`.
-fn use_trees(text: &str) -> Vec<String> {
-    let mut trees = Vec::new();
-    let mut open: Option<String> = None;
-    for line in text.lines() {
-        let line = line.trim();
-        if let Some(tree) = open.as_mut() {
-            tree.push_str(line);
-        } else if let Some(rest) = ["use ", "pub use ", "pub(crate) use ", "pub(super) use "]
-            .iter()
-            .find_map(|prefix| line.strip_prefix(prefix))
-        {
-            open = Some(rest.to_string());
-        }
-        if let Some(tree) = open.take_if(|tree| tree.ends_with(';')) {
-            trees.push(tree.trim_end_matches(';').to_string());
-        }
-    }
-    trees
-}
-
-/// Every path a `use` statement names, braces expanded (one level deep is
-/// all this code base uses, but nesting is handled).
-fn expand(prefix: &str, tree: &str, out: &mut Vec<String>) {
-    let tree = tree.trim();
-    if let Some(open) = tree.find('{') {
-        let head = format!("{prefix}{}", &tree[..open]);
-        let inner = &tree[open + 1..tree.rfind('}').unwrap()];
-        let (mut depth, mut start) = (0, 0);
-        for (index, character) in inner.char_indices() {
-            match character {
-                '{' => depth += 1,
-                '}' => depth -= 1,
-                ',' if depth == 0 => {
-                    expand(&head, &inner[start..index], out);
-                    start = index + 1;
-                }
-                _ => {}
-            }
-        }
-        expand(&head, &inner[start..], out);
-    } else if !tree.is_empty() {
-        out.push(format!("{prefix}{tree}"));
-    }
+fn in_runtime(module: &Module) -> bool {
+    module.first().is_some_and(|top| top == "runtime")
 }
 
 #[test]
 fn runtime_files_have_no_import_cycles() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/runtime");
-    let mut files = Vec::new();
-    rust_files(&root, &mut files);
-    let modules: BTreeMap<Vec<String>, PathBuf> = files
-        .iter()
-        .map(|file| (module_of(&root, file), file.clone()))
-        .collect();
-    // Items re-exported by runtime/mod.rs (`pub use buffer::{Buffer, …}`) name their file.
-    let mut reexports: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mod_rs = std::fs::read_to_string(root.join("mod.rs")).unwrap();
-    for tree in use_trees(&mod_rs) {
-        let mut paths = Vec::new();
-        expand("", &tree, &mut paths);
-        for path in paths {
-            let parts: Vec<&str> = path.split("::").map(str::trim).collect();
-            if parts.len() >= 2 && parts[0] != "crate" {
-                reexports.insert(parts[parts.len() - 1].to_string(), vec![parts[0].to_string()]);
-            }
-        }
-    }
+    let source = source_crate();
+    let found = source.cycles(in_runtime);
+    assert!(
+        found.is_empty(),
+        "runtime/ files depend on each other in cycles:\n{}",
+        found.join("\n")
+    );
+    // The check sees what it is meant to see: `use` lines, paths in code,
+    // re-exports.
+    assert!(source.depends("runtime/device", "runtime/backend"));
+    assert!(source.depends("runtime/encoder", "runtime/device"));
+    assert!(source.depends("runtime/cuda/execute", "runtime/cuda/nvtx"));
+    assert!(source.depends("runtime/collective", "runtime/cuda/device"));
+    assert!(source.depends("runtime/cuda/device", "runtime/cuda/nccl"));
+}
 
-    let mut edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
-    for (module, file) in &modules {
-        let text = std::fs::read_to_string(file).unwrap();
-        let is_mod_rs = file.ends_with("mod.rs");
-        let mut targets = BTreeSet::new();
-        for tree in use_trees(&text) {
-            let mut paths = Vec::new();
-            expand("", &tree, &mut paths);
-            for path in paths {
-                let parts: Vec<&str> = path.split("::").map(str::trim).collect();
-                // The module the path starts from, then the rest.
-                let (mut base, rest): (Vec<String>, &[&str]) = match parts[0] {
-                    "crate" if parts.get(1) == Some(&"runtime") => (Vec::new(), &parts[2..]),
-                    "super" => {
-                        let mut base = module.clone();
-                        // In `foo/mod.rs`, `super` is foo's parent; in `foo/bar.rs`, it is foo.
-                        base.pop();
-                        let mut rest = &parts[1..];
-                        while rest.first() == Some(&"super") {
-                            base.pop();
-                            rest = &rest[1..];
-                        }
-                        (base, rest)
-                    }
-                    "self" if is_mod_rs => (module.clone(), &parts[1..]),
-                    // Submodule declarations used through their name: `use memory::CpuMemory` in a mod.rs.
-                    first
-                        if is_mod_rs
-                            && modules.contains_key(&[module.clone(), vec![first.to_string()]].concat()) =>
-                    {
-                        (module.clone(), &parts[..])
-                    }
-                    _ => continue,
-                };
-                // The longest prefix that is a file of ours.
-                let mut resolved = None;
-                for part in rest {
-                    base.push(part.to_string());
-                    if modules.contains_key(&base) {
-                        resolved = Some(base.clone());
-                    } else {
-                        break;
-                    }
-                }
-                if resolved.is_none() && base.len() == rest.len() && !rest.is_empty() {
-                    // `crate::runtime::Name` or `super::Name` from a top-level file.
-                    resolved = reexports.get(rest[0]).cloned();
-                }
-                if let Some(target) = resolved
-                    && target != *module
-                    && !target.is_empty()
-                {
-                    targets.insert(target);
-                }
-            }
-        }
-        edges.insert(module.clone(), targets);
-    }
+#[test]
+fn profile_runtime_and_ops_depend_only_downward() {
+    let found = source_crate().layering_violations();
+    assert!(
+        found.is_empty(),
+        "dependencies against the layers ops → runtime → profile:\n{}",
+        found.join("\n")
+    );
+}
 
-    // Depth-first search for a back edge.
-    fn visit(
-        node: &Vec<String>,
-        edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>,
-        state: &mut BTreeMap<Vec<String>, bool>,
-        path: &mut Vec<Vec<String>>,
-    ) -> Option<Vec<String>> {
-        state.insert(node.clone(), false);
-        path.push(node.clone());
-        for next in edges.get(node).into_iter().flatten() {
-            match state.get(next) {
-                Some(false) => {
-                    let start = path.iter().position(|step| step == next).unwrap();
-                    let mut cycle: Vec<String> = path[start..].iter().map(|step| step.join("/")).collect();
-                    cycle.push(next.join("/"));
-                    return Some(cycle);
-                }
-                Some(true) => {}
-                None => {
-                    if let Some(cycle) = visit(next, edges, state, path) {
-                        return Some(cycle);
-                    }
-                }
-            }
-        }
-        path.pop();
-        state.insert(node.clone(), true);
-        None
-    }
-    let mut state = BTreeMap::new();
-    for node in edges.keys() {
-        if !state.contains_key(node) {
-            let cycle = visit(node, &edges, &mut state, &mut Vec::new());
-            assert!(
-                cycle.is_none(),
-                "runtime/ files import each other in a cycle: {}",
-                cycle.unwrap().join(" -> ")
-            );
-        }
-    }
-    // The check sees the dependencies it is meant to see.
-    let device = edges.get(&vec!["device".to_string()]).unwrap();
-    assert!(device.contains(&vec!["backend".to_string()]), "{device:?}");
-    assert!(edges[&vec!["encoder".to_string()]].contains(&vec!["device".to_string()]));
+/// The analysis on a crate made up here: a cycle written only in code
+/// (`super::y::Y::new()`), an upward dependency in a type and the cycle it
+/// closes through profile are reported,
+/// while comments, literals, inline test modules and a re-exporting parent
+/// are not taken for dependencies. (Before the fix, the real crate failed
+/// the test above with two cycles: runtime/cpu's memory naming its parent's
+/// `CpuShared`, and runtime/cuda's `modules -> nccl -> device -> modules`,
+/// whose first step is `super::nccl::NcclGroup` in a type.)
+#[test]
+fn an_injected_cycle_and_an_upward_dependency_are_reported() {
+    let read = |files: &[(&str, &str)]| {
+        let sources: Vec<(String, String)> = files
+            .iter()
+            .map(|(path, text)| (path.to_string(), text.to_string()))
+            .collect();
+        Crate::new(&sources)
+    };
+    let mut files = vec![
+        ("lib.rs", "pub mod runtime;\npub mod profile;\n"),
+        (
+            "profile/mod.rs",
+            "//! crate::runtime::x, in a comment\npub struct P;\n\
+             fn f() { let _ = ('\\'', \"crate::runtime::x::X\", r#\"crate::runtime::x\"#, '\"'); }\n",
+        ),
+        (
+            "runtime/mod.rs",
+            "mod x;\nmod y;\npub use x::X;\npub use y::{self as why, Y};\n",
+        ),
+        (
+            "runtime/x.rs",
+            "pub struct X;\n#[cfg(test)]\nmod tests {\n    use super::*;\n}\n",
+        ),
+        (
+            "runtime/y.rs",
+            "use super::X;\npub struct Y(X);\nfn f() -> crate::profile::P { self::g() }\n",
+        ),
+    ];
+    let acyclic = read(&files);
+    assert!(acyclic.depends("runtime/y", "runtime/x"), "{:?}", acyclic.edges);
+    assert!(acyclic.depends("runtime/y", "profile"));
+    assert!(acyclic.depends("runtime", "runtime/y"));
+    assert!(!acyclic.depends("runtime/y", "runtime"), "{:?}", acyclic.edges);
+    assert!(!acyclic.depends("profile", "runtime/x"), "{:?}", acyclic.edges);
+    assert!(acyclic.cycles(in_runtime).is_empty());
+    assert!(acyclic.layering_violations().is_empty());
+
+    // A cycle written in code, inside runtime/.
+    let acyclic_x = files[3].1;
+    files[3].1 = "pub struct X;\nfn make() { let _ = super::y::Y::new(); }\n";
+    let found = read(&files).cycles(in_runtime);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("runtime/x.rs -> runtime/y.rs (runtime/x.rs:2 names `super::y::Y::new`)")
+            && found[0].contains("runtime/y.rs -> runtime/x.rs (runtime/y.rs:1 names `super::X`)"),
+        "{}",
+        found[0]
+    );
+
+    // An upward dependency in a type; with it, a cycle that leaves runtime/.
+    files[3].1 = acyclic_x;
+    files[1].1 = "pub struct P(crate::runtime::Y);\n";
+    let upward = read(&files);
+    assert_eq!(
+        upward.layering_violations(),
+        [
+            "profile/mod.rs -> runtime/y.rs (profile/mod.rs:1 names `crate::runtime::Y`) (profile must not depend on runtime)"
+        ]
+    );
+    let found = upward.cycles(in_runtime);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("cycle among profile/mod.rs, runtime/y.rs:"),
+        "{}",
+        found[0]
+    );
 }

@@ -219,7 +219,7 @@ fn compare_refuses_mismatched_conditions_unless_forced() {
     let message = error.to_string();
     assert!(matches!(error, Error::ConditionsDiffer { .. }));
     assert!(
-        message.contains("mode: eager vs graph") && message.contains("--force"),
+        message.contains("mode: eager vs graph") && error.remedies() == [kernelscope::Remedy::Force],
         "{message}"
     );
     let forced = compare(&base, &other, 0.05, true).unwrap();

@@ -82,14 +82,20 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
                 };
                 match Device::cuda_with(ordinal, options) {
                     Ok(device) => describe(&device, &measured, args.bandwidth_mib)?,
-                    Err(error) => println!("  cuda:{ordinal}: cannot be opened: {error}"),
+                    Err(error) => println!(
+                        "  cuda:{ordinal}: cannot be opened: {}",
+                        crate::errors::describe(&error)
+                    ),
                 }
             }
         }
-        Err(kernelscope::Error::BackendUnavailable { reason, .. }) => {
-            println!("  cuda: none usable: {reason}")
+        Err(kernelscope::Error::BackendUnavailable { source, remedies, .. }) => {
+            println!(
+                "  cuda: none usable: {source}; {}",
+                crate::errors::flags_for(remedies)
+            )
         }
-        Err(error) => println!("  cuda: none usable: {error}"),
+        Err(error) => println!("  cuda: none usable: {}", crate::errors::describe(&error)),
     }
     Ok(ExitCode::SUCCESS)
 }

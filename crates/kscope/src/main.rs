@@ -5,6 +5,7 @@
 mod bench;
 mod calibrate;
 mod compare;
+mod errors;
 mod gen_model;
 mod info;
 mod model_args;
@@ -95,17 +96,7 @@ fn main() -> ExitCode {
     match outcome {
         Ok(code) => code,
         Err(error) => {
-            // One line: the chain of causes joined, never a backtrace.
-            // Causes a message already quotes are not repeated.
-            let mut message = String::new();
-            for cause in error.chain().map(model_errors::cause_message) {
-                if message.is_empty() {
-                    message = cause;
-                } else if !message.contains(&cause) {
-                    message = format!("{message}: {cause}");
-                }
-            }
-            eprintln!("error: {}", message.replace('\n', " "));
+            eprintln!("error: {}", errors::one_line(&error));
             ExitCode::from(2)
         }
     }

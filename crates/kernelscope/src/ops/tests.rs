@@ -1,7 +1,10 @@
 //! The ops' own unit tests: every `.cu` signature against its op's declared
-//! argument list, and the shared helpers.
+//! argument list, the collectives' dispatches against theirs (they have no
+//! `.cu`: the runtime reads their arguments by the same list), and the
+//! shared helpers.
 
-use super::{Argument, ArgumentKind, registry};
+use super::{Argument, registry};
+use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
@@ -194,4 +197,101 @@ fn the_signature_reader_reads_names_types_and_every_kernel() {
             ("third".to_string(), vec![("u32".to_string(), "n".to_string())]),
         ]
     );
+}
+
+/// The argument lists of kernels with no `.cu` of ours, declared in the
+/// runtime, which reads them: the collectives'. (The GEMM's is matmul's,
+/// checked against matmul.cu above.)
+const DECLARED_WITHOUT_SOURCE: [(&str, &[Argument]); 2] = [
+    (
+        "all_reduce_sum",
+        crate::runtime::collective::group::all_reduce::ARGUMENTS,
+    ),
+    (
+        "all_gather",
+        crate::runtime::collective::group::all_gather::ARGUMENTS,
+    ),
+];
+
+/// Whether `dispatch` carries, in order, an argument of each declared kind.
+fn follows(dispatch: &crate::runtime::Dispatch, declared: &[Argument]) -> bool {
+    use crate::runtime::{Access, Arg, Param};
+    dispatch.args().len() == declared.len()
+        && dispatch.args().iter().zip(declared).all(|(arg, argument)| {
+            matches!(
+                (arg, argument.kind),
+                (
+                    Arg::Buffer {
+                        access: Access::Read,
+                        ..
+                    },
+                    ArgumentKind::Read
+                ) | (
+                    Arg::Buffer {
+                        access: Access::Write,
+                        ..
+                    },
+                    ArgumentKind::Write
+                ) | (
+                    Arg::Buffer {
+                        access: Access::ReadWrite,
+                        ..
+                    },
+                    ArgumentKind::ReadWrite
+                ) | (Arg::Scalar(Param::U32(_)), ArgumentKind::U32)
+                    | (Arg::Scalar(Param::F32(_)), ArgumentKind::F32)
+                    | (Arg::Scalar(Param::U64(_)), ArgumentKind::U64)
+            )
+        })
+}
+
+/// Every declared list names each argument once.
+#[test]
+fn every_declared_list_names_each_argument_once() {
+    let lists = DECLARED
+        .iter()
+        .map(|(op, stem, declared)| (format!("ops/{op}/{stem}.cu"), *declared))
+        .chain(
+            DECLARED_WITHOUT_SOURCE
+                .iter()
+                .map(|(name, declared)| (name.to_string(), *declared)),
+        );
+    for (name, declared) in lists {
+        let mut names: Vec<&str> = declared.iter().map(|argument| argument.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), declared.len(), "{name}: {declared:?}");
+    }
+}
+
+/// The collectives' dispatches carry their declared arguments, as the
+/// runtime's in-process exchange and NCCL launch read them.
+#[test]
+fn collective_dispatches_follow_their_declared_arguments() {
+    use super::collective::{AllGather, AllReduce};
+    use crate::runtime::{Communicator, DType, Device};
+    let device = Device::cpu();
+    let communicators = Communicator::group(std::slice::from_ref(&device)).unwrap();
+    let buffer = device.alloc(DType::F32, &[4]).unwrap();
+    let output = device.alloc(DType::F32, &[4]).unwrap();
+    let reduce = AllReduce::new(&communicators[0])
+        .unwrap()
+        .dispatch(&buffer)
+        .unwrap();
+    let gather = AllGather::new(&communicators[0])
+        .unwrap()
+        .dispatch(&buffer, &output)
+        .unwrap();
+    for ((name, declared), dispatch) in DECLARED_WITHOUT_SOURCE.iter().zip([reduce, gather]) {
+        assert!(
+            dispatch.kernel().name().starts_with(name),
+            "{}",
+            dispatch.kernel().name()
+        );
+        assert!(
+            follows(&dispatch, declared),
+            "{name}: {:?} against {declared:?}",
+            dispatch.args()
+        );
+    }
 }

@@ -53,6 +53,15 @@ impl Device {
         match spec_lower.as_str() {
             "auto" => match Self::cuda_with(0, options.clone()) {
                 Ok(device) => Ok((device, "auto: a CUDA GPU is present".to_string())),
+                // The remedy (open the CPU) is what auto does, so only the reason is told.
+                Err(Error::BackendUnavailable {
+                    ordinal: Some(ordinal),
+                    source,
+                    ..
+                }) => Ok((
+                    Self::cpu_with(options),
+                    format!("auto: using the CPU (cuda:{ordinal}: {source})"),
+                )),
                 Err(error) => Ok((Self::cpu_with(options), format!("auto: using the CPU ({error})"))),
             },
             "cpu" => Ok((Self::cpu_with(options), "cpu: as asked".to_string())),

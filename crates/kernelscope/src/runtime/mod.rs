@@ -2,9 +2,10 @@
 //! encoder with its dataflow barriers, and captured graphs. Every device
 //! owns a [`Profiler`](crate::profile::Profiler) that the encoder feeds.
 
+pub(crate) mod arguments;
 mod backend;
 mod buffer;
-mod collective;
+pub(crate) mod collective;
 mod command;
 mod cpu;
 mod cuda;
@@ -15,7 +16,7 @@ pub(crate) mod early_launch;
 mod encoder;
 mod graph;
 mod kernel;
-mod library;
+pub(crate) mod library;
 mod mem_ranges;
 mod memory;
 mod options;

@@ -83,6 +83,7 @@ impl KernelRegistry {
                     "no kernel of that name is registered (registered: {})",
                     known.join(", ")
                 ),
+                remedies: &[],
             }
         })?;
         let loaded = device.backend_ref().load_kernel(name, sources)?;

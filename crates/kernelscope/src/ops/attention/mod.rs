@@ -15,7 +15,9 @@ use super::{
     kv_caches_aligned,
 };
 use crate::error::{Error, Result};
-use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+use crate::runtime::{
+    Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
+};
 
 use cpu::{attention_combine, attention_split};
 
@@ -161,6 +163,7 @@ impl Attention {
                 name: format!("attention_split_{cache_dtype}"),
                 backend: device.backend(),
                 workaround: format!("the KV cache holds f32, f16 or bf16, not {cache_dtype}"),
+                remedies: &[],
             });
         }
         let vector = VECTOR_DIMS
@@ -244,15 +247,8 @@ impl Attention {
         expect("attention", "output", out, DType::F32, &[heads.query, heads.dim])?;
         expect_slot("attention", position_slot, index)?;
         let splits = Self::splits(heads, max_positions);
-        let needed = Self::scratch_len(heads, max_positions);
-        if scratch.dtype() != DType::F32 || scratch.len() < needed {
-            return Err(Error::ShapeMismatch {
-                context: format!("attention scratch (f32, at least {needed} elements)"),
-                expected: vec![needed],
-                found: scratch.shape().to_vec(),
-            });
-        }
-        let partials = scratch.slice(0, needed)?;
+        let partials = Self::partials(heads, max_positions, scratch)?;
+        let needed = partials.len();
         let cache_bytes = self.cache_dtype.size_in_bytes() as u64;
         let bytes_per_position = 2 * kv_dim as u64 * cache_bytes;
         let flops_per_position = 4 * (heads.query * heads.dim) as u64;
@@ -289,24 +285,42 @@ impl Attention {
                 .cost_per_position(context as u64, bytes_per_position, flops_per_position)
                 .op_kind(OpKind::Attention),
         )?;
-        encoder.dispatch(
-            Arguments::new(combine::ARGUMENTS)
-                .buffer(COMBINE_PARTIALS, &partials)
-                .buffer(COMBINE_OUT, out)
-                .scalar(COMBINE_QUERY_HEADS, heads.query as u32)
-                .scalar(COMBINE_DIM, heads.dim as u32)
-                .scalar(COMBINE_SPLITS, splits as u32)
-                .dispatch(&self.combine)?
-                .grid(LaunchGrid {
-                    blocks: [heads.query as u32, heads.dim.div_ceil(32) as u32, 1],
-                    threads_per_block: [COMBINE_THREADS, 1, 1],
-                    shared_memory_bytes: 0,
-                })
-                .cost(
-                    bytes_of(needed + heads.query * heads.dim, DType::F32),
-                    3 * needed as u64,
-                )
-                .op_kind(OpKind::Attention),
-        )
+        encoder.dispatch(self.combine(&partials, out, heads, splits)?)
+    }
+
+    /// The part of `scratch` the splits write their partial results to: an
+    /// error unless it is f32 and holds [`scratch_len`](Self::scratch_len).
+    fn partials(heads: Heads, max_positions: usize, scratch: &Buffer) -> Result<Buffer> {
+        let needed = Self::scratch_len(heads, max_positions);
+        if scratch.dtype() != DType::F32 || scratch.len() < needed {
+            return Err(Error::ShapeMismatch {
+                context: format!("attention scratch (f32, at least {needed} elements)"),
+                expected: vec![needed],
+                found: scratch.shape().to_vec(),
+            });
+        }
+        scratch.slice(0, needed)
+    }
+
+    /// The dispatch that merges the `splits` partial results into `out`.
+    fn combine(&self, partials: &Buffer, out: &Buffer, heads: Heads, splits: usize) -> Result<Dispatch> {
+        let needed = partials.len();
+        Ok(Arguments::new(combine::ARGUMENTS)
+            .buffer(COMBINE_PARTIALS, partials)
+            .buffer(COMBINE_OUT, out)
+            .scalar(COMBINE_QUERY_HEADS, heads.query as u32)
+            .scalar(COMBINE_DIM, heads.dim as u32)
+            .scalar(COMBINE_SPLITS, splits as u32)
+            .dispatch(&self.combine)?
+            .grid(LaunchGrid {
+                blocks: [heads.query as u32, heads.dim.div_ceil(32) as u32, 1],
+                threads_per_block: [COMBINE_THREADS, 1, 1],
+                shared_memory_bytes: 0,
+            })
+            .cost(
+                bytes_of(needed + heads.query * heads.dim, DType::F32),
+                3 * needed as u64,
+            )
+            .op_kind(OpKind::Attention))
     }
 }

@@ -11,8 +11,10 @@ mod reference;
 
 pub use reference::{all_gather, all_reduce_sum};
 
+use super::Arguments;
 use crate::error::{Error, Result};
-use crate::runtime::{Buffer, Collective, CommandEncoder, Communicator, DType, Kernel, OpKind};
+use crate::runtime::collective::group::{all_gather, all_reduce};
+use crate::runtime::{Buffer, Collective, CommandEncoder, Communicator, DType, Dispatch, Kernel, OpKind};
 
 /// Bus bytes of an all-reduce of `bytes` over `ranks`: 2(n-1)/n of the data
 /// (NCCL's `busBw` convention).
@@ -60,14 +62,18 @@ impl AllReduce {
     /// must encode the same collectives of the same sizes in the same order.
     pub fn encode(&self, encoder: &mut CommandEncoder, buffer: &Buffer) -> Result<()> {
         check_device("all-reduce", &self.communicator, encoder)?;
+        encoder.dispatch(self.dispatch(buffer)?)
+    }
+
+    /// The dispatch [`encode`](Self::encode) encodes.
+    pub(crate) fn dispatch(&self, buffer: &Buffer) -> Result<Dispatch> {
         super::expect("all-reduce", "buffer", buffer, DType::F32, &[buffer.len()])?;
         let bytes = buffer.byte_len() as u64;
-        encoder.dispatch(
-            crate::runtime::Dispatch::new(&self.kernel)
-                .read_write(buffer)
-                .cost(all_reduce_bus_bytes(bytes, self.communicator.ranks()), 0)
-                .op_kind(OpKind::AllReduce),
-        )
+        Ok(Arguments::new(all_reduce::ARGUMENTS)
+            .buffer(all_reduce::BUFFER, buffer)
+            .dispatch(&self.kernel)?
+            .cost(all_reduce_bus_bytes(bytes, self.communicator.ranks()), 0)
+            .op_kind(OpKind::AllReduce))
     }
 }
 
@@ -91,16 +97,20 @@ impl AllGather {
     /// holds ranks × `input.len()` values.
     pub fn encode(&self, encoder: &mut CommandEncoder, input: &Buffer, output: &Buffer) -> Result<()> {
         check_device("all-gather", &self.communicator, encoder)?;
+        encoder.dispatch(self.dispatch(input, output)?)
+    }
+
+    /// The dispatch [`encode`](Self::encode) encodes.
+    pub(crate) fn dispatch(&self, input: &Buffer, output: &Buffer) -> Result<Dispatch> {
         let ranks = self.communicator.ranks();
         super::expect("all-gather", "input", input, DType::F32, &[input.len()])?;
         super::expect("all-gather", "output", output, DType::F32, &[ranks * input.len()])?;
         let bytes = output.byte_len() as u64;
-        encoder.dispatch(
-            crate::runtime::Dispatch::new(&self.kernel)
-                .read(input)
-                .write(output)
-                .cost(all_gather_bus_bytes(bytes, ranks), 0)
-                .op_kind(OpKind::AllGather),
-        )
+        Ok(Arguments::new(all_gather::ARGUMENTS)
+            .buffer(all_gather::INPUT, input)
+            .buffer(all_gather::OUTPUT, output)
+            .dispatch(&self.kernel)?
+            .cost(all_gather_bus_bytes(bytes, ranks), 0)
+            .op_kind(OpKind::AllGather))
     }
 }

@@ -46,6 +46,7 @@ impl KvAppend {
                 name: format!("kv_append_{cache_dtype}"),
                 backend: device.backend(),
                 workaround: format!("the KV cache holds f32, f16 or bf16, not {cache_dtype}"),
+                remedies: &[],
             });
         }
         Ok(KvAppend {

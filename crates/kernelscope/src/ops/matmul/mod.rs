@@ -8,8 +8,7 @@
 mod cpu;
 
 use super::{
-    Arguments, bytes_of, dimensions, expect, expect_rows, kernel_arguments, kernel_for,
-    register_weight_kernels, rows_of,
+    Arguments, bytes_of, dimensions, expect, expect_rows, kernel_for, register_weight_kernels, rows_of,
 };
 use crate::error::Result;
 use crate::runtime::{
@@ -18,18 +17,12 @@ use crate::runtime::{
 
 use cpu::matmul;
 
-kernel_arguments! {
-    WEIGHT: "weight" Read,
-    X: "x" Read,
-    OUT: "out" Write,
-    M: "m" U32,
-    N: "n" U32,
-    K: "k" U32,
-}
+// The CUDA backend reads a GEMM's arguments itself, so their one list is
+// the runtime's; the CPU reference and matmul.cu take the same.
+pub(crate) use crate::runtime::library::gemm::{ARGUMENTS, K, M, N, OUT, WEIGHT, X};
 
 /// Registers `matmul_<dtype>`: the CPU reference, and on CUDA a cuBLASLt
-/// GEMM (tensor cores for f16/bf16), whose arguments follow
-/// [`LibraryCall::Gemm`]'s order (checked by a test).
+/// GEMM (tensor cores for f16/bf16) taking the same arguments.
 pub fn register(registry: &mut KernelRegistry) {
     register_weight_kernels!(registry, "matmul", matmul, include_str!("matmul.cu"));
     for dtype in super::WEIGHT_DTYPES {
@@ -83,28 +76,6 @@ impl MatMul {
                 )
                 .op_kind(OpKind::MatMul),
         )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The dispatch's arguments sit where the CUDA backend's cuBLASLt call
-    /// reads them.
-    #[test]
-    fn arguments_follow_the_library_call_order() {
-        assert_eq!(
-            [WEIGHT, X, OUT, M, N, K],
-            [
-                LibraryCall::GEMM_WEIGHT,
-                LibraryCall::GEMM_X,
-                LibraryCall::GEMM_OUT,
-                LibraryCall::GEMM_M,
-                LibraryCall::GEMM_N,
-                LibraryCall::GEMM_K,
-            ]
-        );
     }
 }
 

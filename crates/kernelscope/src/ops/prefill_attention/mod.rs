@@ -117,6 +117,7 @@ impl PrefillAttention {
                 name,
                 backend: device.backend(),
                 workaround: "the KV cache and the output are f32, f16 or bf16".into(),
+                remedies: &[],
             });
         }
         let kernel = registry.kernel(device, &name)?;
@@ -153,71 +154,11 @@ impl PrefillAttention {
         context_end: usize,
         out: &Buffer,
     ) -> Result<()> {
-        heads.check("prefill_attention")?;
-        let kv_dim = heads.key_value * heads.dim;
-        let q_dim = heads.query * heads.dim;
-        let max_positions = expect_kv_caches(
-            "prefill_attention",
-            key_cache,
-            value_cache,
-            self.cache_dtype,
-            kv_dim,
-        )?;
-        let rows = rows_of("prefill_attention", "query", query, q_dim)?;
-        expect_rows(
-            "prefill_attention",
-            "query",
-            query,
-            DType::F32,
-            rows,
-            &[heads.query, heads.dim],
-        )?;
-        expect_rows(
-            "prefill_attention",
-            "output",
-            out,
-            self.out_dtype,
-            rows,
-            &[heads.query, heads.dim],
-        )?;
-        expect_indices("prefill_attention", "positions", positions, first, rows)?;
+        let (rows, max_positions) =
+            self.check_operands(query, key_cache, value_cache, positions, first, heads, out)?;
         let (tile_rows, tile_keys) = tiles(heads.dim);
-        let shared_floats = tile_rows * heads.dim + tile_keys * (heads.dim + 1) + tile_keys * heads.dim;
-        // The tensor-core kernels stage K and V with 16-byte loads.
-        let aligned = kv_caches_aligned(key_cache, value_cache);
-        let tensor_core = self.tensor_core.as_ref().filter(|_| aligned).and_then(|kernels| {
-            TENSOR_CORE_DIMS
-                .iter()
-                .position(|&dim| dim == heads.dim)
-                .map(|i| &kernels[i])
-        });
-        let (kernel, grid) = match tensor_core {
-            Some(kernel) => (
-                kernel,
-                LaunchGrid {
-                    blocks: [rows.div_ceil(TENSOR_CORE_TILE) as u32, heads.query as u32, 1],
-                    threads_per_block: [THREADS, 1, 1],
-                    // Keys and values, each [64][dim + 8] bf16.
-                    shared_memory_bytes: (2 * 2 * TENSOR_CORE_TILE * (heads.dim + 8)) as u32,
-                },
-            ),
-            None => (
-                &self.kernel,
-                LaunchGrid {
-                    blocks: [rows.div_ceil(tile_rows) as u32, heads.query as u32, 1],
-                    threads_per_block: [THREADS, 1, 1],
-                    shared_memory_bytes: (shared_floats * 4) as u32,
-                },
-            ),
-        };
-        // The positions attended by a chunk of consecutive positions ending
-        // at `context_end` (the engine's prefill), which the host knows
-        // without reading `positions`. Rows at repeated or scattered
-        // positions can attend fewer than the closed form's subtraction
-        // removes, so it saturates, and every row attends at least one.
-        let attended = ((rows * context_end) as u64)
-            .saturating_sub((rows * rows.saturating_sub(1) / 2) as u64)
-            .max(rows as u64);
+        let (kernel, grid) = self.kernel_and_grid(heads, rows, kv_caches_aligned(key_cache, value_cache));
+        let (kv_dim, q_dim) = (heads.key_value * heads.dim, heads.query * heads.dim);
         let cache_bytes = self.cache_dtype.size_in_bytes();
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
@@ -240,7 +181,7 @@ impl PrefillAttention {
                     (2 * context_end * kv_dim * cache_bytes) as u64
                         + bytes_of(rows * q_dim, DType::F32)
                         + bytes_of(rows * q_dim, self.out_dtype),
-                    4 * (heads.query * heads.dim) as u64 * attended,
+                    4 * (heads.query * heads.dim) as u64 * attended(rows, context_end),
                 )
                 // Replayed at another context, every row attends that many
                 // more positions, and one more cached row is read.
@@ -252,4 +193,75 @@ impl PrefillAttention {
                 .op_kind(OpKind::Attention),
         )
     }
+
+    /// Checks every operand; returns the query's rows and the caches' positions.
+    #[allow(clippy::too_many_arguments)]
+    fn check_operands(
+        &self,
+        query: &Buffer,
+        key_cache: &Buffer,
+        value_cache: &Buffer,
+        positions: &Buffer,
+        first: usize,
+        heads: Heads,
+        out: &Buffer,
+    ) -> Result<(usize, usize)> {
+        const OP: &str = "prefill_attention";
+        heads.check(OP)?;
+        let kv_dim = heads.key_value * heads.dim;
+        let max_positions = expect_kv_caches(OP, key_cache, value_cache, self.cache_dtype, kv_dim)?;
+        let rows = rows_of(OP, "query", query, heads.query * heads.dim)?;
+        let row = [heads.query, heads.dim];
+        expect_rows(OP, "query", query, DType::F32, rows, &row)?;
+        expect_rows(OP, "output", out, self.out_dtype, rows, &row)?;
+        expect_indices(OP, "positions", positions, first, rows)?;
+        Ok((rows, max_positions))
+    }
+
+    /// The tensor-core kernel where the head dim has one and the caches are
+    /// `aligned` for its 16-byte loads, else the general one; with its grid
+    /// over `rows`.
+    fn kernel_and_grid(&self, heads: Heads, rows: usize, aligned: bool) -> (&Kernel, LaunchGrid) {
+        let tensor_core = self.tensor_core.as_ref().filter(|_| aligned).and_then(|kernels| {
+            TENSOR_CORE_DIMS
+                .iter()
+                .position(|&dim| dim == heads.dim)
+                .map(|i| &kernels[i])
+        });
+        match tensor_core {
+            Some(kernel) => (
+                kernel,
+                LaunchGrid {
+                    blocks: [rows.div_ceil(TENSOR_CORE_TILE) as u32, heads.query as u32, 1],
+                    threads_per_block: [THREADS, 1, 1],
+                    // Keys and values, each [64][dim + 8] bf16.
+                    shared_memory_bytes: (2 * 2 * TENSOR_CORE_TILE * (heads.dim + 8)) as u32,
+                },
+            ),
+            None => {
+                let (tile_rows, tile_keys) = tiles(heads.dim);
+                let shared_floats =
+                    tile_rows * heads.dim + tile_keys * (heads.dim + 1) + tile_keys * heads.dim;
+                (
+                    &self.kernel,
+                    LaunchGrid {
+                        blocks: [rows.div_ceil(tile_rows) as u32, heads.query as u32, 1],
+                        threads_per_block: [THREADS, 1, 1],
+                        shared_memory_bytes: (shared_floats * 4) as u32,
+                    },
+                )
+            }
+        }
+    }
+}
+
+/// The positions attended by a chunk of `rows` consecutive positions ending
+/// at `context_end` (the engine's prefill), which the host knows without
+/// reading the positions. Rows at repeated or scattered positions can
+/// attend fewer than the closed form's subtraction removes, so it
+/// saturates, and every row attends at least one.
+fn attended(rows: usize, context_end: usize) -> u64 {
+    ((rows * context_end) as u64)
+        .saturating_sub((rows * rows.saturating_sub(1) / 2) as u64)
+        .max(rows as u64)
 }

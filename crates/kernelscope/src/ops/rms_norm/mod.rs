@@ -81,6 +81,7 @@ impl RmsNorm {
                 workaround: format!(
                     "rms_norm writes f32 or the weight's dtype ({weight_dtype}), not {out_dtype}"
                 ),
+                remedies: &[],
             });
         };
         Ok(RmsNorm {

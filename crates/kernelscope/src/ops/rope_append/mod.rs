@@ -61,6 +61,7 @@ impl RopeAppend {
                 name: format!("rope_append_{cache_dtype}"),
                 backend: device.backend(),
                 workaround: format!("the KV cache holds f32, f16 or bf16, not {cache_dtype}"),
+                remedies: &[],
             });
         }
         Ok(RopeAppend {

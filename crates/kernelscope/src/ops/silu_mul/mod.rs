@@ -36,6 +36,7 @@ impl SiluMul {
                 name: format!("silu_mul_{out_dtype}"),
                 backend: device.backend(),
                 workaround: format!("silu_mul writes f32, f16 or bf16, not {out_dtype}"),
+                remedies: &[],
             });
         }
         Ok(SiluMul {

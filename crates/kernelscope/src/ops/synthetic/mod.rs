@@ -70,6 +70,7 @@ impl SyntheticFill {
                 name: format!("synthetic_fill_{dtype}"),
                 backend: device.backend(),
                 workaround: format!("synthetic weights are f32, f16 or bf16, not {dtype}"),
+                remedies: &[],
             });
         }
         Ok(SyntheticFill {

@@ -1,21 +1,34 @@
-//! What a collective is and what a group's backend (the in-process exchange,
-//! NCCL) provides, apart from the communicator that holds a device: the
-//! backends import this, not the handle above them.
+//! What a collective is, the arguments its dispatch carries, and what a
+//! group's backend (the in-process exchange, NCCL) provides, apart from the
+//! communicator that holds a device: the backends import this, not the
+//! handle above them.
 
 use crate::error::Result;
 use crate::runtime::DType;
+use crate::runtime::arguments::kernel_arguments;
 use crate::runtime::kernel::LoadedKernel;
 
 /// A collective operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Collective {
     /// Every rank's buffer becomes the element-wise sum over the ranks (in
-    /// place). One buffer argument, read and written.
+    /// place). Its arguments are `all_reduce`'s: the buffer, read and written.
     AllReduceSum,
     /// Every rank's output becomes the ranks' inputs one after another, in
-    /// rank order. Arguments: the input (read), the output (written, ranks
-    /// times the input's length).
+    /// rank order. Its arguments are `all_gather`'s: the input (read), the
+    /// output (written, ranks times the input's length).
     AllGather,
+}
+
+/// An all-reduce dispatch's arguments: the one list the backends read and
+/// the op builds its dispatch by.
+pub(crate) mod all_reduce {
+    super::kernel_arguments! { BUFFER: "buffer" ReadWrite }
+}
+
+/// An all-gather dispatch's arguments (see [`all_reduce`]).
+pub(crate) mod all_gather {
+    super::kernel_arguments! { INPUT: "input" Read, OUTPUT: "output" Write }
 }
 
 impl Collective {

@@ -7,7 +7,7 @@
 
 use std::sync::{Arc, Condvar, Mutex};
 
-use super::group::{Collective, GroupBackend};
+use super::group::{Collective, GroupBackend, all_gather, all_reduce};
 use crate::error::{Error, Result};
 use crate::runtime::DType;
 use crate::runtime::cpu::{CpuKernelFn, KernelArgs};
@@ -174,23 +174,24 @@ impl GroupBackend for Arc<InProcessGroup> {
                 name: collective.kernel_name(dtype),
                 backend: "cpu",
                 workaround: "CPU collectives exchange f32 values; reduce or gather f32 buffers".into(),
+                remedies: &[],
             });
         }
         let group = self.clone();
         let function: CpuKernelFn = match collective {
             Collective::AllReduceSum => Arc::new(move |args: &KernelArgs<'_>| {
-                let values = args.output::<f32>(0)?;
+                let values = args.output::<f32>(all_reduce::BUFFER)?;
                 let sum = group.exchange(rank, collective, values.to_vec())?;
                 values.copy_from_slice(&sum);
                 Ok(())
             }),
             Collective::AllGather => Arc::new(move |args: &KernelArgs<'_>| {
-                let input = args.input::<f32>(0)?.to_vec();
-                let output = args.output::<f32>(1)?;
+                let input = args.input::<f32>(all_gather::INPUT)?.to_vec();
+                let output = args.output::<f32>(all_gather::OUTPUT)?;
                 if output.len() != input.len() * group.ranks {
                     return Err(Error::KernelArgument {
                         kernel: collective.kernel_name(DType::F32),
-                        index: 1,
+                        index: all_gather::OUTPUT,
                         problem: format!(
                             "the output holds {} values, not {} ranks x {}",
                             output.len(),

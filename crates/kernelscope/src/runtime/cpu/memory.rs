@@ -7,7 +7,7 @@ use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use super::CpuShared;
+use super::shared::CpuShared;
 use crate::error::{Error, Result};
 use crate::profile::Counters;
 use crate::runtime::Element;
@@ -190,11 +190,11 @@ impl DeviceMemory for CpuMemory {
     }
 
     fn device_name(&self) -> &str {
-        &self.shared.name
+        self.shared.name()
     }
 
     fn counters(&self) -> &Counters {
-        self.shared.profiler.counters()
+        self.shared.profiler().counters()
     }
 
     fn read_bytes(&self, byte_offset: usize, out: &mut [u8]) -> Result<()> {

@@ -7,12 +7,14 @@
 
 pub(super) mod kernel_args;
 mod memory;
+mod shared;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 pub use kernel_args::{CpuKernelFn, KernelArgs};
 use memory::CpuMemory;
 pub(crate) use memory::host_memory_info;
+use shared::CpuShared;
 
 use super::DType;
 use super::backend::{Backend, Capabilities, KernelSources};
@@ -20,26 +22,10 @@ use super::command::Command;
 use super::kernel::LoadedKernel;
 use super::memory::DeviceMemory;
 use super::memory::MemoryInfo;
-use crate::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use crate::profile::{
     DispatchTiming, ProfileLevel, Profiler, SubmissionRecord, TimingMechanism, TimingMethod,
 };
-
-/// State shared by a CPU device and every buffer allocated on it.
-#[derive(Debug)]
-pub(crate) struct CpuShared {
-    name: String,
-    profiler: Profiler,
-    /// Held while kernels run and while the host copies in or out, so a
-    /// kernel's exclusive view of its output is never observed half-written.
-    execution: Mutex<()>,
-}
-
-impl CpuShared {
-    fn lock_execution(&self) -> MutexGuard<'_, ()> {
-        crate::sync::lock(&self.execution)
-    }
-}
 
 /// A CPU device handle (cheap to clone).
 #[derive(Clone, Debug)]
@@ -54,17 +40,13 @@ impl CpuDevice {
             Some(reason) => DispatchTiming::Unsupported { reason },
         };
         CpuDevice {
-            shared: Arc::new(CpuShared {
-                name: cpu_name(),
-                profiler: Profiler::new(level, dispatch_timing),
-                execution: Mutex::new(()),
-            }),
+            shared: Arc::new(CpuShared::new(Profiler::new(level, dispatch_timing))),
         }
     }
 
     /// Runs `commands` in order, timing them as the profiler asks.
     fn run(&self, commands: &[Command], label: &Arc<str>) -> Result<()> {
-        let profiler = &self.shared.profiler;
+        let profiler = self.shared.profiler();
         let time_submission = profiler.times_submissions();
         let time_dispatches = profiler.times_dispatches();
         let _exclusive = self.shared.lock_execution();
@@ -96,6 +78,7 @@ impl CpuDevice {
                 name: kernel.name().to_string(),
                 backend: "cpu",
                 workaround: "this kernel handle was made for another backend; get it from the registry for this device".into(),
+                remedies: &[],
             })?;
             function(&KernelArgs::new(kernel.name(), recorded.dispatch.args()))?;
             if time_dispatches {
@@ -134,7 +117,7 @@ impl Backend for CpuDevice {
     }
 
     fn name(&self) -> &str {
-        &self.shared.name
+        self.shared.name()
     }
 
     fn identity(&self) -> usize {
@@ -142,11 +125,11 @@ impl Backend for CpuDevice {
     }
 
     fn profiler(&self) -> &Profiler {
-        &self.shared.profiler
+        self.shared.profiler()
     }
 
     fn capabilities(&self) -> Capabilities {
-        let dispatch_timing = self.shared.profiler.dispatch_timing().clone();
+        let dispatch_timing = self.shared.profiler().dispatch_timing().clone();
         Capabilities {
             submission_timing: TimingMethod::current(TimingMechanism::HostClock),
             dispatch_timing_in_graphs: dispatch_timing.is_supported(),
@@ -195,7 +178,8 @@ impl Backend for CpuDevice {
         let function = sources.cpu.clone().ok_or_else(|| Error::KernelMissing {
             name: name.to_string(),
             backend: "cpu",
-            workaround: "register one with KernelRegistry::register_cpu, or run on --device cuda".into(),
+            workaround: "none was registered with KernelRegistry::register_cpu".into(),
+            remedies: &[Remedy::OtherDevice { device: "cuda" }],
         })?;
         Ok(Arc::new(function))
     }
@@ -208,19 +192,4 @@ impl Backend for CpuDevice {
     fn wait(&self) -> Result<()> {
         Ok(())
     }
-}
-
-/// `cpu: <model name> (<n> threads)`, from /proc/cpuinfo where there is one.
-fn cpu_name() -> String {
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|info| {
-            info.lines()
-                .find(|line| line.starts_with("model name"))
-                .and_then(|line| line.split(':').nth(1))
-                .map(|name| name.trim().to_string())
-        })
-        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    format!("cpu: {model} ({threads} threads)")
 }

@@ -16,7 +16,7 @@ use cudarc::cublaslt::sys as lt_sys;
 use cudarc::driver::{CudaContext, CudaStream, result as driver_result, sys};
 
 use super::driver::{allocation_error, driver_error};
-use crate::error::{Error, Result};
+use crate::error::{Error, Remedy, Result};
 use crate::runtime::DType;
 
 /// Workspace cuBLASLt may use per call; NVIDIA recommends 32 MiB on Hopper.
@@ -39,7 +39,8 @@ pub(crate) fn unavailable(kernel: &str) -> Error {
     Error::KernelMissing {
         name: kernel.to_string(),
         backend: "cuda",
-        workaround: "its GEMM runs through cuBLASLt, which could not be loaded (libcublasLt.so of CUDA 12/13); install cuBLAS or run on --device cpu".into(),
+        workaround: "its GEMM runs through cuBLASLt, which could not be loaded (libcublasLt.so of CUDA 12/13); install cuBLAS".into(),
+        remedies: &[Remedy::OtherDevice { device: "cpu" }],
     }
 }
 

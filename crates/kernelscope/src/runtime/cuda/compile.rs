@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use cudarc::nvrtc::{CompileOptions, Ptx};
 
-use crate::error::{Error, Result};
+use crate::error::{CudaUnavailable, Error, Remedy, Result};
 
 fn nvrtc_version() -> (i32, i32) {
     let (mut major, mut minor) = (0, 0);
@@ -61,7 +61,9 @@ pub(crate) fn compile(
     if !nvrtc_present() {
         return Err(Error::BackendUnavailable {
             backend: "cuda",
-            reason: "NVRTC (libnvrtc.so) is not on the loader path, so kernels cannot be compiled; use --device cpu".into(),
+            ordinal: None,
+            source: CudaUnavailable::NoNvrtc,
+            remedies: &[Remedy::OtherDevice { device: "cpu" }],
         });
     }
     let options = CompileOptions {

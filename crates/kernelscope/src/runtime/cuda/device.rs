@@ -17,9 +17,10 @@ use super::modules::CudaKernel;
 use super::state::{DeviceParts, DeviceState};
 use super::stream::DeviceStream;
 use super::timing::Timings;
-use crate::error::{CudaUnavailable, Error, Result};
+use crate::error::{CudaUnavailable, Error, Remedy, Result};
 use crate::profile::{DispatchTiming, ProfileLevel, Profiler, TimingMechanism, TimingMethod};
 use crate::runtime::backend::{Backend, Capabilities, KernelSources};
+use crate::runtime::collective::group::GroupBackend;
 use crate::runtime::command::Command;
 use crate::runtime::kernel::LoadedKernel;
 use crate::runtime::memory::{DeviceMemory, MemoryInfo};
@@ -44,22 +45,22 @@ impl std::fmt::Debug for CudaDevice {
     }
 }
 
-fn unavailable(reason: String) -> Error {
+/// Why GPU `ordinal` (or, without one, any GPU) cannot be used; the CPU
+/// can always be opened instead.
+fn unavailable(ordinal: Option<usize>, source: CudaUnavailable) -> Error {
     Error::BackendUnavailable {
         backend: "cuda",
-        reason,
+        ordinal,
+        source,
+        remedies: &[Remedy::OtherDevice { device: "cpu" }],
     }
 }
 
 /// Refuses an ordinal no GPU answers to, naming the ones there are.
 fn check_ordinal(ordinal: usize) -> Result<()> {
-    let count = CudaDevice::probe()
-        .map_err(|reason| unavailable(format!("cuda:{ordinal}: {reason}; use --device cpu")))?;
+    let count = CudaDevice::probe().map_err(|reason| unavailable(Some(ordinal), reason))?;
     if ordinal >= count {
-        return Err(unavailable(format!(
-            "cuda:{ordinal}: there are only {count} GPU(s) (cuda:0..cuda:{})",
-            count - 1
-        )));
+        return Err(unavailable(Some(ordinal), CudaUnavailable::NoSuchGpu { count }));
     }
     Ok(())
 }
@@ -163,11 +164,6 @@ fn connect_late_records(state: &Arc<DeviceState>) {
 }
 
 impl CudaDevice {
-    /// The state the handle shares with its buffers and graphs.
-    pub(crate) fn state(&self) -> &Arc<DeviceState> {
-        &self.state
-    }
-
     /// The GPU's ordinal (`cuda:N`): two handles opened on one GPU share it.
     pub fn ordinal(&self) -> usize {
         self.state.stream().context().ordinal()
@@ -175,10 +171,7 @@ impl CudaDevice {
 
     /// How many GPUs there are, or why none can be used.
     pub(crate) fn count() -> Result<usize> {
-        Self::probe().map_err(|reason| Error::BackendUnavailable {
-            backend: "cuda",
-            reason: format!("{reason}; use --device cpu"),
-        })
+        Self::probe().map_err(|reason| unavailable(None, reason))
     }
 
     fn probe() -> std::result::Result<usize, CudaUnavailable> {
@@ -217,6 +210,11 @@ impl CudaDevice {
         connect_late_records(&state);
         Ok(CudaDevice { state })
     }
+}
+
+/// Collectives between `devices` through NCCL, rank `i` on `devices[i]`.
+pub(crate) fn open_collectives(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
+    super::nccl::open(devices.iter().map(|device| device.state.clone()).collect())
 }
 
 impl Backend for CudaDevice {
@@ -300,9 +298,8 @@ impl Backend for CudaDevice {
             .ok_or_else(|| Error::KernelMissing {
                 name: name.to_string(),
                 backend: "cuda",
-                workaround:
-                    "register its source with KernelRegistry::register_cuda_source, or run on --device cpu"
-                        .into(),
+                workaround: "no source was registered with KernelRegistry::register_cuda_source".into(),
+                remedies: &[Remedy::OtherDevice { device: "cpu" }],
             })?;
         let kernel: CudaKernel = self.state.modules().kernel(
             self.state.stream().context(),

@@ -7,13 +7,13 @@
 use std::sync::Arc;
 
 use super::driver::Event;
-use super::gate::HOLD_LIMIT;
+use super::gate::{HOLD_LIMIT, Hold};
 use super::graphs::{ensure_captured, launch_recording, mark_outran_gate};
 use super::launch::{Launched, Order, launch};
 use super::state::DeviceState;
 use super::timing::{PendingDispatch, PendingSubmission};
 use crate::error::Result;
-use crate::runtime::command::{Command, RecordedDispatch};
+use crate::runtime::command::{Command, RecordedDispatch, Recording};
 
 /// Whether `commands` replay graphs and launch nothing directly.
 fn replays_only(commands: &[Command]) -> bool {
@@ -25,30 +25,62 @@ fn replays_only(commands: &[Command]) -> bool {
             .any(|command| matches!(command, Command::Dispatch(_)))
 }
 
-/// Queues the CUPTI records a dispatch's launch will produce: one for our
-/// kernel; one per library kernel, the declared cost on the first (the
-/// op's bytes and flops are counted once, whatever the library splits).
-/// A replay's records take their cost at the replay's context.
-fn expect_records(
-    timed: &mut Vec<PendingDispatch>,
-    index: &mut u32,
-    recorded: &RecordedDispatch,
-    launched: Launched,
-    context: Option<u64>,
-) {
-    for kernel in 0..launched.records() {
-        let mut meta = recorded.meta.at_context(context);
-        if kernel > 0 {
-            meta.bytes = 0;
-            meta.flops = 0;
-        }
-        timed.push(PendingDispatch {
-            index: *index,
-            meta,
-            events: None,
-            library: matches!(launched, Launched::Library { .. }),
+/// What this submission times, read once from the profiler.
+#[derive(Clone, Copy)]
+struct Timing {
+    /// An event pair around the whole submission.
+    submission: bool,
+    /// Each dispatch: by CUPTI when `cupti`, else by an event pair around
+    /// each eager launch (graph replays' dispatches then go untimed).
+    dispatches: bool,
+    cupti: bool,
+}
+
+/// The records a submission's dispatches will have, numbered in stream
+/// order: a library call timed by CUPTI makes one per kernel it launched.
+#[derive(Default)]
+struct Expected {
+    timed: Vec<PendingDispatch>,
+    /// The next record's number; at the end, how many there are.
+    index: u32,
+}
+
+impl Expected {
+    /// A dispatch timed by the event pair around its eager launch.
+    fn timed_by_events(&mut self, recorded: &RecordedDispatch, events: (Event, Event)) {
+        self.timed.push(PendingDispatch {
+            index: self.index,
+            meta: recorded.meta.clone(),
+            events: Some(events),
+            library: false,
         });
-        *index += 1;
+        self.index += 1;
+    }
+
+    /// The CUPTI records a dispatch's launch will produce: one for our
+    /// kernel; one per library kernel, the declared cost on the first (the
+    /// op's bytes and flops are counted once, whatever the library splits).
+    /// A replay's records take their cost at the replay's context.
+    fn timed_by_cupti(&mut self, recorded: &RecordedDispatch, launched: Launched, context: Option<u64>) {
+        for kernel in 0..launched.records() {
+            let mut meta = recorded.meta.at_context(context);
+            if kernel > 0 {
+                meta.bytes = 0;
+                meta.flops = 0;
+            }
+            self.timed.push(PendingDispatch {
+                index: self.index,
+                meta,
+                events: None,
+                library: matches!(launched, Launched::Library { .. }),
+            });
+            self.index += 1;
+        }
+    }
+
+    /// A dispatch that is counted but not timed.
+    fn untimed(&mut self) {
+        self.index += 1;
     }
 }
 
@@ -61,12 +93,64 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
     let token = profiler.current_token();
     let _label_range = super::nvtx::Range::push(label);
     let mut scope_range: Option<(Arc<str>, super::nvtx::Range)> = None;
-    let time_submission = profiler.times_submissions();
-    let time_dispatches = profiler.times_dispatches();
-    let cupti = state.uses_cupti() && time_dispatches;
-    // Graphs are captured (and library plans made) before the stream is
-    // held: making a plan may load the library's kernels, which waits for
-    // the device, and a held stream would never get there.
+    let timing = Timing {
+        submission: profiler.times_submissions(),
+        dispatches: profiler.times_dispatches(),
+        cupti: state.uses_cupti() && profiler.times_dispatches(),
+    };
+    // Released when this function returns, on every path (see `gate.rs`).
+    let hold = capture_then_hold(state, commands, timing)?;
+    let enqueue_began = if timing.submission { profiler.now_ns() } else { 0 };
+    let start = if timing.submission {
+        Some(stream.record_event()?)
+    } else {
+        None
+    };
+    let mut expected = Expected::default();
+    for command in commands {
+        match command {
+            Command::Dispatch(recorded) => {
+                enter_scope(&mut scope_range, recorded);
+                enqueue_dispatch(state, recorded, timing, &mut expected)?;
+            }
+            // An in-order stream already orders every launch after the last.
+            Command::Barrier => {}
+            Command::Replay { recording, context } => {
+                enqueue_replay(state, recording, *context, timing, &mut expected)?;
+            }
+        }
+    }
+    let end = match start {
+        Some(_) => Some(stream.record_event()?),
+        None => None,
+    };
+    let held_throughout = release(state, commands, hold)?;
+    if let (Some(start), Some(end)) = (start, end) {
+        state.push_pending(PendingSubmission {
+            label: label.clone(),
+            token,
+            submission: profiler.next_submission_id(),
+            dispatches: expected.index,
+            host_enqueue_ns: profiler.now_ns().saturating_sub(enqueue_began),
+            gated: held_throughout,
+            start,
+            end,
+            timed_dispatches: expected.timed,
+        });
+    }
+    Ok(())
+}
+
+/// Captures the graphs `commands` replay, then holds the stream at the gate
+/// when the submission is one whose start the gate applies to. Graphs are
+/// captured (and library plans made) first: making a plan may load the
+/// library's kernels, which waits for the device, and a held stream would
+/// never get there.
+fn capture_then_hold<'a>(
+    state: &'a Arc<DeviceState>,
+    commands: &[Command],
+    timing: Timing,
+) -> Result<Option<Hold<'a>>> {
     let mut holdable = true;
     for command in commands {
         if let Command::Replay { recording, .. } = command {
@@ -76,122 +160,103 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
     // Only graph replays are held: measured, a replay's first kernel started
     // about a launch's host time after the start event anyway, while holding
     // eager launches would stop the device from running them as they come.
-    // Released when this function returns, on every path (see `gate.rs`).
     // Decided only when the gate could apply: profiling off pays nothing here.
-    let hold = match state.gate() {
-        Some(gate) if cupti && time_submission && holdable && replays_only(commands) => {
-            Some(gate.hold(stream.cu_stream())?)
+    match state.gate() {
+        Some(gate) if timing.cupti && timing.submission && holdable && replays_only(commands) => {
+            Ok(Some(gate.hold(state.stream().cu_stream())?))
         }
-        _ => None,
-    };
-    let enqueue_began = if time_submission { profiler.now_ns() } else { 0 };
-    let start = if time_submission {
+        _ => Ok(None),
+    }
+}
+
+/// Moves the NVTX scope range to `recorded`'s scope when it changes.
+fn enter_scope(scope_range: &mut Option<(Arc<str>, super::nvtx::Range)>, recorded: &RecordedDispatch) {
+    if super::nvtx::active()
+        && scope_range
+            .as_ref()
+            .is_none_or(|(scope, _)| *scope != recorded.meta.scope)
+    {
+        // Close the previous scope's range before opening the next.
+        drop(scope_range.take());
+        *scope_range = Some((
+            recorded.meta.scope.clone(),
+            super::nvtx::Range::push(&recorded.meta.scope),
+        ));
+    }
+}
+
+/// Launches one eager dispatch, between an event pair when events time
+/// dispatches, and expects its records.
+fn enqueue_dispatch(
+    state: &DeviceState,
+    recorded: &RecordedDispatch,
+    timing: Timing,
+    expected: &mut Expected,
+) -> Result<()> {
+    let stream = state.stream();
+    let before = if timing.dispatches && !timing.cupti {
         Some(stream.record_event()?)
     } else {
         None
     };
-    let mut timed = Vec::new();
-    // Numbers the dispatch records: a library call timed by CUPTI makes one
-    // per kernel it launched.
-    let mut index = 0u32;
-    let expect = |recorded: &RecordedDispatch, index: u32, events: Option<(Event, Event)>| PendingDispatch {
-        index,
-        meta: recorded.meta.clone(),
-        events,
-        library: false,
-    };
-    for command in commands {
-        match command {
-            Command::Dispatch(recorded) => {
-                if super::nvtx::active()
-                    && scope_range
-                        .as_ref()
-                        .is_none_or(|(scope, _)| *scope != recorded.meta.scope)
-                {
-                    // Close the previous scope's range before opening the next.
-                    drop(scope_range.take());
-                    scope_range = Some((
-                        recorded.meta.scope.clone(),
-                        super::nvtx::Range::push(&recorded.meta.scope),
-                    ));
-                }
-                let before = if time_dispatches && !cupti {
-                    Some(stream.record_event()?)
-                } else {
-                    None
-                };
-                let launched = launch(state, recorded, Order::Serial)?;
-                if let Some(before) = before {
-                    timed.push(expect(recorded, index, Some((before, stream.record_event()?))));
-                    index += 1;
-                } else if cupti {
-                    expect_records(&mut timed, &mut index, recorded, launched, None);
-                } else {
-                    index += 1;
-                }
-            }
-            // An in-order stream already orders every launch after the last.
-            Command::Barrier => {}
-            Command::Replay {
-                recording: graph,
-                context,
-            } => {
-                if time_dispatches && !cupti {
-                    profiler.warn_once(
-                        "graph-dispatch-timing",
-                        "kernelscope: dispatches inside CUDA graph replays are not timed without CUPTI; submission times include them",
-                    );
-                }
-                let launched = launch_recording(state, graph)?;
-                for (recorded, &launched) in graph.dispatches().zip(launched) {
-                    if cupti {
-                        expect_records(&mut timed, &mut index, recorded, launched, *context);
-                    } else {
-                        index += 1;
-                    }
-                }
-            }
-        }
-    }
-    let end = match start {
-        Some(_) => Some(stream.record_event()?),
-        None => None,
-    };
-    // Everything is enqueued: let the device go. A hold the watchdog had to
-    // release outran the gate; its graphs are not held again.
-    let held_throughout = match hold {
-        Some(hold) => {
-            let held_throughout = hold.release();
-            if !held_throughout {
-                for command in commands {
-                    if let Command::Replay { recording, .. } = command {
-                        mark_outran_gate(state, recording)?;
-                    }
-                }
-                profiler.warn_once(
-                    "gate-outran",
-                    &format!(
-                        "kernelscope: a graph launch needed more of the device's command queue than a stream held until the launch is enqueued leaves; it was let go after {} ms and that graph is no longer held (its submission time includes the host's enqueue)",
-                        HOLD_LIMIT.as_millis()
-                    ),
-                );
-            }
-            held_throughout
-        }
-        None => false,
-    };
-    if let (Some(start), Some(end)) = (start, end) {
-        state.push_pending(PendingSubmission {
-            label: label.clone(),
-            token,
-            submission: profiler.next_submission_id(),
-            dispatches: index,
-            host_enqueue_ns: profiler.now_ns().saturating_sub(enqueue_began),
-            gated: held_throughout,
-            start,
-            end,
-            timed_dispatches: timed,
-        });
+    let launched = launch(state, recorded, Order::Serial)?;
+    if let Some(before) = before {
+        expected.timed_by_events(recorded, (before, stream.record_event()?));
+    } else if timing.cupti {
+        expected.timed_by_cupti(recorded, launched, None);
+    } else {
+        expected.untimed();
     }
     Ok(())
+}
+
+/// Launches a captured graph and expects its dispatches' records, costed at
+/// the replay's `context`.
+fn enqueue_replay(
+    state: &Arc<DeviceState>,
+    recording: &Recording,
+    context: Option<u64>,
+    timing: Timing,
+    expected: &mut Expected,
+) -> Result<()> {
+    if timing.dispatches && !timing.cupti {
+        state.profiler().warn_once(
+            "graph-dispatch-timing",
+            "kernelscope: dispatches inside CUDA graph replays are not timed without CUPTI; submission times include them",
+        );
+    }
+    let launched = launch_recording(state, recording)?;
+    for (recorded, &launched) in recording.dispatches().zip(launched) {
+        if timing.cupti {
+            expected.timed_by_cupti(recorded, launched, context);
+        } else {
+            expected.untimed();
+        }
+    }
+    Ok(())
+}
+
+/// Everything is enqueued: lets the device go, and says whether it was held
+/// throughout. A hold the watchdog had to release outran the gate; its
+/// graphs are not held again.
+fn release(state: &Arc<DeviceState>, commands: &[Command], hold: Option<Hold<'_>>) -> Result<bool> {
+    let Some(hold) = hold else {
+        return Ok(false);
+    };
+    let held_throughout = hold.release();
+    if !held_throughout {
+        for command in commands {
+            if let Command::Replay { recording, .. } = command {
+                mark_outran_gate(state, recording)?;
+            }
+        }
+        state.profiler().warn_once(
+            "gate-outran",
+            &format!(
+                "kernelscope: a graph launch needed more of the device's command queue than a stream held until the launch is enqueued leaves; it was let go after {} ms and that graph is no longer held (its submission time includes the host's enqueue)",
+                HOLD_LIMIT.as_millis()
+            ),
+        );
+    }
+    Ok(held_throughout)
 }

@@ -10,8 +10,7 @@ use cudarc::driver::{CudaGraph, DriverError, result, sys};
 
 use super::driver::driver_error;
 use super::launch::{Launched, Order, cuda_kernel, launch, prepare};
-use super::modules::CudaKernel;
-use super::nccl::NcclGroup;
+use super::modules::{CudaKernel, RankCollective};
 use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::runtime::command::{GraphNode, Recording};
@@ -31,7 +30,7 @@ pub(crate) fn launch_recording<'a>(
     let _communicators = captured
         .collectives
         .iter()
-        .map(|(group, rank, generation)| group.hold_for_replay(*rank, *generation))
+        .map(|(collective, generation)| collective.hold_for_replay(*generation))
         .collect::<Result<Vec<_>>>()?;
     // Straight to the driver: `CudaGraph::launch` would bind the context
     // again on every replay.
@@ -68,9 +67,9 @@ struct CapturedGraph {
     launched: Vec<Launched>,
     /// A launch of it outran the profiler's gate (see `gate.rs`).
     outran_gate: AtomicBool,
-    /// The NCCL groups its collectives use: (group, rank, the group's
-    /// generation when captured).
-    collectives: Vec<(Arc<NcclGroup>, usize, u64)>,
+    /// One collective per communicator its collectives use, with the
+    /// group's generation when captured.
+    collectives: Vec<(Arc<dyn RankCollective>, u64)>,
     state: Arc<DeviceState>,
 }
 
@@ -100,14 +99,15 @@ fn capture(state: &Arc<DeviceState>, graph: &Recording) -> Result<CapturedGraph>
         .dispatches()
         .map(|recorded| prepare(state, recorded))
         .collect::<Result<Vec<_>>>()?;
-    let mut collectives: Vec<(Arc<NcclGroup>, usize, u64)> = Vec::new();
+    // One per communicator: holding one twice for a replay would deadlock.
+    let mut collectives: Vec<(Arc<dyn RankCollective>, u64)> = Vec::new();
     for recorded in graph.dispatches() {
-        if let CudaKernel::Collective { group, rank, .. } = cuda_kernel(recorded)?
+        if let CudaKernel::Collective(collective) = cuda_kernel(recorded)?
             && !collectives
                 .iter()
-                .any(|(known, known_rank, _)| Arc::ptr_eq(known, group) && known_rank == rank)
+                .any(|(known, _)| known.communicator() == collective.communicator())
         {
-            collectives.push((group.clone(), *rank, group.generation()));
+            collectives.push((collective.clone(), collective.generation()));
         }
     }
     let stream = state.stream().stream();

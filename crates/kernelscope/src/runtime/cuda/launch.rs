@@ -5,7 +5,7 @@
 
 use std::ffi::c_void;
 
-use cudarc::driver::{CudaFunction, result, sys};
+use cudarc::driver::{CudaFunction, DriverError, result, sys};
 
 use super::blas::{GemmPointers, GemmShape};
 use super::memory::CudaMemory;
@@ -13,8 +13,9 @@ use super::modules::CudaKernel;
 use super::state::DeviceState;
 use crate::error::{Error, Result};
 use crate::runtime::command::RecordedDispatch;
+use crate::runtime::library::gemm;
 use crate::runtime::memory::DeviceMemory;
-use crate::runtime::{Arg, LibraryCall, Param};
+use crate::runtime::{Arg, LaunchGrid, LibraryCall, Param};
 
 /// The backend's form of a dispatch's kernel.
 pub(super) fn cuda_kernel(recorded: &RecordedDispatch) -> Result<&CudaKernel> {
@@ -24,6 +25,7 @@ pub(super) fn cuda_kernel(recorded: &RecordedDispatch) -> Result<&CudaKernel> {
         backend: "cuda",
         workaround: "this kernel handle was made for another backend; get it from the registry for this device"
             .into(),
+        remedies: &[],
     })
 }
 
@@ -60,7 +62,7 @@ pub(crate) fn prepare(state: &DeviceState, recorded: &RecordedDispatch) -> Resul
             let kernels = state.blas()?.plan(shape, pointers)?.kernels();
             Ok(Launched::Library { kernels })
         }
-        CudaKernel::Collective { .. } => Ok(Launched::Library { kernels: 1 }),
+        CudaKernel::Collective(_) => Ok(Launched::Library { kernels: 1 }),
     }
 }
 
@@ -98,13 +100,8 @@ pub(crate) fn launch(state: &DeviceState, recorded: &RecordedDispatch, order: Or
                 kernels: plan.kernels(),
             })
         }
-        CudaKernel::Collective {
-            group,
-            rank,
-            collective,
-            dtype,
-        } => {
-            group.launch(*rank, *collective, *dtype, recorded)?;
+        CudaKernel::Collective(collective) => {
+            collective.launch(recorded)?;
             // NCCL launches one kernel per collective on the stream.
             Ok(Launched::Library { kernels: 1 })
         }
@@ -140,34 +137,28 @@ fn scalar(recorded: &RecordedDispatch, index: usize) -> Result<u32> {
     }
 }
 
-/// A GEMM dispatch's shape and pointers, in [`LibraryCall::Gemm`]'s order.
+/// A GEMM dispatch's shape and pointers, where its declaration (`gemm`) puts them.
 fn gemm_operands(recorded: &RecordedDispatch, call: LibraryCall) -> Result<(GemmShape, GemmPointers)> {
     let LibraryCall::Gemm { dtype } = call;
     let shape = GemmShape {
         dtype,
-        m: scalar(recorded, LibraryCall::GEMM_M)?,
-        n: scalar(recorded, LibraryCall::GEMM_N)?,
-        k: scalar(recorded, LibraryCall::GEMM_K)?,
+        m: scalar(recorded, gemm::M)?,
+        n: scalar(recorded, gemm::N)?,
+        k: scalar(recorded, gemm::K)?,
     };
     let pointers = GemmPointers {
-        weight: address(recorded, LibraryCall::GEMM_WEIGHT)?,
-        x: address(recorded, LibraryCall::GEMM_X)?,
-        out: address(recorded, LibraryCall::GEMM_OUT)?,
+        weight: address(recorded, gemm::WEIGHT)?,
+        x: address(recorded, gemm::X)?,
+        out: address(recorded, gemm::OUT)?,
     };
     Ok((shape, pointers))
 }
 
-/// Launches our kernel `function` with the dispatch's arguments, `early`
-/// (programmatic dependent launch) or after the previous kernel.
-fn launch_compiled(
-    state: &DeviceState,
-    recorded: &RecordedDispatch,
-    function: &CudaFunction,
-    early: bool,
-) -> Result<()> {
+/// One 8-byte cell per argument of `recorded`, in order: a buffer's device
+/// pointer at the view's byte offset, a scalar's 4 or 8 bytes. The driver
+/// copies them at launch.
+fn argument_cells(recorded: &RecordedDispatch) -> Result<Vec<[u8; 8]>> {
     let dispatch = &recorded.dispatch;
-    let kernel = dispatch.kernel();
-    // One 8-byte cell per argument; the driver copies them at launch.
     let mut cells: Vec<[u8; 8]> = Vec::with_capacity(dispatch.args().len());
     for (index, arg) in dispatch.args().iter().enumerate() {
         let mut cell = [0u8; 8];
@@ -179,7 +170,7 @@ fn launch_compiled(
                 }
                 None => {
                     return Err(Error::KernelArgument {
-                        kernel: kernel.name().to_string(),
+                        kernel: dispatch.kernel().name().to_string(),
                         index,
                         problem: "a CPU buffer cannot be passed to a CUDA kernel".into(),
                     });
@@ -192,72 +183,105 @@ fn launch_compiled(
         }
         cells.push(cell);
     }
+    Ok(cells)
+}
+
+/// Launches our kernel `function` with the dispatch's arguments, `early`
+/// (programmatic dependent launch) or after the previous kernel.
+fn launch_compiled(
+    state: &DeviceState,
+    recorded: &RecordedDispatch,
+    function: &CudaFunction,
+    early: bool,
+) -> Result<()> {
+    let dispatch = &recorded.dispatch;
+    let mut cells = argument_cells(recorded)?;
     let mut pointers: Vec<*mut c_void> = cells
         .iter_mut()
         .map(|cell| cell.as_mut_ptr() as *mut c_void)
         .collect();
     let grid = dispatch.grid;
+    let stream = state.stream().cu_stream();
     // SAFETY (both launches): the kernel's parameters are, in order, the
     // dispatch's arguments: each buffer a device pointer (8 bytes) into
     // memory of this context that outlives the launch (the encoder holds the
     // buffers until the submission is committed and the driver orders frees
     // after it), each scalar its 4- or 8-byte value; the op that built the
     // dispatch declares the same order as its `.cu` signature (and tests
-    // check each against its CPU reference). An early launch is asked for
-    // only for kernels whose first statement waits for the previous kernel.
-    if early {
-        let mut attribute = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            value: sys::CUlaunchAttributeValue {
-                programmaticStreamSerializationAllowed: 1,
-            },
-        };
-        let config = sys::CUlaunchConfig {
-            gridDimX: grid.blocks[0],
-            gridDimY: grid.blocks[1],
-            gridDimZ: grid.blocks[2],
-            blockDimX: grid.threads_per_block[0],
-            blockDimY: grid.threads_per_block[1],
-            blockDimZ: grid.threads_per_block[2],
-            sharedMemBytes: grid.shared_memory_bytes,
-            hStream: state.stream().cu_stream(),
-            attrs: &mut attribute,
-            numAttrs: 1,
-        };
-        // SAFETY: see above; `config` and `attribute` outlive the call, which
-        // copies them.
-        return unsafe {
-            sys::cuLaunchKernelEx(
-                &config,
+    // check each against its CPU reference). `pointers` point into `cells`,
+    // alive and unmoved until the launch returns. An early launch is asked
+    // for only for kernels whose first statement waits for the previous kernel.
+    let launched = if early {
+        // SAFETY: see above.
+        unsafe { launch_early(function, grid, stream, &mut pointers) }
+    } else {
+        // SAFETY: see above.
+        unsafe {
+            result::launch_kernel(
                 function.cu_function(),
-                pointers.as_mut_ptr(),
-                std::ptr::null_mut(),
+                (grid.blocks[0], grid.blocks[1], grid.blocks[2]),
+                (
+                    grid.threads_per_block[0],
+                    grid.threads_per_block[1],
+                    grid.threads_per_block[2],
+                ),
+                grid.shared_memory_bytes,
+                stream,
+                &mut pointers,
             )
         }
-        .result()
-        .map_err(|source| Error::Cuda {
-            operation: format!("launching `{}` early", kernel.name()),
-            source,
-        });
-    }
-    // SAFETY: see above.
-    unsafe {
-        result::launch_kernel(
-            function.cu_function(),
-            (grid.blocks[0], grid.blocks[1], grid.blocks[2]),
-            (
-                grid.threads_per_block[0],
-                grid.threads_per_block[1],
-                grid.threads_per_block[2],
-            ),
-            grid.shared_memory_bytes,
-            state.stream().cu_stream(),
-            &mut pointers,
-        )
-    }
-    .map_err(|source| Error::Cuda {
-        operation: format!("launching `{}`", kernel.name()),
+    };
+    launched.map_err(|source| Error::Cuda {
+        operation: if early {
+            format!("launching `{}` early", dispatch.kernel().name())
+        } else {
+            format!("launching `{}`", dispatch.kernel().name())
+        },
         source,
     })
+}
+
+/// `cuLaunchKernelEx` with programmatic stream serialization allowed: the
+/// kernel may start while the previous one on `stream` finishes.
+///
+/// # Safety
+/// `pointers` are `function`'s parameters in order, each pointing at its
+/// value, as `cuLaunchKernel` takes them; `stream` is a stream of the
+/// current context, which `function` belongs to.
+unsafe fn launch_early(
+    function: &CudaFunction,
+    grid: LaunchGrid,
+    stream: sys::CUstream,
+    pointers: &mut [*mut c_void],
+) -> std::result::Result<(), DriverError> {
+    let mut attribute = sys::CUlaunchAttribute {
+        id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+        pad: [0; 4],
+        value: sys::CUlaunchAttributeValue {
+            programmaticStreamSerializationAllowed: 1,
+        },
+    };
+    let config = sys::CUlaunchConfig {
+        gridDimX: grid.blocks[0],
+        gridDimY: grid.blocks[1],
+        gridDimZ: grid.blocks[2],
+        blockDimX: grid.threads_per_block[0],
+        blockDimY: grid.threads_per_block[1],
+        blockDimZ: grid.threads_per_block[2],
+        sharedMemBytes: grid.shared_memory_bytes,
+        hStream: stream,
+        attrs: &mut attribute,
+        numAttrs: 1,
+    };
+    // SAFETY: per the contract; `config` and `attribute` outlive the call,
+    // which copies them.
+    unsafe {
+        sys::cuLaunchKernelEx(
+            &config,
+            function.cu_function(),
+            pointers.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    }
+    .result()
 }

@@ -19,9 +19,12 @@
 //! - `state`: what the handle, buffers and graphs share (private fields).
 //! - `memory`: device allocations and copies.
 //! - `launch`, `graphs`, `execute`: one launch; graph capture and replay;
-//!   a whole submission.
-//! - `nccl`: collectives between GPUs (one communicator per device).
-//! - `device`: the `CudaDevice` handle, opened in named steps.
+//!   a whole submission. A collective is a `RankCollective` to them
+//!   (`modules`), so they do not depend on NCCL.
+//! - `nccl`: collectives between GPUs (one communicator per device), opened
+//!   from the devices' states.
+//! - `device`: the `CudaDevice` handle, opened in named steps; it opens NCCL
+//!   groups for the collective layer.
 
 #[cfg(feature = "cuda")]
 mod blas;
@@ -65,7 +68,7 @@ mod timing;
 #[cfg(feature = "cuda")]
 pub use device::CudaDevice;
 #[cfg(feature = "cuda")]
-pub(crate) use nccl::open as open_collectives;
+pub(crate) use device::open_collectives;
 #[cfg(not(feature = "cuda"))]
 pub use stub::CudaDevice;
 #[cfg(not(feature = "cuda"))]

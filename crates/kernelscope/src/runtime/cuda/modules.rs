@@ -1,6 +1,10 @@
 //! The device's module cache: each kernel source is compiled (or read from
 //! the disk cache, see `compile.rs`) and loaded once per device, keyed like
 //! the disk cache, and every kernel of it is looked up in the loaded module.
+//! Also what a loaded kernel is to this backend ([`CudaKernel`]), including a
+//! collective as a trait object ([`RankCollective`]): launches and graphs
+//! call it without knowing NCCL, which sits above them (it opens from device
+//! states and hands out kernels).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,6 +15,7 @@ use super::compile;
 use super::driver::driver_error;
 use crate::error::{Error, Result};
 use crate::runtime::LibraryCall;
+use crate::runtime::command::RecordedDispatch;
 
 /// A kernel ready on one CUDA device: compiled from our source, or a call
 /// into a library that launches kernels of its own.
@@ -26,14 +31,35 @@ pub(crate) enum CudaKernel {
     },
     /// A library call (see `blas.rs`).
     Library(LibraryCall),
-    /// A collective of one rank of an NCCL group (see `nccl.rs`).
-    Collective {
-        group: Arc<super::nccl::NcclGroup>,
-        rank: usize,
-        collective: crate::runtime::collective::group::Collective,
-        dtype: crate::runtime::DType,
-    },
+    /// A collective of one rank of a group (NCCL's, see `nccl.rs`).
+    Collective(Arc<dyn RankCollective>),
 }
+
+/// One rank's collective of one kind and element type, as launches and
+/// graph replays use it.
+pub(crate) trait RankCollective: Send + Sync {
+    /// Launches it with the dispatch's buffers on the rank's stream
+    /// (context bound by the caller).
+    fn launch(&self, recorded: &RecordedDispatch) -> Result<()>;
+
+    /// The communicator it runs on, as (group, rank): the collectives of one
+    /// rank share it, and a graph holds it once however many it captured.
+    fn communicator(&self) -> (usize, usize);
+
+    /// How many times the group's communicators were made again; a graph
+    /// records it when it captures the collective.
+    fn generation(&self) -> u64;
+
+    /// Holds the rank's communicator alive (not aborted, not remade) until
+    /// the returned value is dropped, for a graph launch: an error instead
+    /// when the group was aborted, or remade since the graph captured it at
+    /// generation `captured`.
+    fn hold_for_replay(&self, captured: u64) -> Result<Box<dyn CommunicatorHold + '_>>;
+}
+
+/// Keeps a communicator alive while it exists (see
+/// [`RankCollective::hold_for_replay`]).
+pub(crate) trait CommunicatorHold {}
 
 /// Loaded modules by source key.
 #[derive(Default)]
@@ -69,6 +95,7 @@ impl ModuleCache {
             name: name.to_string(),
             backend: "cuda",
             workaround: format!("its CUDA source defines no `extern \"C\" __global__ {name}` ({error})"),
+            remedies: &[],
         })?;
         Ok(CudaKernel::Compiled {
             function,

@@ -3,17 +3,20 @@
 //! `ncclCommInitAll` (one process, one thread per rank afterwards), each
 //! collective launched on its rank's stream so it is captured into that
 //! rank's CUDA graph like our kernels. NVLink multicast (NVLS) is left to
-//! NCCL's environment (`NCCL_NVLS_ENABLE`): we never ask for it.
+//! NCCL's environment (`NCCL_NVLS_ENABLE`): we never ask for it. Opened from
+//! the devices' states, and handing each rank's collectives to launches and
+//! graphs as [`RankCollective`]s, so nothing below the device depends on it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cudarc::nccl::{result as nccl, sys as nccl_sys};
 
-use super::device::CudaDevice;
+use super::driver::{allocation_error, driver_error};
+use super::modules::{CommunicatorHold, CudaKernel, RankCollective};
 use super::state::DeviceState;
-use crate::error::{Error, Result};
-use crate::runtime::collective::group::{Collective, GroupBackend};
+use crate::error::{Error, NcclFailure, Result};
+use crate::runtime::collective::group::{Collective, GroupBackend, all_gather, all_reduce};
 use crate::runtime::command::RecordedDispatch;
 use crate::runtime::kernel::LoadedKernel;
 use crate::runtime::memory::DeviceMemory;
@@ -49,20 +52,33 @@ fn problem(collective: &str, rank: usize, problem: String) -> Error {
     }
 }
 
-/// Opens NCCL communicators for `devices`, rank `i` on `devices[i]`.
-pub(crate) fn open(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
+/// Turns NCCL's status into our error: `operation` of `collective` failed on `rank`.
+fn nccl_error(
+    collective: &str,
+    rank: usize,
+    operation: impl Into<String>,
+) -> impl FnOnce(nccl::NcclError) -> Error {
+    let (collective, operation) = (collective.to_string(), operation.into());
+    move |source| Error::Nccl {
+        collective,
+        rank,
+        operation,
+        source: NcclFailure(source),
+    }
+}
+
+/// Opens NCCL communicators for the devices of `states`, rank `i` on `states[i]`'s.
+pub(crate) fn open(states: Vec<Arc<DeviceState>>) -> Result<Arc<dyn GroupBackend>> {
     // SAFETY: only tries to load the library by its known names.
     if !unsafe { nccl_sys::is_culib_present() } {
-        return Err(Error::KernelMissing {
-            name: "all_reduce_sum".into(),
-            backend: "cuda",
-            workaround: "collectives between GPUs run through NCCL, which could not be loaded (libnccl.so.2); put it on the loader path (LD_LIBRARY_PATH) or run with --tp 1".into(),
+        // The names cudarc's loader asks for, in its order.
+        return Err(Error::NcclNotFound {
+            tried: cudarc::get_lib_name_candidates("nccl"),
         });
     }
     let version = nccl::get_nccl_version()
         .map(|code| format!("NCCL {}.{}.{}", code / 10000, code % 10000 / 100, code % 100))
-        .map_err(|error| problem("group", 0, format!("ncclGetVersion: {error:?}")))?;
-    let states: Vec<Arc<DeviceState>> = devices.iter().map(|device| device.state().clone()).collect();
+        .map_err(nccl_error("group", 0, "ncclGetVersion"))?;
     let ordinals: Vec<i32> = states
         .iter()
         .map(|state| state.stream().context().ordinal() as i32)
@@ -90,13 +106,7 @@ fn make_comms(states: &[Arc<DeviceState>], ordinals: &[i32]) -> Result<Vec<nccl_
     // them on the devices' primary contexts, which are the contexts our
     // streams belong to.
     unsafe { nccl::comm_init_all(comms.as_mut_ptr(), ordinals.len() as i32, ordinals.as_ptr()) }.map_err(
-        |error| {
-            problem(
-                "group",
-                0,
-                format!("ncclCommInitAll over GPUs {ordinals:?}: {error:?}"),
-            )
-        },
+        nccl_error("group", 0, format!("ncclCommInitAll over GPUs {ordinals:?}")),
     )?;
     // ncclCommInitAll and the warm-up switch this thread's current device.
     let ready = warm_up(&comms, states).and_then(|()| states[0].bind());
@@ -123,8 +133,7 @@ fn warm_up(comms: &[nccl_sys::ncclComm_t], states: &[Arc<DeviceState>]) -> Resul
     let ranks = comms.len();
     let bytes = (1 + ranks) * ELEMENTS * 4;
     let mut buffers = Vec::with_capacity(ranks);
-    let failed =
-        |what: &str, error: String| problem("group", 0, format!("warming up NCCL ({what}): {error}"));
+    let failed = |what: &str| format!("warming up NCCL ({what})");
     // Side streams: CUPTI's records of the device's own stream must be our
     // dispatches' only.
     let mut streams = Vec::with_capacity(ranks);
@@ -136,15 +145,15 @@ fn warm_up(comms: &[nccl_sys::ncclComm_t], states: &[Arc<DeviceState>]) -> Resul
                     .stream()
                     .context()
                     .new_stream()
-                    .map_err(|error| failed("a side stream", format!("{error:?}")))?,
+                    .map_err(driver_error(&failed("a side stream")))?,
             );
             // SAFETY: a plain allocation on the bound context, freed below.
             let buffer = unsafe { driver::malloc_sync(bytes) }
-                .map_err(|error| failed("allocating", format!("{error:?}")))?;
+                .map_err(allocation_error(&failed("allocating"), bytes))?;
             buffers.push(buffer);
         }
         for collective in [Collective::AllReduceSum, Collective::AllGather] {
-            nccl::group_start().map_err(|error| failed("ncclGroupStart", format!("{error:?}")))?;
+            nccl::group_start().map_err(nccl_error("group", 0, failed("ncclGroupStart")))?;
             for (rank, comm) in comms.iter().enumerate() {
                 let stream = streams[rank].cu_stream() as nccl_sys::cudaStream_t;
                 let buffer = buffers[rank];
@@ -172,15 +181,13 @@ fn warm_up(comms: &[nccl_sys::ncclComm_t], states: &[Arc<DeviceState>]) -> Resul
                         ),
                     }
                 };
-                launched.map_err(|error| failed(collective.name(), format!("{error:?}")))?;
+                launched.map_err(nccl_error("group", rank, failed(collective.name())))?;
             }
-            nccl::group_end().map_err(|error| failed("ncclGroupEnd", format!("{error:?}")))?;
+            nccl::group_end().map_err(nccl_error("group", 0, failed("ncclGroupEnd")))?;
         }
         for (state, stream) in states.iter().zip(&streams) {
             state.bind()?;
-            stream
-                .synchronize()
-                .map_err(|error| failed("waiting", format!("{error:?}")))?;
+            stream.synchronize().map_err(driver_error(&failed("waiting")))?;
         }
         Ok(())
     })();
@@ -294,6 +301,36 @@ pub(crate) struct CommHold<'a> {
     _comm: std::sync::MutexGuard<'a, Option<Comm>>,
 }
 
+impl CommunicatorHold for CommHold<'_> {}
+
+/// One rank's collective of one kind on one element type: the kernel a
+/// dispatch of it carries.
+struct NcclRank {
+    group: Arc<NcclGroup>,
+    rank: usize,
+    collective: Collective,
+    dtype: DType,
+}
+
+impl RankCollective for NcclRank {
+    fn launch(&self, recorded: &RecordedDispatch) -> Result<()> {
+        self.group
+            .launch(self.rank, self.collective, self.dtype, recorded)
+    }
+
+    fn communicator(&self) -> (usize, usize) {
+        (Arc::as_ptr(&self.group) as usize, self.rank)
+    }
+
+    fn generation(&self) -> u64 {
+        self.group.generation()
+    }
+
+    fn hold_for_replay(&self, captured: u64) -> Result<Box<dyn CommunicatorHold + '_>> {
+        Ok(Box::new(self.group.hold_for_replay(self.rank, captured)?))
+    }
+}
+
 impl NcclGroup {
     /// How many times the communicators were made again; a graph records it
     /// when it captures a collective.
@@ -345,7 +382,8 @@ impl NcclGroup {
         // communicator is alive under its lock.
         let launched = match collective {
             Collective::AllReduceSum => {
-                let (address, count) = operand(recorded, 0)?;
+                let (address, count) = operand(recorded, all_reduce::BUFFER)?;
+                // SAFETY: see above; the one buffer is reduced in place.
                 unsafe {
                     nccl::all_reduce(
                         address as *const _,
@@ -359,8 +397,9 @@ impl NcclGroup {
                 }
             }
             Collective::AllGather => {
-                let (input, count) = operand(recorded, 0)?;
-                let (output, _) = operand(recorded, 1)?;
+                let (input, count) = operand(recorded, all_gather::INPUT)?;
+                let (output, _) = operand(recorded, all_gather::OUTPUT)?;
+                // SAFETY: see above.
                 unsafe {
                     nccl::all_gather(
                         input as *const _,
@@ -373,9 +412,13 @@ impl NcclGroup {
                 }
             }
         };
-        launched
-            .map(|_| ())
-            .map_err(|error| problem(collective.name(), rank, format!("{error:?}")))
+        launched.map(|_| ()).map_err(|error| {
+            let call = match collective {
+                Collective::AllReduceSum => "ncclAllReduce",
+                Collective::AllGather => "ncclAllGather",
+            };
+            nccl_error(collective.name(), rank, call)(error)
+        })
     }
 }
 
@@ -427,12 +470,12 @@ impl GroupBackend for Arc<NcclGroup> {
 
     fn kernel(&self, rank: usize, collective: Collective, dtype: DType) -> Result<LoadedKernel> {
         nccl_type(collective, dtype, rank)?;
-        Ok(Arc::new(super::modules::CudaKernel::Collective {
+        Ok(Arc::new(CudaKernel::Collective(Arc::new(NcclRank {
             group: self.clone(),
             rank,
             collective,
             dtype,
-        }))
+        }))))
     }
 }
 

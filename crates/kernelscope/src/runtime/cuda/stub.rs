@@ -8,7 +8,7 @@ use std::convert::Infallible;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::error::{CudaUnavailable, Error, Result};
+use crate::error::{CudaUnavailable, Error, Remedy, Result};
 use crate::profile::Profiler;
 use crate::runtime::backend::{Backend, Capabilities, KernelSources};
 use crate::runtime::command::Command;
@@ -31,11 +31,11 @@ impl fmt::Debug for CudaDevice {
 
 impl CudaDevice {
     pub(crate) fn open(ordinal: usize, _options: &DeviceOptions) -> Result<CudaDevice> {
-        Err(unavailable(ordinal))
+        Err(unavailable(Some(ordinal)))
     }
 
     pub(crate) fn count() -> Result<usize> {
-        Err(unavailable(0))
+        Err(unavailable(None))
     }
 
     /// The GPU's ordinal: never reached, since no CUDA device exists here.
@@ -50,14 +50,16 @@ pub(crate) fn open_collectives(
 ) -> Result<Arc<dyn crate::runtime::collective::group::GroupBackend>> {
     match devices.first() {
         Some(device) => match device.never {},
-        None => Err(unavailable(0)),
+        None => Err(unavailable(None)),
     }
 }
 
-fn unavailable(ordinal: usize) -> Error {
+fn unavailable(ordinal: Option<usize>) -> Error {
     Error::BackendUnavailable {
         backend: "cuda",
-        reason: CudaUnavailable::NotBuilt { ordinal }.to_string(),
+        ordinal,
+        source: CudaUnavailable::NotBuilt,
+        remedies: &[Remedy::RebuildWithCuda, Remedy::OtherDevice { device: "cpu" }],
     }
 }
 
@@ -112,12 +114,18 @@ mod tests {
     #[test]
     fn counting_and_opening_say_the_build_lacks_cuda() {
         let error = CudaDevice::count().unwrap_err();
-        assert!(
-            error.to_string().ends_with(
-                "cuda:0: this build has no CUDA support; rebuild with `--features cuda`, or use --device cpu"
-            ),
-            "{error}"
+        assert_eq!(
+            error.to_string(),
+            "cuda backend unavailable: this build has no CUDA support; build with the `cuda` feature, or open device `cpu` instead"
         );
+        assert_eq!(
+            error.remedies(),
+            [Remedy::RebuildWithCuda, Remedy::OtherDevice { device: "cpu" }]
+        );
+        assert!(matches!(
+            std::error::Error::source(&error).and_then(|source| source.downcast_ref::<CudaUnavailable>()),
+            Some(CudaUnavailable::NotBuilt)
+        ));
         let error = CudaDevice::open(3, &DeviceOptions::new()).unwrap_err();
         assert!(
             error

@@ -1,0 +1,57 @@
+//! What a CPU device and every buffer allocated on it share: the device's
+//! name, its profiler and the execution lock. Apart from the device itself
+//! so that memory can hold it without depending on the backend above it.
+
+use std::sync::{Mutex, MutexGuard};
+
+use crate::profile::Profiler;
+
+/// State shared by a CPU device and every buffer allocated on it.
+#[derive(Debug)]
+pub(crate) struct CpuShared {
+    name: String,
+    profiler: Profiler,
+    /// Held while kernels run and while the host copies in or out, so a
+    /// kernel's exclusive view of its output is never observed half-written.
+    execution: Mutex<()>,
+}
+
+impl CpuShared {
+    /// The host's CPU, profiled by `profiler`.
+    pub(super) fn new(profiler: Profiler) -> CpuShared {
+        CpuShared {
+            name: cpu_name(),
+            profiler,
+            execution: Mutex::new(()),
+        }
+    }
+
+    /// `cpu: <model name> (<n> threads)`.
+    pub(super) fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub(super) fn profiler(&self) -> &Profiler {
+        &self.profiler
+    }
+
+    /// The device to oneself: kernels run, and host copies happen, under it.
+    pub(super) fn lock_execution(&self) -> MutexGuard<'_, ()> {
+        crate::sync::lock(&self.execution)
+    }
+}
+
+/// `cpu: <model name> (<n> threads)`, from /proc/cpuinfo where there is one.
+fn cpu_name() -> String {
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|info| {
+            info.lines()
+                .find(|line| line.starts_with("model name"))
+                .and_then(|line| line.split(':').nth(1))
+                .map(|name| name.trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    format!("cpu: {model} ({threads} threads)")
+}
