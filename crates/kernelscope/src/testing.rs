@@ -138,33 +138,13 @@ pub fn synthetic_profile(tokens: u32, slowdown: f64, seed: u64) -> crate::profil
     synthetic_layered_profile(tokens, 2, &|_| slowdown, seed)
 }
 
-/// [`synthetic_profile`] with `layers` layers, each layer's durations
-/// multiplied by `slowdown(layer)` (one slow layer, or a slower run).
-pub fn synthetic_layered_profile(
-    tokens: u32,
-    layers: usize,
-    slowdown: &dyn Fn(usize) -> f64,
-    seed: u64,
-) -> crate::profile::Profile {
-    use std::sync::Arc;
-
-    use crate::OpKind;
+/// A dispatch-level profile of a synthetic CPU run with no records yet.
+fn empty_synthetic_profile() -> crate::profile::Profile {
     use crate::profile::{
-        Conditions, CounterSnapshot, DispatchRecord, DispatchTiming, Phase, Profile, ProfileLevel,
-        SubmissionRecord, TimingMechanism, TimingMethod, TokenRecord,
+        Conditions, CounterSnapshot, DispatchTiming, Profile, ProfileLevel, TimingMechanism, TimingMethod,
     };
 
-    let mut rng = SplitMix64::new(seed);
-    let label: Arc<str> = Arc::from("decode");
-    let dispatches = 3 * layers as u64;
-    let per_token = CounterSnapshot {
-        dispatches,
-        submissions: 1,
-        syncs: 1,
-        barriers: dispatches.saturating_sub(1),
-        ..Default::default()
-    };
-    let mut profile = Profile {
+    Profile {
         schema: crate::profile::PROFILE_SCHEMA_VERSION,
         tool: "synthetic".into(),
         conditions: Conditions {
@@ -186,7 +166,33 @@ pub fn synthetic_layered_profile(
         dispatches: Vec::new(),
         warnings: Vec::new(),
         ranks: Vec::new(),
+    }
+}
+
+/// [`synthetic_profile`] with `layers` layers, each layer's durations
+/// multiplied by `slowdown(layer)` (one slow layer, or a slower run).
+pub fn synthetic_layered_profile(
+    tokens: u32,
+    layers: usize,
+    slowdown: &dyn Fn(usize) -> f64,
+    seed: u64,
+) -> crate::profile::Profile {
+    use std::sync::Arc;
+
+    use crate::OpKind;
+    use crate::profile::{CounterSnapshot, DispatchRecord, Phase, SubmissionRecord, TokenRecord};
+
+    let mut rng = SplitMix64::new(seed);
+    let label: Arc<str> = Arc::from("decode");
+    let dispatches = 3 * layers as u64;
+    let per_token = CounterSnapshot {
+        dispatches,
+        submissions: 1,
+        syncs: 1,
+        barriers: dispatches.saturating_sub(1),
+        ..Default::default()
     };
+    let mut profile = empty_synthetic_profile();
     let mut now = 1_000u64;
     for token in 0..tokens {
         let token_start = now;

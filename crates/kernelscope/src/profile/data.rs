@@ -2,7 +2,6 @@
 //! it ran under, so that two runs can be compared later (and refused when
 //! they are not comparable).
 
-use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
@@ -297,126 +296,6 @@ impl Profile {
         self
     }
 
-    /// Whether the profile holds together; the problem, naming the record
-    /// (`dispatches[12]`), when it does not.
-    fn check(&self) -> std::result::Result<(), String> {
-        for (field, peak, what) in [
-            (
-                "peak_bandwidth_gbps",
-                self.conditions.peak_bandwidth_gbps,
-                "bandwidth",
-            ),
-            (
-                "peak_compute_gflops",
-                self.conditions.peak_compute_gflops,
-                "compute rate",
-            ),
-        ] {
-            if let Some(peak) = peak
-                && !(peak.is_finite() && peak > 0.0)
-            {
-                return Err(format!(
-                    "conditions.{field}: {peak} is not a positive, finite {what}"
-                ));
-            }
-        }
-        let overflow = |record: String, what: &str| format!("{record}: the {what} add up past 2^64");
-        let span = |record: &str, start: u64, end: u64| -> std::result::Result<u64, String> {
-            end.checked_sub(start)
-                .ok_or_else(|| format!("{record}: end_ns {end} is before start_ns {start}"))
-        };
-
-        let mut token_positions: HashMap<u32, usize> = HashMap::new();
-        let (mut token_time, mut token_counters) = (0u64, CounterSnapshot::default());
-        for (position, token) in self.tokens.iter().enumerate() {
-            let record = format!("tokens[{position}]");
-            let duration = span(&record, token.start_ns, token.end_ns)?;
-            if let Some(first) = token_positions.insert(token.index, position) {
-                return Err(format!(
-                    "{record}: token index {} is also the index of tokens[{first}]",
-                    token.index
-                ));
-            }
-            token_time = token_time
-                .checked_add(duration)
-                .ok_or_else(|| overflow(record.clone(), "token times"))?;
-            token_counters = token_counters
-                .checked_add(token.counters)
-                .ok_or_else(|| overflow(record.clone(), "token counters"))?;
-        }
-
-        // Submission id → (position, dispatch count, label, token).
-        let mut submissions: HashMap<u64, (usize, &SubmissionRecord)> = HashMap::new();
-        let (mut submission_time, mut enqueue_time) = (0u64, 0u64);
-        for (position, submission) in self.submissions.iter().enumerate() {
-            let record = format!("submissions[{position}]");
-            let duration = span(&record, submission.start_ns, submission.end_ns)?;
-            if let Some((first, _)) = submissions.insert(submission.submission, (position, submission)) {
-                return Err(format!(
-                    "{record}: submission {} is also the number of submissions[{first}]",
-                    submission.submission
-                ));
-            }
-            submission_time = submission_time
-                .checked_add(duration)
-                .ok_or_else(|| overflow(record.clone(), "submission times"))?;
-            enqueue_time = enqueue_time
-                .checked_add(submission.host_enqueue_ns())
-                .ok_or_else(|| overflow(record.clone(), "host enqueue times"))?;
-        }
-
-        let mut dispatch_slots: HashMap<(u64, u32), usize> = HashMap::new();
-        let (mut dispatch_time, mut bytes, mut flops) = (0u64, 0u64, 0u64);
-        for (position, dispatch) in self.dispatches.iter().enumerate() {
-            let record = format!("dispatches[{position}]");
-            let duration = span(&record, dispatch.start_ns, dispatch.end_ns)?;
-            // Dispatches are recorded with the submission that ran them: one
-            // without its submission, or disagreeing with it, was not written
-            // by a profiler.
-            let Some(&(owner, submission)) = submissions.get(&dispatch.submission) else {
-                return Err(format!(
-                    "{record}: submission {} is not among the profile's submissions",
-                    dispatch.submission
-                ));
-            };
-            if dispatch.index >= submission.dispatches {
-                return Err(format!(
-                    "{record}: index {} is past the {} dispatches of submissions[{owner}]",
-                    dispatch.index, submission.dispatches
-                ));
-            }
-            if let Some(first) = dispatch_slots.insert((dispatch.submission, dispatch.index), position) {
-                return Err(format!(
-                    "{record}: dispatch {} of submission {} is also dispatches[{first}]",
-                    dispatch.index, dispatch.submission
-                ));
-            }
-            if dispatch.label != submission.label {
-                return Err(format!(
-                    "{record}: label {} differs from {} of submissions[{owner}]",
-                    quoted(&dispatch.label),
-                    quoted(&submission.label)
-                ));
-            }
-            if dispatch.token != submission.token {
-                return Err(format!(
-                    "{record}: token {:?} differs from token {:?} of submissions[{owner}]",
-                    dispatch.token, submission.token
-                ));
-            }
-            dispatch_time = dispatch_time
-                .checked_add(duration)
-                .ok_or_else(|| overflow(record.clone(), "dispatch times"))?;
-            bytes = bytes
-                .checked_add(dispatch.bytes)
-                .ok_or_else(|| overflow(record.clone(), "dispatch bytes"))?;
-            flops = flops
-                .checked_add(dispatch.flops)
-                .ok_or_else(|| overflow(record.clone(), "dispatch flops"))?;
-        }
-        Ok(())
-    }
-
     /// How many tokens of `phase` there are and the sum of their counters;
     /// `None` without such tokens.
     pub fn phase_counters(&self, phase: super::Phase) -> Option<(usize, CounterSnapshot)> {
@@ -446,7 +325,7 @@ impl Profile {
 }
 
 /// `text` for a one-line message: quoted, escaped, and cut after 60 characters.
-fn quoted(text: &str) -> String {
+pub(super) fn quoted(text: &str) -> String {
     const SHOWN: usize = 60;
     let shown: String = text.chars().take(SHOWN).collect();
     let ellipsis = if text.chars().nth(SHOWN).is_some() {

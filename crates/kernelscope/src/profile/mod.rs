@@ -25,6 +25,7 @@ mod schema_1;
 mod session;
 mod stats;
 mod timing;
+mod validation;
 
 pub use aggregate::{Aggregate, aggregate, layer_of, scope_of};
 pub use compare::{Comparison, ComparisonRow, Verdict, compare};

@@ -24,115 +24,184 @@ impl Forward<'_> {
         steps: &[Step<'_>],
         activations: &Activations,
     ) -> Result<usize> {
-        use Slot::*;
-        let fused = self.ops.linear_kernels(self.weights.dtype)?;
-        let eps = self.config.rms_norm_eps;
-        let local = |linear: &Linear| {
-            !matches!(linear.parallel, Parallel::SplitInputs) && linear.format() == self.weights.dtype
+        // Gate/up before the general norm + mat-vecs, which would otherwise
+        // take its first two steps and leave SiLU·mul apart. Each pattern
+        // encodes its kernel and returns the steps it covered, or 0.
+        let patterns = [
+            Self::fuse_norm_gate_up,
+            Self::fuse_norm_readers,
+            Self::fuse_rope_append,
+            Self::fuse_matvec_residual,
+        ];
+        for pattern in patterns {
+            let covered = pattern(self, encoder, steps, activations)?;
+            if covered > 0 {
+                return Ok(covered);
+            }
+        }
+        Ok(0)
+    }
+
+    /// Whether `linear` can be one of several outputs of a fused mat-vec:
+    /// its format has the fused kernels and its output needs no reduction.
+    fn fuses_as_output(&self, linear: &Linear) -> bool {
+        linear.parallel != Parallel::SplitInputs && linear.format() == self.weights.dtype
+    }
+
+    /// RMSNorm + the gate and up mat-vecs + SiLU·mul.
+    fn fuse_norm_gate_up(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [
+            Step::Norm { weight },
+            Step::Linear {
+                linear: gate,
+                input: Slot::Normed,
+                output: Slot::Gate,
+            },
+            Step::Linear {
+                linear: up,
+                input: Slot::Normed,
+                output: Slot::Up,
+            },
+            Step::SiluMul,
+            ..,
+        ] = steps
+        else {
+            return Ok(0);
         };
-        match steps {
-            // RMSNorm + gate/up + SiLU·mul.
-            [
-                Step::Norm { weight },
-                Step::Linear {
-                    linear: gate,
-                    input: Normed,
-                    output: Gate,
-                },
-                Step::Linear {
-                    linear: up,
-                    input: Normed,
-                    output: Up,
-                },
-                Step::SiluMul,
-                ..,
-            ] if local(gate) && local(up) && !gate.has_bias() && !up.has_bias() => {
-                fused.norm_matvec_silu.encode(
-                    encoder,
-                    &activations.hidden,
-                    weight,
-                    &gate.weight,
-                    &up.weight,
-                    &activations.activated,
-                    eps,
-                )?;
-                Ok(4)
-            }
-            // RMSNorm + every mat-vec that reads it (q, k, v; the LM head).
-            [Step::Norm { weight }, rest @ ..] => {
-                let readers: Vec<(&Linear, Slot)> = rest
-                    .iter()
-                    .map_while(|step| match *step {
-                        Step::Linear {
-                            linear,
-                            input: Normed,
-                            output,
-                        } => Some((linear, output)),
-                        _ => None,
-                    })
-                    .collect();
-                let outputs: Vec<Slot> = readers.iter().map(|reader| reader.1).collect();
-                let joined = activations.joined(&outputs);
-                let (Some(joined), 1..=3) = (joined, readers.len()) else {
-                    return Ok(0);
-                };
-                if !readers.iter().all(|(linear, _)| local(linear)) {
-                    return Ok(0);
-                }
-                let weights: Vec<&Buffer> = readers.iter().map(|(linear, _)| &linear.weight).collect();
-                fused
-                    .norm_matvec
-                    .encode(encoder, &activations.hidden, weight, &weights, &joined, eps)?;
-                for (linear, output) in &readers {
-                    let output = activations.slot(*output)?;
-                    if let Some(bias) = linear.held_bias() {
-                        self.ops.add_bias.encode(encoder, output, bias)?;
-                    }
-                    self.complete_split(encoder, linear, output, activations)?;
-                }
-                Ok(1 + readers.len())
-            }
-            // RoPE on q and k + the KV append.
-            [
-                Step::Rope { target: Query },
-                Step::Rope { target: Key },
-                Step::AppendKeyValue { layer },
-                ..,
-            ] => {
-                let state = self.state;
-                self.ops.rope_append.encode(
-                    encoder,
-                    &activations.query,
-                    &activations.key,
-                    &activations.value,
-                    &state.key_cache[*layer],
-                    &state.value_cache[*layer],
-                    &state.rope_frequencies,
-                    &activations.positions.0,
-                    activations.positions.1,
-                    self.config.heads(),
-                )?;
-                Ok(3)
-            }
-            // A mat-vec adding into the residual stream (a bias belongs
-            // before the add, so a biased projection stays apart).
-            [
+        let unbiased = !gate.has_bias() && !up.has_bias();
+        if !(unbiased && self.fuses_as_output(gate) && self.fuses_as_output(up)) {
+            return Ok(0);
+        }
+        self.ops.linear_kernels(gate.format())?.norm_matvec_silu.encode(
+            encoder,
+            &activations.hidden,
+            weight,
+            &gate.weight,
+            &up.weight,
+            &activations.activated,
+            self.config.rms_norm_eps,
+        )?;
+        Ok(4)
+    }
+
+    /// RMSNorm + every mat-vec that reads its output (q, k and v; the LM
+    /// head), written into one buffer holding their outputs in order; then
+    /// each layer's bias and what its split asks. All of the readers or
+    /// none: the fused kernel never writes the normalised vector itself.
+    fn fuse_norm_readers(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [Step::Norm { weight }, rest @ ..] = steps else {
+            return Ok(0);
+        };
+        let readers: Vec<(&Linear, Slot)> = rest
+            .iter()
+            .map_while(|step| match *step {
                 Step::Linear {
                     linear,
-                    input,
-                    output: Projected,
-                },
-                Step::AddResidual,
-                ..,
-            ] if !linear.has_bias()
-                && linear.format() == self.weights.dtype
-                && matches!(linear.parallel, Parallel::Whole | Parallel::SplitInputs) =>
-            {
-                self.encode_matvec_into_residual(encoder, linear, activations.slot(*input)?, activations)?;
-                Ok(2)
-            }
-            _ => Ok(0),
+                    input: Slot::Normed,
+                    output,
+                } => Some((linear, output)),
+                _ => None,
+            })
+            .collect();
+        let outputs: Vec<Slot> = readers.iter().map(|(_, output)| *output).collect();
+        let Some(joined) = activations.joined(&outputs) else {
+            return Ok(0);
+        };
+        if !(1..=3).contains(&readers.len())
+            || !readers.iter().all(|(linear, _)| self.fuses_as_output(linear))
+        {
+            return Ok(0);
         }
+        let weights: Vec<&Buffer> = readers.iter().map(|(linear, _)| &linear.weight).collect();
+        self.ops
+            .linear_kernels(readers[0].0.format())?
+            .norm_matvec
+            .encode(
+                encoder,
+                &activations.hidden,
+                weight,
+                &weights,
+                &joined,
+                self.config.rms_norm_eps,
+            )?;
+        for (linear, output) in &readers {
+            let output = activations.slot(*output)?;
+            if let Some(bias) = linear.held_bias() {
+                self.ops.add_bias.encode(encoder, output, bias)?;
+            }
+            self.complete_split(encoder, linear, output, activations)?;
+        }
+        Ok(1 + readers.len())
+    }
+
+    /// RoPE on the query and the key + the KV-cache append.
+    fn fuse_rope_append(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [
+            Step::Rope { target: Slot::Query },
+            Step::Rope { target: Slot::Key },
+            Step::AppendKeyValue { layer },
+            ..,
+        ] = steps
+        else {
+            return Ok(0);
+        };
+        let state = self.state;
+        self.ops.rope_append.encode(
+            encoder,
+            &activations.query,
+            &activations.key,
+            &activations.value,
+            &state.key_cache[*layer],
+            &state.value_cache[*layer],
+            &state.rope_frequencies,
+            &activations.positions.0,
+            activations.positions.1,
+            self.config.heads(),
+        )?;
+        Ok(3)
+    }
+
+    /// A mat-vec adding into the residual stream (a bias belongs before the
+    /// add, so a biased projection stays apart).
+    fn fuse_matvec_residual(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [
+            Step::Linear {
+                linear,
+                input,
+                output: Slot::Projected,
+            },
+            Step::AddResidual,
+            ..,
+        ] = steps
+        else {
+            return Ok(0);
+        };
+        let splits_allow = matches!(linear.parallel, Parallel::Whole | Parallel::SplitInputs);
+        if linear.has_bias() || linear.format() != self.weights.dtype || !splits_allow {
+            return Ok(0);
+        }
+        self.encode_matvec_into_residual(encoder, linear, activations.slot(*input)?, activations)?;
+        Ok(2)
     }
 
     /// `hidden += linear(input)` in one kernel. Split, each rank's product

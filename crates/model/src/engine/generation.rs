@@ -143,50 +143,17 @@ impl Shard {
         if end > self.state.context {
             self.reserve_context(end)?;
         }
-        let mut next = 0;
         if self.prefill_chunk == 1 {
-            for (offset, &token) in prompt.iter().enumerate() {
-                let began = Instant::now();
-                let input = StepInput {
-                    token,
-                    position: start + offset,
-                    phase: Phase::Prefill,
-                    choice: choose(),
-                };
-                let output = self.run_step(input, readback)?;
-                next = output.token;
-                record(began.elapsed(), output);
-            }
-            return Ok(next);
+            return self.run_prompt_by_position(prompt, start, readback, choose, record);
         }
         let all_logits = readback == Readback::TokenAndLogits;
-        let capacity = self.prefill_chunk.min(prompt.len());
-        // Buffers that do not serve are dropped first, so their memory is
-        // free for the new ones.
-        let reusable = self
-            .prefill
-            .take()
-            .filter(|buffers| buffers.serve(capacity, all_logits));
-        let buffers = match reusable {
-            Some(buffers) => buffers,
-            None => {
-                // Captured chunks point at the old buffers.
-                self.executor.invalidate();
-                PrefillBuffers::new(
-                    &self.config,
-                    &self.ops.partition,
-                    &self.device,
-                    self.weights.dtype,
-                    capacity,
-                    all_logits,
-                )?
-            }
-        };
-        let vocab = self.config.vocab_size;
+        let buffers = self.prefill_buffers(self.prefill_chunk.min(prompt.len()), all_logits)?;
+        let mut next = 0;
         let mut first = start;
         for chunk in prompt.chunks(self.prefill_chunk) {
             let rows = chunk.len();
             let last_chunk = first + rows == end;
+            // One number per position, as token by token.
             let mut choice = Choice::Greedy;
             for _ in 0..rows {
                 choice = choose();
@@ -219,7 +186,7 @@ impl Shard {
                 next = token;
             }
             let mut rows_logits = output.logits.map(|all| {
-                all.chunks_exact(vocab)
+                all.chunks_exact(self.config.vocab_size)
                     .map(<[f32]>::to_vec)
                     .collect::<Vec<_>>()
                     .into_iter()
@@ -234,25 +201,59 @@ impl Shard {
         Ok(next)
     }
 
-    /// [`Model::generate`](super::Model::generate) with `on_token` called with each
-    /// generated token as soon as it is known (to stream text); an error
-    /// from it stops generation.
-    pub(super) fn generate_streaming(
+    /// The prompt one position at a time, as decode runs (`--prefill-chunk 1`).
+    fn run_prompt_by_position(
         &mut self,
-        request: &GenerationRequest<'_>,
-        mut on_token: impl FnMut(u32) -> Result<()>,
-    ) -> Result<Generation> {
-        let GenerationRequest {
-            prompt,
-            max_tokens,
-            sampling,
-            seed,
-            keep_logits,
-            stop_at_eos,
-            ..
-        } = *request;
-        let mut stop_tokens = self.config.eos_token_ids.clone();
-        stop_tokens.extend_from_slice(request.stop_tokens);
+        prompt: &[u32],
+        start: usize,
+        readback: Readback,
+        choose: &mut dyn FnMut() -> Choice,
+        record: &mut dyn FnMut(Duration, StepOutput),
+    ) -> Result<u32> {
+        let mut next = 0;
+        for (offset, &token) in prompt.iter().enumerate() {
+            let began = Instant::now();
+            let input = StepInput {
+                token,
+                position: start + offset,
+                phase: Phase::Prefill,
+                choice: choose(),
+            };
+            let output = self.run_step(input, readback)?;
+            next = output.token;
+            record(began.elapsed(), output);
+        }
+        Ok(next)
+    }
+
+    /// Buffers for chunks of `capacity` rows (with room for every row's
+    /// logits when `all_logits`): the kept ones where they serve, else new
+    /// ones (the kept ones dropped first, so their memory is free for the
+    /// new, and the captured chunks that point at them forgotten).
+    fn prefill_buffers(&mut self, capacity: usize, all_logits: bool) -> Result<PrefillBuffers> {
+        if let Some(buffers) = self
+            .prefill
+            .take()
+            .filter(|buffers| buffers.serve(capacity, all_logits))
+        {
+            return Ok(buffers);
+        }
+        self.executor.invalidate();
+        PrefillBuffers::new(
+            &self.config,
+            &self.ops.partition,
+            &self.device,
+            self.weights.dtype,
+            capacity,
+            all_logits,
+        )
+    }
+
+    /// Refuses a request this model cannot run (no prompt, nothing to
+    /// generate, ids outside the vocabulary, more positions than the
+    /// context) and returns the positions it needs.
+    fn check_request(&self, request: &GenerationRequest<'_>) -> Result<usize> {
+        let (prompt, max_tokens) = (request.prompt, request.max_tokens);
         for &token in request.stop_tokens {
             self.check_token(token)?;
         }
@@ -278,6 +279,29 @@ impl Shard {
                 limit: self.context_limit(),
             });
         }
+        Ok(positions)
+    }
+
+    /// [`Model::generate`](super::Model::generate) with `on_token` called with each
+    /// generated token as soon as it is known (to stream text); an error
+    /// from it stops generation.
+    pub(super) fn generate_streaming(
+        &mut self,
+        request: &GenerationRequest<'_>,
+        mut on_token: impl FnMut(u32) -> Result<()>,
+    ) -> Result<Generation> {
+        let GenerationRequest {
+            prompt,
+            max_tokens,
+            sampling,
+            seed,
+            keep_logits,
+            stop_at_eos,
+            ..
+        } = *request;
+        let mut stop_tokens = self.config.eos_token_ids.clone();
+        stop_tokens.extend_from_slice(request.stop_tokens);
+        let positions = self.check_request(request)?;
         self.reserve_context(positions)?;
         let readback = if keep_logits {
             Readback::TokenAndLogits
