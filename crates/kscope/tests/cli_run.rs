@@ -66,8 +66,6 @@ fn default_run_profiles_the_built_in_model() {
         "last: token 5 (Decode)",
         "| MatVec",
         "| Attention",
-        // The 4 identical layers fold into one row (the short report).
-        "| layer.0–3 ×4 ±",
         "| lm_head",
         "per decode token",
         "cross-check decode",
@@ -80,6 +78,22 @@ fn default_run_profiles_the_built_in_model() {
     ] {
         assert!(stdout.contains(needle), "missing `{needle}`:\n{stdout}");
     }
+    // Identical layers fold (the short report): a row stands for several
+    // of them (`| layer.0–3 ×4 ±1.1%`). Which layers fold is timing: a
+    // layer that ran slower than the others by more than the noise stands
+    // apart, marked (on a GPU the first layer after the embedding often
+    // does, as it did with the base build; on a loaded CPU any may). That
+    // the fold follows the times exactly is tested on synthetic profiles in
+    // kernelscope-report.
+    let folded = stdout.lines().any(|line| {
+        line.starts_with("| layer.")
+            && line
+                .split_once(" ×")
+                .and_then(|(_, count)| count.split_whitespace().next())
+                .and_then(|count| count.parse::<usize>().ok())
+                .is_some_and(|count| count >= 2)
+    });
+    assert!(folded, "no row folds several layers:\n{stdout}");
     // --full: every layer on its own row.
     let (code, full, stderr) = kscope(&["run", "--profile", "--full", "--max-tokens", "6"]);
     assert_eq!(code, 0, "{stderr}");

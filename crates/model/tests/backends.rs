@@ -11,20 +11,12 @@ use kernelscope::testing::Backend;
 use kernelscope::{DType, Device, DeviceOptions};
 use kernelscope_model::{ExecutionMode, GenerationRequest, Model, SyntheticOptions};
 
+mod common;
+use common::worst_relative_error;
+
 /// Relative error allowed between backends: max |a - b| over a row divided
 /// by the row's largest |logit| (f32 both sides, different summation orders).
 const RELATIVE_TOLERANCE: f32 = 1e-4;
-
-fn worst_relative_error(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    assert_eq!(a.len(), b.len(), "rows");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| {
-            let scale = y.iter().fold(0f32, |m, v| m.max(v.abs()));
-            x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs())) / scale
-        })
-        .fold(0f32, f32::max)
-}
 
 /// The default path (batched prefill, bf16 KV cache) against the CPU: each
 /// backend rounds GEMM inputs and cached keys and values to bf16, and an f32

@@ -20,6 +20,9 @@ use kernelscope::Device;
 use kernelscope::ops::sample::Sampling;
 use kernelscope_model::{GenerationRequest, Model, SyntheticOptions};
 
+mod common;
+use common::worst_relative_error;
+
 const RECORD: &str = "tests/fixtures/engine_logits.json";
 const BLESS: &str = "KSCOPE_BLESS_ENGINE_LOGITS";
 
@@ -219,18 +222,6 @@ fn digest(outcome: &Outcome) -> String {
 
 fn record_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(RECORD)
-}
-
-/// Max |a - b| over a row divided by the row's largest |b|, worst row.
-fn worst_relative_error(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    assert_eq!(a.len(), b.len(), "rows");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| {
-            let scale = y.iter().fold(0f32, |m, v| m.max(v.abs()));
-            x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs())) / scale
-        })
-        .fold(0f32, f32::max)
 }
 
 #[test]

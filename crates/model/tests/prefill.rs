@@ -10,6 +10,9 @@ use kernelscope::testing::Backend;
 use kernelscope::{DType, Device, DeviceOptions, OpKind};
 use kernelscope_model::{GenerationRequest, Model, ModelError, SyntheticOptions};
 
+mod common;
+use common::worst_relative_error;
+
 /// The chunk the tests batch by: small, so several chunks fit in short prompts.
 const CHUNK: usize = 8;
 
@@ -25,17 +28,6 @@ const F32_TOLERANCE: f32 = 1e-4;
 const BF16_TOLERANCE: f32 = 3e-2;
 
 const PRESETS: [(&str, u64); 3] = [("tiny", 1), ("tiny-qwen2", 2), ("tiny-llama3", 3)];
-
-fn worst_relative_error(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    assert_eq!(a.len(), b.len(), "rows");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| {
-            let scale = y.iter().fold(0f32, |m, v| m.max(v.abs()));
-            x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs())) / scale
-        })
-        .fold(0f32, f32::max)
-}
 
 fn model(device: &Device, preset: &str, seed: u64, dtype: DType, chunk: usize) -> Model {
     let mut model = Model::from_preset(

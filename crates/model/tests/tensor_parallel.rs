@@ -16,6 +16,9 @@ use kernelscope_model::{
     SyntheticOptions, preset,
 };
 
+mod common;
+use common::worst_relative_error;
+
 /// f32 weights and caches: a split model does the unsplit model's math with
 /// the output projections' sums (and the embedding) completed across ranks,
 /// so only the summation order differs: rows agree to f32 rounding (max
@@ -34,18 +37,6 @@ fn options(dtype: DType, seed: u64) -> SyntheticOptions {
         seed,
         quiet: true,
     }
-}
-
-fn worst_relative_error(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
-    assert_eq!(a.len(), b.len(), "rows");
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| {
-            assert_eq!(x.len(), y.len(), "logits per row");
-            let scale = y.iter().fold(0f32, |m, v| m.max(v.abs()));
-            x.iter().zip(y).fold(0f32, |m, (p, q)| m.max((p - q).abs())) / scale
-        })
-        .fold(0f32, f32::max)
 }
 
 /// A prompt of `length` random tokens below `vocab`.
