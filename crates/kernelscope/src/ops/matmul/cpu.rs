@@ -428,7 +428,7 @@ mod tests {
     use crate::rng::SplitMix64;
 
     /// The portable loops (CPUs without AVX2 or FMA) and, where the CPU has
-    /// them, the AVX2 ones, against a plain f64 sum; `tests/ops.rs` covers
+    /// them, the AVX2 ones, against a plain f64 sum; `tests/ops/matmul.rs` covers
     /// the op through the device, which takes only one of the two paths.
     #[test]
     fn both_paths_match_a_plain_sum() {

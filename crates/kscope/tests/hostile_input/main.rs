@@ -1,0 +1,15 @@
+//! Hostile and malformed input, one test per class: configs whose numbers
+//! would reach the math broken, fields the engine does not implement,
+//! checkpoints that point outside their directory or at FIFOs, and output
+//! flags aimed at files that exist. Each case asserts exit 2, one line on
+//! stderr naming the file, flag or field, and that no file changed.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod command_line;
+mod config;
+mod helpers;
+mod outputs;
+mod profiles;
+mod weights;
