@@ -9,7 +9,7 @@ use anyhow::Result;
 use clap::Args;
 use kernelscope::{Device, DeviceOptions};
 
-use crate::model_args::{ComputePeak, peak_bandwidth, peak_compute};
+use crate::model_args::{ComputePeak, peak_bandwidth, peak_compute, peak_read_bandwidth};
 
 /// Arguments of `kscope info`.
 #[derive(Args, Debug)]
@@ -33,6 +33,8 @@ pub struct InfoArgs {
 struct Measured {
     /// Copy bandwidth in GB/s, read + write.
     bandwidth: Option<f64>,
+    /// Streaming-read bandwidth in GB/s, bytes read.
+    read_bandwidth: Option<f64>,
     /// Peak bf16 GEMM rate.
     compute: Option<ComputePeak>,
 }
@@ -62,6 +64,11 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
                 5,
             )?)
         },
+        read_bandwidth: if args.no_bandwidth {
+            None
+        } else {
+            Some(peak_read_bandwidth("cpu", args.bandwidth_mib as usize)?)
+        },
         compute: peak_compute("cpu", compute_size)?,
     };
     describe(&cpu, &measured, args.bandwidth_mib)?;
@@ -77,6 +84,11 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
                         None
                     } else {
                         Some(peak_bandwidth(&spec, args.bandwidth_mib as usize)?)
+                    },
+                    read_bandwidth: if args.no_bandwidth {
+                        None
+                    } else {
+                        Some(peak_read_bandwidth(&spec, args.bandwidth_mib as usize)?)
                     },
                     compute: peak_compute(&spec, compute_size)?,
                 };
@@ -130,6 +142,11 @@ fn describe(device: &Device, measured: &Measured, mebibytes: u64) -> Result<()> 
     }
     if let Some(gbps) = measured.bandwidth {
         println!("    memory bandwidth: {gbps:.1} GB/s (best of 5 copies of {mebibytes} MiB, read + write)");
+    }
+    if let Some(gbps) = measured.read_bandwidth {
+        println!(
+            "    memory read bandwidth: {gbps:.1} GB/s (best of 5 streaming reads of {mebibytes} MiB, bytes read)"
+        );
     }
     if let Some(peak) = measured.compute {
         println!("    peak compute: {:.1} GFLOP/s ({})", peak.gflops, peak.method());

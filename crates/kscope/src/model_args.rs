@@ -230,6 +230,17 @@ pub fn peak_bandwidth(spec: &str, mebibytes: usize) -> Result<f64> {
     )?)
 }
 
+/// The streaming-read bandwidth of device `spec` in GB/s of bytes read
+/// (best of 5 reads of `mebibytes` MiB), on a fresh handle without CUPTI.
+pub fn peak_read_bandwidth(spec: &str, mebibytes: usize) -> Result<f64> {
+    let (device, _) = Device::open(spec, DeviceOptions::new())?;
+    Ok(kernelscope::ops::stream_read::measure_read_bandwidth(
+        &device,
+        mebibytes << 20,
+        5,
+    )?)
+}
+
 /// How many timed GEMMs the compute probe takes the best of (after one
 /// warm-up), as the bandwidth probe takes the best of 5 copies.
 pub const COMPUTE_REPETITIONS: usize = 5;

@@ -46,6 +46,7 @@ pub mod rope_append;
 pub mod sample;
 pub mod silu_mul;
 pub mod spin;
+pub mod stream_read;
 pub mod synthetic;
 
 use half::{bf16, f16};
@@ -76,6 +77,7 @@ pub fn registry() -> KernelRegistry {
     sample::register(&mut registry);
     silu_mul::register(&mut registry);
     spin::register(&mut registry);
+    stream_read::register(&mut registry);
     synthetic::register(&mut registry);
     registry
 }

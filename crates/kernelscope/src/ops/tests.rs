@@ -8,13 +8,14 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 20] = [
+const DECLARED: [(&str, &str, &[Argument]); 21] = [
     ("add", "add", super::add::ARGUMENTS),
     ("argmax", "argmax", super::argmax::ARGUMENTS),
     ("attention", "attention", super::attention::ARGUMENTS),
     ("attention", "combine", super::attention::combine::ARGUMENTS),
     ("copy", "copy", super::copy::ARGUMENTS),
     ("embedding", "embedding", super::embedding::ARGUMENTS),
+    ("stream_read", "stream_read", super::stream_read::ARGUMENTS),
     ("kv_append", "kv_append", super::kv_append::ARGUMENTS),
     ("matmul", "matmul", super::matmul::ARGUMENTS),
     ("matvec", "matvec", super::matvec::ARGUMENTS),

@@ -18,3 +18,4 @@ mod matmul;
 mod rms_norm;
 mod rope;
 mod sampling;
+mod stream_read;
