@@ -9,7 +9,9 @@ use anyhow::Result;
 use clap::Args;
 use kernelscope::{Device, DeviceOptions};
 
-use crate::model_args::{ComputePeak, peak_bandwidth, peak_compute, peak_read_bandwidth};
+use crate::model_args::{
+    ComputePeak, peak_bandwidth, peak_compute, peak_read_bandwidth, peak_write_bandwidth,
+};
 
 /// Arguments of `kscope info`.
 #[derive(Args, Debug)]
@@ -35,6 +37,8 @@ struct Measured {
     bandwidth: Option<f64>,
     /// Streaming-read bandwidth in GB/s, bytes read.
     read_bandwidth: Option<f64>,
+    /// Streaming-write bandwidth in GB/s, bytes written.
+    write_bandwidth: Option<f64>,
     /// Peak bf16 GEMM rate.
     compute: Option<ComputePeak>,
 }
@@ -69,6 +73,11 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
         } else {
             Some(peak_read_bandwidth("cpu", args.bandwidth_mib as usize)?)
         },
+        write_bandwidth: if args.no_bandwidth {
+            None
+        } else {
+            Some(peak_write_bandwidth("cpu", args.bandwidth_mib as usize)?)
+        },
         compute: peak_compute("cpu", compute_size)?,
     };
     describe(&cpu, &measured, args.bandwidth_mib)?;
@@ -89,6 +98,11 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
                         None
                     } else {
                         Some(peak_read_bandwidth(&spec, args.bandwidth_mib as usize)?)
+                    },
+                    write_bandwidth: if args.no_bandwidth {
+                        None
+                    } else {
+                        Some(peak_write_bandwidth(&spec, args.bandwidth_mib as usize)?)
                     },
                     compute: peak_compute(&spec, compute_size)?,
                 };
@@ -146,6 +160,11 @@ fn describe(device: &Device, measured: &Measured, mebibytes: u64) -> Result<()> 
     if let Some(gbps) = measured.read_bandwidth {
         println!(
             "    memory read bandwidth: {gbps:.1} GB/s (best of 5 streaming reads of {mebibytes} MiB, bytes read)"
+        );
+    }
+    if let Some(gbps) = measured.write_bandwidth {
+        println!(
+            "    memory write bandwidth: {gbps:.1} GB/s (best of 5 streaming writes of {mebibytes} MiB, bytes written)"
         );
     }
     if let Some(peak) = measured.compute {

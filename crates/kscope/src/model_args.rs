@@ -241,6 +241,17 @@ pub fn peak_read_bandwidth(spec: &str, mebibytes: usize) -> Result<f64> {
     )?)
 }
 
+/// The streaming-write bandwidth of device `spec` in GB/s of bytes written
+/// (best of 5 fills of `mebibytes` MiB), on a fresh handle without CUPTI.
+pub fn peak_write_bandwidth(spec: &str, mebibytes: usize) -> Result<f64> {
+    let (device, _) = Device::open(spec, DeviceOptions::new())?;
+    Ok(kernelscope::ops::stream_write::measure_write_bandwidth(
+        &device,
+        mebibytes << 20,
+        5,
+    )?)
+}
+
 /// How many timed GEMMs the compute probe takes the best of (after one
 /// warm-up), as the bandwidth probe takes the best of 5 copies.
 pub const COMPUTE_REPETITIONS: usize = 5;

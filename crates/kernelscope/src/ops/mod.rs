@@ -47,6 +47,7 @@ pub mod sample;
 pub mod silu_mul;
 pub mod spin;
 pub mod stream_read;
+pub mod stream_write;
 pub mod synthetic;
 
 use half::{bf16, f16};
@@ -78,6 +79,7 @@ pub fn registry() -> KernelRegistry {
     silu_mul::register(&mut registry);
     spin::register(&mut registry);
     stream_read::register(&mut registry);
+    stream_write::register(&mut registry);
     synthetic::register(&mut registry);
     registry
 }

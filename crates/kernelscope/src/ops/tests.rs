@@ -8,7 +8,7 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 21] = [
+const DECLARED: [(&str, &str, &[Argument]); 22] = [
     ("add", "add", super::add::ARGUMENTS),
     ("argmax", "argmax", super::argmax::ARGUMENTS),
     ("attention", "attention", super::attention::ARGUMENTS),
@@ -16,6 +16,7 @@ const DECLARED: [(&str, &str, &[Argument]); 21] = [
     ("copy", "copy", super::copy::ARGUMENTS),
     ("embedding", "embedding", super::embedding::ARGUMENTS),
     ("stream_read", "stream_read", super::stream_read::ARGUMENTS),
+    ("stream_write", "stream_write", super::stream_write::ARGUMENTS),
     ("kv_append", "kv_append", super::kv_append::ARGUMENTS),
     ("matmul", "matmul", super::matmul::ARGUMENTS),
     ("matvec", "matvec", super::matvec::ARGUMENTS),

@@ -19,3 +19,4 @@ mod rms_norm;
 mod rope;
 mod sampling;
 mod stream_read;
+mod stream_write;

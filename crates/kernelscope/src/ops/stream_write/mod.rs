@@ -1,0 +1,88 @@
+//! Streaming write: the probe of a device's memory-write ceiling, the
+//! other direction of the read probe (`stream_read`), so a kernel that
+//! reads some bytes and writes others can be held to the floor time of
+//! both. The kernel fills a buffer with a pattern the caller can check,
+//! with the widest stores and the streaming hint.
+
+mod cpu;
+
+use super::{Arguments, kernel_arguments};
+use crate::error::{Error, Result};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+/// The kernel's registered name.
+pub const KERNEL_NAME: &str = "stream_write";
+
+kernel_arguments! { OUT: "out" Write, WORDS: "words" U64, SEED: "seed" U32 }
+
+/// Word `index` of the pattern the probe writes.
+pub fn pattern_word(index: usize, seed: u32) -> u32 {
+    (index as u32).wrapping_mul(2_654_435_761) ^ seed
+}
+
+/// Registers the write probe's kernels.
+pub fn register(registry: &mut KernelRegistry) {
+    registry.register_cpu(KERNEL_NAME, cpu::stream_write);
+    registry.register_cuda_source(KERNEL_NAME, super::cuda_source(include_str!("stream_write.cu")));
+}
+
+/// The write probe, bound to a device's kernel.
+#[derive(Clone, Debug)]
+pub struct StreamWrite {
+    kernel: Kernel,
+}
+
+impl StreamWrite {
+    /// The op for `device`, from `registry`.
+    pub fn new(registry: &KernelRegistry, device: &Device) -> Result<Self> {
+        Ok(StreamWrite {
+            kernel: registry.kernel(device, KERNEL_NAME)?,
+        })
+    }
+
+    /// Encodes `out[i] = pattern_word(i, seed)` over u32 words (writes are
+    /// dtype-blind, so any buffer of whole words will do).
+    pub fn encode(&self, encoder: &mut CommandEncoder, out: &Buffer, seed: u32) -> Result<()> {
+        if !out.byte_len().is_multiple_of(4) {
+            return Err(Error::ShapeMismatch {
+                context: "stream_write: output byte length must be a multiple of 4".into(),
+                expected: vec![out.byte_len().next_multiple_of(4)],
+                found: vec![out.byte_len()],
+            });
+        }
+        let words = out.byte_len() / 4;
+        encoder.dispatch(
+            Arguments::new(ARGUMENTS)
+                .buffer(OUT, &out.reinterpret(DType::U32)?)
+                .scalar(WORDS, words as u64)
+                .scalar(SEED, seed)
+                .dispatch(&self.kernel)?
+                // Enough blocks to fill any GPU; each thread loops over the rest.
+                .grid(LaunchGrid::linear(words.div_ceil(4).clamp(1, 1 << 22), 256))
+                .cost(out.byte_len() as u64, 0)
+                .op_kind(OpKind::Copy),
+        )
+    }
+}
+
+/// Measures how fast `device` writes memory, in GB/s of bytes written, as
+/// the best of `repetitions` timed fills of `bytes` bytes (host wall time
+/// around commit-and-wait, so pick `bytes` large: hundreds of MB).
+pub fn measure_write_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> Result<f64> {
+    let registry = super::registry();
+    let write = StreamWrite::new(&registry, device)?;
+    let words = bytes.div_ceil(4).max(1);
+    let out = device.alloc(DType::U32, &[words])?;
+    let mut encoder = device.command_encoder();
+    // One untimed fill first so page faults and first touch are not measured.
+    write.encode(&mut encoder, &out, 1)?;
+    encoder.commit_and_wait_labeled("write_bandwidth.warmup")?;
+    let mut best = f64::INFINITY;
+    for repetition in 0..repetitions.max(1) {
+        let start = std::time::Instant::now();
+        write.encode(&mut encoder, &out, repetition as u32 + 2)?;
+        encoder.commit_and_wait_labeled("write_bandwidth")?;
+        best = best.min(start.elapsed().as_secs_f64());
+    }
+    Ok((words * 4) as f64 / best / 1e9)
+}
