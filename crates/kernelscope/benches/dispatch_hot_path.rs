@@ -53,7 +53,7 @@ fn bench_tiers(criterion: &mut Criterion) {
                 |()| {
                     for output in &outputs {
                         encoder
-                            .dispatch(Dispatch::new(&kernel).read(&input).write(output).cost(128, 16))
+                            .dispatch(Dispatch::new(&kernel).read(&input).write(output).cost(64, 64, 16))
                             .unwrap();
                     }
                     encoder.commit_and_wait_labeled("bench").unwrap();

@@ -65,7 +65,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .write(to)
                     .param(ELEMENTS as u32)
                     .grid(LaunchGrid::linear(ELEMENTS, 256))
-                    .cost(8 * ELEMENTS as u64, ELEMENTS as u64),
+                    .cost(4 * ELEMENTS as u64, 4 * ELEMENTS as u64, ELEMENTS as u64),
             )?;
         }
         let graph = encoder.end_capture()?;
@@ -77,7 +77,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             encoder.replay(&graph)?;
             encoder.commit_and_wait()?;
         }
-        let profile = device.profile(device.conditions("graph", None, None));
+        let profile = device.profile(device.conditions("graph", None));
         let per = |total: u64| total as f64 / replays as f64 / 1e3;
         let submission: u64 = profile.submissions.iter().map(|s| s.duration_ns()).sum();
         let enqueue: u64 = profile.submissions.iter().map(|s| s.host_enqueue_ns()).sum();

@@ -36,7 +36,7 @@
 //! let output = device.alloc(DType::F32, &[3])?;
 //!
 //! let mut encoder = device.command_encoder();
-//! encoder.dispatch(Dispatch::new(&kernel).read(&input).write(&output).cost(24, 3))?;
+//! encoder.dispatch(Dispatch::new(&kernel).read(&input).write(&output).cost(12, 12, 3))?;
 //! encoder.commit_and_wait_labeled("example")?;
 //!
 //! assert_eq!(output.to_vec::<f32>()?, vec![2.0, 3.0, 4.0]);

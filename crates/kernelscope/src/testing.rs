@@ -5,6 +5,7 @@
 //! no GPU says so loudly and passes, except when `KSCOPE_REQUIRE_GPU=1`,
 //! where it fails: a GPU test run can never pass by skipping.
 
+use crate::profile::{Ceiling, Ceilings};
 use crate::rng::SplitMix64;
 use crate::{Device, DeviceOptions};
 
@@ -156,8 +157,13 @@ fn empty_synthetic_profile() -> crate::profile::Profile {
             submission_timing: TimingMethod::current(TimingMechanism::HostClock),
             dispatch_timing: DispatchTiming::supported(TimingMechanism::HostClock),
             model: Some("synthetic".into()),
-            peak_bandwidth_gbps: Some(100.0),
-            peak_compute_gflops: Some(5000.0),
+            ceilings: Ceilings {
+                read: Some(Ceiling::new(100.0, "synthetic read")),
+                write: Some(Ceiling::new(80.0, "synthetic write")),
+                copy: Some(Ceiling::new(90.0, "synthetic copy")),
+                compute: Some(Ceiling::new(5000.0, "synthetic compute")),
+                ..Ceilings::default()
+            },
             topology: None,
         },
         counters: CounterSnapshot::default(),
@@ -220,6 +226,8 @@ pub fn synthetic_layered_profile(
                     start_ns: now,
                     end_ns: now + duration,
                     bytes: 1 << 20,
+                    // A mat-vec writes a sliver of what it reads.
+                    bytes_written: 1 << 12,
                     flops: 1 << 19,
                 });
                 index += 1;

@@ -158,7 +158,7 @@ fn read_later_sees_its_place_in_the_stream(backend: Backend) {
         assert_eq!(values, expected, "read after replay {replays}");
     }
     ping.to_vec::<f32>().unwrap();
-    let profile = device.profile(device.conditions("read later", None, None));
+    let profile = device.profile(device.conditions("read later", None));
     assert_eq!(profile.submissions.len(), 6, "every submission timed");
 }
 

@@ -23,7 +23,7 @@ fn inc_one_dispatch(kernel: &Kernel, input: &kernelscope::Buffer, output: &kerne
         .write(output)
         .param(n as u32)
         .grid(LaunchGrid::linear(n, 32))
-        .cost(8 * n as u64, n as u64)
+        .cost(4 * n as u64, 4 * n as u64, n as u64)
 }
 
 fn two_dispatches_in_one_labeled_submission(backend: Backend) {
@@ -233,7 +233,7 @@ fn unsupported_dispatch_timing_degrades_to_submissions(backend: Backend) {
     assert_eq!(warnings.len(), 1, "warned once: {warnings:?}");
     assert!(warnings[0].contains("unsupported"));
     // The profile says why (the report prints it), and keeps the submissions.
-    let profile = device.profile(device.conditions("eager", None, None));
+    let profile = device.profile(device.conditions("eager", None));
     assert!(profile.dispatches.is_empty());
     assert!(
         profile
@@ -281,7 +281,7 @@ fn graph_replay_is_profiled_per_dispatch(backend: Backend) {
     assert_eq!(indices, [0, 1, 0, 1]);
     assert_eq!(entries[0].op_kind, OpKind::ElemAdd);
     assert_eq!(entries[1].op_kind, OpKind::Other);
-    let checks = kernelscope::profile::cross_check(&device.profile(device.conditions("graph", None, None)));
+    let checks = kernelscope::profile::cross_check(&device.profile(device.conditions("graph", None)));
     assert_eq!(checks.len(), 1);
     assert_eq!(checks[0].submissions, 2);
     assert!(checks[0].submission_ns + 1_000_000 >= checks[0].dispatch_sum_ns);
@@ -329,7 +329,7 @@ fn many_replays_are_all_timed_inside_their_submissions(backend: Backend) {
     let (per_graph, replays) = (48, 40);
     replay_ping_pong(&device, 257, per_graph, replays, 11, "test.many");
 
-    let profile = device.profile(device.conditions("many replays", None, None));
+    let profile = device.profile(device.conditions("many replays", None));
     assert!(profile.warnings.is_empty(), "{:?}", profile.warnings);
     assert_eq!(profile.submissions.len(), replays);
     assert_eq!(
@@ -385,7 +385,7 @@ fn a_graph_too_long_to_hold_still_replays(backend: Backend) {
     let (per_graph, replays) = (16_384, 3);
     replay_ping_pong(&device, 129, per_graph, replays, 23, "test.long");
 
-    let profile = device.profile(device.conditions("long graph", None, None));
+    let profile = device.profile(device.conditions("long graph", None));
     assert_eq!(profile.submissions.len(), replays);
     if device.capabilities().dispatch_timing_in_graphs {
         assert_eq!(
@@ -450,7 +450,7 @@ fn replays_record_the_cost_at_their_position(backend: Backend) {
     encoder
         .dispatch(
             inc_one_dispatch(&kernel, &input, &output)
-                .cost(base_bytes, base_flops)
+                .cost(base_bytes, 0, base_flops)
                 .cost_per_position(10, 100, 4),
         )
         .unwrap();

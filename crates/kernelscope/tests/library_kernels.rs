@@ -113,7 +113,7 @@ fn library_gemm_is_profiled_in_eager_submissions(backend: Backend) {
             .collect();
         check_submission(&device, &mine);
     }
-    let checks = kernelscope::profile::cross_check(&device.profile(device.conditions("gemm", None, None)));
+    let checks = kernelscope::profile::cross_check(&device.profile(device.conditions("gemm", None)));
     assert_eq!(checks.len(), 1);
     assert_eq!(
         checks[0].submissions, 3,
@@ -167,7 +167,7 @@ fn library_gemm_is_profiled_inside_graph_replays(backend: Backend) {
         );
         check_submission(&device, &mine);
     }
-    let checks = kernelscope::profile::cross_check(&device.profile(device.conditions("gemm", None, None)));
+    let checks = kernelscope::profile::cross_check(&device.profile(device.conditions("gemm", None)));
     assert_eq!(checks[0].submissions, 4);
 }
 

@@ -8,7 +8,9 @@
 use std::path::Path;
 
 use kernelscope::Error;
-use kernelscope::profile::{CounterSnapshot, Enqueue, Profile, compare, cross_check};
+use kernelscope::profile::{
+    BandwidthBasis, Ceiling, CounterSnapshot, Enqueue, Profile, compare, cross_check,
+};
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::synthetic_profile;
 
@@ -197,53 +199,147 @@ fn sums_past_u64_are_refused_instead_of_wrapping() {
 }
 
 #[test]
-fn a_bandwidth_that_is_not_positive_is_refused() {
-    for gbps in [0.0, -3.5] {
-        let mut bad = profile(2, 3);
-        bad.conditions.peak_bandwidth_gbps = Some(gbps);
-        assert_contains(
-            &refusal(&bad),
-            &["conditions.peak_bandwidth_gbps", "not a positive, finite"],
-        );
+fn a_ceiling_that_is_not_positive_is_refused() {
+    let mut rng = SplitMix64::new(0x6365_696c);
+    for name in [
+        "read",
+        "write",
+        "copy",
+        "compute",
+        "physical_bandwidth",
+        "physical_compute",
+    ] {
+        for value in [0.0, -f64::from(rng.uniform(0.1, 1e4))] {
+            let mut bad = profile(2, rng.next_u64());
+            let ceiling = Some(Ceiling::new(value, "hostile"));
+            let ceilings = &mut bad.conditions.ceilings;
+            match name {
+                "read" => ceilings.read = ceiling,
+                "write" => ceilings.write = ceiling,
+                "copy" => ceilings.copy = ceiling,
+                "compute" => ceilings.compute = ceiling,
+                "physical_bandwidth" => ceilings.physical_bandwidth = ceiling,
+                _ => ceilings.physical_compute = ceiling,
+            }
+            assert_contains(
+                &refusal(&bad),
+                &[&format!("conditions.ceilings.{name}"), "not a positive, finite"],
+            );
+        }
     }
     // JSON has no NaN or infinity; a number too large for f64 is refused by the parser.
-    let text = profile(2, 3).to_json().replacen(
-        "\"peak_bandwidth_gbps\": 100.0",
-        "\"peak_bandwidth_gbps\": 1e999",
-        1,
-    );
+    let text = profile(2, 3)
+        .to_json()
+        .replacen("\"value\": 100.0", "\"value\": 1e999", 1);
     assert!(text.contains("1e999"));
     assert!(Profile::from_json(&text, Path::new("x.json")).is_err());
 }
 
-#[test]
-fn a_compute_peak_that_is_not_positive_is_refused() {
-    for gflops in [0.0, -1e3] {
-        let mut bad = profile(2, 4);
-        bad.conditions.peak_compute_gflops = Some(gflops);
-        assert_contains(
-            &refusal(&bad),
-            &["conditions.peak_compute_gflops", "not a positive, finite"],
+/// `profile` as a schema-2 file wrote it: one copy bandwidth and a compute
+/// rate in place of the ceilings, dispatches without their written bytes.
+fn as_schema_2(profile: &Profile, copy_gbps: Option<f64>, compute_gflops: Option<f64>) -> serde_json::Value {
+    let mut older: serde_json::Value = serde_json::from_str(&profile.to_json()).unwrap();
+    older["schema"] = serde_json::json!(2);
+    let conditions = older["conditions"].as_object_mut().unwrap();
+    assert!(conditions.remove("ceilings").is_some());
+    conditions.insert("peak_bandwidth_gbps".into(), serde_json::json!(copy_gbps));
+    if let Some(gflops) = compute_gflops {
+        conditions.insert("peak_compute_gflops".into(), serde_json::json!(gflops));
+    }
+    for dispatch in older["dispatches"].as_array_mut().unwrap() {
+        assert!(
+            dispatch
+                .as_object_mut()
+                .unwrap()
+                .remove("bytes_written")
+                .is_some()
         );
+    }
+    older
+}
+
+#[test]
+fn schema_2_profiles_load_with_their_figure_as_a_copy_ceiling() {
+    let mut rng = SplitMix64::new(0x0032_0033);
+    let current = profile(3, rng.next_u64());
+    assert_eq!(current.schema, 3);
+    let copy_gbps = f64::from(rng.uniform(10.0, 5000.0));
+    let compute_gflops = f64::from(rng.uniform(100.0, 1e6));
+    let older = as_schema_2(&current, Some(copy_gbps), Some(compute_gflops));
+    let read = Profile::from_json(&older.to_string(), Path::new("older.json")).unwrap();
+    assert_eq!(read.schema, 3, "upgraded on load");
+    let ceilings = &read.conditions.ceilings;
+    assert_eq!(ceilings.copy.as_ref().map(|copy| copy.value), Some(copy_gbps));
+    assert!(ceilings.copy.as_ref().unwrap().method.contains("schema-2"));
+    assert_eq!(ceilings.compute_gflops(), Some(compute_gflops));
+    assert_eq!((ceilings.read.as_ref(), ceilings.write.as_ref()), (None, None));
+    assert_eq!(ceilings.bandwidth(), Some((copy_gbps, BandwidthBasis::Copy)));
+    assert_eq!(read.conditions.ridge_point(), Some(compute_gflops / copy_gbps));
+    // Its dispatches are judged by their whole bytes at the copy ceiling.
+    let roofline = kernelscope::profile::Roofline::of(&read.conditions);
+    for dispatch in &read.dispatches {
+        assert_eq!(dispatch.bytes_written, 0);
+        assert_eq!(
+            roofline.memory_floor_ns(dispatch.bytes, dispatch.bytes_written),
+            Some(dispatch.bytes as f64 / copy_gbps)
+        );
+    }
+    let mut expected = current.clone();
+    expected.conditions.ceilings = read.conditions.ceilings.clone();
+    for dispatch in &mut expected.dispatches {
+        dispatch.bytes_written = 0;
+    }
+    assert_eq!(read, expected, "nothing else changes");
+    // Old and new compare, with a note that their shares of peak do not.
+    let comparison = compare(&read, &current, 0.05, false).unwrap();
+    assert!(
+        comparison.notes.iter().any(|note| note.contains("copy ceiling")),
+        "{:?}",
+        comparison.notes
+    );
+    // A schema-2 file without a compute rate (older still) loads with it unknown.
+    let oldest = as_schema_2(&current, Some(copy_gbps), None);
+    let read = Profile::from_json(&oldest.to_string(), Path::new("oldest.json")).unwrap();
+    assert_eq!(read.conditions.ceilings.compute, None);
+    assert_eq!(read.conditions.ridge_point(), None);
+    assert!(compare(&read, &current, 0.05, false).is_ok());
+}
+
+#[test]
+fn schema_2_peaks_that_are_not_positive_are_refused_by_their_own_name() {
+    let current = profile(2, 9);
+    for (copy, compute, field) in [
+        (Some(-3.5), None, "conditions.peak_bandwidth_gbps"),
+        (Some(10.0), Some(0.0), "conditions.peak_compute_gflops"),
+    ] {
+        let older = as_schema_2(&current, copy, compute);
+        let error = Profile::from_json(&older.to_string(), Path::new("older.json")).unwrap_err();
+        assert_contains(&error.to_string(), &[field, "not a positive, finite"]);
     }
 }
 
 #[test]
-fn profiles_from_before_the_compute_peak_load_with_it_unknown() {
-    let current = profile(3, 5);
-    assert!(current.conditions.peak_compute_gflops.is_some());
-    let mut older: serde_json::Value = serde_json::from_str(&current.to_json()).unwrap();
-    let conditions = older["conditions"].as_object_mut().unwrap();
-    assert!(conditions.remove("peak_compute_gflops").is_some());
-    let read = Profile::from_json(&older.to_string(), Path::new("older.json")).unwrap();
-    assert_eq!(read.conditions.peak_compute_gflops, None);
-    assert_eq!(read.conditions.ridge_point(), None);
-    let mut expected = current.clone();
-    expected.conditions.peak_compute_gflops = None;
-    assert_eq!(read, expected, "nothing else changes");
-    // Compared with a profile that has it: the peaks are the machine's, not
-    // the code's, so they never refuse a comparison.
-    assert!(compare(&read, &current, 0.05, false).is_ok());
+fn current_profiles_round_trip_with_every_ceiling_and_split() {
+    let mut rng = SplitMix64::new(0x7274_7269);
+    let mut current = profile(3, rng.next_u64());
+    current.conditions.ceilings.physical_bandwidth = Some(Ceiling::new(
+        f64::from(rng.uniform(100.0, 9000.0)),
+        "memory clock × 2 × bus width",
+    ));
+    for dispatch in &mut current.dispatches {
+        dispatch.bytes_written = rng.below(dispatch.bytes + 1);
+    }
+    let text = current.to_json();
+    assert!(
+        !text.contains("peak_bandwidth_gbps"),
+        "the old field is not written"
+    );
+    let read = Profile::from_json(&text, Path::new("current.json")).unwrap();
+    assert_eq!(read, current);
+    // Written bytes beyond the bytes moved do not hold together.
+    let mut bad = current;
+    bad.dispatches[1].bytes_written = bad.dispatches[1].bytes + 1;
+    assert_contains(&refusal(&bad), &["dispatches[1]", "bytes_written"]);
 }
 
 #[test]

@@ -27,7 +27,7 @@ fn recorded_profile() -> Profile {
                 Dispatch::new(&kernel)
                     .read(&a)
                     .write(&b)
-                    .cost(8 * n as u64, n as u64)
+                    .cost(4 * n as u64, 4 * n as u64, n as u64)
                     .op_kind(OpKind::Rope),
             )
             .unwrap();
@@ -37,23 +37,28 @@ fn recorded_profile() -> Profile {
                 Dispatch::new(&kernel)
                     .read(&b)
                     .write(&a)
-                    .cost(8 * n as u64, n as u64)
+                    .cost(4 * n as u64, 4 * n as u64, n as u64)
                     .op_kind(OpKind::MatVec),
             )
             .unwrap();
         encoder.commit_and_wait_labeled("token").unwrap();
         device.profiler().end_token();
     }
-    device.profile(device.conditions("eager", Some("test".into()), Some(50.0)))
+    device.profile(device.conditions("eager", Some("test".into())).with_ceilings(
+        kernelscope::profile::Ceilings {
+            read: Some(kernelscope::profile::Ceiling::new(50.0, "test")),
+            ..Default::default()
+        },
+    ))
 }
 
 #[test]
 fn json_profile_round_trips() {
     let profile = recorded_profile();
-    assert_eq!(profile.schema, 2);
+    assert_eq!(profile.schema, 3);
     assert_eq!(profile.dispatches.len(), 6);
     let text = profile.to_json();
-    assert!(text.contains("\"schema\": 2"));
+    assert!(text.contains("\"schema\": 3"));
     assert_eq!(Profile::from_json(&text, Path::new("p.json")).unwrap(), profile);
 
     let path = std::env::temp_dir().join(format!("kernelscope-roundtrip-{}.json", std::process::id()));
@@ -66,13 +71,13 @@ fn json_profile_round_trips() {
 fn bad_profiles_are_refused_with_the_reason() {
     let wrong_schema = recorded_profile()
         .to_json()
-        .replacen("\"schema\": 2", "\"schema\": 3", 1);
+        .replacen("\"schema\": 3", "\"schema\": 4", 1);
     let problem = |text: &str| {
         Profile::from_json(text, Path::new("runs/p.json"))
             .unwrap_err()
             .to_string()
     };
-    assert!(problem(&wrong_schema).starts_with("runs/p.json: profile schema 3 is not supported"));
+    assert!(problem(&wrong_schema).starts_with("runs/p.json: profile schema 4 is not supported"));
     assert!(problem("{\"a\": 1}").contains("no \"schema\" field"));
     assert!(problem("not json").starts_with("runs/p.json: not JSON"));
     assert!(problem("{\"schema\": 2}").starts_with("runs/p.json: malformed profile"));
@@ -232,32 +237,42 @@ fn compare_refuses_mismatched_conditions_unless_forced() {
 }
 
 #[test]
-fn differing_peaks_are_noted_never_refused() {
+fn differing_ceilings_are_noted_never_refused() {
     let base = synthetic_profile(4, 1.0, 1);
     let mut other = synthetic_profile(4, 1.0, 2);
+    let ceiling = |value: f64| Some(kernelscope::profile::Ceiling::new(value, "test"));
     // Within the noise of the probes: nothing to say.
-    other.conditions.peak_compute_gflops = Some(5000.0 * 1.05);
+    other.conditions.ceilings.compute = ceiling(5000.0 * 1.05);
+    other.conditions.ceilings.read = ceiling(100.0 * 0.95);
     let comparison = compare(&base, &other, 0.05, false).unwrap();
     assert!(
-        comparison.notes.iter().all(|note| !note.contains("peak")),
+        comparison.notes.iter().all(|note| !note.contains("ceiling")),
         "{:?}",
         comparison.notes
     );
-    // A device that ran 30% slower: compared, and the reader is told.
-    other.conditions.peak_compute_gflops = Some(3500.0);
-    other.conditions.peak_bandwidth_gbps = None;
+    // A device that computed 30% slower and wrote 25% faster: compared, and
+    // the reader is told of each; a ceiling only one side has says nothing.
+    other.conditions.ceilings.compute = ceiling(3500.0);
+    other.conditions.ceilings.write = ceiling(100.0);
+    other.conditions.ceilings.copy = None;
     let comparison = compare(&base, &other, 0.05, false).unwrap();
-    let peak_notes: Vec<&String> = comparison
+    let ceiling_notes: Vec<&String> = comparison
         .notes
         .iter()
-        .filter(|note| note.contains("peak"))
+        .filter(|note| note.contains("ceiling measured"))
         .collect();
-    assert_eq!(peak_notes.len(), 1, "{peak_notes:?}");
+    assert_eq!(ceiling_notes.len(), 2, "{ceiling_notes:?}");
     assert!(
-        peak_notes[0].contains("peak compute measured 5000.0 GFLOP/s for the base and 3500.0 GFLOP/s")
-            && peak_notes[0].contains("-30.0%"),
+        ceiling_notes[0].contains("write ceiling measured 80.0 GB/s for the base and 100.0 GB/s")
+            && ceiling_notes[0].contains("+25.0%"),
         "{}",
-        peak_notes[0]
+        ceiling_notes[0]
+    );
+    assert!(
+        ceiling_notes[1].contains("compute ceiling measured 5000.0 GFLOP/s for the base and 3500.0 GFLOP/s")
+            && ceiling_notes[1].contains("-30.0%"),
+        "{}",
+        ceiling_notes[1]
     );
 }
 
@@ -282,11 +297,19 @@ fn gated_submissions_and_host_enqueue_are_cross_checked_and_kept() {
     );
 }
 
-/// A profile as schema 1 wrote it: prose timing methods, and enqueue fields
-/// on every submission (0 and false where nothing was enqueued).
+/// A profile as schema 1 wrote it: prose timing methods, enqueue fields on
+/// every submission (0 and false where nothing was enqueued), one copy
+/// bandwidth for its ceilings and no written bytes.
 fn as_schema_1(profile: &Profile, submission_method: &str, dispatch_method: &str) -> serde_json::Value {
     let mut older: serde_json::Value = serde_json::from_str(&profile.to_json()).unwrap();
     older["schema"] = serde_json::json!(1);
+    let conditions = older["conditions"].as_object_mut().unwrap();
+    conditions.remove("ceilings");
+    let copy = profile.conditions.ceilings.copy.as_ref().map(|copy| copy.value);
+    conditions.insert("peak_bandwidth_gbps".into(), serde_json::json!(copy));
+    for dispatch in older["dispatches"].as_array_mut().unwrap() {
+        dispatch.as_object_mut().unwrap().remove("bytes_written");
+    }
     older["conditions"]["submission_timing"] = serde_json::json!(submission_method);
     older["conditions"]["dispatch_timing"] =
         serde_json::json!({"support": "supported", "method": dispatch_method});
@@ -306,7 +329,7 @@ fn as_schema_1(profile: &Profile, submission_method: &str, dispatch_method: &str
 }
 
 #[test]
-fn schema_1_profiles_read_as_schema_2_and_compare_by_method_not_prose() {
+fn schema_1_profiles_read_as_the_current_schema_and_compare_by_method_not_prose() {
     use kernelscope::profile::{DispatchTiming, Enqueue, TimingMechanism};
     let mut profile = synthetic_profile(4, 1.0, 3);
     profile.submissions[1].enqueue = Some(Enqueue {
@@ -320,7 +343,17 @@ fn schema_1_profiles_read_as_schema_2_and_compare_by_method_not_prose() {
         read.submissions, profile.submissions,
         "enqueue kept where measured, None elsewhere"
     );
-    assert_eq!(read.conditions, profile.conditions);
+    // The same conditions, but for the ceilings: schema 1 had only the copy's.
+    let mut expected = profile.conditions.clone();
+    expected.ceilings = kernelscope::profile::Ceilings {
+        copy: read.conditions.ceilings.copy.clone(),
+        ..Default::default()
+    };
+    assert_eq!(read.conditions, expected);
+    assert_eq!(
+        read.conditions.ceilings.copy.as_ref().map(|copy| copy.value),
+        profile.conditions.ceilings.copy.as_ref().map(|copy| copy.value)
+    );
 
     // CUPTI before and after the enqueue gate are different methods; the
     // event fallback's note (why CUPTI was missing) decides nothing.

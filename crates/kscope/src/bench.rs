@@ -1,7 +1,7 @@
 //! `kscope bench`: prompt-processing and generation throughput in the manner
 //! of llama-bench (mean ± stddev over repetitions, markdown or JSON), next to
-//! the memory-bandwidth roofline of decoding on this device and its peak
-//! compute rate (the GEMM probe).
+//! the roofline of decoding on this device (a token's weight bytes at the
+//! measured read ceiling) and its compute ceiling.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -14,7 +14,9 @@ use kernelscope::{Device, DeviceOptions};
 use kernelscope_model::{ExecutionMode, Model};
 use serde_json::json;
 
-use crate::model_args::{ComputePeak, ModelArgs, peak_bandwidth, peak_compute};
+use kernelscope::ops::ceilings::Measured;
+
+use crate::model_args::ModelArgs;
 use crate::numbers;
 
 /// Output format.
@@ -76,11 +78,13 @@ pub struct BenchArgs {
     /// one has finished.
     #[arg(long)]
     pub early_launch: bool,
-    /// Size of the bandwidth probe in MiB, up to 16384 (0 skips the roofline).
-    #[arg(long, default_value_t = 256, value_parser = numbers::count)]
-    pub bandwidth_mib: usize,
-    /// Side of the square bf16 GEMM that measures the device's peak compute
-    /// rate, up to 16384 (default 8192 on a GPU, 512 on the CPU; 0 skips it).
+    /// Size of the bandwidth probes (read, write, copy) in MiB, up to 16384
+    /// (default 1024 on a GPU, 256 on the CPU; 0 skips the roofline).
+    #[arg(long, value_name = "MIB", value_parser = numbers::count)]
+    pub bandwidth_mib: Option<usize>,
+    /// Side of the square bf16 GEMM that measures a GPU's compute ceiling, up
+    /// to 16384 (default 8192; 0 skips the compute ceiling; the CPU's is its
+    /// widest multiply-add instructions, which take no size).
     #[arg(long, value_name = "N", value_parser = crate::model_args::compute_size)]
     pub compute_size: Option<usize>,
 }
@@ -109,10 +113,12 @@ fn check_limits(args: &BenchArgs) -> Result<()> {
             args.repetitions
         );
     }
-    if args.bandwidth_mib > MAX_BANDWIDTH_MIB {
+    if let Some(mib) = args.bandwidth_mib
+        && mib > MAX_BANDWIDTH_MIB
+    {
         bail!(
             "--bandwidth-mib {}: the probe is at most {MAX_BANDWIDTH_MIB} MiB",
-            args.bandwidth_mib
+            mib
         );
     }
     if args.prompt_tokens == 0 && args.generated_tokens == 0 {
@@ -223,22 +229,20 @@ fn measure(args: &BenchArgs, device: &Device, model: &mut Model, tokens: &[u32])
 
 /// The ceilings the rates are read against.
 struct Ceilings {
-    /// Measured copy bandwidth of rank 0's device, GB/s.
-    bandwidth: Option<f64>,
-    /// Measured peak bf16 GEMM rate.
-    compute: Option<ComputePeak>,
+    /// Everything measured of rank 0's device.
+    measured: Measured,
     /// Weight bytes every decoded token reads.
     bytes_per_token: u64,
     /// Memories the weights are read from at once: one per GPU rank, one
     /// for all CPU ranks (they share the host's).
     memories: usize,
-    /// Decode tokens/s if every token only streamed its weights at the
-    /// measured bandwidth.
+    /// Decode tokens/s if every token only read its weights at the
+    /// measured read ceiling.
     roofline: Option<f64>,
 }
 
 impl Ceilings {
-    fn of(device: &Device, model: &Model, bandwidth: Option<f64>, compute: Option<ComputePeak>) -> Ceilings {
+    fn of(device: &Device, model: &Model, measured: Measured) -> Ceilings {
         let bytes_per_token = model.weight_bytes_per_token();
         // GPU ranks each read their share of the weights from their own memory
         // at once; CPU ranks share the host's.
@@ -247,10 +251,13 @@ impl Ceilings {
         } else {
             model.ranks()
         };
-        let roofline = bandwidth.map(|gbps| gbps * 1e9 * memories as f64 / bytes_per_token as f64);
+        let roofline = measured
+            .ceilings
+            .read
+            .as_ref()
+            .map(|read| read.value * 1e9 * memories as f64 / bytes_per_token as f64);
         Ceilings {
-            bandwidth,
-            compute,
+            measured,
             bytes_per_token,
             memories,
             roofline,
@@ -306,29 +313,24 @@ fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row]
         );
     }
     let (ranks, megabytes) = (model.ranks(), ceilings.bytes_per_token as f64 / 1e6);
-    match (ceilings.bandwidth, ceilings.roofline) {
-        (Some(gbps), Some(bound)) if ceilings.memories > 1 => println!(
-            "\nroofline: {megabytes:.1} MB of weights per token / ({ranks} ranks × {gbps:.1} GB/s measured copy bandwidth of rank 0's device) = {bound:.1} tok/s"
+    let read = ceilings.measured.ceilings.read.as_ref();
+    match (read, ceilings.roofline) {
+        (Some(read), Some(bound)) if ceilings.memories > 1 => println!(
+            "\nroofline: {megabytes:.1} MB of weights per token / ({ranks} ranks × {:.1} GB/s read ceiling of rank 0's device) = {bound:.1} tok/s",
+            read.value
         ),
-        (Some(gbps), Some(bound)) => println!(
-            "\nroofline: {megabytes:.1} MB of weights per token / {gbps:.1} GB/s measured copy bandwidth = {bound:.1} tok/s"
+        (Some(read), Some(bound)) => println!(
+            "\nroofline: {megabytes:.1} MB of weights per token / {:.1} GB/s read ceiling = {bound:.1} tok/s",
+            read.value
         ),
         _ => println!("\nroofline: not measured (--bandwidth-mib 0)"),
     }
-    match ceilings.compute {
-        Some(peak) => println!(
-            "peak compute: {:.1} GFLOP/s on {} ({})",
-            peak.gflops,
-            device.name(),
-            peak.method()
-        ),
-        None => println!("peak compute: not measured (--compute-size 0)"),
+    println!("ceilings of {}:", device.name());
+    for line in crate::ceilings::lines(&ceilings.measured) {
+        println!("  {line}");
     }
-    if let (Some(gbps), Some(peak)) = (ceilings.bandwidth, ceilings.compute) {
-        println!(
-            "ridge point: {:.2} FLOP/B (peak compute over copy bandwidth): kernels of lower arithmetic intensity are memory-bound",
-            peak.gflops / gbps
-        );
+    if ceilings.measured.ceilings.compute.is_none() {
+        println!("  compute ceiling: not measured (--compute-size 0)");
     }
 }
 
@@ -370,10 +372,11 @@ fn print_json(
                 "mean_tps": spread.mean,
                 "stddev_tps": spread.stddev,
                 "weight_bytes_per_token": ceilings.bytes_per_token,
-                "bandwidth_gbps": ceilings.bandwidth,
+                "bandwidth_gbps": ceilings.measured.ceilings.read.as_ref().map(|read| read.value),
+                "bandwidth_basis": "read",
                 "roofline_tps": ceilings.roofline,
-                "peak_compute_gflops": ceilings.compute.map(|peak| peak.gflops),
-                "compute_probe_size": ceilings.compute.map(|peak| peak.size),
+                "peak_compute_gflops": ceilings.measured.ceilings.compute_gflops(),
+                "ceilings": crate::ceilings::to_json(&ceilings.measured),
             })
         })
         .collect();
@@ -387,16 +390,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     check_limits(&args)?;
     // Measured first, on an unprofiled handle, so neither the model nor
     // CUPTI (at --profile dispatch) is in the way.
-    let bandwidth = if args.bandwidth_mib > 0 {
-        Some(peak_bandwidth(args.model.first_device(), args.bandwidth_mib)?)
-    } else {
-        None
-    };
-    let compute = peak_compute(args.model.first_device(), args.compute_size)?;
+    let measured =
+        crate::ceilings::measure(args.model.first_device(), args.bandwidth_mib, args.compute_size)?;
     let (device, mut model) = open_model(&args)?;
     let tokens = prepare_tokens(&args, &mut model)?;
     let rows = measure(&args, &device, &mut model, &tokens)?;
-    let ceilings = Ceilings::of(&device, &model, bandwidth, compute);
+    let ceilings = Ceilings::of(&device, &model, measured);
     match args.output {
         Output::Md => print_markdown(&args, &device, &model, &rows, &ceilings),
         Output::Json => print_json(&args, &device, &model, &rows, &ceilings)?,

@@ -2,13 +2,16 @@
 //! kernels of known duration (a warp spinning for a counted number of SM
 //! clock cycles, the clock rate measured in the same run), eagerly and in a
 //! graph, and prints each error against the target (2 % or 0.1 µs, the
-//! larger), raw and above the floor every kernel pays (a spin of 0 cycles).
+//! larger), raw and above the floor every kernel pays (a spin of 0 cycles);
+//! then the device's ceilings (read, write and copy bandwidth, compute, the
+//! physical limits, each with its method), which every roofline divides by.
 //! Exits 1 when a time misses the target above the floor.
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+use kernelscope::ops::ceilings::Measured;
 use kernelscope::ops::spin::{Calibration, allowed_error_ns, calibrate};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::{Device, DeviceOptions};
@@ -22,6 +25,17 @@ pub struct CalibrateArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "md")]
     pub output: crate::bench::Output,
+    /// The same as --output json.
+    #[arg(long, conflicts_with = "output")]
+    pub json: bool,
+    /// Size of each bandwidth probe in MiB, up to 16384 (default 1024 on a
+    /// GPU, 256 on the CPU; 0 skips them).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(0..=16384))]
+    pub bandwidth_mib: Option<u64>,
+    /// Side of a GPU's compute probe (a square bf16 GEMM), up to 16384
+    /// (default 8192; 0 skips the compute ceiling).
+    #[arg(long, value_name = "N", value_parser = crate::model_args::compute_size)]
+    pub compute_size: Option<usize>,
 }
 
 fn microseconds(ns: f64) -> String {
@@ -76,7 +90,7 @@ fn print_markdown(device: &Device, calibration: &Calibration) {
     }
 }
 
-fn print_json(device: &Device, calibration: &Calibration) -> Result<()> {
+fn print_json(device: &Device, calibration: &Calibration, measured: &Measured) -> Result<()> {
     let points: Vec<_> = calibration
         .points
         .iter()
@@ -100,17 +114,29 @@ fn print_json(device: &Device, calibration: &Calibration) -> Result<()> {
         "floor_eager_ns": calibration.floor_eager_ns,
         "floor_graph_ns": calibration.floor_graph_ns,
         "points": points,
+        "ceilings": crate::ceilings::to_json(measured),
     });
     println!("{}", serde_json::to_string_pretty(&report)?);
     Ok(())
 }
 
 pub fn run(args: CalibrateArgs) -> Result<ExitCode> {
+    // The ceilings first, on a handle of their own, before CUPTI starts.
+    let measured = crate::ceilings::measure(
+        &args.device,
+        args.bandwidth_mib.map(|mib| mib as usize),
+        args.compute_size,
+    )?;
     let (device, _) = Device::open(&args.device, DeviceOptions::new().profile(ProfileLevel::Dispatch))?;
     let calibration = calibrate(&device)?;
-    match args.output {
-        crate::bench::Output::Md => print_markdown(&device, &calibration),
-        crate::bench::Output::Json => print_json(&device, &calibration)?,
+    if args.json || matches!(args.output, crate::bench::Output::Json) {
+        print_json(&device, &calibration, &measured)?;
+    } else {
+        print_markdown(&device, &calibration);
+        println!("\nceilings of {}:", device.name());
+        for line in crate::ceilings::lines(&measured) {
+            println!("  {line}");
+        }
     }
     let missed = calibration
         .points

@@ -1,46 +1,51 @@
 //! `kscope info`: which backends this build has, which devices it finds,
-//! how each can time submissions and dispatches, and its measured memory
-//! bandwidth and peak compute rate (the roofline's two ceilings, whose ratio
-//! is the ridge point).
+//! how each can time submissions and dispatches, and its ceilings (memory
+//! read, write and copy bandwidth, compute, the physical limits, each with
+//! its method), as text or JSON.
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
+use kernelscope::ops::ceilings::Measured;
 use kernelscope::{Device, DeviceOptions};
-
-use crate::model_args::{
-    ComputePeak, peak_bandwidth, peak_compute, peak_read_bandwidth, peak_write_bandwidth,
-};
+use serde_json::json;
 
 /// Arguments of `kscope info`.
 #[derive(Args, Debug)]
 pub struct InfoArgs {
-    /// Skip the bandwidth measurement (a few large copies on each device).
+    /// Skip the bandwidth measurement (a few large reads, writes and
+    /// copies on each device).
     #[arg(long)]
     pub no_bandwidth: bool,
-    /// Size of each bandwidth-probe copy in MiB.
-    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=16384))]
-    pub bandwidth_mib: u64,
-    /// Skip the compute measurement (a few large bf16 GEMMs on each device).
+    /// Size of each bandwidth probe in MiB (default 1024 on a GPU, 256 on
+    /// the CPU).
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub bandwidth_mib: Option<u64>,
+    /// Skip the compute measurement (a few large bf16 GEMMs on a GPU, the
+    /// widest multiply-add instructions on the CPU).
     #[arg(long)]
     pub no_compute: bool,
-    /// Side of the compute probe's square bf16 GEMM, up to 16384 (default
-    /// 8192 on a GPU, 512 on the CPU; 0 skips it).
+    /// Side of a GPU's compute probe (a square bf16 GEMM), up to 16384
+    /// (default 8192; 0 skips it). The CPU's probe takes no size.
     #[arg(long, value_name = "N", value_parser = crate::model_args::compute_size, conflicts_with = "no_compute")]
     pub compute_size: Option<usize>,
+    /// Print one JSON object (every device's capabilities and ceilings,
+    /// each ceiling with its unit and method) instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
-/// What `kscope info` measured on one device.
-struct Measured {
-    /// Copy bandwidth in GB/s, read + write.
-    bandwidth: Option<f64>,
-    /// Streaming-read bandwidth in GB/s, bytes read.
-    read_bandwidth: Option<f64>,
-    /// Streaming-write bandwidth in GB/s, bytes written.
-    write_bandwidth: Option<f64>,
-    /// Peak bf16 GEMM rate.
-    compute: Option<ComputePeak>,
+/// What `kscope info` found of one device.
+struct Found {
+    /// The device, when it opened.
+    device: Option<Device>,
+    /// Its name, or the spec it was asked for by when it did not open.
+    name: String,
+    /// Why it did not open.
+    problem: Option<String>,
+    /// Its ceilings.
+    measured: Measured,
 }
 
 pub fn run(args: InfoArgs) -> Result<ExitCode> {
@@ -49,84 +54,104 @@ pub fn run(args: InfoArgs) -> Result<ExitCode> {
     } else {
         "cpu"
     };
-    println!("kscope {}", env!("CARGO_PKG_VERSION"));
-    println!("backends compiled in: {backends}");
-    println!("devices:");
+    let bandwidth_mib = if args.no_bandwidth {
+        Some(0)
+    } else {
+        args.bandwidth_mib.map(|mib| mib as usize)
+    };
     let compute_size = if args.no_compute {
         Some(0)
     } else {
         args.compute_size
     };
     let cpu = Device::cpu_with(DeviceOptions::new());
-    let measured = Measured {
-        bandwidth: if args.no_bandwidth {
-            None
-        } else {
-            Some(kernelscope::ops::copy::measure_bandwidth(
-                &cpu,
-                (args.bandwidth_mib as usize) << 20,
-                5,
-            )?)
-        },
-        read_bandwidth: if args.no_bandwidth {
-            None
-        } else {
-            Some(peak_read_bandwidth("cpu", args.bandwidth_mib as usize)?)
-        },
-        write_bandwidth: if args.no_bandwidth {
-            None
-        } else {
-            Some(peak_write_bandwidth("cpu", args.bandwidth_mib as usize)?)
-        },
-        compute: peak_compute("cpu", compute_size)?,
-    };
-    describe(&cpu, &measured, args.bandwidth_mib)?;
-    match Device::cuda_device_count() {
+    let mut found = vec![Found {
+        name: cpu.name().to_string(),
+        measured: crate::ceilings::measure("cpu", bandwidth_mib, compute_size)?,
+        device: Some(cpu),
+        problem: None,
+    }];
+    let cuda_problem = match Device::cuda_device_count() {
         Ok(count) => {
             for ordinal in 0..count {
+                // Ceilings first, before the dispatch-level handle starts CUPTI.
+                let spec = format!("cuda:{ordinal}");
+                let measured = crate::ceilings::measure(&spec, bandwidth_mib, compute_size)?;
                 // Opened at dispatch level so the report shows what profiling would use.
                 let options = DeviceOptions::new().profile(kernelscope::profile::ProfileLevel::Dispatch);
-                // Peaks first, before the dispatch-level handle starts CUPTI.
-                let spec = format!("cuda:{ordinal}");
-                let measured = Measured {
-                    bandwidth: if args.no_bandwidth {
-                        None
-                    } else {
-                        Some(peak_bandwidth(&spec, args.bandwidth_mib as usize)?)
+                found.push(match Device::cuda_with(ordinal, options) {
+                    Ok(device) => Found {
+                        name: device.name().to_string(),
+                        device: Some(device),
+                        problem: None,
+                        measured,
                     },
-                    read_bandwidth: if args.no_bandwidth {
-                        None
-                    } else {
-                        Some(peak_read_bandwidth(&spec, args.bandwidth_mib as usize)?)
+                    Err(error) => Found {
+                        name: spec,
+                        device: None,
+                        problem: Some(crate::errors::describe(&error)),
+                        measured,
                     },
-                    write_bandwidth: if args.no_bandwidth {
-                        None
-                    } else {
-                        Some(peak_write_bandwidth(&spec, args.bandwidth_mib as usize)?)
-                    },
-                    compute: peak_compute(&spec, compute_size)?,
-                };
-                match Device::cuda_with(ordinal, options) {
-                    Ok(device) => describe(&device, &measured, args.bandwidth_mib)?,
-                    Err(error) => println!(
-                        "  cuda:{ordinal}: cannot be opened: {}",
-                        crate::errors::describe(&error)
-                    ),
-                }
+                });
             }
+            None
         }
         Err(kernelscope::Error::BackendUnavailable { source, remedies, .. }) => {
-            println!(
-                "  cuda: none usable: {source}; {}",
-                crate::errors::flags_for(remedies)
-            )
+            Some(format!("{source}; {}", crate::errors::flags_for(remedies)))
         }
-        Err(error) => println!("  cuda: none usable: {}", crate::errors::describe(&error)),
+        Err(error) => Some(crate::errors::describe(&error)),
+    };
+    match args.json {
+        false => {
+            println!("kscope {}", env!("CARGO_PKG_VERSION"));
+            println!("backends compiled in: {backends}");
+            println!("devices:");
+            for device in &found {
+                describe(device);
+            }
+            if let Some(problem) = &cuda_problem {
+                println!("  cuda: none usable: {problem}");
+            }
+        }
+        true => {
+            let devices: Vec<_> = found.iter().map(device_json).collect();
+            let report = json!({
+                "kscope": env!("CARGO_PKG_VERSION"),
+                "backends": backends.split(", ").collect::<Vec<_>>(),
+                "devices": devices,
+                "cuda_unavailable": cuda_problem,
+            });
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn describe(device: &Device, measured: &Measured, mebibytes: u64) -> Result<()> {
+/// One device as JSON: its capabilities (when it opened) and ceilings.
+fn device_json(found: &Found) -> serde_json::Value {
+    let mut entry = crate::ceilings::to_json(&found.measured);
+    entry["name"] = json!(found.name);
+    entry["problem"] = json!(found.problem);
+    if let Some(device) = &found.device {
+        let capabilities = device.capabilities();
+        entry["backend"] = json!(device.backend());
+        entry["submission_timing"] = json!(capabilities.submission_timing.to_string());
+        entry["dispatch_timing"] = json!(capabilities.dispatch_timing.describe());
+        entry["dispatch_timing_in_graphs"] = json!(capabilities.dispatch_timing_in_graphs);
+    }
+    entry
+}
+
+fn describe(found: &Found) {
+    let Some(device) = &found.device else {
+        println!(
+            "  {}: cannot be opened: {}",
+            found.name,
+            found.problem.as_deref().unwrap_or("unknown")
+        );
+        print_ceilings(&found.measured);
+        return;
+    };
     let capabilities = device.capabilities();
     println!("  {}", device.name());
     println!("    backend: {}", device.backend());
@@ -154,27 +179,11 @@ fn describe(device: &Device, measured: &Measured, mebibytes: u64) -> Result<()> 
         };
         println!("    nvtx: {state}");
     }
-    if let Some(gbps) = measured.bandwidth {
-        println!("    memory bandwidth: {gbps:.1} GB/s (best of 5 copies of {mebibytes} MiB, read + write)");
+    print_ceilings(&found.measured);
+}
+
+fn print_ceilings(measured: &Measured) {
+    for line in crate::ceilings::lines(measured) {
+        println!("    {line}");
     }
-    if let Some(gbps) = measured.read_bandwidth {
-        println!(
-            "    memory read bandwidth: {gbps:.1} GB/s (best of 5 streaming reads of {mebibytes} MiB, bytes read)"
-        );
-    }
-    if let Some(gbps) = measured.write_bandwidth {
-        println!(
-            "    memory write bandwidth: {gbps:.1} GB/s (best of 5 streaming writes of {mebibytes} MiB, bytes written)"
-        );
-    }
-    if let Some(peak) = measured.compute {
-        println!("    peak compute: {:.1} GFLOP/s ({})", peak.gflops, peak.method());
-        if let Some(gbps) = measured.bandwidth {
-            println!(
-                "    ridge point: {:.2} FLOP/B (peak compute over memory bandwidth: kernels below it are memory-bound)",
-                peak.gflops / gbps
-            );
-        }
-    }
-    Ok(())
 }

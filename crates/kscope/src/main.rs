@@ -4,6 +4,7 @@
 
 mod bench;
 mod calibrate;
+mod ceilings;
 mod compare;
 mod errors;
 mod gen_model;

@@ -5,8 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use kernelscope::ops::matmul::{MAX_COMPUTE_PROBE_SIZE, default_compute_size, measure_compute};
-use kernelscope::profile::ProfileLevel;
+use kernelscope::ops::matmul::MAX_COMPUTE_PROBE_SIZE;
 use kernelscope::{DType, Device, DeviceOptions};
 use kernelscope_model::{
     DEFAULT_PREFILL_CHUNK, LoadOptions, Model, SyntheticOptions, Tokenizer, looks_like_repo_id,
@@ -218,44 +217,6 @@ impl ModelArgs {
     }
 }
 
-/// The memory bandwidth (GB/s, read + write) of the device `spec` names,
-/// measured on a fresh handle with profiling off, before anything in this
-/// process turns CUPTI on (its records cost every later launch a little).
-pub fn peak_bandwidth(spec: &str, mebibytes: usize) -> Result<f64> {
-    let (device, _) = Device::open(spec, DeviceOptions::new())?;
-    Ok(kernelscope::ops::copy::measure_bandwidth(
-        &device,
-        mebibytes << 20,
-        5,
-    )?)
-}
-
-/// The streaming-read bandwidth of device `spec` in GB/s of bytes read
-/// (best of 5 reads of `mebibytes` MiB), on a fresh handle without CUPTI.
-pub fn peak_read_bandwidth(spec: &str, mebibytes: usize) -> Result<f64> {
-    let (device, _) = Device::open(spec, DeviceOptions::new())?;
-    Ok(kernelscope::ops::stream_read::measure_read_bandwidth(
-        &device,
-        mebibytes << 20,
-        5,
-    )?)
-}
-
-/// The streaming-write bandwidth of device `spec` in GB/s of bytes written
-/// (best of 5 fills of `mebibytes` MiB), on a fresh handle without CUPTI.
-pub fn peak_write_bandwidth(spec: &str, mebibytes: usize) -> Result<f64> {
-    let (device, _) = Device::open(spec, DeviceOptions::new())?;
-    Ok(kernelscope::ops::stream_write::measure_write_bandwidth(
-        &device,
-        mebibytes << 20,
-        5,
-    )?)
-}
-
-/// How many timed GEMMs the compute probe takes the best of (after one
-/// warm-up), as the bandwidth probe takes the best of 5 copies.
-pub const COMPUTE_REPETITIONS: usize = 5;
-
 /// `--compute-size`: a GEMM side in 0..=16384, 0 skipping the probe.
 pub fn compute_size(text: &str) -> Result<usize, String> {
     let size = crate::numbers::count(text)?;
@@ -265,41 +226,6 @@ pub fn compute_size(text: &str) -> Result<usize, String> {
         ));
     }
     Ok(size)
-}
-
-/// A device's measured peak compute rate and the GEMM that measured it.
-#[derive(Clone, Copy, Debug)]
-pub struct ComputePeak {
-    /// GFLOP/s of the fastest run.
-    pub gflops: f64,
-    /// The side of the square bf16 GEMM.
-    pub size: usize,
-}
-
-impl ComputePeak {
-    /// How the figure was measured, to print beside it.
-    pub fn method(&self) -> String {
-        format!(
-            "bf16 GEMM {size}×{size}×{size}, best of {COMPUTE_REPETITIONS} timed submissions",
-            size = self.size
-        )
-    }
-}
-
-/// The peak bf16 GEMM rate of the device `spec` names, with a GEMM of side
-/// `size` (`None`: the device's default, 8192 on a GPU and 512 on the CPU;
-/// `Some(0)`: not measured). Measured on a fresh handle that times
-/// submissions (event pairs on CUDA, not CUPTI), before anything in this
-/// process turns CUPTI on, as the bandwidth is.
-pub fn peak_compute(spec: &str, size: Option<usize>) -> Result<Option<ComputePeak>> {
-    if size == Some(0) {
-        return Ok(None);
-    }
-    let (device, _) = Device::open(spec, DeviceOptions::new().profile(ProfileLevel::Submission))?;
-    let size = size.unwrap_or_else(|| default_compute_size(&device));
-    let gflops = measure_compute(&device, DType::BF16, size, COMPUTE_REPETITIONS)
-        .with_context(|| format!("measuring the peak compute rate of {}", device.name()))?;
-    Ok(Some(ComputePeak { gflops, size }))
 }
 
 /// One line describing the model's shape (and its split, when split).

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 use kernelscope::ops::sample::Sampling;
-use kernelscope::profile::{Phase, ProfileLevel};
+use kernelscope::profile::{Ceilings, Phase, ProfileLevel};
 use kernelscope::{Device, DeviceOptions};
 use kernelscope_model::{
     ChatMessage, ChatTemplate, ExecutionMode, Generation, GenerationConfig, GenerationPrompt,
@@ -16,7 +16,7 @@ use kernelscope_model::{
 };
 use kernelscope_report::render_report_with;
 
-use crate::model_args::{ComputePeak, ModelArgs, describe, peak_bandwidth, peak_compute};
+use crate::model_args::{ModelArgs, describe};
 use crate::numbers;
 use crate::output::OutputFile;
 
@@ -73,10 +73,11 @@ pub struct RunArgs {
     pub html: Option<PathBuf>,
     #[command(flatten)]
     pub report: crate::report::ReportFlags,
-    /// Side of the square bf16 GEMM that measures the device's peak compute
-    /// rate for the profile's roofline (default 8192 on a GPU, 512 on the
-    /// CPU; 0 skips it, and the report then says the peak is unknown). Only
-    /// with --profile, --profile-json or --trace.
+    /// Side of the square bf16 GEMM that measures a GPU's compute ceiling
+    /// for the profile's roofline (default 8192; the CPU's ceiling is its
+    /// widest multiply-add instructions, which take no size; 0 skips either,
+    /// and the report then says the ceiling is unknown). Only with
+    /// --profile, --profile-json or --trace.
     #[arg(long, value_name = "N", value_parser = crate::model_args::compute_size)]
     pub compute_size: Option<usize>,
     /// Dispatch launch by launch instead of replaying one captured graph per
@@ -204,17 +205,14 @@ fn device_options(args: &RunArgs, profiling: bool) -> Result<DeviceOptions> {
     Ok(options)
 }
 
-/// Peak bandwidth and compute for the report's roofline columns, each on a
-/// separate handle without CUPTI, before the profiled device exists; none
-/// when the run is not profiled.
-fn roofline_peaks(args: &RunArgs, profiling: bool) -> Result<(Option<f64>, Option<ComputePeak>)> {
+/// The ceilings for the report's roofline, measured on a handle of their
+/// own without CUPTI before the profiled device exists; none when the run
+/// is not profiled.
+fn roofline_ceilings(args: &RunArgs, profiling: bool) -> Result<Ceilings> {
     if !profiling {
-        return Ok((None, None));
+        return Ok(Ceilings::default());
     }
-    Ok((
-        Some(peak_bandwidth(args.model.first_device(), 256)?),
-        peak_compute(args.model.first_device(), args.compute_size)?,
-    ))
+    Ok(crate::ceilings::measure(args.model.first_device(), None, args.compute_size)?.ceilings)
 }
 
 /// Every end-of-sequence id of the model directory's
@@ -397,7 +395,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let profiling =
         args.profile || args.profile_json.is_some() || args.trace.is_some() || args.html.is_some();
     let options = device_options(&args, profiling)?;
-    let (peak_bandwidth, peak_compute) = roofline_peaks(&args, profiling)?;
+    let ceilings = roofline_ceilings(&args, profiling)?;
     let opened = args.model.open(options)?;
     let (device, mut model, tokenizer) = (opened.device, opened.model, opened.tokenizer);
     let stop_tokens = stop_tokens(opened.directory.as_deref(), &model)?;
@@ -424,8 +422,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if profiling {
         let mode = model.execution_mode().name();
         let conditions = device
-            .conditions(mode, Some(model.name().to_string()), peak_bandwidth)
-            .with_peak_compute(peak_compute.map(|peak| peak.gflops));
+            .conditions(mode, Some(model.name().to_string()))
+            .with_ceilings(ceilings);
         let profile = model.profile(conditions);
         if args.profile {
             print!("\n{}", render_report_with(&profile, args.report.options()));

@@ -142,6 +142,40 @@ fn bad_files_exit_two_naming_file_and_problem() {
 }
 
 #[test]
+fn info_json_has_every_ceiling_with_its_method() {
+    let (code, stdout, stderr) = common::kscope(&["info", "--json", "--bandwidth-mib", "8"]);
+    assert_eq!(code, 0, "{stderr}");
+    let info: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let cpu = &info["devices"][0];
+    assert_eq!(cpu["backend"], "cpu", "{info}");
+    let ceilings = &cpu["ceilings"];
+    for (name, unit) in [
+        ("read", "GB/s"),
+        ("write", "GB/s"),
+        ("copy", "GB/s"),
+        ("compute", "GFLOP/s"),
+    ] {
+        assert!(ceilings[name]["value"].as_f64().unwrap() > 0.0, "{name}: {info}");
+        assert_eq!(ceilings[name]["unit"], unit, "{name}");
+        assert!(!ceilings[name]["method"].as_str().unwrap().is_empty(), "{name}");
+    }
+    // Every instruction set measured, the compute ceiling the best of them.
+    let peaks = cpu["instruction_peaks"].as_array().unwrap();
+    assert!(!peaks.is_empty(), "{info}");
+    let best = peaks
+        .iter()
+        .map(|peak| peak["gflops"].as_f64().unwrap())
+        .fold(0.0, f64::max);
+    assert_eq!(ceilings["compute"]["value"].as_f64().unwrap(), best);
+    let ridge = cpu["ridge_point_flop_per_byte"].as_f64().unwrap();
+    let expected = best / ceilings["read"]["value"].as_f64().unwrap();
+    assert!(
+        (ridge - expected).abs() <= 1e-9 * expected,
+        "{ridge} vs {expected}"
+    );
+}
+
+#[test]
 fn info_lists_backends_and_timing_capabilities() {
     let output = Command::new(kscope_binary())
         .args(["info", "--bandwidth-mib", "8"])
@@ -153,9 +187,13 @@ fn info_lists_backends_and_timing_capabilities() {
         "backends compiled in: cpu",
         "per-submission timing: supported (host clock)",
         "per-dispatch timing: host clock",
-        "memory bandwidth:",
-        "peak compute: ",
-        "GFLOP/s (bf16 GEMM",
+        "memory read ceiling: ",
+        "(stream_read probe: best of 5 streaming reads (bytes read) of 8 MiB, timed by ",
+        "memory write ceiling: ",
+        "memory copy bandwidth: ",
+        "compute ceiling: ",
+        "in registers on",
+        "instruction: ",
         "ridge point: ",
         "cuda:",
     ] {
@@ -164,15 +202,15 @@ fn info_lists_backends_and_timing_capabilities() {
     let (code, stdout, _) = common::kscope(&["info", "--no-bandwidth", "--compute-size", "24"]);
     assert_eq!(code, 0);
     assert!(
-        stdout.contains("(bf16 GEMM 24×24×24, best of 5 timed submissions)")
-            && !stdout.contains("memory bandwidth")
+        stdout.contains("compute ceiling: ")
+            && !stdout.contains("memory read ceiling")
             && !stdout.contains("ridge point"),
         "{stdout}"
     );
     let (code, stdout, _) = common::kscope(&["info", "--no-bandwidth", "--no-compute"]);
     assert_eq!(code, 0);
     assert!(
-        !stdout.contains("peak compute") && stdout.contains("per-dispatch timing"),
+        !stdout.contains("compute ceiling") && stdout.contains("per-dispatch timing"),
         "{stdout}"
     );
 }

@@ -70,8 +70,10 @@ fn default_run_profiles_the_built_in_model() {
         "per decode token",
         "cross-check decode",
         // Both ceilings measured before the run, and every row placed.
-        "roofline: peak bandwidth",
-        "GFLOP/s (bf16 GEMM probe); ridge point",
+        "roofline: memory: read ",
+        "GFLOP/s; ridge point",
+        "  read ceiling ",
+        "  write ceiling ",
         " FLOP/B |",
         " bound |",
         "% of peak",
@@ -133,8 +135,27 @@ fn profile_json_and_trace_files_are_written_and_comparable() {
     );
     assert!(profile.dispatches.iter().any(|d| &*d.scope == "layer.0.attn"));
 
-    let peak = profile.conditions.peak_compute_gflops.expect("measured");
-    assert!(peak.is_finite() && peak > 0.0, "{peak}");
+    // Every ceiling measured, each with its method; the roofline is drawn
+    // at the read ceiling.
+    let ceilings = &profile.conditions.ceilings;
+    for name in ["read", "write", "copy", "compute"] {
+        let (_, _, ceiling) = ceilings
+            .each()
+            .find(|(each, _, _)| *each == name)
+            .unwrap_or_else(|| panic!("no {name} ceiling in {ceilings:?}"));
+        assert!(
+            ceiling.value.is_finite() && ceiling.value > 0.0,
+            "{name}: {ceiling:?}"
+        );
+        assert!(!ceiling.method.is_empty(), "{name}");
+    }
+    assert_eq!(
+        ceilings.bandwidth(),
+        ceilings
+            .read
+            .as_ref()
+            .map(|read| (read.value, kernelscope::profile::BandwidthBasis::Read))
+    );
     assert!(profile.conditions.ridge_point().is_some());
     let rows = kernelscope_model::npy::read_f32_2d(&logits).unwrap();
     assert_eq!((rows.len(), rows[0].len()), (7, 2048));
@@ -143,8 +164,8 @@ fn profile_json_and_trace_files_are_written_and_comparable() {
     let (code, stdout, _) = kscope(&["compare", json.to_str().unwrap(), json.to_str().unwrap()]);
     assert_eq!(code, 0, "{stdout}");
 
-    // Without the GEMM probe the profile says the compute peak is unknown,
-    // and it still compares with one that has it.
+    // Without the compute probe the profile says the compute ceiling is
+    // unknown, and it still compares with one that has it.
     let without = dir.join("without.json");
     let (code, stdout, stderr) = kscope(&[
         "run",
@@ -158,12 +179,12 @@ fn profile_json_and_trace_files_are_written_and_comparable() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
-        stdout.contains("peak compute unknown (GEMM probe not run)"),
+        stdout.contains("compute ceiling unknown (compute probe not run)"),
         "{stdout}"
     );
     let profile = kernelscope::profile::Profile::load(&without).unwrap();
-    assert_eq!(profile.conditions.peak_compute_gflops, None);
-    assert!(profile.conditions.peak_bandwidth_gbps.is_some());
+    assert_eq!(profile.conditions.ceilings.compute, None);
+    assert!(profile.conditions.ceilings.read.is_some());
     let (code, stdout, _) = kscope(&["compare", json.to_str().unwrap(), without.to_str().unwrap()]);
     assert_ne!(code, 2, "peaks never refuse a comparison: {stdout}");
     std::fs::remove_dir_all(&dir).unwrap();
@@ -342,7 +363,17 @@ fn bench_reports_rates_and_the_roofline() {
         assert_eq!(row["reps"], 2);
         assert!(row["roofline_tps"].as_f64().unwrap() > 0.0);
         assert!(row["peak_compute_gflops"].as_f64().unwrap() > 0.0, "{row}");
-        assert!(row["compute_probe_size"].as_u64().unwrap() > 0, "{row}");
+        assert_eq!(row["bandwidth_basis"], "read", "{row}");
+        let ceilings = &row["ceilings"]["ceilings"];
+        assert_eq!(row["bandwidth_gbps"], ceilings["read"]["value"], "{row}");
+        // The CPU's compute ceiling is its widest instructions, a GPU's its GEMM.
+        let method = ceilings["compute"]["method"].as_str().unwrap();
+        let expected = if row["backend"] == "cpu" {
+            "in registers"
+        } else {
+            "bf16 GEMM"
+        };
+        assert!(method.contains(expected), "{row}");
     }
     // On the CPU by name: the default device is a GPU where there is one.
     let (code, stdout, _) = kscope(&[
@@ -362,10 +393,12 @@ fn bench_reports_rates_and_the_roofline() {
     ]);
     assert_eq!(code, 0);
     assert!(stdout.contains("| pp4 |") && !stdout.contains("tg0"), "{stdout}");
+    // The CPU's compute ceiling takes no size: its widest multiply-adds.
     assert!(
-        stdout.contains("peak compute: ")
-            && stdout.contains("GFLOP/s on cpu")
-            && stdout.contains("(bf16 GEMM 32×32×32, best of 5 timed submissions)"),
+        stdout.contains("ceilings of cpu")
+            && stdout.contains("compute ceiling: ")
+            && stdout.contains("in registers on")
+            && stdout.contains("roofline: not measured (--bandwidth-mib 0)"),
         "{stdout}"
     );
     let (code, stdout, _) = kscope(&[
@@ -398,7 +431,8 @@ fn bench_reports_rates_and_the_roofline() {
     ]);
     assert_eq!(code, 0);
     assert!(
-        stdout.contains("peak compute: not measured (--compute-size 0)") && !stdout.contains("ridge point"),
+        stdout.contains("compute ceiling: not measured (--compute-size 0)")
+            && !stdout.contains("ridge point"),
         "{stdout}"
     );
     expect_failure(&["bench", "-r", "0"], &["-r"]);

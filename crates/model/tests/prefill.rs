@@ -195,7 +195,7 @@ fn batched_prefill_profile_shows_the_gemm_kernels(backend: Backend) {
     for _ in 0..3 {
         model.prefill(&tokens, 0).unwrap();
     }
-    let profile = device.profile(device.conditions("eager", None, None));
+    let profile = device.profile(device.conditions("eager", None));
     let gemms: Vec<_> = profile
         .dispatches
         .iter()

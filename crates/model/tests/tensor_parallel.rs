@@ -362,9 +362,7 @@ fn a_split_profile_shows_every_rank() {
     let mut request = GenerationRequest::new(&prompt, 4);
     request.stop_at_eos = false;
     split.generate(&request).unwrap();
-    let conditions = split
-        .device()
-        .conditions("eager", Some(split.name().to_string()), None);
+    let conditions = split.device().conditions("eager", Some(split.name().to_string()));
     let profile = split.profile(conditions);
     let topology = profile
         .conditions
@@ -404,7 +402,7 @@ fn a_split_profile_shows_every_rank() {
     unsplit.generate(&request).unwrap();
     let conditions = unsplit
         .device()
-        .conditions("eager", Some(unsplit.name().to_string()), None);
+        .conditions("eager", Some(unsplit.name().to_string()));
     let alone = unsplit.profile(conditions);
     let refused = kernelscope::profile::compare(&alone, &profile, 0.05, false).unwrap_err();
     assert!(refused.to_string().contains("topology"), "{refused}");

@@ -92,9 +92,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         device_options = device_options.profile(ProfileLevel::Dispatch);
     }
     let device = Device::cpu_with(device_options);
-    let peak = kernelscope::ops::copy::measure_bandwidth(&device, 64 << 20, 3)?;
-    let compute_size = kernelscope::ops::matmul::default_compute_size(&device);
-    let peak_compute = kernelscope::ops::matmul::measure_compute(&device, DType::BF16, compute_size, 3)?;
+    // The ceilings the roofline divides by: read, write and copy probes of
+    // 64 MiB and the CPU's widest multiply-add instructions.
+    let probes = kernelscope::ops::ceilings::CeilingProbes {
+        bandwidth_bytes: Some(64 << 20),
+        compute_size: None,
+    };
+    let ceilings = kernelscope::ops::ceilings::measure_on(&device, probes)?.ceilings;
     device.profiler().reset();
 
     let registry = registry(options.slowdown_percent);
@@ -116,17 +120,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // Two independent dispatches (they may overlap: no barrier) ...
             encoder.set_scope(&format!("layer.{layer}.attn"));
             let scaled = Dispatch::new(&scale).read(&hidden).write(&query).param(0.5f32);
-            encoder.dispatch(scaled.cost(2 * bytes, ELEMENTS as u64).op_kind(OpKind::ElemMul))?;
             encoder.dispatch(
-                Dispatch::new(&inc_one)
-                    .read(&hidden)
-                    .write(&key)
-                    .cost(2 * bytes, ELEMENTS as u64),
+                scaled
+                    .cost(bytes, bytes, ELEMENTS as u64)
+                    .op_kind(OpKind::ElemMul),
             )?;
+            encoder.dispatch(Dispatch::new(&inc_one).read(&hidden).write(&key).cost(
+                bytes,
+                bytes,
+                ELEMENTS as u64,
+            ))?;
             // ... then one that reads both: the tracker places a barrier.
             encoder.set_scope(&format!("layer.{layer}.mlp"));
             let summed = Dispatch::new(&add).read(&query).read(&key).write(&mixed);
-            encoder.dispatch(summed.cost(3 * bytes, ELEMENTS as u64).op_kind(OpKind::ElemAdd))?;
+            encoder.dispatch(
+                summed
+                    .cost(2 * bytes, bytes, ELEMENTS as u64)
+                    .op_kind(OpKind::ElemAdd),
+            )?;
             copy.encode(encoder, &mixed, &hidden)?;
         }
         encoder.commit_and_wait_labeled("decode.token")
@@ -141,8 +152,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
 
     let conditions = device
-        .conditions("eager", Some("example 01: 2 pretend layers".into()), Some(peak))
-        .with_peak_compute(Some(peak_compute));
+        .conditions("eager", Some("example 01: 2 pretend layers".into()))
+        .with_ceilings(ceilings);
     let profile = device.profile(conditions);
     print!("{}", render_report(&profile));
     if let Some(path) = &options.profile_json {

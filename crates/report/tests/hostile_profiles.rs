@@ -92,10 +92,14 @@ fn a_split_run_shows_its_ranks() {
 }
 
 #[test]
-fn an_unknown_compute_peak_is_said_not_guessed() {
+fn an_unknown_ceiling_is_said_not_guessed() {
     let mut older = synthetic_profile(3, 1.0, 5);
-    older.conditions.peak_compute_gflops = None;
+    older.conditions.ceilings.compute = None;
     let report = render_report(&older);
-    assert!(report.contains("peak compute unknown"), "{report}");
-    assert!(render_html(&older).contains("<td>peak compute</td><td>unknown</td>"));
+    assert!(report.contains("compute ceiling unknown"), "{report}");
+    assert!(render_html(&older).contains("<td>compute ceiling</td><td>unknown</td>"));
+    older.conditions.ceilings = Default::default();
+    let report = render_report(&older);
+    assert!(report.contains("memory ceiling unknown"), "{report}");
+    assert!(render_html(&older).contains("<td>memory ceiling</td><td>unknown</td>"));
 }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use common::{recorded_profile, table_row};
 use kernelscope::OpKind;
-use kernelscope::profile::{Profile, compare};
+use kernelscope::profile::{Ceiling, Profile, compare};
 use kernelscope::testing::synthetic_profile;
 use kernelscope_report::{
     ReportOptions, render_comparison, render_comparison_html, render_html, render_report, render_report_with,
@@ -29,7 +29,7 @@ fn human_report_has_its_sections() {
         "per layer",
         "| layer.0",
         "| lm_head",
-        "roofline: peak bandwidth 50.0 GB/s (copy probe), peak compute unknown",
+        "roofline: memory: read 50.0 GB/s; compute ceiling unknown",
         "FLOP/B",
         "bound",
         "% of peak",
@@ -107,7 +107,7 @@ fn a_device_without_dispatch_timing_says_so_and_keeps_its_submissions() {
         encoder.dispatch(dispatch).unwrap();
         encoder.commit_and_wait_labeled("degraded").unwrap();
     }
-    let report = render_report(&device.profile(device.conditions("eager", None, None)));
+    let report = render_report(&device.profile(device.conditions("eager", None)));
     assert!(report.contains("per-dispatch timing: unsupported"), "{report}");
     assert!(
         report.contains("| degraded"),
@@ -135,9 +135,9 @@ fn a_comparison_reads_as_a_table_its_notes_and_a_verdict() {
     );
     // A device that ran 30% slower: the note is printed.
     let mut other = synthetic_profile(8, 1.0, 2);
-    other.conditions.peak_compute_gflops = Some(3500.0);
+    other.conditions.ceilings.compute = Some(Ceiling::new(3500.0, "slower"));
     let noted = render_comparison(&compare(&base, &other, 0.05, false).unwrap());
-    assert!(noted.contains("note: peak compute measured"), "{noted}");
+    assert!(noted.contains("note: compute ceiling measured"), "{noted}");
 }
 
 #[test]
@@ -153,10 +153,25 @@ fn roofline_columns_classify_memory_and_compute_bound_ops() {
             _ => {}
         }
     }
-    let (peak_gbps, peak_gflops) = (100.0, 5000.0);
-    assert_eq!(profile.conditions.peak_bandwidth_gbps, Some(peak_gbps));
-    assert_eq!(profile.conditions.peak_compute_gflops, Some(peak_gflops));
+    // The synthetic device reads at 100 GB/s and writes at 80: a
+    // dispatch's memory floor takes each share of its bytes at its own.
+    let (read_gbps, write_gbps, peak_gflops) = (100.0, 80.0, 5000.0);
+    let ceilings = &profile.conditions.ceilings;
+    assert_eq!(ceilings.bandwidth_gbps(), Some(read_gbps));
+    assert_eq!(ceilings.write.as_ref().map(|write| write.value), Some(write_gbps));
+    assert_eq!(ceilings.compute_gflops(), Some(peak_gflops));
     assert_eq!(profile.conditions.ridge_point(), Some(50.0));
+    let memory_floor_ns = |record: &kernelscope::profile::DispatchRecord| {
+        (record.bytes - record.bytes_written) as f64 / read_gbps + record.bytes_written as f64 / write_gbps
+    };
+    let floor_of = |kind: OpKind| -> f64 {
+        profile
+            .dispatches
+            .iter()
+            .filter(|record| record.op_kind == kind)
+            .map(memory_floor_ns)
+            .sum()
+    };
     let totals = |kind: OpKind| {
         profile
             .dispatches
@@ -173,7 +188,7 @@ fn roofline_columns_classify_memory_and_compute_bound_ops() {
     let report = render_report(&profile);
     assert!(
         report.contains(
-            "roofline: peak bandwidth 100.0 GB/s (copy probe), peak compute 5000.0 GFLOP/s (bf16 GEMM probe); ridge point 50.00 FLOP/B"
+            "roofline: memory: read 100.0 GB/s, write 80.0 GB/s; compute 5000.0 GFLOP/s; ridge point 50.00 FLOP/B\n  read ceiling 100.0 GB/s: synthetic read"
         ),
         "{report}"
     );
@@ -196,7 +211,9 @@ fn roofline_columns_classify_memory_and_compute_bound_ops() {
         "{row:?}"
     );
 
-    // Memory-bound: GB/s against the bandwidth peak.
+    // Memory-bound: its floor (reads at the read ceiling, writes at the
+    // write ceiling) against the time it took.
+    let matvec_floor = floor_of(OpKind::MatVec);
     let (ns, bytes, flops) = totals(OpKind::MatVec);
     let gbps = bytes as f64 / ns as f64;
     let row = table_row(&report, "per op,", "MatVec");
@@ -208,7 +225,14 @@ fn roofline_columns_classify_memory_and_compute_bound_ops() {
     );
     assert_eq!(row[7], "0.50", "FLOP/B: {row:?}");
     assert_eq!(row[8], "memory", "{row:?}");
-    assert_eq!(row[9], format!("{:.1}% BW", 100.0 * gbps / peak_gbps), "{row:?}");
+    assert_eq!(
+        row[9],
+        format!("{:.1}% BW", 100.0 * matvec_floor / ns as f64),
+        "{row:?}"
+    );
+    // Its writes at the slower write ceiling: further from the limit than
+    // its bandwidth over the read ceiling alone says.
+    assert!(matvec_floor > bytes as f64 / read_gbps);
 
     // No flops: memory-bound whatever the ridge point, no GFLOP/s.
     let row = table_row(&report, "per op,", "RmsNorm");
@@ -234,7 +258,7 @@ fn roofline_columns_classify_memory_and_compute_bound_ops() {
         .iter()
         .map(|record| match record.op_kind {
             OpKind::Attention => record.flops as f64 / peak_gflops,
-            _ => record.bytes as f64 / peak_gbps,
+            _ => memory_floor_ns(record),
         })
         .sum();
     let taken_ns: u64 = layer.iter().map(|record| record.end_ns - record.start_ns).sum();
@@ -249,19 +273,18 @@ fn roofline_columns_classify_memory_and_compute_bound_ops() {
 
     // An unknown compute peak is said, never guessed: work with flops is
     // unclassified and shows the bandwidth it reached, named as such.
-    profile.conditions.peak_compute_gflops = None;
+    let attention_floor = floor_of(OpKind::Attention);
+    profile.conditions.ceilings.compute = None;
     let report = render_report(&profile);
     assert!(
-        report.contains("peak compute unknown (GEMM probe not run)") && report.contains("no ridge point"),
+        report.contains("compute ceiling unknown (compute probe not run)")
+            && report.contains("no ridge point"),
         "{report}"
     );
     let row = table_row(&report, "per op,", "Attention");
     assert_eq!(row[8], "?", "{row:?}");
-    let (ns, bytes, _) = totals(OpKind::Attention);
-    assert_eq!(
-        row[9],
-        format!("{:.1}% BW", 100.0 * bytes as f64 / ns as f64 / peak_gbps)
-    );
+    let (ns, _, _) = totals(OpKind::Attention);
+    assert_eq!(row[9], format!("{:.1}% BW", 100.0 * attention_floor / ns as f64));
     assert_eq!(table_row(&report, "per op,", "RmsNorm")[8], "memory");
 }
 

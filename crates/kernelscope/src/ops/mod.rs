@@ -32,6 +32,7 @@
 pub mod add;
 pub mod argmax;
 pub mod attention;
+pub mod ceilings;
 pub mod collective;
 pub mod copy;
 pub mod embedding;
@@ -40,6 +41,7 @@ pub mod matmul;
 pub mod matvec;
 pub mod norm_matvec;
 pub mod prefill_attention;
+mod probe_timing;
 pub mod rms_norm;
 pub mod rope;
 pub mod rope_append;

@@ -146,35 +146,38 @@ pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Re
 /// it: the probes repeat within a few percent on an idle device.
 const PEAK_CHANGE_NOTED: f64 = 0.10;
 
-/// A note for each peak both profiles measured that changed by more than
-/// [`PEAK_CHANGE_NOTED`].
+/// A note for each ceiling both profiles measured that changed by more
+/// than [`PEAK_CHANGE_NOTED`], and one where their rooflines are drawn at
+/// different bandwidths (a profile from before schema 3 has only a copy
+/// ceiling): their shares of peak then do not compare, though the times do.
 fn peak_changes(base: &super::Conditions, new: &super::Conditions) -> Vec<String> {
-    [
-        (
-            "peak bandwidth",
-            "GB/s",
-            base.peak_bandwidth_gbps,
-            new.peak_bandwidth_gbps,
-        ),
-        (
-            "peak compute",
-            "GFLOP/s",
-            base.peak_compute_gflops,
-            new.peak_compute_gflops,
-        ),
-    ]
-    .into_iter()
-    .filter_map(|(name, unit, base, new)| {
-        let (base, new) = (base?, new?);
-        let change = (new - base) / base;
-        (change.abs() > PEAK_CHANGE_NOTED).then(|| {
-            format!(
-                "{name} measured {base:.1} {unit} for the base and {new:.1} {unit} for the new profile ({:+.1}%): the device itself ran differently, which timings may reflect",
-                change * 100.0
-            )
+    let mut notes: Vec<String> = base
+        .ceilings
+        .each()
+        .filter_map(|(name, unit, base_ceiling)| {
+            let (_, _, new_ceiling) = new.ceilings.each().find(|(other, _, _)| *other == name)?;
+            let (base, new) = (base_ceiling.value, new_ceiling.value);
+            let change = (new - base) / base;
+            (change.abs() > PEAK_CHANGE_NOTED).then(|| {
+                format!(
+                    "{} ceiling measured {base:.1} {unit} for the base and {new:.1} {unit} for the new profile ({:+.1}%): the device itself ran differently, which timings may reflect",
+                    name.replace('_', " "),
+                    change * 100.0
+                )
+            })
         })
-    })
-    .collect()
+        .collect();
+    if let (Some((_, base_basis)), Some((_, new_basis))) =
+        (base.ceilings.bandwidth(), new.ceilings.bandwidth())
+        && base_basis != new_basis
+    {
+        notes.push(format!(
+            "the base profile's roofline is drawn at its {} ceiling and the new one's at its {} ceiling (profiles before schema 3 measured only a copy): their shares of peak bandwidth do not compare, their times do",
+            base_basis.name(),
+            new_basis.name()
+        ));
+    }
+    notes
 }
 
 #[derive(Clone, Copy)]

@@ -14,9 +14,10 @@ use super::{
 use crate::error::{Error, Result};
 
 /// The schema version written into every profile. Readers also accept
-/// schema 1 (timing methods as prose, enqueue fields on every submission),
-/// converting it on load; they refuse any other.
-pub const PROFILE_SCHEMA_VERSION: u32 = 2;
+/// schema 2 (one copy bandwidth, no split of bytes into reads and writes)
+/// and schema 1 (also timing methods as prose, enqueue fields on every
+/// submission), converting them on load; they refuse any other.
+pub const PROFILE_SCHEMA_VERSION: u32 = 3;
 
 /// The largest profile file [`Profile::load`] reads (1 GiB: millions of
 /// records, far more than any run writes).
@@ -41,16 +42,12 @@ pub struct Conditions {
     pub dispatch_timing: DispatchTiming,
     /// The model or workload, where there is one.
     pub model: Option<String>,
-    /// The device's peak memory bandwidth in GB/s, where known, for the
-    /// roofline (bytes read plus written, by the copy probe
-    /// `ops::copy::measure_bandwidth`).
-    pub peak_bandwidth_gbps: Option<f64>,
-    /// The device's peak compute rate in GFLOP/s, where known, for the
-    /// roofline (a bf16 GEMM by the compute probe
-    /// `ops::matmul::measure_compute`). Absent from profiles written before
-    /// it existed, which read as unknown.
+    /// The ceilings the roofline is drawn against (read, write and copy
+    /// bandwidth, compute, the physical limits), each with its method.
+    /// Profiles before schema 3 recorded a copy bandwidth and a compute rate
+    /// only, and load with those as the copy and compute ceilings.
     #[serde(default)]
-    pub peak_compute_gflops: Option<f64>,
+    pub ceilings: super::Ceilings,
     /// How the run was split over devices (tensor parallelism); absent for
     /// one device, and from profiles written before splits existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,20 +55,16 @@ pub struct Conditions {
 }
 
 impl Conditions {
-    /// These conditions with the device's measured peak compute rate.
-    pub fn with_peak_compute(mut self, gflops: Option<f64>) -> Self {
-        self.peak_compute_gflops = gflops;
+    /// These conditions with the device's ceilings.
+    pub fn with_ceilings(mut self, ceilings: super::Ceilings) -> Self {
+        self.ceilings = ceilings;
         self
     }
 
-    /// The roofline's ridge point in flops per byte (peak GFLOP/s over peak
-    /// GB/s): work of lower arithmetic intensity is bound by memory, of
-    /// higher by compute. `None` unless both peaks are known.
+    /// The roofline's ridge point in flops per byte (see
+    /// [`Ceilings::ridge_point`](super::Ceilings::ridge_point)).
     pub fn ridge_point(&self) -> Option<f64> {
-        match (self.peak_compute_gflops, self.peak_bandwidth_gbps) {
-            (Some(gflops), Some(gbps)) if gbps > 0.0 => Some(gflops / gbps),
-            _ => None,
-        }
+        self.ceilings.ridge_point()
     }
 
     /// The conditions that must match for two runs to be compared, as
@@ -204,10 +197,14 @@ impl Profile {
             .ok_or("not a kernelscope profile: no \"schema\" field")?;
         match schema.as_u64() {
             Some(version) if version == u64::from(PROFILE_SCHEMA_VERSION) => {}
-            Some(1) => super::schema_1::upgrade(&mut value)?,
+            Some(2) => super::schema_2::upgrade(&mut value)?,
+            Some(1) => {
+                super::schema_1::upgrade(&mut value)?;
+                super::schema_2::upgrade(&mut value)?;
+            }
             _ => {
                 return Err(format!(
-                    "profile schema {schema} is not supported (this kscope reads schemas 1 and {PROFILE_SCHEMA_VERSION})"
+                    "profile schema {schema} is not supported (this kscope reads schemas 1 to {PROFILE_SCHEMA_VERSION})"
                 ));
             }
         }

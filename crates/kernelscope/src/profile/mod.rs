@@ -11,6 +11,7 @@
 //! the analysis exported here.
 
 mod aggregate;
+mod ceilings;
 mod compare;
 mod counters;
 mod cross_check;
@@ -22,12 +23,14 @@ mod ranks;
 mod records;
 mod roofline;
 mod schema_1;
+mod schema_2;
 mod session;
 mod stats;
 mod timing;
 mod validation;
 
 pub use aggregate::{Aggregate, aggregate, layer_of, scope_of};
+pub use ceilings::{BandwidthBasis, Ceiling, Ceilings};
 pub use compare::{Comparison, ComparisonRow, Verdict, compare};
 pub use counters::{CounterSnapshot, Counters};
 pub use cross_check::{CrossCheck, DRIFT_FLAG_THRESHOLD, cross_check};

@@ -97,6 +97,11 @@ pub struct DispatchRecord {
     pub end_ns: u64,
     /// Bytes the dispatch declares it moves (reads plus writes).
     pub bytes: u64,
+    /// How many of those bytes it writes (the rest it reads): its floor
+    /// time takes each share at its own ceiling. 0 in profiles before
+    /// schema 3, whose only ceiling (the copy's) needs no split.
+    #[serde(default)]
+    pub bytes_written: u64,
     /// Floating-point operations the dispatch declares.
     pub flops: u64,
 }

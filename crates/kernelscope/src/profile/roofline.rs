@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use super::aggregate::{Aggregate, FirstSeen};
-use super::{Conditions, DispatchRecord};
+use super::{BandwidthBasis, Conditions, DispatchRecord};
 
 /// What limits a dispatch, or a group of them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,10 +37,14 @@ impl Bound {
     }
 }
 
-/// The device's two ceilings, as a profile's conditions recorded them.
+/// The device's ceilings, as a profile's conditions recorded them: the
+/// bandwidths reads and writes are judged against, the compute rate, and
+/// the ridge point between them.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Roofline {
-    peak_gbps: Option<f64>,
+    read_gbps: Option<f64>,
+    write_gbps: Option<f64>,
+    copy_gbps: Option<f64>,
     peak_gflops: Option<f64>,
     /// Flops per byte, where both ceilings are known.
     ridge_point: Option<f64>,
@@ -49,10 +53,14 @@ pub struct Roofline {
 impl Roofline {
     /// The ceilings of `conditions`.
     pub fn of(conditions: &Conditions) -> Self {
+        let ceilings = &conditions.ceilings;
+        let value = |ceiling: &Option<super::Ceiling>| ceiling.as_ref().map(|ceiling| ceiling.value);
         Roofline {
-            peak_gbps: conditions.peak_bandwidth_gbps,
-            peak_gflops: conditions.peak_compute_gflops,
-            ridge_point: conditions.ridge_point(),
+            read_gbps: value(&ceilings.read),
+            write_gbps: value(&ceilings.write),
+            copy_gbps: value(&ceilings.copy),
+            peak_gflops: ceilings.compute_gflops(),
+            ridge_point: ceilings.ridge_point(),
         }
     }
 
@@ -61,12 +69,28 @@ impl Roofline {
         self.ridge_point
     }
 
-    /// Peak bandwidth in GB/s (the copy probe's), where measured.
-    pub fn peak_bandwidth_gbps(self) -> Option<f64> {
-        self.peak_gbps
+    /// The bandwidth the memory side is drawn at (GB/s) and which ceiling
+    /// it is: the read ceiling, or the copy ceiling of a profile written
+    /// before schema 3.
+    pub fn bandwidth(self) -> Option<(f64, BandwidthBasis)> {
+        match (self.read_gbps, self.copy_gbps) {
+            (Some(read), _) => Some((read, BandwidthBasis::Read)),
+            (None, Some(copy)) => Some((copy, BandwidthBasis::Copy)),
+            (None, None) => None,
+        }
     }
 
-    /// Peak compute in GFLOP/s (the GEMM probe's), where measured.
+    /// The drawn bandwidth alone (GB/s), see [`bandwidth`](Self::bandwidth).
+    pub fn peak_bandwidth_gbps(self) -> Option<f64> {
+        self.bandwidth().map(|(gbps, _)| gbps)
+    }
+
+    /// The write ceiling (GB/s), where measured.
+    pub fn write_bandwidth_gbps(self) -> Option<f64> {
+        self.write_gbps
+    }
+
+    /// Peak compute in GFLOP/s, where measured.
     pub fn peak_compute_gflops(self) -> Option<f64> {
         self.peak_gflops
     }
@@ -88,14 +112,24 @@ impl Roofline {
         }
     }
 
-    /// The least time (ns) work of `bytes` and `flops` bound by `bound` can
-    /// take: its bytes at peak bandwidth or its flops at peak rate. `None`
-    /// where that peak is unknown.
-    fn floor_ns(self, bound: Bound, bytes: u64, flops: u64) -> Option<f64> {
+    /// The least time (ns) moving `bytes`, `bytes_written` of them written,
+    /// can take (see [`Ceilings::memory_floor_ns`](super::Ceilings::memory_floor_ns)).
+    pub fn memory_floor_ns(self, bytes: u64, bytes_written: u64) -> Option<f64> {
+        super::ceilings::memory_floor_ns(
+            [self.read_gbps, self.write_gbps, self.copy_gbps],
+            bytes,
+            bytes_written,
+        )
+    }
+
+    /// The least time (ns) `record` bound by `bound` can take: its reads
+    /// and writes at their ceilings, or its flops at peak rate. `None`
+    /// where that ceiling is unknown.
+    fn floor_ns(self, bound: Bound, record: &DispatchRecord) -> Option<f64> {
         match bound {
-            // GB/s is bytes per ns, GFLOP/s flops per ns.
-            Bound::Memory => Some(bytes as f64 / self.peak_gbps?),
-            Bound::Compute => Some(flops as f64 / self.peak_gflops?),
+            Bound::Memory => self.memory_floor_ns(record.bytes, record.bytes_written),
+            // GFLOP/s is flops per ns.
+            Bound::Compute => Some(record.flops as f64 / self.peak_gflops?),
             Bound::Mixed | Bound::Unknown => None,
         }
     }
@@ -143,6 +177,13 @@ pub struct Placement {
     floor_ns: f64,
     /// Whether a classified dispatch's bounding peak was unknown.
     floor_incomplete: bool,
+    /// The time every dispatch's bytes would take at the memory ceilings,
+    /// whatever bounds it: the share an unclassified group is given.
+    memory_floor_ns: f64,
+    /// Whether a dispatch's memory floor was unknown.
+    memory_floor_incomplete: bool,
+    /// The group's flops, for an unclassified group's share of compute.
+    flops: u64,
 }
 
 impl Placement {
@@ -155,10 +196,15 @@ impl Placement {
             Bound::Compute => self.compute += 1,
             Bound::Mixed | Bound::Unknown => self.unknown += 1,
         }
-        match roofline.floor_ns(bound, record.bytes, record.flops) {
+        match roofline.floor_ns(bound, record) {
             Some(floor) => self.floor_ns += floor,
             None => self.floor_incomplete = true,
         }
+        match roofline.memory_floor_ns(record.bytes, record.bytes_written) {
+            Some(floor) => self.memory_floor_ns += floor,
+            None => self.memory_floor_incomplete = true,
+        }
+        self.flops = self.flops.saturating_add(record.flops);
     }
 
     /// What bounds the group: unknown as soon as one dispatch could not be
@@ -173,30 +219,33 @@ impl Placement {
         }
     }
 
-    /// How close the group `row` came to its bound: of peak bandwidth
-    /// where memory-bound, of peak compute where compute-bound, of the time
-    /// at the bounds where mixed. An unclassified group gets whichever
-    /// peak is known (its [`Peak`] says which, so it is not taken for its
+    /// How close the group `row` came to its bound: the time its
+    /// dispatches would take at their ceilings (reads at the read ceiling,
+    /// writes at the write ceiling, flops at peak compute) over the time
+    /// they took, named by the bound (`BW` where memory-bound, `FLOP/s`
+    /// where compute-bound, `roofline` where mixed). An unclassified group
+    /// gets its bytes' share of the memory ceilings, else its flops' share
+    /// of peak compute (its [`Peak`] says which, so it is not taken for its
     /// bound). `None` without a figure.
     pub fn share_of_peak(&self, roofline: Roofline, row: &Aggregate) -> Option<PeakShare> {
-        let of = |achieved: Option<f64>, peak_value: Option<f64>, peak: Peak| {
-            let (achieved, peak_value) = (achieved?, peak_value?);
-            (peak_value > 0.0).then(|| PeakShare {
-                percent: 100.0 * achieved / peak_value,
-                peak,
-            })
+        if row.total_ns == 0 {
+            return None;
+        }
+        let share = |floor_ns: f64, peak: Peak| PeakShare {
+            percent: 100.0 * floor_ns / row.total_ns as f64,
+            peak,
         };
-        let of_bandwidth = || of(row.gigabytes_per_second(), roofline.peak_gbps, Peak::Bandwidth);
-        let of_compute = || of(row.gigaflops_per_second(), roofline.peak_gflops, Peak::Compute);
-        match self.bound() {
-            Some(Bound::Unknown) => of_bandwidth().or_else(of_compute),
-            Some(Bound::Memory) => of_bandwidth(),
-            Some(Bound::Compute) => of_compute(),
-            Some(Bound::Mixed) if !self.floor_incomplete && row.total_ns > 0 => Some(PeakShare {
-                percent: 100.0 * self.floor_ns / row.total_ns as f64,
-                peak: Peak::Roofline,
-            }),
-            Some(Bound::Mixed) | None => None,
+        let complete = (!self.floor_incomplete).then_some(self.floor_ns);
+        match self.bound()? {
+            Bound::Unknown => (!self.memory_floor_incomplete && self.memory_floor_ns > 0.0)
+                .then(|| share(self.memory_floor_ns, Peak::Bandwidth))
+                .or_else(|| {
+                    let gflops = roofline.peak_gflops.filter(|peak| *peak > 0.0)?;
+                    (self.flops > 0).then(|| share(self.flops as f64 / gflops, Peak::Compute))
+                }),
+            Bound::Memory => complete.map(|floor| share(floor, Peak::Bandwidth)),
+            Bound::Compute => complete.map(|floor| share(floor, Peak::Compute)),
+            Bound::Mixed => complete.map(|floor| share(floor, Peak::Roofline)),
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{PROFILE_SCHEMA_VERSION, TimingMethod};
+use super::TimingMethod;
 
 /// Rewrites a parsed schema-1 profile into schema 2 in place; the problem,
 /// naming the field, when a timing method is prose this project never wrote.
@@ -18,7 +18,7 @@ pub(crate) fn upgrade(profile: &mut Value) -> Result<(), String> {
             upgrade_submission(submission);
         }
     }
-    profile["schema"] = json!(PROFILE_SCHEMA_VERSION);
+    profile["schema"] = json!(2);
     Ok(())
 }
 

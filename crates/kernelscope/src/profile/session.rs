@@ -24,15 +24,17 @@ pub(crate) struct DispatchMeta {
     pub op_kind: OpKind,
     /// Where in the model it runs.
     pub scope: Arc<str>,
-    /// Bytes it declares it moves.
+    /// Bytes it declares it moves (reads plus writes).
     pub bytes: u64,
+    /// How many of those it writes.
+    pub bytes_written: u64,
     /// Floating-point operations it declares.
     pub flops: u64,
     /// How the cost grows with the position it runs at, when it does.
     pub per_position: Option<PositionCost>,
 }
 
-/// A cost declared at `context` positions that grows by `bytes` and
+/// A cost declared at `context` positions that grows by `bytes` (read) and
 /// `flops` per position (see `Dispatch::cost_per_position`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct PositionCost {
@@ -85,6 +87,7 @@ impl DispatchMeta {
             start_ns,
             end_ns,
             bytes: self.bytes,
+            bytes_written: self.bytes_written,
             flops: self.flops,
         }
     }

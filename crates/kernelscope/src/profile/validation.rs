@@ -34,29 +34,9 @@ impl Profile {
         self.check_dispatches(&submissions)
     }
 
-    /// The measured peaks, where known, are positive and finite.
+    /// The ceilings, where known, are positive and finite.
     fn check_peaks(&self) -> Checked {
-        for (field, peak, what) in [
-            (
-                "peak_bandwidth_gbps",
-                self.conditions.peak_bandwidth_gbps,
-                "bandwidth",
-            ),
-            (
-                "peak_compute_gflops",
-                self.conditions.peak_compute_gflops,
-                "compute rate",
-            ),
-        ] {
-            if let Some(peak) = peak
-                && !(peak.is_finite() && peak > 0.0)
-            {
-                return Err(format!(
-                    "conditions.{field}: {peak} is not a positive, finite {what}"
-                ));
-            }
-        }
-        Ok(())
+        self.conditions.ceilings.check()
     }
 
     /// Tokens: ordered intervals, unique indices, times and counters that
@@ -150,6 +130,12 @@ impl Profile {
                 ));
             }
             dispatch_time = add(dispatch_time, duration, &record, "dispatch times")?;
+            if dispatch.bytes_written > dispatch.bytes {
+                return Err(format!(
+                    "{record}: bytes_written {} is more than the {} bytes it moves",
+                    dispatch.bytes_written, dispatch.bytes
+                ));
+            }
             bytes = add(bytes, dispatch.bytes, &record, "dispatch bytes")?;
             flops = add(flops, dispatch.flops, &record, "dispatch flops")?;
         }

@@ -68,6 +68,11 @@ pub(crate) trait Backend {
     fn driver_version(&self) -> Option<String>;
     /// Free and total memory, where the device can tell.
     fn memory_info(&self) -> Option<MemoryInfo>;
+    /// The physical limits the device reports (none for the CPU, which
+    /// does not say its memory's clock).
+    fn physical_limits(&self) -> super::PhysicalLimits {
+        super::PhysicalLimits::default()
+    }
     /// A zero-filled allocation for `shape` elements of `dtype` (the byte
     /// size is already checked not to overflow).
     fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Arc<dyn DeviceMemory>>;

@@ -130,6 +130,13 @@ impl Device {
         self.backend_ref().memory_info()
     }
 
+    /// The physical limits the device reports: a GPU's memory bandwidth
+    /// from its memory clock and bus width, its tensor-core rate from its
+    /// SM count and clock; nothing for the CPU.
+    pub fn physical_limits(&self) -> super::PhysicalLimits {
+        self.backend_ref().physical_limits()
+    }
+
     /// A zero-filled buffer.
     pub fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
         checked_byte_len(dtype, shape)?;
@@ -176,13 +183,10 @@ impl Device {
         Ok(Buffer::new(memory, dtype, shape.to_vec()))
     }
 
-    /// The conditions of a run on this device in `mode` (`eager`, `graph`).
-    pub fn conditions(
-        &self,
-        mode: &str,
-        model: Option<String>,
-        peak_bandwidth_gbps: Option<f64>,
-    ) -> Conditions {
+    /// The conditions of a run on this device in `mode` (`eager`, `graph`),
+    /// with no ceilings: they are measured apart from the device (see
+    /// `ops::ceilings`) and added with [`Conditions::with_ceilings`].
+    pub fn conditions(&self, mode: &str, model: Option<String>) -> Conditions {
         let capabilities = self.capabilities();
         Conditions {
             device: self.name().to_string(),
@@ -193,10 +197,7 @@ impl Device {
             submission_timing: capabilities.submission_timing,
             dispatch_timing: capabilities.dispatch_timing,
             model,
-            peak_bandwidth_gbps,
-            // Measured apart from the device, like the bandwidth; callers
-            // add it with `Conditions::with_peak_compute`.
-            peak_compute_gflops: None,
+            ceilings: crate::profile::Ceilings::default(),
             // Set by whoever split the run (`Profile::with_ranks`).
             topology: None,
         }

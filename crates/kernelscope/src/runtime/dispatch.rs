@@ -123,7 +123,7 @@ impl Default for LaunchGrid {
 ///     .read(&x)
 ///     .write(&y)
 ///     .param(2.0f32)
-///     .cost(64, 8)
+///     .cost(32, 32, 8)
 ///     .op_kind(OpKind::ElemMul);
 /// # Ok::<(), kernelscope::Error>(())
 /// ```
@@ -133,6 +133,7 @@ pub struct Dispatch {
     pub(crate) args: Vec<Arg>,
     pub(crate) grid: LaunchGrid,
     pub(crate) bytes: u64,
+    pub(crate) bytes_written: u64,
     pub(crate) flops: u64,
     pub(crate) per_position: Option<PositionCost>,
     pub(crate) op_kind: Option<OpKind>,
@@ -146,6 +147,7 @@ impl Dispatch {
             args: Vec::with_capacity(4),
             grid: LaunchGrid::default(),
             bytes: 0,
+            bytes_written: 0,
             flops: 0,
             per_position: None,
             op_kind: None,
@@ -188,15 +190,18 @@ impl Dispatch {
         self
     }
 
-    /// Declares the bytes moved and flops done, for the roofline columns.
-    pub fn cost(mut self, bytes: u64, flops: u64) -> Self {
-        self.bytes = bytes;
+    /// Declares the bytes read, the bytes written and the flops done, for
+    /// the roofline: the kernel's floor time is its reads at the device's
+    /// read ceiling plus its writes at the write ceiling.
+    pub fn cost(mut self, bytes_read: u64, bytes_written: u64, flops: u64) -> Self {
+        self.bytes = bytes_read.saturating_add(bytes_written);
+        self.bytes_written = bytes_written;
         self.flops = flops;
         self
     }
 
     /// Declares that the cost given to [`cost`](Self::cost) is that of
-    /// `context` positions and grows by `bytes` and `flops` per position:
+    /// `context` positions and grows by `bytes` read and `flops` per position:
     /// a kernel that reads its position from device memory (attention over
     /// the KV cache) does work that depends on it, and a graph captured at
     /// one position is replayed at others. A replay told its context

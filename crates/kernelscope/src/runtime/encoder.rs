@@ -196,6 +196,7 @@ impl CommandEncoder {
             op_kind,
             scope: self.scope.clone(),
             bytes: dispatch.bytes,
+            bytes_written: dispatch.bytes_written,
             flops: dispatch.flops,
             per_position: dispatch.per_position,
         };

@@ -106,14 +106,9 @@ fn shared_scales(runs: &[(&str, &Profile, Summary<'_>); 2]) -> SharedScales {
         .flat_map(|(_, profile, summary)| layer_bars(summary, profile.repetition_tokens().len()))
         .map(|bar| bar.total_ns)
         .fold(0.0, f64::max);
-    let range = |(_, profile, summary): &(&str, &Profile, Summary<'_>)| {
+    let range = |(_, _, summary): &(&str, &Profile, Summary<'_>)| {
         let (kernels, ops) = roofline_marks(summary);
-        RooflineRange::of(
-            &kernels,
-            &ops,
-            profile.conditions.peak_bandwidth_gbps,
-            profile.conditions.peak_compute_gflops,
-        )
+        RooflineRange::of(&kernels, &ops, summary.roofline)
     };
     let roofline = match (range(&runs[0]), range(&runs[1])) {
         (Some(a), Some(b)) => Some(a.union(b)),

@@ -1,12 +1,14 @@
 //! The roofline chart: one circle per kernel that declares flops and bytes
 //! at its arithmetic intensity and achieved GFLOP/s, one square per op kind
-//! (shown with the page's switch), under the measured bandwidth and compute
-//! ceilings; the kernels without flops as bars of their bandwidth against
-//! the peak below it. Two runs side by side share one extent.
+//! (shown with the page's switch), under the measured read-bandwidth and
+//! compute ceilings; the kernels without flops as bars of how close they
+//! came to their floor time (bytes read at the read ceiling plus bytes
+//! written at the write ceiling) below it. Two runs side by side share one
+//! extent.
 
 use std::fmt::Write;
 
-use kernelscope::profile::Aggregate;
+use kernelscope::profile::{Aggregate, PeakShare, Roofline, placements};
 
 use super::markup::escape;
 use super::svg::{Frame, LogAxis, decade_label, shorten};
@@ -19,16 +21,20 @@ pub(super) struct RooflineMark {
     total_ns: u64,
     bytes: u64,
     flops: u64,
+    /// How close it came to its bound, by the kernels' own mix of reads
+    /// and writes (see `Placement::share_of_peak`).
+    share: Option<PeakShare>,
 }
 
 impl RooflineMark {
-    fn of(row: &Aggregate) -> RooflineMark {
+    fn of(row: &Aggregate, share: Option<PeakShare>) -> RooflineMark {
         RooflineMark {
             name: row.key.clone(),
             calls: row.calls,
             total_ns: row.total_ns,
             bytes: row.bytes,
             flops: row.flops,
+            share,
         }
     }
 
@@ -44,8 +50,8 @@ impl RooflineMark {
         (self.bytes > 0 && self.total_ns > 0).then(|| self.bytes as f64 / self.total_ns as f64)
     }
 
-    /// Hover text: name, calls, µs, GB/s, GFLOP/s, % of the peaks.
-    fn describe(&self, peak_gbps: Option<f64>, peak_gflops: Option<f64>) -> String {
+    /// Hover text: name, calls, µs, GB/s, GFLOP/s, how close to its bound.
+    fn describe(&self) -> String {
         let mut text = format!(
             "{}\n{} calls, {:.1} µs in all, {:.2} µs each",
             self.name,
@@ -55,15 +61,12 @@ impl RooflineMark {
         );
         if let Some(gbps) = self.gigabytes() {
             let _ = write!(text, "\n{gbps:.1} GB/s");
-            if let Some(peak) = peak_gbps.filter(|peak| *peak > 0.0) {
-                let _ = write!(text, " ({:.1}% of peak bandwidth)", 100.0 * gbps / peak);
-            }
         }
         if let Some(gflops) = self.gigaflops() {
             let _ = write!(text, "\n{gflops:.1} GFLOP/s");
-            if let Some(peak) = peak_gflops.filter(|peak| *peak > 0.0) {
-                let _ = write!(text, " ({:.1}% of peak compute)", 100.0 * gflops / peak);
-            }
+        }
+        if let Some(share) = self.share {
+            let _ = write!(text, "\n{:.1}% of {}", share.percent, share_of_what(share));
         }
         if let Some(intensity) = self.intensity() {
             let _ = write!(text, "\n{intensity:.2} FLOP/B");
@@ -72,21 +75,34 @@ impl RooflineMark {
     }
 }
 
-/// The kernels and the op kinds of the summary, heaviest first.
-pub(super) fn roofline_marks(summary: &Summary<'_>) -> (Vec<RooflineMark>, Vec<RooflineMark>) {
-    let marks = |rows: Vec<Aggregate>| rows.iter().map(RooflineMark::of).collect::<Vec<_>>();
-    (
-        marks(summary.heaviest_groups(kernel_of)),
-        marks(summary.heaviest_groups(op_of)),
-    )
+/// What a share is of, in the hover text's words.
+fn share_of_what(share: PeakShare) -> &'static str {
+    match share.peak {
+        kernelscope::profile::Peak::Bandwidth => {
+            "its memory floor (bytes read at the read ceiling + bytes written at the write ceiling)"
+        }
+        kernelscope::profile::Peak::Compute => "peak compute",
+        kernelscope::profile::Peak::Roofline => "its roofline floor",
+    }
 }
 
-/// Flops per byte where both peaks are known and positive.
-fn ridge_point(peak_gbps: Option<f64>, peak_gflops: Option<f64>) -> Option<f64> {
-    match (peak_gbps, peak_gflops) {
-        (Some(gbps), Some(gflops)) if gbps > 0.0 && gflops > 0.0 => Some(gflops / gbps),
-        _ => None,
-    }
+/// The kernels and the op kinds of the summary, heaviest first, each with
+/// how close it came to its bound.
+pub(super) fn roofline_marks(summary: &Summary<'_>) -> (Vec<RooflineMark>, Vec<RooflineMark>) {
+    let marks = |key: fn(&kernelscope::profile::DispatchRecord) -> String| {
+        let placed = placements(summary.records.iter().copied(), summary.roofline, key);
+        summary
+            .heaviest_groups(key)
+            .iter()
+            .map(|row| {
+                let share = placed
+                    .get(&row.key)
+                    .and_then(|placement| placement.share_of_peak(summary.roofline, row));
+                RooflineMark::of(row, share)
+            })
+            .collect::<Vec<_>>()
+    };
+    (marks(kernel_of), marks(op_of))
 }
 
 /// The extent of a roofline chart: intensities and rates to cover (two
@@ -102,12 +118,7 @@ pub(super) struct RooflineRange {
 impl RooflineRange {
     /// What covers the marks that can be placed and the ceilings (a decade
     /// either side of the ridge point); `None` when no mark can be placed.
-    pub fn of(
-        kernels: &[RooflineMark],
-        ops: &[RooflineMark],
-        peak_gbps: Option<f64>,
-        peak_gflops: Option<f64>,
-    ) -> Option<RooflineRange> {
+    pub fn of(kernels: &[RooflineMark], ops: &[RooflineMark], roofline: Roofline) -> Option<RooflineRange> {
         let placed: Vec<(f64, f64)> = kernels
             .iter()
             .chain(ops)
@@ -116,7 +127,7 @@ impl RooflineRange {
         if placed.is_empty() {
             return None;
         }
-        let ridge = ridge_point(peak_gbps, peak_gflops);
+        let ridge = roofline.ridge_point();
         let x_low = placed
             .iter()
             .map(|(x, _)| *x)
@@ -132,7 +143,7 @@ impl RooflineRange {
             .iter()
             .map(|(_, y)| *y)
             .fold(0.0, f64::max)
-            .max(peak_gflops.unwrap_or(0.0) * 1.5);
+            .max(roofline.peak_compute_gflops().unwrap_or(0.0) * 1.5);
         Some(RooflineRange {
             x_low,
             x_high,
@@ -158,12 +169,11 @@ pub(super) fn roofline(
     out: &mut String,
     kernels: &[RooflineMark],
     ops: &[RooflineMark],
-    peak_gbps: Option<f64>,
-    peak_gflops: Option<f64>,
+    roofline: Roofline,
     shared: Option<RooflineRange>,
 ) {
     // Nothing of this run to place: no chart, even on a shared extent.
-    let own = RooflineRange::of(kernels, ops, peak_gbps, peak_gflops);
+    let own = RooflineRange::of(kernels, ops, roofline);
     if let Some(range) = own.map(|own| shared.unwrap_or(own)) {
         let plot = RooflinePlot {
             frame: Frame {
@@ -183,13 +193,13 @@ pub(super) fn roofline(
             "roofline: achieved GFLOP/s against arithmetic intensity",
         );
         plot.axes(out);
-        plot.ceilings(out, peak_gbps, peak_gflops);
-        plot.marks(out, kernels, ops, peak_gbps, peak_gflops);
+        plot.ceilings(out, roofline);
+        plot.marks(out, kernels, ops);
         out.push_str("</svg>");
     } else {
         out.push_str(r#"<p class="empty">No kernel declares both flops and bytes: nothing to place on the roofline.</p>"#);
     }
-    bandwidth_bars(out, kernels, peak_gbps, peak_gflops);
+    bandwidth_bars(out, kernels);
 }
 
 /// A roofline's frame and its two log axes: intensity across, rate up.
@@ -240,17 +250,18 @@ impl RooflinePlot {
 
     /// The ceilings: bandwidth × intensity up to the ridge, then the
     /// compute peak; clipped to the plot.
-    fn ceilings(&self, out: &mut String, peak_gbps: Option<f64>, peak_gflops: Option<f64>) {
-        let ridge = ridge_point(peak_gbps, peak_gflops);
+    fn ceilings(&self, out: &mut String, roofline: Roofline) {
+        let ridge = roofline.ridge_point();
         let (x_min, x_max) = (self.x_axis.low(), self.x_axis.high());
         let (y_min, y_max) = (self.y_axis.low(), self.y_axis.high());
-        if let Some(gbps) = peak_gbps.filter(|peak| *peak > 0.0) {
+        if let Some((gbps, basis)) = roofline.bandwidth().filter(|(peak, _)| *peak > 0.0) {
             let end = ridge.unwrap_or(x_max).min(x_max).min(y_max / gbps);
             let start = x_min.max(y_min / gbps);
             if start < end {
                 let _ = write!(
                     out,
-                    r##"<line class="ceiling bandwidth" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#c0392b" stroke-width="2"><title>peak bandwidth {gbps:.1} GB/s (copy probe)</title></line>"##,
+                    r##"<line class="ceiling bandwidth" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#c0392b" stroke-width="2"><title>{} ceiling {gbps:.1} GB/s</title></line>"##,
+                    basis.name(),
                     self.x(start),
                     self.y(start * gbps),
                     self.x(end),
@@ -258,11 +269,14 @@ impl RooflinePlot {
                 );
             }
         }
-        if let Some(gflops) = peak_gflops.filter(|peak| *peak > 0.0 && *peak <= y_max) {
+        if let Some(gflops) = roofline
+            .peak_compute_gflops()
+            .filter(|peak| *peak > 0.0 && *peak <= y_max)
+        {
             let start = ridge.unwrap_or(x_min).max(x_min);
             let _ = write!(
                 out,
-                r##"<line class="ceiling compute" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#2c3e50" stroke-width="2"><title>peak compute {gflops:.1} GFLOP/s (GEMM probe)</title></line>"##,
+                r##"<line class="ceiling compute" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#2c3e50" stroke-width="2"><title>compute ceiling {gflops:.1} GFLOP/s</title></line>"##,
                 self.x(start),
                 self.y(gflops),
                 self.x(x_max),
@@ -273,14 +287,7 @@ impl RooflinePlot {
 
     /// A circle per kernel and a square per op kind that can be placed,
     /// their area by share of the time so the heavy ones stand out.
-    fn marks(
-        &self,
-        out: &mut String,
-        kernels: &[RooflineMark],
-        ops: &[RooflineMark],
-        peak_gbps: Option<f64>,
-        peak_gflops: Option<f64>,
-    ) {
+    fn marks(&self, out: &mut String, kernels: &[RooflineMark], ops: &[RooflineMark]) {
         let total = saturating_sum(kernels.iter().map(|mark| mark.total_ns)).max(1);
         for (class, marks) in [("roofline-point", kernels), ("roofline-op", ops)] {
             for mark in marks {
@@ -288,7 +295,7 @@ impl RooflinePlot {
                     continue;
                 };
                 let (cx, cy) = (self.x(intensity), self.y(gflops));
-                let title = escape(&mark.describe(peak_gbps, peak_gflops));
+                let title = escape(&mark.describe());
                 let name = escape(&mark.name);
                 let radius = 3.0 + 12.0 * (mark.total_ns as f64 / total as f64).sqrt();
                 if class == "roofline-point" {
@@ -310,24 +317,18 @@ impl RooflinePlot {
     }
 }
 
-/// Kernels that declare bytes but no flops: their achieved bandwidth as a
-/// bar against the peak.
-fn bandwidth_bars(
-    out: &mut String,
-    kernels: &[RooflineMark],
-    peak_gbps: Option<f64>,
-    peak_gflops: Option<f64>,
-) {
+/// Kernels that declare bytes but no flops: how close each came to its
+/// memory floor as a bar (or, with no ceiling known, its bandwidth against
+/// the fastest of them).
+fn bandwidth_bars(out: &mut String, kernels: &[RooflineMark]) {
     let memory: Vec<&RooflineMark> = kernels.iter().filter(|mark| mark.intensity().is_none()).collect();
     if memory.is_empty() {
         return;
     }
-    let scale = peak_gbps.filter(|peak| *peak > 0.0).unwrap_or_else(|| {
-        memory
-            .iter()
-            .filter_map(|mark| mark.gigabytes())
-            .fold(1.0, f64::max)
-    });
+    let fastest = memory
+        .iter()
+        .filter_map(|mark| mark.gigabytes())
+        .fold(1.0, f64::max);
     let row = 18.0;
     let frame = Frame {
         width: 760.0,
@@ -337,7 +338,7 @@ fn bandwidth_bars(
         top: 8.0,
         bottom: 22.0,
     };
-    out.push_str(r#"<h3>Kernels without flops: bandwidth against the peak</h3>"#);
+    out.push_str(r#"<h3>Kernels without flops: how close each came to its memory floor</h3>"#);
     frame.open(
         out,
         "bandwidth",
@@ -346,12 +347,11 @@ fn bandwidth_bars(
     for (position, mark) in memory.iter().enumerate() {
         let top = frame.top + row * position as f64 + 2.0;
         let gbps = mark.gigabytes().unwrap_or(0.0);
-        let width = (gbps / scale).clamp(0.0, 1.0) * frame.plot_width();
-        let share = if peak_gbps.is_some() {
-            format!("{:.1}%", 100.0 * gbps / scale)
-        } else {
-            format!("{gbps:.0} GB/s")
+        let (fraction, share) = match mark.share {
+            Some(share) => (share.percent / 100.0, format!("{:.1}%", share.percent)),
+            None => (gbps / fastest, format!("{gbps:.0} GB/s")),
         };
+        let width = fraction.clamp(0.0, 1.0) * frame.plot_width();
         let _ = write!(
             out,
             r##"<text x="{:.1}" y="{:.1}" class="label" text-anchor="end">{}</text><rect class="bandwidth-bar" data-name="{}" x="{:.1}" y="{top:.1}" width="{width:.1}" height="{:.1}" fill="#76b7b2"><title>{}</title></rect><text x="{:.1}" y="{:.1}" class="label">{share}</text>"##,
@@ -361,7 +361,7 @@ fn bandwidth_bars(
             escape(&mark.name),
             frame.left,
             row - 4.0,
-            escape(&mark.describe(peak_gbps, peak_gflops)),
+            escape(&mark.describe()),
             frame.left + width + 4.0,
             top + 11.0
         );

@@ -45,23 +45,19 @@ pub(super) fn conditions(out: &mut String, profile: &Profile) {
             conditions.dispatch_timing.describe(),
         ],
         vec!["model".to_string(), or_dash(&conditions.model)],
-        vec![
-            "peak bandwidth".to_string(),
-            conditions
-                .peak_bandwidth_gbps
-                .map_or("unknown".to_string(), |peak| {
-                    format!("{peak:.1} GB/s (copy probe)")
-                }),
-        ],
-        vec![
-            "peak compute".to_string(),
-            conditions
-                .peak_compute_gflops
-                .map_or("unknown".to_string(), |peak| {
-                    format!("{peak:.1} GFLOP/s (GEMM probe)")
-                }),
-        ],
     ];
+    rows.extend(conditions.ceilings.each().map(|(name, unit, ceiling)| {
+        vec![
+            format!("{} ceiling", name.replace('_', " ")),
+            format!("{:.1} {unit} ({})", ceiling.value, ceiling.method),
+        ]
+    }));
+    if conditions.ceilings.bandwidth().is_none() {
+        rows.push(vec!["memory ceiling".to_string(), "unknown".to_string()]);
+    }
+    if conditions.ceilings.compute.is_none() {
+        rows.push(vec!["compute ceiling".to_string(), "unknown".to_string()]);
+    }
     if let Some(topology) = &conditions.topology {
         rows.push(vec!["split".to_string(), topology.describe()]);
     }
@@ -138,19 +134,11 @@ pub(super) fn views(out: &mut String, profile: &Profile, summary: &Summary<'_>, 
 fn charts(out: &mut String, profile: &Profile, summary: &Summary<'_>, scales: SharedScales) {
     let _ = write!(
         out,
-        r#"<h2>Roofline</h2><p class="note">Every kernel over {} as a circle (area: share of the time; hover for its figures) at its declared flops per byte and achieved GFLOP/s, under the measured bandwidth ceiling (red) and compute ceiling (dark). <label><input type="checkbox" class="show-ops"> show op kinds (squares)</label></p>"#,
+        r#"<h2>Roofline</h2><p class="note">Every kernel over {} as a circle (area: share of the time; hover for its figures) at its declared flops per byte and achieved GFLOP/s, under the measured memory ceiling (red: the read ceiling, or a profile's copy ceiling from before schema 3) and compute ceiling (dark). <label><input type="checkbox" class="show-ops"> show op kinds (squares)</label></p>"#,
         escape(&summary.over)
     );
     let (kernels, ops) = roofline_marks(summary);
-    let conditions = &profile.conditions;
-    roofline(
-        out,
-        &kernels,
-        &ops,
-        conditions.peak_bandwidth_gbps,
-        conditions.peak_compute_gflops,
-        scales.roofline,
-    );
+    roofline(out, &kernels, &ops, summary.roofline, scales.roofline);
 
     out.push_str(r#"<h2>Per layer</h2><p class="note">Time per token of each layer by op kind; identical layers give identical bars, and a layer that differs from the layers doing the same work by more than the noise is outlined in red and marked *.</p>"#);
     let bars = layer_bars(summary, profile.repetition_tokens().len());

@@ -17,7 +17,7 @@ mod tokens;
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use kernelscope::profile::{Profile, Roofline, fold_inputs, layer_of};
+use kernelscope::profile::{BandwidthBasis, Ceilings, Profile, fold_inputs, layer_of};
 
 pub use comparison::render_comparison;
 
@@ -116,25 +116,45 @@ fn render_conditions(profile: &Profile, out: &mut String) {
     if let Some(model) = &conditions.model {
         let _ = writeln!(out, "model: {model}");
     }
-    let _ = writeln!(out, "{}", describe_roofline(Roofline::of(conditions)));
+    let _ = writeln!(out, "{}", describe_roofline(&conditions.ceilings));
 }
 
-/// One line naming both ceilings and how each was measured, or saying
-/// which is unknown and what that leaves unclassified.
-fn describe_roofline(roofline: Roofline) -> String {
-    let bandwidth = roofline.peak_bandwidth_gbps().map_or_else(
-        || "peak bandwidth unknown (copy probe not run)".to_string(),
-        |gbps| format!("peak bandwidth {gbps:.1} GB/s (copy probe)"),
+/// The ceilings the roofline is drawn at, on one line, then each ceiling
+/// with how it was measured on a line of its own; or what is unknown and
+/// what that leaves unclassified.
+fn describe_roofline(ceilings: &Ceilings) -> String {
+    let memory = match ceilings.bandwidth() {
+        Some((gbps, BandwidthBasis::Read)) => {
+            let write = ceilings
+                .write
+                .as_ref()
+                .map_or_else(String::new, |write| format!(", write {:.1} GB/s", write.value));
+            format!("memory: read {gbps:.1} GB/s{write}")
+        }
+        Some((gbps, BandwidthBasis::Copy)) => format!(
+            "memory: copy {gbps:.1} GB/s (bytes read + written; profiles before schema 3 measured no read ceiling)"
+        ),
+        None => "memory ceiling unknown (bandwidth probes not run)".to_string(),
+    };
+    let compute = ceilings.compute_gflops().map_or_else(
+        || "compute ceiling unknown (compute probe not run)".to_string(),
+        |gflops| format!("compute {gflops:.1} GFLOP/s"),
     );
-    let compute = roofline.peak_compute_gflops().map_or_else(
-        || "peak compute unknown (GEMM probe not run)".to_string(),
-        |gflops| format!("peak compute {gflops:.1} GFLOP/s (bf16 GEMM probe)"),
-    );
-    let ridge = match roofline.ridge_point() {
+    let ridge = match ceilings.ridge_point() {
         Some(ridge) => format!("ridge point {ridge:.2} FLOP/B"),
         None => "no ridge point, so work with both bytes and flops is not classified".to_string(),
     };
-    format!("roofline: {bandwidth}, {compute}; {ridge}")
+    let mut text = format!("roofline: {memory}; {compute}; {ridge}");
+    for (name, unit, ceiling) in ceilings.each() {
+        let _ = write!(
+            text,
+            "\n  {} ceiling {:.1} {unit}: {}",
+            name.replace('_', " "),
+            ceiling.value,
+            ceiling.method
+        );
+    }
+    text
 }
 
 fn render_counters(profile: &Profile, out: &mut String) {

@@ -19,17 +19,28 @@ pub fn recorded_profile() -> Profile {
         encoder.set_scope("layer.0.attn");
         let rope = Dispatch::new(&kernel).read(&a).write(&b);
         encoder
-            .dispatch(rope.cost(8 * n as u64, n as u64).op_kind(OpKind::Rope))
+            .dispatch(
+                rope.cost(4 * n as u64, 4 * n as u64, n as u64)
+                    .op_kind(OpKind::Rope),
+            )
             .unwrap();
         encoder.set_scope("lm_head");
         let head = Dispatch::new(&kernel).read(&b).write(&a);
         encoder
-            .dispatch(head.cost(8 * n as u64, n as u64).op_kind(OpKind::MatVec))
+            .dispatch(
+                head.cost(4 * n as u64, 4 * n as u64, n as u64)
+                    .op_kind(OpKind::MatVec),
+            )
             .unwrap();
         encoder.commit_and_wait_labeled("token").unwrap();
         device.profiler().end_token();
     }
-    device.profile(device.conditions("eager", Some("test".into()), Some(50.0)))
+    device.profile(device.conditions("eager", Some("test".into())).with_ceilings(
+        kernelscope::profile::Ceilings {
+            read: Some(kernelscope::profile::Ceiling::new(50.0, "test")),
+            ..Default::default()
+        },
+    ))
 }
 
 /// The report's row for `key` in the table that follows `section`, as cells.

@@ -88,8 +88,10 @@ impl Add {
                 .scalar(COLUMNS, columns.max(1) as u32)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(n, 256))
+                // The accumulator is read and written, the addend read.
                 .cost(
-                    bytes_of(2 * n, DType::F32) + bytes_of(columns, self.dtype),
+                    bytes_of(n, DType::F32) + bytes_of(columns, self.dtype),
+                    bytes_of(n, DType::F32),
                     n as u64,
                 )
                 .op_kind(OpKind::ElemAdd),

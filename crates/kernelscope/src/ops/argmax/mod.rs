@@ -66,7 +66,8 @@ impl Argmax {
                     shared_memory_bytes: 0,
                 })
                 .cost(
-                    bytes_of(n, DType::F32) + bytes_of(2 * blocks + 1, DType::U32) + 4,
+                    bytes_of(n, DType::F32),
+                    bytes_of(2 * blocks + 1, DType::U32) + 4,
                     n as u64,
                 )
                 .op_kind(OpKind::Argmax),

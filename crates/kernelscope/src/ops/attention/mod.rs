@@ -278,8 +278,8 @@ impl Attention {
                     shared_memory_bytes: (warps * group * (heads.dim + 2) * 4) as u32,
                 })
                 .cost(
-                    context as u64 * bytes_per_position
-                        + bytes_of(heads.query * heads.dim + needed, DType::F32),
+                    context as u64 * bytes_per_position + bytes_of(heads.query * heads.dim, DType::F32),
+                    bytes_of(needed, DType::F32),
                     context as u64 * flops_per_position,
                 )
                 .cost_per_position(context as u64, bytes_per_position, flops_per_position)
@@ -318,7 +318,8 @@ impl Attention {
                 shared_memory_bytes: 0,
             })
             .cost(
-                bytes_of(needed + heads.query * heads.dim, DType::F32),
+                bytes_of(needed, DType::F32),
+                bytes_of(heads.query * heads.dim, DType::F32),
                 3 * needed as u64,
             )
             .op_kind(OpKind::Attention))

@@ -72,7 +72,8 @@ impl AllReduce {
         Ok(Arguments::new(all_reduce::ARGUMENTS)
             .buffer(all_reduce::BUFFER, buffer)
             .dispatch(&self.kernel)?
-            .cost(all_reduce_bus_bytes(bytes, self.communicator.ranks()), 0)
+            // Bus bytes, a link's rate rather than memory's: declared as read.
+            .cost(all_reduce_bus_bytes(bytes, self.communicator.ranks()), 0, 0)
             .op_kind(OpKind::AllReduce))
     }
 }
@@ -110,7 +111,7 @@ impl AllGather {
             .buffer(all_gather::INPUT, input)
             .buffer(all_gather::OUTPUT, output)
             .dispatch(&self.kernel)?
-            .cost(all_gather_bus_bytes(bytes, ranks), 0)
+            .cost(all_gather_bus_bytes(bytes, ranks), 0, 0)
             .op_kind(OpKind::AllGather))
     }
 }

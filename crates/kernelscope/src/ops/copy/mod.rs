@@ -60,7 +60,7 @@ impl Copy {
                     source.byte_len().div_ceil(16).min(1 << 22),
                     256,
                 ))
-                .cost(2 * bytes, 0)
+                .cost(bytes, bytes, 0)
                 .op_kind(OpKind::Copy),
         )
     }
@@ -79,11 +79,11 @@ fn raw_view(buffer: &Buffer) -> Result<Buffer> {
     buffer.reinterpret(crate::DType::U32)
 }
 
-/// Measures `device`'s memory bandwidth in GB/s as the best of `repetitions`
-/// timed copies of `bytes` bytes, counting bytes read plus bytes written
-/// (the convention of the roofline columns). Uses the device's own queue and
-/// host-side wall time around commit-and-wait, so it includes launch cost:
-/// pick `bytes` large (hundreds of MB) for a peak figure.
+/// Measures `device`'s copy bandwidth in GB/s as the best of `repetitions`
+/// timed copies of `bytes` bytes, counting bytes read plus bytes written,
+/// timed as every ceiling probe is (see `ops::probe_timing`: by the device
+/// where its profiler times submissions, else by the host around commit
+/// and wait, which adds the launch: pick `bytes` large then).
 pub fn measure_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> Result<f64> {
     let registry = super::registry();
     let copy = Copy::new(&registry, device)?;
@@ -94,16 +94,8 @@ pub fn measure_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> R
         .collect();
     let source = device.buffer_from_slice(&pattern, &[words])?;
     let destination = device.alloc(crate::DType::U32, &[words])?;
-    let mut encoder = device.command_encoder();
-    // One untimed copy first so page faults and first-touch are not measured.
-    copy.encode(&mut encoder, &source, &destination)?;
-    encoder.commit_and_wait_labeled("bandwidth.warmup")?;
-    let mut best = f64::INFINITY;
-    for _ in 0..repetitions.max(1) {
-        let start = std::time::Instant::now();
-        copy.encode(&mut encoder, &source, &destination)?;
-        encoder.commit_and_wait_labeled("bandwidth")?;
-        best = best.min(start.elapsed().as_secs_f64());
-    }
+    let best = super::probe_timing::best_seconds(device, "bandwidth", repetitions, |encoder| {
+        copy.encode(encoder, &source, &destination)
+    })?;
     Ok(2.0 * (words * 4) as f64 / best / 1e9)
 }

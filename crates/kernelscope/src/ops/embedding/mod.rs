@@ -114,9 +114,8 @@ impl Embedding {
                     shared_memory_bytes: 0,
                 })
                 .cost(
-                    bytes_of(rows * hidden, self.dtype)
-                        + bytes_of(rows * hidden, DType::F32)
-                        + bytes_of(rows, DType::U32),
+                    bytes_of(rows * hidden, self.dtype) + bytes_of(rows, DType::U32),
+                    bytes_of(rows * hidden, DType::F32),
                     0,
                 )
                 .op_kind(OpKind::Embedding),

@@ -90,9 +90,8 @@ impl KvAppend {
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(elements, 256))
                 .cost(
-                    bytes_of(2 * elements, DType::F32)
-                        + bytes_of(2 * elements, self.cache_dtype)
-                        + 4 * rows as u64,
+                    bytes_of(2 * elements, DType::F32) + 4 * rows as u64,
+                    bytes_of(2 * elements, self.cache_dtype),
                     0,
                 )
                 .op_kind(OpKind::Copy),

@@ -71,7 +71,8 @@ impl MatMul {
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(m * n * 32, 256))
                 .cost(
-                    bytes_of(k * (n + m), self.dtype) + bytes_of(m * n, DType::F32),
+                    bytes_of(k * (n + m), self.dtype),
+                    bytes_of(m * n, DType::F32),
                     2 * (m * n * k) as u64,
                 )
                 .op_kind(OpKind::MatMul),

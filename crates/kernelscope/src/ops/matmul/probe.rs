@@ -80,42 +80,12 @@ pub fn measure_compute(device: &Device, dtype: DType, size: usize, repetitions: 
     )?;
     let out = device.alloc(DType::F32, &[size, size])?;
 
-    let mut encoder = device.command_encoder();
-    matmul.encode(&mut encoder, &weight, &x, &out)?;
-    encoder.commit_and_wait_labeled(&format!("{COMPUTE_PROBE_LABEL}.warmup"))?;
-
-    let profiler = device.profiler();
-    let device_timed = profiler.times_submissions();
-    let mut best_seconds = f64::INFINITY;
-    for _ in 0..repetitions.max(1) {
-        let recorded_before = if device_timed {
-            profiler.submissions().len()
-        } else {
-            0
-        };
-        let start = std::time::Instant::now();
-        matmul.encode(&mut encoder, &weight, &x, &out)?;
-        encoder.commit_and_wait_labeled(COMPUTE_PROBE_LABEL)?;
-        let host_seconds = start.elapsed().as_secs_f64();
-        let seconds = if device_timed {
-            // The submission just waited for is the last one of this label
-            // recorded since; the host time stands in should the profiler
-            // have been reset meanwhile by another user of the device.
-            profiler
-                .submissions()
-                .iter()
-                .skip(recorded_before)
-                .rfind(|submission| &*submission.label == COMPUTE_PROBE_LABEL)
-                .map_or(host_seconds, |submission| submission.duration_ns() as f64 / 1e9)
-        } else {
-            host_seconds
-        };
-        best_seconds = best_seconds.min(seconds);
-    }
+    let best_seconds =
+        crate::ops::probe_timing::best_seconds(device, COMPUTE_PROBE_LABEL, repetitions, |encoder| {
+            matmul.encode(encoder, &weight, &x, &out)
+        })?;
     let flops = 2.0 * (size as f64).powi(3);
-    // A run too short for the clock (a tiny size) has no meaningful rate;
-    // one nanosecond keeps the figure finite rather than infinite.
-    Ok(flops / best_seconds.max(1e-9) / 1e9)
+    Ok(flops / best_seconds / 1e9)
 }
 
 /// `count` values in [-1, 1), each nudged away from zero so no product of

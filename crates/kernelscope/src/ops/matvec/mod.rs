@@ -57,10 +57,12 @@ pub(crate) fn grid(rows: usize, most_blocks: usize, shared_memory_bytes: u32) ->
 /// wave of 8-warp blocks on 132 SMs is about 1,000), beyond which warps loop.
 const MOST_BLOCKS: usize = 4096;
 
-/// The bytes and flops of `out[n] = W[n, k] · x[k]` with weights of `dtype`.
-pub(crate) fn cost(n: usize, k: usize, dtype: DType) -> (u64, u64) {
+/// The bytes read, bytes written and flops of `out[n] = W[n, k] · x[k]`
+/// with weights of `dtype`.
+pub(crate) fn cost(n: usize, k: usize, dtype: DType) -> (u64, u64, u64) {
     (
-        bytes_of(n * k, dtype) + bytes_of(n + k, DType::F32),
+        bytes_of(n * k, dtype) + bytes_of(k, DType::F32),
+        bytes_of(n, DType::F32),
         2 * (n * k) as u64,
     )
 }
@@ -91,8 +93,8 @@ impl MatVec {
     ) -> Result<()> {
         let (dispatch, [n, k]) =
             checked_dispatch("matvec", ARGUMENTS, &self.kernel, self.dtype, weight, x, out)?;
-        let (bytes, flops) = cost(n, k, self.dtype);
-        encoder.dispatch(dispatch.cost(bytes, flops).op_kind(OpKind::MatVec))
+        let (read, written, flops) = cost(n, k, self.dtype);
+        encoder.dispatch(dispatch.cost(read, written, flops).op_kind(OpKind::MatVec))
     }
 }
 

@@ -52,11 +52,11 @@ impl MatVecAdd {
     ) -> Result<()> {
         let (dispatch, [n, k]) =
             checked_dispatch("matvec_add", ARGUMENTS, &self.kernel, self.dtype, weight, x, out)?;
-        let (bytes, flops) = cost(n, k, self.dtype);
-        // The output is read as well as written: n more f32.
+        let (read, written, flops) = cost(n, k, self.dtype);
+        // The output is read as well as written: n more f32 read.
         encoder.dispatch(
             dispatch
-                .cost(bytes + 4 * n as u64, flops + n as u64)
+                .cost(read + 4 * n as u64, written, flops + n as u64)
                 .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd])),
         )
     }

@@ -128,7 +128,7 @@ impl NormMatVec {
         expect(OP, "output", out, DType::F32, &[n])?;
         // Unused slots repeat the first matrix with no rows: read, never used.
         let weight = |slot: usize| weights.get(slot).copied().unwrap_or(first);
-        let (bytes, flops) = cost(n, k, self.dtype);
+        let (read, written, flops) = cost(n, k, self.dtype);
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(X, x)
@@ -144,7 +144,7 @@ impl NormMatVec {
                 .scalar(EPS, eps)
                 .dispatch(&self.kernel)?
                 .grid(grid(n, MOST_BLOCKS, (4 * k) as u32))
-                .cost(bytes + bytes_of(k, self.dtype), flops + 4 * k as u64)
+                .cost(read + bytes_of(k, self.dtype), written, flops + 4 * k as u64)
                 .op_kind(OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec])),
         )
     }

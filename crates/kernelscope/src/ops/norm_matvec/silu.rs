@@ -67,7 +67,7 @@ impl NormMatVecSiluMul {
         expect(OP, "up", up, self.dtype, &[n, k])?;
         check_normed_input(OP, x, norm_weight, self.dtype, k)?;
         expect(OP, "output", out, DType::F32, &[n])?;
-        let (bytes, flops) = cost(2 * n, k, self.dtype);
+        let (read, _, flops) = cost(2 * n, k, self.dtype);
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(X, x)
@@ -80,9 +80,10 @@ impl NormMatVecSiluMul {
                 .scalar(EPS, eps)
                 .dispatch(&self.kernel)?
                 .grid(grid(n, MOST_BLOCKS, (4 * k) as u32))
-                // 2n outputs were counted above; n are stored.
+                // Of the 2n mat-vec outputs only the n products are stored.
                 .cost(
-                    bytes + bytes_of(k, self.dtype) - bytes_of(n, DType::F32),
+                    read + bytes_of(k, self.dtype),
+                    bytes_of(n, DType::F32),
                     flops + 4 * k as u64 + 5 * n as u64,
                 )
                 .op_kind(OpKind::fused(&[

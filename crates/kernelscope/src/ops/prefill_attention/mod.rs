@@ -178,9 +178,8 @@ impl PrefillAttention {
                 .dispatch(kernel)?
                 .grid(grid)
                 .cost(
-                    (2 * context_end * kv_dim * cache_bytes) as u64
-                        + bytes_of(rows * q_dim, DType::F32)
-                        + bytes_of(rows * q_dim, self.out_dtype),
+                    (2 * context_end * kv_dim * cache_bytes) as u64 + bytes_of(rows * q_dim, DType::F32),
+                    bytes_of(rows * q_dim, self.out_dtype),
                     4 * (heads.query * heads.dim) as u64 * attended(rows, context_end),
                 )
                 // Replayed at another context, every row attends that many

@@ -122,9 +122,8 @@ impl RmsNorm {
                     shared_memory_bytes: 0,
                 })
                 .cost(
-                    bytes_of(rows * n, DType::F32)
-                        + bytes_of(n, self.weight_dtype)
-                        + bytes_of(rows * n, self.out_dtype),
+                    bytes_of(rows * n, DType::F32) + bytes_of(n, self.weight_dtype),
+                    bytes_of(rows * n, self.out_dtype),
                     4 * (rows * n) as u64,
                 )
                 .op_kind(OpKind::RmsNorm),

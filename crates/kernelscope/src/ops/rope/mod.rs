@@ -205,8 +205,10 @@ impl Rope {
                 .scalar(ATTENTION_SCALING, frequencies.attention_scaling)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(x.len() / 2, 128))
+                // Rotated in place: x is read and written.
                 .cost(
-                    bytes_of(2 * x.len() + half, DType::F32) + bytes_of(rows, DType::U32),
+                    bytes_of(x.len() + half, DType::F32) + bytes_of(rows, DType::U32),
+                    bytes_of(x.len(), DType::F32),
                     6 * x.len() as u64,
                 )
                 .op_kind(OpKind::Rope),

@@ -131,10 +131,11 @@ impl RopeAppend {
                 .scalar(ATTENTION_SCALING, frequencies.attention_scaling)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(rotated + kv_dim, 128))
+                // The query rotated in place; the new key and value rows
+                // read and stored in the caches.
                 .cost(
-                    bytes_of(2 * query.len() + 2 * kv_dim + half, DType::F32)
-                        + bytes_of(2 * kv_dim, self.cache_dtype)
-                        + 4,
+                    bytes_of(query.len() + 2 * kv_dim + half, DType::F32) + 4,
+                    bytes_of(query.len(), DType::F32) + bytes_of(2 * kv_dim, self.cache_dtype),
                     6 * (query.len() + kv_dim) as u64,
                 )
                 .op_kind(OpKind::fused(&[Primitive::Rope, Primitive::Copy])),

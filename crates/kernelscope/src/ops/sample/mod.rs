@@ -77,7 +77,7 @@ impl Sample {
                 .scalar(N, n as u32)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(1024, 1024))
-                .cost(bytes_of(n, DType::F32) + 4, 4 * n as u64)
+                .cost(bytes_of(n, DType::F32), 4, 4 * n as u64)
                 .op_kind(OpKind::Sample),
         )
     }

@@ -68,7 +68,8 @@ impl SiluMul {
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(n, 256))
                 .cost(
-                    bytes_of(2 * n, DType::F32) + bytes_of(n, self.out_dtype),
+                    bytes_of(2 * n, DType::F32),
+                    bytes_of(n, self.out_dtype),
                     5 * n as u64,
                 )
                 .op_kind(OpKind::SiluMul),

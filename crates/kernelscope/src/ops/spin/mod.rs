@@ -65,7 +65,7 @@ impl Spin {
                 .buffer(RECORD, &self.record)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid::linear(32, 32))
-                .cost(24, 0)
+                .cost(0, 24, 0)
                 .op_kind(OpKind::Other),
         )
     }

@@ -64,15 +64,15 @@ impl StreamRead {
                 // fill any GPU several times over, each thread looping over
                 // the rest.
                 .grid(LaunchGrid::linear(words.div_ceil(16).clamp(1, 1 << 20), 256))
-                .cost(input.byte_len() as u64, 0)
+                .cost(input.byte_len() as u64, 0, 0)
                 .op_kind(OpKind::Copy),
         )
     }
 }
 
 /// Measures how fast `device` reads memory, in GB/s of bytes read, as the
-/// best of `repetitions` timed reads of `bytes` bytes (host wall time around
-/// commit-and-wait, so pick `bytes` large: hundreds of MB).
+/// best of `repetitions` timed reads of `bytes` bytes, timed as every
+/// ceiling probe is (`ops::probe_timing`).
 pub fn measure_read_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> Result<f64> {
     let registry = super::registry();
     let read = StreamRead::new(&registry, device)?;
@@ -83,16 +83,8 @@ pub fn measure_read_bandwidth(device: &Device, bytes: usize, repetitions: usize)
         .collect();
     let input = device.buffer_from_slice(&pattern, &[words])?;
     let out = device.alloc(DType::U32, &[1])?;
-    let mut encoder = device.command_encoder();
-    // One untimed read first so page faults and first touch are not measured.
-    read.encode(&mut encoder, &input, &out)?;
-    encoder.commit_and_wait_labeled("read_bandwidth.warmup")?;
-    let mut best = f64::INFINITY;
-    for _ in 0..repetitions.max(1) {
-        let start = std::time::Instant::now();
-        read.encode(&mut encoder, &input, &out)?;
-        encoder.commit_and_wait_labeled("read_bandwidth")?;
-        best = best.min(start.elapsed().as_secs_f64());
-    }
+    let best = super::probe_timing::best_seconds(device, "read_bandwidth", repetitions, |encoder| {
+        read.encode(encoder, &input, &out)
+    })?;
     Ok((words * 4) as f64 / best / 1e9)
 }

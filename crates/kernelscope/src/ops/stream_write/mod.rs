@@ -59,30 +59,24 @@ impl StreamWrite {
                 .dispatch(&self.kernel)?
                 // Enough blocks to fill any GPU; each thread loops over the rest.
                 .grid(LaunchGrid::linear(words.div_ceil(4).clamp(1, 1 << 22), 256))
-                .cost(out.byte_len() as u64, 0)
+                .cost(0, out.byte_len() as u64, 0)
                 .op_kind(OpKind::Copy),
         )
     }
 }
 
 /// Measures how fast `device` writes memory, in GB/s of bytes written, as
-/// the best of `repetitions` timed fills of `bytes` bytes (host wall time
-/// around commit-and-wait, so pick `bytes` large: hundreds of MB).
+/// the best of `repetitions` timed fills of `bytes` bytes, each with a new
+/// seed, timed as every ceiling probe is (`ops::probe_timing`).
 pub fn measure_write_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> Result<f64> {
     let registry = super::registry();
     let write = StreamWrite::new(&registry, device)?;
     let words = bytes.div_ceil(4).max(1);
     let out = device.alloc(DType::U32, &[words])?;
-    let mut encoder = device.command_encoder();
-    // One untimed fill first so page faults and first touch are not measured.
-    write.encode(&mut encoder, &out, 1)?;
-    encoder.commit_and_wait_labeled("write_bandwidth.warmup")?;
-    let mut best = f64::INFINITY;
-    for repetition in 0..repetitions.max(1) {
-        let start = std::time::Instant::now();
-        write.encode(&mut encoder, &out, repetition as u32 + 2)?;
-        encoder.commit_and_wait_labeled("write_bandwidth")?;
-        best = best.min(start.elapsed().as_secs_f64());
-    }
+    let mut seed = 0u32;
+    let best = super::probe_timing::best_seconds(device, "write_bandwidth", repetitions, |encoder| {
+        seed = seed.wrapping_add(1);
+        write.encode(encoder, &out, seed)
+    })?;
     Ok((words * 4) as f64 / best / 1e9)
 }

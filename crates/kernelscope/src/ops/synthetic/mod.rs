@@ -117,7 +117,7 @@ impl SyntheticFill {
                 .dispatch(&self.kernel)?
                 // Each thread strides over the rest past this many blocks.
                 .grid(LaunchGrid::linear(count.min(1 << 24), 256))
-                .cost(bytes_of(count, self.dtype), 0)
+                .cost(0, bytes_of(count, self.dtype), 0)
                 .op_kind(OpKind::Other),
         )
     }

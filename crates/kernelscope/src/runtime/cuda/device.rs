@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{CudaContext, CudaStream};
+use cudarc::driver::{CudaContext, CudaStream, sys};
 
 use super::clock::{CuptiClock, Epoch};
 use super::cupti::StreamKey;
@@ -84,6 +84,42 @@ fn describe_gpu(context: &CudaContext) -> Result<(String, &'static str)> {
     // Leaked once per opened device: kernels and cache keys borrow it.
     let arch: &'static str = Box::leak(format!("sm_{major}{minor}").into_boxed_str());
     Ok((gpu, arch))
+}
+
+/// The limits `context`'s GPU reports; a figure whose attributes cannot be
+/// read is absent rather than an error (it is shown, never relied on).
+fn physical_limits(context: &CudaContext) -> crate::runtime::PhysicalLimits {
+    use crate::runtime::limits::{memory_bandwidth_gbps, tensor_flops_per_sm_per_clock};
+    use sys::CUdevice_attribute as Attribute;
+    let read = |attribute| context.attribute(attribute).ok().map(|value| value.max(0) as u64);
+    let memory_bandwidth = read(Attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)
+        .zip(read(Attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH))
+        .filter(|&(clock, width)| clock > 0 && width > 0)
+        .map(|(clock_khz, width)| {
+            (
+                memory_bandwidth_gbps(clock_khz, width),
+                format!(
+                    "memory clock {:.0} MHz × 2 transfers × {width}-bit bus, from the device's attributes",
+                    clock_khz as f64 / 1e3
+                ),
+            )
+        });
+    let tensor_compute = context.compute_capability().ok().and_then(|(major, minor)| {
+        let per_clock = tensor_flops_per_sm_per_clock(major, minor)?;
+        let sms = read(Attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).filter(|&sms| sms > 0)?;
+        let clock_khz = read(Attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE).filter(|&khz| khz > 0)?;
+        Some((
+            (sms * per_clock) as f64 * clock_khz as f64 * 1e3 / 1e9,
+            format!(
+                "{sms} SMs × {:.0} MHz × {per_clock} dense 16-bit tensor-core FLOP per SM per clock (sm_{major}{minor}), from the device's attributes",
+                clock_khz as f64 / 1e3
+            ),
+        ))
+    });
+    crate::runtime::PhysicalLimits {
+        memory_bandwidth,
+        tensor_compute,
+    }
 }
 
 /// Whether the GPU has programmatic dependent launch (compute capability
@@ -248,6 +284,10 @@ impl Backend for CudaDevice {
 
     fn driver_version(&self) -> Option<String> {
         Some(self.state.driver().to_string())
+    }
+
+    fn physical_limits(&self) -> crate::runtime::PhysicalLimits {
+        physical_limits(self.state.stream().context())
     }
 
     fn memory_info(&self) -> Option<MemoryInfo> {

@@ -66,6 +66,7 @@ impl Expected {
             let mut meta = recorded.meta.at_context(context);
             if kernel > 0 {
                 meta.bytes = 0;
+                meta.bytes_written = 0;
                 meta.flops = 0;
             }
             self.timed.push(PendingDispatch {
