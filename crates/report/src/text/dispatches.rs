@@ -109,6 +109,6 @@ fn render_kernel_table(summary: &Summary<'_>, options: ReportOptions, out: &mut 
     };
     let _ = writeln!(
         out,
-        "FLOP/B: declared flops per declared byte. bound: {bounds}.\n% of peak: of the copy probe's bandwidth (BW) or the GEMM probe's rate (FLOP/s), whichever bounds the row; for a mixed row, the time its dispatches would take at their bounds over the time they took (roofline)."
+        "FLOP/B: declared flops per declared byte. bound: {bounds}.\n% of peak: the time the row's dispatches would take at the ceilings that bound them over the time they took: bytes read at the read ceiling plus bytes written at the write ceiling (BW; a profile from before schema 3: all bytes at its copy ceiling), or flops at the compute ceiling (FLOP/s); both for a mixed row (roofline)."
     );
 }

@@ -12,7 +12,7 @@ use rayon::prelude::*;
 /// Independent accumulators per thread: enough to cover the multiply-add
 /// latency (4 to 6 cycles) on two issue ports many times over, few enough
 /// to stay in the 16 or 32 vector registers.
-const CHAINS: usize = 12;
+const CHAINS: usize = 16;
 
 /// One instruction set's measured rate.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,14 +53,16 @@ fn available() -> Vec<(&'static str, u64, Kernel)> {
 /// Measures each instruction set the CPU has (widest first) on every
 /// thread of rayon's pool at once, each run long enough (`iterations`
 /// rounds per thread; about 20 ms at 2 × 10^6 on a 3 GHz core) that
-/// starting the threads does not count. The best of three runs.
+/// starting the threads does not count. The best of five runs: the
+/// development machine's two threads share their host, and a run can
+/// lose half its rate to a neighbour.
 pub fn measure_cpu_peaks(iterations: u64) -> Vec<InstructionPeak> {
     let threads = rayon::current_num_threads();
     available()
         .into_iter()
         .map(|(instruction, flops_per_instruction, kernel)| {
             let mut best = f64::INFINITY;
-            for _ in 0..3 {
+            for _ in 0..5 {
                 let start = std::time::Instant::now();
                 let sink: f32 = (0..threads).into_par_iter().map(|_| kernel(iterations)).sum();
                 best = best.min(start.elapsed().as_secs_f64());

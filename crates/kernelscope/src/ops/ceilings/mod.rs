@@ -129,7 +129,7 @@ pub fn measure_on(device: &Device, probes: CeilingProbes) -> Result<Measured> {
                     Ceiling::new(
                         peak.gflops,
                         format!(
-                            "{} in registers on {} threads, best of 3",
+                            "{} in registers on {} threads, best of 5",
                             peak.instruction, peak.threads
                         ),
                     )

@@ -7,7 +7,7 @@
 // multiple of 16 bytes, or that are not 16-byte aligned, take a scalar loop.
 #define MATVEC_THREADS 256
 #define MATVEC_WARPS (MATVEC_THREADS / 32)
-#define MATVEC_UNROLL 4
+#define MATVEC_UNROLL 8
 
 __device__ __forceinline__ uint4 load_streaming(const void* p) {
     uint4 v;
