@@ -125,6 +125,45 @@ fn graph_replay_equals_eager(backend: Backend) {
     );
 }
 
+/// Graphs whose kernels launch early (programmatic dependent launch: each
+/// kernel's blocks start as its predecessor's exit, and wait for its
+/// writes) give the logits of eager launches bit for bit, fused and
+/// unfused: the wait, not the launch order, keeps every read after the
+/// write it needs. On a device without early launch the option is a no-op
+/// and the test checks graph against eager again.
+fn early_launch_graphs_equal_eager(backend: Backend) {
+    let Some(early) = backend.device(DeviceOptions::new().early_launch()) else {
+        return;
+    };
+    for (preset, seed, fusion) in [("tiny-llama3", 11, true), ("tiny-qwen2", 12, false)] {
+        let generate = |mode| {
+            let mut model = Model::from_preset(
+                preset,
+                &early,
+                SyntheticOptions {
+                    dtype: DType::BF16,
+                    seed,
+                    quiet: true,
+                },
+            )
+            .unwrap();
+            model.set_fusion(fusion);
+            model.set_execution_mode(mode);
+            model
+                .generate(&GenerationRequest {
+                    stop_at_eos: false,
+                    keep_logits: true,
+                    ..GenerationRequest::new(&[1, 2, 3, 4, 5], 24)
+                })
+                .unwrap()
+        };
+        let eager = generate(ExecutionMode::Eager);
+        let graph = generate(ExecutionMode::Graph);
+        assert_eq!(graph.generated, eager.generated, "{preset}");
+        assert_eq!(graph.logits, eager.logits, "{preset}: identical logits");
+    }
+}
+
 /// Relative logit error allowed between the fused and unfused kernels on
 /// one device: the same f32 math, summed in a different order (a fused
 /// kernel normalises x with 256 threads where RMSNorm used up to 1024).
@@ -409,5 +448,6 @@ kernelscope::device_tests!(
     pipelined_decode_matches_step_by_step,
     matches_the_cpu_over_64_steps,
     graph_replay_equals_eager,
+    early_launch_graphs_equal_eager,
     graph_mode_costs_one_launch_and_one_sync_per_token,
 );
