@@ -78,16 +78,6 @@ impl BandwidthBasis {
 }
 
 impl Ceilings {
-    /// Only a copy ceiling (and a compute rate), as a profile written
-    /// before schema 3 recorded them.
-    pub fn copy_only(copy_gbps: Option<f64>, compute_gflops: Option<f64>, method: &str) -> Self {
-        Ceilings {
-            copy: copy_gbps.map(|gbps| Ceiling::new(gbps, method)),
-            compute: compute_gflops.map(|gflops| Ceiling::new(gflops, "bf16 GEMM probe")),
-            ..Ceilings::default()
-        }
-    }
-
     /// The bandwidth the memory side of the roofline is drawn at (the read
     /// ceiling, else the copy ceiling of an older profile) and which it is.
     pub fn bandwidth(&self) -> Option<(f64, BandwidthBasis)> {
