@@ -126,7 +126,7 @@ impl Track<'_> {
                 "args": {
                     "op_kind": dispatch.op_kind, "scope": &*dispatch.scope, "label": &*dispatch.label,
                     "submission": dispatch.submission, "index": dispatch.index, "token": dispatch.token,
-                    "bytes": dispatch.bytes, "flops": dispatch.flops,
+                    "bytes": dispatch.bytes, "bytes_written": dispatch.bytes_written, "flops": dispatch.flops,
                 },
             }));
         }

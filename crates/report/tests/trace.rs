@@ -23,6 +23,10 @@ fn chrome_trace_has_one_complete_event_per_dispatch() {
         assert_eq!(event["ph"], "X");
         assert_eq!(event["name"], &*record.kernel);
         assert_eq!(event["args"]["op_kind"], record.op_kind.to_string());
+        // The bytes moved and the share of them written, as declared.
+        assert_eq!(event["args"]["bytes"], record.bytes);
+        assert_eq!(event["args"]["bytes_written"], record.bytes_written);
+        assert!(record.bytes_written > 0 && record.bytes_written < record.bytes);
         let ts = event["ts"].as_f64().unwrap();
         let dur = event["dur"].as_f64().unwrap();
         assert!((ts - record.start_ns as f64 / 1e3).abs() < 1e-6, "µs timestamps");
