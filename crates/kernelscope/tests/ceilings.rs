@@ -39,25 +39,21 @@ fn probe_bytes(backend: Backend) -> usize {
     }
 }
 
-/// The reference: every thread of the pool sums its share of `words` in a
-/// plain loop (as anyone would write a read loop), best of 5, in GB/s.
+/// The reference: every thread of rayon's pool (the threads the CPU
+/// backend runs on, so both wake and are scheduled alike) sums its share of
+/// `words` in a plain loop, as anyone would write a read loop; best of 5,
+/// in GB/s.
 fn reference_read_gbps(words: &[u64]) -> f64 {
+    use rayon::prelude::*;
     let threads = rayon::current_num_threads().max(1);
     let share = words.len().div_ceil(threads);
     let mut best = f64::INFINITY;
     for _ in 0..5 {
         let start = std::time::Instant::now();
-        let sum = std::thread::scope(|scope| {
-            let handles: Vec<_> = words
-                .chunks(share)
-                .map(|chunk| {
-                    scope.spawn(move || chunk.iter().fold(0u64, |sum, &word| sum.wrapping_add(word)))
-                })
-                .collect();
-            handles
-                .into_iter()
-                .fold(0u64, |sum, handle| sum.wrapping_add(handle.join().unwrap()))
-        });
+        let sum = words
+            .par_chunks(share)
+            .map(|chunk| chunk.iter().fold(0u64, |sum, &word| sum.wrapping_add(word)))
+            .reduce(|| 0, u64::wrapping_add);
         best = best.min(start.elapsed().as_secs_f64());
         std::hint::black_box(sum);
     }
@@ -121,16 +117,19 @@ fn two_read_probes_agree_within_noise(backend: Backend) {
         return;
     };
     let bytes = probe_bytes(backend);
-    let mut ratio = 0.0;
-    for _ in 0..ROUNDS {
-        let first = measure_read_bandwidth(&device, bytes, 5).unwrap();
-        let second = measure_read_bandwidth(&device, bytes, 5).unwrap();
-        ratio = first / second;
+    let mut ratios = Vec::new();
+    // Each probe the best of 10 reads: on a shared machine the best of
+    // more runs is the more likely to have met a quiet moment.
+    for _ in 0..2 * ROUNDS {
+        let first = measure_read_bandwidth(&device, bytes, 10).unwrap();
+        let second = measure_read_bandwidth(&device, bytes, 10).unwrap();
+        let ratio = first / second;
         if (0.85..=1.0 / 0.85).contains(&ratio) {
             return;
         }
+        ratios.push(ratio);
     }
-    panic!("two read probes of one device differ by a factor of {ratio:.3}");
+    panic!("two read probes of one device differed in every round, by factors of {ratios:.3?}");
 }
 
 fn ceilings_are_measured_once_with_their_methods(backend: Backend) {
