@@ -176,6 +176,39 @@ fn info_json_has_every_ceiling_with_its_method() {
 }
 
 #[test]
+fn calibrate_prints_the_timing_check_and_the_ceilings() {
+    let (code, stdout, stderr) =
+        common::kscope(&["calibrate", "--device", "cpu", "--json", "--bandwidth-mib", "8"]);
+    // Exit 1 would mean a spin missed its target on a busy host: the
+    // ceilings are printed either way.
+    assert!(code == 0 || code == 1, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(!report["points"].as_array().unwrap().is_empty(), "{report}");
+    let ceilings = &report["ceilings"]["ceilings"];
+    for name in ["read", "write", "copy", "compute"] {
+        assert!(
+            ceilings[name]["value"].as_f64().unwrap() > 0.0,
+            "{name}: {report}"
+        );
+    }
+    assert!(
+        ceilings["read"]["method"].as_str().unwrap().contains("of 8 MiB"),
+        "{report}"
+    );
+    // Text: the table, then the ceilings with their methods.
+    let (_, stdout, _) = common::kscope(&["calibrate", "--device", "cpu", "--bandwidth-mib", "0"]);
+    assert!(
+        stdout.contains("ceilings of cpu")
+            && stdout.contains("compute ceiling: ")
+            && !stdout.contains("memory read ceiling"),
+        "{stdout}"
+    );
+    // --json and --output together are refused.
+    let (code, _, stderr) = common::kscope(&["calibrate", "--json", "--output", "md"]);
+    assert_eq!(code, 2, "{stderr}");
+}
+
+#[test]
 fn info_lists_backends_and_timing_capabilities() {
     let output = Command::new(kscope_binary())
         .args(["info", "--bandwidth-mib", "8"])
