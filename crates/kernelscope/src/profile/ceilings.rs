@@ -81,11 +81,10 @@ impl Ceilings {
     /// The bandwidth the memory side of the roofline is drawn at (the read
     /// ceiling, else the copy ceiling of an older profile) and which it is.
     pub fn bandwidth(&self) -> Option<(f64, BandwidthBasis)> {
-        match (&self.read, &self.copy) {
-            (Some(read), _) => Some((read.value, BandwidthBasis::Read)),
-            (None, Some(copy)) => Some((copy.value, BandwidthBasis::Copy)),
-            (None, None) => None,
-        }
+        drawn_bandwidth(
+            self.read.as_ref().map(|read| read.value),
+            self.copy.as_ref().map(|copy| copy.value),
+        )
     }
 
     /// The bandwidth figure alone (GB/s), see [`bandwidth`](Self::bandwidth).
@@ -147,6 +146,16 @@ impl Ceilings {
             }
         }
         Ok(())
+    }
+}
+
+/// [`Ceilings::bandwidth`] from the read and copy ceilings in GB/s, shared
+/// with the roofline, which keeps the figures alone.
+pub(super) fn drawn_bandwidth(read: Option<f64>, copy: Option<f64>) -> Option<(f64, BandwidthBasis)> {
+    match (read, copy) {
+        (Some(read), _) => Some((read, BandwidthBasis::Read)),
+        (None, Some(copy)) => Some((copy, BandwidthBasis::Copy)),
+        (None, None) => None,
     }
 }
 

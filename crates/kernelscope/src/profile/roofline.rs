@@ -73,21 +73,12 @@ impl Roofline {
     /// it is: the read ceiling, or the copy ceiling of a profile written
     /// before schema 3.
     pub fn bandwidth(self) -> Option<(f64, BandwidthBasis)> {
-        match (self.read_gbps, self.copy_gbps) {
-            (Some(read), _) => Some((read, BandwidthBasis::Read)),
-            (None, Some(copy)) => Some((copy, BandwidthBasis::Copy)),
-            (None, None) => None,
-        }
+        super::ceilings::drawn_bandwidth(self.read_gbps, self.copy_gbps)
     }
 
     /// The drawn bandwidth alone (GB/s), see [`bandwidth`](Self::bandwidth).
     pub fn peak_bandwidth_gbps(self) -> Option<f64> {
         self.bandwidth().map(|(gbps, _)| gbps)
-    }
-
-    /// The write ceiling (GB/s), where measured.
-    pub fn write_bandwidth_gbps(self) -> Option<f64> {
-        self.write_gbps
     }
 
     /// Peak compute in GFLOP/s, where measured.
@@ -182,8 +173,6 @@ pub struct Placement {
     memory_floor_ns: f64,
     /// Whether a dispatch's memory floor was unknown.
     memory_floor_incomplete: bool,
-    /// The group's flops, for an unclassified group's share of compute.
-    flops: u64,
 }
 
 impl Placement {
@@ -204,7 +193,6 @@ impl Placement {
             Some(floor) => self.memory_floor_ns += floor,
             None => self.memory_floor_incomplete = true,
         }
-        self.flops = self.flops.saturating_add(record.flops);
     }
 
     /// What bounds the group: unknown as soon as one dispatch could not be
@@ -241,7 +229,7 @@ impl Placement {
                 .then(|| share(self.memory_floor_ns, Peak::Bandwidth))
                 .or_else(|| {
                     let gflops = roofline.peak_gflops.filter(|peak| *peak > 0.0)?;
-                    (self.flops > 0).then(|| share(self.flops as f64 / gflops, Peak::Compute))
+                    (row.flops > 0).then(|| share(row.flops as f64 / gflops, Peak::Compute))
                 }),
             Bound::Memory => complete.map(|floor| share(floor, Peak::Bandwidth)),
             Bound::Compute => complete.map(|floor| share(floor, Peak::Compute)),
