@@ -53,6 +53,7 @@ pub mod error;
 pub mod hash;
 pub mod ops;
 pub mod profile;
+pub mod quant;
 pub mod rng;
 pub mod runtime;
 mod sync;
