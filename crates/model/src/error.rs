@@ -40,6 +40,38 @@ pub enum ModelError {
         /// What is wrong.
         problem: String,
     },
+    /// A GGUF file is truncated, malformed, or breaks one of the format's rules.
+    #[error("{path}: {problem}")]
+    Gguf {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the field, key or tensor.
+        problem: String,
+    },
+    /// A GGUF metadata key is missing or does not hold what was asked of it.
+    #[error("{path}: metadata key `{key}` {problem}")]
+    GgufKey {
+        /// The file.
+        path: PathBuf,
+        /// The key, as shown in messages (escaped, shortened).
+        key: String,
+        /// What is wrong ("is missing", "is a string, expected an integer").
+        problem: String,
+    },
+    /// A GGUF tensor's type is one ggml knows but this engine does not run.
+    #[error(
+        "{path}: tensor `{tensor}` is {type_name}, which kernelscope does not run (supported: {supported})"
+    )]
+    GgufUnsupportedType {
+        /// The file holding the tensor.
+        path: PathBuf,
+        /// The tensor's name (escaped, shortened).
+        tensor: String,
+        /// The type's name as llama.cpp prints it (`IQ2_XXS`).
+        type_name: &'static str,
+        /// The types that are supported.
+        supported: String,
+    },
     /// A tensor the config requires is in no file.
     #[error("{directory}: tensor `{name}` is missing from the safetensors files")]
     TensorMissing {

@@ -5,6 +5,7 @@
 //! the kernels for its weight's format and the pass's shape. A new weight
 //! format becomes a new [`Linear`] weight, not a new copy of the layer.
 
+use kernelscope::ops::WeightFormat;
 use kernelscope::{Buffer, DType};
 
 use crate::config::shard::Split;
@@ -53,11 +54,14 @@ pub enum Bias {
     OnAnotherRank,
 }
 
-/// `y = W x (+ b)` with `W` `[out, in]`.
+/// `y = W x (+ b)` with `W` `[out, in]`, dense or in quantized blocks.
 #[derive(Clone, Debug)]
 pub struct Linear {
-    /// `[out, in]` (this rank's share), in the model's weight dtype.
+    /// `[out, in]` (this rank's share): elements of a dense dtype, or a u8
+    /// `[out, row bytes]` of quantized blocks.
     pub weight: Buffer,
+    /// How `weight` stores the matrix.
+    pub format: WeightFormat,
     /// The bias, where the model has one.
     pub bias: Bias,
     /// How tensor parallelism split it.
@@ -70,6 +74,7 @@ impl Linear {
     /// `parallel`.
     pub(crate) fn new(
         weight: Buffer,
+        format: WeightFormat,
         bias: Option<Buffer>,
         model_has_bias: bool,
         parallel: Parallel,
@@ -81,6 +86,7 @@ impl Linear {
         };
         Linear {
             weight,
+            format,
             bias,
             parallel,
         }
@@ -99,8 +105,13 @@ impl Linear {
         !matches!(self.bias, Bias::None)
     }
 
-    /// The weight's element type: the format the kernels are picked for.
-    pub fn format(&self) -> DType {
-        self.weight.dtype()
+    /// The weight's format: what the kernels are picked for.
+    pub fn format(&self) -> WeightFormat {
+        self.format
+    }
+
+    /// The weight's dtype when it is dense (what the fused kernels read).
+    pub fn dense_format(&self) -> Option<DType> {
+        self.format.dense()
     }
 }

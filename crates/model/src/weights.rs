@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use kernelscope::ops::WeightFormat;
 use kernelscope::ops::synthetic::{Cut, SyntheticFill};
 use kernelscope::{Buffer, DType, Device};
 
@@ -14,6 +15,9 @@ use crate::error::{MemoryRemedy, ModelError, Result};
 use crate::linear::{Linear, Parallel};
 use crate::loader::{Checkpoint, LoadOptions};
 use crate::synthetic::{self, SyntheticOptions};
+
+/// A tensor on the device and how it stores its values.
+type PlacedTensor = (Buffer, WeightFormat);
 
 /// Show a progress bar when the weights are bigger than this.
 const PROGRESS_BAR_BYTES: usize = 300 << 20;
@@ -44,13 +48,17 @@ pub struct LayerWeights {
     pub down: Linear,
 }
 
-/// All weights of a model, in one dtype.
+/// All weights of a model: dense in one dtype, or (from a GGUF file)
+/// with some matrices in quantized blocks, each [`Linear`] saying which.
 #[derive(Clone, Debug)]
 pub struct Weights {
-    /// The weights' dtype.
+    /// The dtype of every dense tensor (norms, biases, dense matrices), and
+    /// of the activations that feed a GEMM.
     pub dtype: DType,
     /// `[vocab, hidden]`.
     pub embedding: Buffer,
+    /// How `embedding` stores the table.
+    pub embedding_format: WeightFormat,
     /// One entry per layer.
     pub layers: Vec<LayerWeights>,
     /// `[hidden]` final RMSNorm.
@@ -64,16 +72,16 @@ impl Weights {
     /// `tensor(name, whole shape, split)` for each one, in the order of the
     /// config's tensor list, and placing each by its role. Only rank 0 keeps
     /// o_proj's bias: it is added once, before the ranks' partial sums meet.
-    fn assemble(
+    pub(crate) fn assemble(
         config: &Config,
         partition: &Partition,
         dtype: DType,
-        mut tensor: impl FnMut(&str, &[usize], &Split) -> Result<Buffer>,
+        mut tensor: impl FnMut(&str, &[usize], &Split) -> Result<(Buffer, WeightFormat)>,
     ) -> Result<Self> {
         let mut embedding = None;
         let mut final_norm = None;
         let mut lm_head = None;
-        let mut layers: Vec<[Option<(Buffer, Split)>; LayerTensor::ALL.len()]> =
+        let mut layers: Vec<[Option<(PlacedTensor, Split)>; LayerTensor::ALL.len()]> =
             (0..config.num_layers).map(|_| Default::default()).collect();
         for spec in config.tensors() {
             let split = partition.split(spec.role.dimensions(), config);
@@ -81,7 +89,7 @@ impl Weights {
             match spec.role {
                 TensorRole::Embedding => embedding = Some((buffer, split)),
                 TensorRole::Layer { index, tensor } => layers[index][tensor as usize] = Some((buffer, split)),
-                TensorRole::FinalNorm => final_norm = Some(buffer),
+                TensorRole::FinalNorm => final_norm = Some(buffer.0),
                 TensorRole::LmHead => lm_head = Some((buffer, split)),
             }
         }
@@ -92,13 +100,13 @@ impl Weights {
             .map(|mut slots| {
                 let mut take = |tensor: LayerTensor| slots[tensor as usize].take();
                 let mut linear = |weight: LayerTensor, bias: Option<LayerTensor>| {
-                    let (weight, split) = take(weight).expect(LISTED);
+                    let ((weight, format), split) = take(weight).expect(LISTED);
                     let parallel = Parallel::of(&split, false);
-                    let bias = bias.and_then(&mut take).map(|(bias, _)| bias);
+                    let bias = bias.and_then(&mut take).map(|((bias, _), _)| bias);
                     let model_has_bias = bias.is_some();
                     // A partial sum's bias is added once, by rank 0.
                     let bias = bias.filter(|_| parallel != Parallel::SplitInputs || partition.rank == 0);
-                    Linear::new(weight, bias, model_has_bias, parallel)
+                    Linear::new(weight, format, bias, model_has_bias, parallel)
                 };
                 LayerWeights {
                     query: linear(LayerTensor::QueryProjection, Some(LayerTensor::QueryBias)),
@@ -108,17 +116,26 @@ impl Weights {
                     gate: linear(LayerTensor::GateProjection, None),
                     up: linear(LayerTensor::UpProjection, None),
                     down: linear(LayerTensor::DownProjection, None),
-                    input_norm: take(LayerTensor::InputNorm).expect(LISTED).0,
-                    post_attention_norm: take(LayerTensor::PostAttentionNorm).expect(LISTED).0,
+                    input_norm: take(LayerTensor::InputNorm).expect(LISTED).0.0,
+                    post_attention_norm: take(LayerTensor::PostAttentionNorm).expect(LISTED).0.0,
                 }
             })
             .collect();
         // Tied: the LM head is the embedding table itself.
-        let (lm_head, lm_head_split) = lm_head.unwrap_or_else(|| (embedding.clone(), embedding_split));
+        let ((lm_head, lm_head_format), lm_head_split) =
+            lm_head.unwrap_or_else(|| (embedding.clone(), embedding_split));
+        let (embedding, embedding_format) = embedding;
         Ok(Weights {
             dtype,
-            lm_head: Linear::new(lm_head, None, false, Parallel::of(&lm_head_split, true)),
+            lm_head: Linear::new(
+                lm_head,
+                lm_head_format,
+                None,
+                false,
+                Parallel::of(&lm_head_split, true),
+            ),
             embedding,
+            embedding_format,
             layers,
             final_norm: final_norm.expect(LISTED),
         })
@@ -194,7 +211,7 @@ impl Weights {
                 }
             };
             progress.inc(buffer.byte_len() as u64);
-            Ok(buffer)
+            Ok((buffer, WeightFormat::Dense(dtype)))
         })?;
         progress.finish_and_clear();
         Ok(weights)
@@ -240,11 +257,41 @@ impl Weights {
             fill.encode(&mut encoder, &buffer, cut)?;
             encoder.commit_labeled("generate weights")?;
             progress.inc(buffer.byte_len() as u64);
-            Ok(buffer)
+            Ok((buffer, WeightFormat::Dense(dtype)))
         })?;
         encoder.wait()?;
         progress.finish_and_clear();
         Ok(weights)
+    }
+}
+
+impl Weights {
+    /// The formats of the weight matrices beyond the dense dtype, for the
+    /// ops to make their kernels.
+    pub(crate) fn formats(&self) -> crate::engine::WeightFormats {
+        let mut linear = Vec::new();
+        let layers = self.layers.iter().flat_map(|layer| {
+            [
+                &layer.query,
+                &layer.key,
+                &layer.value,
+                &layer.output,
+                &layer.gate,
+                &layer.up,
+                &layer.down,
+            ]
+        });
+        for projection in layers.chain(std::iter::once(&self.lm_head)) {
+            if let WeightFormat::Quantized(format) = projection.format
+                && !linear.contains(&format)
+            {
+                linear.push(format);
+            }
+        }
+        crate::engine::WeightFormats {
+            linear,
+            embedding: self.embedding_format,
+        }
     }
 }
 

@@ -42,6 +42,8 @@ pub mod matvec;
 pub mod norm_matvec;
 pub mod prefill_attention;
 mod probe_timing;
+pub mod quantized_embedding;
+pub mod quantized_linear;
 pub mod rms_norm;
 pub mod rope;
 pub mod rope_append;
@@ -51,6 +53,9 @@ pub mod spin;
 pub mod stream_read;
 pub mod stream_write;
 pub mod synthetic;
+mod weight_format;
+
+pub use weight_format::WeightFormat;
 
 use half::{bf16, f16};
 
@@ -74,6 +79,8 @@ pub fn registry() -> KernelRegistry {
     norm_matvec::register(&mut registry);
     norm_matvec::silu::register(&mut registry);
     prefill_attention::register(&mut registry);
+    quantized_embedding::register(&mut registry);
+    quantized_linear::register(&mut registry);
     rms_norm::register(&mut registry);
     rope::register(&mut registry);
     rope_append::register(&mut registry);

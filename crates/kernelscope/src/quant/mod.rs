@@ -3,8 +3,35 @@
 //! quantizers, and the dot product of a quantized row with an f32 vector.
 //! Ops read quantized weights through this module, so a format is written
 //! once here and every op and the GGUF loader agree on its bytes.
+//!
+//! Dequantization and quantization are bit-exact with llama.cpp's C
+//! (`dequantize_row_*`, `quantize_row_*_ref` in ggml-quants.c) and with
+//! gguf-py; tests/quant_formats.rs checks them against fixtures made by both
+//! (tools/reference/quant_fixtures.py).
+//!
+//! ```
+//! use kernelscope::quant::QuantFormat;
+//!
+//! let values: Vec<f32> = (0..256).map(|i| (i as f32 * 0.37).sin()).collect();
+//! let format = QuantFormat::Q4_K;
+//! let mut blocks = vec![0u8; format.row_bytes(values.len()).unwrap()];
+//! format.quantize_row(&values, &mut blocks)?;
+//! let mut restored = vec![0.0f32; values.len()];
+//! format.dequantize_row(&blocks, &mut restored)?;
+//! let dot = format.dot_row(&blocks, &values)?;
+//! assert!((dot - restored.iter().zip(&values).map(|(a, b)| a * b).sum::<f32>()).abs() < 1e-3);
+//! # Ok::<(), kernelscope::quant::QuantError>(())
+//! ```
 
 use std::fmt;
+
+pub mod blocks;
+mod dequantize;
+mod dot;
+mod error;
+mod quantize;
+
+pub use error::QuantError;
 
 /// A block-quantized format. Variant names are llama.cpp's own (`Q4_K`),
 /// so a user reads the name they know from their file.
@@ -128,6 +155,159 @@ impl QuantFormat {
     }
 }
 
+/// Calls the generic `$function::<Codec, BYTES, ELEMENTS>` of `$format`.
+macro_rules! for_format {
+    ($format:expr, $function:ident($($argument:expr),*)) => {
+        match $format {
+            QuantFormat::Q4_0 => $function::<Q4_0Codec, { blocks::q4_0::BYTES }, 32>($($argument),*),
+            QuantFormat::Q4_1 => $function::<Q4_1Codec, { blocks::q4_1::BYTES }, 32>($($argument),*),
+            QuantFormat::Q5_0 => $function::<Q5_0Codec, { blocks::q5_0::BYTES }, 32>($($argument),*),
+            QuantFormat::Q5_1 => $function::<Q5_1Codec, { blocks::q5_1::BYTES }, 32>($($argument),*),
+            QuantFormat::Q8_0 => $function::<Q8_0Codec, { blocks::q8_0::BYTES }, 32>($($argument),*),
+            QuantFormat::Q4_K => $function::<Q4_KCodec, { blocks::q4_k::BYTES }, 256>($($argument),*),
+            QuantFormat::Q5_K => $function::<Q5_KCodec, { blocks::q5_k::BYTES }, 256>($($argument),*),
+            QuantFormat::Q6_K => $function::<Q6_KCodec, { blocks::q6_k::BYTES }, 256>($($argument),*),
+        }
+    };
+}
+
+impl QuantFormat {
+    /// Dequantizes a row: `blocks` holds `out.len()` elements in this
+    /// format. Each value is bit-identical to llama.cpp's and gguf-py's.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantError`] when `out.len()` is not a whole number of blocks or
+    /// `blocks.len()` is not `self.row_bytes(out.len())`; `out` is then
+    /// left untouched.
+    pub fn dequantize_row(self, blocks: &[u8], out: &mut [f32]) -> Result<(), QuantError> {
+        self.check_lengths(out.len(), blocks.len())?;
+        for_format!(self, dequantize_blocks(blocks, out));
+        Ok(())
+    }
+
+    /// Quantizes a row with llama.cpp's reference quantizer
+    /// (`quantize_row_*_ref`, the one `llama-quantize` uses when no
+    /// importance matrix is given): the bytes are identical to llama.cpp's,
+    /// and to gguf-py's where gguf-py quantizes (but see the note on
+    /// signed zeros below). `out` takes `self.row_bytes(values.len())`
+    /// bytes.
+    ///
+    /// Values are taken as they come: NaN or infinite inputs give whatever
+    /// llama.cpp's x86-64 build gives, which is meaningless but the same.
+    /// Q4_1 and Q5_1 store the block's minimum, sign of zero included:
+    /// where the first zero met is −0.0, so is the minimum, as in C (gguf-py
+    /// stores +0.0 there; the dequantized values are the same).
+    ///
+    /// # Errors
+    ///
+    /// [`QuantError`] when `values.len()` is not a whole number of blocks or
+    /// `out.len()` is not `self.row_bytes(values.len())`; `out` is then left
+    /// untouched.
+    pub fn quantize_row(self, values: &[f32], out: &mut [u8]) -> Result<(), QuantError> {
+        self.check_lengths(values.len(), out.len())?;
+        for_format!(self, quantize_blocks(values, out));
+        Ok(())
+    }
+
+    /// The dot product of a quantized row (`blocks`, holding `x.len()`
+    /// elements) with `x`, computed block by block without allocating.
+    /// Equal to the dot product of [`dequantize_row`](Self::dequantize_row)'s
+    /// output with `x` up to f32 rounding: the sum is kept in eight lanes,
+    /// so its rounding differs from a sequential sum's.
+    ///
+    /// # Errors
+    ///
+    /// [`QuantError`] when `x.len()` is not a whole number of blocks or
+    /// `blocks.len()` is not `self.row_bytes(x.len())`.
+    pub fn dot_row(self, blocks: &[u8], x: &[f32]) -> Result<f32, QuantError> {
+        self.check_lengths(x.len(), blocks.len())?;
+        Ok(for_format!(self, dot_blocks(blocks, x)))
+    }
+
+    /// Checks that `elements` values take exactly `bytes` bytes here.
+    fn check_lengths(self, elements: usize, bytes: usize) -> Result<(), QuantError> {
+        // `row_bytes` fails only on a partial block: a slice is too short
+        // for the multiplication to overflow.
+        let expected = self.row_bytes(elements).ok_or(QuantError::PartialBlock {
+            format: self,
+            elements,
+        })?;
+        if bytes != expected {
+            return Err(QuantError::ByteLength {
+                format: self,
+                elements,
+                expected,
+                actual: bytes,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One format's block codec, sized by const generics so the row loops
+/// below hand each block over as a fixed-size array and the per-element
+/// indexing inside needs no bounds checks.
+trait Codec<const BYTES: usize, const ELEMENTS: usize> {
+    fn dequantize(block: &[u8; BYTES], out: &mut [f32; ELEMENTS]);
+    fn quantize(values: &[f32; ELEMENTS], block: &mut [u8; BYTES]);
+}
+
+macro_rules! codec {
+    ($codec:ident, $module:ident, $elements:literal) => {
+        // Named after the format as llama.cpp spells it, like the enum.
+        #[allow(non_camel_case_types)]
+        struct $codec;
+
+        impl Codec<{ blocks::$module::BYTES }, $elements> for $codec {
+            #[inline]
+            fn dequantize(block: &[u8; blocks::$module::BYTES], out: &mut [f32; $elements]) {
+                dequantize::$module(block, out)
+            }
+
+            #[inline]
+            fn quantize(values: &[f32; $elements], block: &mut [u8; blocks::$module::BYTES]) {
+                quantize::$module(values, block)
+            }
+        }
+    };
+}
+
+codec!(Q4_0Codec, q4_0, 32);
+codec!(Q4_1Codec, q4_1, 32);
+codec!(Q5_0Codec, q5_0, 32);
+codec!(Q5_1Codec, q5_1, 32);
+codec!(Q8_0Codec, q8_0, 32);
+codec!(Q4_KCodec, q4_k, 256);
+codec!(Q5_KCodec, q5_k, 256);
+codec!(Q6_KCodec, q6_k, 256);
+
+/// Dequantizes whole blocks; lengths are checked by the caller.
+fn dequantize_blocks<C: Codec<BYTES, ELEMENTS>, const BYTES: usize, const ELEMENTS: usize>(
+    blocks: &[u8],
+    out: &mut [f32],
+) {
+    let (blocks, _) = blocks.as_chunks::<BYTES>();
+    let (out, _) = out.as_chunks_mut::<ELEMENTS>();
+    for (block, out) in blocks.iter().zip(out) {
+        C::dequantize(block, out);
+    }
+}
+
+/// Quantizes whole blocks; lengths are checked by the caller.
+fn quantize_blocks<C: Codec<BYTES, ELEMENTS>, const BYTES: usize, const ELEMENTS: usize>(
+    values: &[f32],
+    out: &mut [u8],
+) {
+    let (values, _) = values.as_chunks::<ELEMENTS>();
+    let (out, _) = out.as_chunks_mut::<BYTES>();
+    for (values, block) in values.iter().zip(out) {
+        C::quantize(values, block);
+    }
+}
+
+use dot::dot_row as dot_blocks;
+
 impl fmt::Display for QuantFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.ggml_name())
@@ -151,5 +331,81 @@ mod tests {
         assert_eq!(sizes, [18, 20, 22, 24, 34, 144, 176, 210]);
         assert_eq!(QuantFormat::Q4_K.row_bytes(4096), Some(16 * 144));
         assert_eq!(QuantFormat::Q8_0.row_bytes(33), None);
+    }
+
+    #[test]
+    fn block_layouts_match_the_block_sizes() {
+        let layouts = [
+            blocks::q4_0::BYTES,
+            blocks::q4_1::BYTES,
+            blocks::q5_0::BYTES,
+            blocks::q5_1::BYTES,
+            blocks::q8_0::BYTES,
+            blocks::q4_k::BYTES,
+            blocks::q5_k::BYTES,
+            blocks::q6_k::BYTES,
+        ];
+        for (format, bytes) in QuantFormat::ALL.into_iter().zip(layouts) {
+            assert_eq!(format.block_bytes(), bytes, "{format}");
+        }
+        // Each layout's last field ends where the block does.
+        assert_eq!(blocks::q4_0::QS + 16, blocks::q4_0::BYTES);
+        assert_eq!(blocks::q4_1::QS + 16, blocks::q4_1::BYTES);
+        assert_eq!(blocks::q5_0::QS + 16, blocks::q5_0::BYTES);
+        assert_eq!(blocks::q5_1::QS + 16, blocks::q5_1::BYTES);
+        assert_eq!(blocks::q8_0::QS + 32, blocks::q8_0::BYTES);
+        assert_eq!(blocks::q4_k::QS + 128, blocks::q4_k::BYTES);
+        assert_eq!(blocks::q5_k::QS + 128, blocks::q5_k::BYTES);
+        assert_eq!(blocks::q6_k::D + 2, blocks::q6_k::BYTES);
+        assert_eq!(blocks::q5_k::SCALES, blocks::q4_k::SCALES);
+    }
+
+    #[test]
+    fn scale_min_k4_unpacks_what_the_quantizer_packs() {
+        // Pack eight known (scale, min) pairs as quantize_row_q4_K_ref does.
+        let pairs: [(u8, u8); 8] = [
+            (1, 62),
+            (63, 0),
+            (17, 33),
+            (40, 8),
+            (63, 63),
+            (5, 48),
+            (32, 16),
+            (0, 47),
+        ];
+        let mut packed = [0u8; 12];
+        for (j, &(scale, min)) in pairs.iter().enumerate() {
+            if j < 4 {
+                packed[j] = scale;
+                packed[j + 4] = min;
+            } else {
+                packed[j + 4] = (scale & 0xF) | ((min & 0xF) << 4);
+                packed[j - 4] |= (scale >> 4) << 6;
+                packed[j] |= (min >> 4) << 6;
+            }
+        }
+        for (j, &pair) in pairs.iter().enumerate() {
+            assert_eq!(blocks::scale_min_k4(j, &packed), pair, "sub-block {j}");
+        }
+    }
+
+    #[test]
+    fn lengths_are_checked_before_anything_is_written() {
+        let format = QuantFormat::Q4_0;
+        let mut out = [7.0f32; 64];
+        assert_eq!(
+            format.dequantize_row(&[0u8; 35], &mut out),
+            Err(QuantError::ByteLength {
+                format,
+                elements: 64,
+                expected: 36,
+                actual: 35
+            })
+        );
+        assert_eq!(out, [7.0f32; 64]);
+        assert_eq!(
+            format.dequantize_row(&[0u8; 18], &mut out[..31]),
+            Err(QuantError::PartialBlock { format, elements: 31 })
+        );
     }
 }

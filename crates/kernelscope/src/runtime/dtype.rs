@@ -19,6 +19,9 @@ pub enum DType {
     U32,
     /// 32-bit signed integer.
     I32,
+    /// Bytes: the blocks of a quantized weight (`crate::quant`), whose
+    /// format the op reading them is told.
+    U8,
 }
 
 impl DType {
@@ -27,6 +30,7 @@ impl DType {
         match self {
             DType::F32 | DType::U32 | DType::I32 => 4,
             DType::F16 | DType::BF16 => 2,
+            DType::U8 => 1,
         }
     }
 
@@ -38,6 +42,7 @@ impl DType {
             DType::BF16 => "bf16",
             DType::U32 => "u32",
             DType::I32 => "i32",
+            DType::U8 => "u8",
         }
     }
 }
@@ -68,4 +73,7 @@ impl Element for u32 {
 }
 impl Element for i32 {
     const DTYPE: DType = DType::I32;
+}
+impl Element for u8 {
+    const DTYPE: DType = DType::U8;
 }

@@ -74,6 +74,10 @@ pub struct Config {
     pub rope_theta: f32,
     /// How RoPE's frequencies are rescaled (linear, Llama 3, YaRN), if at all.
     pub rope_scaling: Option<RopeScaling>,
+    /// Per-frequency divisors of RoPE's frequencies, as a GGUF file of
+    /// Llama 3.1 stores its scaling (`rope_freqs.weight`, one per pair),
+    /// applied after `rope_scaling`.
+    pub rope_frequency_factors: Option<Vec<f32>>,
     /// Multiplies RoPE's cos and sin (YaRN's attention factor; 1 otherwise).
     pub rope_attention_scaling: f32,
     /// Maximum positions (context length) the checkpoint declares.
@@ -182,6 +186,20 @@ impl Config {
     /// Width of the key and value rows of one position.
     pub fn kv_dim(&self) -> usize {
         self.num_kv_heads * self.head_dim
+    }
+
+    /// RoPE's inverse frequencies: the base, rescaled as `rope_scaling`
+    /// says, divided by `rope_frequency_factors` where the file gives them.
+    pub fn rope_inverse_frequencies(&self) -> Vec<f32> {
+        let mut frequencies =
+            kernelscope::ops::rope::inverse_frequencies(self.head_dim, self.rope_theta, self.rope_scaling);
+        if let Some(factors) = &self.rope_frequency_factors {
+            frequencies
+                .iter_mut()
+                .zip(factors)
+                .for_each(|(frequency, factor)| *frequency /= factor);
+        }
+        frequencies
     }
 
     /// The attention geometry the ops take.

@@ -101,6 +101,7 @@ impl Config {
             rope_attention_scaling: rope.attention_scaling,
             max_position_embeddings: dimensions.max_position_embeddings,
             sliding_window,
+            rope_frequency_factors: None,
             tie_word_embeddings: fields.boolean("tie_word_embeddings")?.unwrap_or(false),
             qkv_bias: architecture == Architecture::Qwen2 || attention_bias,
             o_bias: architecture != Architecture::Qwen2 && attention_bias,

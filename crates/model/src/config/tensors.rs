@@ -107,7 +107,7 @@ pub(crate) enum TensorRole {
 }
 
 impl TensorRole {
-    fn name(self) -> String {
+    pub(crate) fn name(self) -> String {
         match self {
             TensorRole::Embedding => "model.embed_tokens.weight".to_string(),
             TensorRole::Layer { index, tensor } => format!("model.layers.{index}.{}", tensor.layout().0),

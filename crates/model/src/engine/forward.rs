@@ -108,15 +108,20 @@ impl Forward<'_> {
         hidden: &Buffer,
     ) -> Result<()> {
         let (ops, partition) = (self.ops, &self.ops.partition);
-        ops.embedding.encode_shard(
-            encoder,
-            &self.weights.embedding,
-            partition.vocabulary.start,
-            self.config.vocab_size,
-            tokens,
-            first,
-            hidden,
-        )?;
+        if let Some(quantized) = &ops.quantized_embedding {
+            // Quantized tables are whole: GGUF models are not split.
+            quantized.encode(encoder, &self.weights.embedding, tokens, first, hidden)?;
+        } else {
+            ops.embedding.encode_shard(
+                encoder,
+                &self.weights.embedding,
+                partition.vocabulary.start,
+                self.config.vocab_size,
+                tokens,
+                first,
+                hidden,
+            )?;
+        }
         if let Some(collectives) = &ops.collectives {
             collectives.all_reduce.encode(encoder, hidden)?;
         }

@@ -45,7 +45,7 @@ impl Forward<'_> {
     /// Whether `linear` can be one of several outputs of a fused mat-vec:
     /// its format has the fused kernels and its output needs no reduction.
     fn fuses_as_output(&self, linear: &Linear) -> bool {
-        linear.parallel != Parallel::SplitInputs && linear.format() == self.weights.dtype
+        linear.parallel != Parallel::SplitInputs && linear.dense_format() == Some(self.weights.dtype)
     }
 
     /// RMSNorm + the gate and up mat-vecs + SiLU·mul.
@@ -77,15 +77,18 @@ impl Forward<'_> {
         if !(unbiased && self.fuses_as_output(gate) && self.fuses_as_output(up)) {
             return Ok(0);
         }
-        self.ops.linear_kernels(gate.format())?.norm_matvec_silu.encode(
-            encoder,
-            &activations.hidden,
-            weight,
-            &gate.weight,
-            &up.weight,
-            &activations.activated,
-            self.config.rms_norm_eps,
-        )?;
+        self.ops
+            .linear_kernels(self.weights.dtype)?
+            .norm_matvec_silu
+            .encode(
+                encoder,
+                &activations.hidden,
+                weight,
+                &gate.weight,
+                &up.weight,
+                &activations.activated,
+                self.config.rms_norm_eps,
+            )?;
         Ok(4)
     }
 
@@ -123,17 +126,14 @@ impl Forward<'_> {
             return Ok(0);
         }
         let weights: Vec<&Buffer> = readers.iter().map(|(linear, _)| &linear.weight).collect();
-        self.ops
-            .linear_kernels(readers[0].0.format())?
-            .norm_matvec
-            .encode(
-                encoder,
-                &activations.hidden,
-                weight,
-                &weights,
-                &joined,
-                self.config.rms_norm_eps,
-            )?;
+        self.ops.linear_kernels(self.weights.dtype)?.norm_matvec.encode(
+            encoder,
+            &activations.hidden,
+            weight,
+            &weights,
+            &joined,
+            self.config.rms_norm_eps,
+        )?;
         for (linear, output) in &readers {
             let output = activations.slot(*output)?;
             if let Some(bias) = linear.held_bias() {
@@ -197,7 +197,7 @@ impl Forward<'_> {
             return Ok(0);
         };
         let splits_allow = matches!(linear.parallel, Parallel::Whole | Parallel::SplitInputs);
-        if linear.has_bias() || linear.format() != self.weights.dtype || !splits_allow {
+        if linear.has_bias() || linear.dense_format() != Some(self.weights.dtype) || !splits_allow {
             return Ok(0);
         }
         self.encode_matvec_into_residual(encoder, linear, activations.slot(*input)?, activations)?;
@@ -215,7 +215,7 @@ impl Forward<'_> {
         input: &Buffer,
         activations: &Activations,
     ) -> Result<()> {
-        let kernels = self.ops.linear_kernels(linear.format())?;
+        let kernels = self.ops.linear_kernels(self.weights.dtype)?;
         let hidden = &activations.hidden;
         match &self.ops.collectives {
             Some(collectives) if linear.parallel == Parallel::SplitInputs => {

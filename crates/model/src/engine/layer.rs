@@ -7,6 +7,7 @@
 //! Fusion is a choice made where a pattern of steps is recognised (see
 //! `fusion`), never a second copy of the layer.
 
+use kernelscope::ops::WeightFormat;
 use kernelscope::ops::norm_matvec;
 use kernelscope::{Buffer, CommandEncoder, DType};
 
@@ -347,10 +348,24 @@ impl Forward<'_> {
         output: &Buffer,
         activations: &Activations,
     ) -> Result<()> {
-        let kernels = self.ops.linear_kernels(linear.format())?;
-        match activations.shape {
-            PassShape::Vector { .. } => kernels.matvec.encode(encoder, &linear.weight, input, output)?,
-            PassShape::Rows { .. } => kernels.matmul.encode(encoder, &linear.weight, input, output)?,
+        match linear.format() {
+            WeightFormat::Dense(dtype) => {
+                let kernels = self.ops.linear_kernels(dtype)?;
+                match activations.shape {
+                    PassShape::Vector { .. } => {
+                        kernels.matvec.encode(encoder, &linear.weight, input, output)?
+                    }
+                    PassShape::Rows { .. } => {
+                        kernels.matmul.encode(encoder, &linear.weight, input, output)?
+                    }
+                }
+            }
+            // One kernel for both shapes: it reads the rows x holds.
+            WeightFormat::Quantized(format) => {
+                self.ops
+                    .quantized_linear(format)?
+                    .encode(encoder, &linear.weight, input, output)?
+            }
         }
         if let Some(bias) = linear.held_bias() {
             self.ops.add_bias.encode(encoder, output, bias)?;

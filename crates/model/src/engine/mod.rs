@@ -39,10 +39,12 @@ pub use execution::ExecutionMode;
 pub use generation::{Generation, GenerationRequest, StepTiming};
 use ranks::take_receiver;
 use shard::Shard;
+pub(crate) use state::WeightFormats;
 
 use crate::config::Config;
 use crate::config::shard::Partition;
 use crate::error::{ModelError, Result};
+use crate::gguf_model::GgufModel;
 use crate::loader::LoadOptions;
 use crate::presets::preset;
 use crate::synthetic::SyntheticOptions;
@@ -141,6 +143,31 @@ impl Model {
             };
             Weights::load(directory, &config, partition, device, options)
         })
+    }
+
+    /// Places the weights of the GGUF model `gguf` on `devices` (one: GGUF
+    /// models are not split). The model's name carries the file's format
+    /// mix and, where quantized weights were dequantized at load, says so.
+    pub fn load_gguf(gguf: &GgufModel, devices: &[Device], options: LoadOptions) -> Result<Model> {
+        if devices.len() != 1 {
+            return Err(ModelError::InvalidInput(format!(
+                "{}: GGUF models run on one device; tensor parallelism over {} is not implemented for them",
+                gguf.path().display(),
+                devices.len()
+            )));
+        }
+        let note = std::sync::Mutex::new(None);
+        let mut model = Self::assemble(String::new(), gguf.config.clone(), devices, |_, device| {
+            let (weights, dequantized) = Weights::from_gguf(gguf, device, options)?;
+            *note.lock().expect("not poisoned") = dequantized;
+            Ok(weights)
+        })?;
+        let note = note.into_inner().expect("not poisoned");
+        model.name = match note {
+            Some(note) => format!("{} ({}; {note})", gguf.path().display(), gguf.format_mix()),
+            None => format!("{} ({})", gguf.path().display(), gguf.format_mix()),
+        };
+        Ok(model)
     }
 
     /// Builds preset `name` with seeded synthetic weights in memory.

@@ -46,7 +46,7 @@ impl Shard {
         communicator: Option<&kernelscope::Communicator>,
     ) -> Result<Shard> {
         let config = partition.local_config(config);
-        let ops = Ops::new(device, weights.dtype, partition, communicator)?;
+        let ops = Ops::new(device, weights.dtype, &weights.formats(), partition, communicator)?;
         let state = State::new(&config, &ops.partition, device)?;
         Ok(Shard {
             config,

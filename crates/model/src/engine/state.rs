@@ -2,19 +2,23 @@
 //! the device, the weight dtype and the KV cache's dtype, and one
 //! sequence's activations and KV cache.
 
+use kernelscope::ops::WeightFormat;
 use kernelscope::ops::attention::Attention;
 use kernelscope::ops::collective::{AllGather, AllReduce};
 use kernelscope::ops::matmul::MatMul;
 use kernelscope::ops::matvec::residual::MatVecAdd;
 use kernelscope::ops::norm_matvec::{NormMatVec, silu::NormMatVecSiluMul};
 use kernelscope::ops::prefill_attention::PrefillAttention;
-use kernelscope::ops::rope::{Rope, RopeFrequencies, inverse_frequencies};
+use kernelscope::ops::quantized_embedding::QuantizedEmbedding;
+use kernelscope::ops::quantized_linear::QuantizedLinear;
+use kernelscope::ops::rope::{Rope, RopeFrequencies};
 use kernelscope::ops::rope_append::RopeAppend;
 use kernelscope::ops::sample::Sample;
 use kernelscope::ops::{
     add::Add, argmax::Argmax, copy::Copy as CopyOp, embedding::Embedding, kv_append::KvAppend,
     matvec::MatVec, rms_norm::RmsNorm, silu_mul::SiluMul,
 };
+use kernelscope::quant::QuantFormat;
 use kernelscope::{Buffer, Communicator, DType, Device};
 
 use crate::config::Config;
@@ -32,6 +36,10 @@ pub(crate) struct Ops {
     pub rms_norm_narrow: RmsNorm,
     /// The kernels of linear layers, for the weights' format.
     pub linear: LinearKernels,
+    /// The products of the quantized formats the weights hold (GGUF).
+    pub quantized: Vec<QuantizedLinear>,
+    /// The embedding of a quantized table, when the table is one.
+    pub quantized_embedding: Option<QuantizedEmbedding>,
     pub add_residual: Add,
     pub add_bias: Add,
     pub rope: Rope,
@@ -62,6 +70,15 @@ pub(crate) struct Ops {
     pub partition: Partition,
     /// The collectives, when the model is split over several ranks.
     pub collectives: Option<Collectives>,
+}
+
+/// The weight formats a model holds beyond its dense dtype.
+#[derive(Clone, Debug)]
+pub(crate) struct WeightFormats {
+    /// The quantized formats of its linear layers, each once.
+    pub linear: Vec<QuantFormat>,
+    /// The embedding table's format.
+    pub embedding: WeightFormat,
 }
 
 /// The collectives of one rank of a split model.
@@ -106,10 +123,13 @@ impl LinearKernels {
 impl Ops {
     /// The ops for weights of `dtype`, with a KV cache of the same dtype,
     /// for the rank `partition` describes (with its communicator when the
-    /// model is split).
+    /// model is split); `formats` lists the formats of the weight matrices
+    /// (linear layers and the embedding table), whose quantized ones get
+    /// their kernels here, so a missing one is an error before any token.
     pub fn new(
         device: &Device,
         dtype: DType,
+        formats: &WeightFormats,
         partition: Partition,
         communicator: Option<&Communicator>,
     ) -> Result<Ops> {
@@ -121,7 +141,18 @@ impl Ops {
             }),
             _ => None,
         };
+        let quantized = formats
+            .linear
+            .iter()
+            .map(|format| QuantizedLinear::new(&registry, device, *format))
+            .collect::<kernelscope::Result<Vec<_>>>()?;
+        let quantized_embedding = match formats.embedding {
+            WeightFormat::Quantized(format) => Some(QuantizedEmbedding::new(&registry, device, format)?),
+            WeightFormat::Dense(_) => None,
+        };
         Ok(Ops {
+            quantized,
+            quantized_embedding,
             embedding: Embedding::new(&registry, device, dtype)?,
             rms_norm: RmsNorm::new(&registry, device, dtype, DType::F32)?,
             rms_norm_narrow: RmsNorm::new(&registry, device, dtype, dtype)?,
@@ -155,6 +186,18 @@ impl Ops {
                 self.linear.format
             )))
         }
+    }
+
+    /// The products of weights in the quantized `format`.
+    pub fn quantized_linear(&self, format: QuantFormat) -> Result<&QuantizedLinear> {
+        self.quantized
+            .iter()
+            .find(|kernels| kernels.format() == format)
+            .ok_or_else(|| {
+                ModelError::InvalidInput(format!(
+                    "a linear layer holds {format} weights, but this model's kernels were made for other formats"
+                ))
+            })
     }
 
     /// Rebinds the KV-cache ops to a cache of `kv_dtype` (attention's
@@ -231,7 +274,7 @@ impl State {
     /// config (its heads and intermediate rows).
     pub fn new(config: &Config, partition: &Partition, device: &Device) -> Result<State> {
         let f32_buffer = |len: usize| device.alloc(DType::F32, &[len]);
-        let frequencies = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling);
+        let frequencies = config.rope_inverse_frequencies();
         let (q, kv) = (config.q_dim(), config.kv_dim());
         let projections = f32_buffer(q + 2 * kv)?;
         let logits = f32_buffer(partition.ranks * partition.vocabulary_stride)?;

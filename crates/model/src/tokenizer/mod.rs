@@ -1,5 +1,10 @@
-//! The optional `tokenizer.json` of a model directory, through the
-//! `tokenizers` crate (pure-Rust regex backend).
+//! A model's tokenizer through the `tokenizers` crate (pure-Rust regex
+//! backend): the optional `tokenizer.json` of a model directory, or the
+//! vocabulary a GGUF file carries in its metadata (`gguf.rs`).
+
+mod gguf;
+
+pub use gguf::GgufVocabulary;
 
 use std::path::Path;
 
@@ -34,6 +39,14 @@ impl Tokenizer {
             ))
         })?;
         Ok(Tokenizer { inner })
+    }
+
+    /// The tokenizer a GGUF file's vocabulary describes (`source` names the
+    /// file in errors).
+    pub fn from_gguf(vocabulary: &GgufVocabulary, source: &str) -> Result<Tokenizer> {
+        let json = vocabulary.tokenizer_json(source)?;
+        let bytes = serde_json::to_vec(&json).expect("JSON values serialize");
+        Self::from_bytes(&bytes, Path::new(source))
     }
 
     /// Token ids of `text` (with the tokenizer's special tokens, e.g. BOS).

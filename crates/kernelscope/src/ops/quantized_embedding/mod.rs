@@ -1,0 +1,105 @@
+//! Embedding from a block-quantized table (GGUF files often keep
+//! `token_embd.weight` in Q4_K, Q6_K or Q8_0): each output row is one
+//! table row dequantized to f32, read from its blocks. The token ids are
+//! read from device memory, as the dense embedding reads them, so a
+//! captured graph can be replayed for any token. CPU only for now (CUDA
+//! runs GGUF models on weights dequantized at load).
+
+mod cpu;
+
+use super::{Arguments, dimensions, expect, expect_rows, kernel_arguments, rows_of};
+use crate::error::{Error, Remedy, Result};
+use crate::quant::QuantFormat;
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+kernel_arguments! {
+    TABLE: "table" Read,
+    TOKENS: "tokens" Read,
+    OUT: "out" Write,
+    FIRST: "first" U32,
+    ROWS: "rows" U32,
+    VOCAB: "vocab" U32,
+    HIDDEN: "hidden" U32,
+}
+
+/// Registers `embedding_<format>` for every format.
+pub fn register(registry: &mut KernelRegistry) {
+    for format in QuantFormat::ALL {
+        registry.register_cpu(&format!("embedding_{}", format.name()), move |args| {
+            cpu::quantized_embedding(format, args)
+        });
+    }
+}
+
+/// The embedding op for tables of one quantized format.
+#[derive(Clone, Debug)]
+pub struct QuantizedEmbedding {
+    kernel: Kernel,
+    format: QuantFormat,
+}
+
+impl QuantizedEmbedding {
+    /// The op for tables of `format` on `device`.
+    pub fn new(registry: &KernelRegistry, device: &Device, format: QuantFormat) -> Result<Self> {
+        let name = format!("embedding_{}", format.name());
+        let kernel = registry.kernel(device, &name).map_err(|error| match error {
+            Error::KernelMissing { backend, .. } => Error::KernelMissing {
+                name: name.clone(),
+                backend,
+                workaround: format!(
+                    "{format} embedding tables are read in their blocks only on the CPU so far; on {backend} they are dequantized at load"
+                ),
+                remedies: &[Remedy::OtherDevice { device: "cpu" }],
+            },
+            other => other,
+        })?;
+        Ok(QuantizedEmbedding { kernel, format })
+    }
+
+    /// `out[r, :] = table[tokens[first + r], :]` dequantized, for every row
+    /// r of `out` f32 `[rows, hidden]`; `table` is u8 `[vocab, row_bytes]`.
+    pub fn encode(
+        &self,
+        encoder: &mut CommandEncoder,
+        table: &Buffer,
+        tokens: &Buffer,
+        first: usize,
+        out: &Buffer,
+    ) -> Result<()> {
+        const OP: &str = "quantized embedding";
+        let [vocab, row_bytes] = dimensions(OP, "table", table)?;
+        expect(OP, "table", table, DType::U8, &[vocab, row_bytes])?;
+        if row_bytes == 0 || !row_bytes.is_multiple_of(self.format.block_bytes()) {
+            return Err(Error::ShapeMismatch {
+                context: format!(
+                    "{OP} table: {} rows of {row_bytes} bytes are not whole blocks",
+                    self.format
+                ),
+                expected: vec![vocab, self.format.block_bytes()],
+                found: vec![vocab, row_bytes],
+            });
+        }
+        let hidden = row_bytes / self.format.block_bytes() * self.format.block_elements();
+        let rows = rows_of(OP, "output", out, hidden)?;
+        expect_rows(OP, "output", out, DType::F32, rows, &[hidden])?;
+        super::expect_indices(OP, "tokens", tokens, first, rows)?;
+        encoder.dispatch(
+            Arguments::new(ARGUMENTS)
+                .buffer(TABLE, table)
+                .buffer(TOKENS, tokens)
+                .buffer(OUT, out)
+                .scalar(FIRST, first as u32)
+                .scalar(ROWS, rows as u32)
+                .scalar(VOCAB, vocab as u32)
+                .scalar(HIDDEN, hidden as u32)
+                .dispatch(&self.kernel)?
+                .grid(LaunchGrid {
+                    blocks: [rows as u32, 1, 1],
+                    threads_per_block: [1, 1, 1],
+                    shared_memory_bytes: 0,
+                })
+                .cost((rows * (row_bytes + 4)) as u64, (rows * hidden * 4) as u64, 0)
+                .op_kind(OpKind::Embedding),
+        )
+    }
+}

@@ -1,0 +1,575 @@
+//! Parsing a GGUF header from bytes (a memory map, or a fuzzer's input):
+//! every count and length is checked against the bytes that remain before
+//! anything is allocated for it, every tensor is placed inside the file,
+//! aligned and apart from the others, and every refusal is one line naming
+//! the file and the key or tensor at fault.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::error::{ModelError, Result, shown};
+
+use super::metadata::Metadata;
+use super::types::{TensorFormat, TensorType, describe_unknown_type};
+use super::value::{Array, Value, ValueType};
+use super::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAGIC, MAX_DIMS, MAX_TENSOR_NAME_BYTES};
+
+/// The fewest bytes a metadata entry takes: a key of one byte with its u64
+/// length, the u32 type, a one-byte value.
+const MIN_ENTRY_BYTES: usize = 8 + 1 + 4 + 1;
+
+/// The fewest bytes a tensor info takes: a one-byte name with its length,
+/// `n_dims` (0), the type and the offset.
+const MIN_TENSOR_INFO_BYTES: usize = 8 + 1 + 4 + 4 + 8;
+
+/// One tensor as its file describes it, placed and checked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    name: String,
+    dims: Vec<u64>,
+    tensor_type: TensorType,
+    relative_offset: u64,
+    file_offset: usize,
+    byte_len: usize,
+    pub(crate) part: usize,
+}
+
+impl TensorInfo {
+    /// The tensor's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The dimensions in ggml's order: `dims()[0]` is the innermost, the
+    /// length of a row. Empty for a 0-dimensional tensor (one element).
+    pub fn dims(&self) -> &[u64] {
+        &self.dims
+    }
+
+    /// The shape in row-major order, outermost first (the dimensions
+    /// reversed), as safetensors and PyTorch write shapes.
+    pub fn shape(&self) -> Vec<u64> {
+        self.dims.iter().rev().copied().collect()
+    }
+
+    /// The number of elements (1 for a 0-dimensional tensor).
+    pub fn element_count(&self) -> u64 {
+        // Checked not to overflow when the file was read.
+        self.dims.iter().product()
+    }
+
+    /// The element type.
+    pub fn tensor_type(&self) -> TensorType {
+        self.tensor_type
+    }
+
+    /// The offset of the first byte from the start of the data section, as
+    /// the file stores it.
+    pub fn relative_offset(&self) -> u64 {
+        self.relative_offset
+    }
+
+    /// The offset of the first byte from the start of its file.
+    pub fn file_offset(&self) -> usize {
+        self.file_offset
+    }
+
+    /// Length in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.byte_len
+    }
+
+    /// Which file of a split model holds it (an index into
+    /// [`GgufFile::parts`](super::GgufFile::parts); 0 for a single file).
+    pub fn part(&self) -> usize {
+        self.part
+    }
+
+    /// How the engine reads this tensor, or the error naming it and its type
+    /// when the engine does not run that type (`path` names its file).
+    pub fn supported_format(&self, path: &Path) -> Result<TensorFormat> {
+        self.tensor_type.supported_format(path, &self.name)
+    }
+}
+
+/// Everything before a GGUF file's tensor data, checked against the file.
+#[derive(Clone, Debug)]
+pub struct GgufHeader {
+    pub(crate) version: u32,
+    pub(crate) alignment: u32,
+    pub(crate) data_offset: u64,
+    pub(crate) metadata: Metadata,
+    pub(crate) tensors: Vec<TensorInfo>,
+}
+
+impl GgufHeader {
+    /// The format version (2 or 3).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// The data section's alignment (`general.alignment`, else 32).
+    pub fn alignment(&self) -> u32 {
+        self.alignment
+    }
+
+    /// Where the data section starts: the header's end rounded up to the
+    /// alignment. For a file without tensors this may be past its end.
+    pub fn data_offset(&self) -> u64 {
+        self.data_offset
+    }
+
+    /// The metadata.
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+
+    /// The tensors, in the order the file lists them.
+    pub fn tensors(&self) -> &[TensorInfo] {
+        &self.tensors
+    }
+}
+
+/// Reads the GGUF header at the start of `bytes` (the whole file: tensors
+/// are checked to lie inside it), `path` naming the file in errors.
+pub fn read_gguf_header(bytes: &[u8], path: &Path) -> Result<GgufHeader> {
+    let mut cursor = Cursor {
+        bytes,
+        position: 0,
+        path,
+    };
+    let version = read_preamble(&mut cursor)?;
+    let tensor_count = cursor.u64(&|| "the tensor count".into())?;
+    let entry_count = cursor.u64(&|| "the metadata entry count".into())?;
+    let metadata = read_metadata(&mut cursor, entry_count)?;
+    let alignment = alignment(&metadata, &cursor)?;
+    let unplaced = read_tensor_infos(&mut cursor, tensor_count)?;
+    let header_end = cursor.position as u64;
+    let data_offset = header_end
+        .checked_next_multiple_of(u64::from(alignment))
+        .ok_or_else(|| cursor.error("the data section's offset overflows".into()))?;
+    let tensors = place_tensors(&cursor, unplaced, data_offset, alignment)?;
+    Ok(GgufHeader {
+        version,
+        alignment,
+        data_offset,
+        metadata,
+        tensors,
+    })
+}
+
+/// A position in the file being read; every read is bounded by its end.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    position: usize,
+    path: &'a Path,
+}
+
+/// What is being read, built only when a message needs it (a vocabulary
+/// array reads 150,000 strings that must not each format a description).
+type What<'w> = &'w dyn Fn() -> String;
+
+impl<'a> Cursor<'a> {
+    fn error(&self, problem: String) -> ModelError {
+        ModelError::Gguf {
+            path: self.path.to_path_buf(),
+            problem,
+        }
+    }
+
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.position
+    }
+
+    fn take(&mut self, count: usize, what: What) -> Result<&'a [u8]> {
+        if count > self.remaining() {
+            return Err(self.error(format!(
+                "truncated: {} needs {count} bytes at offset {} but the file ends at {}",
+                what(),
+                self.position,
+                self.bytes.len()
+            )));
+        }
+        let taken = &self.bytes[self.position..self.position + count];
+        self.position += count;
+        Ok(taken)
+    }
+
+    fn array<const N: usize>(&mut self, what: What) -> Result<[u8; N]> {
+        let taken = self.take(N, what)?;
+        Ok(taken.try_into().expect("take gives the bytes asked for"))
+    }
+
+    fn u32(&mut self, what: What) -> Result<u32> {
+        self.array(what).map(u32::from_le_bytes)
+    }
+
+    fn u64(&mut self, what: What) -> Result<u64> {
+        self.array(what).map(u64::from_le_bytes)
+    }
+
+    /// A count of items of at least `min_item_bytes` bytes each, refused
+    /// when the rest of the file could not hold them.
+    fn count(&self, count: u64, min_item_bytes: usize, items: &str, what: What) -> Result<usize> {
+        let fits = self.remaining() / min_item_bytes;
+        match usize::try_from(count) {
+            Ok(count) if count <= fits => Ok(count),
+            _ => Err(self.error(format!(
+                "{}: {count} {items} cannot fit in the {} bytes left at offset {} (each takes at least {min_item_bytes})",
+                what(),
+                self.remaining(),
+                self.position
+            ))),
+        }
+    }
+
+    fn string(&mut self, what: What) -> Result<String> {
+        let length = self.u64(&|| format!("the length of {}", what()))?;
+        let length = match usize::try_from(length) {
+            Ok(length) if length <= self.remaining() => length,
+            _ => {
+                return Err(self.error(format!(
+                    "{}: a string of {length} bytes at offset {} runs past the end of the file ({} bytes left)",
+                    what(),
+                    self.position,
+                    self.remaining()
+                )));
+            }
+        };
+        let start = self.position;
+        let bytes = self.take(length, what)?;
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Ok(text.to_string()),
+            Err(error) => Err(self.error(format!(
+                "{} is not UTF-8 (invalid byte at offset {})",
+                what(),
+                start + error.valid_up_to()
+            ))),
+        }
+    }
+}
+
+/// The magic and the version, refused unless a little-endian 2 or 3.
+fn read_preamble(cursor: &mut Cursor) -> Result<u32> {
+    if cursor.bytes.len() < MAGIC.len() {
+        return Err(cursor.error(format!(
+            "truncated: {} bytes, shorter than the 4-byte magic `GGUF`",
+            cursor.bytes.len()
+        )));
+    }
+    let magic = cursor.take(MAGIC.len(), &|| "the magic".into())?;
+    if magic != MAGIC {
+        let shown_magic: String = magic
+            .iter()
+            .flat_map(|&byte| std::ascii::escape_default(byte))
+            .map(char::from)
+            .collect();
+        return Err(cursor.error(format!(
+            "not a GGUF file: it begins with `{shown_magic}`, not `GGUF`"
+        )));
+    }
+    let version = cursor.u32(&|| "the version".into())?;
+    match version {
+        2 | 3 => Ok(version),
+        1 => Err(cursor.error(
+            "GGUF version 1 is not supported (llama.cpp dropped it too): convert the model again with a current llama.cpp"
+                .into(),
+        )),
+        // What gguf.cpp takes for a file of the other byte order.
+        _ if matches!(version.swap_bytes(), 1..=3) => Err(cursor.error(format!(
+            "a big-endian GGUF file (its version reads as {version:#010x}, which is {} byte-swapped): only little-endian files are read",
+            version.swap_bytes()
+        ))),
+        _ => Err(cursor.error(format!(
+            "GGUF version {version} is not supported (versions 2 and 3 are)"
+        ))),
+    }
+}
+
+fn read_metadata(cursor: &mut Cursor, entry_count: u64) -> Result<Metadata> {
+    let entry_count = cursor.count(entry_count, MIN_ENTRY_BYTES, "metadata entries", &|| {
+        "the metadata entry count".into()
+    })?;
+    let mut metadata = Metadata::new(cursor.path);
+    for entry in 0..entry_count {
+        let key = cursor.string(&|| format!("the key of metadata entry {entry}"))?;
+        if key.is_empty() {
+            return Err(cursor.error(format!("metadata entry {entry} has an empty key")));
+        }
+        let what = || format!("metadata key `{}`", shown(&key));
+        let type_id = cursor.u32(&|| format!("the value type of {}", what()))?;
+        let value_type = ValueType::from_id(type_id)
+            .ok_or_else(|| cursor.error(format!("{} has unknown value type {type_id}", what())))?;
+        let value = read_value(cursor, value_type, &what)?;
+        if metadata.contains_key(&key) {
+            return Err(cursor.error(format!("{} appears twice", what())));
+        }
+        metadata.insert(key, value);
+    }
+    Ok(metadata)
+}
+
+fn read_value(cursor: &mut Cursor, value_type: ValueType, what: What) -> Result<Value> {
+    Ok(match value_type {
+        ValueType::U8 => Value::U8(u8::from_le_bytes(cursor.array(what)?)),
+        ValueType::I8 => Value::I8(i8::from_le_bytes(cursor.array(what)?)),
+        ValueType::U16 => Value::U16(u16::from_le_bytes(cursor.array(what)?)),
+        ValueType::I16 => Value::I16(i16::from_le_bytes(cursor.array(what)?)),
+        ValueType::U32 => Value::U32(u32::from_le_bytes(cursor.array(what)?)),
+        ValueType::I32 => Value::I32(i32::from_le_bytes(cursor.array(what)?)),
+        ValueType::U64 => Value::U64(u64::from_le_bytes(cursor.array(what)?)),
+        ValueType::I64 => Value::I64(i64::from_le_bytes(cursor.array(what)?)),
+        ValueType::F32 => Value::F32(f32::from_le_bytes(cursor.array(what)?)),
+        ValueType::F64 => Value::F64(f64::from_le_bytes(cursor.array(what)?)),
+        // Any byte but 0 is true, as gguf.cpp reads it.
+        ValueType::Bool => Value::Bool(cursor.array::<1>(what)?[0] != 0),
+        ValueType::String => Value::String(cursor.string(what)?),
+        ValueType::Array => Value::Array(read_array(cursor, what)?),
+    })
+}
+
+/// `count` fixed-size elements, decoded from one bounded slice.
+fn numbers<T, const N: usize>(
+    cursor: &mut Cursor,
+    count: usize,
+    what: What,
+    decode: fn([u8; N]) -> T,
+) -> Result<Vec<T>> {
+    // `count` was checked against the bytes left, so this cannot overflow.
+    let bytes = cursor.take(count * N, what)?;
+    Ok(bytes
+        .chunks_exact(N)
+        .map(|chunk| decode(chunk.try_into().expect("chunks of N bytes")))
+        .collect())
+}
+
+fn read_array(cursor: &mut Cursor, what: What) -> Result<Array> {
+    let type_id = cursor.u32(&|| format!("the element type of {}", what()))?;
+    let element_type = ValueType::from_id(type_id)
+        .ok_or_else(|| cursor.error(format!("{} is an array of unknown value type {type_id}", what())))?;
+    let nested = |cursor: &Cursor| {
+        cursor.error(format!(
+            "{} is a nested array (an array of arrays), which GGUF readers do not support",
+            what()
+        ))
+    };
+    if element_type == ValueType::Array {
+        return Err(nested(cursor));
+    }
+    let count = cursor.u64(&|| format!("the element count of {}", what()))?;
+    let items = format!("{element_type} elements");
+    let count = cursor.count(count, element_type.min_encoded_bytes(), &items, what)?;
+    Ok(match element_type {
+        ValueType::U8 => Array::U8(numbers(cursor, count, what, u8::from_le_bytes)?),
+        ValueType::I8 => Array::I8(numbers(cursor, count, what, i8::from_le_bytes)?),
+        ValueType::U16 => Array::U16(numbers(cursor, count, what, u16::from_le_bytes)?),
+        ValueType::I16 => Array::I16(numbers(cursor, count, what, i16::from_le_bytes)?),
+        ValueType::U32 => Array::U32(numbers(cursor, count, what, u32::from_le_bytes)?),
+        ValueType::I32 => Array::I32(numbers(cursor, count, what, i32::from_le_bytes)?),
+        ValueType::U64 => Array::U64(numbers(cursor, count, what, u64::from_le_bytes)?),
+        ValueType::I64 => Array::I64(numbers(cursor, count, what, i64::from_le_bytes)?),
+        ValueType::F32 => Array::F32(numbers(cursor, count, what, f32::from_le_bytes)?),
+        ValueType::F64 => Array::F64(numbers(cursor, count, what, f64::from_le_bytes)?),
+        ValueType::Bool => Array::Bool(numbers(cursor, count, what, |[byte]: [u8; 1]| byte != 0)?),
+        ValueType::String => {
+            let mut strings = Vec::with_capacity(count);
+            for index in 0..count {
+                strings.push(cursor.string(&|| format!("element {index} of {}", what()))?);
+            }
+            Array::String(strings)
+        }
+        ValueType::Array => return Err(nested(cursor)),
+    })
+}
+
+/// `general.alignment`: a u32 power of two, 32 when absent.
+fn alignment(metadata: &Metadata, cursor: &Cursor) -> Result<u32> {
+    match metadata.get(KEY_ALIGNMENT) {
+        None => Ok(DEFAULT_ALIGNMENT),
+        Some(Value::U32(alignment)) if alignment.is_power_of_two() => Ok(*alignment),
+        Some(Value::U32(alignment)) => Err(cursor.error(format!(
+            "metadata key `{KEY_ALIGNMENT}` is {alignment}, which is not a power of two"
+        ))),
+        Some(other) => Err(cursor.error(format!(
+            "metadata key `{KEY_ALIGNMENT}` is {}, expected u32",
+            other.describe_type()
+        ))),
+    }
+}
+
+/// A tensor info as read, before the data section's start is known.
+struct Unplaced {
+    name: String,
+    dims: Vec<u64>,
+    tensor_type: TensorType,
+    relative_offset: u64,
+    byte_len: u64,
+}
+
+fn read_tensor_infos(cursor: &mut Cursor, tensor_count: u64) -> Result<Vec<Unplaced>> {
+    let tensor_count = cursor.count(tensor_count, MIN_TENSOR_INFO_BYTES, "tensor infos", &|| {
+        "the tensor count".into()
+    })?;
+    let mut tensors = Vec::with_capacity(tensor_count);
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(tensor_count);
+    for index in 0..tensor_count {
+        let name = cursor.string(&|| format!("the name of tensor {index}"))?;
+        if name.is_empty() {
+            return Err(cursor.error(format!("tensor {index} has an empty name")));
+        }
+        let tensor = || format!("tensor `{}`", shown(&name));
+        if name.len() > MAX_TENSOR_NAME_BYTES {
+            return Err(cursor.error(format!(
+                "{} has a name of {} bytes; ggml allows at most {MAX_TENSOR_NAME_BYTES}",
+                tensor(),
+                name.len()
+            )));
+        }
+        if let Some(earlier) = seen.get(&name) {
+            return Err(cursor.error(format!(
+                "{} appears twice (tensors {earlier} and {index})",
+                tensor()
+            )));
+        }
+        let dims = read_dims(cursor, &tensor)?;
+        let type_id = cursor.u32(&|| format!("the type of {}", tensor()))?;
+        let tensor_type = TensorType::from_ggml_type(type_id)
+            .ok_or_else(|| cursor.error(format!("{} has {}", tensor(), describe_unknown_type(type_id))))?;
+        let byte_len = byte_len(cursor, &dims, tensor_type, &tensor)?;
+        let relative_offset = cursor.u64(&|| format!("the data offset of {}", tensor()))?;
+        seen.insert(name.clone(), index);
+        tensors.push(Unplaced {
+            name,
+            dims,
+            tensor_type,
+            relative_offset,
+            byte_len,
+        });
+    }
+    Ok(tensors)
+}
+
+/// The dimensions, refused past ggml's four or past what int64 holds
+/// (gguf.cpp reads them as int64, so larger values are negative there).
+fn read_dims(cursor: &mut Cursor, tensor: What) -> Result<Vec<u64>> {
+    let n_dims = cursor.u32(&|| format!("the dimension count of {}", tensor()))?;
+    if n_dims as usize > MAX_DIMS {
+        return Err(cursor.error(format!(
+            "{} has {n_dims} dimensions; ggml allows at most {MAX_DIMS}",
+            tensor()
+        )));
+    }
+    let mut dims = Vec::with_capacity(n_dims as usize);
+    for dim in 0..n_dims {
+        let value = cursor.u64(&|| format!("dimension {dim} of {}", tensor()))?;
+        if value > i64::MAX as u64 {
+            return Err(cursor.error(format!(
+                "{}: dimension {dim} is {value}, more than ggml's int64 dimensions hold",
+                tensor()
+            )));
+        }
+        dims.push(value);
+    }
+    Ok(dims)
+}
+
+/// The tensor's size in bytes: its element count must fit int64, its rows
+/// must be whole blocks of its type.
+fn byte_len(cursor: &Cursor, dims: &[u64], tensor_type: TensorType, tensor: What) -> Result<u64> {
+    let elements = dims
+        .iter()
+        .try_fold(1u64, |product, &dim| product.checked_mul(dim))
+        .filter(|&elements| elements <= i64::MAX as u64)
+        .ok_or_else(|| {
+            cursor.error(format!(
+                "{}: dimensions {dims:?} hold more elements than ggml's int64 counts",
+                tensor()
+            ))
+        })?;
+    let row = dims.first().copied().unwrap_or(1);
+    if !row.is_multiple_of(tensor_type.block_elements() as u64) {
+        return Err(cursor.error(format!(
+            "{} is {tensor_type}, stored in blocks of {} elements, but its rows (dimension 0) have {row}",
+            tensor(),
+            tensor_type.block_elements()
+        )));
+    }
+    tensor_type.byte_len(elements).ok_or_else(|| {
+        cursor.error(format!(
+            "{}: {elements} elements of {tensor_type} overflow a 64-bit byte count",
+            tensor()
+        ))
+    })
+}
+
+/// Turns each tensor's offset from the data section into its bytes in the
+/// file: aligned, inside the file, and apart from every other tensor.
+fn place_tensors(
+    cursor: &Cursor,
+    unplaced: Vec<Unplaced>,
+    data_offset: u64,
+    alignment: u32,
+) -> Result<Vec<TensorInfo>> {
+    let file_len = cursor.bytes.len() as u64;
+    if !unplaced.is_empty() && data_offset > file_len {
+        return Err(cursor.error(format!(
+            "truncated: the tensor data starts at offset {data_offset} (the header padded to {alignment} bytes) but the file has {file_len} bytes"
+        )));
+    }
+    let mut tensors = Vec::with_capacity(unplaced.len());
+    for tensor in unplaced {
+        let name = shown(&tensor.name);
+        if !tensor.relative_offset.is_multiple_of(u64::from(alignment)) {
+            return Err(cursor.error(format!(
+                "tensor `{name}`: data offset {} is not a multiple of the alignment {alignment}",
+                tensor.relative_offset
+            )));
+        }
+        let start = data_offset.checked_add(tensor.relative_offset);
+        let end = start.and_then(|start| start.checked_add(tensor.byte_len));
+        let (Some(start), Some(end)) = (start, end) else {
+            return Err(cursor.error(format!(
+                "tensor `{name}`: data offset {} plus {} bytes overflows a 64-bit file offset",
+                tensor.relative_offset, tensor.byte_len
+            )));
+        };
+        if end > file_len {
+            return Err(cursor.error(format!(
+                "tensor `{name}` (file bytes {start}..{end}) ends past the end of the file ({file_len} bytes): truncated?"
+            )));
+        }
+        tensors.push(TensorInfo {
+            name: tensor.name,
+            dims: tensor.dims,
+            tensor_type: tensor.tensor_type,
+            relative_offset: tensor.relative_offset,
+            // Both are at most the file's length, a usize.
+            file_offset: start as usize,
+            byte_len: tensor.byte_len as usize,
+            part: 0,
+        });
+    }
+    check_apart(cursor, &tensors)?;
+    Ok(tensors)
+}
+
+/// Refuses two tensors sharing a byte (tensors of no bytes share none).
+fn check_apart(cursor: &Cursor, tensors: &[TensorInfo]) -> Result<()> {
+    let mut by_start: Vec<&TensorInfo> = tensors.iter().filter(|tensor| tensor.byte_len > 0).collect();
+    by_start.sort_by_key(|tensor| tensor.file_offset);
+    for pair in by_start.windows(2) {
+        let (before, after) = (pair[0], pair[1]);
+        let before_end = before.file_offset + before.byte_len;
+        if after.file_offset < before_end {
+            return Err(cursor.error(format!(
+                "tensors `{}` (file bytes {}..{before_end}) and `{}` (file bytes {}..{}) overlap",
+                shown(&before.name),
+                before.file_offset,
+                shown(&after.name),
+                after.file_offset,
+                after.file_offset + after.byte_len
+            )));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! GGUF models end to end on the CPU: a preset written as a GGUF file by
+//! `gguf_export` (llama.cpp's layout: Q and K rows interleaved, Llama 3's
+//! scaling as `rope_freqs.weight`) and loaded back runs to the same logits
+//! as the preset itself; quantized files run in their blocks, close to the
+//! dense file they were quantized from; the model's name carries the
+//! format mix.
+
+use kernelscope::Device;
+use kernelscope::ops::sample::Sampling;
+use kernelscope::profile::Phase;
+use kernelscope_model::gguf_export::{GgufFileType, write_gguf};
+use kernelscope_model::gguf_model::GgufModel;
+use kernelscope_model::synthetic::tensor_values;
+use kernelscope_model::{LoadOptions, Model, SyntheticOptions, preset};
+
+const SEED: u64 = 11;
+const TOKENS: [u32; 5] = [7, 300, 5, 1999, 42];
+
+fn logits(model: &mut Model) -> Vec<Vec<f32>> {
+    TOKENS
+        .iter()
+        .enumerate()
+        .map(|(position, &token)| {
+            model
+                .step(token, position, Phase::Decode, Sampling::GREEDY, 0.0)
+                .unwrap();
+            model.logits().unwrap()
+        })
+        .collect()
+}
+
+fn written(name: &str, file_type: GgufFileType, folder: &std::path::Path) -> std::path::PathBuf {
+    let config = preset(name).unwrap();
+    let path = folder.join(format!("{name}-{file_type:?}.gguf"));
+    write_gguf(&config, &path, file_type, name, true, true, |tensor, shape| {
+        Ok(tensor_values(tensor, shape, SEED))
+    })
+    .unwrap();
+    path
+}
+
+fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
+    a.iter()
+        .flatten()
+        .zip(b.iter().flatten())
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+fn spread(a: &[Vec<f32>]) -> f32 {
+    let values: Vec<f32> = a.iter().flatten().copied().collect();
+    let mean = values.iter().sum::<f32>() / values.len() as f32;
+    (values.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / values.len() as f32).sqrt()
+}
+
+#[test]
+fn an_f32_gguf_of_a_preset_runs_to_the_presets_logits() {
+    let folder = std::env::temp_dir().join(format!("kscope-gguf-model-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    for name in ["tiny", "tiny-qwen2", "tiny-llama3"] {
+        let device = Device::cpu();
+        let options = SyntheticOptions {
+            dtype: kernelscope::DType::F32,
+            seed: SEED,
+            quiet: true,
+        };
+        let mut reference = Model::from_preset(name, &device, options).unwrap();
+        let expected = logits(&mut reference);
+        let path = written(name, GgufFileType::F32, &folder);
+        let gguf = GgufModel::open(&path).unwrap();
+        let mut config = gguf.config.clone();
+        // The GGUF's own vocabulary names its end tokens.
+        config.eos_token_ids = reference.config().eos_token_ids.clone();
+        // Llama 3's scaling comes back as per-frequency divisors.
+        let (read, wanted) = (
+            config.rope_inverse_frequencies(),
+            reference.config().rope_inverse_frequencies(),
+        );
+        for (read, wanted) in read.iter().zip(&wanted) {
+            assert!(
+                (read - wanted).abs() <= 1e-6 * wanted,
+                "{name}: RoPE frequency {read} for {wanted}"
+            );
+        }
+        config.rope_scaling = reference.config().rope_scaling;
+        config.rope_frequency_factors = None;
+        assert_eq!(config, *reference.config(), "{name}: the config read back");
+        let mut model = Model::load_gguf(&gguf, &[device], LoadOptions { quiet: true }).unwrap();
+        let found = logits(&mut model);
+        let difference = largest_difference(&expected, &found);
+        assert!(
+            difference <= 1e-5 * spread(&expected),
+            "{name}: logits differ by {difference} (spread {})",
+            spread(&expected)
+        );
+        assert!(model.name().contains("F32"), "{}", model.name());
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn quantized_ggufs_run_in_their_blocks_near_the_dense_logits() {
+    let folder = std::env::temp_dir().join(format!("kscope-gguf-quantized-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let device = Device::cpu();
+    let dense = GgufModel::open(&written("tiny", GgufFileType::F32, &folder)).unwrap();
+    let mut dense =
+        Model::load_gguf(&dense, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap();
+    let expected = logits(&mut dense);
+    // Worse formats drift further; each bound is about twice what was seen
+    // (the largest difference of any logit, over the logits' spread). The
+    // tiny preset's rows of 128 are not whole K-blocks, so its K-quant files
+    // hold llama.cpp's fallbacks (Q6_K: Q8_0, Q5_K: Q5_1, Q4_K: Q5_0).
+    for (file_type, bound, mix) in [
+        (GgufFileType::Q8_0, 0.15, "Q8_0"),
+        (GgufFileType::Q6_K, 0.15, "Q8_0"),
+        (GgufFileType::Q5_K_M, 0.8, "Q5_1"),
+        (GgufFileType::Q4_K_M, 0.8, "Q5_0"),
+        (GgufFileType::Q4_0, 1.5, "Q4_0"),
+    ] {
+        let gguf = GgufModel::open(&written("tiny", file_type, &folder)).unwrap();
+        let mut model =
+            Model::load_gguf(&gguf, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap();
+        assert!(model.name().contains(mix), "{file_type:?}: {}", model.name());
+        assert_eq!(model.weights().dtype, kernelscope::DType::F32);
+        assert!(
+            matches!(
+                model.weights().layers[0].query.format(),
+                kernelscope::ops::WeightFormat::Quantized(_)
+            ),
+            "{file_type:?} runs in its blocks"
+        );
+        let found = logits(&mut model);
+        let relative = largest_difference(&expected, &found) / spread(&expected);
+        assert!(
+            relative < bound,
+            "{file_type:?}: logits drift by {relative} of their spread"
+        );
+        assert!(relative > 0.0, "{file_type:?}: quantization changed nothing");
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// A GGUF file with every tensor of `source` dequantized to F32, the
+/// metadata copied: the dense twin of a quantized file.
+fn dequantized_twin(source: &std::path::Path, out: &std::path::Path) {
+    use kernelscope_model::gguf::{GgufFile, GgufWriter, TensorFormat, TensorType};
+    let file = GgufFile::open(source).unwrap();
+    let mut writer = GgufWriter::new(out);
+    for (key, value) in file.metadata().iter() {
+        if key != "general.alignment" {
+            writer.add_metadata(key, value.clone()).unwrap();
+        }
+    }
+    for tensor in file.tensors() {
+        writer
+            .add_tensor_info(tensor.name(), tensor.dims(), TensorType::F32)
+            .unwrap();
+    }
+    let mut data = writer.write_header().unwrap();
+    for tensor in file.tensors() {
+        let bytes = file.tensor_bytes(tensor);
+        let row = tensor.dims()[0] as usize;
+        let mut values = vec![0.0f32; tensor.element_count() as usize];
+        match file.tensor_format(tensor).unwrap() {
+            TensorFormat::Quantized(format) => {
+                let row_bytes = format.row_bytes(row).unwrap();
+                for (blocks, out) in bytes.chunks(row_bytes).zip(values.chunks_mut(row)) {
+                    format.dequantize_row(blocks, out).unwrap();
+                }
+            }
+            TensorFormat::Dense(kernelscope::DType::F32) => {
+                for (value, bytes) in values.iter_mut().zip(bytes.chunks_exact(4)) {
+                    *value = f32::from_le_bytes(bytes.try_into().unwrap());
+                }
+            }
+            other => panic!("{other:?} in a quantized test file"),
+        }
+        let out: Vec<u8> = values.iter().flat_map(|value| value.to_le_bytes()).collect();
+        data.write_tensor(&out).unwrap();
+    }
+    data.finish().unwrap();
+}
+
+#[test]
+fn quantized_products_equal_the_dense_product_of_the_dequantized_weights() {
+    let folder = std::env::temp_dir().join(format!("kscope-gguf-twin-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let device = Device::cpu();
+    for (name, file_type) in [
+        ("tiny", GgufFileType::Q4_0),
+        ("tiny", GgufFileType::Q5_K_M),
+        ("tiny-llama3", GgufFileType::Q8_0),
+        ("tiny-qwen2", GgufFileType::Q4_K_M),
+    ] {
+        let quantized = written(name, file_type, &folder);
+        let twin = folder.join(format!("{name}-{file_type:?}-twin.gguf"));
+        dequantized_twin(&quantized, &twin);
+        let open = |path: &std::path::Path| {
+            let gguf = GgufModel::open(path).unwrap();
+            Model::load_gguf(&gguf, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap()
+        };
+        let (expected, found) = (logits(&mut open(&twin)), logits(&mut open(&quantized)));
+        let difference = largest_difference(&expected, &found);
+        assert!(
+            difference <= 1e-4 * spread(&expected),
+            "{name} {file_type:?}: blocks and their dense twin differ by {difference} (spread {})",
+            spread(&expected)
+        );
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
