@@ -1,5 +1,7 @@
-//! `kscope gen-model`: writes a synthetic Hugging Face checkpoint with
-//! deterministic seeded weights for a preset shape.
+//! `kscope gen-model`: writes a synthetic model with deterministic seeded
+//! weights for a preset shape: a Hugging Face checkpoint (a directory), or
+//! a GGUF file (`--out F.gguf`) in any of the file types `--quant` names,
+//! with a byte-level vocabulary so `--prompt` works on it.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -7,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 use kernelscope::DType;
+use kernelscope_model::gguf_export::{GgufFileType, write_gguf};
 use kernelscope_model::{SyntheticOptions, preset, synthetic};
 
 use crate::model_args::parse_weight_dtype;
@@ -18,13 +21,19 @@ pub struct GenModelArgs {
     /// The preset shape (tiny, tiny-qwen2, tiny-llama3, qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, llama-3.1-8b, tinyllama-1.1b, llama-3-70b).
     #[arg(long)]
     pub preset: String,
-    /// Output directory (created if needed).
-    #[arg(long, value_name = "DIR")]
+    /// Output directory (created if needed), or a GGUF file (a name ending
+    /// in `.gguf`).
+    #[arg(long, value_name = "DIR|FILE.gguf")]
     pub out: PathBuf,
+    /// The GGUF file type (only with `--out FILE.gguf`): f32, f16, bf16,
+    /// q8_0, q4_0, q4_k_m, q5_k_m, q6_k; each tensor takes the type
+    /// llama-quantize gives it. Default: the `--dtype`.
+    #[arg(long, value_name = "TYPE", value_parser = parse_file_type)]
+    pub quant: Option<GgufFileType>,
     /// Seed of the weights.
     #[arg(long, default_value_t = 0, value_parser = crate::numbers::seed)]
     pub seed: u64,
-    /// Weight dtype.
+    /// Weight dtype (of a checkpoint; of a GGUF file without `--quant`).
     #[arg(long, default_value = "bf16", value_parser = parse_weight_dtype)]
     pub dtype: DType,
     /// Overwrite the config.json and model.safetensors already in DIR (a
@@ -79,8 +88,64 @@ fn check_target(out: &Path, force: bool) -> Result<()> {
     Ok(())
 }
 
+/// A `--quant` value.
+pub fn parse_file_type(text: &str) -> Result<GgufFileType, String> {
+    GgufFileType::parse(text).ok_or_else(|| {
+        format!(
+            "`{text}` is not a GGUF file type: expected one of {}",
+            GgufFileType::NAMES
+        )
+    })
+}
+
+/// Whether `path` names a GGUF file.
+pub fn is_gguf_name(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|extension| extension.eq_ignore_ascii_case("gguf"))
+}
+
+/// The file type `--dtype` stands for.
+fn file_type_of(dtype: DType) -> GgufFileType {
+    match dtype {
+        DType::F32 => GgufFileType::F32,
+        DType::F16 => GgufFileType::F16,
+        _ => GgufFileType::BF16,
+    }
+}
+
+fn run_gguf(args: &GenModelArgs, config: &kernelscope_model::Config) -> Result<ExitCode> {
+    let output = crate::output::OutputFile::check(&args.out, "--out", args.force, None)?;
+    let file_type = args.quant.unwrap_or_else(|| file_type_of(args.dtype));
+    let seed = args.seed;
+    let name = format!("{} (synthetic, seed {seed})", args.preset);
+    write_gguf(
+        config,
+        output.path(),
+        file_type,
+        &name,
+        true,
+        args.quiet,
+        |tensor, shape| Ok(synthetic::tensor_values(tensor, shape, seed)),
+    )?;
+    let bytes = std::fs::metadata(output.path()).map(|m| m.len()).unwrap_or(0);
+    let summary = kernelscope_model::gguf_model::GgufModel::open(output.path())?.format_mix();
+    println!(
+        "wrote {}: GGUF {summary} ({:.1} MB, seed {seed}, fnv1a64 {:016x})",
+        output.path().display(),
+        bytes as f64 / 1e6,
+        synthetic::file_digest(output.path())?
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 pub fn run(args: GenModelArgs) -> Result<ExitCode> {
     let config = preset(&args.preset)?;
+    if is_gguf_name(&args.out) {
+        return run_gguf(&args, &config);
+    }
+    if args.quant.is_some() {
+        bail!("--quant writes GGUF files: give --out a name ending in .gguf");
+    }
     check_target(&args.out, args.force)?;
     let weights = args.out.join("model.safetensors");
     let options = SyntheticOptions {

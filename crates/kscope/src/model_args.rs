@@ -1,12 +1,13 @@
 //! The arguments every model-running subcommand shares: which model, which
 //! device, and how to open them.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use kernelscope::ops::matmul::MAX_COMPUTE_PROBE_SIZE;
 use kernelscope::{DType, Device, DeviceOptions};
+use kernelscope_model::gguf_model::GgufModel;
 use kernelscope_model::{
     DEFAULT_PREFILL_CHUNK, LoadOptions, Model, SyntheticOptions, Tokenizer, looks_like_repo_id,
     resolve_hub_model,
@@ -15,11 +16,20 @@ use kernelscope_model::{
 /// Which model and device.
 #[derive(Args, Debug, Clone)]
 pub struct ModelArgs {
+    /// A GGUF model file (llama.cpp's format; the first part of a split
+    /// one), the same as --model FILE.gguf.
+    #[arg(value_name = "MODEL.gguf", conflicts_with_all = ["model", "preset"])]
+    pub file: Option<PathBuf>,
     /// A Hugging Face model directory (config.json, *.safetensors, optional
-    /// tokenizer.json), or ORG/NAME of a model in the Hugging Face cache
-    /// (HF_HUB_CACHE, HF_HOME or ~/.cache/huggingface/hub; never downloads).
-    #[arg(long, value_name = "DIR|ORG/NAME", conflicts_with = "preset")]
+    /// tokenizer.json), a GGUF file, or ORG/NAME of a model in the Hugging
+    /// Face cache (HF_HUB_CACHE, HF_HOME or ~/.cache/huggingface/hub; never
+    /// downloads).
+    #[arg(long, value_name = "DIR|FILE.gguf|ORG/NAME", conflicts_with = "preset")]
     pub model: Option<PathBuf>,
+    /// The GGUF file of an ORG/NAME model in the cache (default: its one
+    /// GGUF file, if it has exactly one and no safetensors checkpoint).
+    #[arg(long, value_name = "NAME.gguf", requires = "model")]
+    pub gguf: Option<String>,
     /// The revision of an ORG/NAME model: a branch, tag or commit in the cache (default main).
     #[arg(long, value_name = "REV", requires = "model")]
     pub revision: Option<String>,
@@ -59,6 +69,51 @@ pub struct ModelArgs {
     pub kv_dtype: Option<DType>,
 }
 
+/// The GGUF file of a cached repository: the one `--gguf` names (inside
+/// the repository's cache folder), or its only `.gguf` file when it has no
+/// `config.json`; several without `--gguf` are refused, listed.
+fn pick_gguf(snapshot: &Path, repo_root: &Path, wanted: Option<&str>, repo: &str) -> Result<Option<PathBuf>> {
+    if let Some(name) = wanted {
+        let relative = Path::new(name);
+        if relative.is_absolute()
+            || relative
+                .components()
+                .any(|component| !matches!(component, std::path::Component::Normal(_)))
+        {
+            bail!("--gguf {name}: expected a file name inside the repository");
+        }
+        let path = snapshot.join(relative);
+        let inside = path
+            .canonicalize()
+            .ok()
+            .zip(repo_root.canonicalize().ok())
+            .is_some_and(|(file, root)| file.starts_with(root));
+        if !path.is_file() || !inside {
+            bail!("--gguf {name}: no such file in {repo} ({})", snapshot.display());
+        }
+        return Ok(Some(path));
+    }
+    if snapshot.join("config.json").exists() {
+        return Ok(None);
+    }
+    let mut found: Vec<String> = std::fs::read_dir(snapshot)
+        .with_context(|| format!("{}: cannot list the snapshot", snapshot.display()))?
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| crate::gen_model::is_gguf_name(Path::new(name)))
+        .collect();
+    found.sort();
+    match found.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(snapshot.join(one))),
+        several => bail!(
+            "{repo} holds {} GGUF files ({}); pick one with --gguf NAME.gguf",
+            several.len(),
+            several.join(", ")
+        ),
+    }
+}
+
 /// `bf16`, `f16`, `f32`.
 pub fn parse_weight_dtype(text: &str) -> Result<DType, String> {
     match text.to_ascii_lowercase().as_str() {
@@ -71,8 +126,22 @@ pub fn parse_weight_dtype(text: &str) -> Result<DType, String> {
     }
 }
 
+/// A GGUF file's chat template.
+pub struct GgufChat {
+    /// `tokenizer.chat_template`.
+    pub source: String,
+    /// The file, for errors.
+    pub path: PathBuf,
+    /// The BOS and EOS tokens' text.
+    pub bos: Option<String>,
+    pub eos: Option<String>,
+}
+
 /// An opened model with its device.
 pub struct Opened {
+    /// The chat template a GGUF file carries, with its BOS and EOS tokens
+    /// (compiled only when --chat asks for it).
+    pub gguf_chat: Option<GgufChat>,
     /// Rank 0's device (the only one unless split; `model.devices()` has all).
     pub device: Device,
     pub device_reason: String,
@@ -84,49 +153,83 @@ pub struct Opened {
 
 /// Where a model's files are.
 pub struct ModelLocation {
-    /// The directory the model is read from.
+    /// The directory the model is read from (a GGUF file's folder).
     pub directory: PathBuf,
-    /// The folder no output may overwrite a file of: the directory, or for
-    /// a Hugging Face cache snapshot the repository's cache folder.
+    /// What no output may overwrite: the model directory (for a Hugging
+    /// Face cache snapshot the repository's cache folder), or a GGUF file.
     pub protected: PathBuf,
+    /// The GGUF file, when the model is one.
+    pub gguf: Option<PathBuf>,
+}
+
+/// Whether `path` is a GGUF file: named `.gguf`, or starting with the magic.
+fn is_gguf_file(path: &Path) -> bool {
+    if crate::gen_model::is_gguf_name(path) {
+        return true;
+    }
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut magic))
+        .is_ok_and(|()| &magic == b"GGUF")
 }
 
 impl ModelArgs {
-    /// The directory of `--model`: a path as given, or ORG/NAME resolved in
-    /// the Hugging Face cache. `None` for a preset.
+    /// Where the model is: `--model` (or the positional file) as given, or
+    /// ORG/NAME resolved in the Hugging Face cache. `None` for a preset.
     pub fn location(&self) -> Result<Option<ModelLocation>> {
-        let Some(model) = &self.model else {
+        let Some(model) = self.file.as_ref().or(self.model.as_ref()) else {
             if self.revision.is_some() {
                 bail!("--revision applies to --model ORG/NAME");
             }
             return Ok(None);
         };
         if std::fs::symlink_metadata(model).is_ok() {
-            if !model.is_dir() {
+            if self.revision.is_some() {
+                bail!("--revision applies to --model ORG/NAME, not to a path");
+            }
+            if self.gguf.is_some() {
                 bail!(
-                    "{}: not a directory (expected a Hugging Face model directory)",
-                    model.display()
+                    "--gguf picks a file of an ORG/NAME model in the cache; give the file itself as --model"
                 );
             }
-            if self.revision.is_some() {
-                bail!("--revision applies to --model ORG/NAME, not to a directory");
+            if !model.is_dir() {
+                if model.is_file() && is_gguf_file(model) {
+                    let folder = model.parent().filter(|parent| !parent.as_os_str().is_empty());
+                    return Ok(Some(ModelLocation {
+                        directory: folder.map_or_else(|| PathBuf::from("."), Path::to_path_buf),
+                        protected: model.clone(),
+                        gguf: Some(model.clone()),
+                    }));
+                }
+                bail!(
+                    "{}: not a directory or a GGUF file (expected a Hugging Face model directory or FILE.gguf)",
+                    model.display()
+                );
             }
             return Ok(Some(ModelLocation {
                 directory: model.clone(),
                 protected: model.clone(),
+                gguf: None,
             }));
         }
         let text = model.to_string_lossy();
-        if !looks_like_repo_id(&text) {
+        if self.file.is_some() || !looks_like_repo_id(&text) {
             bail!(
-                "{}: no such directory (expected a Hugging Face model directory or ORG/NAME)",
+                "{}: no such file or directory (expected a Hugging Face model directory, FILE.gguf or ORG/NAME)",
                 model.display()
             );
         }
         let snapshot = resolve_hub_model(&text, self.revision.as_deref())?;
+        let gguf = pick_gguf(
+            &snapshot.directory,
+            &snapshot.repo_root,
+            self.gguf.as_deref(),
+            &text,
+        )?;
         Ok(Some(ModelLocation {
             directory: snapshot.directory,
             protected: snapshot.repo_root,
+            gguf,
         }))
     }
 
@@ -184,7 +287,27 @@ impl ModelArgs {
         let location = self.location()?;
         let (devices, device_reason) = self.open_devices(options)?;
         let device = devices[0].clone();
+        let mut gguf_chat = None;
         let (model, tokenizer) = match &location {
+            Some(ModelLocation { gguf: Some(path), .. }) => {
+                let gguf = GgufModel::open(path)?;
+                let model = Model::load_gguf(&gguf, &devices, LoadOptions { quiet: self.quiet })?;
+                let tokenizer = gguf.tokenizer()?;
+                if let Some(source) = &gguf.chat_template {
+                    let token = |id: Option<u32>| {
+                        let vocabulary = gguf.vocabulary.as_ref()?;
+                        vocabulary.tokens.get(id? as usize).cloned()
+                    };
+                    let vocabulary = gguf.vocabulary.as_ref();
+                    gguf_chat = Some(GgufChat {
+                        source: source.clone(),
+                        path: path.clone(),
+                        bos: token(vocabulary.and_then(|vocabulary| vocabulary.bos)),
+                        eos: token(vocabulary.and_then(|vocabulary| vocabulary.eos)),
+                    });
+                }
+                (model, tokenizer)
+            }
             Some(location) => {
                 let directory = &location.directory;
                 let model = Model::load_split(directory, &devices, LoadOptions { quiet: self.quiet })?;
@@ -212,7 +335,10 @@ impl ModelArgs {
             device_reason,
             model,
             tokenizer,
-            directory: location.map(|location| location.directory),
+            gguf_chat,
+            directory: location
+                .filter(|location| location.gguf.is_none())
+                .map(|location| location.directory),
         })
     }
 }

@@ -107,18 +107,26 @@ pub struct RunArgs {
 /// The prompt of `--chat`: the turns (after `--system`) rendered with the
 /// model's chat template, then encoded as they are (the template writes BOS
 /// and the other special tokens itself).
-fn chat_prompt(args: &RunArgs, directory: Option<&Path>, tokenizer: Option<&Tokenizer>) -> Result<Vec<u32>> {
-    let (Some(directory), Some(tokenizer)) = (directory, tokenizer) else {
-        bail!(
-            "--chat needs a model directory with tokenizer.json and a chat template (--model DIR or ORG/NAME)"
-        );
+fn chat_prompt(args: &RunArgs, source: PromptSource<'_>) -> Result<Vec<u32>> {
+    let template = match (source.gguf_chat, source.directory, source.tokenizer) {
+        (Some(chat), _, Some(_)) => {
+            ChatTemplate::from_source(&chat.source, &chat.path, chat.bos.as_deref(), chat.eos.as_deref())?
+        }
+        (None, Some(directory), Some(_)) => match ChatTemplate::from_directory(directory)? {
+            Some(template) => template,
+            None => bail!(
+                "--chat: {} has no chat template (tokenizer_config.json `chat_template` or chat_template.jinja); pass --prompt instead",
+                directory.display()
+            ),
+        },
+        (None, None, Some(_)) => {
+            bail!("--chat: the GGUF file has no tokenizer.chat_template; pass --prompt instead")
+        }
+        _ => bail!(
+            "--chat needs a tokenizer and a chat template (a model directory with tokenizer.json, or a GGUF file with a vocabulary)"
+        ),
     };
-    let Some(template) = ChatTemplate::from_directory(directory)? else {
-        bail!(
-            "--chat: {} has no chat template (tokenizer_config.json `chat_template` or chat_template.jinja); pass --prompt instead",
-            directory.display()
-        );
-    };
+    let tokenizer = source.tokenizer.expect("matched above");
     let mut messages = Vec::new();
     if let Some(system) = &args.system {
         messages.push(ChatMessage::new("system", system));
@@ -258,20 +266,26 @@ fn execution_mode(args: &RunArgs, device: &Device) -> ExecutionMode {
     mode
 }
 
+/// Where a prompt's tokenizer and chat template come from.
+#[derive(Clone, Copy)]
+struct PromptSource<'a> {
+    directory: Option<&'a Path>,
+    tokenizer: Option<&'a Tokenizer>,
+    gguf_chat: Option<&'a crate::model_args::GgufChat>,
+}
+
 /// The prompt's token ids: the chat rendered, the text encoded, the ids
 /// given, or a default prompt.
-fn prompt_tokens(
-    args: &RunArgs,
-    directory: Option<&Path>,
-    tokenizer: Option<&Tokenizer>,
-) -> Result<Vec<u32>> {
+fn prompt_tokens(args: &RunArgs, source: PromptSource<'_>) -> Result<Vec<u32>> {
     if !args.chat.is_empty() {
-        return chat_prompt(args, directory, tokenizer);
+        return chat_prompt(args, source);
     }
-    Ok(match (&args.prompt, &args.token_ids, tokenizer) {
+    Ok(match (&args.prompt, &args.token_ids, source.tokenizer) {
         (Some(text), _, Some(tokenizer)) => tokenizer.encode(text)?,
         (Some(_), _, None) => {
-            bail!("--prompt needs a tokenizer.json in the model directory; pass --token-ids instead")
+            bail!(
+                "--prompt needs a tokenizer (tokenizer.json in the model directory, or a GGUF file's vocabulary); pass --token-ids instead"
+            )
         }
         (None, Some(ids), _) => ids.clone(),
         (None, None, Some(tokenizer)) => tokenizer.encode("The capital of France is")?,
@@ -401,7 +415,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let stop_tokens = stop_tokens(opened.directory.as_deref(), &model)?;
     model.set_execution_mode(execution_mode(&args, &device));
     model.set_fusion(!args.unfused);
-    let prompt = prompt_tokens(&args, opened.directory.as_deref(), tokenizer.as_ref())?;
+    let source = PromptSource {
+        directory: opened.directory.as_deref(),
+        tokenizer: tokenizer.as_ref(),
+        gguf_chat: opened.gguf_chat.as_ref(),
+    };
+    let prompt = prompt_tokens(&args, source)?;
     print_setup(&device, &opened.device_reason, &model, &prompt);
     // Loading (and generating a preset's weights on the device) is not the run.
     for rank_device in model.devices() {

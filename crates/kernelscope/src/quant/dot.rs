@@ -10,7 +10,7 @@ const LANES: usize = 8;
 
 /// `Σ dequantized[i] × x[i]` over whole blocks; the caller has checked that
 /// `blocks` holds exactly the blocks of `x.len()` elements.
-pub(super) fn dot_row<C: Codec<BYTES, ELEMENTS>, const BYTES: usize, const ELEMENTS: usize>(
+pub(super) fn dot_blocks<C: Codec<BYTES, ELEMENTS>, const BYTES: usize, const ELEMENTS: usize>(
     blocks: &[u8],
     x: &[f32],
 ) -> f32 {

@@ -4,10 +4,11 @@
 //! Ops read quantized weights through this module, so a format is written
 //! once here and every op and the GGUF loader agree on its bytes.
 //!
-//! Dequantization and quantization are bit-exact with llama.cpp's C
-//! (`dequantize_row_*`, `quantize_row_*_ref` in ggml-quants.c) and with
-//! gguf-py; tests/quant_formats.rs checks them against fixtures made by both
-//! (tools/reference/quant_fixtures.py).
+//! Dequantization is bit-exact with llama.cpp's C (`dequantize_row_*` in
+//! ggml-quants.c) and with gguf-py; quantization is byte-identical with
+//! llama.cpp's reference quantizers (`quantize_row_*_ref`).
+//! tests/quant_formats.rs checks both against fixtures that
+//! tools/reference/quant_fixtures.py makes with llama.cpp and gguf-py.
 //!
 //! ```
 //! use kernelscope::quant::QuantFormat;
@@ -31,6 +32,7 @@ mod dot;
 mod error;
 mod quantize;
 
+use dot::dot_blocks;
 pub use error::QuantError;
 
 /// A block-quantized format. Variant names are llama.cpp's own (`Q4_K`),
@@ -187,17 +189,21 @@ impl QuantFormat {
     }
 
     /// Quantizes a row with llama.cpp's reference quantizer
-    /// (`quantize_row_*_ref`, the one `llama-quantize` uses when no
-    /// importance matrix is given): the bytes are identical to llama.cpp's,
+    /// (`quantize_row_*_ref`, which `llama-quantize` uses when given no
+    /// importance matrix, and always for Q8_0): the bytes are identical to llama.cpp's,
     /// and to gguf-py's where gguf-py quantizes (but see the note on
     /// signed zeros below). `out` takes `self.row_bytes(values.len())`
     /// bytes.
     ///
-    /// Values are taken as they come: NaN or infinite inputs give whatever
-    /// llama.cpp's x86-64 build gives, which is meaningless but the same.
-    /// Q4_1 and Q5_1 store the block's minimum, sign of zero included:
-    /// where the first zero met is −0.0, so is the minimum, as in C (gguf-py
-    /// stores +0.0 there; the dequantized values are the same).
+    /// Values are taken as they come: NaN or infinite inputs, or values so
+    /// small that a scale's reciprocal overflows, give what llama.cpp's
+    /// x86-64 build gives (C leaves some of these conversions undefined).
+    ///
+    /// gguf-py agrees byte for byte except for the sign of a zero scale or
+    /// minimum: an all-zero Q4_0 or Q5_0 block stores d = −0.0 here and in C
+    /// (0 / −8), and a Q4_1 or Q5_1 block whose minimum is zero stores the
+    /// first zero met, −0.0 or +0.0, where gguf-py's choice differs; the
+    /// values those blocks dequantize to are equal.
     ///
     /// # Errors
     ///
@@ -305,8 +311,6 @@ fn quantize_blocks<C: Codec<BYTES, ELEMENTS>, const BYTES: usize, const ELEMENTS
         C::quantize(values, block);
     }
 }
-
-use dot::dot_row as dot_blocks;
 
 impl fmt::Display for QuantFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -4,8 +4,9 @@
 //! handed to the `tokenizers` crate, so GGUF and Hugging Face models share
 //! one tokenizer implementation. Two vocabulary kinds: `gpt2` (byte-level
 //! BPE with merges, split first by the pre-tokenizer `tokenizer.ggml.pre`
-//! names) and `llama` (SentencePiece: `▁` for spaces, merges by score,
-//! `<0xNN>` byte fallback). Anything else is refused by name.
+//! names) and `llama` (SentencePiece: `▁` for spaces, a space before each
+//! stretch of text as llama.cpp adds it, merges by score, `<0xNN>` byte
+//! fallback). Anything else is refused by name.
 
 use std::collections::HashMap;
 
@@ -111,7 +112,7 @@ impl GgufVocabulary {
                 return Err(refuse(format!("{key} is {id}, past the {count} tokens")));
             }
         }
-        let (model, pre_tokenizer, decoder, add_bos) = match self.model.as_str() {
+        let (model, normalizer, pre_tokenizer, decoder, add_bos) = match self.model.as_str() {
             "gpt2" => {
                 let pre = self.pre.as_deref().unwrap_or("default");
                 let Some((splits, ignore_merges)) = byte_level_splits(pre) else {
@@ -146,6 +147,7 @@ impl GgufVocabulary {
                 let add_bos = self.add_bos.unwrap_or(ignore_merges);
                 (
                     model,
+                    Value::Null,
                     json!({"type": "Sequence", "pretokenizers": pieces}),
                     decoder,
                     add_bos,
@@ -182,10 +184,18 @@ impl GgufVocabulary {
                     "ignore_merges": false, "vocab": self.vocabulary(), "merges": merges,
                 });
                 let add_space_prefix = self.add_space_prefix.unwrap_or(true);
-                let pre_tokenizer = json!({
-                    "type": "Metaspace", "replacement": "▁",
-                    "prepend_scheme": if add_space_prefix { "first" } else { "never" }, "split": false,
-                });
+                // llama.cpp prefixes a space to every stretch of text that
+                // starts the input or follows a special token, then writes
+                // every space as `▁`. A normalizer runs on each stretch
+                // between added tokens, so it does exactly that (Metaspace
+                // would skip the prefix where the text already starts with
+                // a space).
+                let escape = json!({"type": "Replace", "pattern": {"String": " "}, "content": "▁"});
+                let normalizer = if add_space_prefix {
+                    json!({"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "▁"}, escape]})
+                } else {
+                    escape
+                };
                 let mut steps = vec![
                     json!({"type": "Replace", "pattern": {"String": "▁"}, "content": " "}),
                     json!({"type": "ByteFallback"}),
@@ -198,7 +208,8 @@ impl GgufVocabulary {
                 let add_bos = self.add_bos.unwrap_or(true);
                 (
                     model,
-                    pre_tokenizer,
+                    normalizer,
+                    Value::Null,
                     json!({"type": "Sequence", "decoders": steps}),
                     add_bos,
                 )
@@ -216,7 +227,7 @@ impl GgufVocabulary {
             "truncation": null,
             "padding": null,
             "added_tokens": self.added_tokens(),
-            "normalizer": null,
+            "normalizer": normalizer,
             "pre_tokenizer": pre_tokenizer,
             "post_processor": post_processor,
             "decoder": decoder,
