@@ -75,7 +75,7 @@ FORMATS = {
 ROW_ELEMENTS = 256
 # Random blocks per format for the dequantization fixtures.
 DEQUANTIZE_BLOCKS = {32: 16, 256: 3}
-SEED = 20240611
+BLOCKS_SEED = 20240611  # numpy seed of the random blocks
 
 # The harness calls llama.cpp's functions by name; ggml-quants.c needs only
 # these four symbols of the rest of ggml, none of them on the paths used here.
@@ -327,11 +327,11 @@ def main() -> int:
     )
     args = parser.parse_args()
 
-    rng = np.random.default_rng(SEED)
+    rng = np.random.default_rng(BLOCKS_SEED)
     args.out.mkdir(parents=True, exist_ok=True)
     manifest = {
         "generator": "tools/reference/quant_fixtures.py",
-        "seed": SEED,
+        "blocks_seed": BLOCKS_SEED,
         "gguf_py_version": getattr(gguf, "__version__", None) or _package_version("gguf"),
         "numpy_version": np.__version__,
         "ggml_version": _ggml_version(args.llama_cpp),
@@ -350,7 +350,7 @@ def main() -> int:
 
         for name, (elements, size, _) in FORMATS.items():
             entry = {"block_elements": elements, "block_bytes": size}
-            c_bytes = run_harness(harness, "quantize", name, values.astype("<f4").tobytes())
+            c_bytes = run_harness(harness, "quantize", name, values.tobytes())
             assert len(c_bytes) == values.size // elements * size
             (args.out / f"{name}.quantized.bin").write_bytes(c_bytes)
             entry["quantized"] = {"file": f"{name}.quantized.bin", "source": "llama.cpp C quantize_row_*_ref"}

@@ -13,6 +13,7 @@ mod model_args;
 mod model_errors;
 mod numbers;
 mod output;
+mod quantize;
 mod report;
 mod run;
 
@@ -38,8 +39,10 @@ enum Command {
     Report(report::ReportArgs),
     /// Compare two JSON profiles (text, or an HTML page with --html); exit 1 on a regression.
     Compare(compare::CompareArgs),
-    /// Write a synthetic Hugging Face checkpoint with seeded weights for a preset shape.
+    /// Write a synthetic model with seeded weights for a preset shape: a Hugging Face checkpoint, or a GGUF file (--out F.gguf --quant TYPE).
     GenModel(gen_model::GenModelArgs),
+    /// Convert a Hugging Face checkpoint into a GGUF file (f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k), as llama.cpp would.
+    Quantize(quantize::QuantizeArgs),
     /// Check per-dispatch times against kernels of known duration (1–100 µs, eager and in a graph).
     Calibrate(calibrate::CalibrateArgs),
     /// Backends compiled in, devices found, their timing capabilities, bandwidth and peak compute.
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::run(args),
         Command::Compare(args) => compare::run(args),
         Command::GenModel(args) => gen_model::run(args),
+        Command::Quantize(args) => quantize::run(args),
         Command::Info(args) => info::run(args),
     };
     match outcome {

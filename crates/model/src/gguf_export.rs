@@ -19,6 +19,7 @@ use crate::config::{Architecture, Config, LayerTensor, TensorRole};
 use crate::error::{ModelError, Result};
 use crate::gguf::{Array, GgufWriter, TensorType, Value};
 use crate::gguf_model::{file_row, gguf_name};
+use crate::tokenizer::GgufVocabulary;
 
 /// The file types `gen-model --quant` and `kscope quantize` write, named
 /// as llama.cpp names them.
@@ -156,8 +157,9 @@ fn tensor_type(
 
 /// The byte-level vocabulary of a synthetic model: the 256 byte symbols,
 /// a few merges, Llama 3's three special tokens, then reserved control
-/// tokens up to `vocab_size`. Any text encodes (every byte is a token).
-fn synthetic_vocabulary(writer: &mut GgufWriter, config: &Config) -> Result<()> {
+/// tokens up to the vocabulary size. Any text encodes (every byte is a
+/// token).
+fn synthetic_vocabulary(config: &Config) -> Result<GgufVocabulary> {
     const MERGES: [&str; 8] = ["Ġ t", "Ġ a", "h e", "i n", "r e", "o n", "Ġt he", "e r"];
     const SPECIAL: [&str; 3] = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"];
     let needed = 256 + MERGES.len() + SPECIAL.len();
@@ -180,20 +182,65 @@ fn synthetic_vocabulary(writer: &mut GgufWriter, config: &Config) -> Result<()> 
     types.extend(std::iter::repeat_n(3, reserved));
     let first_special = (256 + MERGES.len()) as u32;
     let llama = config.architecture != Architecture::Qwen2;
-    writer.add_metadata("tokenizer.ggml.model", "gpt2")?;
-    writer.add_metadata("tokenizer.ggml.pre", if llama { "llama-bpe" } else { "qwen2" })?;
-    writer.add_metadata("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)))?;
-    writer.add_metadata("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))?;
+    Ok(GgufVocabulary {
+        model: "gpt2".into(),
+        pre: Some(if llama { "llama-bpe" } else { "qwen2" }.into()),
+        tokens,
+        scores: None,
+        token_types: Some(types),
+        merges: Some(MERGES.iter().map(|merge| merge.to_string()).collect()),
+        bos: Some(first_special),
+        eos: Some(first_special + 1),
+        unknown: None,
+        add_bos: Some(llama),
+        add_eos: None,
+        add_space_prefix: None,
+    })
+}
+
+/// `tokenizer.ggml.*` of `vocabulary` (and the end-of-turn id `eot`).
+fn write_vocabulary(writer: &mut GgufWriter, vocabulary: &GgufVocabulary, eot: Option<u32>) -> Result<()> {
+    writer.add_metadata("tokenizer.ggml.model", vocabulary.model.as_str())?;
+    if let Some(pre) = &vocabulary.pre {
+        writer.add_metadata("tokenizer.ggml.pre", pre.as_str())?;
+    }
     writer.add_metadata(
-        "tokenizer.ggml.merges",
-        Value::Array(Array::String(
-            MERGES.iter().map(|merge| merge.to_string()).collect(),
-        )),
+        "tokenizer.ggml.tokens",
+        Value::Array(Array::String(vocabulary.tokens.clone())),
     )?;
-    writer.add_metadata("tokenizer.ggml.bos_token_id", first_special)?;
-    writer.add_metadata("tokenizer.ggml.eos_token_id", first_special + 1)?;
-    writer.add_metadata("tokenizer.ggml.eot_token_id", first_special + 2)?;
-    writer.add_metadata("tokenizer.ggml.add_bos_token", llama)?;
+    if let Some(scores) = &vocabulary.scores {
+        writer.add_metadata("tokenizer.ggml.scores", Value::Array(Array::F32(scores.clone())))?;
+    }
+    if let Some(types) = &vocabulary.token_types {
+        writer.add_metadata(
+            "tokenizer.ggml.token_type",
+            Value::Array(Array::I32(types.clone())),
+        )?;
+    }
+    if let Some(merges) = &vocabulary.merges {
+        writer.add_metadata(
+            "tokenizer.ggml.merges",
+            Value::Array(Array::String(merges.clone())),
+        )?;
+    }
+    for (key, id) in [
+        ("tokenizer.ggml.bos_token_id", vocabulary.bos),
+        ("tokenizer.ggml.eos_token_id", vocabulary.eos),
+        ("tokenizer.ggml.eot_token_id", eot),
+        ("tokenizer.ggml.unknown_token_id", vocabulary.unknown),
+    ] {
+        if let Some(id) = id {
+            writer.add_metadata(key, id)?;
+        }
+    }
+    for (key, flag) in [
+        ("tokenizer.ggml.add_bos_token", vocabulary.add_bos),
+        ("tokenizer.ggml.add_eos_token", vocabulary.add_eos),
+    ] {
+        if let Some(flag) = flag {
+            writer.add_metadata(key, flag)?;
+        }
+    }
     Ok(())
 }
 
@@ -270,10 +317,35 @@ pub fn write_gguf(
     quiet: bool,
     values: impl Fn(&str, &[usize]) -> Result<Vec<f32>>,
 ) -> Result<()> {
+    let vocabulary = synthetic_vocabulary_wanted
+        .then(|| synthetic_vocabulary(config))
+        .transpose()?;
+    write_gguf_with(config, out, file_type, name, vocabulary.as_ref(), quiet, values)
+}
+
+/// [`write_gguf`] with a given vocabulary (or none).
+fn write_gguf_with(
+    config: &Config,
+    out: &Path,
+    file_type: GgufFileType,
+    name: &str,
+    vocabulary: Option<&GgufVocabulary>,
+    quiet: bool,
+    values: impl Fn(&str, &[usize]) -> Result<Vec<f32>>,
+) -> Result<()> {
     let mut writer = GgufWriter::new(out);
     hyper_parameters(&mut writer, config, name, file_type)?;
-    if synthetic_vocabulary_wanted {
-        synthetic_vocabulary(&mut writer, config)?;
+    if let Some(vocabulary) = vocabulary {
+        let mut vocabulary = vocabulary.clone();
+        // The end token the config names, where the vocabulary does not.
+        vocabulary.eos = vocabulary.eos.or(config.eos_token_ids.first().copied());
+        let eot = config
+            .eos_token_ids
+            .get(1)
+            .copied()
+            .or(vocabulary.eos.map(|eos| eos + 1));
+        let eot = eot.filter(|id| (*id as usize) < vocabulary.tokens.len());
+        write_vocabulary(&mut writer, &vocabulary, eot)?;
     }
     let factors = rope_factors(config);
     let mut plan = Vec::new();
@@ -397,4 +469,50 @@ fn write_row(
         }
     }
     Ok(())
+}
+
+/// Converts the Hugging Face checkpoint in `directory` (config.json and
+/// safetensors files) into a GGUF file of `file_type` at `out`, as
+/// llama.cpp's converter and quantizer would, its vocabulary from the
+/// directory's `tokenizer.json` where that is a byte-level BPE vocabulary
+/// with a pre-tokenizer GGUF names. Returns what was left out (a
+/// tokenizer it cannot carry), for the caller to say.
+pub fn quantize_checkpoint(
+    directory: &Path,
+    out: &Path,
+    file_type: GgufFileType,
+    quiet: bool,
+) -> Result<Vec<String>> {
+    let config = Config::from_directory(directory)?;
+    let checkpoint = crate::loader::Checkpoint::open(directory)?;
+    let dtype = checkpoint.dtype()?;
+    let mut notes = Vec::new();
+    let vocabulary = match crate::tokenizer::gguf::vocabulary_of_tokenizer_json(directory)? {
+        Ok(vocabulary) => Some(vocabulary),
+        Err(reason) => {
+            notes.push(format!("no vocabulary written: {reason}"));
+            None
+        }
+    };
+    let name = directory
+        .file_name()
+        .map_or_else(|| "model".to_string(), |name| name.to_string_lossy().into_owned());
+    write_gguf_with(
+        &config,
+        out,
+        file_type,
+        &name,
+        vocabulary.as_ref(),
+        quiet,
+        |tensor, shape| {
+            let location = checkpoint.locate(tensor, shape, dtype)?;
+            let map = &checkpoint.files[location.file].1;
+            let count: usize = shape.iter().product();
+            let bytes = &map[location.offset..location.offset + count * dtype.size_in_bytes()];
+            let mut values = vec![0.0f32; count];
+            crate::gguf_model::widen(dtype, bytes, &mut values);
+            Ok(values)
+        },
+    )?;
+    Ok(notes)
 }

@@ -367,7 +367,7 @@ fn dense_values(file: &GgufFile, tensor: &TensorInfo) -> Result<Vec<f32>> {
 }
 
 /// Widens little-endian `bytes` of `dtype` into `out`.
-fn widen(dtype: DType, bytes: &[u8], out: &mut [f32]) {
+pub(crate) fn widen(dtype: DType, bytes: &[u8], out: &mut [f32]) {
     match dtype {
         DType::F32 => out
             .iter_mut()

@@ -152,7 +152,6 @@ pub(super) fn q8_0(values: &[f32; 32], block: &mut [u8; blocks::q8_0::BYTES]) {
 /// the weighted squared error, trying `nstep + 1` candidate scales around
 /// `nmax / (max − min)`. Returns `(scale, −min)` and leaves the levels in
 /// `levels`.
-#[allow(clippy::too_many_arguments)]
 fn make_qkx2_quants(
     nmax: i32,
     x: &[f32; 32],

@@ -375,3 +375,100 @@ fn merges_from_scores(tokens: &[String], scores: &[f32]) -> Vec<(String, String)
         .map(|(left, right, _)| (left.to_string(), right.to_string()))
         .collect()
 }
+
+/// The `tokenizer.ggml.*` vocabulary of `directory/tokenizer.json`, as
+/// llama.cpp's converter writes it, where the file is a byte-level BPE
+/// vocabulary whose pre-tokenizer GGUF names (Llama 3's or Qwen2's split).
+/// `Ok(Err(reason))` when it cannot be carried over.
+pub(crate) fn vocabulary_of_tokenizer_json(
+    directory: &std::path::Path,
+) -> Result<std::result::Result<GgufVocabulary, String>> {
+    let path = directory.join("tokenizer.json");
+    if std::fs::symlink_metadata(&path).is_err() {
+        return Ok(Err(format!("{} has no tokenizer.json", directory.display())));
+    }
+    let bytes = crate::files::read_regular_file(&path, 256 << 20)?;
+    let json: Value = serde_json::from_slice(&bytes)
+        .map_err(|error| ModelError::Tokenizer(format!("{}: {error}", path.display())))?;
+    let model = &json["model"];
+    if model["type"] != "BPE" {
+        return Ok(Err(format!(
+            "{}: only byte-level BPE vocabularies are converted",
+            path.display()
+        )));
+    }
+    let text = json["pre_tokenizer"].to_string();
+    let pre = if text.contains(&serde_json::to_string(LLAMA3_SPLIT).expect("a string")) {
+        "llama-bpe"
+    } else if text.contains(&serde_json::to_string(QWEN2_SPLIT).expect("a string")) {
+        "qwen2"
+    } else {
+        return Ok(Err(format!(
+            "{}: its pre-tokenizer is neither Llama 3's nor Qwen2's",
+            path.display()
+        )));
+    };
+    let mut tokens: Vec<Option<(String, i32)>> = Vec::new();
+    let mut place = |id: u64, token: &str, kind: i32| {
+        let id = id as usize;
+        if id >= tokens.len() {
+            tokens.resize(id + 1, None);
+        }
+        tokens[id] = Some((token.to_string(), kind));
+    };
+    for (token, id) in model["vocab"].as_object().into_iter().flatten() {
+        if let Some(id) = id.as_u64() {
+            place(id, token, 1);
+        }
+    }
+    for added in json["added_tokens"].as_array().into_iter().flatten() {
+        if let (Some(id), Some(content)) = (added["id"].as_u64(), added["content"].as_str()) {
+            place(
+                id,
+                content,
+                if added["special"] == true {
+                    TOKEN_TYPE_CONTROL
+                } else {
+                    TOKEN_TYPE_USER_DEFINED
+                },
+            );
+        }
+    }
+    let (mut names, mut types) = (Vec::with_capacity(tokens.len()), Vec::with_capacity(tokens.len()));
+    for (id, token) in tokens.into_iter().enumerate() {
+        // Ids no token uses are padding, as the converter writes them.
+        let (name, kind) = token.unwrap_or_else(|| (format!("[PAD{id}]"), 5));
+        names.push(name);
+        types.push(kind);
+    }
+    let merges = model["merges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|merge| match merge {
+            Value::String(text) => Some(text.clone()),
+            Value::Array(pair) => Some(format!("{} {}", pair.first()?.as_str()?, pair.get(1)?.as_str()?)),
+            _ => None,
+        })
+        .collect();
+    let bos = json["post_processor"]["single"]
+        .as_array()
+        .and_then(|single| single.first())
+        .and_then(|first| first["SpecialToken"]["id"].as_str())
+        .and_then(|token| names.iter().position(|name| name == token))
+        .map(|id| id as u32);
+    Ok(Ok(GgufVocabulary {
+        model: "gpt2".into(),
+        pre: Some(pre.into()),
+        tokens: names,
+        scores: None,
+        token_types: Some(types),
+        merges: Some(merges),
+        bos,
+        eos: None,
+        unknown: None,
+        add_bos: Some(bos.is_some()),
+        add_eos: None,
+        add_space_prefix: None,
+    }))
+}

@@ -2,7 +2,7 @@
 //! backend): the optional `tokenizer.json` of a model directory, or the
 //! vocabulary a GGUF file carries in its metadata (`gguf.rs`).
 
-mod gguf;
+pub(crate) mod gguf;
 
 pub use gguf::GgufVocabulary;
 
