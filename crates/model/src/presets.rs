@@ -7,10 +7,11 @@ use crate::config::{Architecture, Config};
 use crate::error::{ModelError, Result};
 
 /// The preset names, smallest first.
-pub const PRESETS: [&str; 9] = [
+pub const PRESETS: [&str; 10] = [
     "tiny",
     "tiny-qwen2",
     "tiny-llama3",
+    "tiny-256",
     "qwen2.5-0.5b",
     "llama-3.2-1b",
     "llama-3-8b",
@@ -52,6 +53,7 @@ pub fn preset(name: &str) -> Result<Config> {
         "tiny" => tiny(Architecture::Llama),
         "tiny-qwen2" => tiny_qwen2(),
         "tiny-llama3" => tiny_llama3(),
+        "tiny-256" => tiny_256(),
         "qwen2.5-0.5b" => qwen2_5_0_5b(),
         "llama-3.2-1b" => llama_3_2_1b(),
         "llama-3-8b" => llama_3_8b(),
@@ -89,6 +91,22 @@ fn tiny_llama3() -> Config {
             high_freq_factor: 4.0,
             original_max_position_embeddings: 64.0,
         })),
+        tie_word_embeddings: false,
+        ..tiny(Architecture::Llama)
+    }
+}
+
+/// The tiny Llama with rows of 256: whole blocks of the K-quants (Q4_K,
+/// Q5_K, Q6_K), which the tiny preset's rows of 128 are not, so GGUF files
+/// of every type hold what real models' files hold.
+fn tiny_256() -> Config {
+    Config {
+        hidden_size: 256,
+        intermediate_size: 768,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 64,
+        num_layers: 8,
         tie_word_embeddings: false,
         ..tiny(Architecture::Llama)
     }
