@@ -239,7 +239,9 @@ fn reads_tensors_gguf_py_writes_in_place() {
     );
     let data_offset = file.parts()[0].data_offset();
     assert_eq!(data_offset % 32, 0);
-    let expected: [(&str, TensorType, &[u64], u64, Vec<u8>); 8] = [
+    // Name, type, dims, offset in the data section, bytes.
+    type Expected<'a> = (&'a str, TensorType, &'a [u64], u64, Vec<u8>);
+    let expected: [Expected; 8] = [
         (
             "f32_matrix",
             TensorType::F32,

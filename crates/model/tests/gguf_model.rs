@@ -210,3 +210,68 @@ fn quantized_products_equal_the_dense_product_of_the_dequantized_weights() {
     }
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+/// Relative error allowed between a GPU run of a quantized file (its
+/// blocks dequantized to bf16 at load, bf16 GEMM inputs and KV cache) and
+/// the CPU's f32 products over the blocks: max |a - b| over a row over the
+/// row's largest |logit|. bf16 keeps 8 bits; a few roundings carried
+/// through the layers stay within a few percent.
+const DEQUANTIZED_TOLERANCE: f32 = 5e-2;
+
+fn ggufs_run_on_every_backend(backend: kernelscope::testing::Backend) {
+    let Some(device) = backend.device(kernelscope::DeviceOptions::new()) else {
+        return;
+    };
+    let folder = std::env::temp_dir().join(format!("kscope-gguf-backend-{}-{backend:?}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    for (name, file_type) in [
+        ("tiny-256", GgufFileType::Q4_K_M),
+        ("tiny-qwen2", GgufFileType::Q8_0),
+    ] {
+        let gguf = GgufModel::open(&written(name, file_type, &folder)).unwrap();
+        let generate = |device: &Device| {
+            let mut model =
+                Model::load_gguf(&gguf, std::slice::from_ref(device), LoadOptions { quiet: true }).unwrap();
+            let name = model.name().to_string();
+            let generation = model
+                .generate(&kernelscope_model::GenerationRequest {
+                    stop_at_eos: false,
+                    keep_logits: true,
+                    ..kernelscope_model::GenerationRequest::new(&[1, 2, 3, 4, 5], 16)
+                })
+                .unwrap();
+            (name, generation)
+        };
+        let (cpu_name, reference) = generate(&Device::cpu());
+        let (device_name, ours) = generate(&device);
+        if matches!(device, Device::Cpu(_)) {
+            assert!(!cpu_name.contains("dequantized"), "{cpu_name}");
+            continue;
+        }
+        assert!(
+            device_name.contains("dequantized to bf16 at load"),
+            "{device_name}"
+        );
+        let same = 5 + ours
+            .generated
+            .iter()
+            .zip(&reference.generated)
+            .take_while(|(a, b)| a == b)
+            .count()
+            .min(15);
+        let error = common::worst_relative_error(&ours.logits[..same], &reference.logits[..same]);
+        eprintln!(
+            "{name} {file_type:?} on {}: {same} rows, worst relative error vs the CPU's blocks {error:e}",
+            device.name()
+        );
+        assert!(
+            error <= DEQUANTIZED_TOLERANCE,
+            "{name} {file_type:?}: relative error {error:e}"
+        );
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+mod common;
+
+kernelscope::device_tests!(ggufs_run_on_every_backend);

@@ -9,6 +9,7 @@ mod common;
 
 mod command_line;
 mod config;
+mod gguf;
 mod helpers;
 mod outputs;
 mod profiles;
