@@ -423,8 +423,8 @@ fn encode_tensor(
             other
                 .format()
                 .and_then(|format| match format {
-                    crate::gguf::TensorFormat::Quantized(format) => Some(format),
-                    crate::gguf::TensorFormat::Dense(_) => None,
+                    crate::gguf::WeightFormat::Quantized(format) => Some(format),
+                    crate::gguf::WeightFormat::Dense(_) => None,
                 })
                 .ok_or_else(|| ModelError::InvalidInput(format!("writing {other} is not implemented")))?,
         ),

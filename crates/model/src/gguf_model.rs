@@ -20,7 +20,7 @@ use rayon::prelude::*;
 use crate::config::shard::{Partition, Split};
 use crate::config::{Architecture, Config, LayerTensor, MAX_LAYERS, TensorRole};
 use crate::error::{ModelError, Result};
-use crate::gguf::{GgufFile, TensorFormat, TensorInfo};
+use crate::gguf::{GgufFile, TensorInfo};
 use crate::loader::LoadOptions;
 use crate::tokenizer::{GgufVocabulary, Tokenizer};
 use crate::weights::{Weights, check_fits, progress_bar};
@@ -349,8 +349,8 @@ fn dense_values(file: &GgufFile, tensor: &TensorInfo) -> Result<Vec<f32>> {
     let count = tensor.element_count() as usize;
     let mut values = vec![0.0f32; count];
     match file.tensor_format(tensor)? {
-        TensorFormat::Dense(dtype) => widen(dtype, bytes, &mut values),
-        TensorFormat::Quantized(format) => {
+        WeightFormat::Dense(dtype) => widen(dtype, bytes, &mut values),
+        WeightFormat::Quantized(format) => {
             let row = tensor.dims().first().copied().unwrap_or(1) as usize;
             let row_bytes = format.row_bytes(row).unwrap_or(0).max(1);
             for (blocks, out) in bytes.chunks(row_bytes).zip(values.chunks_mut(row.max(1))) {
@@ -485,13 +485,13 @@ impl Weights {
         for spec in config.tensors() {
             let info = tensor(file, &gguf_name(spec.role))?;
             match file.tensor_format(info)? {
-                TensorFormat::Quantized(_) => quantized_in_file |= spec.shape.len() == 2,
-                TensorFormat::Dense(dtype)
+                WeightFormat::Quantized(_) => quantized_in_file |= spec.shape.len() == 2,
+                WeightFormat::Dense(dtype)
                     if spec.shape.len() == 2 && !dense_matrix_dtypes.contains(&dtype) =>
                 {
                     dense_matrix_dtypes.push(dtype)
                 }
-                TensorFormat::Dense(_) => {}
+                WeightFormat::Dense(_) => {}
             }
         }
         let keeps_blocks = quantized_in_file
@@ -554,9 +554,9 @@ fn matrix_shape(shape: &[usize]) -> (usize, usize) {
 }
 
 /// The format a tensor of `format` takes on the device.
-fn placed_format(format: TensorFormat, rank: usize, keeps_blocks: bool, dtype: DType) -> WeightFormat {
+fn placed_format(format: WeightFormat, rank: usize, keeps_blocks: bool, dtype: DType) -> WeightFormat {
     match format {
-        TensorFormat::Quantized(quant) if keeps_blocks && rank == 2 => WeightFormat::Quantized(quant),
+        WeightFormat::Quantized(quant) if keeps_blocks && rank == 2 => WeightFormat::Quantized(quant),
         _ => WeightFormat::Dense(dtype),
     }
 }
@@ -618,7 +618,7 @@ fn place(
         }
         WeightFormat::Dense(target) => {
             let device_shape = shape.to_vec();
-            if source == TensorFormat::Dense(target)
+            if source == WeightFormat::Dense(target)
                 && order.is_none()
                 && device.capabilities().maps_files_in_place
             {
@@ -643,8 +643,8 @@ fn place(
                     |values, (row, destination)| {
                         let bytes = source_row(row);
                         match source {
-                            TensorFormat::Dense(dtype) => widen(dtype, bytes, values),
-                            TensorFormat::Quantized(quant) => {
+                            WeightFormat::Dense(dtype) => widen(dtype, bytes, values),
+                            WeightFormat::Quantized(quant) => {
                                 quant.dequantize_row(bytes, values).map_err(failed)?
                             }
                         }

@@ -16,7 +16,7 @@ use kernelscope::rng::SplitMix64;
 use kernelscope_model::ModelError;
 use kernelscope_model::gguf::{
     Array, GgufFile, GgufWriter, KEY_ALIGNMENT, KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT,
-    TensorFormat, TensorType, Value, ValueType, read_gguf_header, split_part_path,
+    TensorType, Value, ValueType, WeightFormat, read_gguf_header, split_part_path,
 };
 
 fn fixture(name: &str) -> PathBuf {
@@ -332,16 +332,16 @@ fn reads_tensors_gguf_py_writes_in_place() {
 fn supported_types_map_to_the_runtime_formats_and_others_are_refused_by_name() {
     let file = GgufFile::open(&fixture("all_types.gguf")).unwrap();
     let format = |name: &str| file.tensor_format(file.tensor(name).unwrap());
-    assert_eq!(format("f32_matrix").unwrap(), TensorFormat::Dense(DType::F32));
-    assert_eq!(format("f16_vector").unwrap(), TensorFormat::Dense(DType::F16));
-    assert_eq!(format("bf16_matrix").unwrap(), TensorFormat::Dense(DType::BF16));
+    assert_eq!(format("f32_matrix").unwrap(), WeightFormat::Dense(DType::F32));
+    assert_eq!(format("f16_vector").unwrap(), WeightFormat::Dense(DType::F16));
+    assert_eq!(format("bf16_matrix").unwrap(), WeightFormat::Dense(DType::BF16));
     assert_eq!(
         format("q4_0_matrix").unwrap(),
-        TensorFormat::Quantized(QuantFormat::Q4_0)
+        WeightFormat::Quantized(QuantFormat::Q4_0)
     );
     assert_eq!(
         format("q8_0_matrix").unwrap(),
-        TensorFormat::Quantized(QuantFormat::Q8_0)
+        WeightFormat::Quantized(QuantFormat::Q8_0)
     );
     let error = format("i32_vector").unwrap_err();
     let message = error.to_string();

@@ -144,7 +144,7 @@ fn quantized_ggufs_run_in_their_blocks_near_the_dense_logits() {
 /// A GGUF file with every tensor of `source` dequantized to F32, the
 /// metadata copied: the dense twin of a quantized file.
 fn dequantized_twin(source: &std::path::Path, out: &std::path::Path) {
-    use kernelscope_model::gguf::{GgufFile, GgufWriter, TensorFormat, TensorType};
+    use kernelscope_model::gguf::{GgufFile, GgufWriter, TensorType, WeightFormat};
     let file = GgufFile::open(source).unwrap();
     let mut writer = GgufWriter::new(out);
     for (key, value) in file.metadata().iter() {
@@ -163,13 +163,13 @@ fn dequantized_twin(source: &std::path::Path, out: &std::path::Path) {
         let row = tensor.dims()[0] as usize;
         let mut values = vec![0.0f32; tensor.element_count() as usize];
         match file.tensor_format(tensor).unwrap() {
-            TensorFormat::Quantized(format) => {
+            WeightFormat::Quantized(format) => {
                 let row_bytes = format.row_bytes(row).unwrap();
                 for (blocks, out) in bytes.chunks(row_bytes).zip(values.chunks_mut(row)) {
                     format.dequantize_row(blocks, out).unwrap();
                 }
             }
-            TensorFormat::Dense(kernelscope::DType::F32) => {
+            WeightFormat::Dense(kernelscope::DType::F32) => {
                 for (value, bytes) in values.iter_mut().zip(bytes.chunks_exact(4)) {
                     *value = f32::from_le_bytes(bytes.try_into().unwrap());
                 }

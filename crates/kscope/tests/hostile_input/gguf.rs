@@ -53,7 +53,7 @@ fn value_len(bytes: &[u8], kind: u32, at: usize) -> usize {
 fn layout(bytes: &[u8]) -> Layout {
     let (tensor_count, key_count) = (u64_at(bytes, 8), u64_at(bytes, 16));
     let mut at = 24;
-    let mut string = |at: &mut usize| {
+    let string = |at: &mut usize| {
         let length = u64_at(bytes, *at) as usize;
         let text = String::from_utf8(bytes[*at + 8..*at + 8 + length].to_vec()).unwrap();
         *at += 8 + length;

@@ -13,8 +13,8 @@ use crate::error::{ModelError, Result, shown};
 
 use super::metadata::Metadata;
 use super::reader::{TensorInfo, read_gguf_header};
-use super::types::TensorFormat;
 use super::{KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT, split_part_path, split_part_suffix};
+use kernelscope::ops::WeightFormat;
 
 /// One file of a GGUF model, mapped.
 #[derive(Debug)]
@@ -290,7 +290,7 @@ impl GgufFile {
 
     /// How the engine reads `tensor`, or the error naming it, its type and
     /// its file when the engine does not run that type.
-    pub fn tensor_format(&self, tensor: &TensorInfo) -> Result<TensorFormat> {
+    pub fn tensor_format(&self, tensor: &TensorInfo) -> Result<WeightFormat> {
         tensor.supported_format(&self.part_of(tensor).path)
     }
 }

@@ -37,9 +37,10 @@ mod value;
 mod writer;
 
 pub use file::{GgufFile, GgufPart, MappedTensor};
+pub use kernelscope::ops::WeightFormat;
 pub use metadata::Metadata;
 pub use reader::{GgufHeader, TensorInfo, read_gguf_header};
-pub use types::{TensorFormat, TensorType};
+pub use types::TensorType;
 pub use value::{Array, Value, ValueType};
 pub use writer::{GgufTensorWriter, GgufWriter};
 

@@ -10,7 +10,9 @@ use std::path::Path;
 use crate::error::{ModelError, Result, shown};
 
 use super::metadata::Metadata;
-use super::types::{TensorFormat, TensorType, describe_unknown_type};
+use kernelscope::ops::WeightFormat;
+
+use super::types::{TensorType, describe_unknown_type};
 use super::value::{Array, Value, ValueType};
 use super::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAGIC, MAX_DIMS, MAX_TENSOR_NAME_BYTES};
 
@@ -87,7 +89,7 @@ impl TensorInfo {
 
     /// How the engine reads this tensor, or the error naming it and its type
     /// when the engine does not run that type (`path` names its file).
-    pub fn supported_format(&self, path: &Path) -> Result<TensorFormat> {
+    pub fn supported_format(&self, path: &Path) -> Result<WeightFormat> {
         self.tensor_type.supported_format(path, &self.name)
     }
 }

@@ -7,6 +7,7 @@ use std::fmt;
 use std::path::Path;
 
 use kernelscope::DType;
+use kernelscope::ops::WeightFormat;
 use kernelscope::quant::QuantFormat;
 
 use crate::error::{ModelError, Result, shown};
@@ -169,15 +170,6 @@ const REMOVED: [(u32, &str); 8] = [
     (38, "IQ4_NL_8_8"),
 ];
 
-/// How the engine reads a tensor of a supported type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TensorFormat {
-    /// One element after another (F32, F16, BF16).
-    Dense(DType),
-    /// ggml blocks.
-    Quantized(QuantFormat),
-}
-
 impl TensorType {
     /// Every type, in ggml's id order.
     pub const ALL: [TensorType; 35] = {
@@ -233,18 +225,18 @@ impl TensorType {
 
     /// How the engine reads this type, if it does: F32, F16 and BF16
     /// densely, and the block formats of [`QuantFormat`].
-    pub fn format(self) -> Option<TensorFormat> {
+    pub fn format(self) -> Option<WeightFormat> {
         match self {
-            TensorType::F32 => Some(TensorFormat::Dense(DType::F32)),
-            TensorType::F16 => Some(TensorFormat::Dense(DType::F16)),
-            TensorType::BF16 => Some(TensorFormat::Dense(DType::BF16)),
-            _ => QuantFormat::from_ggml_type(self.ggml_type()).map(TensorFormat::Quantized),
+            TensorType::F32 => Some(WeightFormat::Dense(DType::F32)),
+            TensorType::F16 => Some(WeightFormat::Dense(DType::F16)),
+            TensorType::BF16 => Some(WeightFormat::Dense(DType::BF16)),
+            _ => QuantFormat::from_ggml_type(self.ggml_type()).map(WeightFormat::Quantized),
         }
     }
 
     /// [`TensorType::format`], or the error naming the tensor (`tensor`, in
     /// the file at `path`) and this type when the engine does not run it.
-    pub fn supported_format(self, path: &Path, tensor: &str) -> Result<TensorFormat> {
+    pub fn supported_format(self, path: &Path, tensor: &str) -> Result<WeightFormat> {
         self.format().ok_or_else(|| ModelError::GgufUnsupportedType {
             path: path.to_path_buf(),
             tensor: shown(tensor),
@@ -304,9 +296,9 @@ mod tests {
             assert_eq!(tensor_type.block_elements(), format.block_elements());
             assert_eq!(tensor_type.block_bytes(), format.block_bytes());
             assert_eq!(tensor_type.name(), format.ggml_name());
-            assert_eq!(tensor_type.format(), Some(TensorFormat::Quantized(format)));
+            assert_eq!(tensor_type.format(), Some(WeightFormat::Quantized(format)));
         }
-        assert_eq!(TensorType::BF16.format(), Some(TensorFormat::Dense(DType::BF16)));
+        assert_eq!(TensorType::BF16.format(), Some(WeightFormat::Dense(DType::BF16)));
         assert_eq!(TensorType::IQ2_XXS.format(), None);
     }
 
