@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets in fuzz/ (the parsers of untrusted input: the
-# safetensors header and shard index, config.json, the chat template path,
+# safetensors header and shard index, the GGUF header, config.json, the chat template path,
 # the profile JSON that `kscope compare` reads) on the stable toolchain.
 #
 #   bash tools/fuzz/run.sh                      # every target, 10 s each
