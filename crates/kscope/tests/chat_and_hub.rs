@@ -168,7 +168,10 @@ fn chat_refuses_what_it_cannot_render() {
     assert!(stderr.contains("--chat was given 2 times"), "{stderr}");
     let (code, _, stderr) = kscope(&["run", "--chat", "hi"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("--chat needs a tokenizer and a chat template"), "{stderr}");
+    assert!(
+        stderr.contains("--chat needs a tokenizer and a chat template"),
+        "{stderr}"
+    );
     std::fs::write(chat.model().join("tokenizer_config.json"), "{}").unwrap();
     let (code, _, stderr) = kscope(&["run", "--model", &model, "--chat", "hi"]);
     assert_eq!(code, 2);

@@ -195,7 +195,7 @@ fn bad_model_directories_are_named() {
     let missing = Path::new("/nonexistent/model");
     expect_failure(
         &["run", "--model", missing.to_str().unwrap()],
-        &["/nonexistent/model", "no such directory"],
+        &["/nonexistent/model", "no such file or directory"],
     );
 
     let checkpoint = Checkpoint::new("noconfig");

@@ -497,7 +497,11 @@ impl Weights {
         let keeps_blocks = quantized_in_file
             && QuantizedLinear::new(&kernelscope::ops::registry(), device, QuantFormat::Q8_0).is_ok();
         let dtype = match dense_matrix_dtypes.as_slice() {
-            [only] if !quantized_in_file => *only,
+            // The vectors (norms, biases) take the matrices' dtype: kept
+            // only where that rounds none of them, as for a file converted
+            // from a checkpoint of that dtype; else everything runs in f32.
+            [only] if !quantized_in_file && vectors_fit(file, config, *only)? => *only,
+            [_] if !quantized_in_file => DType::F32,
             _ if keeps_blocks => DType::F32,
             _ => DType::BF16,
         };
@@ -542,6 +546,24 @@ impl Weights {
         progress.finish_and_clear();
         Ok((result?, note))
     }
+}
+
+/// Whether every vector of the model (norms, biases) is exactly
+/// representable in `dtype`.
+fn vectors_fit(file: &GgufFile, config: &Config, dtype: DType) -> Result<bool> {
+    for spec in config.tensors().filter(|spec| spec.shape.len() == 1) {
+        let info = tensor(file, &gguf_name(spec.role))?;
+        let values = dense_values(file, info)?;
+        let exact = values.iter().all(|&value| match dtype {
+            DType::F16 => f16::from_f32(value).to_f32().to_bits() == value.to_bits(),
+            DType::BF16 => bf16::from_f32(value).to_f32().to_bits() == value.to_bits(),
+            _ => true,
+        });
+        if !exact {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// `[rows, columns]` of a shape (a vector is one row).
