@@ -266,6 +266,34 @@ impl Weights {
 }
 
 impl Weights {
+    /// Bytes of this rank's projection matrices and LM head as they are
+    /// stored (the embedding table only where it is the tied LM head).
+    pub(crate) fn matrix_bytes(&self) -> u64 {
+        let layers = self.layers.iter().flat_map(|layer| {
+            [&layer.query, &layer.key, &layer.value, &layer.output, &layer.gate, &layer.up, &layer.down]
+        });
+        layers
+            .chain(std::iter::once(&self.lm_head))
+            .map(|linear| linear.weight.byte_len() as u64)
+            .sum()
+    }
+
+    /// Bytes of the norms and the biases (of rank 0's share, which holds
+    /// every bias a split model adds once).
+    pub(crate) fn vector_bytes(&self) -> u64 {
+        let norms = self.layers.iter().flat_map(|layer| [&layer.input_norm, &layer.post_attention_norm]);
+        let biases = self.layers.iter().flat_map(|layer| {
+            [&layer.query, &layer.key, &layer.value, &layer.output]
+                .into_iter()
+                .filter_map(|linear| linear.held_bias())
+        });
+        norms
+            .chain(biases)
+            .chain(std::iter::once(&self.final_norm))
+            .map(|vector| vector.byte_len() as u64)
+            .sum()
+    }
+
     /// The formats of the weight matrices beyond the dense dtype, for the
     /// ops to make their kernels.
     pub(crate) fn formats(&self) -> crate::engine::WeightFormats {

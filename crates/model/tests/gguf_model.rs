@@ -275,3 +275,46 @@ fn ggufs_run_on_every_backend(backend: kernelscope::testing::Backend) {
 mod common;
 
 kernelscope::device_tests!(ggufs_run_on_every_backend);
+
+#[test]
+fn bytes_per_token_are_the_bytes_the_weights_take() {
+    let device = Device::cpu();
+    // Dense presets: every weight once in its dtype, one embedding row.
+    for name in ["tiny", "tiny-qwen2", "tiny-llama3"] {
+        let options = SyntheticOptions {
+            dtype: kernelscope::DType::BF16,
+            seed: SEED,
+            quiet: true,
+        };
+        let model = Model::from_preset(name, &device, options).unwrap();
+        let config = model.config();
+        assert_eq!(
+            model.weight_bytes_per_token(),
+            (config.weight_elements_per_token() * 2) as u64,
+            "{name}"
+        );
+    }
+    // A quantized file: its tensors' bytes, the embedding table one row of it.
+    let folder = std::env::temp_dir().join(format!("kscope-gguf-bytes-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let gguf = GgufModel::open(&written("tiny-256", GgufFileType::Q4_K_M, &folder)).unwrap();
+    let model = Model::load_gguf(&gguf, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap();
+    let file = &gguf.file;
+    let embedding = file.tensor("token_embd.weight").unwrap();
+    let vectors: usize = file
+        .tensors()
+        .iter()
+        .filter(|tensor| tensor.dims().len() == 1)
+        .map(|tensor| tensor.byte_len())
+        .sum();
+    let matrices: usize = file
+        .tensors()
+        .iter()
+        .filter(|tensor| tensor.dims().len() == 2 && tensor.name() != "token_embd.weight")
+        .map(|tensor| tensor.byte_len())
+        .sum();
+    let row = embedding.byte_len() / embedding.dims()[1] as usize;
+    // Vectors are F32 in the file and f32 on the CPU.
+    assert_eq!(model.weight_bytes_per_token(), (matrices + vectors + row) as u64);
+    std::fs::remove_dir_all(&folder).unwrap();
+}

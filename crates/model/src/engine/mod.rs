@@ -342,7 +342,13 @@ impl Model {
     /// Weight bytes read per decoded token (all ranks together), for the
     /// bandwidth roofline.
     pub fn weight_bytes_per_token(&self) -> u64 {
-        (self.config.weight_elements_per_token() * self.weights().dtype.size_in_bytes()) as u64
+        // Every rank reads its share of each matrix (in the bytes its format
+        // takes: a quantized matrix's blocks); the vectors and the one
+        // embedding row count once, as for a model that is not split.
+        let matrices: u64 = self.shards.iter().map(|shard| shard.weights.matrix_bytes()).sum();
+        let weights = &self.shards[0].weights;
+        let embedding_row = weights.embedding.byte_len() / weights.embedding.shape()[0].max(1);
+        matrices + weights.vector_bytes() + embedding_row as u64
     }
 
     /// Makes the KV cache hold at least `positions` positions (within the
