@@ -273,3 +273,73 @@ fn org_name_runs_from_the_hugging_face_cache() {
     assert_eq!(code, 2);
     assert!(stderr.contains("--revision"), "{stderr}");
 }
+
+#[test]
+fn gguf_repositories_in_the_cache_run_the_file_asked_for() {
+    let root = std::env::temp_dir().join(format!("kscope-gguf-hub-{}", std::process::id()));
+    let cache = root.join("hub");
+    let repository = cache.join("models--test-org--tiny-GGUF");
+    let commit = "0a1b2c3d4e5f60718293a4b5c6d7e8f901234567";
+    let snapshot = repository.join("snapshots").join(commit);
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(repository.join("refs")).unwrap();
+    std::fs::write(repository.join("refs/main"), commit).unwrap();
+    let write = |quant: &str| {
+        let path = snapshot.join(format!("tiny-{quant}.gguf"));
+        let (code, _, stderr) = kscope(&[
+            "gen-model",
+            "--preset",
+            "tiny",
+            "--quant",
+            quant,
+            "--quiet",
+            "--out",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+    };
+    let environment = [("HF_HUB_CACHE", cache.as_path())];
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--model",
+            "test-org/tiny-GGUF",
+            "--quiet",
+            "--max-tokens",
+            "2",
+            "--device",
+            "cpu",
+        ];
+        args.extend_from_slice(extra);
+        kscope_with(&args, &environment)
+    };
+    // The one GGUF file of a repository runs without naming it.
+    write("q8_0");
+    let (code, stdout, stderr) = run(&[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains("tiny-q8_0.gguf (Q8_0:"), "{stdout}");
+    // Two: refused, both named; --gguf picks one.
+    write("q4_0");
+    let (code, _, stderr) = run(&[]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("tiny-q4_0.gguf") && stderr.contains("tiny-q8_0.gguf") && stderr.contains("--gguf"),
+        "{stderr}"
+    );
+    let (code, stdout, stderr) = run(&["--gguf", "tiny-q4_0.gguf", "--prompt", "hello"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("tiny-q4_0.gguf (Q4_0:") && stdout.contains("text: "),
+        "{stdout}"
+    );
+    // Nothing outside the repository, nothing that is not there.
+    for (name, needle) in [
+        ("../x.gguf", "inside the repository"),
+        ("missing.gguf", "no such file"),
+    ] {
+        let (code, _, stderr) = run(&["--gguf", name]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(stderr.contains(needle), "{stderr}");
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -270,7 +270,15 @@ impl Weights {
     /// stored (the embedding table only where it is the tied LM head).
     pub(crate) fn matrix_bytes(&self) -> u64 {
         let layers = self.layers.iter().flat_map(|layer| {
-            [&layer.query, &layer.key, &layer.value, &layer.output, &layer.gate, &layer.up, &layer.down]
+            [
+                &layer.query,
+                &layer.key,
+                &layer.value,
+                &layer.output,
+                &layer.gate,
+                &layer.up,
+                &layer.down,
+            ]
         });
         layers
             .chain(std::iter::once(&self.lm_head))
@@ -281,7 +289,10 @@ impl Weights {
     /// Bytes of the norms and the biases (of rank 0's share, which holds
     /// every bias a split model adds once).
     pub(crate) fn vector_bytes(&self) -> u64 {
-        let norms = self.layers.iter().flat_map(|layer| [&layer.input_norm, &layer.post_attention_norm]);
+        let norms = self
+            .layers
+            .iter()
+            .flat_map(|layer| [&layer.input_norm, &layer.post_attention_norm]);
         let biases = self.layers.iter().flat_map(|layer| {
             [&layer.query, &layer.key, &layer.value, &layer.output]
                 .into_iter()
