@@ -291,7 +291,7 @@ fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row]
         "mode: {mode}, decode kernels: {kernels}, graph launches: {launch}, profiling: {}",
         args.profile
     );
-    let dtype = model.weights().dtype.to_string();
+    let dtype = model.weight_format();
     let device_name = device_name(device, model);
     println!("| model | backend | device | dtype | test | t/s | % of roofline |");
     println!("| --- | --- | --- | --- | --- | --- | --- |");
@@ -343,7 +343,7 @@ fn print_json(
     rows: &[Row],
     ceilings: &Ceilings,
 ) -> Result<()> {
-    let dtype = model.weights().dtype.to_string();
+    let dtype = model.weight_format();
     let entries: Vec<_> = rows
         .iter()
         .map(|Row {

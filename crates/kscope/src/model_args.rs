@@ -380,6 +380,6 @@ pub fn describe(model: &Model) -> String {
         config.num_kv_heads,
         config.vocab_size,
         config.parameter_count() as f64 / 1e6,
-        model.weights().dtype
+        model.weight_format()
     )
 }

@@ -95,6 +95,12 @@ impl GgufModel {
         }
     }
 
+    /// The file's type as llama.cpp names it (`Q4_K_M`), or `GGUF` where
+    /// `general.file_type` names none.
+    pub fn file_type_name(&self) -> String {
+        self.file_type().unwrap_or("GGUF").to_string()
+    }
+
     /// The name of `general.file_type` (llama.cpp's `LLAMA_FTYPE_*`).
     fn file_type(&self) -> Option<&'static str> {
         let id = self.file.metadata().get_u32_opt("general.file_type").ok()??;

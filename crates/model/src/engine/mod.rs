@@ -60,6 +60,9 @@ pub const DEFAULT_PREFILL_CHUNK: usize = 2048;
 /// (tensor parallelism).
 pub struct Model {
     name: String,
+    /// What the weights are, as a user names it: the dtype, or a GGUF
+    /// file's type (`Q4_K_M`).
+    format: Option<String>,
     /// The whole model's config.
     config: Config,
     /// One per rank, rank 0 first.
@@ -119,6 +122,7 @@ impl Model {
         };
         Ok(Model {
             name,
+            format: None,
             config,
             shards,
             communicators,
@@ -163,6 +167,7 @@ impl Model {
             Ok(weights)
         })?;
         let note = note.into_inner().expect("not poisoned");
+        model.format = Some(gguf.file_type_name());
         model.name = match note {
             Some(note) => format!("{} ({}; {note})", gguf.path().display(), gguf.format_mix()),
             None => format!("{} ({})", gguf.path().display(), gguf.format_mix()),
@@ -260,6 +265,14 @@ impl Model {
     /// A short description: the directory or preset.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// What the weights are, as a user names it: the dtype (`bf16`), or a
+    /// GGUF file's type (`Q4_K_M`; `GGUF` where the file names none).
+    pub fn weight_format(&self) -> String {
+        self.format
+            .clone()
+            .unwrap_or_else(|| self.weights().dtype.to_string())
     }
 
     /// The whole model's configuration.
