@@ -167,7 +167,9 @@ pub(crate) fn take(key: StreamKey, force: bool) -> Vec<KernelActivity> {
     records
 }
 
-/// Drops every record of `key` collected so far (its stream is going away).
+/// Drops every record of `key` collected so far (its stream is going away;
+/// records CUPTI hands over later are told apart by their time,
+/// `CuptiClock::ran_here`).
 pub(crate) fn forget(key: StreamKey) {
     crate::sync::lock(collected()).remove(&key);
 }

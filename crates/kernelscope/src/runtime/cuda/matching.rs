@@ -99,7 +99,8 @@ impl CuptiMatcher {
             if needed > kernels.len() {
                 match &self.clock {
                     Some(clock) if !taken => {
-                        kernels.extend(super::cupti::take(clock.key(), force));
+                        let records = super::cupti::take(clock.key(), force);
+                        kernels.extend(records.into_iter().filter(|kernel| clock.ran_here(kernel.start)));
                         taken = true;
                         continue;
                     }
