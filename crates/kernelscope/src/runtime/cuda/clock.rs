@@ -14,16 +14,12 @@ use crate::profile::Profiler;
 pub(crate) struct CuptiClock {
     key: StreamKey,
     offset_ns: i128,
-    /// CUPTI's time when the stream was made: a record of `key` that
-    /// started before it is another stream's that had the same ids.
-    created_ns: u64,
 }
 
 impl CuptiClock {
     /// The offset for the records of `key`, from the tightest of a few
     /// host/CUPTI/host brackets.
     pub(crate) fn calibrate(profiler: &Profiler, key: StreamKey) -> CuptiClock {
-        let created_ns = super::cupti::timestamp();
         let mut best = (u64::MAX, 0i128);
         for _ in 0..8 {
             let before = profiler.now_ns();
@@ -36,18 +32,7 @@ impl CuptiClock {
         CuptiClock {
             key,
             offset_ns: best.1,
-            created_ns,
         }
-    }
-
-    /// Whether a kernel that started at `start_ns` (CUPTI's clock) ran on
-    /// this stream rather than on an earlier one with the same ids: a
-    /// context made again after a device was closed can give its new stream
-    /// the ids of the old one, and CUPTI may hand the old stream's last
-    /// records over only when its context goes (seen on an H100: a test's
-    /// first dispatch matched with the previous test's last kernel).
-    pub(crate) fn ran_here(&self, start_ns: u64) -> bool {
-        start_ns >= self.created_ns
     }
 
     /// CUPTI's ids of the device's stream.

@@ -167,9 +167,7 @@ pub(crate) fn take(key: StreamKey, force: bool) -> Vec<KernelActivity> {
     records
 }
 
-/// Drops every record of `key` collected so far (its stream is going away;
-/// records CUPTI hands over later are told apart by their time,
-/// `CuptiClock::ran_here`).
+/// Drops every record of `key` collected so far (its stream is going away).
 pub(crate) fn forget(key: StreamKey) {
     crate::sync::lock(collected()).remove(&key);
 }
