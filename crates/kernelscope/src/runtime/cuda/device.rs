@@ -67,32 +67,12 @@ fn check_ordinal(ordinal: usize) -> Result<()> {
 
 /// The GPU's context, with cudarc's event tracking off, and our stream.
 fn open_stream(ordinal: usize) -> Result<(Arc<CudaContext>, Arc<CudaStream>)> {
-    let context = primary_context(ordinal)?;
-    let stream = context.new_stream().map_err(driver_error("creating a stream"))?;
-    Ok((context, stream))
-}
-
-/// The GPU's primary context, made once per process and kept: were it
-/// released when the last device on the GPU closed, the next device would
-/// make it again, its kernels' handles could take the old ones' values, and
-/// CUPTI, which remembers kernel names by handle, would report a new
-/// kernel under an old kernel's name (seen on an H100: a test's
-/// `stream_write` recorded as the previous test's `stream_read`, which
-/// broke the matching of records to dispatches).
-fn primary_context(ordinal: usize) -> Result<Arc<CudaContext>> {
-    static CONTEXTS: std::sync::OnceLock<
-        std::sync::Mutex<std::collections::HashMap<usize, Arc<CudaContext>>>,
-    > = std::sync::OnceLock::new();
-    let mut contexts = crate::sync::lock(CONTEXTS.get_or_init(Default::default));
-    if let Some(context) = contexts.get(&ordinal) {
-        return Ok(context.clone());
-    }
     let context = CudaContext::new(ordinal).map_err(driver_error("creating a context"))?;
     // SAFETY: our buffers are raw allocations ordered by our one stream;
     // nothing relies on cudarc's per-buffer events.
     unsafe { context.disable_event_tracking() };
-    contexts.insert(ordinal, context.clone());
-    Ok(context)
+    let stream = context.new_stream().map_err(driver_error("creating a stream"))?;
+    Ok((context, stream))
 }
 
 /// The GPU's name and the architecture kernels are compiled for.
