@@ -452,3 +452,62 @@ fn every_block_of_a_row_is_quantized_on_its_own() {
         );
     }
 }
+
+/// The integer products over 8-bit activations equal, to f32 rounding, the
+/// f32 dot of the dequantized weights with the dequantized activations:
+/// the integer sums are exact, so only the scaling may round.
+#[test]
+fn integer_products_equal_the_dot_of_what_they_multiply() {
+    use kernelscope::quant::{Int8Activations, QuantFormat, quantize_activations};
+    let mut rng = kernelscope::rng::SplitMix64::new(0x1a78);
+    for format in QuantFormat::ALL {
+        let Some(block) = format.int8_block() else {
+            continue;
+        };
+        for (row, columns) in [(0, 256usize), (1, 512), (2, 2048)] {
+            let weights: Vec<f32> = (0..columns).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+            let mut x: Vec<f32> = (0..columns)
+                .map(|_| (rng.next_f32() * 2.0 - 1.0) * (1 + row) as f32)
+                .collect();
+            x[7] = 9.0; // an outlier sets one block's scale
+            let mut blocks = vec![0u8; format.row_bytes(columns).unwrap()];
+            format.quantize_row(&weights, &mut blocks).unwrap();
+            let mut dequantized = vec![0.0f32; columns];
+            format.dequantize_row(&blocks, &mut dequantized).unwrap();
+            let mut activations = Int8Activations::default();
+            quantize_activations(&x, block, &mut activations);
+            let x_hat: Vec<f64> = activations
+                .quants
+                .iter()
+                .enumerate()
+                .map(|(i, &q)| f64::from(q) * f64::from(activations.scales[i / block]))
+                .collect();
+            let exact: f64 = dequantized
+                .iter()
+                .zip(&x_hat)
+                .map(|(w, x)| f64::from(*w) * x)
+                .sum();
+            let magnitude: f64 = dequantized
+                .iter()
+                .zip(&x_hat)
+                .map(|(w, x)| (f64::from(*w) * x).abs())
+                .sum();
+            let found = f64::from(format.dot_row_int8(&blocks, &activations).unwrap());
+            assert!(
+                (found - exact).abs() <= 1e-5 * magnitude,
+                "{format} row {row}: integer product {found}, dot of the dequantized {exact}"
+            );
+            // The activations are x to 8 bits: within half a step of each,
+            // plus what rounding a 32-block's scale to f16 (as llama.cpp's
+            // block_q8_0 stores it) moves the largest quant.
+            for (i, (value, quantized)) in x.iter().zip(&x_hat).enumerate() {
+                let step = f64::from(activations.scales[i / block]).abs();
+                let f16_rounding = 127.0 * step * 2f64.powi(-11);
+                assert!(
+                    (f64::from(*value) - quantized).abs() <= 0.5 * step + f16_rounding + 1e-6,
+                    "{format}: element {i}"
+                );
+            }
+        }
+    }
+}

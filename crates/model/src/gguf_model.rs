@@ -501,7 +501,13 @@ impl Weights {
             }
         }
         let keeps_blocks = quantized_in_file
-            && QuantizedLinear::new(&kernelscope::ops::registry(), device, QuantFormat::Q8_0).is_ok();
+            && QuantizedLinear::new(
+                &kernelscope::ops::registry(),
+                device,
+                QuantFormat::Q8_0,
+                Default::default(),
+            )
+            .is_ok();
         let dtype = match dense_matrix_dtypes.as_slice() {
             // The vectors (norms, biases) take the matrices' dtype: kept
             // only where that rounds none of them, as for a file converted

@@ -6,6 +6,7 @@
 //! format mix.
 
 use kernelscope::Device;
+use kernelscope::ops::quantized_linear::Activations;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope_model::gguf_export::{GgufFileType, write_gguf};
@@ -196,16 +197,28 @@ fn quantized_products_equal_the_dense_product_of_the_dequantized_weights() {
         let quantized = written(name, file_type, &folder);
         let twin = folder.join(format!("{name}-{file_type:?}-twin.gguf"));
         dequantized_twin(&quantized, &twin);
-        let open = |path: &std::path::Path| {
+        let open = |path: &std::path::Path, activations| {
             let gguf = GgufModel::open(path).unwrap();
-            Model::load_gguf(&gguf, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap()
+            let mut model =
+                Model::load_gguf(&gguf, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap();
+            model.set_quantized_activations(activations).unwrap();
+            model
         };
-        let (expected, found) = (logits(&mut open(&twin)), logits(&mut open(&quantized)));
+        let expected = logits(&mut open(&twin, Activations::F32));
+        let found = logits(&mut open(&quantized, Activations::F32));
         let difference = largest_difference(&expected, &found);
         assert!(
             difference <= 1e-4 * spread(&expected),
             "{name} {file_type:?}: blocks and their dense twin differ by {difference} (spread {})",
             spread(&expected)
+        );
+        // 8-bit activations (the default) round each activation to 1/254
+        // of its block's largest: a percent or so of the logits' spread.
+        let int8 = logits(&mut open(&quantized, Activations::Int8));
+        let drift = largest_difference(&expected, &int8) / spread(&expected);
+        assert!(
+            drift < 0.1,
+            "{name} {file_type:?}: 8-bit activations drift by {drift} of the spread"
         );
     }
     std::fs::remove_dir_all(&folder).unwrap();

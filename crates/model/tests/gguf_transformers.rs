@@ -7,7 +7,7 @@
 //! (transformers 5 with PyTorch, on the GPU machine).
 //!
 //! kscope runs the reference path here (one position at a time, f32 KV
-//! cache): f16 weights are widened, quantized ones multiplied in their
+//! cache, f32 activations into the quantized products): f16 weights are widened, quantized ones multiplied in their
 //! blocks, everything in f32 as transformers computes, so the logits agree
 //! to f32 rounding: within 1e-5 of the row's largest logit (1.1e-6 the
 //! worst seen). The files' F32 norms do not fit f16 exactly, so the F16
@@ -16,6 +16,7 @@
 use std::path::Path;
 
 use kernelscope::Device;
+use kernelscope::ops::quantized_linear::Activations;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope_model::gguf_model::GgufModel;
@@ -42,6 +43,7 @@ fn gguf_files_run_to_transformers_logits() {
             let gguf = GgufModel::open(&folder.join(format!("{name}.gguf"))).unwrap();
             let mut model = Model::load_gguf(&gguf, &[Device::cpu()], LoadOptions { quiet: true }).unwrap();
             model.set_kv_dtype(kernelscope::DType::F32).unwrap();
+            model.set_quantized_activations(Activations::F32).unwrap();
             let found: Vec<Vec<f32>> = tokens
                 .iter()
                 .enumerate()

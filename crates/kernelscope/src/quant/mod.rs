@@ -30,10 +30,12 @@ pub mod blocks;
 mod dequantize;
 mod dot;
 mod error;
+mod int8;
 mod quantize;
 
 use dot::dot_blocks;
 pub use error::QuantError;
+pub use int8::{Int8Activations, quantize_activations};
 
 /// A block-quantized format. Variant names are llama.cpp's own (`Q4_K`),
 /// so a user reads the name they know from their file.

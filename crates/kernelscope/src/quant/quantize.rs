@@ -14,7 +14,7 @@ const GROUP_MAX_EPS: f32 = 1e-15;
 /// rather than with `round_ties_even` so that out-of-range inputs (NaN, or
 /// beyond ±2²², where ggml only asserts in debug builds) give ggml's answer.
 #[inline]
-fn nearest_int(value: f32) -> i32 {
+pub(super) fn nearest_int(value: f32) -> i32 {
     let biased = value + 12_582_912.0;
     (biased.to_bits() & 0x007F_FFFF) as i32 - 0x0040_0000
 }

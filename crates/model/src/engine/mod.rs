@@ -252,6 +252,17 @@ impl Model {
         self.on_each(|shard| shard.set_kv_dtype(dtype))
     }
 
+    /// How the mat-vecs over quantized weights take their activations:
+    /// quantized to 8-bit blocks with integer products (the default, as
+    /// llama.cpp decodes), or in f32 (the reference, within f32 rounding of
+    /// the dense product of the dequantized weights).
+    pub fn set_quantized_activations(
+        &mut self,
+        activations: kernelscope::ops::quantized_linear::Activations,
+    ) -> Result<()> {
+        self.on_each(|shard| shard.set_quantized_activations(activations))
+    }
+
     /// The KV cache's element type.
     pub fn kv_dtype(&self) -> DType {
         self.shards[0].kv_dtype()

@@ -150,6 +150,17 @@ impl Shard {
         Ok(())
     }
 
+    /// How the quantized mat-vecs take their activations.
+    pub(super) fn set_quantized_activations(
+        &mut self,
+        activations: kernelscope::ops::quantized_linear::Activations,
+    ) -> Result<()> {
+        self.ops.set_quantized_activations(&self.device, activations)?;
+        // Captured graphs hold the old kernels.
+        self.executor.invalidate();
+        Ok(())
+    }
+
     /// The KV cache's element type.
     pub(super) fn kv_dtype(&self) -> DType {
         self.ops.kv_dtype

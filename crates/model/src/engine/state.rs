@@ -10,7 +10,7 @@ use kernelscope::ops::matvec::residual::MatVecAdd;
 use kernelscope::ops::norm_matvec::{NormMatVec, silu::NormMatVecSiluMul};
 use kernelscope::ops::prefill_attention::PrefillAttention;
 use kernelscope::ops::quantized_embedding::QuantizedEmbedding;
-use kernelscope::ops::quantized_linear::QuantizedLinear;
+use kernelscope::ops::quantized_linear::{Activations, QuantizedLinear};
 use kernelscope::ops::rope::{Rope, RopeFrequencies};
 use kernelscope::ops::rope_append::RopeAppend;
 use kernelscope::ops::sample::Sample;
@@ -144,7 +144,7 @@ impl Ops {
         let quantized = formats
             .linear
             .iter()
-            .map(|format| QuantizedLinear::new(&registry, device, *format))
+            .map(|format| QuantizedLinear::new(&registry, device, *format, Activations::default()))
             .collect::<kernelscope::Result<Vec<_>>>()?;
         let quantized_embedding = match formats.embedding {
             WeightFormat::Quantized(format) => Some(QuantizedEmbedding::new(&registry, device, format)?),
@@ -198,6 +198,18 @@ impl Ops {
                     "a linear layer holds {format} weights, but this model's kernels were made for other formats"
                 ))
             })
+    }
+
+    /// Rebinds the quantized mat-vecs to take `activations` (8-bit blocks
+    /// by default, as llama.cpp; f32 for the reference).
+    pub fn set_quantized_activations(&mut self, device: &Device, activations: Activations) -> Result<()> {
+        let registry = kernelscope::ops::registry();
+        let formats: Vec<QuantFormat> = self.quantized.iter().map(QuantizedLinear::format).collect();
+        self.quantized = formats
+            .into_iter()
+            .map(|format| QuantizedLinear::new(&registry, device, format, activations))
+            .collect::<kernelscope::Result<Vec<_>>>()?;
+        Ok(())
     }
 
     /// Rebinds the KV-cache ops to a cache of `kv_dtype` (attention's

@@ -7,7 +7,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::ops::dot;
-use crate::quant::QuantFormat;
+use crate::quant::{Int8Activations, QuantFormat, quantize_activations};
 use crate::runtime::KernelArgs;
 
 use super::{K, N, OUT, ROWS, WEIGHT, X};
@@ -73,4 +73,328 @@ pub(super) fn quantized_product(format: QuantFormat, args: &KernelArgs<'_>) -> R
         }
     }
     Ok(())
+}
+
+/// `out` f32 `[n]` = `weight` `[n, k]` · `x` f32 `[k]` with `x` quantized
+/// once to 8-bit blocks and each weight block multiplied in integers
+/// (`QuantFormat::dot_row_int8`), rows in parallel.
+pub(super) fn quantized_product_int8(format: QuantFormat, args: &KernelArgs<'_>) -> Result<()> {
+    let weight = args.input::<u8>(WEIGHT)?;
+    let x = args.input::<f32>(X)?;
+    let out = args.output::<f32>(OUT)?;
+    let (n, k, rows) = (
+        args.u32(N)? as usize,
+        args.u32(K)? as usize,
+        args.u32(ROWS)? as usize,
+    );
+    let failed = |message: String| Error::KernelFailed {
+        kernel: format!("matvec_{}_q8", format.name()),
+        message,
+    };
+    let (Some(row_bytes), Some(block)) = (format.row_bytes(k), format.int8_block()) else {
+        return Err(failed(format!(
+            "{k} elements are not whole {format} blocks, or {format} has no integer product"
+        )));
+    };
+    if rows != 1 || weight.len() < n * row_bytes || x.len() < k || out.len() < n || !k.is_multiple_of(block) {
+        return Err(failed(
+            "one row of whole blocks, buffers as long as their shapes".into(),
+        ));
+    }
+    let mut activations = Int8Activations::default();
+    quantize_activations(&x[..k], block, &mut activations);
+    out[..n]
+        .par_chunks_mut(ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            rows_int8(
+                format,
+                &weight[task * ROWS_PER_TASK * row_bytes..],
+                row_bytes,
+                &activations,
+                chunk,
+            )
+        });
+    Ok(())
+}
+
+/// `out[r]` for the rows of `weight` (row r at `r × row_bytes`), compiled
+/// for AVX2 where the CPU has it: the integer loops vectorise there.
+fn rows_int8(format: QuantFormat, weight: &[u8], row_bytes: usize, x: &Int8Activations, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: the CPU has AVX2 and FMA (checked once at run time).
+        unsafe { rows_int8_avx2(format, weight, row_bytes, x, out) };
+        return;
+    }
+    rows_int8_portable(format, weight, row_bytes, x, out);
+}
+
+#[inline(always)]
+fn rows_int8_portable(
+    format: QuantFormat,
+    weight: &[u8],
+    row_bytes: usize,
+    x: &Int8Activations,
+    out: &mut [f32],
+) {
+    for (row, value) in out.iter_mut().enumerate() {
+        let blocks = &weight[row * row_bytes..(row + 1) * row_bytes];
+        *value = format.dot_row_int8(blocks, x).unwrap_or(f32::NAN);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn rows_int8_avx2(
+    format: QuantFormat,
+    weight: &[u8],
+    row_bytes: usize,
+    x: &Int8Activations,
+    out: &mut [f32],
+) {
+    let row_avx2 = match format {
+        QuantFormat::Q8_0 => q8_0_row_avx2,
+        QuantFormat::Q4_K => q4_k_row_avx2,
+        QuantFormat::Q6_K => q6_k_row_avx2,
+        _ => {
+            rows_int8_portable(format, weight, row_bytes, x, out);
+            return;
+        }
+    };
+    for (row, value) in out.iter_mut().enumerate() {
+        let blocks = &weight[row * row_bytes..(row + 1) * row_bytes];
+        // SAFETY: AVX2, FMA and F16C are present (the caller checked).
+        *value = unsafe { row_avx2(blocks, x) };
+    }
+}
+
+/// The sum of the eight lanes.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn sum_lanes(sums: std::arch::x86_64::__m256) -> f32 {
+    use std::arch::x86_64::*;
+    let four = _mm_add_ps(_mm256_extractf128_ps(sums, 1), _mm256_castps256_ps128(sums));
+    let two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+    _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)))
+}
+
+/// The f16 at `bytes[at..at + 2]` as f32.
+#[inline(always)]
+fn f16_at(bytes: &[u8], at: usize) -> f32 {
+    half::f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32()
+}
+
+/// One Q4_K row against Q8_K activations with AVX2, as llama.cpp's
+/// `ggml_vec_dot_q4_K_q8_K`: each pair of 32-element sub-blocks is one
+/// 32-byte load split into low and high nibbles (unsigned, so `maddubs`
+/// takes them as they are), the sub-block scales applied by `madd`; the
+/// minimums meet the activations' 16-element sums in scalar integers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn q4_k_row_avx2(blocks: &[u8], x: &Int8Activations) -> f32 {
+    use crate::quant::blocks::{q4_k, scale_min_k4};
+    use std::arch::x86_64::*;
+    let low_nibbles = _mm256_set1_epi8(0x0F);
+    let mut sums = _mm256_setzero_ps();
+    let mut minimum_total = 0.0f32;
+    for (index, block) in blocks.chunks_exact(q4_k::BYTES).enumerate() {
+        let activations = &x.quants[index * 256..index * 256 + 256];
+        let packed: &[u8; 12] = block[q4_k::SCALES..q4_k::SCALES + 12]
+            .try_into()
+            .expect("12 bytes");
+        let mut integer = _mm256_setzero_si256();
+        let mut minimums = 0i32;
+        for pair in 0..4 {
+            let (scale_low, minimum_low) = scale_min_k4(2 * pair, packed);
+            let (scale_high, minimum_high) = scale_min_k4(2 * pair + 1, packed);
+            minimums += i32::from(minimum_low)
+                * (x.sums[index * 16 + 4 * pair] + x.sums[index * 16 + 4 * pair + 1])
+                + i32::from(minimum_high)
+                    * (x.sums[index * 16 + 4 * pair + 2] + x.sums[index * 16 + 4 * pair + 3]);
+            // SAFETY: 32 readable bytes at each pointer, unaligned loads.
+            let (nibbles, values_low, values_high) = unsafe {
+                (
+                    _mm256_loadu_si256(block.as_ptr().add(q4_k::QS + 32 * pair) as *const __m256i),
+                    _mm256_loadu_si256(activations.as_ptr().add(64 * pair) as *const __m256i),
+                    _mm256_loadu_si256(activations.as_ptr().add(64 * pair + 32) as *const __m256i),
+                )
+            };
+            let low = _mm256_and_si256(nibbles, low_nibbles);
+            let high = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), low_nibbles);
+            let products_low = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(low, values_low),
+                _mm256_set1_epi16(i16::from(scale_low)),
+            );
+            let products_high = _mm256_madd_epi16(
+                _mm256_maddubs_epi16(high, values_high),
+                _mm256_set1_epi16(i16::from(scale_high)),
+            );
+            integer = _mm256_add_epi32(integer, _mm256_add_epi32(products_low, products_high));
+        }
+        let scale = x.scales[index];
+        sums = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(integer),
+            _mm256_set1_ps(f16_at(block, q4_k::D) * scale),
+            sums,
+        );
+        minimum_total += f16_at(block, q4_k::DMIN) * scale * minimums as f32;
+    }
+    // SAFETY: AVX2 is present (this function's own requirement).
+    let total = unsafe { sum_lanes(sums) };
+    total - minimum_total
+}
+
+/// One Q6_K row against Q8_K activations with AVX2, as llama.cpp's
+/// `ggml_vec_dot_q6_K_q8_K`: the 6-bit values rebuilt from their low
+/// nibbles and high bit pairs (unsigned 0..63, so `maddubs` takes them),
+/// the offset of 32 taken off as 32 × the activations' sums, each
+/// 16-element group's signed scale applied by `madd`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn q6_k_row_avx2(blocks: &[u8], x: &Int8Activations) -> f32 {
+    use crate::quant::blocks::q6_k;
+    use std::arch::x86_64::*;
+    let low_nibbles = _mm256_set1_epi8(0x0F);
+    let two_bits = _mm256_set1_epi8(0x03);
+    let offset = _mm256_set1_epi8(32);
+    let mut sums = _mm256_setzero_ps();
+    for (index, block) in blocks.chunks_exact(q6_k::BYTES).enumerate() {
+        let activations = &x.quants[index * 256..index * 256 + 256];
+        let mut integer = _mm256_setzero_si256();
+        for half_block in 0..2 {
+            // SAFETY: 32 readable bytes at each pointer, unaligned loads.
+            let (low_a, low_b, high) = unsafe {
+                (
+                    _mm256_loadu_si256(block.as_ptr().add(q6_k::QL + 64 * half_block) as *const __m256i),
+                    _mm256_loadu_si256(block.as_ptr().add(q6_k::QL + 64 * half_block + 32) as *const __m256i),
+                    _mm256_loadu_si256(block.as_ptr().add(q6_k::QH + 32 * half_block) as *const __m256i),
+                )
+            };
+            let high_bits = |shift: i32| match shift {
+                0 => _mm256_slli_epi16(_mm256_and_si256(high, two_bits), 4),
+                2 => _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 2), two_bits), 4),
+                4 => _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 4), two_bits), 4),
+                _ => _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(high, 6), two_bits), 4),
+            };
+            let values = [
+                _mm256_or_si256(_mm256_and_si256(low_a, low_nibbles), high_bits(0)),
+                _mm256_or_si256(_mm256_and_si256(low_b, low_nibbles), high_bits(2)),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(low_a, 4), low_nibbles),
+                    high_bits(4),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16(low_b, 4), low_nibbles),
+                    high_bits(6),
+                ),
+            ];
+            for (quarter, weights) in values.into_iter().enumerate() {
+                let first = 128 * half_block + 32 * quarter;
+                // SAFETY: 32 readable activations from `first`.
+                let quants = unsafe { _mm256_loadu_si256(activations.as_ptr().add(first) as *const __m256i) };
+                let products = _mm256_sub_epi16(
+                    _mm256_maddubs_epi16(weights, quants),
+                    _mm256_maddubs_epi16(offset, quants),
+                );
+                let group = first / 16;
+                let scale_a = i16::from(block[q6_k::SCALES + group] as i8);
+                let scale_b = i16::from(block[q6_k::SCALES + group + 1] as i8);
+                let scales = _mm256_set_m128i(_mm_set1_epi16(scale_b), _mm_set1_epi16(scale_a));
+                integer = _mm256_add_epi32(integer, _mm256_madd_epi16(products, scales));
+            }
+        }
+        sums = _mm256_fmadd_ps(
+            _mm256_cvtepi32_ps(integer),
+            _mm256_set1_ps(f16_at(block, q6_k::D) * x.scales[index]),
+            sums,
+        );
+    }
+    // SAFETY: AVX2 is present (this function's own requirement).
+    unsafe { sum_lanes(sums) }
+}
+
+/// One Q8_0 row against Q8_0 activations with AVX2, as llama.cpp's
+/// `ggml_vec_dot_q8_0_q8_0`: per block, the 32 signed products summed by
+/// `maddubs` (the weight's sign moved onto the activation, so one side is
+/// unsigned) and `madd`, converted to f32 and scaled into eight running sums.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn q8_0_row_avx2(blocks: &[u8], x: &Int8Activations) -> f32 {
+    use crate::quant::blocks::q8_0;
+    use std::arch::x86_64::*;
+    let ones = _mm256_set1_epi16(1);
+    let mut sums = _mm256_setzero_ps();
+    for (index, block) in blocks.chunks_exact(q8_0::BYTES).enumerate() {
+        let activations = &x.quants[index * 32..index * 32 + 32];
+        let scale = half::f16::from_le_bytes([block[0], block[1]]).to_f32() * x.scales[index];
+        // SAFETY: 32 readable bytes at each pointer (a block's quants; the
+        // block's activations), unaligned loads.
+        let (weights, values) = unsafe {
+            (
+                _mm256_loadu_si256(block.as_ptr().add(q8_0::QS) as *const __m256i),
+                _mm256_loadu_si256(activations.as_ptr() as *const __m256i),
+            )
+        };
+        let magnitudes = _mm256_sign_epi8(weights, weights);
+        let signed = _mm256_sign_epi8(values, weights);
+        let pairs = _mm256_maddubs_epi16(magnitudes, signed);
+        let quads = _mm256_madd_epi16(pairs, ones);
+        sums = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quads), _mm256_set1_ps(scale), sums);
+    }
+    // SAFETY: AVX2 is present (this function's own requirement).
+    unsafe { sum_lanes(sums) }
+}
+
+/// Whether the CPU has AVX2 and FMA, checked once.
+#[cfg(target_arch = "x86_64")]
+fn avx2() -> bool {
+    static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AVX2.get_or_init(|| {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    })
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use crate::quant::{Int8Activations, QuantFormat, quantize_activations};
+    use crate::rng::SplitMix64;
+
+    /// The AVX2 products equal the portable integer ones to f32 rounding
+    /// (the integer sums are exact; only the lanes' order of float sums differs).
+    #[test]
+    fn avx2_products_equal_the_portable_ones() {
+        if !super::avx2() {
+            eprintln!("SKIPPED: this CPU has no AVX2");
+            return;
+        }
+        let mut rng = SplitMix64::new(0xa2);
+        for (format, row) in [
+            (
+                QuantFormat::Q8_0,
+                super::q8_0_row_avx2 as unsafe fn(&[u8], &Int8Activations) -> f32,
+            ),
+            (QuantFormat::Q4_K, super::q4_k_row_avx2),
+            (QuantFormat::Q6_K, super::q6_k_row_avx2),
+        ] {
+            for columns in [256usize, 1024, 2048] {
+                let weights: Vec<f32> = (0..columns).map(|_| rng.next_f32() * 4.0 - 2.0).collect();
+                let x: Vec<f32> = (0..columns).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+                let mut blocks = vec![0u8; format.row_bytes(columns).unwrap()];
+                format.quantize_row(&weights, &mut blocks).unwrap();
+                let mut activations = Int8Activations::default();
+                quantize_activations(&x, format.int8_block().unwrap(), &mut activations);
+                let portable = format.dot_row_int8(&blocks, &activations).unwrap();
+                // SAFETY: AVX2 was checked above.
+                let fast = unsafe { row(&blocks, &activations) };
+                let magnitude: f32 = weights.iter().zip(&x).map(|(w, x)| (w * x).abs()).sum();
+                assert!(
+                    (fast - portable).abs() <= 1e-5 * magnitude,
+                    "{format} {columns}: {fast} vs {portable}"
+                );
+            }
+        }
+    }
 }

@@ -1,6 +1,9 @@
 //! A linear layer over block-quantized weights (`crate::quant`: Q4_0 ...
 //! Q6_K, as GGUF files hold them): `out[r, n] = W[n, :] · x[r, :]` for one
-//! position (`matvec_<format>`) or a chunk of rows (`matmul_<format>`),
+//! position (`matvec_<format>_q8`: activations quantized to 8-bit blocks
+//! and integer products, as llama.cpp runs decode, where the format has
+//! them; `matvec_<format>_f32`: the f32 reference) or a chunk of rows
+//! (`matmul_<format>`),
 //! reading the weights in their blocks, never as a dense copy. The kernels
 //! are named by the format so a profile says which format each product
 //! read, and the bytes declared are the blocks' own (values and scales).
@@ -16,12 +19,31 @@ use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegist
 
 kernel_arguments! { WEIGHT: "weight" Read, X: "x" Read, OUT: "out" Write, N: "n" U32, K: "k" U32, ROWS: "rows" U32 }
 
-/// Registers `matvec_<format>` and `matmul_<format>` for every format.
+/// How a quantized mat-vec takes its activations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Activations {
+    /// Quantized once per mat-vec to 8-bit blocks and multiplied in
+    /// integers, as llama.cpp does (`matvec_<format>_q8`), where the format
+    /// has that product; f32 elsewhere.
+    #[default]
+    Int8,
+    /// In f32, each weight block dequantized (`matvec_<format>_f32`): the
+    /// reference, within f32 rounding of the dense product.
+    F32,
+}
+
+/// Registers, for every format, `matvec_<format>_f32`, `matmul_<format>`
+/// and, where the format has the integer product, `matvec_<format>_q8`.
 pub fn register(registry: &mut KernelRegistry) {
     for format in QuantFormat::ALL {
         let product = move |args: &crate::runtime::KernelArgs<'_>| cpu::quantized_product(format, args);
-        registry.register_cpu(&format!("matvec_{}", format.name()), product);
+        registry.register_cpu(&format!("matvec_{}_f32", format.name()), product);
         registry.register_cpu(&format!("matmul_{}", format.name()), product);
+        if format.int8_block().is_some() {
+            registry.register_cpu(&format!("matvec_{}_q8", format.name()), move |args| {
+                cpu::quantized_product_int8(format, args)
+            });
+        }
     }
 }
 
@@ -51,10 +73,20 @@ pub struct QuantizedLinear {
 }
 
 impl QuantizedLinear {
-    /// The op for weights of `format` on `device`.
-    pub fn new(registry: &KernelRegistry, device: &Device, format: QuantFormat) -> Result<Self> {
+    /// The op for weights of `format` on `device`, its mat-vec taking
+    /// `activations` as asked (f32 where the format has no integer product).
+    pub fn new(
+        registry: &KernelRegistry,
+        device: &Device,
+        format: QuantFormat,
+        activations: Activations,
+    ) -> Result<Self> {
+        let matvec = match activations {
+            Activations::Int8 if format.int8_block().is_some() => format!("matvec_{}_q8", format.name()),
+            _ => format!("matvec_{}_f32", format.name()),
+        };
         Ok(QuantizedLinear {
-            matvec: kernel(registry, device, format!("matvec_{}", format.name()), format)?,
+            matvec: kernel(registry, device, matvec, format)?,
             matmul: kernel(registry, device, format!("matmul_{}", format.name()), format)?,
             format,
         })
