@@ -120,7 +120,7 @@ impl QuantFormat {
             .find(|format| format.ggml_type() == id)
     }
 
-    /// The lowercase name used in kernel names (`matvec_q4_k`) and on the
+    /// The lowercase name used in kernel names (`matvec_q4_k_q8`) and on the
     /// command line.
     pub const fn name(self) -> &'static str {
         match self {
