@@ -138,6 +138,31 @@ pub fn scale_min_k4(sub_block: usize, packed: &[u8; 12]) -> (u8, u8) {
     }
 }
 
+/// All eight 6-bit scales and minimums of a Q4_K or Q5_K block at once, as
+/// llama.cpp's SIMD dot products unpack them (`utmp` and `kmask1..3`): a
+/// few word operations instead of eight calls of [`scale_min_k4`], whose
+/// results they equal.
+#[inline(always)]
+pub fn scales_mins_k4(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    const LOW_SIX: u32 = 0x3f3f_3f3f;
+    const LOW_FOUR: u32 = 0x0f0f_0f0f;
+    const LOW_TWO: u32 = 0x0303_0303;
+    let word = |i: usize| {
+        u32::from_le_bytes([
+            packed[4 * i],
+            packed[4 * i + 1],
+            packed[4 * i + 2],
+            packed[4 * i + 3],
+        ])
+    };
+    let (first, second, third) = (word(0), word(1), word(2));
+    let scales_high = (third & LOW_FOUR) | (((first >> 6) & LOW_TWO) << 4);
+    let mins_high = ((third >> 4) & LOW_FOUR) | (((second >> 6) & LOW_TWO) << 4);
+    let scales = (u64::from(scales_high) << 32 | u64::from(first & LOW_SIX)).to_le_bytes();
+    let mins = (u64::from(mins_high) << 32 | u64::from(second & LOW_SIX)).to_le_bytes();
+    (scales, mins)
+}
+
 /// The f16 at `offset` of a block, widened (exactly) to f32.
 #[inline]
 pub(super) fn read_f16<const BYTES: usize>(block: &[u8; BYTES], offset: usize) -> f32 {
@@ -152,4 +177,26 @@ pub(super) fn write_f16<const BYTES: usize>(block: &mut [u8; BYTES], offset: usi
     let half = f16::from_f32(value);
     block[offset..offset + 2].copy_from_slice(&half.to_bits().to_le_bytes());
     half.to_f32()
+}
+
+#[cfg(test)]
+mod scale_tests {
+    use super::{scale_min_k4, scales_mins_k4};
+
+    #[test]
+    fn all_scales_at_once_equal_one_at_a_time() {
+        let mut rng = crate::rng::SplitMix64::new(0x5ca1e);
+        for _ in 0..2000 {
+            let mut packed = [0u8; 12];
+            packed.iter_mut().for_each(|byte| *byte = rng.next_u64() as u8);
+            let (scales, mins) = scales_mins_k4(&packed);
+            for sub_block in 0..8 {
+                assert_eq!(
+                    (scales[sub_block], mins[sub_block]),
+                    scale_min_k4(sub_block, &packed),
+                    "{packed:?}"
+                );
+            }
+        }
+    }
 }

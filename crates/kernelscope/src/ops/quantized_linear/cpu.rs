@@ -193,7 +193,7 @@ fn f16_at(bytes: &[u8], at: usize) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q4_k_row_avx2(blocks: &[u8], x: &Int8Activations) -> f32 {
-    use crate::quant::blocks::{q4_k, scale_min_k4};
+    use crate::quant::blocks::{q4_k, scales_mins_k4};
     use std::arch::x86_64::*;
     let low_nibbles = _mm256_set1_epi8(0x0F);
     let mut sums = _mm256_setzero_ps();
@@ -203,15 +203,16 @@ pub(crate) unsafe fn q4_k_row_avx2(blocks: &[u8], x: &Int8Activations) -> f32 {
         let packed: &[u8; 12] = block[q4_k::SCALES..q4_k::SCALES + 12]
             .try_into()
             .expect("12 bytes");
-        let mut integer = _mm256_setzero_si256();
+        let (scales, mins) = scales_mins_k4(packed);
+        let group_sums = &x.sums[index * 16..index * 16 + 16];
         let mut minimums = 0i32;
+        for sub_block in 0..8 {
+            minimums +=
+                i32::from(mins[sub_block]) * (group_sums[2 * sub_block] + group_sums[2 * sub_block + 1]);
+        }
+        let mut integer = _mm256_setzero_si256();
         for pair in 0..4 {
-            let (scale_low, minimum_low) = scale_min_k4(2 * pair, packed);
-            let (scale_high, minimum_high) = scale_min_k4(2 * pair + 1, packed);
-            minimums += i32::from(minimum_low)
-                * (x.sums[index * 16 + 4 * pair] + x.sums[index * 16 + 4 * pair + 1])
-                + i32::from(minimum_high)
-                    * (x.sums[index * 16 + 4 * pair + 2] + x.sums[index * 16 + 4 * pair + 3]);
+            let (scale_low, scale_high) = (scales[2 * pair], scales[2 * pair + 1]);
             // SAFETY: 32 readable bytes at each pointer, unaligned loads.
             let (nibbles, values_low, values_high) = unsafe {
                 (
