@@ -12,7 +12,8 @@ use memmap2::Mmap;
 use crate::error::{ModelError, Result, shown};
 
 use super::metadata::Metadata;
-use super::reader::{TensorInfo, read_gguf_header};
+use super::reader::read_gguf_header;
+use super::tensors::TensorInfo;
 use super::{KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT, split_part_path, split_part_suffix};
 use kernelscope::ops::WeightFormat;
 

@@ -29,9 +29,11 @@
 //! each begins where the previous one's padded bytes end, which every known
 //! writer does anyway).
 
+mod encode;
 mod file;
 mod metadata;
 mod reader;
+mod tensors;
 mod types;
 mod value;
 mod writer;
@@ -39,7 +41,8 @@ mod writer;
 pub use file::{GgufFile, GgufPart, MappedTensor};
 pub use kernelscope::ops::WeightFormat;
 pub use metadata::Metadata;
-pub use reader::{GgufHeader, TensorInfo, read_gguf_header};
+pub use reader::{GgufHeader, read_gguf_header};
+pub use tensors::TensorInfo;
 pub use types::TensorType;
 pub use value::{Array, Value, ValueType};
 pub use writer::{GgufTensorWriter, GgufWriter};

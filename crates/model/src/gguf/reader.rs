@@ -4,95 +4,19 @@
 //! aligned and apart from the others, and every refusal is one line naming
 //! the file and the key or tensor at fault.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use crate::error::{ModelError, Result, shown};
 
 use super::metadata::Metadata;
-use kernelscope::ops::WeightFormat;
 
-use super::types::{TensorType, describe_unknown_type};
+use super::tensors::{TensorInfo, place_tensors, read_tensor_infos};
 use super::value::{Array, Value, ValueType};
-use super::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAGIC, MAX_DIMS, MAX_TENSOR_NAME_BYTES};
+use super::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAGIC};
 
 /// The fewest bytes a metadata entry takes: a key of one byte with its u64
 /// length, the u32 type, a one-byte value.
 const MIN_ENTRY_BYTES: usize = 8 + 1 + 4 + 1;
-
-/// The fewest bytes a tensor info takes: a one-byte name with its length,
-/// `n_dims` (0), the type and the offset.
-const MIN_TENSOR_INFO_BYTES: usize = 8 + 1 + 4 + 4 + 8;
-
-/// One tensor as its file describes it, placed and checked.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TensorInfo {
-    name: String,
-    dims: Vec<u64>,
-    tensor_type: TensorType,
-    relative_offset: u64,
-    file_offset: usize,
-    byte_len: usize,
-    pub(crate) part: usize,
-}
-
-impl TensorInfo {
-    /// The tensor's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The dimensions in ggml's order: `dims()[0]` is the innermost, the
-    /// length of a row. Empty for a 0-dimensional tensor (one element).
-    pub fn dims(&self) -> &[u64] {
-        &self.dims
-    }
-
-    /// The shape in row-major order, outermost first (the dimensions
-    /// reversed), as safetensors and PyTorch write shapes.
-    pub fn shape(&self) -> Vec<u64> {
-        self.dims.iter().rev().copied().collect()
-    }
-
-    /// The number of elements (1 for a 0-dimensional tensor).
-    pub fn element_count(&self) -> u64 {
-        // Checked not to overflow when the file was read.
-        self.dims.iter().product()
-    }
-
-    /// The element type.
-    pub fn tensor_type(&self) -> TensorType {
-        self.tensor_type
-    }
-
-    /// The offset of the first byte from the start of the data section, as
-    /// the file stores it.
-    pub fn relative_offset(&self) -> u64 {
-        self.relative_offset
-    }
-
-    /// The offset of the first byte from the start of its file.
-    pub fn file_offset(&self) -> usize {
-        self.file_offset
-    }
-
-    /// Length in bytes.
-    pub fn byte_len(&self) -> usize {
-        self.byte_len
-    }
-
-    /// Which file of a split model holds it (an index into
-    /// [`GgufFile::parts`](super::GgufFile::parts); 0 for a single file).
-    pub fn part(&self) -> usize {
-        self.part
-    }
-
-    /// How the engine reads this tensor, or the error naming it and its type
-    /// when the engine does not run that type (`path` names its file).
-    pub fn supported_format(&self, path: &Path) -> Result<WeightFormat> {
-        self.tensor_type.supported_format(path, &self.name)
-    }
-}
 
 /// Everything before a GGUF file's tensor data, checked against the file.
 #[derive(Clone, Debug)]
@@ -161,29 +85,29 @@ pub fn read_gguf_header(bytes: &[u8], path: &Path) -> Result<GgufHeader> {
 }
 
 /// A position in the file being read; every read is bounded by its end.
-struct Cursor<'a> {
-    bytes: &'a [u8],
-    position: usize,
-    path: &'a Path,
+pub(super) struct Cursor<'a> {
+    pub(super) bytes: &'a [u8],
+    pub(super) position: usize,
+    pub(super) path: &'a Path,
 }
 
 /// What is being read, built only when a message needs it (a vocabulary
 /// array reads 150,000 strings that must not each format a description).
-type What<'w> = &'w dyn Fn() -> String;
+pub(super) type What<'w> = &'w dyn Fn() -> String;
 
 impl<'a> Cursor<'a> {
-    fn error(&self, problem: String) -> ModelError {
+    pub(super) fn error(&self, problem: String) -> ModelError {
         ModelError::Gguf {
             path: self.path.to_path_buf(),
             problem,
         }
     }
 
-    fn remaining(&self) -> usize {
+    pub(super) fn remaining(&self) -> usize {
         self.bytes.len() - self.position
     }
 
-    fn take(&mut self, count: usize, what: What) -> Result<&'a [u8]> {
+    pub(super) fn take(&mut self, count: usize, what: What) -> Result<&'a [u8]> {
         if count > self.remaining() {
             return Err(self.error(format!(
                 "truncated: {} needs {count} bytes at offset {} but the file ends at {}",
@@ -197,22 +121,22 @@ impl<'a> Cursor<'a> {
         Ok(taken)
     }
 
-    fn array<const N: usize>(&mut self, what: What) -> Result<[u8; N]> {
+    pub(super) fn array<const N: usize>(&mut self, what: What) -> Result<[u8; N]> {
         let taken = self.take(N, what)?;
         Ok(taken.try_into().expect("take gives the bytes asked for"))
     }
 
-    fn u32(&mut self, what: What) -> Result<u32> {
+    pub(super) fn u32(&mut self, what: What) -> Result<u32> {
         self.array(what).map(u32::from_le_bytes)
     }
 
-    fn u64(&mut self, what: What) -> Result<u64> {
+    pub(super) fn u64(&mut self, what: What) -> Result<u64> {
         self.array(what).map(u64::from_le_bytes)
     }
 
     /// A count of items of at least `min_item_bytes` bytes each, refused
     /// when the rest of the file could not hold them.
-    fn count(&self, count: u64, min_item_bytes: usize, items: &str, what: What) -> Result<usize> {
+    pub(super) fn count(&self, count: u64, min_item_bytes: usize, items: &str, what: What) -> Result<usize> {
         let fits = self.remaining() / min_item_bytes;
         match usize::try_from(count) {
             Ok(count) if count <= fits => Ok(count),
@@ -225,7 +149,7 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    fn string(&mut self, what: What) -> Result<String> {
+    pub(super) fn string(&mut self, what: What) -> Result<String> {
         let length = self.u64(&|| format!("the length of {}", what()))?;
         let length = match usize::try_from(length) {
             Ok(length) if length <= self.remaining() => length,
@@ -397,181 +321,4 @@ fn alignment(metadata: &Metadata, cursor: &Cursor) -> Result<u32> {
             other.describe_type()
         ))),
     }
-}
-
-/// A tensor info as read, before the data section's start is known.
-struct Unplaced {
-    name: String,
-    dims: Vec<u64>,
-    tensor_type: TensorType,
-    relative_offset: u64,
-    byte_len: u64,
-}
-
-fn read_tensor_infos(cursor: &mut Cursor, tensor_count: u64) -> Result<Vec<Unplaced>> {
-    let tensor_count = cursor.count(tensor_count, MIN_TENSOR_INFO_BYTES, "tensor infos", &|| {
-        "the tensor count".into()
-    })?;
-    let mut tensors = Vec::with_capacity(tensor_count);
-    let mut seen: HashMap<String, usize> = HashMap::with_capacity(tensor_count);
-    for index in 0..tensor_count {
-        let name = cursor.string(&|| format!("the name of tensor {index}"))?;
-        if name.is_empty() {
-            return Err(cursor.error(format!("tensor {index} has an empty name")));
-        }
-        let tensor = || format!("tensor `{}`", shown(&name));
-        if name.len() > MAX_TENSOR_NAME_BYTES {
-            return Err(cursor.error(format!(
-                "{} has a name of {} bytes; ggml allows at most {MAX_TENSOR_NAME_BYTES}",
-                tensor(),
-                name.len()
-            )));
-        }
-        if let Some(earlier) = seen.get(&name) {
-            return Err(cursor.error(format!(
-                "{} appears twice (tensors {earlier} and {index})",
-                tensor()
-            )));
-        }
-        let dims = read_dims(cursor, &tensor)?;
-        let type_id = cursor.u32(&|| format!("the type of {}", tensor()))?;
-        let tensor_type = TensorType::from_ggml_type(type_id)
-            .ok_or_else(|| cursor.error(format!("{} has {}", tensor(), describe_unknown_type(type_id))))?;
-        let byte_len = byte_len(cursor, &dims, tensor_type, &tensor)?;
-        let relative_offset = cursor.u64(&|| format!("the data offset of {}", tensor()))?;
-        seen.insert(name.clone(), index);
-        tensors.push(Unplaced {
-            name,
-            dims,
-            tensor_type,
-            relative_offset,
-            byte_len,
-        });
-    }
-    Ok(tensors)
-}
-
-/// The dimensions, refused past ggml's four or past what int64 holds
-/// (gguf.cpp reads them as int64, so larger values are negative there).
-fn read_dims(cursor: &mut Cursor, tensor: What) -> Result<Vec<u64>> {
-    let n_dims = cursor.u32(&|| format!("the dimension count of {}", tensor()))?;
-    if n_dims as usize > MAX_DIMS {
-        return Err(cursor.error(format!(
-            "{} has {n_dims} dimensions; ggml allows at most {MAX_DIMS}",
-            tensor()
-        )));
-    }
-    let mut dims = Vec::with_capacity(n_dims as usize);
-    for dim in 0..n_dims {
-        let value = cursor.u64(&|| format!("dimension {dim} of {}", tensor()))?;
-        if value > i64::MAX as u64 {
-            return Err(cursor.error(format!(
-                "{}: dimension {dim} is {value}, more than ggml's int64 dimensions hold",
-                tensor()
-            )));
-        }
-        dims.push(value);
-    }
-    Ok(dims)
-}
-
-/// The tensor's size in bytes: its element count must fit int64, its rows
-/// must be whole blocks of its type.
-fn byte_len(cursor: &Cursor, dims: &[u64], tensor_type: TensorType, tensor: What) -> Result<u64> {
-    let elements = dims
-        .iter()
-        .try_fold(1u64, |product, &dim| product.checked_mul(dim))
-        .filter(|&elements| elements <= i64::MAX as u64)
-        .ok_or_else(|| {
-            cursor.error(format!(
-                "{}: dimensions {dims:?} hold more elements than ggml's int64 counts",
-                tensor()
-            ))
-        })?;
-    let row = dims.first().copied().unwrap_or(1);
-    if !row.is_multiple_of(tensor_type.block_elements() as u64) {
-        return Err(cursor.error(format!(
-            "{} is {tensor_type}, stored in blocks of {} elements, but its rows (dimension 0) have {row}",
-            tensor(),
-            tensor_type.block_elements()
-        )));
-    }
-    tensor_type.byte_len(elements).ok_or_else(|| {
-        cursor.error(format!(
-            "{}: {elements} elements of {tensor_type} overflow a 64-bit byte count",
-            tensor()
-        ))
-    })
-}
-
-/// Turns each tensor's offset from the data section into its bytes in the
-/// file: aligned, inside the file, and apart from every other tensor.
-fn place_tensors(
-    cursor: &Cursor,
-    unplaced: Vec<Unplaced>,
-    data_offset: u64,
-    alignment: u32,
-) -> Result<Vec<TensorInfo>> {
-    let file_len = cursor.bytes.len() as u64;
-    if !unplaced.is_empty() && data_offset > file_len {
-        return Err(cursor.error(format!(
-            "truncated: the tensor data starts at offset {data_offset} (the header padded to {alignment} bytes) but the file has {file_len} bytes"
-        )));
-    }
-    let mut tensors = Vec::with_capacity(unplaced.len());
-    for tensor in unplaced {
-        let name = shown(&tensor.name);
-        if !tensor.relative_offset.is_multiple_of(u64::from(alignment)) {
-            return Err(cursor.error(format!(
-                "tensor `{name}`: data offset {} is not a multiple of the alignment {alignment}",
-                tensor.relative_offset
-            )));
-        }
-        let start = data_offset.checked_add(tensor.relative_offset);
-        let end = start.and_then(|start| start.checked_add(tensor.byte_len));
-        let (Some(start), Some(end)) = (start, end) else {
-            return Err(cursor.error(format!(
-                "tensor `{name}`: data offset {} plus {} bytes overflows a 64-bit file offset",
-                tensor.relative_offset, tensor.byte_len
-            )));
-        };
-        if end > file_len {
-            return Err(cursor.error(format!(
-                "tensor `{name}` (file bytes {start}..{end}) ends past the end of the file ({file_len} bytes): truncated?"
-            )));
-        }
-        tensors.push(TensorInfo {
-            name: tensor.name,
-            dims: tensor.dims,
-            tensor_type: tensor.tensor_type,
-            relative_offset: tensor.relative_offset,
-            // Both are at most the file's length, a usize.
-            file_offset: start as usize,
-            byte_len: tensor.byte_len as usize,
-            part: 0,
-        });
-    }
-    check_apart(cursor, &tensors)?;
-    Ok(tensors)
-}
-
-/// Refuses two tensors sharing a byte (tensors of no bytes share none).
-fn check_apart(cursor: &Cursor, tensors: &[TensorInfo]) -> Result<()> {
-    let mut by_start: Vec<&TensorInfo> = tensors.iter().filter(|tensor| tensor.byte_len > 0).collect();
-    by_start.sort_by_key(|tensor| tensor.file_offset);
-    for pair in by_start.windows(2) {
-        let (before, after) = (pair[0], pair[1]);
-        let before_end = before.file_offset + before.byte_len;
-        if after.file_offset < before_end {
-            return Err(cursor.error(format!(
-                "tensors `{}` (file bytes {}..{before_end}) and `{}` (file bytes {}..{}) overlap",
-                shown(&before.name),
-                before.file_offset,
-                shown(&after.name),
-                after.file_offset,
-                after.file_offset + after.byte_len
-            )));
-        }
-    }
-    Ok(())
 }

@@ -20,17 +20,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{ModelError, Result, shown};
 
+use super::encode::write_header_to;
 use super::types::TensorType;
-use super::value::{Array, Value, ValueType};
-use super::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAGIC, MAX_DIMS, MAX_TENSOR_NAME_BYTES, VERSION};
+use super::value::Value;
+use super::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAX_DIMS, MAX_TENSOR_NAME_BYTES};
 
 /// A tensor declared for writing.
 #[derive(Clone, Debug)]
-struct PlannedTensor {
-    name: String,
-    dims: Vec<u64>,
-    tensor_type: TensorType,
-    byte_len: u64,
+pub(super) struct PlannedTensor {
+    pub(super) name: String,
+    pub(super) dims: Vec<u64>,
+    pub(super) tensor_type: TensorType,
+    pub(super) byte_len: u64,
 }
 
 /// The first stage of writing a GGUF file: the metadata and the tensors it
@@ -208,35 +209,6 @@ impl GgufWriter {
     }
 }
 
-/// Magic, version, counts, metadata, tensor infos and the padding before
-/// the data.
-fn write_header_to(
-    sink: &mut Sink,
-    metadata: &[(String, Value)],
-    tensors: &[PlannedTensor],
-    offsets: &[u64],
-    alignment: u64,
-) -> std::io::Result<()> {
-    sink.put(&MAGIC)?;
-    sink.put(&VERSION.to_le_bytes())?;
-    sink.put(&(tensors.len() as u64).to_le_bytes())?;
-    sink.put(&(metadata.len() as u64).to_le_bytes())?;
-    for (key, value) in metadata {
-        put_string(sink, key)?;
-        put_value(sink, value)?;
-    }
-    for (tensor, offset) in tensors.iter().zip(offsets) {
-        put_string(sink, &tensor.name)?;
-        sink.put(&(tensor.dims.len() as u32).to_le_bytes())?;
-        for dim in &tensor.dims {
-            sink.put(&dim.to_le_bytes())?;
-        }
-        sink.put(&tensor.tensor_type.ggml_type().to_le_bytes())?;
-        sink.put(&offset.to_le_bytes())?;
-    }
-    sink.pad(alignment)
-}
-
 /// The second stage of writing a GGUF file: each declared tensor's bytes,
 /// in declaration order, then [`GgufTensorWriter::finish`]. Dropped before
 /// `finish`, it deletes the temporary file and leaves the target untouched.
@@ -253,20 +225,20 @@ pub struct GgufTensorWriter {
 
 /// The temporary file, counting what has been written (for the padding).
 #[derive(Debug)]
-struct Sink {
-    out: BufWriter<File>,
-    written: u64,
+pub(super) struct Sink {
+    pub(super) out: BufWriter<File>,
+    pub(super) written: u64,
 }
 
 impl Sink {
-    fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+    pub(super) fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.out.write_all(bytes)?;
         self.written += bytes.len() as u64;
         Ok(())
     }
 
     /// Zeros up to the next multiple of `alignment`.
-    fn pad(&mut self, alignment: u64) -> std::io::Result<()> {
+    pub(super) fn pad(&mut self, alignment: u64) -> std::io::Result<()> {
         let padding = self.written.next_multiple_of(alignment) - self.written;
         const ZEROS: [u8; 64] = [0; 64];
         let mut left = padding;
@@ -454,55 +426,4 @@ fn temporary_beside(path: &Path) -> PathBuf {
         .unwrap_or_else(|| "model.gguf".into());
     let serial = NEXT.fetch_add(1, Ordering::Relaxed);
     path.with_file_name(format!(".{name}.kscope-{}-{serial}.tmp", std::process::id()))
-}
-
-fn put_string(sink: &mut Sink, text: &str) -> std::io::Result<()> {
-    sink.put(&(text.len() as u64).to_le_bytes())?;
-    sink.put(text.as_bytes())
-}
-
-fn put_value(sink: &mut Sink, value: &Value) -> std::io::Result<()> {
-    sink.put(&value.value_type().id().to_le_bytes())?;
-    match value {
-        Value::U8(value) => sink.put(&value.to_le_bytes()),
-        Value::I8(value) => sink.put(&value.to_le_bytes()),
-        Value::U16(value) => sink.put(&value.to_le_bytes()),
-        Value::I16(value) => sink.put(&value.to_le_bytes()),
-        Value::U32(value) => sink.put(&value.to_le_bytes()),
-        Value::I32(value) => sink.put(&value.to_le_bytes()),
-        Value::U64(value) => sink.put(&value.to_le_bytes()),
-        Value::I64(value) => sink.put(&value.to_le_bytes()),
-        Value::F32(value) => sink.put(&value.to_le_bytes()),
-        Value::F64(value) => sink.put(&value.to_le_bytes()),
-        Value::Bool(value) => sink.put(&[u8::from(*value)]),
-        Value::String(value) => put_string(sink, value),
-        Value::Array(array) => put_array(sink, array),
-    }
-}
-
-fn put_array(sink: &mut Sink, array: &Array) -> std::io::Result<()> {
-    fn each<T>(
-        sink: &mut Sink,
-        values: &[T],
-        put: impl Fn(&mut Sink, &T) -> std::io::Result<()>,
-    ) -> std::io::Result<()> {
-        values.iter().try_for_each(|value| put(sink, value))
-    }
-    let element_type: ValueType = array.element_type();
-    sink.put(&element_type.id().to_le_bytes())?;
-    sink.put(&(array.len() as u64).to_le_bytes())?;
-    match array {
-        Array::U8(values) => sink.put(values),
-        Array::I8(values) => each(sink, values, |sink, value| sink.put(&value.to_le_bytes())),
-        Array::U16(values) => each(sink, values, |sink, value| sink.put(&value.to_le_bytes())),
-        Array::I16(values) => each(sink, values, |sink, value| sink.put(&value.to_le_bytes())),
-        Array::U32(values) => each(sink, values, |sink, value| sink.put(&value.to_le_bytes())),
-        Array::I32(values) => each(sink, values, |sink, value| sink.put(&value.to_le_bytes())),
-        Array::U64(values) => each(sink, values, |sink, value| sink.put(&value.to_le_bytes())),
-        Array::I64(values) => each(sink, values, |sink, value| sink.put(&value.to_le_bytes())),
-        Array::F32(values) => each(sink, values, |sink, value| sink.put(&value.to_le_bytes())),
-        Array::F64(values) => each(sink, values, |sink, value| sink.put(&value.to_le_bytes())),
-        Array::Bool(values) => each(sink, values, |sink, value| sink.put(&[u8::from(*value)])),
-        Array::String(values) => each(sink, values, |sink, value| put_string(sink, value)),
-    }
 }

@@ -252,7 +252,8 @@ impl GgufVocabulary {
             return Vec::new();
         };
         let byte_level = self.model == "gpt2";
-        let alphabet = byte_level_alphabet();
+        let alphabet: std::collections::HashSet<char> =
+            crate::synthetic::byte_level_alphabet().into_iter().collect();
         self.tokens
             .iter()
             .zip(types)
@@ -311,24 +312,6 @@ impl GgufVocabulary {
             json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": special_tokens}),
         )
     }
-}
-
-/// GPT-2's byte-to-character alphabet: the characters a byte-level
-/// vocabulary spells its tokens in.
-fn byte_level_alphabet() -> std::collections::HashSet<char> {
-    let printable =
-        |byte: u32| (33..=126).contains(&byte) || (161..=172).contains(&byte) || (174..=255).contains(&byte);
-    let mut shifted = 0;
-    (0u32..256)
-        .map(|byte| {
-            if printable(byte) {
-                char::from_u32(byte).expect("a Latin-1 code point")
-            } else {
-                shifted += 1;
-                char::from_u32(255 + shifted).expect("a code point")
-            }
-        })
-        .collect()
 }
 
 /// The merges a SentencePiece vocabulary implies (transformers'

@@ -8,7 +8,7 @@
 mod cpu;
 
 use super::{Arguments, dimensions, expect, expect_rows, kernel_arguments, rows_of};
-use crate::error::{Error, Remedy, Result};
+use crate::error::{Error, Result};
 use crate::quant::QuantFormat;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
@@ -41,18 +41,12 @@ pub struct QuantizedEmbedding {
 impl QuantizedEmbedding {
     /// The op for tables of `format` on `device`.
     pub fn new(registry: &KernelRegistry, device: &Device, format: QuantFormat) -> Result<Self> {
-        let name = format!("embedding_{}", format.name());
-        let kernel = registry.kernel(device, &name).map_err(|error| match error {
-            Error::KernelMissing { backend, .. } => Error::KernelMissing {
-                name: name.clone(),
-                backend,
-                workaround: format!(
-                    "{format} embedding tables are read in their blocks only on the CPU so far; on {backend} they are dequantized at load"
-                ),
-                remedies: &[Remedy::OtherDevice { device: "cpu" }],
-            },
-            other => other,
-        })?;
+        let kernel = super::quantized_linear::cpu_only_kernel(
+            registry,
+            device,
+            format!("embedding_{}", format.name()),
+            &format!("{format} embedding tables are read"),
+        )?;
         Ok(QuantizedEmbedding { kernel, format })
     }
 

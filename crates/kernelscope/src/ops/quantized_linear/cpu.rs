@@ -15,9 +15,21 @@ use super::{K, N, OUT, ROWS, WEIGHT, X};
 /// Weight rows per parallel task.
 const ROWS_PER_TASK: usize = 16;
 
-/// `out` f32 `[rows, n]` = `x` f32 `[rows, k]` times the transpose of
-/// `weight`, `n` rows of `k` elements in `format`'s blocks.
-pub(super) fn quantized_product(format: QuantFormat, args: &KernelArgs<'_>) -> Result<()> {
+/// A quantized product's operands, checked against its scalars.
+struct Operands<'a> {
+    weight: &'a [u8],
+    x: &'a [f32],
+    out: &'a mut [f32],
+    n: usize,
+    k: usize,
+    rows: usize,
+    row_bytes: usize,
+}
+
+/// The operands of `kernel`'s dispatch: `n` weight rows of `k` elements in
+/// `format`'s blocks, `rows` input and output rows, each buffer at least
+/// as long as its shape.
+fn operands<'a>(format: QuantFormat, kernel: &str, args: &'a KernelArgs<'_>) -> Result<Operands<'a>> {
     let weight = args.input::<u8>(WEIGHT)?;
     let x = args.input::<f32>(X)?;
     let out = args.output::<f32>(OUT)?;
@@ -27,7 +39,7 @@ pub(super) fn quantized_product(format: QuantFormat, args: &KernelArgs<'_>) -> R
         args.u32(ROWS)? as usize,
     );
     let failed = |message: String| Error::KernelFailed {
-        kernel: format!("matmul_{}", format.name()),
+        kernel: kernel.to_string(),
         message,
     };
     let row_bytes = format
@@ -36,6 +48,34 @@ pub(super) fn quantized_product(format: QuantFormat, args: &KernelArgs<'_>) -> R
     if weight.len() < n * row_bytes || x.len() < rows * k || out.len() < rows * n {
         return Err(failed("a buffer is shorter than its shape".into()));
     }
+    Ok(Operands {
+        weight,
+        x,
+        out,
+        n,
+        k,
+        rows,
+        row_bytes,
+    })
+}
+
+/// `out` f32 `[rows, n]` = `x` f32 `[rows, k]` times the transpose of
+/// `weight`, `n` rows of `k` elements in `format`'s blocks.
+pub(super) fn quantized_product(format: QuantFormat, args: &KernelArgs<'_>) -> Result<()> {
+    let kernel = format!("matmul_{}", format.name());
+    let Operands {
+        weight,
+        x,
+        out,
+        n,
+        k,
+        rows,
+        row_bytes,
+    } = operands(format, &kernel, args)?;
+    let failed = |message: String| Error::KernelFailed {
+        kernel: kernel.clone(),
+        message,
+    };
     // Each task computes its weight rows for every input row, then the
     // results are placed: out is [rows, n], so a task's outputs are strided.
     let results: Vec<Result<Vec<f32>>> = (0..n.div_ceil(ROWS_PER_TASK))
@@ -79,28 +119,25 @@ pub(super) fn quantized_product(format: QuantFormat, args: &KernelArgs<'_>) -> R
 /// once to 8-bit blocks and each weight block multiplied in integers
 /// (`QuantFormat::dot_row_int8`), rows in parallel.
 pub(super) fn quantized_product_int8(format: QuantFormat, args: &KernelArgs<'_>) -> Result<()> {
-    let weight = args.input::<u8>(WEIGHT)?;
-    let x = args.input::<f32>(X)?;
-    let out = args.output::<f32>(OUT)?;
-    let (n, k, rows) = (
-        args.u32(N)? as usize,
-        args.u32(K)? as usize,
-        args.u32(ROWS)? as usize,
-    );
-    let failed = |message: String| Error::KernelFailed {
-        kernel: format!("matvec_{}_q8", format.name()),
-        message,
+    let kernel = format!("matvec_{}_q8", format.name());
+    let Operands {
+        weight,
+        x,
+        out,
+        n,
+        k,
+        rows,
+        row_bytes,
+    } = operands(format, &kernel, args)?;
+    let block = format
+        .int8_block()
+        .filter(|block| rows == 1 && k.is_multiple_of(*block));
+    let Some(block) = block else {
+        return Err(Error::KernelFailed {
+            kernel,
+            message: format!("one row of whole {format} blocks with an integer product"),
+        });
     };
-    let (Some(row_bytes), Some(block)) = (format.row_bytes(k), format.int8_block()) else {
-        return Err(failed(format!(
-            "{k} elements are not whole {format} blocks, or {format} has no integer product"
-        )));
-    };
-    if rows != 1 || weight.len() < n * row_bytes || x.len() < k || out.len() < n || !k.is_multiple_of(block) {
-        return Err(failed(
-            "one row of whole blocks, buffers as long as their shapes".into(),
-        ));
-    }
     let mut activations = Int8Activations::default();
     quantize_activations(&x[..k], block, &mut activations);
     out[..n]

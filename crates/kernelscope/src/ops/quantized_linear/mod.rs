@@ -47,15 +47,22 @@ pub fn register(registry: &mut KernelRegistry) {
     }
 }
 
-/// The kernel `name` for `device`, or an error naming the format and the
-/// way out when the backend has none.
-fn kernel(registry: &KernelRegistry, device: &Device, name: String, format: QuantFormat) -> Result<Kernel> {
+/// The kernel `name` of a quantized format for `device`, or, where the
+/// backend has none (only the CPU has them so far), an error saying that
+/// `what` (`Q4_K weights are multiplied`) happens in the blocks only on the
+/// CPU and is dequantized at load elsewhere.
+pub(crate) fn cpu_only_kernel(
+    registry: &KernelRegistry,
+    device: &Device,
+    name: String,
+    what: &str,
+) -> Result<Kernel> {
     registry.kernel(device, &name).map_err(|error| match error {
         Error::KernelMissing { backend, .. } => Error::KernelMissing {
             name,
             backend,
             workaround: format!(
-                "{format} weights are multiplied in their blocks only on the CPU so far; on {backend} they are dequantized at load"
+                "{what} in their blocks only on the CPU so far; on {backend} they are dequantized at load"
             ),
             remedies: &[Remedy::OtherDevice { device: "cpu" }],
         },
@@ -85,9 +92,10 @@ impl QuantizedLinear {
             Activations::Int8 if format.int8_block().is_some() => format!("matvec_{}_q8", format.name()),
             _ => format!("matvec_{}_f32", format.name()),
         };
+        let what = format!("{format} weights are multiplied");
         Ok(QuantizedLinear {
-            matvec: kernel(registry, device, matvec, format)?,
-            matmul: kernel(registry, device, format!("matmul_{}", format.name()), format)?,
+            matvec: cpu_only_kernel(registry, device, matvec, &what)?,
+            matmul: cpu_only_kernel(registry, device, format!("matmul_{}", format.name()), &what)?,
             format,
         })
     }

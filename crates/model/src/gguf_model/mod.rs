@@ -1,0 +1,122 @@
+//! A GGUF file as the engine runs it: the [`Config`] its metadata
+//! describes (`general.architecture` `llama` or `qwen2`, every
+//! hyper-parameter read from its key), its vocabulary, and its tensors
+//! placed as [`Weights`]. llama.cpp's converter permutes the rows of
+//! `attn_q` and `attn_k` of the `llama` architecture for its interleaved
+//! RoPE; the engine's RoPE rotates halves, as transformers does, so those
+//! rows are put back on load. Quantized matrices stay in their blocks where
+//! the device has the quantized kernels (the CPU); elsewhere they are
+//! dequantized to bf16 at load, and the model's name says so.
+
+mod config;
+mod weights;
+
+use std::path::Path;
+
+use crate::config::Config;
+use crate::error::Result;
+use crate::gguf::GgufFile;
+use crate::tokenizer::{GgufVocabulary, Tokenizer};
+
+pub(crate) use config::widen;
+use config::{read_config, read_vocabulary};
+pub(crate) use weights::{file_row, gguf_name, permuted_heads};
+
+/// A GGUF model, opened and checked, before its weights are placed.
+pub struct GgufModel {
+    /// The file (every part of a split one).
+    pub file: GgufFile,
+    /// The configuration its metadata describes.
+    pub config: Config,
+    /// Its vocabulary, when it has one.
+    pub vocabulary: Option<GgufVocabulary>,
+    /// `tokenizer.chat_template`, when present.
+    pub chat_template: Option<String>,
+}
+
+impl GgufModel {
+    /// Opens `path` and reads the configuration from its metadata.
+    pub fn open(path: &Path) -> Result<GgufModel> {
+        let file = GgufFile::open(path)?;
+        let config = read_config(&file)?;
+        let vocabulary = read_vocabulary(&file)?;
+        let chat_template = file
+            .metadata()
+            .get_str_opt("tokenizer.chat_template")?
+            .map(str::to_string);
+        Ok(GgufModel {
+            file,
+            config,
+            vocabulary,
+            chat_template,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// The tokenizer of the file's vocabulary, if it has one.
+    pub fn tokenizer(&self) -> Result<Option<Tokenizer>> {
+        self.vocabulary
+            .as_ref()
+            .map(|vocabulary| Tokenizer::from_gguf(vocabulary, &self.path().display().to_string()))
+            .transpose()
+    }
+
+    /// The tensors' formats, most common first, as llama.cpp users name a
+    /// file's mix: `Q4_K_M: 193 Q4_K, 33 Q6_K, 65 F32` (the prefix is the
+    /// file type `general.file_type` names, where it names one).
+    pub fn format_mix(&self) -> String {
+        let mut counts: Vec<(String, usize)> = Vec::new();
+        for tensor in self.file.tensors() {
+            let name = tensor.tensor_type().name().to_string();
+            match counts.iter_mut().find(|(known, _)| *known == name) {
+                Some((_, count)) => *count += 1,
+                None => counts.push((name, 1)),
+            }
+        }
+        counts.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let list = counts
+            .iter()
+            .map(|(name, count)| format!("{count} {name}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        match self.file_type() {
+            Some(file_type) => format!("{file_type}: {list}"),
+            None => list,
+        }
+    }
+
+    /// The file's type as llama.cpp names it (`Q4_K_M`), or `GGUF` where
+    /// `general.file_type` names none.
+    pub fn file_type_name(&self) -> String {
+        self.file_type().unwrap_or("GGUF").to_string()
+    }
+
+    /// The name of `general.file_type` (llama.cpp's `LLAMA_FTYPE_*`).
+    fn file_type(&self) -> Option<&'static str> {
+        let id = self.file.metadata().get_u32_opt("general.file_type").ok()??;
+        Some(match id {
+            0 => "F32",
+            1 => "F16",
+            2 => "Q4_0",
+            3 => "Q4_1",
+            7 => "Q8_0",
+            8 => "Q5_0",
+            9 => "Q5_1",
+            10 => "Q2_K",
+            11 => "Q3_K_S",
+            12 => "Q3_K_M",
+            13 => "Q3_K_L",
+            14 => "Q4_K_S",
+            15 => "Q4_K_M",
+            16 => "Q5_K_S",
+            17 => "Q5_K_M",
+            18 => "Q6_K",
+            32 => "BF16",
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,298 @@
+//! Placing a GGUF file's tensors on a device as [`Weights`]: each tensor
+//! found by its GGUF name, the `llama` architecture's interleaved q/k rows
+//! put back, quantized matrices kept in their blocks where the device has
+//! the kernels and dequantized to the dense dtype elsewhere.
+
+use half::{bf16, f16};
+use kernelscope::ops::WeightFormat;
+use kernelscope::ops::quantized_linear::QuantizedLinear;
+use kernelscope::quant::QuantFormat;
+use kernelscope::{Buffer, DType, Device};
+use rayon::prelude::*;
+
+use super::GgufModel;
+use super::config::{dense_values, tensor, widen};
+use crate::config::shard::{Partition, Split};
+use crate::config::{Architecture, Config, LayerTensor, TensorRole};
+use crate::error::{ModelError, Result};
+use crate::gguf::{GgufFile, TensorInfo};
+use crate::loader::LoadOptions;
+use crate::weights::{Weights, check_fits, progress_bar};
+
+/// The GGUF name of a tensor the config lists.
+pub(crate) fn gguf_name(role: TensorRole) -> String {
+    match role {
+        TensorRole::Embedding => "token_embd.weight".into(),
+        TensorRole::FinalNorm => "output_norm.weight".into(),
+        TensorRole::LmHead => "output.weight".into(),
+        TensorRole::Layer { index, tensor } => {
+            let name = match tensor {
+                LayerTensor::InputNorm => "attn_norm.weight",
+                LayerTensor::QueryProjection => "attn_q.weight",
+                LayerTensor::KeyProjection => "attn_k.weight",
+                LayerTensor::ValueProjection => "attn_v.weight",
+                LayerTensor::QueryBias => "attn_q.bias",
+                LayerTensor::KeyBias => "attn_k.bias",
+                LayerTensor::ValueBias => "attn_v.bias",
+                LayerTensor::OutputProjection => "attn_output.weight",
+                LayerTensor::OutputBias => "attn_output.bias",
+                LayerTensor::PostAttentionNorm => "ffn_norm.weight",
+                LayerTensor::GateProjection => "ffn_gate.weight",
+                LayerTensor::UpProjection => "ffn_up.weight",
+                LayerTensor::DownProjection => "ffn_down.weight",
+            };
+            format!("blk.{index}.{name}")
+        }
+    }
+}
+
+/// The heads whose rows llama.cpp's converter interleaved, for a tensor of
+/// the `llama` architecture (`None`: its rows are as transformers has them).
+pub(crate) fn permuted_heads(config: &Config, role: TensorRole) -> Option<usize> {
+    if !matches!(config.architecture, Architecture::Llama | Architecture::Mistral) {
+        return None;
+    }
+    match role {
+        TensorRole::Layer {
+            tensor: LayerTensor::QueryProjection | LayerTensor::QueryBias,
+            ..
+        } => Some(config.num_heads),
+        TensorRole::Layer {
+            tensor: LayerTensor::KeyProjection | LayerTensor::KeyBias,
+            ..
+        } => Some(config.num_kv_heads),
+        _ => None,
+    }
+}
+
+/// The file's row for row `row` of transformers' layout, where the
+/// converter interleaved `heads` heads of `head_rows` rows: within a head,
+/// row `j · half + i` of transformers' layout is the file's row `2i + j`.
+pub(crate) fn file_row(row: usize, head_rows: usize) -> usize {
+    let half = head_rows / 2;
+    let (head, within) = (row / head_rows, row % head_rows);
+    let (pair, index) = (within / half, within % half);
+    head * head_rows + 2 * index + pair
+}
+
+impl Weights {
+    /// Places the weights of `model` on `device`. Dense tensors take the
+    /// model's dense dtype (a file's one dense matrix dtype, else f32 where
+    /// the device multiplies quantized blocks, else bf16); quantized
+    /// matrices stay in their blocks where the device has the kernels and
+    /// are dequantized to the dense dtype otherwise (the returned note says
+    /// so).
+    pub fn from_gguf(
+        model: &GgufModel,
+        device: &Device,
+        options: LoadOptions,
+    ) -> Result<(Weights, Option<String>)> {
+        let config = &model.config;
+        let file = &model.file;
+        let partition = Partition::whole(config);
+        let mut quantized_in_file = false;
+        let mut dense_matrix_dtypes: Vec<DType> = Vec::new();
+        for spec in config.tensors() {
+            let info = tensor(file, &gguf_name(spec.role))?;
+            match file.tensor_format(info)? {
+                WeightFormat::Quantized(_) => quantized_in_file |= spec.shape.len() == 2,
+                WeightFormat::Dense(dtype)
+                    if spec.shape.len() == 2 && !dense_matrix_dtypes.contains(&dtype) =>
+                {
+                    dense_matrix_dtypes.push(dtype)
+                }
+                WeightFormat::Dense(_) => {}
+            }
+        }
+        let keeps_blocks = quantized_in_file
+            && QuantizedLinear::new(
+                &kernelscope::ops::registry(),
+                device,
+                QuantFormat::Q8_0,
+                Default::default(),
+            )
+            .is_ok();
+        let dtype = match dense_matrix_dtypes.as_slice() {
+            // The vectors (norms, biases) take the matrices' dtype: kept
+            // only where that rounds none of them, as for a file converted
+            // from a checkpoint of that dtype; else everything runs in f32.
+            [only] if !quantized_in_file && vectors_fit(file, config, *only)? => *only,
+            [_] if !quantized_in_file => DType::F32,
+            _ if keeps_blocks => DType::F32,
+            _ => DType::BF16,
+        };
+        let note = (quantized_in_file && !keeps_blocks).then(|| {
+            format!(
+                "quantized weights dequantized to {dtype} at load ({} has no quantized kernels yet)",
+                device.name()
+            )
+        });
+        // Bounds before allocating: what the weights take on the device.
+        let mut total = 0u64;
+        for spec in config.tensors() {
+            let info = tensor(file, &gguf_name(spec.role))?;
+            let format = placed_format(file.tensor_format(info)?, spec.shape.len(), keeps_blocks, dtype);
+            let (rows, columns) = matrix_shape(&spec.shape);
+            total += format.matrix_bytes(rows, columns).unwrap_or(usize::MAX) as u64;
+        }
+        if !keeps_blocks || !device.capabilities().maps_files_in_place {
+            check_fits(device, "the weights", total)?;
+        }
+        let progress = progress_bar(total as usize, options.quiet, "loading weights");
+        let mut names = config.tensors().map(|spec| spec.role);
+        let result = Self::assemble(config, &partition, dtype, |name, shape, split| {
+            debug_assert!(matches!(split, Split::Whole));
+            let role = names
+                .next()
+                .expect("assemble asks for the tensors in the config's order");
+            debug_assert_eq!(name, role.name());
+            let info = tensor(file, &gguf_name(role))?;
+            let placed = place(
+                file,
+                info,
+                shape,
+                permuted_heads(config, role),
+                keeps_blocks,
+                dtype,
+                device,
+            )?;
+            progress.inc(placed.0.byte_len() as u64);
+            Ok(placed)
+        });
+        progress.finish_and_clear();
+        Ok((result?, note))
+    }
+}
+
+/// Whether every vector of the model (norms, biases) is exactly
+/// representable in `dtype`.
+fn vectors_fit(file: &GgufFile, config: &Config, dtype: DType) -> Result<bool> {
+    for spec in config.tensors().filter(|spec| spec.shape.len() == 1) {
+        let info = tensor(file, &gguf_name(spec.role))?;
+        let values = dense_values(file, info)?;
+        let exact = values.iter().all(|&value| match dtype {
+            DType::F16 => f16::from_f32(value).to_f32().to_bits() == value.to_bits(),
+            DType::BF16 => bf16::from_f32(value).to_f32().to_bits() == value.to_bits(),
+            _ => true,
+        });
+        if !exact {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// `[rows, columns]` of a shape (a vector is one row).
+fn matrix_shape(shape: &[usize]) -> (usize, usize) {
+    match shape {
+        [rows, columns] => (*rows, *columns),
+        [columns] => (1, *columns),
+        _ => (shape.iter().product(), 1),
+    }
+}
+
+/// The format a tensor of `format` takes on the device.
+fn placed_format(format: WeightFormat, rank: usize, keeps_blocks: bool, dtype: DType) -> WeightFormat {
+    match format {
+        WeightFormat::Quantized(quant) if keeps_blocks && rank == 2 => WeightFormat::Quantized(quant),
+        _ => WeightFormat::Dense(dtype),
+    }
+}
+
+/// One tensor on the device in the format it takes there, its rows put
+/// back in transformers' order where the converter permuted them.
+#[allow(clippy::too_many_arguments)]
+fn place(
+    file: &GgufFile,
+    info: &TensorInfo,
+    shape: &[usize],
+    permuted_heads: Option<usize>,
+    keeps_blocks: bool,
+    dtype: DType,
+    device: &Device,
+) -> Result<(Buffer, WeightFormat)> {
+    let found: Vec<usize> = info.shape().iter().map(|&d| d as usize).collect();
+    let expected_shape = if shape.len() == 1 {
+        vec![shape[0]]
+    } else {
+        shape.to_vec()
+    };
+    if found != expected_shape {
+        return Err(ModelError::TensorShape {
+            path: file.path().to_path_buf(),
+            name: info.name().to_string(),
+            expected: expected_shape,
+            found,
+        });
+    }
+    let source = file.tensor_format(info)?;
+    let format = placed_format(source, shape.len(), keeps_blocks, dtype);
+    let (rows, columns) = matrix_shape(shape);
+    let bytes = file.tensor_bytes(info);
+    let source_row_bytes = bytes.len() / rows.max(1);
+    let order: Option<Vec<usize>> = permuted_heads.map(|heads| {
+        let head_rows = rows / heads;
+        (0..rows).map(|row| file_row(row, head_rows)).collect()
+    });
+    let source_row = |row: usize| {
+        let row = order.as_ref().map_or(row, |order| order[row]);
+        &bytes[row * source_row_bytes..(row + 1) * source_row_bytes]
+    };
+    match format {
+        WeightFormat::Quantized(_) => {
+            let device_shape = [rows, source_row_bytes];
+            if order.is_none() && device.capabilities().maps_files_in_place {
+                let mapped = file.mapped_tensor(info);
+                return Ok((
+                    device.buffer_from_mapped(mapped.map, mapped.offset, DType::U8, &device_shape)?,
+                    format,
+                ));
+            }
+            let mut gathered = Vec::with_capacity(bytes.len());
+            (0..rows).for_each(|row| gathered.extend_from_slice(source_row(row)));
+            let buffer = device.alloc(DType::U8, &device_shape)?;
+            buffer.write_bytes(&gathered)?;
+            Ok((buffer, format))
+        }
+        WeightFormat::Dense(target) => {
+            let device_shape = shape.to_vec();
+            if source == WeightFormat::Dense(target)
+                && order.is_none()
+                && device.capabilities().maps_files_in_place
+            {
+                let mapped = file.mapped_tensor(info);
+                if (mapped.map.as_ptr() as usize + mapped.offset).is_multiple_of(target.size_in_bytes()) {
+                    return Ok((
+                        device.buffer_from_mapped(mapped.map, mapped.offset, target, &device_shape)?,
+                        format,
+                    ));
+                }
+            }
+            let failed = |error: kernelscope::quant::QuantError| ModelError::Gguf {
+                path: file.path().to_path_buf(),
+                problem: format!("tensor `{}`: {error}", info.name()),
+            };
+            let element = target.size_in_bytes();
+            let mut out = vec![0u8; rows * columns * element];
+            out.par_chunks_mut(columns * element)
+                .enumerate()
+                .try_for_each_init(
+                    || vec![0.0f32; columns],
+                    |values, (row, destination)| {
+                        let bytes = source_row(row);
+                        match source {
+                            WeightFormat::Dense(dtype) => widen(dtype, bytes, values),
+                            WeightFormat::Quantized(quant) => {
+                                quant.dequantize_row(bytes, values).map_err(failed)?
+                            }
+                        }
+                        destination.copy_from_slice(&crate::synthetic::encode(values, target)?);
+                        Ok::<(), ModelError>(())
+                    },
+                )?;
+            let buffer = device.alloc(target, &device_shape)?;
+            buffer.write_bytes(&out)?;
+            Ok((buffer, format))
+        }
+    }
+}
