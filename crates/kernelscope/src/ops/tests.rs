@@ -37,6 +37,40 @@ const DECLARED: [(&str, &str, &[Argument]); 22] = [
     ("synthetic", "synthetic", super::synthetic::ARGUMENTS),
 ];
 
+/// Files holding kernels of several argument lists, instantiated per
+/// quantized format (`{format}` in their names, see
+/// `quantized_linear::cuda_source`): each kernel's list by its name.
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 6] = [
+    ("matvec_{format}_q8", super::quantized_linear::ARGUMENTS),
+    ("matmul_{format}", super::quantized_linear::ARGUMENTS),
+    (
+        "matvec_add_{format}_q8",
+        super::quantized_linear::fused::ARGUMENTS,
+    ),
+    (
+        "norm_matvec_{format}_q8",
+        super::quantized_linear::fused::norm::ARGUMENTS,
+    ),
+    (
+        "norm_matvec_silu_{format}_q8",
+        super::quantized_linear::fused::silu::ARGUMENTS,
+    ),
+    ("embedding_{format}", super::quantized_embedding::ARGUMENTS),
+];
+
+/// The registered names of a kernel of a `.cu` file: itself, or, for a
+/// per-format kernel, its name for every quantized format.
+fn registered_names(kernel: &str) -> Vec<String> {
+    if kernel.contains("{format}") {
+        crate::quant::QuantFormat::ALL
+            .iter()
+            .map(|format| kernel.replace("{format}", format.name()))
+            .collect()
+    } else {
+        vec![kernel.to_string()]
+    }
+}
+
 fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {
     const OPENING: &str = "extern \"C\" __global__ void ";
     let mut kernels = Vec::new();
@@ -106,14 +140,16 @@ fn every_kernel_but_the_calibration_spin_may_launch_early() {
     let mut kernels = 0;
     for (_, _, file, source) in kernel_files() {
         for (kernel, _) in kernel_signatures(&source) {
-            let registered = registry.cuda_source(&kernel).expect("registered");
-            assert_eq!(
-                crate::runtime::early_launch::begins_by_waiting(registered, &kernel),
-                !LAUNCHED_NORMALLY.contains(&kernel.as_str()),
-                "{kernel} in {}: its first statement must be `wait_for_previous_kernel();` (see ops/prelude.cuh)",
-                file.display()
-            );
-            kernels += 1;
+            for kernel in registered_names(&kernel) {
+                let registered = registry.cuda_source(&kernel).expect("registered");
+                assert_eq!(
+                    crate::runtime::early_launch::begins_by_waiting(registered, &kernel),
+                    !LAUNCHED_NORMALLY.contains(&kernel.as_str()),
+                    "{kernel} in {}: its first statement must be `wait_for_previous_kernel();` (see ops/prelude.cuh)",
+                    file.display()
+                );
+                kernels += 1;
+            }
         }
     }
     assert!(kernels > 80, "only {kernels} kernels found");
@@ -140,19 +176,26 @@ fn every_cuda_signature_matches_its_declared_arguments() {
     let registry = registry();
     let mut checked_ops = Vec::new();
     for (op, stem, file, source) in kernel_files() {
-        let declared = DECLARED
+        let file_list = DECLARED
             .iter()
             .find(|(name, file, _)| *name == op && *file == stem)
-            .unwrap_or_else(|| panic!("ops/{op}/{stem}.cu is not in this test's list"))
-            .2;
+            .map(|entry| entry.2);
         let kernels = kernel_signatures(&source);
         assert!(!kernels.is_empty(), "{} declares no kernel", file.display());
         for (kernel, parameters) in kernels {
-            assert!(
-                registry.cuda_source(&kernel).is_some(),
-                "{kernel} in {} is not registered under that name",
-                file.display()
-            );
+            let declared = DECLARED_PER_KERNEL
+                .iter()
+                .find(|(name, _)| *name == kernel)
+                .map(|entry| entry.1)
+                .or(file_list)
+                .unwrap_or_else(|| panic!("{kernel} of ops/{op}/{stem}.cu is not in this test's lists"));
+            for name in registered_names(&kernel) {
+                assert!(
+                    registry.cuda_source(&name).is_some(),
+                    "{name} in {} is not registered under that name",
+                    file.display()
+                );
+            }
             let names: Vec<&str> = parameters.iter().map(|(_, name)| name.as_str()).collect();
             let declared_names: Vec<&str> = declared.iter().map(|argument| argument.name).collect();
             assert_eq!(
@@ -169,7 +212,7 @@ fn every_cuda_signature_matches_its_declared_arguments() {
         }
         checked_ops.push(op.clone());
     }
-    for (op, _, _) in DECLARED {
+    for op in DECLARED.iter().map(|entry| entry.0).chain(["quantized_linear"]) {
         assert!(
             checked_ops.iter().any(|checked| checked == op),
             "ops/{op} has no .cu kernel"
@@ -256,6 +299,7 @@ fn every_declared_list_names_each_argument_once() {
         .chain(
             DECLARED_WITHOUT_SOURCE
                 .iter()
+                .chain(&DECLARED_PER_KERNEL)
                 .map(|(name, declared)| (name.to_string(), *declared)),
         );
     for (name, declared) in lists {

@@ -31,6 +31,7 @@ mod dequantize;
 mod dot;
 mod error;
 mod int8;
+pub mod planes;
 mod quantize;
 
 use dot::dot_blocks;

@@ -2,11 +2,14 @@
 //! `token_embd.weight` in Q4_K, Q6_K or Q8_0): each output row is one
 //! table row dequantized to f32, read from its blocks. The token ids are
 //! read from device memory, as the dense embedding reads them, so a
-//! captured graph can be replayed for any token. CPU only for now (CUDA
-//! runs GGUF models on weights dequantized at load).
+//! captured graph can be replayed for any token. The CPU reads ggml's
+//! blocks; CUDA reads the table's rows in planes (see
+//! `quantized_linear::BlockLayout`), its kernel in
+//! `quantized_linear/kernels.cu`.
 
 mod cpu;
 
+use super::quantized_linear::BlockLayout;
 use super::{Arguments, dimensions, expect, expect_rows, kernel_arguments, rows_of};
 use crate::error::{Error, Result};
 use crate::quant::QuantFormat;
@@ -22,7 +25,8 @@ kernel_arguments! {
     HIDDEN: "hidden" U32,
 }
 
-/// Registers `embedding_<format>` for every format.
+/// Registers `embedding_<format>` for every format on the CPU (CUDA's is
+/// registered with the quantized linear kernels, whose source it shares).
 pub fn register(registry: &mut KernelRegistry) {
     for format in QuantFormat::ALL {
         registry.register_cpu(&format!("embedding_{}", format.name()), move |args| {
@@ -36,18 +40,23 @@ pub fn register(registry: &mut KernelRegistry) {
 pub struct QuantizedEmbedding {
     kernel: Kernel,
     format: QuantFormat,
+    layout: BlockLayout,
 }
 
 impl QuantizedEmbedding {
     /// The op for tables of `format` on `device`.
     pub fn new(registry: &KernelRegistry, device: &Device, format: QuantFormat) -> Result<Self> {
-        let kernel = super::quantized_linear::cpu_only_kernel(
+        let kernel = super::quantized_linear::quantized_kernel(
             registry,
             device,
             format!("embedding_{}", format.name()),
             &format!("{format} embedding tables are read"),
         )?;
-        Ok(QuantizedEmbedding { kernel, format })
+        Ok(QuantizedEmbedding {
+            kernel,
+            format,
+            layout: BlockLayout::of(device),
+        })
     }
 
     /// `out[r, :] = table[tokens[first + r], :]` dequantized, for every row
@@ -63,17 +72,18 @@ impl QuantizedEmbedding {
         const OP: &str = "quantized embedding";
         let [vocab, row_bytes] = dimensions(OP, "table", table)?;
         expect(OP, "table", table, DType::U8, &[vocab, row_bytes])?;
-        if row_bytes == 0 || !row_bytes.is_multiple_of(self.format.block_bytes()) {
-            return Err(Error::ShapeMismatch {
+        let blocks = self
+            .layout
+            .blocks(self.format, row_bytes)
+            .ok_or_else(|| Error::ShapeMismatch {
                 context: format!(
                     "{OP} table: {} rows of {row_bytes} bytes are not whole blocks",
                     self.format
                 ),
                 expected: vec![vocab, self.format.block_bytes()],
                 found: vec![vocab, row_bytes],
-            });
-        }
-        let hidden = row_bytes / self.format.block_bytes() * self.format.block_elements();
+            })?;
+        let hidden = blocks * self.format.block_elements();
         let rows = rows_of(OP, "output", out, hidden)?;
         expect_rows(OP, "output", out, DType::F32, rows, &[hidden])?;
         super::expect_indices(OP, "tokens", tokens, first, rows)?;
@@ -87,12 +97,23 @@ impl QuantizedEmbedding {
                 .scalar(VOCAB, vocab as u32)
                 .scalar(HIDDEN, hidden as u32)
                 .dispatch(&self.kernel)?
-                .grid(LaunchGrid {
-                    blocks: [rows as u32, 1, 1],
-                    threads_per_block: [1, 1, 1],
-                    shared_memory_bytes: 0,
+                .grid(match self.layout {
+                    BlockLayout::Blocks => LaunchGrid {
+                        blocks: [rows as u32, 1, 1],
+                        threads_per_block: [1, 1, 1],
+                        shared_memory_bytes: 0,
+                    },
+                    BlockLayout::Planes => LaunchGrid {
+                        blocks: [hidden.div_ceil(256) as u32, rows.min(65_535) as u32, 1],
+                        threads_per_block: [256, 1, 1],
+                        shared_memory_bytes: 0,
+                    },
                 })
-                .cost((rows * (row_bytes + 4)) as u64, (rows * hidden * 4) as u64, 0)
+                .cost(
+                    (rows * (blocks * self.format.block_bytes() + 4)) as u64,
+                    (rows * hidden * 4) as u64,
+                    0,
+                )
                 .op_kind(OpKind::Embedding),
         )
     }

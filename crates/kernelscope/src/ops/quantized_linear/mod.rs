@@ -2,19 +2,26 @@
 //! Q6_K, as GGUF files hold them): `out[r, n] = W[n, :] · x[r, :]` for one
 //! position (`matvec_<format>_q8`: activations quantized to 8-bit blocks
 //! and integer products, as llama.cpp runs decode, where the format has
-//! them; `matvec_<format>_f32`: the f32 reference) or a chunk of rows
-//! (`matmul_<format>`),
-//! reading the weights in their blocks, never as a dense copy. The kernels
-//! are named by the format so a profile says which format each product
-//! read, and the bytes declared are the blocks' own (values and scales).
-//! CPU only for now: CUDA runs GGUF models on weights dequantized at load,
-//! and asking this op for a CUDA kernel is an error naming that way out.
+//! them; `matvec_<format>_f32`: the f32 reference, CPU only) or a chunk of
+//! rows (`matmul_<format>`), reading the weights in their blocks, never as
+//! a dense copy. The kernels are named by the format so a profile says
+//! which format each product read, and the bytes declared are the blocks'
+//! own (values and scales).
+//!
+//! The CPU reads ggml's blocks as the file holds them; CUDA reads rows laid
+//! out in planes ([`crate::quant::planes`], [`BlockLayout`]), and fuses
+//! decode as the dense mat-vecs do (`fused`: RMSNorm into the mat-vecs that
+//! read it, gate/up with SiLU·mul, the residual add): the formats and the
+//! loops in `quantized.cuh`, the kernels in `kernels.cu`, instantiated per
+//! format.
 
 mod cpu;
+pub mod fused;
 
 use super::{Arguments, bytes_of, dimensions, expect, expect_rows, kernel_arguments, rows_of};
 use crate::error::{Error, Remedy, Result};
 use crate::quant::QuantFormat;
+use crate::quant::planes::{planar_blocks, planar_row_bytes, to_planes};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 kernel_arguments! { WEIGHT: "weight" Read, X: "x" Read, OUT: "out" Write, N: "n" U32, K: "k" U32, ROWS: "rows" U32 }
@@ -28,12 +35,113 @@ pub enum Activations {
     #[default]
     Int8,
     /// In f32, each weight block dequantized (`matvec_<format>_f32`): the
-    /// reference, within f32 rounding of the dense product.
+    /// reference, within f32 rounding of the dense product. CPU only.
     F32,
 }
 
-/// Registers, for every format, `matvec_<format>_f32`, `matmul_<format>`
-/// and, where the format has the integer product, `matvec_<format>_q8`.
+/// How a device's quantized kernels expect a matrix's rows of blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockLayout {
+    /// ggml's blocks one after another, as the file holds them (the CPU).
+    Blocks,
+    /// Each field of a row's blocks together, rows padded to 16 bytes
+    /// ([`crate::quant::planes`]: CUDA).
+    Planes,
+}
+
+impl BlockLayout {
+    /// The layout `device`'s quantized kernels read.
+    pub fn of(device: &Device) -> BlockLayout {
+        if device.backend() == "cpu" {
+            BlockLayout::Blocks
+        } else {
+            BlockLayout::Planes
+        }
+    }
+
+    /// Bytes one row of `blocks` blocks of `format` takes.
+    pub fn row_bytes(self, format: QuantFormat, blocks: usize) -> usize {
+        match self {
+            BlockLayout::Blocks => blocks * format.block_bytes(),
+            BlockLayout::Planes => planar_row_bytes(format, blocks),
+        }
+    }
+
+    /// The blocks of a row of `row_bytes` bytes, if that is whole blocks in
+    /// this layout.
+    pub fn blocks(self, format: QuantFormat, row_bytes: usize) -> Option<usize> {
+        match self {
+            BlockLayout::Blocks => (row_bytes > 0 && row_bytes.is_multiple_of(format.block_bytes()))
+                .then(|| row_bytes / format.block_bytes()),
+            BlockLayout::Planes => planar_blocks(format, row_bytes),
+        }
+    }
+
+    /// `rows` rows of ggml blocks (`row(i)` gives row i, all of one length)
+    /// in this layout, one after another.
+    pub fn arrange<'a>(
+        self,
+        format: QuantFormat,
+        rows: usize,
+        row: impl Fn(usize) -> &'a [u8] + Sync,
+    ) -> Vec<u8> {
+        use rayon::prelude::*;
+        let blocks = if rows == 0 {
+            0
+        } else {
+            row(0).len() / format.block_bytes()
+        };
+        let row_bytes = self.row_bytes(format, blocks);
+        let mut out = vec![0u8; rows * row_bytes];
+        if row_bytes == 0 {
+            return out;
+        }
+        out.par_chunks_mut(row_bytes)
+            .enumerate()
+            .for_each(|(index, destination)| match self {
+                BlockLayout::Blocks => destination.copy_from_slice(row(index)),
+                BlockLayout::Planes => to_planes(format, row(index), destination),
+            });
+        out
+    }
+}
+
+/// The blocks and elements of a weight `[n, row_bytes]` of `format` in
+/// `layout`, or an error naming `op`'s weight.
+pub(crate) fn weight_blocks(
+    op: &str,
+    format: QuantFormat,
+    layout: BlockLayout,
+    weight: &Buffer,
+) -> Result<(usize, usize, usize)> {
+    let [n, row_bytes] = dimensions(op, "weight", weight)?;
+    expect(op, "weight", weight, DType::U8, &[n, row_bytes])?;
+    let blocks = layout
+        .blocks(format, row_bytes)
+        .ok_or_else(|| Error::ShapeMismatch {
+            context: format!(
+                "{op} weight: a {format} row of {row_bytes} bytes is not whole {}-byte blocks{}",
+                format.block_bytes(),
+                if layout == BlockLayout::Planes {
+                    " in planes padded to 16 bytes"
+                } else {
+                    ""
+                }
+            ),
+            expected: vec![
+                n,
+                layout.row_bytes(format, (row_bytes / format.block_bytes()).max(1)),
+            ],
+            found: vec![n, row_bytes],
+        })?;
+    Ok((n, blocks, blocks * format.block_elements()))
+}
+
+/// Registers, for every format, on the CPU `matvec_<format>_f32`,
+/// `matmul_<format>` and, where the format has the integer product,
+/// `matvec_<format>_q8`; on CUDA the integer products of every format
+/// (`matvec_<format>_q8`, `matmul_<format>` and the fused kernels of
+/// `fused`), the embedding lookup and the dequantization to f32.
 pub fn register(registry: &mut KernelRegistry) {
     for format in QuantFormat::ALL {
         let product = move |args: &crate::runtime::KernelArgs<'_>| cpu::quantized_product(format, args);
@@ -44,14 +152,88 @@ pub fn register(registry: &mut KernelRegistry) {
                 cpu::quantized_product_int8(format, args)
             });
         }
+        let source: std::sync::Arc<str> = cuda_source(format).into();
+        for kernel in CUDA_KERNELS {
+            let name = kernel.replace("{}", format.name());
+            registry.register_cuda_source(&name, source.clone());
+        }
+    }
+}
+
+/// The CUDA kernels of each format (`kernels.cu`), `{}` standing for its
+/// name.
+pub(crate) const CUDA_KERNELS: [&str; 6] = [
+    "matvec_{}_q8",
+    "matmul_{}",
+    "matvec_add_{}_q8",
+    "norm_matvec_{}_q8",
+    "norm_matvec_silu_{}_q8",
+    "embedding_{}",
+];
+
+/// The CUDA source of `format`'s kernels: the prelude, the formats and
+/// loops every kernel shares (`quantized.cuh`), and `kernels.cu` with the
+/// format's name and struct (named as the variant, `Q4_K`) put in.
+pub(crate) fn cuda_source(format: QuantFormat) -> String {
+    let kernels = include_str!("kernels.cu")
+        .replace("{format}", format.name())
+        .replace("{Format}", &format!("{format:?}"));
+    super::cuda_source(&format!("{}\n{kernels}", include_str!("quantized.cuh")))
+}
+
+/// Threads per block of the CUDA quantized kernels (`QUANT_THREADS`).
+pub(crate) const CUDA_THREADS: u32 = 256;
+/// Weight rows a CUDA block computes at once: one per warp.
+const ROWS_PER_BLOCK: usize = CUDA_THREADS as usize / 32;
+/// The most blocks a CUDA quantized mat-vec launches: each block quantizes
+/// x into its shared memory before reading weights, so past about one
+/// resident wave (4 blocks on each of 132 SMs) warps loop over rows rather
+/// than more blocks repeating that work.
+pub(crate) const CUDA_MOST_BLOCKS: usize = 528;
+/// Shared memory a CUDA block may take without opting in to more.
+const CUDA_SHARED_BYTES: usize = 48 << 10;
+
+/// Shared memory a CUDA block takes to stage `k` activations as 8-bit
+/// blocks of 32 (the values, and a scale and a sum per block).
+pub(crate) fn staged_bytes(k: usize) -> usize {
+    k + 8 * (k / 32)
+}
+
+/// Whether a CUDA quantized kernel can stage `k` activations (k a multiple
+/// of 32, as every format's block is), or the error saying why not.
+pub(crate) fn check_staged(op: &str, k: usize) -> Result<()> {
+    if k.is_multiple_of(32) && staged_bytes(k) <= CUDA_SHARED_BYTES {
+        return Ok(());
+    }
+    Err(Error::ShapeMismatch {
+        context: format!(
+            "{op} stages its input as 8-bit blocks of 32 in {} KiB of shared memory: {k} elements do not fit",
+            CUDA_SHARED_BYTES >> 10
+        ),
+        expected: vec![CUDA_SHARED_BYTES * 32 / 40],
+        found: vec![k],
+    })
+}
+
+/// The CUDA grid of a quantized mat-vec over `n` weight rows for `rows`
+/// input rows, staging `k` activations per block.
+pub(crate) fn cuda_grid(n: usize, rows: usize, k: usize) -> LaunchGrid {
+    let y = rows.clamp(1, 64);
+    LaunchGrid {
+        blocks: [
+            n.div_ceil(ROWS_PER_BLOCK).clamp(1, CUDA_MOST_BLOCKS) as u32,
+            y as u32,
+            1,
+        ],
+        threads_per_block: [CUDA_THREADS, 1, 1],
+        shared_memory_bytes: staged_bytes(k) as u32,
     }
 }
 
 /// The kernel `name` of a quantized format for `device`, or, where the
-/// backend has none (only the CPU has them so far), an error saying that
-/// `what` (`Q4_K weights are multiplied`) happens in the blocks only on the
-/// CPU and is dequantized at load elsewhere.
-pub(crate) fn cpu_only_kernel(
+/// backend has none, an error saying that `what` (`Q4_K weights are
+/// multiplied`) is not done there and the CPU does it.
+pub(crate) fn quantized_kernel(
     registry: &KernelRegistry,
     device: &Device,
     name: String,
@@ -61,42 +243,50 @@ pub(crate) fn cpu_only_kernel(
         Error::KernelMissing { backend, .. } => Error::KernelMissing {
             name,
             backend,
-            workaround: format!(
-                "{what} in their blocks only on the CPU so far; on {backend} they are dequantized at load"
-            ),
+            workaround: format!("{what} this way only on the CPU; run with --device cpu"),
             remedies: &[Remedy::OtherDevice { device: "cpu" }],
         },
         other => other,
     })
 }
 
-/// The quantized products for one format: a mat-vec and a row-batched
-/// product.
+/// The quantized products for one format.
 #[derive(Clone, Debug)]
 pub struct QuantizedLinear {
     matvec: Kernel,
     matmul: Kernel,
     format: QuantFormat,
+    layout: BlockLayout,
 }
 
 impl QuantizedLinear {
     /// The op for weights of `format` on `device`, its mat-vec taking
-    /// `activations` as asked (f32 where the format has no integer product).
+    /// `activations` as asked (f32 where the format has no integer product
+    /// on the CPU; CUDA has only the integer products).
     pub fn new(
         registry: &KernelRegistry,
         device: &Device,
         format: QuantFormat,
         activations: Activations,
     ) -> Result<Self> {
+        let layout = BlockLayout::of(device);
+        let integer = match layout {
+            BlockLayout::Blocks => format.int8_block().is_some(),
+            BlockLayout::Planes => true,
+        };
         let matvec = match activations {
-            Activations::Int8 if format.int8_block().is_some() => format!("matvec_{}_q8", format.name()),
+            Activations::Int8 if integer => format!("matvec_{}_q8", format.name()),
             _ => format!("matvec_{}_f32", format.name()),
         };
-        let what = format!("{format} weights are multiplied");
+        let what = match activations {
+            Activations::F32 => format!("{format} weights are multiplied with f32 activations"),
+            Activations::Int8 => format!("{format} weights are multiplied"),
+        };
         Ok(QuantizedLinear {
-            matvec: cpu_only_kernel(registry, device, matvec, &what)?,
-            matmul: cpu_only_kernel(registry, device, format!("matmul_{}", format.name()), &what)?,
+            matvec: quantized_kernel(registry, device, matvec, &what)?,
+            matmul: quantized_kernel(registry, device, format!("matmul_{}", format.name()), &what)?,
             format,
+            layout,
         })
     }
 
@@ -105,9 +295,15 @@ impl QuantizedLinear {
         self.format
     }
 
+    /// The layout the kernels read a weight's rows in.
+    pub fn layout(&self) -> BlockLayout {
+        self.layout
+    }
+
     /// `out[r, :] = weight · x[r, :]` for every row r of `x` f32
     /// `[rows, k]` (or flat), `out` f32 `[rows, n]`; `weight` is u8
-    /// `[n, row_bytes]`, each row `k` elements in this format's blocks.
+    /// `[n, row_bytes]`, each row `k` elements in this format's blocks, in
+    /// the device's [`BlockLayout`].
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
@@ -116,21 +312,7 @@ impl QuantizedLinear {
         out: &Buffer,
     ) -> Result<()> {
         const OP: &str = "quantized linear";
-        let [n, row_bytes] = dimensions(OP, "weight", weight)?;
-        expect(OP, "weight", weight, DType::U8, &[n, row_bytes])?;
-        let blocks = row_bytes / self.format.block_bytes();
-        if row_bytes == 0 || !row_bytes.is_multiple_of(self.format.block_bytes()) {
-            return Err(Error::ShapeMismatch {
-                context: format!(
-                    "{OP} weight: a {} row of {row_bytes} bytes is not whole {}-byte blocks",
-                    self.format,
-                    self.format.block_bytes()
-                ),
-                expected: vec![n, blocks.max(1) * self.format.block_bytes()],
-                found: vec![n, row_bytes],
-            });
-        }
-        let k = blocks * self.format.block_elements();
+        let (n, blocks, k) = weight_blocks(OP, self.format, self.layout, weight)?;
         let rows = rows_of(OP, "input", x, k)?;
         expect_rows(OP, "input", x, DType::F32, rows, &[k])?;
         expect_rows(OP, "output", out, DType::F32, rows, &[n])?;
@@ -138,6 +320,17 @@ impl QuantizedLinear {
             (&self.matvec, OpKind::MatVec)
         } else {
             (&self.matmul, OpKind::MatMul)
+        };
+        let grid = match self.layout {
+            BlockLayout::Blocks => LaunchGrid {
+                blocks: [n as u32, 1, 1],
+                threads_per_block: [1, 1, 1],
+                shared_memory_bytes: 0,
+            },
+            BlockLayout::Planes => {
+                check_staged(OP, k)?;
+                cuda_grid(n, rows, k)
+            }
         };
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
@@ -148,13 +341,9 @@ impl QuantizedLinear {
                 .scalar(K, k as u32)
                 .scalar(ROWS, rows as u32)
                 .dispatch(kernel)?
-                .grid(LaunchGrid {
-                    blocks: [n as u32, 1, 1],
-                    threads_per_block: [1, 1, 1],
-                    shared_memory_bytes: 0,
-                })
+                .grid(grid)
                 .cost(
-                    (n * row_bytes) as u64 + bytes_of(rows * k, DType::F32),
+                    (n * blocks * self.format.block_bytes()) as u64 + bytes_of(rows * k, DType::F32),
                     bytes_of(rows * n, DType::F32),
                     2 * (rows * n * k) as u64,
                 )

@@ -1,0 +1,38 @@
+// The kernels of one quantized format, instantiated from quantized.cuh:
+// the registry replaces `{format}` with the format's name and `{Format}`
+// with its struct (`q4_k`, `Q4_K`) and compiles one source per format.
+// matvec and matmul are one kernel under two names (one position, or a
+// prefill chunk's rows); the profile tells them apart by name.
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
+    matvec_{format}_q8(const u8* weight, const float* x, float* out, u32 n, u32 k, u32 rows) {
+    wait_for_previous_kernel();
+    quantized_matvec<{Format}, false>(weight, x, out, n, k, rows);
+}
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
+    matmul_{format}(const u8* weight, const float* x, float* out, u32 n, u32 k, u32 rows) {
+    wait_for_previous_kernel();
+    quantized_matvec<{Format}, false>(weight, x, out, n, k, rows);
+}
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
+    matvec_add_{format}_q8(const u8* weight, const float* x, float* out, u32 n, u32 k) {
+    wait_for_previous_kernel();
+    quantized_matvec<{Format}, true>(weight, x, out, n, k, 1);
+}
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
+    norm_matvec_{format}_q8(const float* x, const float* norm_weight, const u8* weight_a, const u8* weight_b,
+                            const u8* weight_c, float* out, u32 rows_a, u32 rows_b, u32 rows_c, u32 k, float eps) {
+    wait_for_previous_kernel();
+    quantized_norm_matvec<{Format}>(x, norm_weight, weight_a, weight_b, weight_c, out, rows_a, rows_b, rows_c, k,
+                                    eps);
+}
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
+    norm_matvec_silu_{format}_q8(const float* x, const float* norm_weight, const u8* gate, const u8* up, float* out,
+                                 u32 n, u32 k, float eps) {
+    wait_for_previous_kernel();
+    quantized_norm_matvec_silu<{Format}>(x, norm_weight, gate, up, out, n, k, eps);
+}
+extern "C" __global__ void embedding_{format}(const u8* table, const u32* tokens, float* out, u32 first, u32 rows,
+                                              u32 vocab, u32 hidden) {
+    wait_for_previous_kernel();
+    quantized_embedding<{Format}>(table, tokens, out, first, rows, vocab, hidden);
+}

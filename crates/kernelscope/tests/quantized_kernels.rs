@@ -1,0 +1,416 @@
+//! The CUDA quantized kernels (`ops/quantized_linear/kernels.cu`) against
+//! their CPU references, for every format: the mat-vec and the chunk
+//! product, the fused RMSNorm + mat-vecs, RMSNorm + gate/up + SiLU·mul and
+//! mat-vec + residual add, and the embedding lookup. Weights are random
+//! values quantized by the reference quantizers, block by block at extreme
+//! scales (1e-3 to 40, some blocks all positive so the minimums work), at
+//! odd row counts, rows of one block and rows longer than one unrolled pass,
+//! more rows than the grid has warps; outputs are poisoned with NaN first.
+//!
+//! Two references: the CUDA kernels quantize x to 8-bit blocks of 32 as
+//! llama.cpp's q8_1 does, so each product is checked tightly against the
+//! same 8-bit x multiplied exactly on the host (any layout or scale slip is
+//! off by far more), and against the CPU's f32 reference within the bound
+//! that the 8-bit rounding of x allows (half a step per element). CUDA-only:
+//! without a GPU each test says it skipped (and fails under
+//! KSCOPE_REQUIRE_GPU=1).
+
+use kernelscope::ops::quantized_embedding::QuantizedEmbedding;
+use kernelscope::ops::quantized_linear::fused::QuantizedFused;
+use kernelscope::ops::quantized_linear::{Activations, BlockLayout, QuantizedLinear};
+use kernelscope::ops::{self, rms_norm::RmsNorm};
+use kernelscope::profile::ProfileLevel;
+use kernelscope::quant::QuantFormat;
+use kernelscope::rng::SplitMix64;
+use kernelscope::testing::Backend;
+use kernelscope::{Buffer, DType, Device, DeviceOptions, OpKind, Primitive};
+
+const EPS: f32 = 1e-5;
+
+fn cuda() -> Option<Device> {
+    Backend::Cuda.device(DeviceOptions::new().profile(ProfileLevel::Dispatch))
+}
+
+/// A quantized matrix: its ggml blocks and what they dequantize to.
+struct Matrix {
+    format: QuantFormat,
+    n: usize,
+    k: usize,
+    blocks: Vec<u8>,
+    values: Vec<f32>,
+}
+
+/// `n` random rows of `blocks_per_row` blocks of `format`, each block of
+/// 32 at its own scale (1e-3, 1 or 40; every fifth all positive).
+fn random_matrix(format: QuantFormat, n: usize, blocks_per_row: usize, seed: u64) -> Matrix {
+    let k = blocks_per_row * format.block_elements();
+    let mut rng = SplitMix64::new(seed);
+    let mut raw = rng.vec_f32(n * k, -1.0, 1.0);
+    for (index, block) in raw.chunks_mut(32).enumerate() {
+        let scale = [1e-3f32, 1.0, 40.0][(index * 7 + seed as usize) % 3];
+        let positive = index % 5 == 2;
+        for value in block {
+            *value = if positive { value.abs() + 0.5 } else { *value } * scale;
+        }
+    }
+    let row_bytes = format.row_bytes(k).unwrap();
+    let mut blocks = vec![0u8; n * row_bytes];
+    let mut values = vec![0.0f32; n * k];
+    for row in 0..n {
+        let stored = &mut blocks[row * row_bytes..(row + 1) * row_bytes];
+        format.quantize_row(&raw[row * k..(row + 1) * k], stored).unwrap();
+        format
+            .dequantize_row(stored, &mut values[row * k..(row + 1) * k])
+            .unwrap();
+    }
+    Matrix {
+        format,
+        n,
+        k,
+        blocks,
+        values,
+    }
+}
+
+impl Matrix {
+    fn row_bytes(&self) -> usize {
+        self.blocks.len() / self.n
+    }
+
+    /// The matrix on `device` in the layout its kernels read.
+    fn upload(&self, device: &Device) -> Buffer {
+        let layout = BlockLayout::of(device);
+        let row_bytes = self.row_bytes();
+        let arranged = layout.arrange(self.format, self.n, |row| {
+            &self.blocks[row * row_bytes..(row + 1) * row_bytes]
+        });
+        let buffer = device
+            .alloc(DType::U8, &[self.n, arranged.len() / self.n])
+            .unwrap();
+        buffer.write_bytes(&arranged).unwrap();
+        buffer
+    }
+}
+
+/// x as the CUDA kernels stage it: blocks of 32 at scale max|x| / 127,
+/// each value rounded to a whole number of steps (half away from zero), in
+/// the same f32 operations.
+fn staged(x: &[f32]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(x.len());
+    for block in x.chunks(32) {
+        let largest = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let scale = largest / 127.0;
+        let inverse = if scale != 0.0 { 1.0 / scale } else { 0.0 };
+        out.extend(block.iter().map(|v| (v * inverse).round() * scale));
+    }
+    out
+}
+
+/// For each row of `m`: the exact product with `x` (f64), and the sum of
+/// the magnitudes of its terms (what rounding errors scale with).
+fn exact_products(m: &Matrix, x: &[f32]) -> Vec<(f64, f64)> {
+    (0..m.n)
+        .map(|row| {
+            let w = &m.values[row * m.k..(row + 1) * m.k];
+            w.iter().zip(x).fold((0.0, 0.0), |(sum, size), (&w, &x)| {
+                let term = w as f64 * x as f64;
+                (sum + term, size + term.abs())
+            })
+        })
+        .collect()
+}
+
+/// `actual` against the exact products of the 8-bit x: within
+/// `relative` of each row's magnitude.
+fn assert_matches(actual: &[f32], expected: &[(f64, f64)], relative: f64, what: &str) {
+    assert_eq!(actual.len(), expected.len(), "{what}: length");
+    let bad: Vec<String> = actual
+        .iter()
+        .zip(expected)
+        .enumerate()
+        .filter(|(_, (a, (e, size)))| {
+            let error = (**a as f64 - e).abs();
+            error.is_nan() || error > relative * size + 1e-6
+        })
+        .take(5)
+        .map(|(i, (a, (e, size)))| format!("[{i}] expected {e:e} (terms {size:e}), got {a:e}"))
+        .collect();
+    assert!(bad.is_empty(), "{what}: {}", bad.join("; "));
+}
+
+fn read(buffer: &Buffer) -> Vec<f32> {
+    buffer.to_vec::<f32>().unwrap()
+}
+
+fn poisoned(device: &Device, len: usize) -> Buffer {
+    device.buffer_from_slice(&vec![f32::NAN; len], &[len]).unwrap()
+}
+
+fn random(seed: u64, count: usize, scale: f32) -> Vec<f32> {
+    SplitMix64::new(seed)
+        .vec_f32(count, -1.0, 1.0)
+        .iter()
+        .map(|v| v * scale)
+        .collect()
+}
+
+/// (rows, blocks per row) of every format's cases: one block; odd rows;
+/// rows longer than one unrolled pass of a warp (past 128 units); more
+/// rows than the grid has warps (528 blocks of 8).
+fn cases(format: QuantFormat) -> [(usize, usize); 4] {
+    let long = match format {
+        QuantFormat::Q4_K | QuantFormat::Q5_K => 17,
+        QuantFormat::Q6_K => 33,
+        _ => 130,
+    };
+    [(1, 1), (37, 3), (5, long), (4500, 1)]
+}
+
+/// The CPU's f32 reference product of `m` and rows of `x`.
+fn cpu_reference(m: &Matrix, x: &[f32], rows: usize) -> Vec<f32> {
+    let cpu = Device::cpu();
+    let op = QuantizedLinear::new(&ops::registry(), &cpu, m.format, Activations::F32).unwrap();
+    let out = poisoned(&cpu, rows * m.n);
+    let mut encoder = cpu.command_encoder();
+    op.encode(
+        &mut encoder,
+        &m.upload(&cpu),
+        &cpu.buffer_from_slice(x, &[rows, m.k]).unwrap(),
+        &out,
+    )
+    .unwrap();
+    encoder.commit_and_wait().unwrap();
+    read(&out)
+}
+
+#[test]
+fn cuda_quantized_matvec_and_matmul_match_their_references() {
+    let Some(device) = cuda() else {
+        return;
+    };
+    let registry = ops::registry();
+    for format in QuantFormat::ALL {
+        let op = QuantizedLinear::new(&registry, &device, format, Activations::Int8).unwrap();
+        for (case, (n, blocks)) in cases(format).into_iter().enumerate() {
+            let m = random_matrix(format, n, blocks, 10 * case as u64 + format.ggml_type() as u64);
+            let weight = m.upload(&device);
+            for rows in [1usize, 3] {
+                let x = random(case as u64 + 77, rows * m.k, 2.5);
+                let out = poisoned(&device, rows * n);
+                device.profiler().reset();
+                let mut encoder = device.command_encoder();
+                op.encode(
+                    &mut encoder,
+                    &weight,
+                    &device.buffer_from_slice(&x, &[rows, m.k]).unwrap(),
+                    &out,
+                )
+                .unwrap();
+                encoder.commit_and_wait().unwrap();
+                let actual = read(&out);
+                let what = format!("{format} n {n} k {} rows {rows}", m.k);
+                let kernel = if rows == 1 {
+                    format!("matvec_{}_q8", format.name())
+                } else {
+                    format!("matmul_{}", format.name())
+                };
+                let dispatches = device.profiler().dispatches();
+                assert_eq!(dispatches.len(), 1, "{what}");
+                assert_eq!(&*dispatches[0].kernel, kernel.as_str(), "{what}");
+                let expected: Vec<(f64, f64)> = x
+                    .chunks(m.k)
+                    .flat_map(|row| exact_products(&m, &staged(row)))
+                    .collect();
+                assert_matches(&actual, &expected, 1e-4, &what);
+                // Against the f32 reference: the 8-bit x is off by at most
+                // half a step per element.
+                let reference = cpu_reference(&m, &x, rows);
+                let magnitudes: Vec<Vec<(f64, f64)>> =
+                    x.chunks(m.k).map(|x_row| exact_products(&m, x_row)).collect();
+                for (index, (&a, &r)) in actual.iter().zip(&reference).enumerate() {
+                    let (row, column) = (index / n, index % n);
+                    let x_row = &x[row * m.k..(row + 1) * m.k];
+                    let w_row = &m.values[column * m.k..(column + 1) * m.k];
+                    let bound: f64 = x_row
+                        .chunks(32)
+                        .zip(w_row.chunks(32))
+                        .map(|(xs, ws)| {
+                            let step = xs.iter().fold(0.0f32, |m, v| m.max(v.abs())) as f64 / 127.0;
+                            ws.iter().map(|w| w.abs() as f64).sum::<f64>() * step * 0.5
+                        })
+                        .sum();
+                    let magnitude = magnitudes[row][column].1;
+                    assert!(
+                        ((a - r) as f64).abs() <= 1.001 * bound + 1e-5 * magnitude + 1e-6,
+                        "{what} [{index}]: {a} against the f32 reference {r} (bound {bound:e})"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// RMSNorm of `x` on the host as the kernels stage it (f32 values).
+fn normed(x: &[f32], norm_weight: &[f32]) -> Vec<f32> {
+    let squares: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+    let scale = (1.0 / (squares / x.len() as f64 + EPS as f64).sqrt()) as f32;
+    x.iter().zip(norm_weight).map(|(v, w)| v * scale * w).collect()
+}
+
+#[test]
+fn cuda_fused_quantized_kernels_match_the_steps_they_replace() {
+    let Some(device) = cuda() else {
+        return;
+    };
+    let registry = ops::registry();
+    for format in QuantFormat::ALL {
+        let fused = QuantizedFused::new(&registry, &device, format).unwrap();
+        let plain = QuantizedLinear::new(&registry, &device, format, Activations::Int8).unwrap();
+        for (case, blocks) in [1usize, 3, 9].into_iter().enumerate() {
+            let seed = 1000 * case as u64 + format.ggml_type() as u64;
+            let parts = [
+                random_matrix(format, 37, blocks, seed),
+                random_matrix(format, 13, blocks, seed + 1),
+                random_matrix(format, 5, blocks, seed + 2),
+            ];
+            let k = parts[0].k;
+            let x = random(seed + 3, k, 3.0);
+            let norm_weight = random(seed + 4, k, 1.5);
+            let x_buffer = device.buffer_from_slice(&x, &[k]).unwrap();
+            let norm_buffer = device.buffer_from_slice(&norm_weight, &[k]).unwrap();
+            let weights: Vec<Buffer> = parts.iter().map(|m| m.upload(&device)).collect();
+            let h = staged(&normed(&x, &norm_weight));
+            let what = format!("{format} k {k}");
+
+            // RMSNorm + three mat-vecs, against the exact products of the
+            // normalised 8-bit x (its rounding may differ by a step from
+            // the host's where the two norms differ in the last bit), and
+            // against the unfused RMSNorm op then the mat-vecs on CUDA.
+            let out = poisoned(&device, 55);
+            let unfused = poisoned(&device, 55);
+            let normed_buffer = poisoned(&device, k);
+            device.profiler().reset();
+            let mut encoder = device.command_encoder();
+            fused
+                .encode_norm_matvec(
+                    &mut encoder,
+                    &x_buffer,
+                    &norm_buffer,
+                    &weights.iter().collect::<Vec<_>>(),
+                    &out,
+                    EPS,
+                )
+                .unwrap();
+            encoder.commit_and_wait().unwrap();
+            let dispatches = device.profiler().dispatches();
+            assert_eq!(
+                dispatches[0].op_kind,
+                OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec])
+            );
+            let expected: Vec<(f64, f64)> = parts.iter().flat_map(|m| exact_products(m, &h)).collect();
+            let fused_out = read(&out);
+            assert_matches(&fused_out, &expected, 3e-3, &format!("norm_matvec {what}"));
+            let mut encoder = device.command_encoder();
+            RmsNorm::new(&registry, &device, DType::F32, DType::F32)
+                .unwrap()
+                .encode(&mut encoder, &x_buffer, &norm_buffer, &normed_buffer, EPS)
+                .unwrap();
+            let mut start = 0;
+            for (m, weight) in parts.iter().zip(&weights) {
+                let part = unfused.slice(start, m.n).unwrap();
+                plain.encode(&mut encoder, weight, &normed_buffer, &part).unwrap();
+                start += m.n;
+            }
+            encoder.commit_and_wait().unwrap();
+            assert_matches(
+                &read(&unfused),
+                &expected,
+                3e-3,
+                &format!("unfused norm + matvecs {what}"),
+            );
+
+            // RMSNorm + gate/up + SiLU·mul.
+            let (gate, up) = (&parts[0], &random_matrix(format, 37, blocks, seed + 5));
+            let out = poisoned(&device, 37);
+            let mut encoder = device.command_encoder();
+            fused
+                .encode_norm_matvec_silu(
+                    &mut encoder,
+                    &x_buffer,
+                    &norm_buffer,
+                    &weights[0],
+                    &up.upload(&device),
+                    &out,
+                    EPS,
+                )
+                .unwrap();
+            encoder.commit_and_wait().unwrap();
+            let gates = exact_products(gate, &h);
+            let ups = exact_products(up, &h);
+            let actual = read(&out);
+            for i in 0..37 {
+                let (g, u) = (gates[i].0, ups[i].0);
+                let expected = g / (1.0 + (-g).exp()) * u;
+                // Errors in g and u (3e-3 of their magnitudes) carried
+                // through silu(g)·u, whose slope in g is at most 1.1·|u|.
+                let bound = 3e-3 * (1.1 * gates[i].1 * u.abs() + ups[i].1 * g.abs().max(1.0)) + 1e-6;
+                assert!(
+                    (actual[i] as f64 - expected).abs() <= bound,
+                    "norm_matvec_silu {what} [{i}]: {} against {expected} (bound {bound:e})",
+                    actual[i]
+                );
+            }
+
+            // Mat-vec + residual add.
+            let residual = random(seed + 6, 37, 4.0);
+            let out = device.buffer_from_slice(&residual, &[37]).unwrap();
+            let mut encoder = device.command_encoder();
+            fused
+                .encode_matvec_add(&mut encoder, &weights[0], &x_buffer, &out)
+                .unwrap();
+            encoder.commit_and_wait().unwrap();
+            let expected: Vec<(f64, f64)> = exact_products(gate, &staged(&x))
+                .into_iter()
+                .zip(&residual)
+                .map(|((sum, size), &r)| (sum + r as f64, size + r.abs() as f64))
+                .collect();
+            assert_matches(&read(&out), &expected, 1e-4, &format!("matvec_add {what}"));
+        }
+    }
+}
+
+#[test]
+fn cuda_quantized_embedding_matches_the_dequantized_rows() {
+    let Some(device) = cuda() else {
+        return;
+    };
+    let registry = ops::registry();
+    for format in QuantFormat::ALL {
+        let table = random_matrix(format, 50, 3, 500 + format.ggml_type() as u64);
+        let op = QuantizedEmbedding::new(&registry, &device, format).unwrap();
+        let tokens: [u32; 5] = [9, 3, 49, 0, 17];
+        let out = poisoned(&device, 4 * table.k);
+        let mut encoder = device.command_encoder();
+        op.encode(
+            &mut encoder,
+            &table.upload(&device),
+            &device.buffer_from_slice(&tokens, &[5]).unwrap(),
+            1,
+            &out,
+        )
+        .unwrap();
+        encoder.commit_and_wait().unwrap();
+        let actual = read(&out);
+        for (r, &token) in tokens[1..].iter().enumerate() {
+            let row = &table.values[token as usize * table.k..(token as usize + 1) * table.k];
+            let largest = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            for (e, &expected) in row.iter().enumerate() {
+                let got = actual[r * table.k + e];
+                assert!(
+                    (got - expected).abs() <= 1e-6 * largest,
+                    "{format} token {token} element {e}: {got} against {expected}"
+                );
+            }
+        }
+    }
+}

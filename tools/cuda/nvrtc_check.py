@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Compiles CUDA kernel sources with NVRTC on a machine without a GPU, as the
+runtime does on the device (sm_90, C++17, no fast math), so a kernel's
+compile errors show up before device time is spent.
+
+    pip install nvidia-cuda-nvrtc-cu12
+    python3 tools/cuda/nvrtc_check.py [--arch sm_90] [--append TEXT] FILE...
+
+The files are concatenated in order (prelude first, as the runtime prepends
+it); --append adds a line after them (a format's instantiation, say).
+Prints the PTX's size, or the compile log and exits non-zero."""
+import argparse
+import ctypes
+import glob
+import os
+import sys
+
+
+def load_nvrtc():
+    import nvidia.cuda_nvrtc as package
+
+    roots = list(getattr(package, "__path__", []))
+    for root in roots:
+        for path in sorted(glob.glob(os.path.join(root, "lib", "libnvrtc.so*"))):
+            return ctypes.CDLL(path)
+    sys.exit("libnvrtc not found: pip install nvidia-cuda-nvrtc-cu12")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("files", nargs="+")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--append", action="append", default=[])
+    parser.add_argument("--ptx", help="write the PTX here")
+    args = parser.parse_args()
+    source = "\n".join(open(path).read() for path in args.files) + "\n" + "\n".join(args.append) + "\n"
+    nvrtc = load_nvrtc()
+    program = ctypes.c_void_p()
+    status = nvrtc.nvrtcCreateProgram(ctypes.byref(program), source.encode(), b"check.cu", 0, None, None)
+    if status != 0:
+        sys.exit(f"nvrtcCreateProgram failed: {status}")
+    options = [f"--gpu-architecture={args.arch}".encode(), b"--std=c++17"]
+    array = (ctypes.c_char_p * len(options))(*options)
+    status = nvrtc.nvrtcCompileProgram(program, len(options), array)
+    size = ctypes.c_size_t()
+    nvrtc.nvrtcGetProgramLogSize(program, ctypes.byref(size))
+    log = ctypes.create_string_buffer(size.value)
+    nvrtc.nvrtcGetProgramLog(program, log)
+    if log.value.strip():
+        print(log.value.decode(errors="replace"))
+    if status != 0:
+        sys.exit(f"compile failed ({status})")
+    nvrtc.nvrtcGetPTXSize(program, ctypes.byref(size))
+    ptx = ctypes.create_string_buffer(size.value)
+    nvrtc.nvrtcGetPTX(program, ptx)
+    if args.ptx:
+        open(args.ptx, "w").write(ptx.value.decode())
+    print(f"ok: {size.value} bytes of PTX")
+
+
+if __name__ == "__main__":
+    main()
