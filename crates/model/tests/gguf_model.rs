@@ -225,11 +225,37 @@ fn quantized_products_equal_the_dense_product_of_the_dequantized_weights() {
 }
 
 /// Relative error allowed between a GPU run of a quantized file (its
-/// blocks dequantized to bf16 at load, bf16 GEMM inputs and KV cache) and
-/// the CPU's f32 products over the blocks: max |a - b| over a row over the
-/// row's largest |logit|. bf16 keeps 8 bits; a few roundings carried
-/// through the layers stay within a few percent.
-const DEQUANTIZED_TOLERANCE: f32 = 5e-2;
+/// blocks multiplied in place with x quantized to 8-bit blocks of 32) and
+/// the CPU's products of the same blocks with f32 activations: max |a - b|
+/// over a row over the row's largest |logit|. The 8-bit activations are
+/// off by up to half a step (1/254 of each block's largest value) in every
+/// mat-vec; carried through the layers that stays within a few percent.
+const INT8_ACTIVATION_TOLERANCE: f32 = 5e-2;
+
+/// The first `5 + n` logits rows of 16 steps of `model` from a fixed
+/// prompt, and the tokens it chose.
+fn sixteen_steps(model: &mut Model) -> kernelscope_model::Generation {
+    model
+        .generate(&kernelscope_model::GenerationRequest {
+            stop_at_eos: false,
+            keep_logits: true,
+            ..kernelscope_model::GenerationRequest::new(&[1, 2, 3, 4, 5], 16)
+        })
+        .unwrap()
+}
+
+/// Rows of logits to compare: the prompt's and the generated ones while
+/// both runs chose the same tokens (after a different choice the contexts
+/// differ).
+fn agreeing_rows(a: &kernelscope_model::Generation, b: &kernelscope_model::Generation) -> usize {
+    5 + a
+        .generated
+        .iter()
+        .zip(&b.generated)
+        .take_while(|(x, y)| x == y)
+        .count()
+        .min(15)
+}
 
 fn ggufs_run_on_every_backend(backend: kernelscope::testing::Backend) {
     let Some(device) = backend.device(kernelscope::DeviceOptions::new()) else {
@@ -237,49 +263,61 @@ fn ggufs_run_on_every_backend(backend: kernelscope::testing::Backend) {
     };
     let folder = std::env::temp_dir().join(format!("kscope-gguf-backend-{}-{backend:?}", std::process::id()));
     std::fs::create_dir_all(&folder).unwrap();
+    // Q4_K_M mixes Q4_K and Q6_K within layers (the fused q/k/v split by
+    // format); Q8_0 and Q4_0 are whole-file formats; Q5_K_M adds Q5_K.
     for (name, file_type) in [
         ("tiny-256", GgufFileType::Q4_K_M),
         ("tiny-qwen2", GgufFileType::Q8_0),
+        ("tiny-256", GgufFileType::Q5_K_M),
+        ("tiny", GgufFileType::Q4_0),
     ] {
         let gguf = GgufModel::open(&written(name, file_type, &folder)).unwrap();
-        let generate = |device: &Device| {
-            let mut model =
-                Model::load_gguf(&gguf, std::slice::from_ref(device), LoadOptions { quiet: true }).unwrap();
-            let name = model.name().to_string();
-            let generation = model
-                .generate(&kernelscope_model::GenerationRequest {
-                    stop_at_eos: false,
-                    keep_logits: true,
-                    ..kernelscope_model::GenerationRequest::new(&[1, 2, 3, 4, 5], 16)
-                })
-                .unwrap();
-            (name, generation)
+        let load = |device: &Device| {
+            Model::load_gguf(&gguf, std::slice::from_ref(device), LoadOptions { quiet: true }).unwrap()
         };
-        let (cpu_name, reference) = generate(&Device::cpu());
-        let (device_name, ours) = generate(&device);
+        let mut cpu = load(&Device::cpu());
+        cpu.set_quantized_activations(Activations::F32).unwrap();
+        let reference = sixteen_steps(&mut cpu);
+        let mut model = load(&device);
+        let name_on_device = model.name().to_string();
+        assert!(!name_on_device.contains("dequantized"), "{name_on_device}");
         if matches!(device, Device::Cpu(_)) {
-            assert!(!cpu_name.contains("dequantized"), "{cpu_name}");
             continue;
         }
-        assert!(
-            device_name.contains("dequantized to bf16 at load"),
-            "{device_name}"
-        );
-        let same = 5 + ours
-            .generated
-            .iter()
-            .zip(&reference.generated)
-            .take_while(|(a, b)| a == b)
-            .count()
-            .min(15);
-        let error = common::worst_relative_error(&ours.logits[..same], &reference.logits[..same]);
+        // Fused and eager (the default), against the CPU's f32 products.
+        let fused = sixteen_steps(&mut model);
+        let same = agreeing_rows(&fused, &reference);
+        let error = common::worst_relative_error(&fused.logits[..same], &reference.logits[..same]);
         eprintln!(
-            "{name} {file_type:?} on {}: {same} rows, worst relative error vs the CPU's blocks {error:e}",
+            "{name} {file_type:?} on {}: {same} rows, worst relative error vs the CPU's f32 products {error:e}",
             device.name()
         );
         assert!(
-            error <= DEQUANTIZED_TOLERANCE,
+            error <= INT8_ACTIVATION_TOLERANCE,
             "{name} {file_type:?}: relative error {error:e}"
+        );
+        // Unfused: the same 8-bit staging of the same values, so the logits
+        // agree to the rounding of the RMSNorm's two paths.
+        model.set_fusion(false);
+        let unfused = sixteen_steps(&mut model);
+        let same = agreeing_rows(&fused, &unfused);
+        let error = common::worst_relative_error(&unfused.logits[..same], &fused.logits[..same]);
+        assert!(
+            error <= 1e-2,
+            "{name} {file_type:?}: unfused against fused {error:e}"
+        );
+        // A replayed graph runs the very same kernels: the same logits.
+        model.set_fusion(true);
+        model.set_execution_mode(kernelscope_model::ExecutionMode::Graph);
+        let replayed = sixteen_steps(&mut model);
+        assert_eq!(
+            replayed.generated, fused.generated,
+            "{name} {file_type:?}: graph against eager"
+        );
+        let error = common::worst_relative_error(&replayed.logits, &fused.logits);
+        assert!(
+            error <= 1e-6,
+            "{name} {file_type:?}: graph against eager {error:e}"
         );
     }
     std::fs::remove_dir_all(&folder).unwrap();

@@ -6,9 +6,13 @@
 //! only one position's pass fuses; a linear layer fuses only where its
 //! format has the kernel and its split needs nothing between the steps
 //! (a bias belongs before a residual add, a partial sum's all-reduce
-//! before anything reads it).
+//! before anything reads it). Quantized weights fuse where the device has
+//! their fused kernels (CUDA), readers of the norm grouped by format (a
+//! Q4_K_M file's q and k in Q4_K, its v in Q6_K: one dispatch each, each
+//! normalising x itself).
 
-use kernelscope::{Buffer, CommandEncoder};
+use kernelscope::ops::WeightFormat;
+use kernelscope::{Buffer, CommandEncoder, DType};
 
 use super::forward::Forward;
 use super::layer::{Activations, Slot, Step};
@@ -45,7 +49,19 @@ impl Forward<'_> {
     /// Whether `linear` can be one of several outputs of a fused mat-vec:
     /// its format has the fused kernels and its output needs no reduction.
     fn fuses_as_output(&self, linear: &Linear) -> bool {
-        linear.parallel != Parallel::SplitInputs && linear.dense_format() == Some(self.weights.dtype)
+        linear.parallel != Parallel::SplitInputs && self.has_fused_kernels(linear.format())
+    }
+
+    /// Whether weights of `format` have fused kernels here: dense ones of
+    /// the model's dtype, quantized ones where the device has them (their
+    /// norm weight must then be f32, as GGUF files keep it).
+    fn has_fused_kernels(&self, format: WeightFormat) -> bool {
+        match format {
+            WeightFormat::Dense(dtype) => dtype == self.weights.dtype,
+            WeightFormat::Quantized(quant) => {
+                self.weights.dtype == DType::F32 && self.ops.quantized_fused(quant).is_some()
+            }
+        }
     }
 
     /// RMSNorm + the gate and up mat-vecs + SiLU·mul.
@@ -74,21 +90,31 @@ impl Forward<'_> {
             return Ok(0);
         };
         let unbiased = !gate.has_bias() && !up.has_bias();
-        if !(unbiased && self.fuses_as_output(gate) && self.fuses_as_output(up)) {
+        let same_format = gate.format() == up.format();
+        if !(unbiased && same_format && self.fuses_as_output(gate) && self.fuses_as_output(up)) {
             return Ok(0);
         }
-        self.ops
-            .linear_kernels(self.weights.dtype)?
-            .norm_matvec_silu
-            .encode(
+        let (x, out, eps) = (
+            &activations.hidden,
+            &activations.activated,
+            self.config.rms_norm_eps,
+        );
+        match gate.format() {
+            WeightFormat::Dense(dtype) => self.ops.linear_kernels(dtype)?.norm_matvec_silu.encode(
                 encoder,
-                &activations.hidden,
+                x,
                 weight,
                 &gate.weight,
                 &up.weight,
-                &activations.activated,
-                self.config.rms_norm_eps,
-            )?;
+                out,
+                eps,
+            )?,
+            WeightFormat::Quantized(format) => self
+                .ops
+                .quantized_fused(format)
+                .expect("fuses_as_output checked the kernels")
+                .encode_norm_matvec_silu(encoder, x, weight, &gate.weight, &up.weight, out, eps)?,
+        }
         Ok(4)
     }
 
@@ -116,24 +142,48 @@ impl Forward<'_> {
                 _ => None,
             })
             .collect();
-        let outputs: Vec<Slot> = readers.iter().map(|(_, output)| *output).collect();
-        let Some(joined) = activations.joined(&outputs) else {
-            return Ok(0);
-        };
         if !(1..=3).contains(&readers.len())
             || !readers.iter().all(|(linear, _)| self.fuses_as_output(linear))
         {
             return Ok(0);
         }
-        let weights: Vec<&Buffer> = readers.iter().map(|(linear, _)| &linear.weight).collect();
-        self.ops.linear_kernels(self.weights.dtype)?.norm_matvec.encode(
-            encoder,
-            &activations.hidden,
-            weight,
-            &weights,
-            &joined,
-            self.config.rms_norm_eps,
-        )?;
+        // Readers of one format share a dispatch; each dispatch normalises
+        // x itself, so formats that differ cost a dispatch each.
+        let mut groups: Vec<(WeightFormat, Vec<&Buffer>, Buffer)> = Vec::new();
+        let mut start = 0;
+        while start < readers.len() {
+            let format = readers[start].0.format();
+            let end = start
+                + readers[start..]
+                    .iter()
+                    .take_while(|(linear, _)| linear.format() == format)
+                    .count();
+            let outputs: Vec<Slot> = readers[start..end].iter().map(|(_, output)| *output).collect();
+            let Some(joined) = activations.joined(&outputs) else {
+                return Ok(0);
+            };
+            let weights = readers[start..end]
+                .iter()
+                .map(|(linear, _)| &linear.weight)
+                .collect();
+            groups.push((format, weights, joined));
+            start = end;
+        }
+        let (x, eps) = (&activations.hidden, self.config.rms_norm_eps);
+        for (format, weights, joined) in &groups {
+            match format {
+                WeightFormat::Dense(dtype) => self
+                    .ops
+                    .linear_kernels(*dtype)?
+                    .norm_matvec
+                    .encode(encoder, x, weight, weights, joined, eps)?,
+                WeightFormat::Quantized(format) => self
+                    .ops
+                    .quantized_fused(*format)
+                    .expect("fuses_as_output checked the kernels")
+                    .encode_norm_matvec(encoder, x, weight, weights, joined, eps)?,
+            }
+        }
         for (linear, output) in &readers {
             let output = activations.slot(*output)?;
             if let Some(bias) = linear.held_bias() {
@@ -196,9 +246,25 @@ impl Forward<'_> {
         else {
             return Ok(0);
         };
-        let splits_allow = matches!(linear.parallel, Parallel::Whole | Parallel::SplitInputs);
-        if linear.has_bias() || linear.dense_format() != Some(self.weights.dtype) || !splits_allow {
+        let splits_allow = match linear.format() {
+            WeightFormat::Dense(_) => matches!(linear.parallel, Parallel::Whole | Parallel::SplitInputs),
+            // Quantized models are not split over ranks.
+            WeightFormat::Quantized(_) => linear.parallel == Parallel::Whole,
+        };
+        if linear.has_bias() || !self.has_fused_kernels(linear.format()) || !splits_allow {
             return Ok(0);
+        }
+        if let WeightFormat::Quantized(format) = linear.format() {
+            self.ops
+                .quantized_fused(format)
+                .expect("has_fused_kernels checked the kernels")
+                .encode_matvec_add(
+                    encoder,
+                    &linear.weight,
+                    activations.slot(*input)?,
+                    &activations.hidden,
+                )?;
+            return Ok(2);
         }
         self.encode_matvec_into_residual(encoder, linear, activations.slot(*input)?, activations)?;
         Ok(2)

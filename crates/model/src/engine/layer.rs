@@ -94,9 +94,13 @@ impl Activations {
     /// One buffer holding `slots` one after another, if there is one: what
     /// a fused kernel writing several outputs at once needs.
     pub(super) fn joined(&self, slots: &[Slot]) -> Option<Buffer> {
+        let projections = self.projections.as_ref();
+        let (query, key) = (self.query.len(), self.key.len());
         match slots {
             [single] => self.slot(*single).ok().cloned(),
-            [Slot::Query, Slot::Key, Slot::Value] => self.projections.clone(),
+            [Slot::Query, Slot::Key, Slot::Value] => projections.cloned(),
+            [Slot::Query, Slot::Key] => projections?.slice(0, query + key).ok(),
+            [Slot::Key, Slot::Value] => projections?.slice(query, key + self.value.len()).ok(),
             _ => None,
         }
     }

@@ -10,6 +10,7 @@ use kernelscope::ops::matvec::residual::MatVecAdd;
 use kernelscope::ops::norm_matvec::{NormMatVec, silu::NormMatVecSiluMul};
 use kernelscope::ops::prefill_attention::PrefillAttention;
 use kernelscope::ops::quantized_embedding::QuantizedEmbedding;
+use kernelscope::ops::quantized_linear::fused::QuantizedFused;
 use kernelscope::ops::quantized_linear::{Activations, QuantizedLinear};
 use kernelscope::ops::rope::{Rope, RopeFrequencies};
 use kernelscope::ops::rope_append::RopeAppend;
@@ -38,6 +39,9 @@ pub(crate) struct Ops {
     pub linear: LinearKernels,
     /// The products of the quantized formats the weights hold (GGUF).
     pub quantized: Vec<QuantizedLinear>,
+    /// Decode's fused kernels of those formats, where the device has them
+    /// (CUDA; the CPU runs the steps apart).
+    pub quantized_fused: Vec<QuantizedFused>,
     /// The embedding of a quantized table, when the table is one.
     pub quantized_embedding: Option<QuantizedEmbedding>,
     pub add_residual: Add,
@@ -146,12 +150,20 @@ impl Ops {
             .iter()
             .map(|format| QuantizedLinear::new(&registry, device, *format, Activations::default()))
             .collect::<kernelscope::Result<Vec<_>>>()?;
+        // Fused kernels are an optimisation: a device without them runs the
+        // steps apart, so their absence is not an error.
+        let quantized_fused = formats
+            .linear
+            .iter()
+            .filter_map(|format| QuantizedFused::new(&registry, device, *format).ok())
+            .collect();
         let quantized_embedding = match formats.embedding {
             WeightFormat::Quantized(format) => Some(QuantizedEmbedding::new(&registry, device, format)?),
             WeightFormat::Dense(_) => None,
         };
         Ok(Ops {
             quantized,
+            quantized_fused,
             quantized_embedding,
             embedding: Embedding::new(&registry, device, dtype)?,
             rms_norm: RmsNorm::new(&registry, device, dtype, DType::F32)?,
@@ -198,6 +210,14 @@ impl Ops {
                     "a linear layer holds {format} weights, but this model's kernels were made for other formats"
                 ))
             })
+    }
+
+    /// Decode's fused kernels for weights in the quantized `format`, where
+    /// the device has them.
+    pub fn quantized_fused(&self, format: QuantFormat) -> Option<&QuantizedFused> {
+        self.quantized_fused
+            .iter()
+            .find(|kernels| kernels.format() == format)
     }
 
     /// Rebinds the quantized mat-vecs to take `activations` (8-bit blocks

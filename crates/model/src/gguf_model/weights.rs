@@ -1,11 +1,13 @@
 //! Placing a GGUF file's tensors on a device as [`Weights`]: each tensor
 //! found by its GGUF name, the `llama` architecture's interleaved q/k rows
 //! put back, quantized matrices kept in their blocks where the device has
-//! the kernels and dequantized to the dense dtype elsewhere.
+//! the kernels (laid out as its kernels read them: ggml's blocks on the
+//! CPU, mapped in place; planes on CUDA) and dequantized to the dense dtype
+//! elsewhere.
 
 use half::{bf16, f16};
 use kernelscope::ops::WeightFormat;
-use kernelscope::ops::quantized_linear::QuantizedLinear;
+use kernelscope::ops::quantized_linear::{BlockLayout, QuantizedLinear};
 use kernelscope::quant::QuantFormat;
 use kernelscope::{Buffer, DType, Device};
 use rayon::prelude::*;
@@ -239,19 +241,25 @@ fn place(
         &bytes[row * source_row_bytes..(row + 1) * source_row_bytes]
     };
     match format {
-        WeightFormat::Quantized(_) => {
-            let device_shape = [rows, source_row_bytes];
-            if order.is_none() && device.capabilities().maps_files_in_place {
+        WeightFormat::Quantized(quant) => {
+            let layout = BlockLayout::of(device);
+            if order.is_none() && layout == BlockLayout::Blocks && device.capabilities().maps_files_in_place {
                 let mapped = file.mapped_tensor(info);
                 return Ok((
-                    device.buffer_from_mapped(mapped.map, mapped.offset, DType::U8, &device_shape)?,
+                    device.buffer_from_mapped(
+                        mapped.map,
+                        mapped.offset,
+                        DType::U8,
+                        &[rows, source_row_bytes],
+                    )?,
                     format,
                 ));
             }
-            let mut gathered = Vec::with_capacity(bytes.len());
-            (0..rows).for_each(|row| gathered.extend_from_slice(source_row(row)));
-            let buffer = device.alloc(DType::U8, &device_shape)?;
-            buffer.write_bytes(&gathered)?;
+            // The rows in the order and layout the device's kernels read
+            // (planes on CUDA: the same bytes, each field together).
+            let arranged = layout.arrange(quant, rows, source_row);
+            let buffer = device.alloc(DType::U8, &[rows, arranged.len() / rows.max(1)])?;
+            buffer.write_bytes(&arranged)?;
             Ok((buffer, format))
         }
         WeightFormat::Dense(target) => {
