@@ -1,6 +1,6 @@
 //! The CUDA quantized kernels (`ops/quantized_linear/kernels.cu`) against
 //! their CPU references, for every format: the mat-vec and the chunk
-//! product, the fused RMSNorm + mat-vecs, RMSNorm + gate/up + SiLU·mul and
+//! product (by rows, and dequantized to bf16 for the GEMM), the fused RMSNorm + mat-vecs, RMSNorm + gate/up + SiLU·mul and
 //! mat-vec + residual add, and the embedding lookup. Weights are random
 //! values quantized by the reference quantizers, block by block at extreme
 //! scales (1e-3 to 40, some blocks all positive so the minimums work), at
@@ -17,7 +17,7 @@
 
 use kernelscope::ops::quantized_embedding::QuantizedEmbedding;
 use kernelscope::ops::quantized_linear::fused::QuantizedFused;
-use kernelscope::ops::quantized_linear::{Activations, BlockLayout, QuantizedLinear};
+use kernelscope::ops::quantized_linear::{Activations, BlockLayout, GEMM_ROWS, QuantizedLinear};
 use kernelscope::ops::{self, rms_norm::RmsNorm};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::quant::QuantFormat;
@@ -194,7 +194,7 @@ fn cuda_quantized_matvec_and_matmul_match_their_references() {
         for (case, (n, blocks)) in cases(format).into_iter().enumerate() {
             let m = random_matrix(format, n, blocks, 10 * case as u64 + format.ggml_type() as u64);
             let weight = m.upload(&device);
-            for rows in [1usize, 3] {
+            for rows in [1usize, 3, GEMM_ROWS + 4] {
                 let x = random(case as u64 + 77, rows * m.k, 2.5);
                 let out = poisoned(&device, rows * n);
                 device.profiler().reset();
@@ -209,12 +209,31 @@ fn cuda_quantized_matvec_and_matmul_match_their_references() {
                 encoder.commit_and_wait().unwrap();
                 let actual = read(&out);
                 let what = format!("{format} n {n} k {} rows {rows}", m.k);
+                let dispatches = device.profiler().dispatches();
+                if rows >= GEMM_ROWS {
+                    // Dequantized to bf16, x narrowed, the GEMM: bf16 keeps
+                    // 8 bits of each, so each product is within 2^-7 of
+                    // its magnitude of the f32 reference.
+                    // cuBLASLt may add kernels of its own (a split-k reduction).
+                    let kernels: Vec<&str> = dispatches.iter().map(|d| &*d.kernel).collect();
+                    assert!(kernels.len() >= 3, "{what}: {kernels:?}");
+                    assert_eq!(kernels[0], format!("dequantize_{}_bf16", format.name()), "{what}");
+                    assert_eq!(kernels[1], "narrow_f32_bf16", "{what}");
+                    let reference = cpu_reference(&m, &x, rows);
+                    let expected: Vec<(f64, f64)> = x
+                        .chunks(m.k)
+                        .flat_map(|row| exact_products(&m, row))
+                        .zip(reference)
+                        .map(|((_, size), r)| (r as f64, size))
+                        .collect();
+                    assert_matches(&actual, &expected, 8e-3, &what);
+                    continue;
+                }
                 let kernel = if rows == 1 {
                     format!("matvec_{}_q8", format.name())
                 } else {
                     format!("matmul_{}", format.name())
                 };
-                let dispatches = device.profiler().dispatches();
                 assert_eq!(dispatches.len(), 1, "{what}");
                 assert_eq!(&*dispatches[0].kernel, kernel.as_str(), "{what}");
                 let expected: Vec<(f64, f64)> = x

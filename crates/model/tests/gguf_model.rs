@@ -296,14 +296,22 @@ fn ggufs_run_on_every_backend(backend: kernelscope::testing::Backend) {
             error <= INT8_ACTIVATION_TOLERANCE,
             "{name} {file_type:?}: relative error {error:e}"
         );
-        // Unfused: the same 8-bit staging of the same values, so the logits
-        // agree to the rounding of the RMSNorm's two paths.
+        // Unfused: the RMSNorm op's output staged by each mat-vec rather
+        // than the norm computed in each block; where the two norms differ
+        // in their last bit an activation may round to the next 8-bit step
+        // (1/127 of its block's largest), so the runs agree to about that.
         model.set_fusion(false);
         let unfused = sixteen_steps(&mut model);
+        let same = agreeing_rows(&unfused, &reference);
+        let error = common::worst_relative_error(&unfused.logits[..same], &reference.logits[..same]);
+        assert!(
+            error <= INT8_ACTIVATION_TOLERANCE,
+            "{name} {file_type:?}: unfused, relative error {error:e}"
+        );
         let same = agreeing_rows(&fused, &unfused);
         let error = common::worst_relative_error(&unfused.logits[..same], &fused.logits[..same]);
         assert!(
-            error <= 1e-2,
+            error <= 3e-2,
             "{name} {file_type:?}: unfused against fused {error:e}"
         );
         // A replayed graph runs the very same kernels: the same logits.

@@ -8,7 +8,7 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 22] = [
+const DECLARED: [(&str, &str, &[Argument]); 23] = [
     ("add", "add", super::add::ARGUMENTS),
     ("argmax", "argmax", super::argmax::ARGUMENTS),
     ("attention", "attention", super::attention::ARGUMENTS),
@@ -35,12 +35,17 @@ const DECLARED: [(&str, &str, &[Argument]); 22] = [
     ("silu_mul", "silu_mul", super::silu_mul::ARGUMENTS),
     ("spin", "spin", super::spin::ARGUMENTS),
     ("synthetic", "synthetic", super::synthetic::ARGUMENTS),
+    (
+        "quantized_linear",
+        "narrow",
+        super::quantized_linear::gemm::ARGUMENTS,
+    ),
 ];
 
 /// Files holding kernels of several argument lists, instantiated per
 /// quantized format (`{format}` in their names, see
 /// `quantized_linear::cuda_source`): each kernel's list by its name.
-const DECLARED_PER_KERNEL: [(&str, &[Argument]); 6] = [
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 7] = [
     ("matvec_{format}_q8", super::quantized_linear::ARGUMENTS),
     ("matmul_{format}", super::quantized_linear::ARGUMENTS),
     (
@@ -56,6 +61,10 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 6] = [
         super::quantized_linear::fused::silu::ARGUMENTS,
     ),
     ("embedding_{format}", super::quantized_embedding::ARGUMENTS),
+    (
+        "dequantize_{format}_bf16",
+        super::quantized_linear::gemm::dequantize::ARGUMENTS,
+    ),
 ];
 
 /// The registered names of a kernel of a `.cu` file: itself, or, for a
@@ -212,7 +221,7 @@ fn every_cuda_signature_matches_its_declared_arguments() {
         }
         checked_ops.push(op.clone());
     }
-    for op in DECLARED.iter().map(|entry| entry.0).chain(["quantized_linear"]) {
+    for op in DECLARED.iter().map(|entry| entry.0) {
         assert!(
             checked_ops.iter().any(|checked| checked == op),
             "ops/{op} has no .cu kernel"

@@ -36,3 +36,7 @@ extern "C" __global__ void embedding_{format}(const u8* table, const u32* tokens
     wait_for_previous_kernel();
     quantized_embedding<{Format}>(table, tokens, out, first, rows, vocab, hidden);
 }
+extern "C" __global__ void dequantize_{format}_bf16(const u8* weight, bf16* out, u32 n, u32 k) {
+    wait_for_previous_kernel();
+    quantized_dequantize_bf16<{Format}>(weight, out, n, k);
+}

@@ -17,6 +17,9 @@
 
 mod cpu;
 pub mod fused;
+pub(crate) mod gemm;
+
+pub use gemm::GEMM_ROWS;
 
 use super::{Arguments, bytes_of, dimensions, expect, expect_rows, kernel_arguments, rows_of};
 use crate::error::{Error, Remedy, Result};
@@ -158,17 +161,19 @@ pub fn register(registry: &mut KernelRegistry) {
             registry.register_cuda_source(&name, source.clone());
         }
     }
+    gemm::register(registry);
 }
 
 /// The CUDA kernels of each format (`kernels.cu`), `{}` standing for its
 /// name.
-pub(crate) const CUDA_KERNELS: [&str; 6] = [
+pub(crate) const CUDA_KERNELS: [&str; 7] = [
     "matvec_{}_q8",
     "matmul_{}",
     "matvec_add_{}_q8",
     "norm_matvec_{}_q8",
     "norm_matvec_silu_{}_q8",
     "embedding_{}",
+    "dequantize_{}_bf16",
 ];
 
 /// The CUDA source of `format`'s kernels: the prelude, the formats and
@@ -257,6 +262,9 @@ pub struct QuantizedLinear {
     matmul: Kernel,
     format: QuantFormat,
     layout: BlockLayout,
+    /// Prefill chunks of [`GEMM_ROWS`] rows or more on tensor cores, where
+    /// the device has them (CUDA).
+    gemm: Option<gemm::DequantizedGemm>,
 }
 
 impl QuantizedLinear {
@@ -282,11 +290,16 @@ impl QuantizedLinear {
             Activations::F32 => format!("{format} weights are multiplied with f32 activations"),
             Activations::Int8 => format!("{format} weights are multiplied"),
         };
+        let gemm = match layout {
+            BlockLayout::Blocks => None,
+            BlockLayout::Planes => Some(gemm::DequantizedGemm::new(registry, device, format)?),
+        };
         Ok(QuantizedLinear {
             matvec: quantized_kernel(registry, device, matvec, &what)?,
             matmul: quantized_kernel(registry, device, format!("matmul_{}", format.name()), &what)?,
             format,
             layout,
+            gemm,
         })
     }
 
@@ -316,6 +329,11 @@ impl QuantizedLinear {
         let rows = rows_of(OP, "input", x, k)?;
         expect_rows(OP, "input", x, DType::F32, rows, &[k])?;
         expect_rows(OP, "output", out, DType::F32, rows, &[n])?;
+        if let Some(gemm) = &self.gemm
+            && rows >= GEMM_ROWS
+        {
+            return gemm.encode(encoder, weight, [n, blocks, k], x, rows, out);
+        }
         let (kernel, op_kind) = if rows == 1 {
             (&self.matvec, OpKind::MatVec)
         } else {

@@ -78,30 +78,43 @@ __device__ Staged stage_activations(const float* x, const float* norm_weight, fl
     }
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const u32 blocks = k / 32;
-    for (u32 base = warp * 4; base < blocks; base += warps * 4) {
-        const u32 block = base + lane / 8, at = block * 32 + (lane % 8) * 4;
-        const bool live = block < blocks;
-        float4 v = live ? *(const float4*)(x + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (NORM && live) {
-            const float4 w = *(const float4*)(norm_weight + at);
-            v.x = v.x * norm * w.x;
-            v.y = v.y * norm * w.y;
-            v.z = v.z * norm * w.z;
-            v.w = v.w * norm * w.w;
+    // STAGE_UNROLL passes' loads are issued before any is used: one pass at a
+    // time, each waiting on its L2 read, left a 14,336-element x (down_proj)
+    // a serial chain of 14 reads per warp before any weight was read.
+    constexpr u32 STAGE_UNROLL = 4;
+    for (u32 first = warp * 4; first < blocks; first += warps * 4 * STAGE_UNROLL) {
+        float4 loaded[STAGE_UNROLL];
+        #pragma unroll
+        for (u32 u = 0; u < STAGE_UNROLL; ++u) {
+            const u32 block = first + u * warps * 4 + lane / 8, at = block * 32 + (lane % 8) * 4;
+            loaded[u] = block < blocks ? *(const float4*)(x + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (NORM && block < blocks) {
+                const float4 w = *(const float4*)(norm_weight + at);
+                loaded[u].x = loaded[u].x * norm * w.x;
+                loaded[u].y = loaded[u].y * norm * w.y;
+                loaded[u].z = loaded[u].z * norm * w.z;
+                loaded[u].w = loaded[u].w * norm * w.w;
+            }
         }
-        float largest = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-        for (int offset = 4; offset > 0; offset >>= 1)
-            largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
-        const float scale = largest / 127.0f, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-        const int q0 = (int)roundf(v.x * inverse), q1 = (int)roundf(v.y * inverse);
-        const int q2 = (int)roundf(v.z * inverse), q3 = (int)roundf(v.w * inverse);
-        int sum = q0 + q1 + q2 + q3;
-        for (int offset = 4; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-        if (live) {
-            *(int*)(values + at) = (q0 & 0xff) | ((q1 & 0xff) << 8) | ((q2 & 0xff) << 16) | ((u32)(q3 & 0xff) << 24);
-            if (lane % 8 == 0) {
-                scales[block] = scale;
-                sums[block] = scale * (float)sum;
+        #pragma unroll
+        for (u32 u = 0; u < STAGE_UNROLL; ++u) {
+            const u32 block = first + u * warps * 4 + lane / 8, at = block * 32 + (lane % 8) * 4;
+            const float4 v = loaded[u];
+            float largest = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+            for (int offset = 4; offset > 0; offset >>= 1)
+                largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+            const float scale = largest / 127.0f, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+            const int q0 = (int)roundf(v.x * inverse), q1 = (int)roundf(v.y * inverse);
+            const int q2 = (int)roundf(v.z * inverse), q3 = (int)roundf(v.w * inverse);
+            int sum = q0 + q1 + q2 + q3;
+            for (int offset = 4; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+            if (block < blocks) {
+                *(int*)(values + at) =
+                    (q0 & 0xff) | ((q1 & 0xff) << 8) | ((q2 & 0xff) << 16) | ((u32)(q3 & 0xff) << 24);
+                if (lane % 8 == 0) {
+                    scales[block] = scale;
+                    sums[block] = scale * (float)sum;
+                }
             }
         }
     }
@@ -390,6 +403,26 @@ __device__ __forceinline__ size_t planar_row_bytes(u32 blocks) {
 
 __device__ __forceinline__ u32 quant_uniform_warp() { return __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0); }
 
+// Asks L2 for the first weight row this warp will read (of each of ROWS
+// matrices), up to PREFETCH_LINES lines of 128 bytes a lane. Issued before
+// x is staged: the weights do not depend on x, so DRAM streams them while
+// the block quantizes x (which took as long as reading a small matrix).
+#define PREFETCH_LINES 4
+template <int ROWS, typename Pointers>
+__device__ __forceinline__ void prefetch_first_rows(u32 n, size_t row_bytes, Pointers pointers) {
+    const u32 row = blockIdx.x * QUANT_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (row >= n) return;
+    const u8* rows[ROWS];
+    pointers(row, rows);
+    #pragma unroll
+    for (int r = 0; r < ROWS; ++r)
+        #pragma unroll
+        for (u32 line = 0; line < PREFETCH_LINES; ++line) {
+            const size_t at = ((size_t)line * 32 + lane) * 128;
+            if (at < row_bytes) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + at));
+        }
+}
+
 // The row loop of every quantized mat-vec: warps take rows grid-stride;
 // for each, `pointers(row, rows)` names its ROWS weight rows (gate and up
 // read together), the lanes walk the rows' units with UNROLL units each in
@@ -438,11 +471,13 @@ __device__ void quantized_matvec(const u8* weight, const float* x, float* out, u
     extern __shared__ float4 quant_storage[];
     const u32 blocks = k / F::BLOCK;
     const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
+    if (blockIdx.y < x_rows) prefetch_first_rows<1>(n, row_bytes, pointers);
     for (u32 r = blockIdx.y; r < x_rows; r += gridDim.y) {
         const Staged staged = stage_activations<false>(x + (size_t)r * k, nullptr, 0.0f, k, (u8*)quant_storage);
         float* row_out = out + (size_t)r * n;
         quantized_rows<F, 1>(
-            n, blocks, staged, [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; },
+            n, blocks, staged, pointers,
             [&](u32 row, const float* sums) {
                 if (ADD)
                     row_out[row] += sums[0];
@@ -461,16 +496,17 @@ __device__ void quantized_norm_matvec(const float* x, const float* norm_weight, 
                                       const u8* weight_b, const u8* weight_c, float* out, u32 rows_a, u32 rows_b,
                                       u32 rows_c, u32 k, float eps) {
     extern __shared__ float4 quant_storage[];
-    const Staged staged = stage_activations<true>(x, norm_weight, eps, k, (u8*)quant_storage);
     const u32 blocks = k / F::BLOCK;
     const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) {
+        rows[0] = row < rows_a            ? weight_a + row * row_bytes
+                  : row < rows_a + rows_b ? weight_b + (row - rows_a) * row_bytes
+                                          : weight_c + (row - rows_a - rows_b) * row_bytes;
+    };
+    prefetch_first_rows<1>(rows_a + rows_b + rows_c, row_bytes, pointers);
+    const Staged staged = stage_activations<true>(x, norm_weight, eps, k, (u8*)quant_storage);
     quantized_rows<F, 1>(
-        rows_a + rows_b + rows_c, blocks, staged,
-        [&](u32 row, const u8** rows) {
-            rows[0] = row < rows_a            ? weight_a + row * row_bytes
-                      : row < rows_a + rows_b ? weight_b + (row - rows_a) * row_bytes
-                                              : weight_c + (row - rows_a - rows_b) * row_bytes;
-        },
+        rows_a + rows_b + rows_c, blocks, staged, pointers,
         [&](u32 row, const float* sums) { out[row] = sums[0]; });
 }
 
@@ -479,15 +515,16 @@ template <typename F>
 __device__ void quantized_norm_matvec_silu(const float* x, const float* norm_weight, const u8* gate, const u8* up,
                                            float* out, u32 n, u32 k, float eps) {
     extern __shared__ float4 quant_storage[];
-    const Staged staged = stage_activations<true>(x, norm_weight, eps, k, (u8*)quant_storage);
     const u32 blocks = k / F::BLOCK;
     const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) {
+        rows[0] = gate + row * row_bytes;
+        rows[1] = up + row * row_bytes;
+    };
+    prefetch_first_rows<2>(n, row_bytes, pointers);
+    const Staged staged = stage_activations<true>(x, norm_weight, eps, k, (u8*)quant_storage);
     quantized_rows<F, 2>(
-        n, blocks, staged,
-        [&](u32 row, const u8** rows) {
-            rows[0] = gate + row * row_bytes;
-            rows[1] = up + row * row_bytes;
-        },
+        n, blocks, staged, pointers,
         // The same expression as the SiLU·mul op, so fused and unfused agree.
         [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
 }
@@ -504,5 +541,17 @@ __device__ void quantized_embedding(const u8* table, const u32* tokens, float* o
         const u32 id = tokens[first + r];
         for (u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < k; e += gridDim.x * blockDim.x)
             out[(size_t)r * k + e] = id < vocabulary ? F::value(table + id * row_bytes, blocks, e) : 0.0f;
+    }
+}
+
+// out[n, k] = W dequantized to bf16 (rounded to nearest even): the weight
+// of a prefill chunk's tensor-core GEMM, written to scratch and read once.
+template <typename F>
+__device__ void quantized_dequantize_bf16(const u8* weight, bf16* out, u32 n, u32 k) {
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks), total = (size_t)n * k;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const u32 row = (u32)(i / k), e = (u32)(i % k);
+        from_f32(F::value(weight + row * row_bytes, blocks, e), &out[i]);
     }
 }

@@ -1,0 +1,142 @@
+//! A prefill chunk's product with quantized weights on tensor cores: the
+//! weight dequantized to bf16 into scratch (`dequantize_<format>_bf16`),
+//! the chunk's f32 rows narrowed to bf16 (`narrow_f32_bf16`), then the
+//! bf16 GEMM (cuBLASLt) with f32 output. The mat-vec kernel looped over
+//! rows re-reads every weight block per row, which at 512 rows ran 17 times
+//! slower than llama.cpp's prefill; dequantizing once per chunk costs a
+//! read of the blocks and a write and read of the bf16 copy, small beside
+//! the GEMM's flops at chunk sizes. The scratch grows to the largest matrix
+//! and chunk seen and is shared by every clone of the op (one format's
+//! layers run one after another on one stream).
+
+use std::sync::{Arc, Mutex};
+
+use super::quantized_kernel;
+use crate::error::Result;
+use crate::ops::matmul::MatMul;
+use crate::ops::{Arguments, bytes_of, kernel_arguments};
+use crate::quant::QuantFormat;
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+/// Chunks of at least this many rows take the GEMM; fewer run the
+/// mat-vec kernel per row (its weight reads shared through L2).
+pub const GEMM_ROWS: usize = 16;
+
+/// The arguments of `dequantize_<format>_bf16` (kernels.cu).
+pub(crate) mod dequantize {
+    crate::ops::kernel_arguments! { WEIGHT: "weight" Read, OUT: "out" Write, N: "n" U32, K: "k" U32 }
+}
+
+// The arguments of `narrow_f32_bf16` (narrow.cu).
+kernel_arguments! { X: "x" Read, OUT: "out" Write, COUNT: "count" U32 }
+
+/// Registers `narrow_f32_bf16` on CUDA (the per-format dequantization is
+/// registered with the format's other kernels).
+pub(super) fn register(registry: &mut KernelRegistry) {
+    registry.register_cuda_source(
+        "narrow_f32_bf16",
+        crate::ops::cuda_source(include_str!("narrow.cu")),
+    );
+}
+
+/// Blocks of the elementwise kernels (grid-stride beyond).
+const MOST_BLOCKS: usize = 4096;
+
+#[derive(Debug, Default)]
+struct Scratch {
+    weight: Option<Buffer>,
+    x: Option<Buffer>,
+}
+
+/// A view of `len` bf16 elements `shape` of `slot`, grown if too short.
+fn scratch_view(device: &Device, slot: &mut Option<Buffer>, shape: &[usize]) -> Result<Buffer> {
+    let len: usize = shape.iter().product();
+    if slot.as_ref().is_none_or(|buffer| buffer.len() < len) {
+        // Dispatches already encoded hold their own handle on the old one.
+        *slot = Some(device.alloc(DType::BF16, &[len])?);
+    }
+    slot.as_ref()
+        .expect("allocated above")
+        .slice(0, len)?
+        .reshape(shape)
+}
+
+/// The three dispatches of one format's prefill GEMM, and their scratch.
+#[derive(Clone, Debug)]
+pub(super) struct DequantizedGemm {
+    dequantize: Kernel,
+    narrow: Kernel,
+    gemm: MatMul,
+    format: QuantFormat,
+    scratch: Arc<Mutex<Scratch>>,
+}
+
+impl DequantizedGemm {
+    pub(super) fn new(registry: &KernelRegistry, device: &Device, format: QuantFormat) -> Result<Self> {
+        let what = format!("{format} weights are multiplied on tensor cores");
+        Ok(DequantizedGemm {
+            dequantize: quantized_kernel(
+                registry,
+                device,
+                format!("dequantize_{}_bf16", format.name()),
+                &what,
+            )?,
+            narrow: quantized_kernel(registry, device, "narrow_f32_bf16".into(), &what)?,
+            gemm: MatMul::new(registry, device, DType::BF16)?,
+            format,
+            scratch: Arc::default(),
+        })
+    }
+
+    /// `out[rows, n] = x[rows, k] · W[n, k]ᵀ` for a checked weight of
+    /// `[n, blocks, k]` in planes.
+    pub(super) fn encode(
+        &self,
+        encoder: &mut CommandEncoder,
+        weight: &Buffer,
+        [n, blocks, k]: [usize; 3],
+        x: &Buffer,
+        rows: usize,
+        out: &Buffer,
+    ) -> Result<()> {
+        let device = encoder.device().clone();
+        let (weight16, x16) = {
+            let mut scratch = self.scratch.lock().expect("not poisoned");
+            (
+                scratch_view(&device, &mut scratch.weight, &[n, k])?,
+                scratch_view(&device, &mut scratch.x, &[rows, k])?,
+            )
+        };
+        let grid = |count: usize| LaunchGrid {
+            blocks: [count.div_ceil(256).clamp(1, MOST_BLOCKS) as u32, 1, 1],
+            threads_per_block: [256, 1, 1],
+            shared_memory_bytes: 0,
+        };
+        encoder.dispatch(
+            Arguments::new(dequantize::ARGUMENTS)
+                .buffer(dequantize::WEIGHT, weight)
+                .buffer(dequantize::OUT, &weight16)
+                .scalar(dequantize::N, n as u32)
+                .scalar(dequantize::K, k as u32)
+                .dispatch(&self.dequantize)?
+                .grid(grid(n * k))
+                .cost(
+                    (n * blocks * self.format.block_bytes()) as u64,
+                    bytes_of(n * k, DType::BF16),
+                    0,
+                )
+                .op_kind(OpKind::Copy),
+        )?;
+        encoder.dispatch(
+            Arguments::new(ARGUMENTS)
+                .buffer(X, x)
+                .buffer(OUT, &x16)
+                .scalar(COUNT, (rows * k) as u32)
+                .dispatch(&self.narrow)?
+                .grid(grid(rows * k))
+                .cost(bytes_of(rows * k, DType::F32), bytes_of(rows * k, DType::BF16), 0)
+                .op_kind(OpKind::Copy),
+        )?;
+        self.gemm.encode(encoder, &weight16, &x16, out)
+    }
+}
