@@ -8,7 +8,7 @@
 //! CPU runs the steps apart. The references they are tested against are
 //! the compositions of the RMSNorm, quantized mat-vec, SiLU·mul and add ops.
 
-use super::{BlockLayout, check_staged, cuda_grid, quantized_kernel, weight_blocks};
+use super::{BlockLayout, ROWS_PER_WARP, check_staged, cuda_grid, quantized_kernel, weight_blocks};
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect, kernel_arguments};
 use crate::quant::QuantFormat;
@@ -104,7 +104,7 @@ impl QuantizedFused {
                 .scalar(ADD_N, n as u32)
                 .scalar(ADD_K, k as u32)
                 .dispatch(&self.matvec_add)?
-                .grid(cuda_grid(n, 1, k))
+                .grid(cuda_grid(n, ROWS_PER_WARP, 1, k))
                 .cost(
                     (n * blocks * self.format.block_bytes()) as u64 + bytes_of(k + n, DType::F32),
                     bytes_of(n, DType::F32),
@@ -172,7 +172,7 @@ impl QuantizedFused {
                 .scalar(norm::K, k as u32)
                 .scalar(EPS, eps)
                 .dispatch(&self.norm_matvec)?
-                .grid(cuda_grid(n, 1, k))
+                .grid(cuda_grid(n, ROWS_PER_WARP, 1, k))
                 .cost(
                     read as u64 + bytes_of(2 * k, DType::F32),
                     bytes_of(n, DType::F32),
@@ -221,7 +221,7 @@ impl QuantizedFused {
                 .scalar(silu::K, k as u32)
                 .scalar(silu::EPS, eps)
                 .dispatch(&self.norm_matvec_silu)?
-                .grid(cuda_grid(n, 1, k))
+                .grid(cuda_grid(n, 1, 1, k))
                 .cost(
                     (2 * n * blocks * self.format.block_bytes()) as u64 + bytes_of(2 * k, DType::F32),
                     bytes_of(n, DType::F32),

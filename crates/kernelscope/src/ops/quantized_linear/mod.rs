@@ -188,8 +188,12 @@ pub(crate) fn cuda_source(format: QuantFormat) -> String {
 
 /// Threads per block of the CUDA quantized kernels (`QUANT_THREADS`).
 pub(crate) const CUDA_THREADS: u32 = 256;
-/// Weight rows a CUDA block computes at once: one per warp.
-const ROWS_PER_BLOCK: usize = CUDA_THREADS as usize / 32;
+/// Warps of a CUDA block.
+const WARPS: usize = CUDA_THREADS as usize / 32;
+/// Rows a warp of the one-matrix CUDA kernels reads at once
+/// (`MATVEC_GROUP` in quantized.cuh); the gate/up kernel reads one row of
+/// each of its two matrices.
+pub(crate) const ROWS_PER_WARP: usize = 1;
 /// The most blocks a CUDA quantized mat-vec launches: each block quantizes
 /// x into its shared memory before reading weights, so past about one
 /// resident wave (4 blocks on each of 132 SMs) warps loop over rows rather
@@ -220,13 +224,14 @@ pub(crate) fn check_staged(op: &str, k: usize) -> Result<()> {
     })
 }
 
-/// The CUDA grid of a quantized mat-vec over `n` weight rows for `rows`
-/// input rows, staging `k` activations per block.
-pub(crate) fn cuda_grid(n: usize, rows: usize, k: usize) -> LaunchGrid {
+/// The CUDA grid of a quantized mat-vec over `n` weight rows, each warp
+/// reading `rows_per_warp` of them at once, for `rows` input rows, staging
+/// `k` activations per block.
+pub(crate) fn cuda_grid(n: usize, rows_per_warp: usize, rows: usize, k: usize) -> LaunchGrid {
     let y = rows.clamp(1, 64);
     LaunchGrid {
         blocks: [
-            n.div_ceil(ROWS_PER_BLOCK).clamp(1, CUDA_MOST_BLOCKS) as u32,
+            n.div_ceil(WARPS * rows_per_warp).clamp(1, CUDA_MOST_BLOCKS) as u32,
             y as u32,
             1,
         ],
@@ -347,7 +352,7 @@ impl QuantizedLinear {
             },
             BlockLayout::Planes => {
                 check_staged(OP, k)?;
-                cuda_grid(n, rows, k)
+                cuda_grid(n, ROWS_PER_WARP, rows, k)
             }
         };
         encoder.dispatch(

@@ -25,6 +25,12 @@ typedef unsigned char u8;
 
 #define QUANT_THREADS 256
 #define QUANT_WARPS (QUANT_THREADS / 32)
+// Rows a warp reads at once in the one-matrix kernels (`GROUP` below; gate
+// and up already read two): quantized_linear::ROWS_PER_WARP in Rust, which
+// sizes the grid by it. One: two measured slower on an H100 (llama-3.2-1b
+// Q4_K_M 1,063 against 1,109 tok/s; the 8B's q/k/v 15.8 against 13.8 µs),
+// as halving the grid halved the SMs streaming the small matrices.
+#define MATVEC_GROUP 1
 
 // Weight values stream through once per token: 16-byte loads that skip L1.
 __device__ __forceinline__ uint4 stream16(const u8* p) {
@@ -403,62 +409,80 @@ __device__ __forceinline__ size_t planar_row_bytes(u32 blocks) {
 
 __device__ __forceinline__ u32 quant_uniform_warp() { return __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0); }
 
-// Asks L2 for the first weight row this warp will read (of each of ROWS
-// matrices), up to PREFETCH_LINES lines of 128 bytes a lane. Issued before
+// Asks L2 for the first GROUP weight rows this warp will read (of each of
+// ROWS matrices), up to PREFETCH_LINES lines of 128 bytes a lane. Issued before
 // x is staged: the weights do not depend on x, so DRAM streams them while
 // the block quantizes x (which took as long as reading a small matrix).
 #define PREFETCH_LINES 4
-template <int ROWS, typename Pointers>
+template <int ROWS, int GROUP, typename Pointers>
 __device__ __forceinline__ void prefetch_first_rows(u32 n, size_t row_bytes, Pointers pointers) {
-    const u32 row = blockIdx.x * QUANT_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= n) return;
-    const u8* rows[ROWS];
-    pointers(row, rows);
+    const u32 first = blockIdx.x * QUANT_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    const u32 stride = gridDim.x * QUANT_WARPS;
     #pragma unroll
-    for (int r = 0; r < ROWS; ++r)
-        #pragma unroll
-        for (u32 line = 0; line < PREFETCH_LINES; ++line) {
-            const size_t at = ((size_t)line * 32 + lane) * 128;
-            if (at < row_bytes) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + at));
-        }
-}
-
-// The row loop of every quantized mat-vec: warps take rows grid-stride;
-// for each, `pointers(row, rows)` names its ROWS weight rows (gate and up
-// read together), the lanes walk the rows' units with UNROLL units each in
-// flight, and lane 0 runs `store(row, sums)`.
-template <typename F, int ROWS, typename Pointers, typename Store>
-__device__ __forceinline__ void quantized_rows(u32 n, u32 blocks, const Staged& x, Pointers pointers, Store store) {
-    const u32 warp = quant_uniform_warp(), lane = threadIdx.x & 31;
-    const u32 units = blocks * F::UNITS;
-    for (u32 row = blockIdx.x * QUANT_WARPS + warp; row < n; row += gridDim.x * QUANT_WARPS) {
+    for (int g = 0; g < GROUP; ++g) {
+        const u32 row = first + g * stride;
+        if (row >= n) return;
         const u8* rows[ROWS];
         pointers(row, rows);
-        float sums[ROWS];
         #pragma unroll
-        for (int r = 0; r < ROWS; ++r) sums[r] = 0.0f;
+        for (int r = 0; r < ROWS; ++r)
+            #pragma unroll
+            for (u32 line = 0; line < PREFETCH_LINES; ++line) {
+                const size_t at = ((size_t)line * 32 + lane) * 128;
+                if (at < row_bytes) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + at));
+            }
+    }
+}
+
+// The row loop of every quantized mat-vec: warps take GROUP rows at a time
+// grid-stride (row, row + stride, ...), each of ROWS matrices (gate and up
+// read together) named by `pointers(row, rows)`; the lanes walk the rows'
+// units with UNROLL units of every row in flight, and lane 0 runs
+// `store(row, sums)` for each (GROUP rows in flight per warp, for tuning).
+template <typename F, int ROWS, int GROUP, typename Pointers, typename Store>
+__device__ __forceinline__ void quantized_rows(u32 n, u32 blocks, const Staged& x, Pointers pointers, Store store) {
+    const u32 warp = quant_uniform_warp(), lane = threadIdx.x & 31;
+    const u32 units = blocks * F::UNITS, stride = gridDim.x * QUANT_WARPS;
+    for (u32 row = blockIdx.x * QUANT_WARPS + warp; row < n; row += stride * GROUP) {
+        const u8* rows[GROUP][ROWS];
+        bool live[GROUP];
+        float sums[GROUP][ROWS];
+        #pragma unroll
+        for (int g = 0; g < GROUP; ++g) {
+            live[g] = row + g * stride < n;
+            if (live[g]) pointers(row + g * stride, rows[g]);
+            #pragma unroll
+            for (int r = 0; r < ROWS; ++r) sums[g][r] = 0.0f;
+        }
         for (u32 base = 0; base < units; base += 32 * F::UNROLL) {
-            typename F::Unit loaded[ROWS][F::UNROLL];
+            typename F::Unit loaded[GROUP][ROWS][F::UNROLL];
             #pragma unroll
             for (u32 u = 0; u < F::UNROLL; ++u) {
                 const u32 unit = base + u * 32 + lane;
-                if (unit < units) {
-                    #pragma unroll
-                    for (int r = 0; r < ROWS; ++r) loaded[r][u] = F::load(rows[r], blocks, unit);
-                }
+                #pragma unroll
+                for (int g = 0; g < GROUP; ++g)
+                    if (unit < units && live[g]) {
+                        #pragma unroll
+                        for (int r = 0; r < ROWS; ++r) loaded[g][r][u] = F::load(rows[g][r], blocks, unit);
+                    }
             }
             #pragma unroll
             for (u32 u = 0; u < F::UNROLL; ++u) {
                 const u32 unit = base + u * 32 + lane;
-                if (unit < units) {
-                    #pragma unroll
-                    for (int r = 0; r < ROWS; ++r) sums[r] += F::dot(loaded[r][u], unit, x);
-                }
+                #pragma unroll
+                for (int g = 0; g < GROUP; ++g)
+                    if (unit < units && live[g]) {
+                        #pragma unroll
+                        for (int r = 0; r < ROWS; ++r) sums[g][r] += F::dot(loaded[g][r][u], unit, x);
+                    }
             }
         }
         #pragma unroll
-        for (int r = 0; r < ROWS; ++r) sums[r] = warp_sum(sums[r]);
-        if (lane == 0) store(row, sums);
+        for (int g = 0; g < GROUP; ++g) {
+            #pragma unroll
+            for (int r = 0; r < ROWS; ++r) sums[g][r] = warp_sum(sums[g][r]);
+            if (lane == 0 && live[g]) store(row + g * stride, sums[g]);
+        }
     }
 }
 
@@ -472,11 +496,11 @@ __device__ void quantized_matvec(const u8* weight, const float* x, float* out, u
     const u32 blocks = k / F::BLOCK;
     const size_t row_bytes = planar_row_bytes<F>(blocks);
     const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
-    if (blockIdx.y < x_rows) prefetch_first_rows<1>(n, row_bytes, pointers);
+    if (blockIdx.y < x_rows) prefetch_first_rows<1, MATVEC_GROUP>(n, row_bytes, pointers);
     for (u32 r = blockIdx.y; r < x_rows; r += gridDim.y) {
         const Staged staged = stage_activations<false>(x + (size_t)r * k, nullptr, 0.0f, k, (u8*)quant_storage);
         float* row_out = out + (size_t)r * n;
-        quantized_rows<F, 1>(
+        quantized_rows<F, 1, MATVEC_GROUP>(
             n, blocks, staged, pointers,
             [&](u32 row, const float* sums) {
                 if (ADD)
@@ -503,9 +527,9 @@ __device__ void quantized_norm_matvec(const float* x, const float* norm_weight, 
                   : row < rows_a + rows_b ? weight_b + (row - rows_a) * row_bytes
                                           : weight_c + (row - rows_a - rows_b) * row_bytes;
     };
-    prefetch_first_rows<1>(rows_a + rows_b + rows_c, row_bytes, pointers);
+    prefetch_first_rows<1, MATVEC_GROUP>(rows_a + rows_b + rows_c, row_bytes, pointers);
     const Staged staged = stage_activations<true>(x, norm_weight, eps, k, (u8*)quant_storage);
-    quantized_rows<F, 1>(
+    quantized_rows<F, 1, MATVEC_GROUP>(
         rows_a + rows_b + rows_c, blocks, staged, pointers,
         [&](u32 row, const float* sums) { out[row] = sums[0]; });
 }
@@ -521,9 +545,9 @@ __device__ void quantized_norm_matvec_silu(const float* x, const float* norm_wei
         rows[0] = gate + row * row_bytes;
         rows[1] = up + row * row_bytes;
     };
-    prefetch_first_rows<2>(n, row_bytes, pointers);
+    prefetch_first_rows<2, 1>(n, row_bytes, pointers);
     const Staged staged = stage_activations<true>(x, norm_weight, eps, k, (u8*)quant_storage);
-    quantized_rows<F, 2>(
+    quantized_rows<F, 2, 1>(
         n, blocks, staged, pointers,
         // The same expression as the SiLU·mul op, so fused and unfused agree.
         [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
