@@ -157,6 +157,8 @@ fn empty_synthetic_profile() -> crate::profile::Profile {
             submission_timing: TimingMethod::current(TimingMechanism::HostClock),
             dispatch_timing: DispatchTiming::supported(TimingMechanism::HostClock),
             model: Some("synthetic".into()),
+            weight_format: None,
+            model_shape: None,
             ceilings: Ceilings {
                 read: Some(Ceiling::new(100.0, "synthetic read")),
                 write: Some(Ceiling::new(80.0, "synthetic write")),

@@ -2,13 +2,23 @@
 //! of two profiles, as text and, with `--html`, as one HTML page with both
 //! runs' views side by side. Exit 1 on a regression, 0 otherwise; 2 on bad
 //! input or when the profiles' conditions differ (unless `--force`).
+//!
+//! One model in two weight formats (llama-3.2-1b in Q8_0 and in Q4_K_M, or
+//! bf16) is not a difference that refuses: both profiles record the model's
+//! shape and its weights' format, and where the shapes are equal and the
+//! formats differ the comparison goes ahead with the change of format as a
+//! note. The rows pair by op kind, layer and submission label, never by
+//! kernel name, so `matvec_q8_0_q8` and `matvec_q4_k_q8` are one MatVec row.
+//! Another shape, or a profile that records none, still refuses without
+//! `--force`, the error saying why.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use kernelscope::profile::{Profile, compare};
+use kernelscope::profile::{Comparison, Conditions, Profile, compare};
+use kernelscope_model::Config;
 use kernelscope_report::{render_comparison, render_comparison_html};
 
 use crate::output::OutputFile;
@@ -24,7 +34,9 @@ pub struct CompareArgs {
     /// number is read as percent). Must also exceed the repetitions' noise.
     #[arg(long, default_value = "5%", value_parser = parse_threshold)]
     pub threshold: f64,
-    /// Compare even when device, backend, mode, profiling level or model differ.
+    /// Compare even when device, backend, mode, profiling level or model
+    /// differ (one model in another weight format, which both profiles
+    /// record with the model's shape, compares without it).
     #[arg(long)]
     pub force: bool,
     /// Also write the comparison as one self-contained HTML page to FILE:
@@ -67,10 +79,14 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         }
     }
     let base = Profile::load(&args.base)?;
-    let new = Profile::load(&args.new)?;
-    let comparison = compare(&base, &new, args.threshold, args.force)?;
-    println!("base: {} ({})", args.base.display(), base.conditions.device);
-    println!("new:  {} ({})", args.new.display(), new.conditions.device);
+    let mut new = Profile::load(&args.new)?;
+    let comparison = compare_models(&base, &mut new, args.threshold, args.force)?;
+    println!(
+        "base: {} ({})",
+        args.base.display(),
+        describe_run(&base.conditions)
+    );
+    println!("new:  {} ({})", args.new.display(), describe_run(&new.conditions));
     print!("{}", render_comparison(&comparison));
     if let Some(file) = &html {
         let name = |path: &std::path::Path| path.display().to_string();
@@ -85,9 +101,193 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     })
 }
 
+/// The device a profile ran on and, where recorded, its weights' format.
+fn describe_run(conditions: &Conditions) -> String {
+    match &conditions.weight_format {
+        Some(format) => format!("{}, weights {format}", conditions.device),
+        None => conditions.device.clone(),
+    }
+}
+
+/// A model's shape as its profile records it (`Conditions::model_shape`):
+/// what two runs of one model in different weight formats share.
+pub fn model_shape(config: &Config) -> String {
+    format!(
+        "{}: {} layers, hidden {}, intermediate {}, {} heads, {} kv heads, head dim {}, vocab {}",
+        config.architecture.model_type(),
+        config.num_layers,
+        config.hidden_size,
+        config.intermediate_size,
+        config.num_heads,
+        config.num_kv_heads,
+        config.head_dim,
+        config.vocab_size
+    )
+}
+
+/// How the models of two profiles whose model strings differ relate.
+#[derive(Debug, PartialEq)]
+enum Models {
+    /// One model (the same shape) in two weight formats.
+    OtherFormat,
+    /// Not known to be one model; why, for the error.
+    Differ(String),
+}
+
+/// Whether `base` and `new`, whose models differ, ran one model in two
+/// weight formats: both record the shape and the format, the shapes are
+/// equal and the formats are not (`Q8_0` vs `Q4_K_M`, `bf16` vs `Q4_K_M`).
+fn judge_models(base: &Conditions, new: &Conditions) -> Models {
+    let (Some(base_shape), Some(new_shape)) = (&base.model_shape, &new.model_shape) else {
+        return Models::Differ(
+            "a profile records no model shape, so whether it is the same model in another weight format is unknown"
+                .into(),
+        );
+    };
+    if base_shape != new_shape {
+        return Models::Differ(format!("another model: {}", shape_change(base_shape, new_shape)));
+    }
+    match (&base.weight_format, &new.weight_format) {
+        (Some(a), Some(b)) if !a.eq_ignore_ascii_case(b) => Models::OtherFormat,
+        (Some(format), Some(_)) => Models::Differ(format!(
+            "the same shape and weight format ({format}): another model or file"
+        )),
+        _ => Models::Differ("a profile records no weight format".into()),
+    }
+}
+
+/// The parts of two shapes that differ (`16 layers vs 32 layers, hidden
+/// 2048 vs hidden 4096`), or both whole where they do not line up.
+fn shape_change(base: &str, new: &str) -> String {
+    let parts = |shape: &str| {
+        let (architecture, rest) = shape.split_once(": ").unwrap_or(("", shape));
+        std::iter::once(architecture.to_string())
+            .chain(rest.split(", ").map(str::to_string))
+            .collect::<Vec<_>>()
+    };
+    let (base_parts, new_parts) = (parts(base), parts(new));
+    if base_parts.len() != new_parts.len() {
+        return format!("{base} vs {new}");
+    }
+    base_parts
+        .iter()
+        .zip(&new_parts)
+        .filter(|(a, b)| a != b)
+        .map(|(a, b)| format!("{a} vs {b}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// [`compare`], except that one model in two weight formats is not a
+/// difference of conditions: it refuses (without `force`) only for the
+/// others, and notes the change of format. Another model refuses naming
+/// why. `new`'s model is set to `base`'s for the comparison only.
+fn compare_models(base: &Profile, new: &mut Profile, threshold: f64, force: bool) -> Result<Comparison> {
+    let (base_conditions, new_conditions) = (&base.conditions, &new.conditions);
+    let models = (base_conditions.model != new_conditions.model)
+        .then(|| judge_models(base_conditions, new_conditions));
+    // The other differences, the library's own judgement of them.
+    let mut differences = base_conditions.differences(&Conditions {
+        model: base_conditions.model.clone(),
+        ..new_conditions.clone()
+    });
+    if let Some(Models::Differ(why)) = &models {
+        differences.push(format!(
+            "model: {} vs {} ({why})",
+            base_conditions.model.as_deref().unwrap_or("none"),
+            new_conditions.model.as_deref().unwrap_or("none")
+        ));
+    }
+    if !differences.is_empty() && !force {
+        return Err(kernelscope::Error::ConditionsDiffer {
+            differences: differences.join(", "),
+        }
+        .into());
+    }
+    let format_note = format_change(base_conditions, new_conditions);
+    let comparison = if models == Some(Models::OtherFormat) {
+        let model = std::mem::replace(&mut new.conditions.model, base.conditions.model.clone());
+        let comparison = compare(base, new, threshold, force);
+        new.conditions.model = model;
+        comparison
+    } else {
+        compare(base, new, threshold, force)
+    };
+    let mut comparison = comparison?;
+    comparison.notes.splice(0..0, format_note);
+    Ok(comparison)
+}
+
+/// The note that the weights' format changed, where both profiles record
+/// one and they differ.
+fn format_change(base: &Conditions, new: &Conditions) -> Option<String> {
+    let (Some(base_format), Some(new_format)) = (&base.weight_format, &new.weight_format) else {
+        return None;
+    };
+    if base_format.eq_ignore_ascii_case(new_format) {
+        return None;
+    }
+    let model = match (&base.model, &new.model) {
+        (Some(a), Some(b)) if a != b => format!("; model: {a} vs {b}"),
+        _ => String::new(),
+    };
+    let shape = match (&base.model_shape, &new.model_shape) {
+        (Some(a), Some(b)) if a == b => format!(", one model shape ({a})"),
+        _ => String::new(),
+    };
+    Some(format!(
+        "weight format: {base_format} vs {new_format}{shape}{model}; rows pair by op kind, layer and label, never by kernel name, so kernels that differ only by the format they read (matvec_q8_0_q8, matvec_q4_k_q8) are one row"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_threshold;
+    use super::{Models, judge_models, parse_threshold, shape_change};
+
+    #[test]
+    fn one_shape_in_two_formats_is_one_model() {
+        let run = |shape: Option<&str>, format: Option<&str>| {
+            let mut conditions = kernelscope::testing::synthetic_profile(1, 1.0, 1).conditions;
+            conditions.model_shape = shape.map(str::to_string);
+            conditions.weight_format = format.map(str::to_string);
+            conditions
+        };
+        let shape = "llama: 16 layers, hidden 2048, vocab 128256";
+        let q8 = run(Some(shape), Some("Q8_0"));
+        assert_eq!(
+            judge_models(&q8, &run(Some(shape), Some("Q4_K_M"))),
+            Models::OtherFormat
+        );
+        assert_eq!(
+            judge_models(&run(Some(shape), Some("bf16")), &q8),
+            Models::OtherFormat
+        );
+        // A BF16 file and a bf16 preset read one format.
+        let Models::Differ(why) =
+            judge_models(&run(Some(shape), Some("BF16")), &run(Some(shape), Some("bf16")))
+        else {
+            panic!("one format");
+        };
+        assert!(why.contains("the same shape and weight format"), "{why}");
+        let Models::Differ(why) = judge_models(
+            &q8,
+            &run(
+                Some("qwen2: 16 layers, hidden 2048, vocab 151936"),
+                Some("Q4_K_M"),
+            ),
+        ) else {
+            panic!("another shape");
+        };
+        assert_eq!(why, "another model: llama vs qwen2, vocab 128256 vs vocab 151936");
+        for unknown in [run(None, Some("Q4_K_M")), run(Some(shape), None)] {
+            assert!(matches!(judge_models(&q8, &unknown), Models::Differ(_)));
+            assert!(matches!(judge_models(&unknown, &q8), Models::Differ(_)));
+        }
+        assert_eq!(
+            shape_change("a: 1 layers", "a: 1 layers, hidden 2"),
+            "a: 1 layers vs a: 1 layers, hidden 2"
+        );
+    }
 
     #[test]
     fn thresholds_parse_as_percent() {

@@ -440,9 +440,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     }
     if profiling {
         let mode = model.execution_mode().name();
-        let conditions = device
+        let mut conditions = device
             .conditions(mode, Some(model.name().to_string()))
             .with_ceilings(ceilings);
+        // What `kscope compare` tells one model in two formats by.
+        conditions.weight_format = Some(model.weight_format());
+        conditions.model_shape = Some(crate::compare::model_shape(model.config()));
         let profile = model.profile(conditions);
         if args.profile {
             print!("\n{}", render_report_with(&profile, args.report.options()));

@@ -273,3 +273,242 @@ fn profiles_of_a_newer_build_still_compare_by_their_verdicts() {
     assert_eq!(code, 0, "{stdout}");
     assert!(stdout.contains("| RmsNorm+MatVec "), "{stdout}");
 }
+
+/// The synthetic profile as a run of llama-3.2-1b's shape (or `layers`
+/// layers of it) from the GGUF file `file` of type `format`, its mat-vecs
+/// renamed to read that format (`matvec_q4_k_q8`), every duration
+/// multiplied by `slowdown`.
+fn gguf_run(
+    file: &str,
+    format: &str,
+    layers: usize,
+    slowdown: f64,
+    seed: u64,
+) -> kernelscope::profile::Profile {
+    let mut profile = synthetic_profile(8, slowdown, seed);
+    let kernel_format = format
+        .split('_')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("_")
+        .to_lowercase();
+    for record in &mut profile.dispatches {
+        if &*record.kernel == "matvec_bf16" {
+            record.kernel = format!("matvec_{kernel_format}_q8").into();
+        }
+    }
+    profile.conditions.model = Some(format!("/models/{file} ({format}: 113 {format}, 34 F32)"));
+    profile.conditions.weight_format = Some(format.to_string());
+    profile.conditions.model_shape = Some(format!(
+        "llama: {layers} layers, hidden 2048, intermediate 8192, 32 heads, 8 kv heads, head dim 64, vocab 128256"
+    ));
+    profile
+}
+
+fn compare_forced(base: &Path, new: &Path) -> (i32, String, String) {
+    let output = Command::new(kscope_binary())
+        .args(["compare", "--force"])
+        .args([base, new])
+        .output()
+        .unwrap();
+    (
+        output.status.code().expect("exited normally"),
+        String::from_utf8(output.stdout).unwrap(),
+        String::from_utf8(output.stderr).unwrap(),
+    )
+}
+
+/// The rows of a comparison table whose verdict is `verdict`, as `section what`.
+fn rows_judged(stdout: &str, verdict: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            (cells.len() == 9 && cells[7] == verdict).then(|| format!("{} {}", cells[1], cells[2]))
+        })
+        .collect()
+}
+
+#[test]
+fn one_model_in_two_formats_compares_without_force() {
+    let scratch = Scratch::new("formats");
+    let q8 = scratch.file(
+        "q8_0.json",
+        &gguf_run("1b-Q8_0.gguf", "Q8_0", 16, 1.0, 1).to_json(),
+    );
+    let q4 = scratch.file(
+        "q4_k_m.json",
+        &gguf_run("1b-Q4_K_M.gguf", "Q4_K_M", 16, 1.0, 2).to_json(),
+    );
+    let slow_q4 = scratch.file(
+        "q4_k_m-slow.json",
+        &gguf_run("1b-Q4_K_M.gguf", "Q4_K_M", 16, 1.3, 3).to_json(),
+    );
+    // As fast: compared, exit 0, the change of format noted.
+    let (code, stdout, stderr) = kscope(&[&q8, &q4]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("no regression"), "{stdout}");
+    assert!(
+        stdout.contains("note: weight format: Q8_0 vs Q4_K_M, one model shape (llama: 16 layers"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("weights Q8_0)") && stdout.contains("weights Q4_K_M)"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("compared despite different conditions"),
+        "nothing forced: {stdout}"
+    );
+    // matvec_q8_0_q8 and matvec_q4_k_q8 are one MatVec row: nothing vanished, nothing new.
+    assert!(
+        stdout
+            .lines()
+            .any(|line| line.starts_with("| op ") && line.contains("| MatVec ")),
+        "{stdout}"
+    );
+    assert!(rows_judged(&stdout, "new").is_empty(), "{stdout}");
+    assert!(rows_judged(&stdout, "gone").is_empty(), "{stdout}");
+    // 30% slower in Q4_K_M: the gate still fails the comparison.
+    let (code, stdout, stderr) = kscope(&[&q8, &slow_q4]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(
+        rows_judged(&stdout, "REGRESSED").contains(&"op MatVec".to_string()),
+        "{stdout}"
+    );
+    assert!(stdout.contains("note: weight format: Q8_0 vs Q4_K_M"), "{stdout}");
+    // A dense run of the same shape against a quantized one: also one model.
+    let mut dense = gguf_run("1b-BF16.gguf", "bf16", 16, 1.0, 4);
+    dense.conditions.model = Some("llama-3.2-1b (synthetic, seed 0, bf16)".into());
+    let dense = scratch.file("bf16.json", &dense.to_json());
+    let (code, stdout, stderr) = kscope(&[&dense, &q4]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(stdout.contains("note: weight format: bf16 vs Q4_K_M"), "{stdout}");
+}
+
+#[test]
+fn another_model_refuses_without_force_and_says_why() {
+    let scratch = Scratch::new("other-model");
+    let one_b = scratch.file("1b.json", &gguf_run("1b-Q8_0.gguf", "Q8_0", 16, 1.0, 1).to_json());
+    let eight_b = scratch.file(
+        "8b.json",
+        &gguf_run("8b-Q4_K_M.gguf", "Q4_K_M", 32, 1.0, 2).to_json(),
+    );
+    let (code, stdout, stderr) = kscope(&[&one_b, &eight_b]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(
+        stderr.starts_with("error: profiles were taken under different conditions"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(another model: 16 layers vs 32 layers)") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    let (code, stdout, stderr) = compare_forced(&one_b, &eight_b);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("compared despite different conditions: model: /models/1b-Q8_0.gguf"),
+        "{stdout}"
+    );
+
+    // The same shape and format but another file (a fine-tune, a copy): refused.
+    let other_file = scratch.file(
+        "other.json",
+        &gguf_run("1b-instruct-Q8_0.gguf", "Q8_0", 16, 1.0, 3).to_json(),
+    );
+    let (code, _, stderr) = kscope(&[&one_b, &other_file]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("the same shape and weight format (Q8_0): another model or file"),
+        "{stderr}"
+    );
+
+    // A profile from before shapes were recorded cannot tell: refused.
+    let mut old = gguf_run("1b-Q4_K_M.gguf", "Q4_K_M", 16, 1.0, 4);
+    old.conditions.model_shape = None;
+    old.conditions.weight_format = None;
+    let json = old.to_json();
+    assert!(!json.contains("model_shape") && !json.contains("weight_format"));
+    let old = scratch.file("old.json", &json);
+    let (code, _, stderr) = kscope(&[&one_b, &old]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("a profile records no model shape"), "{stderr}");
+    assert_eq!(compare_forced(&one_b, &old).0, 0);
+
+    // One model in another format on another device: the device still refuses, alone.
+    let mut gpu = gguf_run("1b-Q4_K_M.gguf", "Q4_K_M", 16, 1.0, 5);
+    gpu.conditions.backend = "cuda".into();
+    let gpu = scratch.file("gpu.json", &gpu.to_json());
+    let (code, _, stderr) = kscope(&[&one_b, &gpu]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("(backend: cpu vs cuda)") && !stderr.contains("model:"),
+        "{stderr}"
+    );
+    let (code, stdout, _) = compare_forced(&one_b, &gpu);
+    assert_eq!(code, 0, "{stdout}");
+    assert!(
+        stdout.contains("compared despite different conditions: backend: cpu vs cuda\n")
+            && stdout.contains("note: weight format: Q8_0 vs Q4_K_M"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn runs_of_one_gguf_model_in_two_formats_compare() {
+    // End to end: `kscope run` records the weights' format and the model's
+    // shape, and `kscope compare` reads them.
+    let scratch = Scratch::new("gguf-formats");
+    let path = |name: &str| scratch.0.join(name).to_str().unwrap().to_string();
+    for quant in ["q8_0", "q4_k_m"] {
+        let (code, _, stderr) = common::kscope(&[
+            "gen-model",
+            "--preset",
+            "tiny-256",
+            "--quant",
+            quant,
+            "--quiet",
+            "--out",
+            &path(&format!("{quant}.gguf")),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+    }
+    let run = |model: &[&str], json: &str| {
+        let mut args = vec!["run", "--device", "cpu", "--max-tokens", "3", "--quiet"];
+        args.extend_from_slice(model);
+        let json = path(json);
+        args.extend(["--profile-json", &json]);
+        let (code, stdout, stderr) = common::kscope(&args);
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        PathBuf::from(json)
+    };
+    let q8 = run(&[&path("q8_0.gguf")], "q8_0.json");
+    let q4 = run(&[&path("q4_k_m.gguf")], "q4_k_m.json");
+    let tiny = run(&["--preset", "tiny"], "tiny.json");
+    let recorded = kernelscope::profile::Profile::load(&q4).unwrap().conditions;
+    assert_eq!(recorded.weight_format.as_deref(), Some("Q4_K_M"));
+    assert_eq!(
+        recorded.model_shape.as_deref(),
+        Some("llama: 8 layers, hidden 256, intermediate 768, 4 heads, 2 kv heads, head dim 64, vocab 2048")
+    );
+    // Timings on a shared CPU decide 0 or 1; refusing (2) would be the bug.
+    let (code, stdout, stderr) = kscope(&[&q8, &q4]);
+    assert!(code == 0 || code == 1, "{code}: {stdout}{stderr}");
+    assert!(
+        stdout.contains("note: weight format: Q8_0 vs Q4_K_M, one model shape (llama: 8 layers"),
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|line| line.starts_with("| op ") && line.contains("| MatVec ")),
+        "{stdout}"
+    );
+    let (code, _, stderr) = kscope(&[&q8, &tiny]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("another model: 8 layers vs 4 layers, hidden 256 vs hidden 128"),
+        "{stderr}"
+    );
+}

@@ -30,6 +30,7 @@
 
 #![warn(missing_docs)]
 
+mod formats;
 mod html;
 mod summary;
 mod tables;

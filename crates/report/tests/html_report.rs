@@ -288,3 +288,148 @@ fn the_comparison_page_renders_in_a_browser() {
     screenshot(&browser, &page, &folder);
     let _ = std::fs::remove_dir_all(&folder);
 }
+
+/// The value of attribute `name` in the markup `tag` (the text of one element's start).
+fn attribute<'a>(tag: &'a str, name: &str) -> &'a str {
+    let start = tag
+        .find(&format!(" {name}=\""))
+        .unwrap_or_else(|| panic!("no {name} in {tag}"))
+        + name.len()
+        + 3;
+    &tag[start..start + tag[start..].find('"').unwrap()]
+}
+
+/// Each element of `class` in `page`: its start tag and, for a mark, its
+/// hover text (its lines' escapes undone).
+fn elements<'a>(page: &'a str, element: &str, class: &str) -> Vec<(&'a str, String)> {
+    page.split(&format!("<{element} class=\"{class}\""))
+        .skip(1)
+        .map(|rest| {
+            let tag = &rest[..rest.find('>').unwrap()];
+            let title = rest.find("<title>").map_or("", |start| {
+                &rest[start + 7..start + rest[start..].find("</title>").unwrap()]
+            });
+            (tag, title.replace("&#10;", "\n"))
+        })
+        .collect()
+}
+
+/// The formats the roofline's legend names, in order, with their colours.
+fn legend(page: &str) -> Vec<(String, String)> {
+    let start = page
+        .find(r#"<p class="legend formats">"#)
+        .expect("a legend of formats");
+    let legend = &page[start..start + page[start..].find("</p>").unwrap()];
+    legend
+        .split(r#"<span class="format-key""#)
+        .skip(1)
+        .map(|key| {
+            let format = attribute(key, "data-format").to_string();
+            let colour = key
+                .split("background:")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .unwrap()
+                .to_string();
+            (format, colour)
+        })
+        .collect()
+}
+
+#[test]
+fn the_roofline_colours_kernels_by_the_format_they_read() {
+    // A Q4_K_M-like run: three layers' mat-vecs over Q4_K blocks, one over
+    // Q6_K; attention in f32; RmsNorm without flops (a bar).
+    let mut profile = synthetic_layered_profile(4, 4, &|_| 1.0, 44);
+    for record in &mut profile.dispatches {
+        match &*record.kernel {
+            "matvec_bf16" if record.scope.starts_with("layer.3.") => {
+                record.kernel = "matvec_q6_k_q8".into();
+            }
+            "matvec_bf16" => record.kernel = "matvec_q4_k_q8".into(),
+            "rms_norm_f32" => record.flops = 0,
+            _ => {}
+        }
+    }
+    profile.conditions.weight_format = Some("Q4_K_M".into());
+    let page = render_html(&profile);
+    let keys = legend(&page);
+    let names: Vec<&str> = keys.iter().map(|(format, _)| format.as_str()).collect();
+    assert_eq!(names, ["q4_k", "q6_k", "f32"], "{keys:?}");
+    let colour_of = |format: &str| {
+        keys.iter()
+            .find(|(key, _)| key == format)
+            .map(|(_, colour)| colour.clone())
+            .unwrap_or_else(|| panic!("{format} not in the legend"))
+    };
+    assert_ne!(colour_of("q4_k"), colour_of("q6_k"));
+    // Every circle in its format's colour, its hover naming the format.
+    let circles = elements(&page, "circle", "roofline-point");
+    let mut placed: Vec<(&str, &str)> = circles
+        .iter()
+        .map(|(tag, title)| {
+            let (name, format) = (attribute(tag, "data-name"), attribute(tag, "data-format"));
+            assert_eq!(attribute(tag, "fill"), colour_of(format), "{tag}");
+            assert!(
+                title.starts_with(&format!("{name}\nformat: {format}\n")),
+                "{title}"
+            );
+            (name, format)
+        })
+        .collect();
+    placed.sort_unstable();
+    assert_eq!(
+        placed,
+        [
+            ("attention_f32", "f32"),
+            ("matvec_q4_k_q8", "q4_k"),
+            ("matvec_q6_k_q8", "q6_k")
+        ]
+    );
+    let bars = elements(&page, "rect", "bandwidth-bar");
+    assert_eq!(bars.len(), 1);
+    assert_eq!(attribute(bars[0].0, "data-format"), "f32");
+    assert_eq!(attribute(bars[0].0, "fill"), colour_of("f32"));
+    // The time by format, and the recorded format among the conditions.
+    assert!(page.contains("<h2>Per format, over 4 tokens</h2>"), "{page}");
+    assert!(page.contains("<td>weight format</td><td>Q4_K_M</td>"));
+
+    // A dense run's legend: its dtypes and the library kernels of no format.
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/profiles/llama-3.2-1b.h200.json");
+    let dense = render_html(&Profile::load(&fixture).unwrap());
+    let names: Vec<String> = legend(&dense).into_iter().map(|(format, _)| format).collect();
+    assert_eq!(names, ["bf16", "f32", "other"]);
+    assert!(!dense.contains("Per format"), "no format table for a dense run");
+
+    let Some(browser) = browser() else {
+        return;
+    };
+    let folder = scratch("formats");
+    let file = folder.join("formats.html");
+    std::fs::write(&file, &page).unwrap();
+    let dom = loaded_cleanly(&browser, &file, &folder);
+    for format in ["q4_k", "q6_k", "f32"] {
+        assert!(
+            dom.contains(&format!(r#"<span class="format-key" data-format="{format}">"#)),
+            "{format}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&folder);
+}
+
+#[test]
+fn the_bandwidth_ceiling_rises_to_the_ridge_point() {
+    let page = render_html(&synthetic_layered_profile(2, 2, &|_| 1.0, 45));
+    let lines = elements(&page, "line", "ceiling bandwidth");
+    assert_eq!(lines.len(), 1, "{page}");
+    let (tag, title) = &lines[0];
+    let at = |name: &str| -> f64 {
+        attribute(tag, name)
+            .parse()
+            .unwrap_or_else(|_| panic!("{name} is not a number: {tag}"))
+    };
+    assert!(at("x1") < at("x2"), "{tag}");
+    assert!(at("y1") > at("y2"), "rises: {tag}");
+    assert_eq!(title, "read ceiling 100.0 GB/s");
+}

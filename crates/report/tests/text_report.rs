@@ -322,3 +322,88 @@ fn every_fixture_profile_renders_and_compares() {
     }
     assert_eq!(seen, 4, "the fixtures");
 }
+
+#[test]
+fn quantized_kernels_sit_by_their_declared_bytes_and_time_groups_by_format() {
+    // One mat-vec per layer, the same flops (2 per weight of a matrix of
+    // 256 Ki weights) over Q8_0 blocks in layer 0 (34 bytes per 32 weights) and
+    // Q4_K blocks in layer 1 (144 bytes per 256): each kernel is placed by
+    // the bytes it declares, its blocks' own, not a dense matrix's.
+    let mut profile = synthetic_profile(4, 1.0, 9);
+    let weights: u64 = 1 << 18;
+    for record in &mut profile.dispatches {
+        if record.op_kind == OpKind::MatVec {
+            let (kernel, blocks) = if record.scope.starts_with("layer.0.") {
+                ("matvec_q8_0_q8", weights / 32 * 34)
+            } else {
+                ("matvec_q4_k_q8", weights / 256 * 144)
+            };
+            record.kernel = kernel.into();
+            record.bytes = blocks + record.bytes_written;
+            record.flops = 2 * weights;
+        }
+    }
+    profile.conditions.weight_format = Some("Q4_K_M".into());
+    profile.conditions.model_shape = Some("llama: 2 layers, hidden 512".into());
+    let report = render_report(&profile);
+    assert!(
+        report.contains("weights: Q4_K_M | shape: llama: 2 layers, hidden 512\n"),
+        "{report}"
+    );
+    let totals = |kernel: &str| {
+        profile
+            .dispatches
+            .iter()
+            .filter(|record| &*record.kernel == kernel)
+            .fold((0u64, 0u64, 0u64), |(ns, bytes, flops), record| {
+                (
+                    ns + record.end_ns - record.start_ns,
+                    bytes + record.bytes,
+                    flops + record.flops,
+                )
+            })
+    };
+    for (kernel, format) in [("matvec_q8_0_q8", "q8_0"), ("matvec_q4_k_q8", "q4_k")] {
+        let (ns, bytes, flops) = totals(kernel);
+        let row = table_row(&report, "per kernel,", kernel);
+        assert_eq!(
+            row[5],
+            format!("{:.1}", bytes as f64 / ns as f64),
+            "GB/s: {row:?}"
+        );
+        assert_eq!(
+            row[7],
+            format!("{:.2}", flops as f64 / bytes as f64),
+            "FLOP/B: {row:?}"
+        );
+        // The format's row holds that kernel alone: the same figures.
+        let format_row = table_row(&report, "per format,", format);
+        assert_eq!(format_row[1..], row[1..], "{format}");
+    }
+    // Fewer bytes for the same products: Q4_K's intensity is the higher.
+    let intensity = |kernel: &str| {
+        table_row(&report, "per kernel,", kernel)[7]
+            .parse::<f64>()
+            .unwrap()
+    };
+    assert!(intensity("matvec_q4_k_q8") > 1.8 * intensity("matvec_q8_0_q8"));
+    // Attention and RmsNorm (f32) make the third row.
+    let f32_calls = profile
+        .dispatches
+        .iter()
+        .filter(|record| record.kernel.ends_with("_f32"))
+        .count();
+    assert_eq!(table_row(&report, "per format,", "f32")[1], f32_calls.to_string());
+    assert_eq!(
+        common::row_keys(&report, "per format,").len(),
+        3,
+        "q8_0, q4_k, f32:\n{report}"
+    );
+
+    // A dense run has no format table and no recorded format line.
+    let dense = render_report(&synthetic_profile(4, 1.0, 9));
+    assert!(
+        !dense.contains("per format") && !dense.contains("weights: "),
+        "{dense}"
+    );
+}

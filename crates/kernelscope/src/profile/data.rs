@@ -42,6 +42,18 @@ pub struct Conditions {
     pub dispatch_timing: DispatchTiming,
     /// The model or workload, where there is one.
     pub model: Option<String>,
+    /// The weights' format as people name it, where there is a model: a
+    /// dtype (`bf16`) or a GGUF file's type (`Q4_K_M`, `Q8_0`). Absent from
+    /// profiles written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_format: Option<String>,
+    /// The model's shape, where there is a model: its architecture, layers,
+    /// widths, heads and vocabulary (`llama: 16 layers, hidden 2048, ...`),
+    /// whatever its weights' format. Two runs of one shape in different
+    /// weight formats are one model in two formats. Absent from profiles
+    /// written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_shape: Option<String>,
     /// The ceilings the roofline is drawn against (read, write and copy
     /// bandwidth, compute, the physical limits), each with its method.
     /// Profiles before schema 3 recorded a copy bandwidth and a compute rate

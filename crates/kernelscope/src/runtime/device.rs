@@ -197,6 +197,9 @@ impl Device {
             submission_timing: capabilities.submission_timing,
             dispatch_timing: capabilities.dispatch_timing,
             model,
+            // Set by whoever knows the model (the weights' format, its shape).
+            weight_format: None,
+            model_shape: None,
             ceilings: crate::profile::Ceilings::default(),
             // Set by whoever split the run (`Profile::with_ranks`).
             topology: None,

@@ -1,10 +1,11 @@
 //! The roofline chart: one circle per kernel that declares flops and bytes
-//! at its arithmetic intensity and achieved GFLOP/s, one square per op kind
-//! (shown with the page's switch), under the measured read-bandwidth and
-//! compute ceilings; the kernels without flops as bars of how close they
-//! came to their floor time (bytes read at the read ceiling plus bytes
-//! written at the write ceiling) below it. Two runs side by side share one
-//! extent.
+//! at its arithmetic intensity and achieved GFLOP/s, coloured by the format
+//! it reads (`q4_k`, `q6_k`, `bf16`, ..., from its name) with a legend, one
+//! square per op kind (shown with the page's switch), under the measured
+//! read-bandwidth and compute ceilings; the kernels without flops as bars
+//! of how close they came to their floor time (bytes read at the read
+//! ceiling plus bytes written at the write ceiling) below it, coloured
+//! alike. Two runs side by side share one extent.
 
 use std::fmt::Write;
 
@@ -12,6 +13,7 @@ use kernelscope::profile::{Aggregate, PeakShare, Roofline, placements};
 
 use super::markup::escape;
 use super::svg::{Frame, LogAxis, decade_label, shorten};
+use crate::formats::{format_colour, format_of_kernel, in_legend_order};
 use crate::summary::{Summary, kernel_of, op_of, saturating_sum};
 
 /// One group (a kernel or an op kind) placed on the roofline.
@@ -24,10 +26,12 @@ pub(super) struct RooflineMark {
     /// How close it came to its bound, by the kernels' own mix of reads
     /// and writes (see `Placement::share_of_peak`).
     share: Option<PeakShare>,
+    /// The format a kernel reads (`q4_k`, `bf16`, `other`); none for an op kind.
+    format: Option<&'static str>,
 }
 
 impl RooflineMark {
-    fn of(row: &Aggregate, share: Option<PeakShare>) -> RooflineMark {
+    fn of(row: &Aggregate, share: Option<PeakShare>, format: Option<&'static str>) -> RooflineMark {
         RooflineMark {
             name: row.key.clone(),
             calls: row.calls,
@@ -35,6 +39,7 @@ impl RooflineMark {
             bytes: row.bytes,
             flops: row.flops,
             share,
+            format,
         }
     }
 
@@ -50,11 +55,16 @@ impl RooflineMark {
         (self.bytes > 0 && self.total_ns > 0).then(|| self.bytes as f64 / self.total_ns as f64)
     }
 
-    /// Hover text: name, calls, µs, GB/s, GFLOP/s, how close to its bound.
+    /// Hover text: name, the format it reads, calls, µs, GB/s, GFLOP/s,
+    /// how close to its bound.
     fn describe(&self) -> String {
-        let mut text = format!(
-            "{}\n{} calls, {:.1} µs in all, {:.2} µs each",
-            self.name,
+        let mut text = self.name.clone();
+        if let Some(format) = self.format {
+            let _ = write!(text, "\nformat: {format}");
+        }
+        let _ = write!(
+            text,
+            "\n{} calls, {:.1} µs in all, {:.2} µs each",
             self.calls,
             self.total_ns as f64 / 1e3,
             self.total_ns as f64 / 1e3 / self.calls.max(1) as f64
@@ -89,7 +99,7 @@ fn share_of_what(share: PeakShare) -> &'static str {
 /// The kernels and the op kinds of the summary, heaviest first, each with
 /// how close it came to its bound.
 pub(super) fn roofline_marks(summary: &Summary<'_>) -> (Vec<RooflineMark>, Vec<RooflineMark>) {
-    let marks = |key: fn(&kernelscope::profile::DispatchRecord) -> String| {
+    let marks = |key: fn(&kernelscope::profile::DispatchRecord) -> String, kernels: bool| {
         let placed = placements(summary.records.iter().copied(), summary.roofline, key);
         summary
             .heaviest_groups(key)
@@ -98,11 +108,11 @@ pub(super) fn roofline_marks(summary: &Summary<'_>) -> (Vec<RooflineMark>, Vec<R
                 let share = placed
                     .get(&row.key)
                     .and_then(|placement| placement.share_of_peak(summary.roofline, row));
-                RooflineMark::of(row, share)
+                RooflineMark::of(row, share, kernels.then(|| format_of_kernel(&row.key)))
             })
             .collect::<Vec<_>>()
     };
-    (marks(kernel_of), marks(op_of))
+    (marks(kernel_of, true), marks(op_of, false))
 }
 
 /// The extent of a roofline chart: intensities and rates to cover (two
@@ -199,7 +209,31 @@ pub(super) fn roofline(
     } else {
         out.push_str(r#"<p class="empty">No kernel declares both flops and bytes: nothing to place on the roofline.</p>"#);
     }
+    format_legend(out, kernels);
     bandwidth_bars(out, kernels);
+}
+
+/// The formats the kernels read, each with its colour, in legend order.
+fn format_legend(out: &mut String, kernels: &[RooflineMark]) {
+    let formats = in_legend_order(kernels.iter().filter_map(|mark| mark.format));
+    if formats.is_empty() {
+        return;
+    }
+    out.push_str(r#"<p class="legend formats">format each kernel reads (from its name): "#);
+    for format in formats {
+        let _ = write!(
+            out,
+            r#"<span class="format-key" data-format="{format}"><i style="background:{}"></i>{format}</span> "#,
+            format_colour(format)
+        );
+    }
+    out.push_str("</p>");
+}
+
+/// A kernel mark's fill and its `data-format` attribute.
+fn format_fill(mark: &RooflineMark) -> (&'static str, &'static str) {
+    let format = mark.format.unwrap_or(crate::formats::OTHER);
+    (format_colour(format), format)
 }
 
 /// A roofline's frame and its two log axes: intensity across, rate up.
@@ -261,11 +295,11 @@ impl RooflinePlot {
                 let _ = write!(
                     out,
                     r##"<line class="ceiling bandwidth" x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#c0392b" stroke-width="2"><title>{} ceiling {gbps:.1} GB/s</title></line>"##,
-                    basis.name(),
                     self.x(start),
                     self.y(start * gbps),
                     self.x(end),
-                    self.y(end * gbps)
+                    self.y(end * gbps),
+                    basis.name()
                 );
             }
         }
@@ -299,9 +333,10 @@ impl RooflinePlot {
                 let name = escape(&mark.name);
                 let radius = 3.0 + 12.0 * (mark.total_ns as f64 / total as f64).sqrt();
                 if class == "roofline-point" {
+                    let (fill, format) = format_fill(mark);
                     let _ = write!(
                         out,
-                        r##"<circle class="{class}" data-name="{name}" cx="{cx:.1}" cy="{cy:.1}" r="{radius:.1}" fill="#4e79a7" fill-opacity="0.55" stroke="#1d3c5e"><title>{title}</title></circle>"##
+                        r##"<circle class="{class}" data-name="{name}" data-format="{format}" cx="{cx:.1}" cy="{cy:.1}" r="{radius:.1}" fill="{fill}" fill-opacity="0.7" stroke="#333" stroke-opacity="0.7"><title>{title}</title></circle>"##
                     );
                 } else {
                     let side = radius * 1.6;
@@ -352,9 +387,10 @@ fn bandwidth_bars(out: &mut String, kernels: &[RooflineMark]) {
             None => (gbps / fastest, format!("{gbps:.0} GB/s")),
         };
         let width = fraction.clamp(0.0, 1.0) * frame.plot_width();
+        let (fill, format) = format_fill(mark);
         let _ = write!(
             out,
-            r##"<text x="{:.1}" y="{:.1}" class="label" text-anchor="end">{}</text><rect class="bandwidth-bar" data-name="{}" x="{:.1}" y="{top:.1}" width="{width:.1}" height="{:.1}" fill="#76b7b2"><title>{}</title></rect><text x="{:.1}" y="{:.1}" class="label">{share}</text>"##,
+            r##"<text x="{:.1}" y="{:.1}" class="label" text-anchor="end">{}</text><rect class="bandwidth-bar" data-name="{}" data-format="{format}" x="{:.1}" y="{top:.1}" width="{width:.1}" height="{:.1}" fill="{fill}"><title>{}</title></rect><text x="{:.1}" y="{:.1}" class="label">{share}</text>"##,
             frame.left - 6.0,
             top + 11.0,
             escape(&shorten(&mark.name, 38)),

@@ -11,6 +11,7 @@ use super::layers::{layer_bars, layer_chart};
 use super::markup::{escape, table};
 use super::roofline::{RooflineRange, roofline, roofline_marks};
 use super::timeline::token_timeline;
+use crate::formats::{FORMAT_HEADING, format_of, reads_block_formats};
 use crate::summary::{Summary, kernel_of, op_of};
 use crate::tables::{SUMMARY_COLUMNS, counter_table, summary_cells};
 
@@ -46,6 +47,14 @@ pub(super) fn conditions(out: &mut String, profile: &Profile) {
         ],
         vec!["model".to_string(), or_dash(&conditions.model)],
     ];
+    for (name, value) in [
+        ("weight format", &conditions.weight_format),
+        ("model shape", &conditions.model_shape),
+    ] {
+        if let Some(value) = value {
+            rows.push(vec![name.to_string(), value.clone()]);
+        }
+    }
     rows.extend(conditions.ceilings.each().map(|(name, unit, ceiling)| {
         vec![
             format!("{} ceiling", name.replace('_', " ")),
@@ -134,7 +143,7 @@ pub(super) fn views(out: &mut String, profile: &Profile, summary: &Summary<'_>, 
 fn charts(out: &mut String, profile: &Profile, summary: &Summary<'_>, scales: SharedScales) {
     let _ = write!(
         out,
-        r#"<h2>Roofline</h2><p class="note">Every kernel over {} as a circle (area: share of the time; hover for its figures) at its declared flops per byte and achieved GFLOP/s, under the measured memory ceiling (red: the read ceiling, or a profile's copy ceiling from before schema 3) and compute ceiling (dark). <label><input type="checkbox" class="show-ops"> show op kinds (squares)</label></p>"#,
+        r#"<h2>Roofline</h2><p class="note">Every kernel over {} as a circle (area: share of the time; colour: the format it reads, from its name; hover for its figures) at its declared flops per byte and achieved GFLOP/s, under the measured memory ceiling (red: the read ceiling, or a profile's copy ceiling from before schema 3) and compute ceiling (dark). <label><input type="checkbox" class="show-ops"> show op kinds (squares)</label></p>"#,
         escape(&summary.over)
     );
     let (kernels, ops) = roofline_marks(summary);
@@ -165,6 +174,22 @@ fn tables(out: &mut String, profile: &Profile, summary: &Summary<'_>) {
             &header,
             &summary_cells(summary, &kernels, kernel_of),
         );
+        if reads_block_formats(summary) {
+            header[0] = "format";
+            let _ = write!(
+                out,
+                "<h2>Per format, over {}</h2><p class=\"note\">{}</p>",
+                escape(&summary.over),
+                escape(FORMAT_HEADING)
+            );
+            let formats = summary.heaviest_groups(format_of);
+            table(
+                out,
+                "numbers",
+                &header,
+                &summary_cells(summary, &formats, format_of),
+            );
+        }
     }
 
     let submissions = submission_table(&profile.submissions);

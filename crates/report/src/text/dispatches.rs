@@ -1,6 +1,7 @@
 //! The text report's tables of dispatch time: per op, per layer, per scope
 //! (rows of identical layers folded in the short report) and per kernel
-//! (the slowest first, cut to the top N), each with its roofline columns.
+//! (the slowest first, cut to the top N), each with its roofline columns,
+//! and per format where kernels read quantized weights.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -13,6 +14,7 @@ use kernelscope::profile::{
 use super::ReportOptions;
 use super::folds::{DIFFERS_MARK, fold_labels, shown_as};
 use super::table::table;
+use crate::formats::{FORMAT_HEADING, format_of, reads_block_formats};
 use crate::summary::{Summary, kernel_of, op_of};
 use crate::tables::{SUMMARY_COLUMNS, ms, summary_cells};
 
@@ -38,6 +40,19 @@ pub(super) fn render_dispatch_summary(
 ) {
     render_grouped_tables(summary, layer_labels, options, out);
     render_kernel_table(summary, options, out);
+    render_format_table(summary, out);
+}
+
+/// Time by the format each kernel reads, where a kernel reads a block
+/// format (a quantized model's run).
+fn render_format_table(summary: &Summary<'_>, out: &mut String) {
+    if !reads_block_formats(summary) {
+        return;
+    }
+    let formats = summary.heaviest_groups(format_of);
+    let _ = writeln!(out, "\nper format, over {}:", summary.over);
+    let _ = writeln!(out, "{}", summary_table(summary, &formats, format_of, "format"));
+    let _ = writeln!(out, "{FORMAT_HEADING}");
 }
 
 /// The per-op, per-layer and per-scope tables, and what `*` means where a

@@ -116,6 +116,16 @@ fn render_conditions(profile: &Profile, out: &mut String) {
     if let Some(model) = &conditions.model {
         let _ = writeln!(out, "model: {model}");
     }
+    let recorded = [
+        ("weights", &conditions.weight_format),
+        ("shape", &conditions.model_shape),
+    ]
+    .into_iter()
+    .filter_map(|(name, value)| Some(format!("{name}: {}", value.as_ref()?)))
+    .collect::<Vec<_>>();
+    if !recorded.is_empty() {
+        let _ = writeln!(out, "{}", recorded.join(" | "));
+    }
     let _ = writeln!(out, "{}", describe_roofline(&conditions.ceilings));
 }
 
