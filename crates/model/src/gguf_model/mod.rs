@@ -5,8 +5,8 @@
 //! `attn_q` and `attn_k` of the `llama` architecture for its interleaved
 //! RoPE; the engine's RoPE rotates halves, as transformers does, so those
 //! rows are put back on load. Quantized matrices stay in their blocks where
-//! the device has the quantized kernels (the CPU); elsewhere they are
-//! dequantized to bf16 at load, and the model's name says so.
+//! the device has the quantized kernels (the CPU and CUDA); elsewhere they
+//! are dequantized to bf16 at load, and the model's name says so.
 
 mod config;
 mod weights;
