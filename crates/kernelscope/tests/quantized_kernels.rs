@@ -155,15 +155,16 @@ fn random(seed: u64, count: usize, scale: f32) -> Vec<f32> {
 }
 
 /// (rows, blocks per row) of every format's cases: one block; odd rows;
-/// rows longer than one unrolled pass of a warp (past 128 units); more
-/// rows than the grid has warps (528 blocks of 8).
-fn cases(format: QuantFormat) -> [(usize, usize); 4] {
+/// rows longer than one unrolled pass of a warp (past 128 units); grids
+/// of 188 and 375 blocks, and more rows than the grid has warps (528
+/// blocks of 8).
+fn cases(format: QuantFormat) -> [(usize, usize); 6] {
     let long = match format {
         QuantFormat::Q4_K | QuantFormat::Q5_K => 17,
         QuantFormat::Q6_K => 33,
         _ => 130,
     };
-    [(1, 1), (37, 3), (5, long), (4500, 1)]
+    [(1, 1), (37, 3), (5, long), (1500, 1), (3000, 1), (4500, 1)]
 }
 
 /// The CPU's f32 reference product of `m` and rows of `x`.
