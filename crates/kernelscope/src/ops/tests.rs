@@ -48,17 +48,11 @@ const DECLARED: [(&str, &str, &[Argument]); 23] = [
 const DECLARED_PER_KERNEL: [(&str, &[Argument]); 7] = [
     ("matvec_{format}_q8", super::quantized_linear::ARGUMENTS),
     ("matmul_{format}", super::quantized_linear::ARGUMENTS),
-    (
-        "matvec_add_{format}_q8",
-        super::quantized_linear::fused::ARGUMENTS,
-    ),
-    (
-        "norm_matvec_{format}_q8",
-        super::quantized_linear::fused::norm::ARGUMENTS,
-    ),
+    ("matvec_add_{format}_q8", super::matvec::residual::ARGUMENTS),
+    ("norm_matvec_{format}_q8", super::norm_matvec::ARGUMENTS),
     (
         "norm_matvec_silu_{format}_q8",
-        super::quantized_linear::fused::silu::ARGUMENTS,
+        super::norm_matvec::silu::ARGUMENTS,
     ),
     ("embedding_{format}", super::quantized_embedding::ARGUMENTS),
     (

@@ -10,44 +10,15 @@
 
 use super::{BlockLayout, ROWS_PER_WARP, check_staged, cuda_grid, quantized_kernel, weight_blocks};
 use crate::error::{Error, Result};
-use crate::ops::{Arguments, bytes_of, expect, kernel_arguments};
+use crate::ops::{Arguments, bytes_of, expect};
 use crate::quant::QuantFormat;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
-/// The arguments of `norm_matvec_<format>_q8`.
-pub(crate) mod norm {
-    crate::ops::kernel_arguments! {
-        X: "x" Read,
-        NORM_WEIGHT: "norm_weight" Read,
-        WEIGHT_A: "weight_a" Read,
-        WEIGHT_B: "weight_b" Read,
-        WEIGHT_C: "weight_c" Read,
-        OUT: "out" Write,
-        ROWS_A: "rows_a" U32,
-        ROWS_B: "rows_b" U32,
-        ROWS_C: "rows_c" U32,
-        K: "k" U32,
-        EPS: "eps" F32,
-    }
-}
-
-/// The arguments of `norm_matvec_silu_<format>_q8`.
-pub(crate) mod silu {
-    crate::ops::kernel_arguments! {
-        X: "x" Read,
-        NORM_WEIGHT: "norm_weight" Read,
-        GATE: "gate" Read,
-        UP: "up" Read,
-        OUT: "out" Write,
-        N: "n" U32,
-        K: "k" U32,
-        EPS: "eps" F32,
-    }
-}
-
-// The arguments of `matvec_add_<format>_q8` (the other two kernels' lists
-// are in `norm` and `silu`).
-kernel_arguments! { ADD_WEIGHT: "weight" Read, ADD_X: "x" Read, ADD_OUT: "out" ReadWrite, ADD_N: "n" U32, ADD_K: "k" U32 }
+// The kernels take the dense fused kernels' arguments, name for name: one
+// list each (`norm_matvec`, `norm_matvec::silu`, `matvec::residual`).
+use crate::ops::matvec::residual as add;
+use crate::ops::norm_matvec as norm;
+use crate::ops::norm_matvec::silu;
 
 /// The fused quantized kernels of one format.
 #[derive(Clone, Debug)]
@@ -97,12 +68,12 @@ impl QuantizedFused {
         expect(OP, "output", out, DType::F32, &[n])?;
         check_staged(OP, k)?;
         encoder.dispatch(
-            Arguments::new(ARGUMENTS)
-                .buffer(ADD_WEIGHT, weight)
-                .buffer(ADD_X, x)
-                .buffer(ADD_OUT, out)
-                .scalar(ADD_N, n as u32)
-                .scalar(ADD_K, k as u32)
+            Arguments::new(add::ARGUMENTS)
+                .buffer(add::WEIGHT, weight)
+                .buffer(add::X, x)
+                .buffer(add::OUT, out)
+                .scalar(add::N, n as u32)
+                .scalar(add::K, k as u32)
                 .dispatch(&self.matvec_add)?
                 .grid(cuda_grid(n, ROWS_PER_WARP, 1, k))
                 .cost(
@@ -157,20 +128,19 @@ impl QuantizedFused {
         expect(OP, "output", out, DType::F32, &[n])?;
         // Unused slots repeat the first matrix with no rows: never read.
         let weight = |slot: usize| weights.get(slot).copied().unwrap_or(weights[0]);
-        use norm::*;
         encoder.dispatch(
             Arguments::new(norm::ARGUMENTS)
-                .buffer(X, x)
-                .buffer(NORM_WEIGHT, norm_weight)
-                .buffer(WEIGHT_A, weight(0))
-                .buffer(WEIGHT_B, weight(1))
-                .buffer(WEIGHT_C, weight(2))
+                .buffer(norm::X, x)
+                .buffer(norm::NORM_WEIGHT, norm_weight)
+                .buffer(norm::WEIGHT_A, weight(0))
+                .buffer(norm::WEIGHT_B, weight(1))
+                .buffer(norm::WEIGHT_C, weight(2))
                 .buffer(norm::OUT, out)
-                .scalar(ROWS_A, rows[0] as u32)
-                .scalar(ROWS_B, rows[1] as u32)
-                .scalar(ROWS_C, rows[2] as u32)
+                .scalar(norm::ROWS_A, rows[0] as u32)
+                .scalar(norm::ROWS_B, rows[1] as u32)
+                .scalar(norm::ROWS_C, rows[2] as u32)
                 .scalar(norm::K, k as u32)
-                .scalar(EPS, eps)
+                .scalar(norm::EPS, eps)
                 .dispatch(&self.norm_matvec)?
                 .grid(cuda_grid(n, ROWS_PER_WARP, 1, k))
                 .cost(
@@ -209,13 +179,12 @@ impl QuantizedFused {
         expect(OP, "norm weight", norm_weight, DType::F32, &[k])?;
         expect(OP, "output", out, DType::F32, &[n])?;
         check_staged(OP, k)?;
-        use silu::*;
         encoder.dispatch(
             Arguments::new(silu::ARGUMENTS)
                 .buffer(silu::X, x)
                 .buffer(silu::NORM_WEIGHT, norm_weight)
-                .buffer(GATE, gate)
-                .buffer(UP, up)
+                .buffer(silu::GATE, gate)
+                .buffer(silu::UP, up)
                 .buffer(silu::OUT, out)
                 .scalar(silu::N, n as u32)
                 .scalar(silu::K, k as u32)

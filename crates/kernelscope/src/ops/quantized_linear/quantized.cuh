@@ -268,6 +268,28 @@ __device__ __forceinline__ void k4_scales(const u8* scales, u32 j, u32* scale_pa
     }
 }
 
+// A Q4_K/Q5_K unit's share of the row's sum: its two sub-blocks' integer
+// dots (`low` with x block `low_block`, `high` with the next) times d, their
+// 6-bit scales and x's scales, less dmin times their minimums times x's
+// block sums, once per pair (by the unit of half h = 0).
+__device__ __forceinline__ float k4_unit_sum(u32 dm, u32 scale_pair, u32 min_pair, int low, int high, u32 h,
+                                             u32 low_block, const Staged& x) {
+    float sum = half_to_float(dm) * ((float)(scale_pair & 0xffu) * x.scales[low_block] * (float)low +
+                                     (float)(scale_pair >> 8) * x.scales[low_block + 1] * (float)high);
+    if (h == 0)
+        sum -= half_to_float(dm >> 16) *
+               ((float)(min_pair & 0xffu) * x.sums[low_block] + (float)(min_pair >> 8) * x.sums[low_block + 1]);
+    return sum;
+}
+
+// One Q4_K/Q5_K value q of the pair's sub-block `upper` (0: the first):
+// d * scale * q - dmin * min.
+__device__ __forceinline__ float k4_value(u32 dm, u32 scale_pair, u32 min_pair, u32 upper, u32 q) {
+    const u32 shift = 8 * upper;
+    return half_to_float(dm) * (float)((scale_pair >> shift) & 0xffu) * (float)q -
+           half_to_float(dm >> 16) * (float)((min_pair >> shift) & 0xffu);
+}
+
 // Q4_K planes: qs (128), scales (12), d and dmin (4). Unit v of a block is
 // pair j = v / 2 of sub-blocks (2j, 2j + 1), half h = v % 2 of their 32
 // bytes: 16 low nibbles of sub-block 2j and 16 high nibbles of 2j + 1.
@@ -287,12 +309,7 @@ struct Q4_K {
         const u32 v = unit % 8, h = v % 2, low_block = (unit / 8) * 8 + (v / 2) * 2;
         const int low = dot16(low_nibbles(u.qs), staged16(x, low_block * 32 + h * 16), 0);
         const int high = dot16(high_nibbles(u.qs), staged16(x, (low_block + 1) * 32 + h * 16), 0);
-        float sum = half_to_float(u.dm) * ((float)(u.scale_pair & 0xffu) * x.scales[low_block] * (float)low +
-                                           (float)(u.scale_pair >> 8) * x.scales[low_block + 1] * (float)high);
-        if (h == 0)
-            sum -= half_to_float(u.dm >> 16) * ((float)(u.min_pair & 0xffu) * x.sums[low_block] +
-                                                (float)(u.min_pair >> 8) * x.sums[low_block + 1]);
-        return sum;
+        return k4_unit_sum(u.dm, u.scale_pair, u.min_pair, low, high, h, low_block, x);
     }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 block = e / 256, within = e % 256, j = within / 64, l = within % 32, upper = (within % 64) / 32;
@@ -301,9 +318,7 @@ struct Q4_K {
         const u8 byte = row[block * 128 + j * 32 + l];
         const u32 q = upper ? byte >> 4 : byte & 0xfu;
         const u32 dm = field32(row + blocks * 140 + block * 4);
-        const u32 shift = 8 * upper;
-        return half_to_float(dm) * (float)((scale_pair >> shift) & 0xffu) * (float)q -
-               half_to_float(dm >> 16) * (float)((min_pair >> shift) & 0xffu);
+        return k4_value(dm, scale_pair, min_pair, upper, q);
     }
 };
 
@@ -332,12 +347,7 @@ struct Q5_K {
         const int low = dot16(merge(low_nibbles(u.qs), fifth(u.qh, 2 * j)), staged16(x, low_block * 32 + h * 16), 0);
         const int high =
             dot16(merge(high_nibbles(u.qs), fifth(u.qh, 2 * j + 1)), staged16(x, (low_block + 1) * 32 + h * 16), 0);
-        float sum = half_to_float(u.dm) * ((float)(u.scale_pair & 0xffu) * x.scales[low_block] * (float)low +
-                                           (float)(u.scale_pair >> 8) * x.scales[low_block + 1] * (float)high);
-        if (h == 0)
-            sum -= half_to_float(u.dm >> 16) * ((float)(u.min_pair & 0xffu) * x.sums[low_block] +
-                                                (float)(u.min_pair >> 8) * x.sums[low_block + 1]);
-        return sum;
+        return k4_unit_sum(u.dm, u.scale_pair, u.min_pair, low, high, h, low_block, x);
     }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 block = e / 256, within = e % 256, j = within / 64, l = within % 32, upper = (within % 64) / 32;
@@ -347,9 +357,7 @@ struct Q5_K {
         const u32 high = (row[blocks * 128 + block * 32 + l] >> (2 * j + upper)) & 1u;
         const u32 q = (upper ? byte >> 4 : byte & 0xfu) | (high << 4);
         const u32 dm = field32(row + blocks * 172 + block * 4);
-        const u32 shift = 8 * upper;
-        return half_to_float(dm) * (float)((scale_pair >> shift) & 0xffu) * (float)q -
-               half_to_float(dm >> 16) * (float)((min_pair >> shift) & 0xffu);
+        return k4_value(dm, scale_pair, min_pair, upper, q);
     }
 };
 
