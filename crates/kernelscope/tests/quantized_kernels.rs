@@ -421,6 +421,42 @@ fn cuda_quantized_embedding_matches_the_dequantized_rows() {
         .unwrap();
         encoder.commit_and_wait().unwrap();
         let actual = read(&out);
+        // One rank's share: ids 20..70 of a vocabulary of 100; ids outside
+        // it write zeros.
+        let shard_tokens: [u32; 4] = [25, 3, 69, 70];
+        let shard_out = poisoned(&device, 4 * table.k);
+        let mut encoder = device.command_encoder();
+        op.encode_shard(
+            &mut encoder,
+            &table.upload(&device),
+            20,
+            100,
+            &device.buffer_from_slice(&shard_tokens, &[4]).unwrap(),
+            0,
+            &shard_out,
+        )
+        .unwrap();
+        encoder.commit_and_wait().unwrap();
+        let shard = read(&shard_out);
+        for (r, &token) in shard_tokens.iter().enumerate() {
+            let got = &shard[r * table.k..(r + 1) * table.k];
+            if (20..70).contains(&token) {
+                let at = (token - 20) as usize;
+                let row = &table.values[at * table.k..(at + 1) * table.k];
+                let largest = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                for (&g, &e) in got.iter().zip(row) {
+                    assert!(
+                        (g - e).abs() <= 1e-6 * largest,
+                        "{format} shard id {token}: {g} against {e}"
+                    );
+                }
+            } else {
+                assert!(
+                    got.iter().all(|&v| v == 0.0),
+                    "{format} shard id {token}: {got:?}"
+                );
+            }
+        }
         for (r, &token) in tokens[1..].iter().enumerate() {
             let row = &table.values[token as usize * table.k..(token as usize + 1) * table.k];
             let largest = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));

@@ -408,3 +408,126 @@ fn a_split_profile_shows_every_rank() {
     assert!(refused.to_string().contains("topology"), "{refused}");
     assert!(kernelscope::profile::compare(&alone, &profile, 0.05, true).is_ok());
 }
+
+/// `preset` written as a GGUF file of `file_type` into `folder`.
+fn gguf_of(
+    name: &str,
+    file_type: kernelscope_model::gguf_export::GgufFileType,
+    folder: &std::path::Path,
+) -> kernelscope_model::gguf_model::GgufModel {
+    let config = preset(name).unwrap();
+    let path = folder.join(format!("{name}-{file_type:?}.gguf"));
+    kernelscope_model::gguf_export::write_gguf(
+        &config,
+        &path,
+        file_type,
+        name,
+        true,
+        true,
+        |tensor, shape| Ok(kernelscope_model::synthetic::tensor_values(tensor, shape, 21)),
+    )
+    .unwrap();
+    kernelscope_model::gguf_model::GgufModel::open(&path).unwrap()
+}
+
+/// 8-bit activations round each activation to a step of 1/127 of its
+/// block's largest: where the split's different order of partial sums
+/// moves a value across half a step, it rounds the other way, and a tiny
+/// model's logits move by about a step (as fused against unfused on CUDA).
+const INT8_TOLERANCE: f32 = 5e-2;
+
+/// A quantized GGUF file split where every cut falls on whole blocks:
+/// tiny-256 in Q8_0 and Q4_0 (blocks of 32; o_proj's 256 columns and the
+/// 768 intermediate ones shared by 2 and 4 ranks) gives the unsplit
+/// model's logits and tokens: to f32 rounding with f32 activations (the
+/// same math, the partial sums added in another order), within a step of
+/// the 8-bit rounding with 8-bit ones (each rank's columns are whole
+/// activation blocks, so only values the sums' order moves across a
+/// rounding boundary differ).
+#[test]
+fn cpu_split_gguf_models_give_the_unsplit_logits() {
+    use kernelscope::ops::quantized_linear::Activations;
+    use kernelscope_model::gguf_export::GgufFileType;
+    let folder = std::env::temp_dir().join(format!("kscope-tp-gguf-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    for file_type in [GgufFileType::Q8_0, GgufFileType::Q4_0] {
+        let gguf = gguf_of("tiny-256", file_type, &folder);
+        for (activations, tolerance) in [
+            (Activations::F32, F32_TOLERANCE),
+            (Activations::Int8, INT8_TOLERANCE),
+        ] {
+            let build = |devices: &[Device]| {
+                let mut model = Model::load_gguf(&gguf, devices, LoadOptions { quiet: true }).unwrap();
+                model.set_quantized_activations(activations).unwrap();
+                model
+            };
+            for ranks in [2, 4] {
+                let devices: Vec<Device> = (0..ranks).map(|_| Device::cpu()).collect();
+                split_matches_unsplit(
+                    &build,
+                    &Device::cpu(),
+                    &devices,
+                    &[ExecutionMode::Eager],
+                    tolerance,
+                );
+            }
+        }
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// A split that would cut quantized blocks is refused naming the tensor,
+/// the columns and the block size: tiny-256's o_proj in Q4_K (blocks of
+/// 256) over 2 ranks (128 columns each), and tiny's down_proj in Q8_0 (352
+/// intermediate columns, 176 a rank, not whole blocks of 32).
+#[test]
+fn splits_that_cut_quantized_blocks_are_refused_naming_the_tensor() {
+    use kernelscope_model::gguf_export::GgufFileType;
+    let folder = std::env::temp_dir().join(format!("kscope-tp-gguf-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    for (name, file_type, tensor, block) in [
+        (
+            "tiny-256",
+            GgufFileType::Q4_K_M,
+            "attn_output",
+            "Q4_K's blocks of 256",
+        ),
+        ("tiny", GgufFileType::Q8_0, "ffn_down", "Q8_0's blocks of 32"),
+    ] {
+        let gguf = gguf_of(name, file_type, &folder);
+        let devices = [Device::cpu(), Device::cpu()];
+        let error = Model::load_gguf(&gguf, &devices, LoadOptions { quiet: true })
+            .err()
+            .unwrap_or_else(|| panic!("{name} {file_type:?} split over 2 ranks loaded"))
+            .to_string();
+        assert!(
+            error.contains(tensor) && error.contains(block) && error.contains("fewer ranks"),
+            "{name} {file_type:?}: {error}"
+        );
+        assert!(!error.contains('\n'), "one line: {error}");
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// The same split on two GPUs (NCCL): quantized blocks in planes on each
+/// rank, eagerly and from graphs, against the unsplit model on the first
+/// (CUDA's quantized products take 8-bit activations only).
+#[test]
+fn gpu_split_gguf_models_give_the_unsplit_logits() {
+    use kernelscope_model::gguf_export::GgufFileType;
+    let Some(devices) = Backend::Cuda.devices(2, DeviceOptions::new()) else {
+        return;
+    };
+    let folder = std::env::temp_dir().join(format!("kscope-tp-gguf-gpu-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let gguf = gguf_of("tiny-256", GgufFileType::Q8_0, &folder);
+    let build = |devices: &[Device]| Model::load_gguf(&gguf, devices, LoadOptions { quiet: true }).unwrap();
+    split_matches_unsplit(
+        &build,
+        &devices[0],
+        &devices,
+        &[ExecutionMode::Eager, ExecutionMode::Graph],
+        INT8_TOLERANCE,
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+}

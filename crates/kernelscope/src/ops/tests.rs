@@ -54,7 +54,7 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 7] = [
         "norm_matvec_silu_{format}_q8",
         super::norm_matvec::silu::ARGUMENTS,
     ),
-    ("embedding_{format}", super::quantized_embedding::ARGUMENTS),
+    ("embedding_{format}", super::embedding::ARGUMENTS),
     (
         "dequantize_{format}_bf16",
         super::quantized_linear::gemm::dequantize::ARGUMENTS,

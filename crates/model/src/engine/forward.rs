@@ -109,8 +109,15 @@ impl Forward<'_> {
     ) -> Result<()> {
         let (ops, partition) = (self.ops, &self.ops.partition);
         if let Some(quantized) = &ops.quantized_embedding {
-            // Quantized tables are whole: GGUF models are not split.
-            quantized.encode(encoder, &self.weights.embedding, tokens, first, hidden)?;
+            quantized.encode_shard(
+                encoder,
+                &self.weights.embedding,
+                partition.vocabulary.start,
+                self.config.vocab_size,
+                tokens,
+                first,
+                hidden,
+            )?;
         } else {
             ops.embedding.encode_shard(
                 encoder,

@@ -246,25 +246,9 @@ impl Forward<'_> {
         else {
             return Ok(0);
         };
-        let splits_allow = match linear.format() {
-            WeightFormat::Dense(_) => matches!(linear.parallel, Parallel::Whole | Parallel::SplitInputs),
-            // Quantized models are not split over ranks.
-            WeightFormat::Quantized(_) => linear.parallel == Parallel::Whole,
-        };
+        let splits_allow = matches!(linear.parallel, Parallel::Whole | Parallel::SplitInputs);
         if linear.has_bias() || !self.has_fused_kernels(linear.format()) || !splits_allow {
             return Ok(0);
-        }
-        if let WeightFormat::Quantized(format) = linear.format() {
-            self.ops
-                .quantized_fused(format)
-                .expect("has_fused_kernels checked the kernels")
-                .encode_matvec_add(
-                    encoder,
-                    &linear.weight,
-                    activations.slot(*input)?,
-                    &activations.hidden,
-                )?;
-            return Ok(2);
         }
         self.encode_matvec_into_residual(encoder, linear, activations.slot(*input)?, activations)?;
         Ok(2)
@@ -281,22 +265,41 @@ impl Forward<'_> {
         input: &Buffer,
         activations: &Activations,
     ) -> Result<()> {
-        let kernels = self.ops.linear_kernels(self.weights.dtype)?;
         let hidden = &activations.hidden;
+        // `hidden += W · input`, or (`add` false) `hidden = W · input`.
+        let product = |encoder: &mut CommandEncoder, add: bool| -> Result<()> {
+            match linear.format() {
+                WeightFormat::Dense(dtype) => {
+                    let kernels = self.ops.linear_kernels(dtype)?;
+                    if add {
+                        kernels
+                            .matvec_add
+                            .encode(encoder, &linear.weight, input, hidden)?
+                    } else {
+                        kernels.matvec.encode(encoder, &linear.weight, input, hidden)?
+                    }
+                }
+                WeightFormat::Quantized(format) => {
+                    if add {
+                        self.ops
+                            .quantized_fused(format)
+                            .expect("has_fused_kernels checked the kernels")
+                            .encode_matvec_add(encoder, &linear.weight, input, hidden)?
+                    } else {
+                        self.ops
+                            .quantized_linear(format)?
+                            .encode(encoder, &linear.weight, input, hidden)?
+                    }
+                }
+            }
+            Ok(())
+        };
         match &self.ops.collectives {
             Some(collectives) if linear.parallel == Parallel::SplitInputs => {
-                if self.ops.partition.rank == 0 {
-                    kernels
-                        .matvec_add
-                        .encode(encoder, &linear.weight, input, hidden)?;
-                } else {
-                    kernels.matvec.encode(encoder, &linear.weight, input, hidden)?;
-                }
+                product(encoder, self.ops.partition.rank == 0)?;
                 collectives.all_reduce.encode(encoder, hidden)?;
             }
-            _ => kernels
-                .matvec_add
-                .encode(encoder, &linear.weight, input, hidden)?,
+            _ => product(encoder, true)?,
         }
         Ok(())
     }

@@ -149,23 +149,29 @@ impl Model {
         })
     }
 
-    /// Places the weights of the GGUF model `gguf` on `devices` (one: GGUF
-    /// models are not split). The model's name carries the file's format
-    /// mix and, where quantized weights were dequantized at load, says so.
+    /// Places the weights of the GGUF model `gguf` on `devices`, split over
+    /// them by tensor parallelism where there are several (a quantized
+    /// matrix's columns only on whole blocks: a split that cuts blocks is
+    /// refused naming the tensor). The model's name carries the file's
+    /// format mix and, where quantized weights were dequantized at load,
+    /// says so.
     pub fn load_gguf(gguf: &GgufModel, devices: &[Device], options: LoadOptions) -> Result<Model> {
-        if devices.len() != 1 {
-            return Err(ModelError::InvalidInput(format!(
-                "{}: GGUF models run on one device; tensor parallelism over {} is not implemented for them",
-                gguf.path().display(),
-                devices.len()
-            )));
-        }
         let note = std::sync::Mutex::new(None);
-        let mut model = Self::assemble(String::new(), gguf.config.clone(), devices, |_, device| {
-            let (weights, dequantized) = Weights::from_gguf(gguf, device, options)?;
-            *note.lock().expect("not poisoned") = dequantized;
-            Ok(weights)
-        })?;
+        let quiet = options.quiet;
+        let mut model = Self::assemble(
+            String::new(),
+            gguf.config.clone(),
+            devices,
+            |partition, device| {
+                // One progress bar (rank 0's) for a split model.
+                let options = LoadOptions {
+                    quiet: quiet || partition.rank > 0,
+                };
+                let (weights, dequantized) = Weights::from_gguf(gguf, partition, device, options)?;
+                *note.lock().expect("not poisoned") = dequantized;
+                Ok(weights)
+            },
+        )?;
         let note = note.into_inner().expect("not poisoned");
         model.format = Some(gguf.file_type_name());
         model.name = match note {

@@ -78,7 +78,8 @@ pub(crate) fn file_row(row: usize, head_rows: usize) -> usize {
 }
 
 impl Weights {
-    /// Places the weights of `model` on `device`. Dense tensors take the
+    /// Places `partition`'s share of the weights of `model` on `device`
+    /// (all of them where the model is not split). Dense tensors take the
     /// model's dense dtype (a file's one dense matrix dtype, else f32 where
     /// the device multiplies quantized blocks, else bf16); quantized
     /// matrices stay in their blocks where the device has the kernels and
@@ -86,12 +87,12 @@ impl Weights {
     /// so).
     pub fn from_gguf(
         model: &GgufModel,
+        partition: &Partition,
         device: &Device,
         options: LoadOptions,
     ) -> Result<(Weights, Option<String>)> {
         let config = &model.config;
         let file = &model.file;
-        let partition = Partition::whole(config);
         let mut quantized_in_file = false;
         let mut dense_matrix_dtypes: Vec<DType> = Vec::new();
         for spec in config.tensors() {
@@ -134,16 +135,18 @@ impl Weights {
         for spec in config.tensors() {
             let info = tensor(file, &gguf_name(spec.role))?;
             let format = placed_format(file.tensor_format(info)?, spec.shape.len(), keeps_blocks, dtype);
-            let (rows, columns) = matrix_shape(&spec.shape);
-            total += format.matrix_bytes(rows, columns).unwrap_or(usize::MAX) as u64;
+            let split = partition.split(spec.role.dimensions(), config);
+            let (rows, columns) = matrix_shape(&split.shape(&spec.shape));
+            // A share that cuts blocks has no size: placing it is refused
+            // below, naming the tensor.
+            total += format.matrix_bytes(rows, columns).unwrap_or(0) as u64;
         }
         if !keeps_blocks || !device.capabilities().maps_files_in_place {
             check_fits(device, "the weights", total)?;
         }
         let progress = progress_bar(total as usize, options.quiet, "loading weights");
         let mut names = config.tensors().map(|spec| spec.role);
-        let result = Self::assemble(config, &partition, dtype, |name, shape, split| {
-            debug_assert!(matches!(split, Split::Whole));
+        let result = Self::assemble(config, partition, dtype, |name, shape, split| {
             let role = names
                 .next()
                 .expect("assemble asks for the tensors in the config's order");
@@ -153,6 +156,7 @@ impl Weights {
                 file,
                 info,
                 shape,
+                split,
                 permuted_heads(config, role),
                 keeps_blocks,
                 dtype,
@@ -201,13 +205,16 @@ fn placed_format(format: WeightFormat, rank: usize, keeps_blocks: bool, dtype: D
     }
 }
 
-/// One tensor on the device in the format it takes there, its rows put
-/// back in transformers' order where the converter permuted them.
+/// One tensor (this rank's `split` of it) on the device in the format it
+/// takes there, its rows put back in transformers' order where the
+/// converter permuted them. A split of a quantized matrix's columns must
+/// fall on whole blocks; one that does not is refused naming the tensor.
 #[allow(clippy::too_many_arguments)]
 fn place(
     file: &GgufFile,
     info: &TensorInfo,
     shape: &[usize],
+    split: &Split,
     permuted_heads: Option<usize>,
     keeps_blocks: bool,
     dtype: DType,
@@ -229,21 +236,59 @@ fn place(
     }
     let source = file.tensor_format(info)?;
     let format = placed_format(source, shape.len(), keeps_blocks, dtype);
-    let (rows, columns) = matrix_shape(shape);
+    let (all_rows, all_columns) = matrix_shape(shape);
     let bytes = file.tensor_bytes(info);
-    let source_row_bytes = bytes.len() / rows.max(1);
+    let source_row_bytes = bytes.len() / all_rows.max(1);
     let order: Option<Vec<usize>> = permuted_heads.map(|heads| {
-        let head_rows = rows / heads;
-        (0..rows).map(|row| file_row(row, head_rows)).collect()
+        let head_rows = all_rows / heads;
+        (0..all_rows).map(|row| file_row(row, head_rows)).collect()
     });
-    let source_row = |row: usize| {
-        let row = order.as_ref().map_or(row, |order| order[row]);
-        &bytes[row * source_row_bytes..(row + 1) * source_row_bytes]
+    // This rank's rows and columns (a vector's elements split as columns
+    // of its one row).
+    let (row_range, column_range) = match (split, shape.len()) {
+        (Split::Whole, _) => (0..all_rows, 0..all_columns),
+        (Split::Rows(range), 1) | (Split::Columns(range), _) => (0..all_rows, range.clone()),
+        (Split::Rows(range), _) => (range.clone(), 0..all_columns),
     };
+    let (rows, columns) = (row_range.len(), column_range.len());
+    // The bytes of this rank's columns within a row of the source format.
+    let column_bytes = match source {
+        WeightFormat::Dense(source_dtype) => {
+            let size = source_dtype.size_in_bytes();
+            column_range.start * size..column_range.end * size
+        }
+        WeightFormat::Quantized(quant) => {
+            let block = quant.block_elements();
+            if !column_range.start.is_multiple_of(block) || !column_range.end.is_multiple_of(block) {
+                return Err(ModelError::Gguf {
+                    path: file.path().to_path_buf(),
+                    problem: format!(
+                        "tensor `{}`: tensor parallelism gives a rank columns {}..{}, which cut {quant}'s blocks of {block} (run with fewer ranks, or a file whose split falls on whole blocks)",
+                        info.name(),
+                        column_range.start,
+                        column_range.end
+                    ),
+                });
+            }
+            let block_bytes = quant.block_bytes();
+            column_range.start / block * block_bytes..column_range.end / block * block_bytes
+        }
+    };
+    let whole = matches!(split, Split::Whole);
+    let source_row = |row: usize| {
+        let row = row_range.start + row;
+        let row = order.as_ref().map_or(row, |order| order[row]);
+        &bytes[row * source_row_bytes..(row + 1) * source_row_bytes][column_bytes.clone()]
+    };
+    let shape = &split.shape(shape)[..];
     match format {
         WeightFormat::Quantized(quant) => {
             let layout = BlockLayout::of(device);
-            if order.is_none() && layout == BlockLayout::Blocks && device.capabilities().maps_files_in_place {
+            if whole
+                && order.is_none()
+                && layout == BlockLayout::Blocks
+                && device.capabilities().maps_files_in_place
+            {
                 let mapped = file.mapped_tensor(info);
                 return Ok((
                     device.buffer_from_mapped(
@@ -265,6 +310,7 @@ fn place(
         WeightFormat::Dense(target) => {
             let device_shape = shape.to_vec();
             if source == WeightFormat::Dense(target)
+                && whole
                 && order.is_none()
                 && device.capabilities().maps_files_in_place
             {

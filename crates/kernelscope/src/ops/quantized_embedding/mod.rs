@@ -9,21 +9,15 @@
 
 mod cpu;
 
+use super::embedding::{ARGUMENTS, FIRST, HIDDEN, OUT, ROWS, TABLE, TABLE_FIRST, TABLE_ROWS, TOKENS, VOCAB};
 use super::quantized_linear::BlockLayout;
-use super::{Arguments, dimensions, expect, expect_rows, kernel_arguments, rows_of};
+use super::{Arguments, dimensions, expect, expect_rows, rows_of};
 use crate::error::{Error, Result};
 use crate::quant::QuantFormat;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
-kernel_arguments! {
-    TABLE: "table" Read,
-    TOKENS: "tokens" Read,
-    OUT: "out" Write,
-    FIRST: "first" U32,
-    ROWS: "rows" U32,
-    VOCAB: "vocab" U32,
-    HIDDEN: "hidden" U32,
-}
+// The dense embedding's arguments, name for name: a table may hold one
+// rank's share of the vocabulary (`table_first`, `table_rows`) as there.
 
 /// Registers `embedding_<format>` for every format on the CPU (CUDA's is
 /// registered with the quantized linear kernels, whose source it shares).
@@ -60,7 +54,8 @@ impl QuantizedEmbedding {
     }
 
     /// `out[r, :] = table[tokens[first + r], :]` dequantized, for every row
-    /// r of `out` f32 `[rows, hidden]`; `table` is u8 `[vocab, row_bytes]`.
+    /// r of `out` f32 `[rows, hidden]`; `table` is u8 `[vocab, row_bytes]`
+    /// in the device's block layout.
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
@@ -69,9 +64,28 @@ impl QuantizedEmbedding {
         first: usize,
         out: &Buffer,
     ) -> Result<()> {
+        let [vocab, _] = dimensions("quantized embedding", "table", table)?;
+        self.encode_shard(encoder, table, 0, vocab, tokens, first, out)
+    }
+
+    /// As [`encode`](Self::encode) for a table holding ids `table_first..`
+    /// of a vocabulary of `vocab` (one rank's share under tensor
+    /// parallelism): an id outside the share writes zeros (another rank
+    /// holds its row, and the ranks' rows are summed).
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_shard(
+        &self,
+        encoder: &mut CommandEncoder,
+        table: &Buffer,
+        table_first: usize,
+        vocab: usize,
+        tokens: &Buffer,
+        first: usize,
+        out: &Buffer,
+    ) -> Result<()> {
         const OP: &str = "quantized embedding";
-        let [vocab, row_bytes] = dimensions(OP, "table", table)?;
-        expect(OP, "table", table, DType::U8, &[vocab, row_bytes])?;
+        let [table_rows, row_bytes] = dimensions(OP, "table", table)?;
+        expect(OP, "table", table, DType::U8, &[table_rows, row_bytes])?;
         let blocks = self
             .layout
             .blocks(self.format, row_bytes)
@@ -80,9 +94,17 @@ impl QuantizedEmbedding {
                     "{OP} table: {} rows of {row_bytes} bytes are not whole blocks",
                     self.format
                 ),
-                expected: vec![vocab, self.format.block_bytes()],
-                found: vec![vocab, row_bytes],
+                expected: vec![table_rows, self.format.block_bytes()],
+                found: vec![table_rows, row_bytes],
             })?;
+        if table_first.saturating_add(table_rows) > vocab {
+            return Err(Error::OutOfBounds {
+                context: format!("{OP}: the table's ids"),
+                start: table_first,
+                end: table_first.saturating_add(table_rows),
+                available: vocab,
+            });
+        }
         let hidden = blocks * self.format.block_elements();
         let rows = rows_of(OP, "output", out, hidden)?;
         expect_rows(OP, "output", out, DType::F32, rows, &[hidden])?;
@@ -96,6 +118,8 @@ impl QuantizedEmbedding {
                 .scalar(ROWS, rows as u32)
                 .scalar(VOCAB, vocab as u32)
                 .scalar(HIDDEN, hidden as u32)
+                .scalar(TABLE_FIRST, table_first as u32)
+                .scalar(TABLE_ROWS, table_rows as u32)
                 .dispatch(&self.kernel)?
                 .grid(match self.layout {
                     BlockLayout::Blocks => LaunchGrid {
