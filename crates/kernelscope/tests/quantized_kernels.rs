@@ -11,9 +11,9 @@
 //! llama.cpp's q8_1 does, so each product is checked tightly against the
 //! same 8-bit x multiplied exactly on the host (any layout or scale slip is
 //! off by far more), and against the CPU's f32 reference within the bound
-//! that the 8-bit rounding of x allows (half a step per element). CUDA-only:
-//! without a GPU each test says it skipped (and fails under
-//! KSCOPE_REQUIRE_GPU=1).
+//! that the 8-bit rounding of x allows (half a step per element). The CUDA
+//! tests say they skipped without a GPU (and fail under
+//! KSCOPE_REQUIRE_GPU=1); the last test is the CPU's chunk product.
 
 use kernelscope::ops::quantized_embedding::QuantizedEmbedding;
 use kernelscope::ops::quantized_linear::fused::QuantizedFused;
@@ -466,6 +466,54 @@ fn cuda_quantized_embedding_matches_the_dequantized_rows() {
                     (got - expected).abs() <= 1e-6 * largest,
                     "{format} token {token} element {e}: {got} against {expected}"
                 );
+            }
+        }
+    }
+}
+
+/// The CPU's chunk product with 8-bit activations (`matmul_<format>_q8`)
+/// gives each row exactly what the mat-vec gives it alone: every input row
+/// quantized once the same way, the same integer products per weight row.
+/// Odd row counts, more rows than a task holds.
+#[test]
+fn cpu_int8_chunk_products_equal_the_mat_vec_row_by_row() {
+    let cpu = Device::cpu_with(DeviceOptions::new().profile(ProfileLevel::Dispatch));
+    let registry = ops::registry();
+    for format in QuantFormat::ALL
+        .into_iter()
+        .filter(|format| format.int8_block().is_some())
+    {
+        let op = QuantizedLinear::new(&registry, &cpu, format, Activations::Int8).unwrap();
+        for (n, blocks, rows) in [(37usize, 3usize, 5usize), (70, 8, 3)] {
+            let m = random_matrix(format, n, blocks, 900 + n as u64);
+            let weight = m.upload(&cpu);
+            let x = random(n as u64 + 5, rows * m.k, 2.0);
+            let out = poisoned(&cpu, rows * n);
+            cpu.profiler().reset();
+            let mut encoder = cpu.command_encoder();
+            op.encode(
+                &mut encoder,
+                &weight,
+                &cpu.buffer_from_slice(&x, &[rows, m.k]).unwrap(),
+                &out,
+            )
+            .unwrap();
+            encoder.commit_and_wait().unwrap();
+            let kernel = format!("matmul_{}_q8", format.name());
+            assert_eq!(&*cpu.profiler().dispatches()[0].kernel, kernel.as_str());
+            let chunk = read(&out);
+            for (r, row) in x.chunks(m.k).enumerate() {
+                let single = poisoned(&cpu, n);
+                let mut encoder = cpu.command_encoder();
+                op.encode(
+                    &mut encoder,
+                    &weight,
+                    &cpu.buffer_from_slice(row, &[m.k]).unwrap(),
+                    &single,
+                )
+                .unwrap();
+                encoder.commit_and_wait().unwrap();
+                assert_eq!(&chunk[r * n..(r + 1) * n], &read(&single)[..], "{format} row {r}");
             }
         }
     }

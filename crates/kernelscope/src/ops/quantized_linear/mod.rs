@@ -142,7 +142,7 @@ pub(crate) fn weight_blocks(
 
 /// Registers, for every format, on the CPU `matvec_<format>_f32`,
 /// `matmul_<format>` and, where the format has the integer product,
-/// `matvec_<format>_q8`; on CUDA the integer products of every format
+/// `matvec_<format>_q8` and `matmul_<format>_q8`; on CUDA the integer products of every format
 /// (`matvec_<format>_q8`, `matmul_<format>` and the fused kernels of
 /// `fused`), the embedding lookup and the dequantization to f32.
 pub fn register(registry: &mut KernelRegistry) {
@@ -153,6 +153,9 @@ pub fn register(registry: &mut KernelRegistry) {
         if format.int8_block().is_some() {
             registry.register_cpu(&format!("matvec_{}_q8", format.name()), move |args| {
                 cpu::quantized_product_int8(format, args)
+            });
+            registry.register_cpu(&format!("matmul_{}_q8", format.name()), move |args| {
+                cpu::quantized_matmul_int8(format, args)
             });
         }
         let source: std::sync::Arc<str> = cuda_source(format).into();
@@ -287,9 +290,19 @@ impl QuantizedLinear {
             BlockLayout::Blocks => format.int8_block().is_some(),
             BlockLayout::Planes => true,
         };
-        let matvec = match activations {
-            Activations::Int8 if integer => format!("matvec_{}_q8", format.name()),
-            _ => format!("matvec_{}_f32", format.name()),
+        let (matvec, matmul) = match (activations, layout) {
+            (Activations::Int8, BlockLayout::Blocks) if integer => (
+                format!("matvec_{}_q8", format.name()),
+                format!("matmul_{}_q8", format.name()),
+            ),
+            (Activations::Int8, _) if integer => (
+                format!("matvec_{}_q8", format.name()),
+                format!("matmul_{}", format.name()),
+            ),
+            _ => (
+                format!("matvec_{}_f32", format.name()),
+                format!("matmul_{}", format.name()),
+            ),
         };
         let what = match activations {
             Activations::F32 => format!("{format} weights are multiplied with f32 activations"),
@@ -301,7 +314,7 @@ impl QuantizedLinear {
         };
         Ok(QuantizedLinear {
             matvec: quantized_kernel(registry, device, matvec, &what)?,
-            matmul: quantized_kernel(registry, device, format!("matmul_{}", format.name()), &what)?,
+            matmul: quantized_kernel(registry, device, matmul, &what)?,
             format,
             layout,
             gemm,
