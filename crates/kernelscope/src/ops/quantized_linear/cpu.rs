@@ -197,7 +197,33 @@ pub(super) fn quantized_matmul_int8(format: QuantFormat, args: &KernelArgs<'_>) 
             let weights = &weight[first * row_bytes..last * row_bytes];
             // [input row][weight row] of this task.
             let mut values = vec![0.0f32; rows * (last - first)];
-            for (input, chunk) in activations.iter().zip(values.chunks_exact_mut(last - first)) {
+            let mut done = 0;
+            #[cfg(target_arch = "x86_64")]
+            if format == QuantFormat::Q4_K && avx2() {
+                // Four input rows per pass over a weight row.
+                let width = last - first;
+                while done + 4 <= rows {
+                    let tile = [
+                        &activations[done],
+                        &activations[done + 1],
+                        &activations[done + 2],
+                        &activations[done + 3],
+                    ];
+                    for row in 0..width {
+                        let blocks = &weights[row * row_bytes..(row + 1) * row_bytes];
+                        // SAFETY: the CPU has AVX2, FMA and F16C (checked above).
+                        let products = unsafe { q4_k_rows_avx2::<4>(blocks, tile) };
+                        for (r, product) in products.into_iter().enumerate() {
+                            values[(done + r) * width + row] = product;
+                        }
+                    }
+                    done += 4;
+                }
+            }
+            for (input, chunk) in activations[done..]
+                .iter()
+                .zip(values[done * (last - first)..].chunks_exact_mut(last - first))
+            {
                 rows_int8(format, weights, row_bytes, input, chunk);
             }
             values
@@ -288,10 +314,22 @@ unsafe fn sum_lanes(sums: std::arch::x86_64::__m256) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q4_k_row_avx2(blocks: &[u8], x: &Int8Activations) -> f32 {
+    // SAFETY: AVX2, FMA and F16C are present (this function's requirement).
+    unsafe { q4_k_rows_avx2::<1>(blocks, [x])[0] }
+}
+
+/// [`q4_k_row_avx2`] for `R` input rows at once (a prefill chunk's): each
+/// block's scales, minimums and nibbles unpacked once and multiplied with
+/// every row's activations.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn q4_k_rows_avx2<const R: usize>(blocks: &[u8], xs: [&Int8Activations; R]) -> [f32; R] {
     use crate::quant::blocks::{q4_k, scales_mins_k4};
     use std::arch::x86_64::*;
     let count = blocks.len() / q4_k::BYTES;
-    assert!(x.quants.len() >= count * 256 && x.sums.len() >= count * 16 && x.scales.len() >= count);
+    for x in xs {
+        assert!(x.quants.len() >= count * 256 && x.sums.len() >= count * 16 && x.scales.len() >= count);
+    }
     let low_nibbles = _mm256_set1_epi8(0x0F);
     // Byte shuffles broadcasting 16-bit element e of each 128-bit lane.
     let broadcast = |e: i16| _mm256_set1_epi16(((2 * e + 1) << 8) | (2 * e));
@@ -305,18 +343,16 @@ pub(crate) unsafe fn q4_k_row_avx2(blocks: &[u8], x: &Int8Activations) -> f32 {
         broadcast(6),
         broadcast(7),
     ];
-    let mut sums = _mm256_setzero_ps();
-    let mut minimum_sums = _mm256_setzero_ps();
+    let mut sums = [_mm256_setzero_ps(); R];
+    let mut minimum_sums = [_mm256_setzero_ps(); R];
     for index in 0..count {
-        // SAFETY: block `index` is whole within `blocks`, and the
+        // SAFETY: block `index` is whole within `blocks`, and each row's
         // activations hold 256 quants, 16 sums and a scale per block
         // (asserted above); every load below is unaligned and in bounds.
         unsafe {
             let block = blocks.as_ptr().add(index * q4_k::BYTES);
-            let activations = x.quants.as_ptr().add(index * 256);
             let packed: &[u8; 12] = &*(block.add(q4_k::SCALES) as *const [u8; 12]);
             let (scales, mins) = scales_mins_k4(packed);
-            let scale = *x.scales.get_unchecked(index);
             // d and dmin (adjacent f16s) widened together.
             let d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes([
                 *block.add(q4_k::D),
@@ -324,47 +360,53 @@ pub(crate) unsafe fn q4_k_row_avx2(blocks: &[u8], x: &Int8Activations) -> f32 {
                 *block.add(q4_k::DMIN),
                 *block.add(q4_k::DMIN + 1),
             ])));
-            let d = _mm_cvtss_f32(d_dmin) * scale;
-            let dmin = _mm_cvtss_f32(_mm_shuffle_ps(d_dmin, d_dmin, 1)) * scale;
-            // Minimums: mins[s] × (the sum of sub-block s's 32 quants).
-            let group_sums = x.sums.as_ptr().add(index * 16);
-            let pairs = _mm256_permute4x64_epi64(
-                _mm256_hadd_epi32(
-                    _mm256_loadu_si256(group_sums as *const __m256i),
-                    _mm256_loadu_si256(group_sums.add(8) as *const __m256i),
-                ),
-                0b11_01_10_00,
-            );
+            let d = _mm_cvtss_f32(d_dmin);
+            let dmin = _mm_cvtss_f32(_mm_shuffle_ps(d_dmin, d_dmin, 1));
             let mins = _mm256_cvtepu8_epi32(_mm_set1_epi64x(i64::from_le_bytes(mins)));
-            minimum_sums = _mm256_fmadd_ps(
-                _mm256_cvtepi32_ps(_mm256_mullo_epi32(mins, pairs)),
-                _mm256_set1_ps(dmin),
-                minimum_sums,
-            );
             // The eight scales as 16-bit lanes, in both 128-bit halves.
             let scales16 = _mm256_cvtepu8_epi16(_mm_set1_epi64x(i64::from_le_bytes(scales)));
-            let mut integer = _mm256_setzero_si256();
+            let mut integer = [_mm256_setzero_si256(); R];
             for pair in 0..4 {
                 let nibbles = _mm256_loadu_si256(block.add(q4_k::QS + 32 * pair) as *const __m256i);
-                let values_low = _mm256_loadu_si256(activations.add(64 * pair) as *const __m256i);
-                let values_high = _mm256_loadu_si256(activations.add(64 * pair + 32) as *const __m256i);
                 let low = _mm256_and_si256(nibbles, low_nibbles);
                 let high = _mm256_and_si256(_mm256_srli_epi16(nibbles, 4), low_nibbles);
-                let products_low = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(low, values_low),
+                let (scale_low, scale_high) = (
                     _mm256_shuffle_epi8(scales16, pick[2 * pair]),
-                );
-                let products_high = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(high, values_high),
                     _mm256_shuffle_epi8(scales16, pick[2 * pair + 1]),
                 );
-                integer = _mm256_add_epi32(integer, _mm256_add_epi32(products_low, products_high));
+                for (x, integer) in xs.iter().zip(&mut integer) {
+                    let activations = x.quants.as_ptr().add(index * 256 + 64 * pair);
+                    let values_low = _mm256_loadu_si256(activations as *const __m256i);
+                    let values_high = _mm256_loadu_si256(activations.add(32) as *const __m256i);
+                    let products_low = _mm256_madd_epi16(_mm256_maddubs_epi16(low, values_low), scale_low);
+                    let products_high =
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(high, values_high), scale_high);
+                    *integer = _mm256_add_epi32(*integer, _mm256_add_epi32(products_low, products_high));
+                }
             }
-            sums = _mm256_fmadd_ps(_mm256_cvtepi32_ps(integer), _mm256_set1_ps(d), sums);
+            for r in 0..R {
+                let x = xs[r];
+                let scale = *x.scales.get_unchecked(index);
+                // Minimums: mins[s] × (the sum of sub-block s's 32 quants).
+                let group_sums = x.sums.as_ptr().add(index * 16);
+                let pairs = _mm256_permute4x64_epi64(
+                    _mm256_hadd_epi32(
+                        _mm256_loadu_si256(group_sums as *const __m256i),
+                        _mm256_loadu_si256(group_sums.add(8) as *const __m256i),
+                    ),
+                    0b11_01_10_00,
+                );
+                minimum_sums[r] = _mm256_fmadd_ps(
+                    _mm256_cvtepi32_ps(_mm256_mullo_epi32(mins, pairs)),
+                    _mm256_set1_ps(dmin * scale),
+                    minimum_sums[r],
+                );
+                sums[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(integer[r]), _mm256_set1_ps(d * scale), sums[r]);
+            }
         }
     }
     // SAFETY: AVX2 is present (this function's own requirement).
-    unsafe { sum_lanes(_mm256_sub_ps(sums, minimum_sums)) }
+    std::array::from_fn(|r| unsafe { sum_lanes(_mm256_sub_ps(sums[r], minimum_sums[r])) })
 }
 
 /// One Q6_K row against Q8_K activations with AVX2, as llama.cpp's
