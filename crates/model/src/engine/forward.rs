@@ -108,26 +108,18 @@ impl Forward<'_> {
         hidden: &Buffer,
     ) -> Result<()> {
         let (ops, partition) = (self.ops, &self.ops.partition);
-        if let Some(quantized) = &ops.quantized_embedding {
-            quantized.encode_shard(
-                encoder,
-                &self.weights.embedding,
-                partition.vocabulary.start,
-                self.config.vocab_size,
-                tokens,
-                first,
-                hidden,
-            )?;
-        } else {
-            ops.embedding.encode_shard(
-                encoder,
-                &self.weights.embedding,
-                partition.vocabulary.start,
-                self.config.vocab_size,
-                tokens,
-                first,
-                hidden,
-            )?;
+        let (table, table_first, vocab) = (
+            &self.weights.embedding,
+            partition.vocabulary.start,
+            self.config.vocab_size,
+        );
+        match &ops.quantized_embedding {
+            Some(quantized) => {
+                quantized.encode_shard(encoder, table, table_first, vocab, tokens, first, hidden)?
+            }
+            None => ops
+                .embedding
+                .encode_shard(encoder, table, table_first, vocab, tokens, first, hidden)?,
         }
         if let Some(collectives) = &ops.collectives {
             collectives.all_reduce.encode(encoder, hidden)?;

@@ -10,7 +10,8 @@
 //! how that work reaches the device (eager or graph replay, pipelined
 //! decode, the profiler's token windows), `generation` the loop from a
 //! request to tokens, `state` the device buffers, `shard` one rank's part,
-//! `ranks` how the ranks are driven together.
+//! `ranks` how the ranks are driven together, `construct` how a model is
+//! built from a checkpoint, a GGUF file or a preset.
 //!
 //! A split model runs SPMD: every rank's thread makes the same calls, so the
 //! ranks issue the same collectives in the same order and choose the same
@@ -19,6 +20,7 @@
 //! token, so they never queue a step (and its collectives) that rank 0 does
 //! not. A rank that fails aborts the group, so no rank waits forever.
 
+mod construct;
 mod execution;
 mod forward;
 mod fusion;
@@ -28,8 +30,6 @@ mod prefill;
 mod ranks;
 mod shard;
 mod state;
-
-use std::path::Path;
 
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Conditions, Phase, Profile, Topology};
@@ -44,10 +44,6 @@ pub(crate) use state::WeightFormats;
 use crate::config::Config;
 use crate::config::shard::Partition;
 use crate::error::{ModelError, Result};
-use crate::gguf_model::GgufModel;
-use crate::loader::LoadOptions;
-use crate::presets::preset;
-use crate::synthetic::SyntheticOptions;
 use crate::weights::Weights;
 
 /// Prompt positions per forward pass unless set otherwise
@@ -72,139 +68,6 @@ pub struct Model {
 }
 
 impl Model {
-    /// Splits `config` over `devices` (one rank each) and builds each rank's
-    /// shard from the weights `weights(partition, device)` gives, the ranks
-    /// in parallel.
-    fn assemble(
-        name: String,
-        config: Config,
-        devices: &[Device],
-        weights: impl Fn(&Partition, &Device) -> Result<Weights> + Sync,
-    ) -> Result<Model> {
-        if devices.is_empty() {
-            return Err(ModelError::InvalidInput(
-                "a model needs at least one device".into(),
-            ));
-        }
-        let partitions = if devices.len() == 1 {
-            vec![Partition::whole(&config)]
-        } else {
-            Partition::all(&config, devices.len())?
-        };
-        let communicators = if devices.len() == 1 {
-            Vec::new()
-        } else {
-            Communicator::group(devices)?
-        };
-        let build = |partition: Partition, device: &Device| -> Result<Shard> {
-            let weights = weights(&partition, device)?;
-            let communicator = communicators.get(partition.rank);
-            Shard::new(&config, partition, weights, device, communicator)
-        };
-        let shards = if devices.len() == 1 {
-            vec![build(partitions.into_iter().next().expect("one"), &devices[0])?]
-        } else {
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = partitions
-                    .into_iter()
-                    .zip(devices)
-                    .map(|(partition, device)| scope.spawn(|| build(partition, device)))
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|handle| {
-                        handle
-                            .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                    })
-                    .collect::<Result<Vec<Shard>>>()
-            })?
-        };
-        Ok(Model {
-            name,
-            format: None,
-            config,
-            shards,
-            communicators,
-        })
-    }
-
-    /// Loads a Hugging Face model directory onto `device`.
-    pub fn load(directory: &Path, device: &Device, options: LoadOptions) -> Result<Model> {
-        Self::load_split(directory, std::slice::from_ref(device), options)
-    }
-
-    /// Loads a Hugging Face model directory split over `devices` by tensor
-    /// parallelism (one device: not split); each rank reads only its share.
-    pub fn load_split(directory: &Path, devices: &[Device], options: LoadOptions) -> Result<Model> {
-        let config = Config::from_directory(directory)?;
-        let name = directory.display().to_string();
-        let quiet = options.quiet;
-        Self::assemble(name, config.clone(), devices, |partition, device| {
-            // One progress bar (rank 0's) for a split model.
-            let options = LoadOptions {
-                quiet: quiet || partition.rank > 0,
-            };
-            Weights::load(directory, &config, partition, device, options)
-        })
-    }
-
-    /// Places the weights of the GGUF model `gguf` on `devices`, split over
-    /// them by tensor parallelism where there are several (a quantized
-    /// matrix's columns only on whole blocks: a split that cuts blocks is
-    /// refused naming the tensor). The model's name carries the file's
-    /// format mix and, where quantized weights were dequantized at load,
-    /// says so.
-    pub fn load_gguf(gguf: &GgufModel, devices: &[Device], options: LoadOptions) -> Result<Model> {
-        let note = std::sync::Mutex::new(None);
-        let quiet = options.quiet;
-        let mut model = Self::assemble(
-            String::new(),
-            gguf.config.clone(),
-            devices,
-            |partition, device| {
-                // One progress bar (rank 0's) for a split model.
-                let options = LoadOptions {
-                    quiet: quiet || partition.rank > 0,
-                };
-                let (weights, dequantized) = Weights::from_gguf(gguf, partition, device, options)?;
-                *note.lock().expect("not poisoned") = dequantized;
-                Ok(weights)
-            },
-        )?;
-        let note = note.into_inner().expect("not poisoned");
-        model.format = Some(gguf.file_type_name());
-        model.name = match note {
-            Some(note) => format!("{} ({}; {note})", gguf.path().display(), gguf.format_mix()),
-            None => format!("{} ({})", gguf.path().display(), gguf.format_mix()),
-        };
-        Ok(model)
-    }
-
-    /// Builds preset `name` with seeded synthetic weights in memory.
-    pub fn from_preset(name: &str, device: &Device, options: SyntheticOptions) -> Result<Model> {
-        Self::from_preset_split(name, std::slice::from_ref(device), options)
-    }
-
-    /// Builds preset `name` with seeded synthetic weights, split over
-    /// `devices` by tensor parallelism; each rank makes only its share.
-    pub fn from_preset_split(name: &str, devices: &[Device], options: SyntheticOptions) -> Result<Model> {
-        let config = preset(name)?;
-        let SyntheticOptions { dtype, seed, quiet } = options;
-        Self::assemble(
-            format!("{name} (synthetic, seed {seed}, {dtype})"),
-            config.clone(),
-            devices,
-            |partition, device| {
-                let options = SyntheticOptions {
-                    quiet: quiet || partition.rank > 0,
-                    ..options
-                };
-                Weights::synthetic(&config, partition, device, options)
-            },
-        )
-    }
-
     /// Sets how steps reach the device (eager by default; see
     /// [`ExecutionMode::fastest_on`]).
     pub fn set_execution_mode(&mut self, mode: ExecutionMode) {

@@ -85,14 +85,7 @@ impl Embedding {
     ) -> Result<()> {
         let [table_rows, hidden] = dimensions("embedding", "table", table)?;
         expect("embedding", "table", table, self.dtype, &[table_rows, hidden])?;
-        if table_first.saturating_add(table_rows) > vocab {
-            return Err(crate::Error::OutOfBounds {
-                context: "embedding: the table's ids".into(),
-                start: table_first,
-                end: table_first.saturating_add(table_rows),
-                available: vocab,
-            });
-        }
+        check_share("embedding", table_first, table_rows, vocab)?;
         let rows = rows_of("embedding", "output", out, hidden)?;
         expect_rows("embedding", "output", out, DType::F32, rows, &[hidden])?;
         super::expect_indices("embedding", "tokens", tokens, first, rows)?;
@@ -121,4 +114,19 @@ impl Embedding {
                 .op_kind(OpKind::Embedding),
         )
     }
+}
+
+/// That a table of `table_rows` ids from `table_first` lies within a
+/// vocabulary of `vocab` (`op` names the embedding in the error): the
+/// check of every embedding op's share, dense or quantized.
+pub(crate) fn check_share(op: &str, table_first: usize, table_rows: usize, vocab: usize) -> Result<()> {
+    if table_first.saturating_add(table_rows) > vocab {
+        return Err(crate::Error::OutOfBounds {
+            context: format!("{op}: the table's ids"),
+            start: table_first,
+            end: table_first.saturating_add(table_rows),
+            available: vocab,
+        });
+    }
+    Ok(())
 }

@@ -97,14 +97,7 @@ impl QuantizedEmbedding {
                 expected: vec![table_rows, self.format.block_bytes()],
                 found: vec![table_rows, row_bytes],
             })?;
-        if table_first.saturating_add(table_rows) > vocab {
-            return Err(Error::OutOfBounds {
-                context: format!("{OP}: the table's ids"),
-                start: table_first,
-                end: table_first.saturating_add(table_rows),
-                available: vocab,
-            });
-        }
+        super::embedding::check_share(OP, table_first, table_rows, vocab)?;
         let hidden = blocks * self.format.block_elements();
         let rows = rows_of(OP, "output", out, hidden)?;
         expect_rows(OP, "output", out, DType::F32, rows, &[hidden])?;

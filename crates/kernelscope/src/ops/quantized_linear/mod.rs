@@ -15,6 +15,8 @@
 //! loops in `quantized.cuh`, the kernels in `kernels.cu`, instantiated per
 //! format.
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 mod cpu;
 pub mod fused;
 pub(crate) mod gemm;

@@ -1,0 +1,153 @@
+//! Building a [`Model`]: the config split over the devices (one rank each)
+//! and each rank's shard built from its share of the weights, read from a
+//! Hugging Face directory, placed from a GGUF file, or made for a preset.
+
+use std::path::Path;
+
+use kernelscope::{Communicator, Device};
+
+use super::Model;
+use super::shard::Shard;
+use crate::config::Config;
+use crate::config::shard::Partition;
+use crate::error::{ModelError, Result};
+use crate::gguf_model::GgufModel;
+use crate::loader::LoadOptions;
+use crate::presets::preset;
+use crate::synthetic::SyntheticOptions;
+use crate::weights::Weights;
+
+impl Model {
+    /// Splits `config` over `devices` (one rank each) and builds each rank's
+    /// shard from the weights `weights(partition, device)` gives, the ranks
+    /// in parallel.
+    fn assemble(
+        name: String,
+        config: Config,
+        devices: &[Device],
+        weights: impl Fn(&Partition, &Device) -> Result<Weights> + Sync,
+    ) -> Result<Model> {
+        if devices.is_empty() {
+            return Err(ModelError::InvalidInput(
+                "a model needs at least one device".into(),
+            ));
+        }
+        let partitions = if devices.len() == 1 {
+            vec![Partition::whole(&config)]
+        } else {
+            Partition::all(&config, devices.len())?
+        };
+        let communicators = if devices.len() == 1 {
+            Vec::new()
+        } else {
+            Communicator::group(devices)?
+        };
+        let build = |partition: Partition, device: &Device| -> Result<Shard> {
+            let weights = weights(&partition, device)?;
+            let communicator = communicators.get(partition.rank);
+            Shard::new(&config, partition, weights, device, communicator)
+        };
+        let shards = if devices.len() == 1 {
+            vec![build(partitions.into_iter().next().expect("one"), &devices[0])?]
+        } else {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = partitions
+                    .into_iter()
+                    .zip(devices)
+                    .map(|(partition, device)| scope.spawn(|| build(partition, device)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|handle| {
+                        handle
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    })
+                    .collect::<Result<Vec<Shard>>>()
+            })?
+        };
+        Ok(Model {
+            name,
+            format: None,
+            config,
+            shards,
+            communicators,
+        })
+    }
+
+    /// Loads a Hugging Face model directory onto `device`.
+    pub fn load(directory: &Path, device: &Device, options: LoadOptions) -> Result<Model> {
+        Self::load_split(directory, std::slice::from_ref(device), options)
+    }
+
+    /// Loads a Hugging Face model directory split over `devices` by tensor
+    /// parallelism (one device: not split); each rank reads only its share.
+    pub fn load_split(directory: &Path, devices: &[Device], options: LoadOptions) -> Result<Model> {
+        let config = Config::from_directory(directory)?;
+        let name = directory.display().to_string();
+        let quiet = options.quiet;
+        Self::assemble(name, config.clone(), devices, |partition, device| {
+            // One progress bar (rank 0's) for a split model.
+            let options = LoadOptions {
+                quiet: quiet || partition.rank > 0,
+            };
+            Weights::load(directory, &config, partition, device, options)
+        })
+    }
+
+    /// Places the weights of the GGUF model `gguf` on `devices`, split over
+    /// them by tensor parallelism where there are several (a quantized
+    /// matrix's columns only on whole blocks: a split that cuts blocks is
+    /// refused naming the tensor). The model's name carries the file's
+    /// format mix and, where quantized weights were dequantized at load,
+    /// says so.
+    pub fn load_gguf(gguf: &GgufModel, devices: &[Device], options: LoadOptions) -> Result<Model> {
+        let note = std::sync::Mutex::new(None);
+        let quiet = options.quiet;
+        let mut model = Self::assemble(
+            String::new(),
+            gguf.config.clone(),
+            devices,
+            |partition, device| {
+                // One progress bar (rank 0's) for a split model.
+                let options = LoadOptions {
+                    quiet: quiet || partition.rank > 0,
+                };
+                let (weights, dequantized) = Weights::from_gguf(gguf, partition, device, options)?;
+                *note.lock().expect("not poisoned") = dequantized;
+                Ok(weights)
+            },
+        )?;
+        let note = note.into_inner().expect("not poisoned");
+        model.format = Some(gguf.file_type_name());
+        model.name = match note {
+            Some(note) => format!("{} ({}; {note})", gguf.path().display(), gguf.format_mix()),
+            None => format!("{} ({})", gguf.path().display(), gguf.format_mix()),
+        };
+        Ok(model)
+    }
+
+    /// Builds preset `name` with seeded synthetic weights in memory.
+    pub fn from_preset(name: &str, device: &Device, options: SyntheticOptions) -> Result<Model> {
+        Self::from_preset_split(name, std::slice::from_ref(device), options)
+    }
+
+    /// Builds preset `name` with seeded synthetic weights, split over
+    /// `devices` by tensor parallelism; each rank makes only its share.
+    pub fn from_preset_split(name: &str, devices: &[Device], options: SyntheticOptions) -> Result<Model> {
+        let config = preset(name)?;
+        let SyntheticOptions { dtype, seed, quiet } = options;
+        Self::assemble(
+            format!("{name} (synthetic, seed {seed}, {dtype})"),
+            config.clone(),
+            devices,
+            |partition, device| {
+                let options = SyntheticOptions {
+                    quiet: quiet || partition.rank > 0,
+                    ..options
+                };
+                Weights::synthetic(&config, partition, device, options)
+            },
+        )
+    }
+}
