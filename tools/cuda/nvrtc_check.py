@@ -8,11 +8,18 @@ compile errors show up before device time is spent.
 
 The files are concatenated in order (prelude first, as the runtime prepends
 it); --append adds a line after them (a format's instantiation, say).
-Prints the PTX's size, or the compile log and exits non-zero."""
+Prints the PTX's size, or the compile log and exits non-zero. With --sass
+DIR it also assembles the PTX with ptxas (pip install nvidia-cuda-nvcc-cu12),
+printing each kernel's registers and spills, and, where nvdisasm is on the
+PATH (the nvidia-cuda-nvdisasm wheel), writes DIR/check.sass: the
+instruction counts of a kernel's loop are the cheapest measure of a
+change before device time is spent."""
 import argparse
 import ctypes
 import glob
 import os
+import shutil
+import subprocess
 import sys
 
 
@@ -32,6 +39,7 @@ def main():
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--append", action="append", default=[])
     parser.add_argument("--ptx", help="write the PTX here")
+    parser.add_argument("--sass", help="assemble into this folder: registers per kernel, and SASS")
     args = parser.parse_args()
     source = "\n".join(open(path).read() for path in args.files) + "\n" + "\n".join(args.append) + "\n"
     nvrtc = load_nvrtc()
@@ -56,6 +64,33 @@ def main():
     if args.ptx:
         open(args.ptx, "w").write(ptx.value.decode())
     print(f"ok: {size.value} bytes of PTX")
+    if args.sass:
+        assemble(ptx.value.decode(), args.arch, args.sass)
+
+
+def assemble(ptx, arch, folder):
+    import nvidia.cuda_nvcc as package
+
+    ptxas = os.path.join(list(package.__path__)[0], "bin", "ptxas")
+    os.makedirs(folder, exist_ok=True)
+    ptx_path, cubin = os.path.join(folder, "check.ptx"), os.path.join(folder, "check.cubin")
+    open(ptx_path, "w").write(ptx)
+    result = subprocess.run([ptxas, f"-arch={arch}", "-O3", "-v", ptx_path, "-o", cubin], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(result.stderr)
+    kernel = None
+    for line in result.stderr.splitlines():
+        if "Compiling entry function" in line:
+            kernel = line.split("'")[1]
+        elif "Used" in line and kernel:
+            print(f"{kernel}: {line.split('info    : ')[-1]}")
+        elif "spill" in line and kernel and not line.strip().endswith("0 bytes spill loads"):
+            print(f"{kernel}: {line.split('info    : ')[-1]}")
+    disassembler = shutil.which("nvdisasm")
+    if disassembler:
+        sass = subprocess.run([disassembler, cubin], capture_output=True, text=True).stdout
+        open(os.path.join(folder, "check.sass"), "w").write(sass)
+        print(f"SASS: {os.path.join(folder, 'check.sass')}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ use kernelscope::profile::ProfileLevel;
 use kernelscope::quant::QuantFormat;
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
-use kernelscope::{Buffer, DType, Device, DeviceOptions, OpKind, Primitive};
+use kernelscope::{Buffer, DType, Device, DeviceOptions, OpKind};
 
 const EPS: f32 = 1e-5;
 
@@ -322,11 +322,13 @@ fn cuda_fused_quantized_kernels_match_the_steps_they_replace() {
                 )
                 .unwrap();
             encoder.commit_and_wait().unwrap();
+            // Two dispatches: x normalised and quantized once, then the
+            // product every block reads it from.
             let dispatches = device.profiler().dispatches();
-            assert_eq!(
-                dispatches[0].op_kind,
-                OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec])
-            );
+            let kinds: Vec<OpKind> = dispatches.iter().map(|dispatch| dispatch.op_kind).collect();
+            assert_eq!(kinds, [OpKind::RmsNorm, OpKind::MatVec]);
+            assert_eq!(&*dispatches[0].kernel, "norm_quantize_q8");
+            assert_eq!(&*dispatches[1].kernel, format!("matvecs_{}_q8", format.name()));
             let expected: Vec<(f64, f64)> = parts.iter().flat_map(|m| exact_products(m, &h)).collect();
             let fused_out = read(&out);
             assert_matches(&fused_out, &expected, 3e-3, &format!("norm_matvec {what}"));

@@ -45,14 +45,22 @@ const DECLARED: [(&str, &str, &[Argument]); 23] = [
 /// Files holding kernels of several argument lists, instantiated per
 /// quantized format (`{format}` in their names, see
 /// `quantized_linear::cuda_source`): each kernel's list by its name.
-const DECLARED_PER_KERNEL: [(&str, &[Argument]); 7] = [
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 9] = [
     ("matvec_{format}_q8", super::quantized_linear::ARGUMENTS),
     ("matmul_{format}", super::quantized_linear::ARGUMENTS),
     ("matvec_add_{format}_q8", super::matvec::residual::ARGUMENTS),
-    ("norm_matvec_{format}_q8", super::norm_matvec::ARGUMENTS),
     (
-        "norm_matvec_silu_{format}_q8",
-        super::norm_matvec::silu::ARGUMENTS,
+        "matvecs_{format}_q8",
+        super::quantized_linear::fused::matvecs::ARGUMENTS,
+    ),
+    (
+        "matvec_silu_{format}_q8",
+        super::quantized_linear::fused::silu::ARGUMENTS,
+    ),
+    ("quantize_q8", super::quantized_linear::fused::quantize::ARGUMENTS),
+    (
+        "norm_quantize_q8",
+        super::quantized_linear::fused::norm_quantize::ARGUMENTS,
     ),
     ("embedding_{format}", super::embedding::ARGUMENTS),
     (

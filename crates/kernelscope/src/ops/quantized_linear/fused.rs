@@ -3,30 +3,78 @@
 //! that read it (`norm_matvec_<format>_q8`, up to three matrices of one
 //! format), RMSNorm + gate/up + SiLU·mul (`norm_matvec_silu_<format>_q8`),
 //! and the mat-vec adding into the residual stream
-//! (`matvec_add_<format>_q8`). CUDA only: each block normalises and
-//! quantizes x into its shared memory, so fusing costs no extra pass; the
-//! CPU runs the steps apart. The references they are tested against are
+//! (`matvec_add_<format>_q8`). CUDA only; the CPU runs the steps apart.
+//! Each is two dispatches: x normalised (where the op normalises) and
+//! quantized once to 8-bit blocks in scratch (`norm_quantize_q8`,
+//! `quantize_q8`: stage.cu), then the product every block of which reads
+//! that (`matvecs_<format>_q8`, `matvec_silu_<format>_q8`,
+//! `matvec_add_<format>_q8`). The references they are tested against are
 //! the compositions of the RMSNorm, quantized mat-vec, SiLU·mul and add ops.
 
-use super::{BlockLayout, ROWS_PER_WARP, check_staged, cuda_grid, quantized_kernel, weight_blocks};
+use std::sync::{Arc, Mutex};
+
+use super::gemm::scratch_view;
+use super::{BlockLayout, ROWS_PER_WARP, quantized_kernel, staged_bytes, weight_blocks};
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
 use crate::quant::QuantFormat;
-use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
+use crate::runtime::{
+    Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
+};
 
-// The kernels take the dense fused kernels' arguments, name for name: one
-// list each (`norm_matvec`, `norm_matvec::silu`, `matvec::residual`).
+/// The arguments of `quantize_q8` (stage.cu).
+pub(crate) mod quantize {
+    crate::ops::kernel_arguments! { X: "x" Read, OUT: "out" Write, K: "k" U32 }
+}
+/// The arguments of `norm_quantize_q8` (stage.cu).
+pub(crate) mod norm_quantize {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, NORM_WEIGHT: "norm_weight" Read, OUT: "out" Write, K: "k" U32, EPS: "eps" F32
+    }
+}
+/// The arguments of `matvecs_<format>_q8` (kernels.cu).
+pub(crate) mod matvecs {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, WEIGHT_A: "weight_a" Read, WEIGHT_B: "weight_b" Read, WEIGHT_C: "weight_c" Read,
+        OUT: "out" Write, ROWS_A: "rows_a" U32, ROWS_B: "rows_b" U32, ROWS_C: "rows_c" U32, K: "k" U32
+    }
+}
+/// The arguments of `matvec_silu_<format>_q8` (kernels.cu).
+pub(crate) mod silu {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32, K: "k" U32
+    }
+}
+// `matvec_add_<format>_q8` takes the dense residual mat-vec's arguments,
+// name for name (x the quantized input).
 use crate::ops::matvec::residual as add;
-use crate::ops::norm_matvec as norm;
-use crate::ops::norm_matvec::silu;
+
+/// Registers `quantize_q8` and `norm_quantize_q8` on CUDA (the products are
+/// registered with each format's other kernels).
+pub(super) fn register(registry: &mut KernelRegistry) {
+    let source: Arc<str> = crate::ops::cuda_source(&format!(
+        "{}\n{}",
+        include_str!("quantized.cuh"),
+        include_str!("stage.cu")
+    ))
+    .into();
+    for name in ["quantize_q8", "norm_quantize_q8"] {
+        registry.register_cuda_source(name, source.clone());
+    }
+}
 
 /// The fused quantized kernels of one format.
 #[derive(Clone, Debug)]
 pub struct QuantizedFused {
+    quantize: Kernel,
+    norm_quantize: Kernel,
     matvec_add: Kernel,
-    norm_matvec: Kernel,
-    norm_matvec_silu: Kernel,
+    matvecs: Kernel,
+    matvec_silu: Kernel,
     format: QuantFormat,
+    /// x quantized, read by the product after it: grown to the longest x
+    /// seen and shared by every clone (one stream runs the layers in turn).
+    staged: Arc<Mutex<Option<Buffer>>>,
 }
 
 impl QuantizedFused {
@@ -42,11 +90,62 @@ impl QuantizedFused {
             )
         };
         Ok(QuantizedFused {
+            quantize: kernel("quantize_q8")?,
+            norm_quantize: kernel("norm_quantize_q8")?,
             matvec_add: kernel("matvec_add_{}_q8")?,
-            norm_matvec: kernel("norm_matvec_{}_q8")?,
-            norm_matvec_silu: kernel("norm_matvec_silu_{}_q8")?,
+            matvecs: kernel("matvecs_{}_q8")?,
+            matvec_silu: kernel("matvec_silu_{}_q8")?,
             format,
+            staged: Arc::default(),
         })
+    }
+
+    /// Dispatches x (f32 `[k]`) quantized, normalised first where
+    /// `norm` gives the norm weight and eps, into the staged scratch; returns
+    /// the scratch the product reads.
+    fn encode_stage(
+        &self,
+        encoder: &mut CommandEncoder,
+        op: &str,
+        x: &Buffer,
+        norm: Option<(&Buffer, f32)>,
+        k: usize,
+    ) -> Result<Buffer> {
+        check_quantizable(op, k)?;
+        expect(op, "input", x, DType::F32, &[k])?;
+        let device = encoder.device().clone();
+        let staged = {
+            let mut slot = self.staged.lock().expect("not poisoned");
+            scratch_view(&device, &mut slot, DType::U8, &[staged_bytes(k)])?
+        };
+        let grid = LaunchGrid {
+            blocks: [k.div_ceil(QUANTIZED_PER_BLOCK) as u32, 1, 1],
+            threads_per_block: [QUANTIZE_THREADS, 1, 1],
+            shared_memory_bytes: 0,
+        };
+        let dispatch = match norm {
+            Some((norm_weight, eps)) => {
+                expect(op, "norm weight", norm_weight, DType::F32, &[k])?;
+                Arguments::new(norm_quantize::ARGUMENTS)
+                    .buffer(norm_quantize::X, x)
+                    .buffer(norm_quantize::NORM_WEIGHT, norm_weight)
+                    .buffer(norm_quantize::OUT, &staged)
+                    .scalar(norm_quantize::K, k as u32)
+                    .scalar(norm_quantize::EPS, eps)
+                    .dispatch(&self.norm_quantize)?
+                    .cost(bytes_of(2 * k, DType::F32), staged_bytes(k) as u64, 6 * k as u64)
+                    .op_kind(OpKind::RmsNorm)
+            }
+            None => Arguments::new(quantize::ARGUMENTS)
+                .buffer(quantize::X, x)
+                .buffer(quantize::OUT, &staged)
+                .scalar(quantize::K, k as u32)
+                .dispatch(&self.quantize)?
+                .cost(bytes_of(k, DType::F32), staged_bytes(k) as u64, 2 * k as u64)
+                .op_kind(OpKind::Copy),
+        };
+        encoder.dispatch(dispatch.grid(grid))?;
+        Ok(staged)
     }
 
     /// The weights' format.
@@ -64,20 +163,20 @@ impl QuantizedFused {
     ) -> Result<()> {
         const OP: &str = "quantized matvec_add";
         let (n, blocks, k) = weight_blocks(OP, self.format, BlockLayout::Planes, weight)?;
-        expect(OP, "input", x, DType::F32, &[k])?;
         expect(OP, "output", out, DType::F32, &[n])?;
-        check_staged(OP, k)?;
+        let staged = self.encode_stage(encoder, OP, x, None, k)?;
         encoder.dispatch(
             Arguments::new(add::ARGUMENTS)
                 .buffer(add::WEIGHT, weight)
-                .buffer(add::X, x)
+                .buffer(add::X, &staged)
                 .buffer(add::OUT, out)
                 .scalar(add::N, n as u32)
                 .scalar(add::K, k as u32)
                 .dispatch(&self.matvec_add)?
-                .grid(cuda_grid(n, ROWS_PER_WARP, 1, k))
+                .grid(product_grid(n, ROWS_PER_WARP))
                 .cost(
-                    (n * blocks * self.format.block_bytes()) as u64 + bytes_of(k + n, DType::F32),
+                    (n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64
+                        + bytes_of(n, DType::F32),
                     bytes_of(n, DType::F32),
                     2 * (n * k) as u64 + n as u64,
                 )
@@ -121,34 +220,30 @@ impl QuantizedFused {
             rows[slot] = n;
             read += n * blocks * self.format.block_bytes();
         }
-        expect(OP, "input", x, DType::F32, &[k])?;
-        expect(OP, "norm weight", norm_weight, DType::F32, &[k])?;
-        check_staged(OP, k)?;
         let n: usize = rows.iter().sum();
         expect(OP, "output", out, DType::F32, &[n])?;
+        let staged = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
         // Unused slots repeat the first matrix with no rows: never read.
         let weight = |slot: usize| weights.get(slot).copied().unwrap_or(weights[0]);
         encoder.dispatch(
-            Arguments::new(norm::ARGUMENTS)
-                .buffer(norm::X, x)
-                .buffer(norm::NORM_WEIGHT, norm_weight)
-                .buffer(norm::WEIGHT_A, weight(0))
-                .buffer(norm::WEIGHT_B, weight(1))
-                .buffer(norm::WEIGHT_C, weight(2))
-                .buffer(norm::OUT, out)
-                .scalar(norm::ROWS_A, rows[0] as u32)
-                .scalar(norm::ROWS_B, rows[1] as u32)
-                .scalar(norm::ROWS_C, rows[2] as u32)
-                .scalar(norm::K, k as u32)
-                .scalar(norm::EPS, eps)
-                .dispatch(&self.norm_matvec)?
-                .grid(cuda_grid(n, ROWS_PER_WARP, 1, k))
+            Arguments::new(matvecs::ARGUMENTS)
+                .buffer(matvecs::X, &staged)
+                .buffer(matvecs::WEIGHT_A, weight(0))
+                .buffer(matvecs::WEIGHT_B, weight(1))
+                .buffer(matvecs::WEIGHT_C, weight(2))
+                .buffer(matvecs::OUT, out)
+                .scalar(matvecs::ROWS_A, rows[0] as u32)
+                .scalar(matvecs::ROWS_B, rows[1] as u32)
+                .scalar(matvecs::ROWS_C, rows[2] as u32)
+                .scalar(matvecs::K, k as u32)
+                .dispatch(&self.matvecs)?
+                .grid(product_grid(n, ROWS_PER_WARP))
                 .cost(
-                    read as u64 + bytes_of(2 * k, DType::F32),
+                    (read + staged_bytes(k)) as u64,
                     bytes_of(n, DType::F32),
-                    2 * (n * k) as u64 + 4 * k as u64,
+                    2 * (n * k) as u64,
                 )
-                .op_kind(OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec])),
+                .op_kind(OpKind::MatVec),
         )
     }
 
@@ -175,32 +270,51 @@ impl QuantizedFused {
                 found: vec![up_rows, up_k],
             });
         }
-        expect(OP, "input", x, DType::F32, &[k])?;
-        expect(OP, "norm weight", norm_weight, DType::F32, &[k])?;
         expect(OP, "output", out, DType::F32, &[n])?;
-        check_staged(OP, k)?;
+        let staged = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
         encoder.dispatch(
             Arguments::new(silu::ARGUMENTS)
-                .buffer(silu::X, x)
-                .buffer(silu::NORM_WEIGHT, norm_weight)
+                .buffer(silu::X, &staged)
                 .buffer(silu::GATE, gate)
                 .buffer(silu::UP, up)
                 .buffer(silu::OUT, out)
                 .scalar(silu::N, n as u32)
                 .scalar(silu::K, k as u32)
-                .scalar(silu::EPS, eps)
-                .dispatch(&self.norm_matvec_silu)?
-                .grid(cuda_grid(n, 1, 1, k))
+                .dispatch(&self.matvec_silu)?
+                .grid(product_grid(n, 1))
                 .cost(
-                    (2 * n * blocks * self.format.block_bytes()) as u64 + bytes_of(2 * k, DType::F32),
+                    (2 * n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64,
                     bytes_of(n, DType::F32),
-                    4 * (n * k) as u64 + 4 * k as u64 + 6 * n as u64,
+                    4 * (n * k) as u64 + 6 * n as u64,
                 )
-                .op_kind(OpKind::fused(&[
-                    Primitive::RmsNorm,
-                    Primitive::MatVec,
-                    Primitive::SiluMul,
-                ])),
+                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul])),
         )
+    }
+}
+
+/// Threads of a block of the quantize kernels (stage.cu), and the elements
+/// one block quantizes (four a thread).
+const QUANTIZE_THREADS: u32 = 256;
+const QUANTIZED_PER_BLOCK: usize = 4 * QUANTIZE_THREADS as usize;
+
+/// Whether x of `k` elements can be quantized in blocks of 32 (every
+/// format's rows are whole blocks of 32, so only a malformed weight fails).
+fn check_quantizable(op: &str, k: usize) -> Result<()> {
+    if k.is_multiple_of(32) && k > 0 {
+        return Ok(());
+    }
+    Err(Error::ShapeMismatch {
+        context: format!("{op} quantizes its input in blocks of 32 elements"),
+        expected: vec![k.div_ceil(32) * 32],
+        found: vec![k],
+    })
+}
+
+/// The grid of a product over `n` weight rows reading x quantized in
+/// global memory (no shared memory).
+fn product_grid(n: usize, rows_per_warp: usize) -> LaunchGrid {
+    LaunchGrid {
+        shared_memory_bytes: 0,
+        ..super::cuda_grid(n, rows_per_warp, 1, 0)
     }
 }

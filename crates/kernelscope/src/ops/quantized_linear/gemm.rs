@@ -48,12 +48,18 @@ struct Scratch {
     x: Option<Buffer>,
 }
 
-/// A view of `len` bf16 elements `shape` of `slot`, grown if too short.
-fn scratch_view(device: &Device, slot: &mut Option<Buffer>, shape: &[usize]) -> Result<Buffer> {
+/// A view of `len` elements of `dtype`, `shape`, of `slot`, grown if too
+/// short.
+pub(super) fn scratch_view(
+    device: &Device,
+    slot: &mut Option<Buffer>,
+    dtype: DType,
+    shape: &[usize],
+) -> Result<Buffer> {
     let len: usize = shape.iter().product();
     if slot.as_ref().is_none_or(|buffer| buffer.len() < len) {
         // Dispatches already encoded hold their own handle on the old one.
-        *slot = Some(device.alloc(DType::BF16, &[len])?);
+        *slot = Some(device.alloc(dtype, &[len])?);
     }
     slot.as_ref()
         .expect("allocated above")
@@ -103,8 +109,8 @@ impl DequantizedGemm {
         let (weight16, x16) = {
             let mut scratch = self.scratch.lock().expect("not poisoned");
             (
-                scratch_view(&device, &mut scratch.weight, &[n, k])?,
-                scratch_view(&device, &mut scratch.x, &[rows, k])?,
+                scratch_view(&device, &mut scratch.weight, DType::BF16, &[n, k])?,
+                scratch_view(&device, &mut scratch.x, DType::BF16, &[rows, k])?,
             )
         };
         let grid = |count: usize| LaunchGrid {

@@ -6,30 +6,29 @@
 extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
     matvec_{format}_q8(const u8* weight, const float* x, float* out, u32 n, u32 k, u32 rows) {
     wait_for_previous_kernel();
-    quantized_matvec<{Format}, false>(weight, x, out, n, k, rows);
+    quantized_matvec<{Format}>(weight, x, out, n, k, rows);
 }
 extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
     matmul_{format}(const u8* weight, const float* x, float* out, u32 n, u32 k, u32 rows) {
     wait_for_previous_kernel();
-    quantized_matvec<{Format}, false>(weight, x, out, n, k, rows);
+    quantized_matvec<{Format}>(weight, x, out, n, k, rows);
+}
+// The fused products over x quantized by stage.cu's kernels.
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
+    matvec_add_{format}_q8(const u8* weight, const u8* x, float* out, u32 n, u32 k) {
+    wait_for_previous_kernel();
+    quantized_matvec_add<{Format}>(weight, x, out, n, k);
 }
 extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
-    matvec_add_{format}_q8(const u8* weight, const float* x, float* out, u32 n, u32 k) {
+    matvecs_{format}_q8(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c, float* out,
+                        u32 rows_a, u32 rows_b, u32 rows_c, u32 k) {
     wait_for_previous_kernel();
-    quantized_matvec<{Format}, true>(weight, x, out, n, k, 1);
+    quantized_matvecs<{Format}>(x, weight_a, weight_b, weight_c, out, rows_a, rows_b, rows_c, k);
 }
 extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
-    norm_matvec_{format}_q8(const float* x, const float* norm_weight, const u8* weight_a, const u8* weight_b,
-                            const u8* weight_c, float* out, u32 rows_a, u32 rows_b, u32 rows_c, u32 k, float eps) {
+    matvec_silu_{format}_q8(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k) {
     wait_for_previous_kernel();
-    quantized_norm_matvec<{Format}>(x, norm_weight, weight_a, weight_b, weight_c, out, rows_a, rows_b, rows_c, k,
-                                    eps);
-}
-extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
-    norm_matvec_silu_{format}_q8(const float* x, const float* norm_weight, const u8* gate, const u8* up, float* out,
-                                 u32 n, u32 k, float eps) {
-    wait_for_previous_kernel();
-    quantized_norm_matvec_silu<{Format}>(x, norm_weight, gate, up, out, n, k, eps);
+    quantized_matvec_silu<{Format}>(x, gate, up, out, n, k);
 }
 extern "C" __global__ void embedding_{format}(const u8* table, const u32* tokens, float* out, u32 first, u32 rows,
                                               u32 vocab, u32 hidden, u32 table_first, u32 table_rows) {

@@ -167,6 +167,7 @@ pub fn register(registry: &mut KernelRegistry) {
         }
     }
     gemm::register(registry);
+    fused::register(registry);
 }
 
 /// The CUDA kernels of each format (`kernels.cu`), `{}` standing for its
@@ -175,8 +176,8 @@ pub(crate) const CUDA_KERNELS: [&str; 7] = [
     "matvec_{}_q8",
     "matmul_{}",
     "matvec_add_{}_q8",
-    "norm_matvec_{}_q8",
-    "norm_matvec_silu_{}_q8",
+    "matvecs_{}_q8",
+    "matvec_silu_{}_q8",
     "embedding_{}",
     "dequantize_{}_bf16",
 ];

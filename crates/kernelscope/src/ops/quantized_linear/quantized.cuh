@@ -64,24 +64,40 @@ __device__ __forceinline__ int4 staged16(const Staged& x, u32 offset) {
 // Shared memory of a block staging k activations.
 __device__ __forceinline__ u32 staged_bytes(u32 k) { return k + 8 * (k / 32); }
 
-// Quantizes x (or rmsnorm(x) * norm_weight, NORM) into shared memory as
-// `Staged`: eight lanes per block of 32, four values each. Every thread of
-// the block must call it; the staged vector is complete when it returns. k
-// is a multiple of 32 (every format's block is).
-template <bool NORM>
-__device__ Staged stage_activations(const float* x, const float* norm_weight, float eps, u32 k, u8* storage) {
+// Quantizes the four values `v` of a lane to 8 bits within their block of
+// 32 (eight neighbouring lanes, aligned, hold one block): returns the four
+// as packed bytes, and sets the block's scale (largest / 127) and its scale
+// times the sum of its quantized values. Every lane of the warp calls it.
+__device__ __forceinline__ u32 quantize_four(float4 v, float* scale, float* scaled_sum) {
+    float largest = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    for (int offset = 4; offset > 0; offset >>= 1)
+        largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+    *scale = largest / 127.0f;
+    const float inverse = *scale != 0.0f ? 1.0f / *scale : 0.0f;
+    const int q0 = (int)roundf(v.x * inverse), q1 = (int)roundf(v.y * inverse);
+    const int q2 = (int)roundf(v.z * inverse), q3 = (int)roundf(v.w * inverse);
+    int sum = q0 + q1 + q2 + q3;
+    for (int offset = 4; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    *scaled_sum = *scale * (float)sum;
+    return (q0 & 0xff) | ((q1 & 0xff) << 8) | ((q2 & 0xff) << 16) | ((u32)(q3 & 0xff) << 24);
+}
+
+// x as `Staged` at `storage` (shared or global memory): k values, then the
+// k / 32 scales, then the k / 32 scaled sums (`staged_bytes(k)` in all).
+__device__ __forceinline__ Staged staged_at(const u8* storage, u32 k) {
+    const float* scales = (const float*)(storage + k);
+    return Staged{(const signed char*)storage, scales, scales + k / 32};
+}
+
+// Quantizes x into shared memory as `Staged`, eight lanes per block of 32,
+// four values each: the unfused mat-vec and the short prefill chunks, whose
+// x no other kernel quantized. Every thread of the block must call it; the
+// staged vector is complete when it returns. k is a multiple of 32 (every
+// format's block is).
+__device__ Staged stage_activations(const float* x, u32 k, u8* storage) {
     signed char* values = (signed char*)storage;
     float* scales = (float*)(storage + k);
     float* sums = scales + k / 32;
-    float norm = 1.0f;
-    if (NORM) {
-        float squares = 0.0f;
-        for (u32 i = 4 * threadIdx.x; i < k; i += 4 * blockDim.x) {
-            const float4 v = *(const float4*)(x + i);
-            squares += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-        }
-        norm = rsqrtf(block_sum(squares) / k + eps);
-    }
     const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
     const u32 blocks = k / 32;
     // STAGE_UNROLL passes' loads are issued before any is used: one pass at a
@@ -94,32 +110,17 @@ __device__ Staged stage_activations(const float* x, const float* norm_weight, fl
         for (u32 u = 0; u < STAGE_UNROLL; ++u) {
             const u32 block = first + u * warps * 4 + lane / 8, at = block * 32 + (lane % 8) * 4;
             loaded[u] = block < blocks ? *(const float4*)(x + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (NORM && block < blocks) {
-                const float4 w = *(const float4*)(norm_weight + at);
-                loaded[u].x = loaded[u].x * norm * w.x;
-                loaded[u].y = loaded[u].y * norm * w.y;
-                loaded[u].z = loaded[u].z * norm * w.z;
-                loaded[u].w = loaded[u].w * norm * w.w;
-            }
         }
         #pragma unroll
         for (u32 u = 0; u < STAGE_UNROLL; ++u) {
             const u32 block = first + u * warps * 4 + lane / 8, at = block * 32 + (lane % 8) * 4;
-            const float4 v = loaded[u];
-            float largest = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-            for (int offset = 4; offset > 0; offset >>= 1)
-                largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
-            const float scale = largest / 127.0f, inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
-            const int q0 = (int)roundf(v.x * inverse), q1 = (int)roundf(v.y * inverse);
-            const int q2 = (int)roundf(v.z * inverse), q3 = (int)roundf(v.w * inverse);
-            int sum = q0 + q1 + q2 + q3;
-            for (int offset = 4; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+            float scale, sum;
+            const u32 packed = quantize_four(loaded[u], &scale, &sum);
             if (block < blocks) {
-                *(int*)(values + at) =
-                    (q0 & 0xff) | ((q1 & 0xff) << 8) | ((q2 & 0xff) << 16) | ((u32)(q3 & 0xff) << 24);
+                *(u32*)(values + at) = packed;
                 if (lane % 8 == 0) {
                     scales[block] = scale;
-                    sums[block] = scale * (float)sum;
+                    sums[block] = sum;
                 }
             }
         }
@@ -494,11 +495,11 @@ __device__ __forceinline__ void quantized_rows(u32 n, u32 blocks, const Staged& 
     }
 }
 
-// out[r, :] = W · x[r, :] for each of `x_rows` rows (one in decode; a
-// prefill chunk's rows share each block's weight reads through L2), or
-// out[n] += W · x (ADD: o_proj and down_proj adding into the residual
-// stream; each row is written by one lane).
-template <typename F, bool ADD>
+// out[r, :] = W · x[r, :] for each of `x_rows` rows, x staged by each block
+// in its shared memory: the unfused mat-vec (one row) and prefill chunks
+// too short for the GEMM (their rows share each block's weight reads
+// through L2).
+template <typename F>
 __device__ void quantized_matvec(const u8* weight, const float* x, float* out, u32 n, u32 k, u32 x_rows) {
     extern __shared__ float4 quant_storage[];
     const u32 blocks = k / F::BLOCK;
@@ -506,28 +507,38 @@ __device__ void quantized_matvec(const u8* weight, const float* x, float* out, u
     const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
     if (blockIdx.y < x_rows) prefetch_first_rows<1, MATVEC_GROUP>(n, row_bytes, pointers);
     for (u32 r = blockIdx.y; r < x_rows; r += gridDim.y) {
-        const Staged staged = stage_activations<false>(x + (size_t)r * k, nullptr, 0.0f, k, (u8*)quant_storage);
+        const Staged staged = stage_activations(x + (size_t)r * k, k, (u8*)quant_storage);
         float* row_out = out + (size_t)r * n;
-        quantized_rows<F, 1, MATVEC_GROUP>(
-            n, blocks, staged, pointers,
-            [&](u32 row, const float* sums) {
-                if (ADD)
-                    row_out[row] += sums[0];
-                else
-                    row_out[row] = sums[0];
-            });
+        quantized_rows<F, 1, MATVEC_GROUP>(n, blocks, staged, pointers,
+                                           [&](u32 row, const float* sums) { row_out[row] = sums[0]; });
         // The next row's staging overwrites what this row's warps read.
         __syncthreads();
     }
 }
 
-// out = [A; B; C] · (rmsnorm(x) * norm_weight), the rows of up to three
-// matrices of one format in order (q, k and v; the LM head alone).
+// Decode's fused products read x already quantized, once for all blocks,
+// by quantize_q8 or norm_quantize_q8 (stage.cu) into global memory in the
+// `Staged` layout: every block staging x itself cost more than the weights'
+// reads on small matrices and long rows (llama-3-8b's down_proj, 14,336
+// values per block: 31 µs against 17 µs quantized once, H200).
+
+// out[n] += W · x: o_proj and down_proj adding into the residual stream
+// (each row written by one lane).
 template <typename F>
-__device__ void quantized_norm_matvec(const float* x, const float* norm_weight, const u8* weight_a,
-                                      const u8* weight_b, const u8* weight_c, float* out, u32 rows_a, u32 rows_b,
-                                      u32 rows_c, u32 k, float eps) {
-    extern __shared__ float4 quant_storage[];
+__device__ void quantized_matvec_add(const u8* weight, const u8* x, float* out, u32 n, u32 k) {
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
+    prefetch_first_rows<1, MATVEC_GROUP>(n, row_bytes, pointers);
+    quantized_rows<F, 1, MATVEC_GROUP>(n, blocks, staged_at(x, k), pointers,
+                                       [&](u32 row, const float* sums) { out[row] += sums[0]; });
+}
+
+// out = [A; B; C] · x, the rows of up to three matrices of one format in
+// order (q, k and v; the LM head alone), x the normalised input.
+template <typename F>
+__device__ void quantized_matvecs(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c,
+                                  float* out, u32 rows_a, u32 rows_b, u32 rows_c, u32 k) {
     const u32 blocks = k / F::BLOCK;
     const size_t row_bytes = planar_row_bytes<F>(blocks);
     const auto pointers = [&](u32 row, const u8** rows) {
@@ -536,17 +547,13 @@ __device__ void quantized_norm_matvec(const float* x, const float* norm_weight, 
                                           : weight_c + (row - rows_a - rows_b) * row_bytes;
     };
     prefetch_first_rows<1, MATVEC_GROUP>(rows_a + rows_b + rows_c, row_bytes, pointers);
-    const Staged staged = stage_activations<true>(x, norm_weight, eps, k, (u8*)quant_storage);
-    quantized_rows<F, 1, MATVEC_GROUP>(
-        rows_a + rows_b + rows_c, blocks, staged, pointers,
-        [&](u32 row, const float* sums) { out[row] = sums[0]; });
+    quantized_rows<F, 1, MATVEC_GROUP>(rows_a + rows_b + rows_c, blocks, staged_at(x, k), pointers,
+                                       [&](u32 row, const float* sums) { out[row] = sums[0]; });
 }
 
-// out[i] = silu(gate[i] · h) * (up[i] · h), h = rmsnorm(x) * norm_weight.
+// out[i] = silu(gate[i] · x) * (up[i] · x), x the normalised input.
 template <typename F>
-__device__ void quantized_norm_matvec_silu(const float* x, const float* norm_weight, const u8* gate, const u8* up,
-                                           float* out, u32 n, u32 k, float eps) {
-    extern __shared__ float4 quant_storage[];
+__device__ void quantized_matvec_silu(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k) {
     const u32 blocks = k / F::BLOCK;
     const size_t row_bytes = planar_row_bytes<F>(blocks);
     const auto pointers = [&](u32 row, const u8** rows) {
@@ -554,9 +561,8 @@ __device__ void quantized_norm_matvec_silu(const float* x, const float* norm_wei
         rows[1] = up + row * row_bytes;
     };
     prefetch_first_rows<2, 1>(n, row_bytes, pointers);
-    const Staged staged = stage_activations<true>(x, norm_weight, eps, k, (u8*)quant_storage);
     quantized_rows<F, 2, 1>(
-        n, blocks, staged, pointers,
+        n, blocks, staged_at(x, k), pointers,
         // The same expression as the SiLU·mul op, so fused and unfused agree.
         [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
 }
