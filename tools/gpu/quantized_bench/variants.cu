@@ -1,0 +1,282 @@
+// Experimental variants of the quantized decode kernels, measured against
+// the kernels in crates/kernelscope by bench.cu on the same inputs. What
+// each measured on an H200 is in docs/PERF.md ("Quantized kernels, one at a
+// time"): Q4_KW became the project's Q4_K_Pairs for gate/up and the
+// one-matrix pipelined loop its quantized_rows_pipelined for q/k/v and the
+// LM head; the rest lost and are kept to be measured again after changes.
+
+// Q4_K with one unit per pair of sub-blocks (32 bytes of values a lane):
+// the scales decoded and the minimums applied once per 64 values instead of
+// twice, the 6-bit scales multiplied into the integer dots before one
+// conversion each. LOAD picks cached (L1) or streaming loads of the halves.
+template <bool CACHED>
+__device__ __forceinline__ uint4 q4_load16(const u8* p) {
+    if (CACHED) return __ldg((const uint4*)p);
+    return stream16(p);
+}
+template <bool CACHED>
+struct Q4_KW {
+    static constexpr u32 BLOCK = 256, BYTES = 144, UNITS = 4, UNROLL = 2;
+    struct Unit { uint4 a, b; u32 dm, scale_pair, min_pair; };
+    __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
+        const u32 block = unit / 4, j = unit % 4;
+        Unit u;
+        u.a = q4_load16<CACHED>(row + unit * 32);
+        u.b = q4_load16<CACHED>(row + unit * 32 + 16);
+        u.dm = field32(row + blocks * 140 + block * 4);
+        k4_scales(row + blocks * 128 + block * 12, j, &u.scale_pair, &u.min_pair);
+        return u;
+    }
+    __device__ static float dot(const Unit& u, u32 unit, const Staged& x) {
+        const u32 low_block = (unit / 4) * 8 + (unit % 4) * 2;
+        int low = dot16(low_nibbles(u.a), staged16(x, low_block * 32), 0);
+        low = dot16(low_nibbles(u.b), staged16(x, low_block * 32 + 16), low);
+        int high = dot16(high_nibbles(u.a), staged16(x, low_block * 32 + 32), 0);
+        high = dot16(high_nibbles(u.b), staged16(x, low_block * 32 + 48), high);
+        const float scaled = x.scales[low_block] * (float)((int)(u.scale_pair & 0xffu) * low) +
+                             x.scales[low_block + 1] * (float)((int)(u.scale_pair >> 8) * high);
+        const float minimum = (float)(u.min_pair & 0xffu) * x.sums[low_block] + (float)(u.min_pair >> 8) * x.sums[low_block + 1];
+        return half_to_float(u.dm) * scaled - half_to_float(u.dm >> 16) * minimum;
+    }
+};
+
+// The row loop with the next chunk's loads issued before this chunk's
+// products: a warp always has a chunk of weights in flight.
+template <typename F, int ROWS, typename Pointers, typename Store>
+__device__ __forceinline__ void variant_rows_pipelined(u32 n, u32 blocks, const Staged& x, Pointers pointers, Store store) {
+    const u32 warp = quant_uniform_warp(), lane = threadIdx.x & 31;
+    const u32 units = blocks * F::UNITS, stride = gridDim.x * QUANT_WARPS, chunk = 32 * F::UNROLL;
+    u32 row = blockIdx.x * QUANT_WARPS + warp, base = 0;
+    if (row >= n) return;
+    const u8* rows[ROWS];
+    pointers(row, rows);
+    typename F::Unit current[ROWS][F::UNROLL], next[ROWS][F::UNROLL];
+    #pragma unroll
+    for (u32 u = 0; u < F::UNROLL; ++u) {
+        const u32 unit = base + u * 32 + lane;
+        if (unit < units)
+            #pragma unroll
+            for (int r = 0; r < ROWS; ++r) current[r][u] = F::load(rows[r], blocks, unit);
+    }
+    float sums[ROWS];
+    #pragma unroll
+    for (int r = 0; r < ROWS; ++r) sums[r] = 0.0f;
+    while (true) {
+        u32 next_row = row, next_base = base + chunk;
+        if (next_base >= units) {
+            next_row = row + stride;
+            next_base = 0;
+        }
+        const bool more = next_row < n;
+        const u8* next_rows[ROWS];
+        if (more) {
+            pointers(next_row, next_rows);
+            #pragma unroll
+            for (u32 u = 0; u < F::UNROLL; ++u) {
+                const u32 unit = next_base + u * 32 + lane;
+                if (unit < units)
+                    #pragma unroll
+                    for (int r = 0; r < ROWS; ++r) next[r][u] = F::load(next_rows[r], blocks, unit);
+            }
+        }
+        #pragma unroll
+        for (u32 u = 0; u < F::UNROLL; ++u) {
+            const u32 unit = base + u * 32 + lane;
+            if (unit < units)
+                #pragma unroll
+                for (int r = 0; r < ROWS; ++r) sums[r] += F::dot(current[r][u], unit, x);
+        }
+        if (next_base == 0) {
+            #pragma unroll
+            for (int r = 0; r < ROWS; ++r) sums[r] = warp_sum(sums[r]);
+            if (lane == 0) store(row, sums);
+            #pragma unroll
+            for (int r = 0; r < ROWS; ++r) sums[r] = 0.0f;
+        }
+        if (!more) break;
+        #pragma unroll
+        for (u32 u = 0; u < F::UNROLL; ++u)
+            #pragma unroll
+            for (int r = 0; r < ROWS; ++r) current[r][u] = next[r][u];
+        row = next_row;
+        base = next_base;
+        #pragma unroll
+        for (int r = 0; r < ROWS; ++r) rows[r] = next_rows[r];
+    }
+}
+
+// ---- products over x quantized in global memory (stage.cu) -------------
+template <typename F, bool PIPELINED, int ROWS, typename Pointers, typename Store>
+__device__ __forceinline__ void variant_rows(u32 n, u32 blocks, const Staged& x, Pointers pointers, Store store) {
+    if (PIPELINED)
+        variant_rows_pipelined<F, ROWS>(n, blocks, x, pointers, store);
+    else
+        quantized_rows<F, ROWS, 1>(n, blocks, x, pointers, store);
+}
+template <typename F, bool PIPELINED>
+__device__ void global_add(const u8* weight, const u8* xq, float* out, u32 n, u32 k) {
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
+    prefetch_first_rows<1, 1>(n, row_bytes, pointers);
+    variant_rows<F, PIPELINED, 1>(n, blocks, staged_at(xq, k), pointers, [&](u32 row, const float* sums) { out[row] += sums[0]; });
+}
+template <typename F, bool PIPELINED>
+__device__ void global_silu(const u8* xq, const u8* gate, const u8* up, float* out, u32 n, u32 k) {
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) {
+        rows[0] = gate + row * row_bytes;
+        rows[1] = up + row * row_bytes;
+    };
+    prefetch_first_rows<2, 1>(n, row_bytes, pointers);
+    variant_rows<F, PIPELINED, 2>(n, blocks, staged_at(xq, k), pointers,
+                                  [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+}
+template <typename F, bool PIPELINED>
+__device__ void global_rows(const u8* weight, const u8* xq, float* out, u32 n, u32 k) {
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
+    prefetch_first_rows<1, 1>(n, row_bytes, pointers);
+    variant_rows<F, PIPELINED, 1>(n, blocks, staged_at(xq, k), pointers, [&](u32 row, const float* sums) { out[row] = sums[0]; });
+}
+#define VARIANTS(NAME, F, PIPELINED) \
+    extern "C" __global__ void __launch_bounds__(QUANT_THREADS) add_##NAME(const u8* w, const u8* xq, float* out, u32 n, u32 k) { global_add<F, PIPELINED>(w, xq, out, n, k); } \
+    extern "C" __global__ void __launch_bounds__(QUANT_THREADS) silu_##NAME(const u8* xq, const u8* gate, const u8* up, float* out, u32 n, u32 k) { global_silu<F, PIPELINED>(xq, gate, up, out, n, k); } \
+    extern "C" __global__ void __launch_bounds__(QUANT_THREADS) rows_##NAME(const u8* w, const u8* xq, float* out, u32 n, u32 k) { global_rows<F, PIPELINED>(w, xq, out, n, k); }
+VARIANTS(q4_k_pipelined, Q4_K, true)
+VARIANTS(q4_k_wide, Q4_KW<true>, false)
+VARIANTS(q4_k_wide_pipelined, Q4_KW<true>, true)
+VARIANTS(q6_k_pipelined, Q6_K, true)
+// matvecs over one matrix, in the Product signature of variants_launch.h.
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS) matvecs_q4_k_q8_single(const u8* w, const u8* xq, float* out, u32 n, u32 k) { quantized_matvecs<Q4_K>(xq, w, w, w, out, n, 0, 0, k); }
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS) matvecs_q6_k_q8_single(const u8* w, const u8* xq, float* out, u32 n, u32 k) { quantized_matvecs<Q6_K>(xq, w, w, w, out, n, 0, 0, k); }
+
+// ---- Q4_K a whole block a lane, several rows a warp -----------------------
+// Every field of a block read once by one lane (128 bytes of values in 8
+// cached loads, the 12 scale bytes and d/dmin), the 8 sub-blocks' scales and
+// minimums decoded together, high nibbles multiplied in place with an
+// unsigned-by-signed dp4a (16 times the value: no shifts), one conversion
+// per sub-block. Rows of few blocks share a warp: LANES lanes a row.
+__device__ __forceinline__ int dp4a_unsigned_signed(u32 a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+struct Q4_K_Whole {
+    static constexpr u32 BLOCK = 256, BYTES = 144, UNITS = 1, UNROLL = 1;
+    struct Unit { uint4 qs[8]; u32 s0, s1, s2, dm; };
+    __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
+        Unit u;
+        #pragma unroll
+        for (int i = 0; i < 8; ++i) u.qs[i] = __ldg((const uint4*)(row + unit * 128 + 16 * i));
+        const u8* scales = row + blocks * 128 + unit * 12;
+        u.s0 = field32(scales);
+        u.s1 = field32(scales + 4);
+        u.s2 = field32(scales + 8);
+        u.dm = field32(row + blocks * 140 + unit * 4);
+        return u;
+    }
+    __device__ static float dot(const Unit& u, u32 unit, const Staged& x) {
+        // ggml's get_scale_min_k4 for all eight sub-blocks: bytes j of
+        // scale_low/min_low are sub-blocks 0..3, of scale_high/min_high 4..7.
+        const u32 scale_low = u.s0 & 0x3f3f3f3fu, min_low = u.s1 & 0x3f3f3f3fu;
+        const u32 scale_high = (u.s2 & 0x0f0f0f0fu) | ((u.s0 >> 2) & 0x30303030u);
+        const u32 min_high = ((u.s2 >> 4) & 0x0f0f0f0fu) | ((u.s1 >> 2) & 0x30303030u);
+        const u32 first = unit * 8;
+        const float4 xs_low = __ldg((const float4*)(x.scales + first)), xs_high = __ldg((const float4*)(x.scales + first + 4));
+        const float4 sum_low = __ldg((const float4*)(x.sums + first)), sum_high = __ldg((const float4*)(x.sums + first + 4));
+        const float xs[8] = {xs_low.x, xs_low.y, xs_low.z, xs_low.w, xs_high.x, xs_high.y, xs_high.z, xs_high.w};
+        const float sums[8] = {sum_low.x, sum_low.y, sum_low.z, sum_low.w, sum_high.x, sum_high.y, sum_high.z, sum_high.w};
+        float scaled = 0.0f, minimum = 0.0f;
+        #pragma unroll
+        for (int pair = 0; pair < 4; ++pair) {
+            const u32 block = first + 2 * pair;
+            const int4 x0 = staged16(x, block * 32), x1 = staged16(x, block * 32 + 16);
+            const int4 x2 = staged16(x, block * 32 + 32), x3 = staged16(x, block * 32 + 48);
+            const uint4 a = u.qs[2 * pair], b = u.qs[2 * pair + 1];
+            int low = 0, high = 0;
+            low = __dp4a((int)(a.x & 0x0f0f0f0fu), x0.x, low); low = __dp4a((int)(a.y & 0x0f0f0f0fu), x0.y, low);
+            low = __dp4a((int)(a.z & 0x0f0f0f0fu), x0.z, low); low = __dp4a((int)(a.w & 0x0f0f0f0fu), x0.w, low);
+            low = __dp4a((int)(b.x & 0x0f0f0f0fu), x1.x, low); low = __dp4a((int)(b.y & 0x0f0f0f0fu), x1.y, low);
+            low = __dp4a((int)(b.z & 0x0f0f0f0fu), x1.z, low); low = __dp4a((int)(b.w & 0x0f0f0f0fu), x1.w, low);
+            high = dp4a_unsigned_signed(a.x & 0xf0f0f0f0u, x2.x, high); high = dp4a_unsigned_signed(a.y & 0xf0f0f0f0u, x2.y, high);
+            high = dp4a_unsigned_signed(a.z & 0xf0f0f0f0u, x2.z, high); high = dp4a_unsigned_signed(a.w & 0xf0f0f0f0u, x2.w, high);
+            high = dp4a_unsigned_signed(b.x & 0xf0f0f0f0u, x3.x, high); high = dp4a_unsigned_signed(b.y & 0xf0f0f0f0u, x3.y, high);
+            high = dp4a_unsigned_signed(b.z & 0xf0f0f0f0u, x3.z, high); high = dp4a_unsigned_signed(b.w & 0xf0f0f0f0u, x3.w, high);
+            const u32 scales = pair < 2 ? scale_low : scale_high, mins = pair < 2 ? min_low : min_high;
+            const u32 shift = 16 * (pair % 2);
+            const int scale0 = (scales >> shift) & 0xff, scale1 = (scales >> (shift + 8)) & 0xff;
+            const int min0 = (mins >> shift) & 0xff, min1 = (mins >> (shift + 8)) & 0xff;
+            scaled += xs[2 * pair] * (float)(scale0 * low) + xs[2 * pair + 1] * (float)(scale1 * (high >> 4));
+            minimum += (float)min0 * sums[2 * pair] + (float)min1 * sums[2 * pair + 1];
+        }
+        return half_to_float(u.dm) * scaled - half_to_float(u.dm >> 16) * minimum;
+    }
+};
+
+template <typename F, int ROWS, int LANES, typename Pointers, typename Store>
+__device__ __forceinline__ void rows_lanes(u32 n, u32 blocks, const Staged& x, Pointers pointers, Store store) {
+    constexpr u32 GROUPS = 32 / LANES;
+    const u32 lane = threadIdx.x & 31, group = lane / LANES, member = lane % LANES;
+    const u32 units = blocks * F::UNITS, stride = gridDim.x * QUANT_WARPS * GROUPS;
+    for (u32 first = (blockIdx.x * QUANT_WARPS + quant_uniform_warp()) * GROUPS; first < n; first += stride) {
+        const u32 row = first + group;
+        const bool live = row < n;
+        const u8* rows[ROWS];
+        if (live) pointers(row, rows);
+        float sums[ROWS];
+        #pragma unroll
+        for (int r = 0; r < ROWS; ++r) sums[r] = 0.0f;
+        for (u32 base = 0; base < units; base += LANES * F::UNROLL) {
+            typename F::Unit loaded[ROWS][F::UNROLL];
+            #pragma unroll
+            for (u32 u = 0; u < F::UNROLL; ++u) {
+                const u32 unit = base + u * LANES + member;
+                if (live && unit < units)
+                    #pragma unroll
+                    for (int r = 0; r < ROWS; ++r) loaded[r][u] = F::load(rows[r], blocks, unit);
+            }
+            #pragma unroll
+            for (u32 u = 0; u < F::UNROLL; ++u) {
+                const u32 unit = base + u * LANES + member;
+                if (live && unit < units)
+                    #pragma unroll
+                    for (int r = 0; r < ROWS; ++r) sums[r] += F::dot(loaded[r][u], unit, x);
+            }
+        }
+        #pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+            for (int offset = LANES / 2; offset > 0; offset >>= 1) sums[r] += __shfl_xor_sync(0xffffffffu, sums[r], offset);
+        if (live && member == 0) store(row, sums);
+    }
+}
+template <typename F, int ROWS, typename Pointers, typename Store>
+__device__ __forceinline__ void rows_by_lanes(u32 lanes, u32 n, u32 blocks, const Staged& x, Pointers pointers, Store store) {
+    if (lanes == 8) rows_lanes<F, ROWS, 8>(n, blocks, x, pointers, store);
+    else if (lanes == 16) rows_lanes<F, ROWS, 16>(n, blocks, x, pointers, store);
+    else rows_lanes<F, ROWS, 32>(n, blocks, x, pointers, store);
+}
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS) add_q4_k_whole(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 lanes) {
+    const u32 blocks = k / 256;
+    const size_t row_bytes = planar_row_bytes<Q4_K>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
+    rows_by_lanes<Q4_K_Whole, 1>(lanes, n, blocks, staged_at(xq, k), pointers, [&](u32 row, const float* sums) { out[row] += sums[0]; });
+}
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS) rows_q4_k_whole(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 lanes) {
+    const u32 blocks = k / 256;
+    const size_t row_bytes = planar_row_bytes<Q4_K>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
+    rows_by_lanes<Q4_K_Whole, 1>(lanes, n, blocks, staged_at(xq, k), pointers, [&](u32 row, const float* sums) { out[row] = sums[0]; });
+}
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS) silu_q4_k_whole(const u8* xq, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 lanes) {
+    const u32 blocks = k / 256;
+    const size_t row_bytes = planar_row_bytes<Q4_K>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) {
+        rows[0] = gate + row * row_bytes;
+        rows[1] = up + row * row_bytes;
+    };
+    rows_by_lanes<Q4_K_Whole, 2>(lanes, n, blocks, staged_at(xq, k), pointers,
+                                 [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+}
