@@ -17,6 +17,11 @@
 
 #include "kernels.inc"
 
+#include <map>
+// Each Q4_K matrix's copy with every row's values transposed (chunk-major:
+// the i-th 16 bytes of every block together), by the plain copy's address.
+static std::map<const u8*, const u8*> transposed_of;
+
 struct Kernel {
     std::string name;
     // Launches into `out` on weight copy `copy`.
@@ -76,6 +81,17 @@ static Matrix random_matrix(const char* format, u32 rows, u32 k, int copies) {
     }
     CHECK(cudaMalloc(&m.device, m.bytes * copies));
     for (int c = 0; c < copies; ++c) CHECK(cudaMemcpy(m.device + c * m.bytes, host.data(), m.bytes, cudaMemcpyHostToDevice));
+    if (!q6) {
+        std::vector<u8> transposed = host;
+        for (u32 r = 0; r < rows; ++r)
+            for (u32 b = 0; b < blocks; ++b)
+                for (u32 i = 0; i < 8; ++i)
+                    memcpy(transposed.data() + r * m.row_bytes + (i * blocks + b) * 16, host.data() + r * m.row_bytes + b * 128 + i * 16, 16);
+        u8* device;
+        CHECK(cudaMalloc(&device, m.bytes * copies));
+        for (int c = 0; c < copies; ++c) CHECK(cudaMemcpy(device + c * m.bytes, transposed.data(), m.bytes, cudaMemcpyHostToDevice));
+        transposed_of[m.device] = device;
+    }
     return m;
 }
 static float* random_floats(size_t n, float low, float high) {

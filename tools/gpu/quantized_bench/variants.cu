@@ -164,13 +164,15 @@ __device__ __forceinline__ int dp4a_unsigned_signed(u32 a, int b, int c) {
     asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
     return d;
 }
+template <bool TRANSPOSED>
 struct Q4_K_Whole {
     static constexpr u32 BLOCK = 256, BYTES = 144, UNITS = 1, UNROLL = 1;
     struct Unit { uint4 qs[8]; u32 s0, s1, s2, dm; };
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
         Unit u;
         #pragma unroll
-        for (int i = 0; i < 8; ++i) u.qs[i] = __ldg((const uint4*)(row + unit * 128 + 16 * i));
+        for (int i = 0; i < 8; ++i)
+            u.qs[i] = TRANSPOSED ? stream16(row + (i * blocks + unit) * 16) : __ldg((const uint4*)(row + unit * 128 + 16 * i));
         const u8* scales = row + blocks * 128 + unit * 12;
         u.s0 = field32(scales);
         u.s1 = field32(scales + 4);
@@ -258,25 +260,25 @@ __device__ __forceinline__ void rows_by_lanes(u32 lanes, u32 n, u32 blocks, cons
     else if (lanes == 16) rows_lanes<F, ROWS, 16>(n, blocks, x, pointers, store);
     else rows_lanes<F, ROWS, 32>(n, blocks, x, pointers, store);
 }
-extern "C" __global__ void __launch_bounds__(QUANT_THREADS) add_q4_k_whole(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 lanes) {
-    const u32 blocks = k / 256;
-    const size_t row_bytes = planar_row_bytes<Q4_K>(blocks);
-    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
-    rows_by_lanes<Q4_K_Whole, 1>(lanes, n, blocks, staged_at(xq, k), pointers, [&](u32 row, const float* sums) { out[row] += sums[0]; });
+#define WHOLE_KERNELS(SUFFIX, TRANSPOSED) \
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS) add_q4_k_whole##SUFFIX(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 lanes) { \
+    const u32 blocks = k / 256; \
+    const size_t row_bytes = planar_row_bytes<Q4_K>(blocks); \
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; }; \
+    rows_by_lanes<Q4_K_Whole<TRANSPOSED>, 1>(lanes, n, blocks, staged_at(xq, k), pointers, [&](u32 row, const float* sums) { out[row] += sums[0]; }); \
+} \
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS) rows_q4_k_whole##SUFFIX(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 lanes) { \
+    const u32 blocks = k / 256; \
+    const size_t row_bytes = planar_row_bytes<Q4_K>(blocks); \
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; }; \
+    rows_by_lanes<Q4_K_Whole<TRANSPOSED>, 1>(lanes, n, blocks, staged_at(xq, k), pointers, [&](u32 row, const float* sums) { out[row] = sums[0]; }); \
+} \
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS) silu_q4_k_whole##SUFFIX(const u8* xq, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 lanes) { \
+    const u32 blocks = k / 256; \
+    const size_t row_bytes = planar_row_bytes<Q4_K>(blocks); \
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = gate + row * row_bytes; rows[1] = up + row * row_bytes; }; \
+    rows_by_lanes<Q4_K_Whole<TRANSPOSED>, 2>(lanes, n, blocks, staged_at(xq, k), pointers, \
+        [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; }); \
 }
-extern "C" __global__ void __launch_bounds__(QUANT_THREADS) rows_q4_k_whole(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 lanes) {
-    const u32 blocks = k / 256;
-    const size_t row_bytes = planar_row_bytes<Q4_K>(blocks);
-    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
-    rows_by_lanes<Q4_K_Whole, 1>(lanes, n, blocks, staged_at(xq, k), pointers, [&](u32 row, const float* sums) { out[row] = sums[0]; });
-}
-extern "C" __global__ void __launch_bounds__(QUANT_THREADS) silu_q4_k_whole(const u8* xq, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 lanes) {
-    const u32 blocks = k / 256;
-    const size_t row_bytes = planar_row_bytes<Q4_K>(blocks);
-    const auto pointers = [&](u32 row, const u8** rows) {
-        rows[0] = gate + row * row_bytes;
-        rows[1] = up + row * row_bytes;
-    };
-    rows_by_lanes<Q4_K_Whole, 2>(lanes, n, blocks, staged_at(xq, k), pointers,
-                                 [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
-}
+WHOLE_KERNELS(, false)
+WHOLE_KERNELS(_transposed, true)

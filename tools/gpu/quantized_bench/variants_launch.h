@@ -43,6 +43,12 @@ static void add_rows_variants(std::vector<Kernel>& kernels, bool q6, const u8* w
                 norm_quantize_q8<<<quantize_blocks(k), 256, 0, s>>>(x, norm, xq, k, 1e-5f);
                 rows_q4_k_whole<<<whole_grid(rows, k, cap), QUANT_THREADS, 0, s>>>(weight + copy * bytes, xq, out, rows, k, whole_lanes(k));
             }});
+    if (!q6)
+        for (u32 cap : {528u, 264u})
+            kernels.push_back({std::string("whole transposed grid ") + std::to_string(cap), [=](int copy, cudaStream_t s, float* out) {
+                norm_quantize_q8<<<quantize_blocks(k), 256, 0, s>>>(x, norm, xq, k, 1e-5f);
+                rows_q4_k_whole_transposed<<<whole_grid(rows, k, cap), QUANT_THREADS, 0, s>>>(transposed_of[weight] + copy * bytes, xq, out, rows, k, whole_lanes(k));
+            }});
     for (Named v : all)
         kernels.push_back({v.name, [=](int copy, cudaStream_t s, float* out) {
             norm_quantize_q8<<<quantize_blocks(k), 256, 0, s>>>(x, norm, xq, k, 1e-5f);
@@ -67,6 +73,11 @@ static void add_silu_variants(std::vector<Kernel>& kernels, const u8* gate, cons
         kernels.push_back({std::string("whole grid ") + std::to_string(cap), [=](int copy, cudaStream_t s, float* out) {
             norm_quantize_q8<<<quantize_blocks(h), 256, 0, s>>>(x, norm, xq, h, 1e-5f);
             silu_q4_k_whole<<<whole_grid(f, h, cap), QUANT_THREADS, 0, s>>>(xq, gate + copy * bytes, up + copy * bytes, out, f, h, whole_lanes(h));
+        }});
+    for (u32 cap : {528u, 264u, 132u})
+        kernels.push_back({std::string("whole transposed grid ") + std::to_string(cap), [=](int copy, cudaStream_t s, float* out) {
+            norm_quantize_q8<<<quantize_blocks(h), 256, 0, s>>>(x, norm, xq, h, 1e-5f);
+            silu_q4_k_whole_transposed<<<whole_grid(f, h, cap), QUANT_THREADS, 0, s>>>(xq, transposed_of[gate] + copy * bytes, transposed_of[up] + copy * bytes, out, f, h, whole_lanes(h));
         }});
     kernels.push_back({"norm_quantize alone", [=](int, cudaStream_t s, float*) {
         norm_quantize_q8<<<quantize_blocks(h), 256, 0, s>>>(x, norm, xq, h, 1e-5f);
@@ -94,6 +105,12 @@ static void add_matvec_add_variants(std::vector<Kernel>& kernels, const char* fo
             kernels.push_back({std::string("whole grid ") + std::to_string(cap), [=](int copy, cudaStream_t s, float* out) {
                 quantize_q8<<<quantize_blocks(k), 256, 0, s>>>(x, xq, k);
                 add_q4_k_whole<<<whole_grid(n, k, cap), QUANT_THREADS, 0, s>>>(weight + copy * bytes, xq, out, n, k, whole_lanes(k));
+            }});
+    if (strcmp(format, "q4_k") == 0)
+        for (u32 cap : {528u, 264u})
+            kernels.push_back({std::string("whole transposed grid ") + std::to_string(cap), [=](int copy, cudaStream_t s, float* out) {
+                quantize_q8<<<quantize_blocks(k), 256, 0, s>>>(x, xq, k);
+                add_q4_k_whole_transposed<<<whole_grid(n, k, cap), QUANT_THREADS, 0, s>>>(transposed_of[weight] + copy * bytes, xq, out, n, k, whole_lanes(k));
             }});
     kernels.push_back({"quantize alone", [=](int, cudaStream_t s, float*) { quantize_q8<<<quantize_blocks(k), 256, 0, s>>>(x, xq, k); }});
 }
