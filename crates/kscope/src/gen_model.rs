@@ -40,9 +40,25 @@ pub struct GenModelArgs {
     /// sharded checkpoint there is never overwritten).
     #[arg(long)]
     pub force: bool,
+    /// Multiply the token embedding and the LM head by S (GGUF output):
+    /// the presets' embeddings are uniform on ±1, which puts a 1B's logits
+    /// at a standard deviation near 26, so one token takes nearly all the
+    /// probability and the KL divergence of a quantized file from its base
+    /// (`kscope kl`, `llama-perplexity --kl-divergence`) reads 0; 0.1 gives
+    /// logits near 2.6, as trained models have.
+    #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = parse_scale)]
+    pub embedding_scale: f32,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// An `--embedding-scale` value: finite and above 0.
+fn parse_scale(text: &str) -> Result<f32, String> {
+    match text.parse::<f32>() {
+        Ok(value) if value.is_finite() && value > 0.0 => Ok(value),
+        _ => Err(format!("`{text}` is not a scale: give a finite number above 0")),
+    }
 }
 
 /// Checks the whole target before anything is written: `out` is a folder
@@ -125,7 +141,14 @@ fn run_gguf(args: &GenModelArgs, config: &kernelscope_model::Config) -> Result<E
         &name,
         true,
         args.quiet,
-        |tensor, shape| Ok(synthetic::tensor_values(tensor, shape, seed)),
+        |tensor, shape| {
+            let mut values = synthetic::tensor_values(tensor, shape, seed);
+            if matches!(tensor, "model.embed_tokens.weight" | "lm_head.weight") && args.embedding_scale != 1.0
+            {
+                values.iter_mut().for_each(|value| *value *= args.embedding_scale);
+            }
+            Ok(values)
+        },
     )?;
     let bytes = std::fs::metadata(output.path()).map(|m| m.len()).unwrap_or(0);
     let summary = kernelscope_model::gguf_model::GgufModel::open(output.path())?.format_mix();
@@ -145,6 +168,9 @@ pub fn run(args: GenModelArgs) -> Result<ExitCode> {
     }
     if args.quant.is_some() {
         bail!("--quant writes GGUF files: give --out a name ending in .gguf");
+    }
+    if args.embedding_scale != 1.0 {
+        bail!("--embedding-scale applies to GGUF files: give --out a name ending in .gguf");
     }
     check_target(&args.out, args.force)?;
     let weights = args.out.join("model.safetensors");

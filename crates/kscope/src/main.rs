@@ -9,6 +9,7 @@ mod compare;
 mod errors;
 mod gen_model;
 mod info;
+mod kl;
 mod model_args;
 mod model_errors;
 mod numbers;
@@ -41,6 +42,8 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Write a synthetic model with seeded weights for a preset shape: a Hugging Face checkpoint, or a GGUF file (--out F.gguf --quant TYPE).
     GenModel(gen_model::GenModelArgs),
+    /// KL divergence of a model's next-token distributions from a reference's (the same weights unquantized) over one fixed token sequence, as llama-perplexity --kl-divergence.
+    Kl(kl::KlArgs),
     /// Convert a Hugging Face checkpoint into a GGUF file (f16, bf16, q8_0, q4_0, q4_k_m, q5_k_m, q6_k), as llama.cpp would.
     Quantize(quantize::QuantizeArgs),
     /// Check per-dispatch times against kernels of known duration (1–100 µs, eager and in a graph).
@@ -96,6 +99,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare::run(args),
         Command::GenModel(args) => gen_model::run(args),
         Command::Quantize(args) => quantize::run(args),
+        Command::Kl(args) => kl::run(args),
         Command::Info(args) => info::run(args),
     };
     match outcome {

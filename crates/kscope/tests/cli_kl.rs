@@ -1,0 +1,165 @@
+//! `kscope kl` end to end on the CPU: a file against itself is at no
+//! distance, quantized files are at a small positive one that grows as the
+//! format loses bits, the same token sequence gives the same figures, and
+//! bad input gets one line and a non-zero exit.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::kscope;
+
+/// A folder of this test's own, emptied first.
+fn folder(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("kscope-kl-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes preset tiny-256 (seed 3, embeddings scaled so that logits are
+/// spread as a trained model's) as a GGUF file of `quant` into `dir`.
+fn gguf(dir: &Path, quant: &str) -> String {
+    let path = dir.join(format!("tiny-{quant}.gguf"));
+    let (code, _, stderr) = kscope(&[
+        "gen-model",
+        "--preset",
+        "tiny-256",
+        "--seed",
+        "3",
+        "--quant",
+        quant,
+        "--embedding-scale",
+        "0.1",
+        "--quiet",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    path.to_str().unwrap().to_string()
+}
+
+/// `kscope kl --json` of `model` against `reference`: the parsed figures.
+fn kl(model: &str, reference: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "kl",
+        "--model",
+        model,
+        "--reference",
+        reference,
+        "--device",
+        "cpu",
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = kscope(&args);
+    assert_eq!(code, 0, "{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|error| panic!("{error}: {stdout}"))
+}
+
+#[test]
+fn kl_divergence_is_zero_for_a_file_against_itself_and_grows_with_coarser_formats() {
+    let dir = folder("formats");
+    let f32 = gguf(&dir, "f32");
+    let q8 = gguf(&dir, "q8_0");
+    let q4 = gguf(&dir, "q4_k_m");
+    let tokens = ["--tokens", "48", "--seed", "11"];
+
+    let same = kl(&f32, &f32, &tokens);
+    assert_eq!(same["mean_kl"], 0.0);
+    assert_eq!(same["max_kl"], 0.0);
+    assert_eq!(same["same_top"], 1.0);
+    assert_eq!(same["scored"], 48);
+
+    let eight = kl(&q8, &f32, &tokens);
+    let four = kl(&q4, &f32, &tokens);
+    let mean = |figures: &serde_json::Value| figures["mean_kl"].as_f64().unwrap();
+    assert!(mean(&eight) > 0.0, "{eight}");
+    assert!(
+        mean(&four) > 2.0 * mean(&eight),
+        "Q4_K_M {four} against Q8_0 {eight}"
+    );
+    assert!(mean(&four) < 1.0, "{four}");
+    let max = four["max_kl"].as_f64().unwrap();
+    assert!(
+        max >= four["kl_99"].as_f64().unwrap()
+            && four["kl_99"].as_f64().unwrap() >= four["median_kl"].as_f64().unwrap()
+    );
+    assert!(max >= mean(&four));
+
+    // The same sequence gives the same figures; scoring from a later
+    // position scores fewer.
+    assert_eq!(kl(&q4, &f32, &tokens), four);
+    let later = kl(
+        &q4,
+        &f32,
+        &["--tokens", "48", "--seed", "11", "--first-scored", "40"],
+    );
+    assert_eq!(later["scored"], 8);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn token_ids_from_a_file_are_the_sequence() {
+    let dir = folder("ids");
+    let f32 = gguf(&dir, "f32");
+    let q8 = gguf(&dir, "q8_0");
+    let ids = dir.join("ids.txt");
+    std::fs::write(&ids, "[5, 200, 17, 3, 99, 250, 1, 64, 128, 7, 31, 255]\n").unwrap();
+    let ids = ids.to_str().unwrap();
+    let figures = kl(&q8, &f32, &["--token-ids", ids, "--tokens", "12"]);
+    assert_eq!(figures["scored"], 12);
+    assert!(figures["mean_kl"].as_f64().unwrap() > 0.0);
+
+    // Too few ids, an id past the vocabulary, nothing left to score: one
+    // line naming what is wrong.
+    let (code, _, stderr) = kscope(&[
+        "kl",
+        "--model",
+        &q8,
+        "--reference",
+        &f32,
+        "--device",
+        "cpu",
+        "--token-ids",
+        ids,
+    ]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("holds 12 ids") && stderr.contains("--tokens 512"),
+        "{stderr}"
+    );
+    let outside = dir.join("outside.txt");
+    std::fs::write(&outside, "1 2 3 4096").unwrap();
+    let (code, _, stderr) = kscope(&[
+        "kl",
+        "--model",
+        &q8,
+        "--reference",
+        &f32,
+        "--device",
+        "cpu",
+        "--token-ids",
+        outside.to_str().unwrap(),
+        "--tokens",
+        "4",
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("id 4096 is outside the vocabulary"), "{stderr}");
+    let (code, _, stderr) = kscope(&[
+        "kl",
+        "--model",
+        &q8,
+        "--reference",
+        &f32,
+        "--device",
+        "cpu",
+        "--tokens",
+        "8",
+        "--first-scored",
+        "8",
+    ]);
+    assert_ne!(code, 0);
+    assert!(stderr.contains("--first-scored 8 leaves no position"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
