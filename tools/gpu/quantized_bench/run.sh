@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the quantized-kernel microbenchmark on the GPU machine:
 #   bash tools/gpu/quantized_bench/run.sh [--once]     (ONLY=substring picks cases)
-# The kernels are the project's own sources (prelude, quantized.cuh and
+# The kernels are the project's own sources (prelude, quantized.cuh, formats.cuh, products.cuh and
 # kernels.cu instantiated for Q4_K and Q6_K, as the runtime does) plus
 # variants.cu; nvcc compiles them for sm_90 with the host harness.
 set -euo pipefail
@@ -12,7 +12,7 @@ build=${BUILD:-/tmp/quantized_bench}
 mkdir -p "$build"
 {
   echo '#undef INFINITY'
-  cat "$ops/prelude.cuh" "$ops/quantized_linear/quantized.cuh"
+  cat "$ops/prelude.cuh" "$ops/quantized_linear/quantized.cuh" "$ops/quantized_linear/formats.cuh" "$ops/quantized_linear/products.cuh"
   for f in q4_k:Q4_K q6_k:Q6_K; do
     sed "s/{format}/${f%%:*}/g; s/{Format}/${f##*:}/g" "$ops/quantized_linear/kernels.cu"
   done

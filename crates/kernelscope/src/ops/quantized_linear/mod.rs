@@ -11,9 +11,10 @@
 //! The CPU reads ggml's blocks as the file holds them; CUDA reads rows laid
 //! out in planes ([`crate::quant::planes`], [`BlockLayout`]), and fuses
 //! decode as the dense mat-vecs do (`fused`: RMSNorm into the mat-vecs that
-//! read it, gate/up with SiLU·mul, the residual add): the formats and the
-//! loops in `quantized.cuh`, the kernels in `kernels.cu`, instantiated per
-//! format.
+//! read it, gate/up with SiLU·mul, the residual add, x quantized once per
+//! product by `stage.cu`): loads and staging in `quantized.cuh`, the formats
+//! in `formats.cuh`, the row loops in `products.cuh`, the kernels in
+//! `kernels.cu`, instantiated per format.
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
@@ -182,14 +183,20 @@ pub(crate) const CUDA_KERNELS: [&str; 7] = [
     "dequantize_{}_bf16",
 ];
 
-/// The CUDA source of `format`'s kernels: the prelude, the formats and
-/// loops every kernel shares (`quantized.cuh`), and `kernels.cu` with the
-/// format's name and struct (named as the variant, `Q4_K`) put in.
+/// The CUDA source of `format`'s kernels: the prelude, what every kernel
+/// shares (`quantized.cuh`: loads and x staged; `formats.cuh`: the formats;
+/// `products.cuh`: the row loops), and `kernels.cu` with the format's name
+/// and struct (named as the variant, `Q4_K`) put in.
 pub(crate) fn cuda_source(format: QuantFormat) -> String {
     let kernels = include_str!("kernels.cu")
         .replace("{format}", format.name())
         .replace("{Format}", &format!("{format:?}"));
-    super::cuda_source(&format!("{}\n{kernels}", include_str!("quantized.cuh")))
+    super::cuda_source(&format!(
+        "{}\n{}\n{}\n{kernels}",
+        include_str!("quantized.cuh"),
+        include_str!("formats.cuh"),
+        include_str!("products.cuh")
+    ))
 }
 
 /// Threads per block of the CUDA quantized kernels (`QUANT_THREADS`).

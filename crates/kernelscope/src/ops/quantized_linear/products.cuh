@@ -1,0 +1,251 @@
+// The row loops and kernel bodies every quantized format's kernels share
+// (after quantized.cuh and formats.cuh; kernels.cu instantiates them per
+// format): which rows each warp reads, how many of their units are in
+// flight, and where the sums go.
+
+// Bytes of a row of `blocks` blocks in planes, padded to 16
+// (`quant::planes::planar_row_bytes`).
+template <typename F>
+__device__ __forceinline__ size_t planar_row_bytes(u32 blocks) {
+    return ((size_t)blocks * F::BYTES + 15) / 16 * 16;
+}
+
+__device__ __forceinline__ u32 quant_uniform_warp() { return __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0); }
+
+// Asks L2 for the first GROUP weight rows this warp will read (of each of
+// ROWS matrices), up to PREFETCH_LINES lines of 128 bytes a lane. Issued before
+// x is staged: the weights do not depend on x, so DRAM streams them while
+// the block quantizes x (which took as long as reading a small matrix).
+#define PREFETCH_LINES 4
+template <int ROWS, int GROUP, typename Pointers>
+__device__ __forceinline__ void prefetch_first_rows(u32 n, size_t row_bytes, Pointers pointers) {
+    const u32 first = blockIdx.x * QUANT_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    const u32 stride = gridDim.x * QUANT_WARPS;
+    #pragma unroll
+    for (int g = 0; g < GROUP; ++g) {
+        const u32 row = first + g * stride;
+        if (row >= n) return;
+        const u8* rows[ROWS];
+        pointers(row, rows);
+        #pragma unroll
+        for (int r = 0; r < ROWS; ++r)
+            #pragma unroll
+            for (u32 line = 0; line < PREFETCH_LINES; ++line) {
+                const size_t at = ((size_t)line * 32 + lane) * 128;
+                if (at < row_bytes) asm volatile("prefetch.global.L2 [%0];" ::"l"(rows[r] + at));
+            }
+    }
+}
+
+// The row loop of every quantized mat-vec: warps take GROUP rows at a time
+// grid-stride (row, row + stride, ...), each of ROWS matrices (gate and up
+// read together) named by `pointers(row, rows)`; the lanes walk the rows'
+// units with UNROLL units of every row in flight, and lane 0 runs
+// `store(row, sums)` for each (GROUP rows in flight per warp, for tuning).
+template <typename F, int ROWS, int GROUP, typename Pointers, typename Store>
+__device__ __forceinline__ void quantized_rows(u32 n, u32 blocks, const Staged& x, Pointers pointers, Store store) {
+    const u32 warp = quant_uniform_warp(), lane = threadIdx.x & 31;
+    const u32 units = blocks * F::UNITS, stride = gridDim.x * QUANT_WARPS;
+    for (u32 row = blockIdx.x * QUANT_WARPS + warp; row < n; row += stride * GROUP) {
+        const u8* rows[GROUP][ROWS];
+        bool live[GROUP];
+        float sums[GROUP][ROWS];
+        #pragma unroll
+        for (int g = 0; g < GROUP; ++g) {
+            live[g] = row + g * stride < n;
+            if (live[g]) pointers(row + g * stride, rows[g]);
+            #pragma unroll
+            for (int r = 0; r < ROWS; ++r) sums[g][r] = 0.0f;
+        }
+        for (u32 base = 0; base < units; base += 32 * F::UNROLL) {
+            typename F::Unit loaded[GROUP][ROWS][F::UNROLL];
+            #pragma unroll
+            for (u32 u = 0; u < F::UNROLL; ++u) {
+                const u32 unit = base + u * 32 + lane;
+                #pragma unroll
+                for (int g = 0; g < GROUP; ++g)
+                    if (unit < units && live[g]) {
+                        #pragma unroll
+                        for (int r = 0; r < ROWS; ++r) loaded[g][r][u] = F::load(rows[g][r], blocks, unit);
+                    }
+            }
+            #pragma unroll
+            for (u32 u = 0; u < F::UNROLL; ++u) {
+                const u32 unit = base + u * 32 + lane;
+                #pragma unroll
+                for (int g = 0; g < GROUP; ++g)
+                    if (unit < units && live[g]) {
+                        #pragma unroll
+                        for (int r = 0; r < ROWS; ++r) sums[g][r] += F::dot(loaded[g][r][u], unit, x);
+                    }
+            }
+        }
+        #pragma unroll
+        for (int g = 0; g < GROUP; ++g) {
+            #pragma unroll
+            for (int r = 0; r < ROWS; ++r) sums[g][r] = warp_sum(sums[g][r]);
+            if (lane == 0 && live[g]) store(row + g * stride, sums[g]);
+        }
+    }
+}
+
+// The row loop with the next chunk's loads (this row's next units, or the
+// warp's next row) issued before this chunk's products, so a warp always has
+// weights in flight: one matrix of short rows, where quantized_rows waits
+// out a load's latency per row (llama-3-8b's q/k/v 11.0 -> 9.7 µs, its
+// Q6_K LM head 143.5 -> 131.2 µs, llama-3.2-1b's 89.5 -> 73.5 µs, H200).
+// Two matrices at once (gate/up) hold too many registers so.
+template <typename F, typename Pointers, typename Store>
+__device__ __forceinline__ void quantized_rows_pipelined(u32 n, u32 blocks, const Staged& x, Pointers pointers,
+                                                         Store store) {
+    const u32 lane = threadIdx.x & 31;
+    const u32 units = blocks * F::UNITS, stride = gridDim.x * QUANT_WARPS, chunk = 32 * F::UNROLL;
+    u32 row = blockIdx.x * QUANT_WARPS + quant_uniform_warp(), base = 0;
+    if (row >= n) return;
+    const u8* weights;
+    pointers(row, &weights);
+    typename F::Unit current[F::UNROLL], next[F::UNROLL];
+    #pragma unroll
+    for (u32 u = 0; u < F::UNROLL; ++u)
+        if (u * 32 + lane < units) current[u] = F::load(weights, blocks, u * 32 + lane);
+    float sum = 0.0f;
+    while (true) {
+        u32 next_row = row, next_base = base + chunk;
+        if (next_base >= units) {
+            next_row = row + stride;
+            next_base = 0;
+        }
+        const bool more = next_row < n;
+        const u8* next_weights = weights;
+        if (more) {
+            pointers(next_row, &next_weights);
+            #pragma unroll
+            for (u32 u = 0; u < F::UNROLL; ++u) {
+                const u32 unit = next_base + u * 32 + lane;
+                if (unit < units) next[u] = F::load(next_weights, blocks, unit);
+            }
+        }
+        #pragma unroll
+        for (u32 u = 0; u < F::UNROLL; ++u) {
+            const u32 unit = base + u * 32 + lane;
+            if (unit < units) sum += F::dot(current[u], unit, x);
+        }
+        if (next_base == 0) {
+            sum = warp_sum(sum);
+            if (lane == 0) store(row, &sum);
+            sum = 0.0f;
+        }
+        if (!more) break;
+        #pragma unroll
+        for (u32 u = 0; u < F::UNROLL; ++u) current[u] = next[u];
+        row = next_row;
+        base = next_base;
+        weights = next_weights;
+    }
+}
+
+// out[r, :] = W · x[r, :] for each of `x_rows` rows, x staged by each block
+// in its shared memory: the unfused mat-vec (one row) and prefill chunks
+// too short for the GEMM (their rows share each block's weight reads
+// through L2).
+template <typename F>
+__device__ void quantized_matvec(const u8* weight, const float* x, float* out, u32 n, u32 k, u32 x_rows) {
+    extern __shared__ float4 quant_storage[];
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
+    if (blockIdx.y < x_rows) prefetch_first_rows<1, MATVEC_GROUP>(n, row_bytes, pointers);
+    for (u32 r = blockIdx.y; r < x_rows; r += gridDim.y) {
+        const Staged staged = stage_activations(x + (size_t)r * k, k, (u8*)quant_storage);
+        float* row_out = out + (size_t)r * n;
+        quantized_rows<F, 1, MATVEC_GROUP>(n, blocks, staged, pointers,
+                                           [&](u32 row, const float* sums) { row_out[row] = sums[0]; });
+        // The next row's staging overwrites what this row's warps read.
+        __syncthreads();
+    }
+}
+
+// Decode's fused products read x already quantized, once for all blocks,
+// by quantize_q8 or norm_quantize_q8 (stage.cu) into global memory in the
+// `Staged` layout: every block staging x itself cost more than the weights'
+// reads on small matrices and long rows (llama-3-8b's down_proj, 14,336
+// values per block: 31 µs against 17 µs quantized once, H200).
+
+// out[n] += W · x: o_proj and down_proj adding into the residual stream
+// (each row written by one lane).
+template <typename F>
+__device__ void quantized_matvec_add(const u8* weight, const u8* x, float* out, u32 n, u32 k) {
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) { rows[0] = weight + row * row_bytes; };
+    prefetch_first_rows<1, MATVEC_GROUP>(n, row_bytes, pointers);
+    quantized_rows<F, 1, MATVEC_GROUP>(n, blocks, staged_at(x, k), pointers,
+                                       [&](u32 row, const float* sums) { out[row] += sums[0]; });
+}
+
+// out = [A; B; C] · x, the rows of up to three matrices of one format in
+// order (q, k and v; the LM head alone), x the normalised input.
+template <typename F>
+__device__ void quantized_matvecs(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c,
+                                  float* out, u32 rows_a, u32 rows_b, u32 rows_c, u32 k) {
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) {
+        rows[0] = row < rows_a            ? weight_a + row * row_bytes
+                  : row < rows_a + rows_b ? weight_b + (row - rows_a) * row_bytes
+                                          : weight_c + (row - rows_a - rows_b) * row_bytes;
+    };
+    prefetch_first_rows<1, MATVEC_GROUP>(rows_a + rows_b + rows_c, row_bytes, pointers);
+    quantized_rows_pipelined<F>(rows_a + rows_b + rows_c, blocks, staged_at(x, k), pointers,
+                                [&](u32 row, const float* sums) { out[row] = sums[0]; });
+}
+
+// out[i] = silu(gate[i] · x) * (up[i] · x), x the normalised input; F read
+// in its GateUpUnits.
+template <typename Format>
+__device__ void quantized_matvec_silu(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k) {
+    using F = typename GateUpUnits<Format>::type;
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const auto pointers = [&](u32 row, const u8** rows) {
+        rows[0] = gate + row * row_bytes;
+        rows[1] = up + row * row_bytes;
+    };
+    prefetch_first_rows<2, 1>(n, row_bytes, pointers);
+    quantized_rows<F, 2, 1>(
+        n, blocks, staged_at(x, k), pointers,
+        // The same expression as the SiLU·mul op, so fused and unfused agree.
+        [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+}
+
+// out[r, :] = the table's row for id tokens[first + r], dequantized (the
+// embedding lookup). The table holds the `table_rows` ids from
+// `table_first` (all, or one rank's share): an id outside them writes zeros
+// (another rank holds its row and the ranks' rows are summed); an id past
+// the vocabulary writes NaN (the host checks ids before they get here).
+template <typename F>
+__device__ void quantized_embedding(const u8* table, const u32* tokens, float* out, u32 first, u32 rows,
+                                    u32 vocabulary, u32 k, u32 table_first, u32 table_rows) {
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    for (u32 r = blockIdx.y; r < rows; r += gridDim.y) {
+        const u32 id = tokens[first + r];
+        const bool held = id >= table_first && id - table_first < table_rows;
+        for (u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < k; e += gridDim.x * blockDim.x)
+            out[(size_t)r * k + e] = id >= vocabulary ? __int_as_float(0x7fc00000)
+                                     : held ? F::value(table + (id - table_first) * row_bytes, blocks, e)
+                                            : 0.0f;
+    }
+}
+
+// out[n, k] = W dequantized to bf16 (rounded to nearest even): the weight
+// of a prefill chunk's tensor-core GEMM, written to scratch and read once.
+template <typename F>
+__device__ void quantized_dequantize_bf16(const u8* weight, bf16* out, u32 n, u32 k) {
+    const u32 blocks = k / F::BLOCK;
+    const size_t row_bytes = planar_row_bytes<F>(blocks), total = (size_t)n * k;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const u32 row = (u32)(i / k), e = (u32)(i % k);
+        from_f32(F::value(weight + row * row_bytes, blocks, e), &out[i]);
+    }
+}
