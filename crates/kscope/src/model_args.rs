@@ -64,7 +64,8 @@ pub struct ModelArgs {
     #[arg(long, default_value_t = DEFAULT_PREFILL_CHUNK, value_name = "N", value_parser = crate::numbers::positive_count)]
     pub prefill_chunk: usize,
     /// Element type of the KV cache (bf16, f16, f32). Default: the weights'
-    /// dtype; f32 is the reference path.
+    /// dtype (bf16 for a quantized GGUF file on a GPU); f32 is the
+    /// reference path.
     #[arg(long, value_name = "DTYPE", value_parser = parse_weight_dtype)]
     pub kv_dtype: Option<DType>,
 }

@@ -5,10 +5,10 @@
 //! dense file they were quantized from; the model's name carries the
 //! format mix.
 
-use kernelscope::Device;
 use kernelscope::ops::quantized_linear::Activations;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
+use kernelscope::{DType, Device};
 use kernelscope_model::gguf_export::{GgufFileType, write_gguf};
 use kernelscope_model::gguf_model::GgufModel;
 use kernelscope_model::synthetic::tensor_values;
@@ -284,6 +284,23 @@ fn ggufs_run_on_every_backend(backend: kernelscope::testing::Backend) {
         if matches!(device, Device::Cpu(_)) {
             continue;
         }
+        // A quantized file's KV cache is bf16 on a GPU (prefill attention
+        // on tensor cores): within the same bound of the CPU's f32 products
+        // and f32 cache. The comparisons after it take the cache in f32, so
+        // that they measure the quantized products alone.
+        assert_eq!(model.kv_dtype(), DType::BF16, "{name} {file_type:?}");
+        let bf16_cache = sixteen_steps(&mut model);
+        let same = agreeing_rows(&bf16_cache, &reference);
+        let error = common::worst_relative_error(&bf16_cache.logits[..same], &reference.logits[..same]);
+        eprintln!(
+            "{name} {file_type:?} on {} with a bf16 KV cache: {same} rows, worst relative error vs the CPU's f32 products {error:e}",
+            device.name()
+        );
+        assert!(
+            error <= INT8_ACTIVATION_TOLERANCE,
+            "{name} {file_type:?} with a bf16 KV cache: relative error {error:e}"
+        );
+        model.set_kv_dtype(DType::F32).unwrap();
         // Fused and eager (the default), against the CPU's f32 products.
         let fused = sixteen_steps(&mut model);
         let same = agreeing_rows(&fused, &reference);

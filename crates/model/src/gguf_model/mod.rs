@@ -89,6 +89,17 @@ impl GgufModel {
         }
     }
 
+    /// Whether any tensor of the file is in a quantized format (GGUF keeps
+    /// vectors dense, so these are matrices).
+    pub fn holds_quantized_weights(&self) -> bool {
+        self.file.tensors().iter().any(|tensor| {
+            matches!(
+                self.file.tensor_format(tensor),
+                Ok(kernelscope::ops::WeightFormat::Quantized(_))
+            )
+        })
+    }
+
     /// The file's type as llama.cpp names it (`Q4_K_M`), or `GGUF` where
     /// `general.file_type` names none.
     pub fn file_type_name(&self) -> String {

@@ -5,6 +5,12 @@
 // per-element dequantization (`value`) of the embedding and prefill
 // kernels. Rows are in planes (`quant::planes`): each field of every block
 // of a row stored together.
+// Byte i (0 .. 15) of a 16-byte load (i known at compile time in unrolled loops).
+__device__ __forceinline__ u32 byte_of(uint4 q, u32 i) {
+    const u32 word = i < 4 ? q.x : i < 8 ? q.y : i < 12 ? q.z : q.w;
+    return (word >> (8 * (i % 4))) & 0xffu;
+}
+
 // ---- 32-element formats: one unit is one block ----------------------------
 
 // Q4_0 planes: qs (16), d (2). Value = d * (q - 8).
@@ -18,6 +24,15 @@ struct Q4_0 {
         int sum = dot16(low_nibbles(u.qs), staged16(x, unit * 32), 0);
         sum = dot16(high_nibbles(u.qs), staged16(x, unit * 32 + 16), sum);
         return half_to_float(u.d) * (x.scales[unit] * (float)sum - 8.0f * x.sums[unit]);
+    }
+    // Dequantization a unit at a time (the prefill GEMM's weight): RUNS runs
+    // of 16 values each, run r's values and where the first sits in the row.
+    static constexpr u32 RUNS = 2;
+    __device__ static u32 run(const Unit& u, u32 unit, u32 r, float v[16]) {
+        const float d = half_to_float(u.d);
+        #pragma unroll
+        for (u32 i = 0; i < 16; ++i) v[i] = d * ((float)(r ? byte_of(u.qs, i) >> 4 : byte_of(u.qs, i) & 0xfu) - 8.0f);
+        return unit * 32 + 16 * r;
     }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 b = e / 32;
@@ -37,6 +52,13 @@ struct Q4_1 {
         sum = dot16(high_nibbles(u.qs), staged16(x, unit * 32 + 16), sum);
         return half_to_float(u.dm) * x.scales[unit] * (float)sum + half_to_float(u.dm >> 16) * x.sums[unit];
     }
+    static constexpr u32 RUNS = 2;
+    __device__ static u32 run(const Unit& u, u32 unit, u32 r, float v[16]) {
+        const float d = half_to_float(u.dm), m = half_to_float(u.dm >> 16);
+        #pragma unroll
+        for (u32 i = 0; i < 16; ++i) v[i] = d * (float)(r ? byte_of(u.qs, i) >> 4 : byte_of(u.qs, i) & 0xfu) + m;
+        return unit * 32 + 16 * r;
+    }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 b = e / 32, dm = field32(row + blocks * 16 + b * 4);
         return half_to_float(dm) * (float)nibble(row + b * 16, e % 32) + half_to_float(dm >> 16);
@@ -55,6 +77,16 @@ struct Q5_0 {
         int sum = dot16(with_fifth_bits(low_nibbles(u.qs), u.qh, 0), staged16(x, unit * 32), 0);
         sum = dot16(with_fifth_bits(high_nibbles(u.qs), u.qh, 16), staged16(x, unit * 32 + 16), sum);
         return half_to_float(u.d) * (x.scales[unit] * (float)sum - 16.0f * x.sums[unit]);
+    }
+    static constexpr u32 RUNS = 2;
+    __device__ static u32 run(const Unit& u, u32 unit, u32 r, float v[16]) {
+        const float d = half_to_float(u.d);
+        #pragma unroll
+        for (u32 i = 0; i < 16; ++i) {
+            const u32 q = (r ? byte_of(u.qs, i) >> 4 : byte_of(u.qs, i) & 0xfu) | (((u.qh >> (16 * r + i)) & 1u) << 4);
+            v[i] = d * ((float)q - 16.0f);
+        }
+        return unit * 32 + 16 * r;
     }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 b = e / 32, high = (field32(row + blocks * 16 + b * 4) >> (e % 32)) & 1u;
@@ -76,6 +108,16 @@ struct Q5_1 {
         sum = dot16(with_fifth_bits(high_nibbles(u.qs), u.qh, 16), staged16(x, unit * 32 + 16), sum);
         return half_to_float(u.dm) * x.scales[unit] * (float)sum + half_to_float(u.dm >> 16) * x.sums[unit];
     }
+    static constexpr u32 RUNS = 2;
+    __device__ static u32 run(const Unit& u, u32 unit, u32 r, float v[16]) {
+        const float d = half_to_float(u.dm), m = half_to_float(u.dm >> 16);
+        #pragma unroll
+        for (u32 i = 0; i < 16; ++i) {
+            const u32 q = (r ? byte_of(u.qs, i) >> 4 : byte_of(u.qs, i) & 0xfu) | (((u.qh >> (16 * r + i)) & 1u) << 4);
+            v[i] = d * (float)q + m;
+        }
+        return unit * 32 + 16 * r;
+    }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 b = e / 32, high = (field32(row + blocks * 16 + b * 4) >> (e % 32)) & 1u;
         const u32 dm = field32(row + blocks * 20 + b * 4);
@@ -94,6 +136,13 @@ struct Q8_0 {
         int sum = dot16(u.low, staged16(x, unit * 32), 0);
         sum = dot16(u.high, staged16(x, unit * 32 + 16), sum);
         return half_to_float(u.d) * x.scales[unit] * (float)sum;
+    }
+    static constexpr u32 RUNS = 2;
+    __device__ static u32 run(const Unit& u, u32 unit, u32 r, float v[16]) {
+        const float d = half_to_float(u.d);
+        #pragma unroll
+        for (u32 i = 0; i < 16; ++i) v[i] = d * (float)(signed char)byte_of(r ? u.high : u.low, i);
+        return unit * 32 + 16 * r;
     }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 b = e / 32;
@@ -160,6 +209,15 @@ struct Q4_K {
         const int low = dot16(low_nibbles(u.qs), staged16(x, low_block * 32 + h * 16), 0);
         const int high = dot16(high_nibbles(u.qs), staged16(x, (low_block + 1) * 32 + h * 16), 0);
         return k4_unit_sum(u.dm, u.scale_pair, u.min_pair, low, high, h, low_block, x);
+    }
+    // Run 0: the 16 low nibbles (sub-block 2j), run 1: the high (2j + 1).
+    static constexpr u32 RUNS = 2;
+    __device__ static u32 run(const Unit& u, u32 unit, u32 r, float v[16]) {
+        const u32 j = (unit % 8) / 2, h = unit % 2;
+        #pragma unroll
+        for (u32 i = 0; i < 16; ++i)
+            v[i] = k4_value(u.dm, u.scale_pair, u.min_pair, r, r ? byte_of(u.qs, i) >> 4 : byte_of(u.qs, i) & 0xfu);
+        return (unit / 8) * 256 + 64 * j + 32 * r + 16 * h;
     }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 block = e / 256, within = e % 256, j = within / 64, l = within % 32, upper = (within % 64) / 32;
@@ -234,6 +292,16 @@ struct Q5_K {
             dot16(merge(high_nibbles(u.qs), fifth(u.qh, 2 * j + 1)), staged16(x, (low_block + 1) * 32 + h * 16), 0);
         return k4_unit_sum(u.dm, u.scale_pair, u.min_pair, low, high, h, low_block, x);
     }
+    static constexpr u32 RUNS = 2;
+    __device__ static u32 run(const Unit& u, u32 unit, u32 r, float v[16]) {
+        const u32 j = (unit % 8) / 2, h = unit % 2;
+        #pragma unroll
+        for (u32 i = 0; i < 16; ++i) {
+            const u32 q = (r ? byte_of(u.qs, i) >> 4 : byte_of(u.qs, i) & 0xfu) | (((byte_of(u.qh, i) >> (2 * j + r)) & 1u) << 4);
+            v[i] = k4_value(u.dm, u.scale_pair, u.min_pair, r, q);
+        }
+        return (unit / 8) * 256 + 64 * j + 32 * r + 16 * h;
+    }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 block = e / 256, within = e % 256, j = within / 64, l = within % 32, upper = (within % 64) / 32;
         u32 scale_pair, min_pair;
@@ -281,6 +349,21 @@ struct Q6_K {
             sum += scale * x.scales[first_block + t] * (float)dot;
         }
         return half_to_float(u.d) * sum;
+    }
+    // Run t: the values l + 32t of the unit's half n, l in 16c .. 16c + 16.
+    static constexpr u32 RUNS = 4;
+    __device__ static u32 run(const Unit& u, u32 unit, u32 t, float v[16]) {
+        const u32 n = (unit % 4) / 2, c = unit % 2;
+        const uint4 ql = (t & 1) ? u.high : u.low;
+        const u32 scales = (t & 2) ? u.scales_high : u.scales_low;
+        const float scale = half_to_float(u.d) * (float)(signed char)((scales >> (8 * (c + 2 * (t & 1)))) & 0xffu);
+        #pragma unroll
+        for (u32 i = 0; i < 16; ++i) {
+            const u32 low = (t & 2) ? byte_of(ql, i) >> 4 : byte_of(ql, i) & 0xfu;
+            const int q = (int)(low | (((byte_of(u.qh, i) >> (2 * t)) & 3u) << 4)) - 32;
+            v[i] = scale * (float)q;
+        }
+        return (unit / 4) * 256 + 128 * n + 32 * t + 16 * c;
     }
     __device__ static float value(const u8* row, u32 blocks, u32 e) {
         const u32 block = e / 256, within = e % 256, n = within / 128, l = within % 32, t = (within % 128) / 32;
