@@ -42,6 +42,10 @@ pub(super) fn register(registry: &mut KernelRegistry) {
 /// Blocks of the elementwise kernels (grid-stride beyond).
 const MOST_BLOCKS: usize = 4096;
 
+/// Values a dequantizing thread writes: DEQUANTIZE_UNROLL (products.cuh)
+/// units of 32.
+const DEQUANTIZED_PER_THREAD: usize = 4 * 32;
+
 #[derive(Debug, Default)]
 struct Scratch {
     weight: Option<Buffer>,
@@ -125,7 +129,9 @@ impl DequantizedGemm {
                 .scalar(dequantize::N, n as u32)
                 .scalar(dequantize::K, k as u32)
                 .dispatch(&self.dequantize)?
-                .grid(grid(n * k))
+                // A thread for every DEQUANTIZE_UNROLL units of 32 values
+                // (products.cuh; Q6_K's units hold 64, so it takes two).
+                .grid(grid((n * k).div_ceil(DEQUANTIZED_PER_THREAD)))
                 .cost(
                     (n * blocks * self.format.block_bytes()) as u64,
                     bytes_of(n * k, DType::BF16),

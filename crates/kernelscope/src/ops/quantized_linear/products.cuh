@@ -241,30 +241,47 @@ __device__ void quantized_embedding(const u8* table, const u32* tokens, float* o
 // out[n, k] = W dequantized to bf16 (rounded to nearest even): the weight
 // of a prefill chunk's tensor-core GEMM, written to scratch and read once.
 // A thread a unit: its blocks' fields read once, its values written 16 at
-// a time (two 16-byte stores a run). An element a thread, each re-reading
-// its block's scales, ran at about 260 GB/s and took most of a prefill.
+// a time (two 16-byte stores a run); DEQUANTIZE_UNROLL units a thread in
+// flight, a grid-stride apart so each load stays coalesced. An element a
+// thread, each re-reading its block's scales, ran at about 260 GB/s and
+// took most of a prefill.
+#define DEQUANTIZE_UNROLL 4
+template <typename F>
+__device__ __forceinline__ void dequantize_unit(const typename F::Unit& u, u32 unit, bf16* row_out) {
+    #pragma unroll
+    for (u32 r = 0; r < F::RUNS; ++r) {
+        float values[16];
+        const u32 first = F::run(u, unit, r, values);
+        u32 packed[8];
+        #pragma unroll
+        for (u32 e = 0; e < 8; ++e) {
+            bf16 low, high;
+            from_f32(values[2 * e], &low);
+            from_f32(values[2 * e + 1], &high);
+            packed[e] = (u32)low.bits | ((u32)high.bits << 16);
+        }
+        uint4* destination = (uint4*)(row_out + first);
+        destination[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+        destination[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+    }
+}
 template <typename F>
 __device__ void quantized_dequantize_bf16(const u8* weight, bf16* out, u32 n, u32 k) {
     const u32 blocks = k / F::BLOCK, units = blocks * F::UNITS;
     const size_t row_bytes = planar_row_bytes<F>(blocks), total = (size_t)n * units;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        const u32 row = (u32)(i / units), unit = (u32)(i % units);
-        const typename F::Unit u = F::load(weight + row * row_bytes, blocks, unit);
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t base = (size_t)blockIdx.x * blockDim.x + threadIdx.x; base < total;
+         base += DEQUANTIZE_UNROLL * stride) {
+        typename F::Unit loaded[DEQUANTIZE_UNROLL];
         #pragma unroll
-        for (u32 r = 0; r < F::RUNS; ++r) {
-            float values[16];
-            const u32 first = F::run(u, unit, r, values);
-            u32 packed[8];
-            #pragma unroll
-            for (u32 e = 0; e < 8; ++e) {
-                bf16 low, high;
-                from_f32(values[2 * e], &low);
-                from_f32(values[2 * e + 1], &high);
-                packed[e] = (u32)low.bits | ((u32)high.bits << 16);
-            }
-            uint4* destination = (uint4*)(out + (size_t)row * k + first);
-            destination[0] = make_uint4(packed[0], packed[1], packed[2], packed[3]);
-            destination[1] = make_uint4(packed[4], packed[5], packed[6], packed[7]);
+        for (u32 u = 0; u < DEQUANTIZE_UNROLL; ++u) {
+            const size_t i = base + u * stride;
+            if (i < total) loaded[u] = F::load(weight + (i / units) * row_bytes, blocks, (u32)(i % units));
+        }
+        #pragma unroll
+        for (u32 u = 0; u < DEQUANTIZE_UNROLL; ++u) {
+            const size_t i = base + u * stride;
+            if (i < total) dequantize_unit<F>(loaded[u], (u32)(i % units), out + (i / units) * k);
         }
     }
 }
