@@ -143,6 +143,17 @@ fn run_gguf(args: &GenModelArgs, config: &kernelscope_model::Config) -> Result<E
         args.quiet,
         |tensor, shape| {
             let mut values = synthetic::tensor_values(tensor, shape, seed);
+            // A bf16 or f16 file stands for a checkpoint of that dtype: its
+            // vectors (norms), which GGUF keeps in F32, hold that dtype's
+            // values, as a converter's do (and kscope then runs it in that
+            // dtype rather than in f32).
+            if shape.len() == 1 {
+                match file_type {
+                    GgufFileType::BF16 => synthetic::round_to(DType::BF16, &mut values),
+                    GgufFileType::F16 => synthetic::round_to(DType::F16, &mut values),
+                    _ => {}
+                }
+            }
             if matches!(tensor, "model.embed_tokens.weight" | "lm_head.weight") && args.embedding_scale != 1.0
             {
                 values.iter_mut().for_each(|value| *value *= args.embedding_scale);

@@ -104,6 +104,21 @@ pub fn tensor_values_in(name: &str, shape: &[usize], seed: u64, runs: &[(usize, 
         .collect()
 }
 
+/// `values` rounded to the nearest value of `dtype` (f16 or bf16; f32
+/// leaves them), kept as f32: a vector a GGUF file stores in F32 for a
+/// checkpoint of that dtype holds such values.
+pub fn round_to(dtype: DType, values: &mut [f32]) {
+    match dtype {
+        DType::F16 => values
+            .iter_mut()
+            .for_each(|value| *value = f16::from_f32(*value).to_f32()),
+        DType::BF16 => values
+            .iter_mut()
+            .for_each(|value| *value = bf16::from_f32(*value).to_f32()),
+        _ => {}
+    }
+}
+
 /// `values` encoded as little-endian `dtype` bytes (round to nearest).
 pub fn encode(values: &[f32], dtype: DType) -> Result<Vec<u8>> {
     Ok(match dtype {
@@ -348,4 +363,39 @@ pub fn byte_level_tokenizer_json(merges: &[&str], special_tokens: &[&str]) -> St
         },
     }))
     .expect("plain JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_to_a_dtype_gives_its_nearest_values_and_encodes_them_exactly() {
+        let original = tensor_values("model.norm.weight", &[4096], 5);
+        for dtype in [DType::BF16, DType::F16] {
+            let mut rounded = original.clone();
+            round_to(dtype, &mut rounded);
+            // Kept exactly by the dtype, within half its step of each value,
+            // and changed where the value was not of the dtype already.
+            assert_eq!(
+                encode(&rounded, dtype).unwrap(),
+                encode(&original, dtype).unwrap()
+            );
+            let step = if dtype == DType::BF16 {
+                2f32.powi(-7)
+            } else {
+                2f32.powi(-10)
+            };
+            assert!(
+                rounded
+                    .iter()
+                    .zip(&original)
+                    .all(|(r, o)| (r - o).abs() <= step / 2.0 * o.abs().max(1.0))
+            );
+            assert!(rounded.iter().zip(&original).any(|(r, o)| r != o));
+        }
+        let mut same = original.clone();
+        round_to(DType::F32, &mut same);
+        assert_eq!(same, original);
+    }
 }
