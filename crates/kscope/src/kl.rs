@@ -84,7 +84,8 @@ pub fn run(args: KlArgs) -> Result<ExitCode> {
         None => random_tokens(args.seed, args.tokens, vocabulary),
     };
     let mut reference_log_probabilities = Vec::with_capacity(args.tokens - args.first_scored);
-    teacher_forced(&mut reference, &tokens, "reference", |position, logits| {
+    let quiet = args.model.quiet;
+    teacher_forced(&mut reference, &tokens, "reference", quiet, |position, logits| {
         if position >= args.first_scored {
             reference_log_probabilities.push(log_softmax(logits));
         }
@@ -101,7 +102,7 @@ pub fn run(args: KlArgs) -> Result<ExitCode> {
     }
     let mut divergences = Vec::with_capacity(reference_log_probabilities.len());
     let mut same_top = 0usize;
-    teacher_forced(&mut model, &tokens, "model", |position, logits| {
+    teacher_forced(&mut model, &tokens, "model", quiet, |position, logits| {
         if position >= args.first_scored {
             let reference = &reference_log_probabilities[position - args.first_scored];
             let log_probabilities = log_softmax(logits);
@@ -208,15 +209,21 @@ fn parse_token_ids(text: &str) -> std::result::Result<Vec<u32>, String> {
 }
 
 /// Feeds `tokens` one position at a time and hands each position's logits
-/// (the distribution of the token after it) to `each`.
+/// (the distribution of the token after it) to `each`; a progress bar
+/// unless `quiet`.
 fn teacher_forced(
     model: &mut Model,
     tokens: &[u32],
     what: &str,
+    quiet: bool,
     mut each: impl FnMut(usize, &[f32]) -> Result<()>,
 ) -> Result<()> {
     model.reserve_context(tokens.len())?;
-    let progress = ProgressBar::new(tokens.len() as u64);
+    let progress = if quiet {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new(tokens.len() as u64)
+    };
     progress.set_style(
         ProgressStyle::with_template("{msg} {bar:40} {pos}/{len} positions").expect("a valid template"),
     );
