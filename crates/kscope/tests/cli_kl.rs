@@ -57,6 +57,24 @@ fn kl(model: &str, reference: &str, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&stdout).unwrap_or_else(|error| panic!("{error}: {stdout}"))
 }
 
+/// `kscope kl` of `model` against `reference` on the CPU that must fail:
+/// its stderr.
+fn kl_refused(model: &str, reference: &str, extra: &[&str]) -> String {
+    let mut args = vec![
+        "kl",
+        "--model",
+        model,
+        "--reference",
+        reference,
+        "--device",
+        "cpu",
+    ];
+    args.extend_from_slice(extra);
+    let (code, _, stderr) = kscope(&args);
+    assert_ne!(code, 0, "{stderr}");
+    stderr
+}
+
 #[test]
 fn kl_divergence_is_zero_for_a_file_against_itself_and_grows_with_coarser_formats() {
     let dir = folder("formats");
@@ -113,53 +131,20 @@ fn token_ids_from_a_file_are_the_sequence() {
 
     // Too few ids, an id past the vocabulary, nothing left to score: one
     // line naming what is wrong.
-    let (code, _, stderr) = kscope(&[
-        "kl",
-        "--model",
-        &q8,
-        "--reference",
-        &f32,
-        "--device",
-        "cpu",
-        "--token-ids",
-        ids,
-    ]);
-    assert_ne!(code, 0);
+    let stderr = kl_refused(&q8, &f32, &["--token-ids", ids]);
     assert!(
         stderr.contains("holds 12 ids") && stderr.contains("--tokens 512"),
         "{stderr}"
     );
     let outside = dir.join("outside.txt");
     std::fs::write(&outside, "1 2 3 4096").unwrap();
-    let (code, _, stderr) = kscope(&[
-        "kl",
-        "--model",
+    let stderr = kl_refused(
         &q8,
-        "--reference",
         &f32,
-        "--device",
-        "cpu",
-        "--token-ids",
-        outside.to_str().unwrap(),
-        "--tokens",
-        "4",
-    ]);
-    assert_ne!(code, 0);
+        &["--token-ids", outside.to_str().unwrap(), "--tokens", "4"],
+    );
     assert!(stderr.contains("id 4096 is outside the vocabulary"), "{stderr}");
-    let (code, _, stderr) = kscope(&[
-        "kl",
-        "--model",
-        &q8,
-        "--reference",
-        &f32,
-        "--device",
-        "cpu",
-        "--tokens",
-        "8",
-        "--first-scored",
-        "8",
-    ]);
-    assert_ne!(code, 0);
+    let stderr = kl_refused(&q8, &f32, &["--tokens", "8", "--first-scored", "8"]);
     assert!(stderr.contains("--first-scored 8 leaves no position"), "{stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }

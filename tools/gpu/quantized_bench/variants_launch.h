@@ -35,8 +35,8 @@ static void add_rows_variants(std::vector<Kernel>& kernels, bool q6, const u8* w
                Named{"pipelined grid 264", rows_q6_k_pipelined, 264}};
     else
         all = {Named{"grid 264", matvecs_q4_k_q8_single, 264}, Named{"grid 396", matvecs_q4_k_q8_single, 396},
-               Named{"pipelined", rows_q4_k_pipelined, 528}, Named{"wide", rows_q4_k_wide, 528},
-               Named{"wide grid 396", rows_q4_k_wide, 396}, Named{"wide pipelined", rows_q4_k_wide_pipelined, 528}};
+               Named{"pipelined", rows_q4_k_pipelined, 528}, Named{"pairs", rows_q4_k_pairs, 528},
+               Named{"pairs grid 396", rows_q4_k_pairs, 396}, Named{"pairs pipelined", rows_q4_k_pairs_pipelined, 528}};
     if (!q6)
         for (u32 cap : {528u, 264u, 1056u})
             kernels.push_back({std::string("whole grid ") + std::to_string(cap), [=](int copy, cudaStream_t s, float* out) {
@@ -60,11 +60,8 @@ static void add_silu_variants(std::vector<Kernel>& kernels, const u8* gate, cons
                               const float* norm, u32 f, u32 h) {
     u8* xq = global_x();
     for (NamedSilu v : {NamedSilu{"grid 264", matvec_silu_q4_k_q8, 264}, NamedSilu{"grid 396", matvec_silu_q4_k_q8, 396},
-                        NamedSilu{"pipelined", silu_q4_k_pipelined, 528}, NamedSilu{"pipelined grid 264", silu_q4_k_pipelined, 264},
-                        NamedSilu{"wide", silu_q4_k_wide, 528}, NamedSilu{"wide grid 396", silu_q4_k_wide, 396},
-                        NamedSilu{"wide pipelined", silu_q4_k_wide_pipelined, 528},
-                        NamedSilu{"wide pipelined grid 264", silu_q4_k_wide_pipelined, 264},
-                        NamedSilu{"wide pipelined grid 396", silu_q4_k_wide_pipelined, 396}})
+                        NamedSilu{"units of 16 bytes", silu_q4_k_units, 528},
+                        NamedSilu{"units of 16 bytes grid 264", silu_q4_k_units, 264}})
         kernels.push_back({v.name, [=](int copy, cudaStream_t s, float* out) {
             norm_quantize_q8<<<quantize_blocks(h), 256, 0, s>>>(x, norm, xq, h, 1e-5f);
             v.kernel<<<variant_grid(f, v.cap), QUANT_THREADS, 0, s>>>(xq, gate + copy * bytes, up + copy * bytes, out, f, h);
@@ -93,8 +90,8 @@ static void add_matvec_add_variants(std::vector<Kernel>& kernels, const char* fo
                Named{"pipelined", add_q6_k_pipelined, 528}, Named{"pipelined grid 264", add_q6_k_pipelined, 264}};
     else
         all = {Named{"grid 264", matvec_add_q4_k_q8, 264}, Named{"grid 396", matvec_add_q4_k_q8, 396},
-               Named{"pipelined", add_q4_k_pipelined, 528}, Named{"wide", add_q4_k_wide, 528},
-               Named{"wide pipelined", add_q4_k_wide_pipelined, 528}, Named{"wide pipelined grid 264", add_q4_k_wide_pipelined, 264}};
+               Named{"pipelined", add_q4_k_pipelined, 528}, Named{"pairs", add_q4_k_pairs, 528},
+               Named{"pairs pipelined", add_q4_k_pairs_pipelined, 528}, Named{"pairs pipelined grid 264", add_q4_k_pairs_pipelined, 264}};
     for (Named v : all)
         kernels.push_back({v.name, [=](int copy, cudaStream_t s, float* out) {
             quantize_q8<<<quantize_blocks(k), 256, 0, s>>>(x, xq, k);

@@ -311,11 +311,11 @@ fn check_quantizable(op: &str, k: usize) -> Result<()> {
 }
 
 /// The grid of a product over `n` weight rows reading x quantized in
-/// global memory (no shared memory), of at most `most_blocks` blocks.
+/// global memory (no shared memory: nothing staged), of at most
+/// `most_blocks` blocks.
 fn product_grid(n: usize, rows_per_warp: usize, most_blocks: usize) -> LaunchGrid {
     let mut grid = super::cuda_grid(n, rows_per_warp, 1, 0);
     grid.blocks[0] = grid.blocks[0].min(most_blocks as u32);
-    grid.shared_memory_bytes = 0;
     grid
 }
 
