@@ -150,6 +150,8 @@ __global__ void read_probe(const uint4* data, size_t n, unsigned* sink) {
     if (acc == 0x12345678u) *sink = acc;
 }
 
+#include "dequant_cases.h"
+
 struct Case {
     std::string name;
     size_t bytes;  // weights per launch
@@ -266,6 +268,7 @@ int main(int argc, char** argv) {
     }
 
     printf("%-30s %-34s %10s %9s %7s %10s\n", "case", "kernel", "us/launch", "GB/s", "%read", "max diff");
+    if (!single) run_dequant_cases(read_rate, only);
     for (Case& c : cases) {
         if (only && c.name.find(only) == std::string::npos) continue;
         float* out;

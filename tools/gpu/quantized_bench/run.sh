@@ -16,7 +16,7 @@ mkdir -p "$build"
   for f in q4_k:Q4_K q6_k:Q6_K; do
     sed "s/{format}/${f%%:*}/g; s/{Format}/${f##*:}/g" "$ops/quantized_linear/kernels.cu"
   done
-  cat "$ops/quantized_linear/stage.cu" "$here/variants.cu"
+  cat "$ops/quantized_linear/stage.cu" "$here/variants.cu" "$here/dequant_variants.cu"
 } > "$build/kernels.inc"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 "$nvcc" -O3 -std=c++17 -arch=sm_90 -I"$build" -I"$here" -o "$build/bench" "$here/bench.cu" -Xptxas -v 2>"$build/ptxas.log" || { cat "$build/ptxas.log"; exit 1; }
