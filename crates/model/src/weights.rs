@@ -320,15 +320,17 @@ impl Weights {
                 &layer.down,
             ]
         });
+        let mut dense_linear = false;
         for projection in layers.chain(std::iter::once(&self.lm_head)) {
-            if let WeightFormat::Quantized(format) = projection.format
-                && !linear.contains(&format)
-            {
-                linear.push(format);
+            match projection.format {
+                WeightFormat::Quantized(format) if !linear.contains(&format) => linear.push(format),
+                WeightFormat::Quantized(_) => {}
+                WeightFormat::Dense(_) => dense_linear = true,
             }
         }
         crate::engine::WeightFormats {
             linear,
+            dense_linear,
             embedding: self.embedding_format,
         }
     }

@@ -244,6 +244,25 @@ fn sixteen_steps(model: &mut Model) -> kernelscope_model::Generation {
         .unwrap()
 }
 
+/// Prompt rows of [`chunk_steps`]: more than a chunk needs to take the
+/// GEMM on a GPU.
+const CHUNK_PROMPT_ROWS: usize = kernelscope::ops::quantized_linear::GEMM_ROWS + 4;
+
+/// Every row's logits of a prompt of [`CHUNK_PROMPT_ROWS`] tokens, and
+/// two steps after it.
+fn chunk_steps(model: &mut Model) -> kernelscope_model::Generation {
+    let prompt: Vec<u32> = (1..=CHUNK_PROMPT_ROWS as u32)
+        .map(|token| token * 7 % 200 + 1)
+        .collect();
+    model
+        .generate(&kernelscope_model::GenerationRequest {
+            stop_at_eos: false,
+            keep_logits: true,
+            ..kernelscope_model::GenerationRequest::new(&prompt, 2)
+        })
+        .unwrap()
+}
+
 /// Rows of logits to compare: the prompt's and the generated ones while
 /// both runs chose the same tokens (after a different choice the contexts
 /// differ).
@@ -299,6 +318,21 @@ fn ggufs_run_on_every_backend(backend: kernelscope::testing::Backend) {
         assert!(
             error <= INT8_ACTIVATION_TOLERANCE,
             "{name} {file_type:?} with a bf16 KV cache: relative error {error:e}"
+        );
+        // A prompt of GEMM_ROWS + 4 tokens runs as one chunk through the
+        // dequantized tensor-core GEMM, whose inputs the layers before it
+        // write in bf16: every prompt row's logits within the same bound.
+        let long = chunk_steps(&mut model);
+        let long_reference = chunk_steps(&mut cpu);
+        let rows = CHUNK_PROMPT_ROWS;
+        let error = common::worst_relative_error(&long.logits[..rows], &long_reference.logits[..rows]);
+        eprintln!(
+            "{name} {file_type:?} on {}, a {rows}-row chunk through the GEMM: worst relative error vs the CPU's f32 products {error:e}",
+            device.name()
+        );
+        assert!(
+            error <= INT8_ACTIVATION_TOLERANCE,
+            "{name} {file_type:?}, a {rows}-row chunk: relative error {error:e}"
         );
         model.set_kv_dtype(DType::F32).unwrap();
         // Fused and eager (the default), against the CPU's f32 products.

@@ -243,7 +243,7 @@ impl Shard {
             &self.config,
             &self.ops.partition,
             &self.device,
-            self.weights.dtype,
+            self.ops.gemm_input,
             capacity,
             all_logits,
         )

@@ -3,7 +3,8 @@
 //! once per chunk instead of once per position; tensor cores on CUDA), with
 //! causal attention over the chunk and the positions cached before it. The
 //! residual stream stays f32; what feeds a GEMM (norm, attention and SiLU
-//! outputs) is written in the weights' dtype, as the GEMM takes it.
+//! outputs) is written in the dtype the GEMM takes: the weights' own, or
+//! bf16 for quantized weights on CUDA ([`Ops::gemm_input`](super::state::Ops::gemm_input)).
 
 use kernelscope::{Buffer, CommandEncoder, DType, Device};
 
@@ -26,7 +27,8 @@ pub(crate) enum ChunkLogits {
 }
 
 /// The activations of a chunk of up to `capacity` rows. `width` names are
-/// as in [`State`](super::state::State); `W` is the weights' dtype.
+/// as in [`State`](super::state::State); `W` is the GEMM input's dtype
+/// ([`Ops::gemm_input`](super::state::Ops::gemm_input)).
 pub(crate) struct PrefillBuffers {
     /// Rows the buffers hold.
     pub capacity: usize,
@@ -65,7 +67,7 @@ impl PrefillBuffers {
         config: &Config,
         partition: &Partition,
         device: &Device,
-        weight_dtype: DType,
+        gemm_input: DType,
         capacity: usize,
         all_logits: bool,
     ) -> Result<Self> {
@@ -75,15 +77,15 @@ impl PrefillBuffers {
             tokens: device.alloc(DType::U32, &[capacity])?,
             positions: device.alloc(DType::U32, &[capacity])?,
             hidden: rows(DType::F32, config.hidden_size)?,
-            normed: rows(weight_dtype, config.hidden_size)?,
+            normed: rows(gemm_input, config.hidden_size)?,
             query: rows(DType::F32, config.q_dim())?,
             key: rows(DType::F32, config.kv_dim())?,
             value: rows(DType::F32, config.kv_dim())?,
-            attention: rows(weight_dtype, config.q_dim())?,
+            attention: rows(gemm_input, config.q_dim())?,
             projected: rows(DType::F32, config.hidden_size)?,
             gate: rows(DType::F32, config.intermediate_size)?,
             up: rows(DType::F32, config.intermediate_size)?,
-            activated: rows(weight_dtype, config.intermediate_size)?,
+            activated: rows(gemm_input, config.intermediate_size)?,
             logits: if all_logits {
                 Some(rows(DType::F32, partition.vocabulary_stride)?)
             } else {

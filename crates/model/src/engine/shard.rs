@@ -142,7 +142,7 @@ impl Shard {
         if !kernelscope::ops::WEIGHT_DTYPES.contains(&dtype) {
             return Err(ModelError::UnsupportedKvDtype { dtype });
         }
-        self.ops.set_kv_dtype(&self.device, self.weights.dtype, dtype)?;
+        self.ops.set_kv_dtype(&self.device, dtype)?;
         self.state.key_cache.clear();
         self.state.value_cache.clear();
         self.state.context = 0;

@@ -33,8 +33,14 @@ pub(crate) struct Ops {
     pub embedding: Embedding,
     /// RMSNorm into f32, for a mat-vec (decode).
     pub rms_norm: RmsNorm,
-    /// RMSNorm into the weights' dtype, for a GEMM (prefill).
+    /// RMSNorm into [`Ops::gemm_input`], for a GEMM (prefill).
     pub rms_norm_narrow: RmsNorm,
+    /// The dtype of prefill's GEMM inputs (RMSNorm's, attention's and
+    /// SiLU·mul's outputs): the weights' dtype, or bf16 where every linear
+    /// layer is quantized and its chunk products run on bf16 tensor cores
+    /// (CUDA), so that no product narrows its input (each narrowing was a
+    /// kernel, 6 % of llama-3-8b Q4_K_M's pp512 on an H200).
+    pub gemm_input: DType,
     /// The kernels of linear layers, for the weights' format.
     pub linear: LinearKernels,
     /// The products of the quantized formats the weights hold (GGUF).
@@ -54,10 +60,10 @@ pub(crate) struct Ops {
     pub rope_append: RopeAppend,
     /// Decode attention (split over the cached positions).
     pub attention: Attention,
-    /// Causal attention of a prefill chunk, out in the weights' dtype.
+    /// Causal attention of a prefill chunk, out in [`Ops::gemm_input`].
     pub prefill_attention: PrefillAttention,
     pub silu_mul: SiluMul,
-    /// SiLU·mul into the weights' dtype, for down_proj's GEMM (prefill).
+    /// SiLU·mul into [`Ops::gemm_input`], for down_proj's GEMM (prefill).
     pub silu_mul_narrow: SiluMul,
     pub argmax: Argmax,
     /// Feeds a replayed step's choice back as the next step's token, and
@@ -81,6 +87,8 @@ pub(crate) struct Ops {
 pub(crate) struct WeightFormats {
     /// The quantized formats of its linear layers, each once.
     pub linear: Vec<QuantFormat>,
+    /// Whether any linear layer holds dense weights.
+    pub dense_linear: bool,
     /// The embedding table's format.
     pub embedding: WeightFormat,
 }
@@ -157,6 +165,12 @@ impl Ops {
             .iter()
             .filter_map(|format| QuantizedFused::new(&registry, device, *format).ok())
             .collect();
+        let quantized_bf16 = !quantized.is_empty() && quantized.iter().all(QuantizedLinear::takes_bf16_input);
+        let gemm_input = if dtype == DType::F32 && !formats.dense_linear && quantized_bf16 {
+            DType::BF16
+        } else {
+            dtype
+        };
         let quantized_embedding = match formats.embedding {
             WeightFormat::Quantized(format) => Some(QuantizedEmbedding::new(&registry, device, format)?),
             WeightFormat::Dense(_) => None,
@@ -167,7 +181,8 @@ impl Ops {
             quantized_embedding,
             embedding: Embedding::new(&registry, device, dtype)?,
             rms_norm: RmsNorm::new(&registry, device, dtype, DType::F32)?,
-            rms_norm_narrow: RmsNorm::new(&registry, device, dtype, dtype)?,
+            rms_norm_narrow: RmsNorm::new(&registry, device, dtype, gemm_input)?,
+            gemm_input,
             linear: LinearKernels::new(&registry, device, dtype)?,
             add_residual: Add::new(&registry, device, DType::F32)?,
             add_bias: Add::new(&registry, device, dtype)?,
@@ -176,9 +191,9 @@ impl Ops {
             kv_append: KvAppend::new(&registry, device, dtype)?,
             rope_append: RopeAppend::new(&registry, device, dtype)?,
             attention: Attention::new(&registry, device, dtype)?,
-            prefill_attention: PrefillAttention::new(&registry, device, dtype, dtype)?,
+            prefill_attention: PrefillAttention::new(&registry, device, dtype, gemm_input)?,
             silu_mul: SiluMul::new(&registry, device, DType::F32)?,
-            silu_mul_narrow: SiluMul::new(&registry, device, dtype)?,
+            silu_mul_narrow: SiluMul::new(&registry, device, gemm_input)?,
             argmax: Argmax::new(&registry, device)?,
             copy: CopyOp::new(&registry, device)?,
             sample: Sample::new(&registry, device).map_err(std::sync::Arc::new),
@@ -232,14 +247,14 @@ impl Ops {
         Ok(())
     }
 
-    /// Rebinds the KV-cache ops to a cache of `kv_dtype` (attention's
-    /// output stays in the weights' dtype, `weight_dtype`).
-    pub fn set_kv_dtype(&mut self, device: &Device, weight_dtype: DType, kv_dtype: DType) -> Result<()> {
+    /// Rebinds the KV-cache ops to a cache of `kv_dtype` (prefill
+    /// attention's output stays in [`Ops::gemm_input`]).
+    pub fn set_kv_dtype(&mut self, device: &Device, kv_dtype: DType) -> Result<()> {
         let registry = kernelscope::ops::registry();
         self.kv_append = KvAppend::new(&registry, device, kv_dtype)?;
         self.rope_append = RopeAppend::new(&registry, device, kv_dtype)?;
         self.attention = Attention::new(&registry, device, kv_dtype)?;
-        self.prefill_attention = PrefillAttention::new(&registry, device, kv_dtype, weight_dtype)?;
+        self.prefill_attention = PrefillAttention::new(&registry, device, kv_dtype, self.gemm_input)?;
         self.kv_dtype = kv_dtype;
         Ok(())
     }

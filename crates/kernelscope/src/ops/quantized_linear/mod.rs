@@ -331,6 +331,13 @@ impl QuantizedLinear {
         })
     }
 
+    /// Whether [`QuantizedLinear::encode`] takes a bf16 input as well as
+    /// f32: where a prefill chunk's product runs on tensor cores (CUDA), so
+    /// the layer before it can write the GEMM's input directly.
+    pub fn takes_bf16_input(&self) -> bool {
+        self.gemm.is_some()
+    }
+
     /// The weights' format.
     pub fn format(&self) -> QuantFormat {
         self.format
@@ -341,8 +348,9 @@ impl QuantizedLinear {
         self.layout
     }
 
-    /// `out[r, :] = weight · x[r, :]` for every row r of `x` f32
-    /// `[rows, k]` (or flat), `out` f32 `[rows, n]`; `weight` is u8
+    /// `out[r, :] = weight · x[r, :]` for every row r of `x` f32 (or bf16
+    /// where [`QuantizedLinear::takes_bf16_input`]) `[rows, k]` (or flat),
+    /// `out` f32 `[rows, n]`; `weight` is u8
     /// `[n, row_bytes]`, each row `k` elements in this format's blocks, in
     /// the device's [`BlockLayout`].
     pub fn encode(
@@ -355,8 +363,24 @@ impl QuantizedLinear {
         const OP: &str = "quantized linear";
         let (n, blocks, k) = weight_blocks(OP, self.format, self.layout, weight)?;
         let rows = rows_of(OP, "input", x, k)?;
-        expect_rows(OP, "input", x, DType::F32, rows, &[k])?;
         expect_rows(OP, "output", out, DType::F32, rows, &[n])?;
+        // A bf16 input (a prefill chunk's GEMM input on CUDA) is taken as it
+        // is by the GEMM, and widened to f32 scratch for the mat-vecs.
+        let widened;
+        let x = match (&self.gemm, x.dtype()) {
+            (Some(gemm), DType::BF16) => {
+                expect_rows(OP, "input", x, DType::BF16, rows, &[k])?;
+                if rows >= GEMM_ROWS {
+                    return gemm.encode(encoder, weight, [n, blocks, k], x, rows, out);
+                }
+                widened = gemm.widen(encoder, x, rows, k)?;
+                &widened
+            }
+            _ => {
+                expect_rows(OP, "input", x, DType::F32, rows, &[k])?;
+                x
+            }
+        };
         if let Some(gemm) = &self.gemm
             && rows >= GEMM_ROWS
         {

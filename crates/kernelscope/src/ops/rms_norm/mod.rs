@@ -4,7 +4,8 @@
 //!
 //! Kernels are named by both dtypes: `rms_norm_<weight>` writes f32 (the
 //! name decode has always used), `rms_norm_<weight>_<out>` a narrowed output
-//! (`rms_norm_bf16_bf16`, `rms_norm_f16_f16`).
+//! (`rms_norm_bf16_bf16`, `rms_norm_f16_f16`, and `rms_norm_f32_bf16` for
+//! the bf16 GEMM inputs of a model whose weights are quantized blocks).
 
 pub(crate) mod cpu;
 
@@ -26,14 +27,15 @@ kernel_arguments! {
     ROWS: "rows" U32,
 }
 
-/// Registers `rms_norm_<weight>` (f32 output) and `rms_norm_<weight>_<weight>`
-/// (output in the weight's dtype).
+/// Registers `rms_norm_<weight>` (f32 output), `rms_norm_<weight>_<weight>`
+/// (output in the weight's dtype) and `rms_norm_f32_bf16`.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("rms_norm_f32", rms_norm::<f32, f32>);
     registry.register_cpu("rms_norm_f16", rms_norm::<f16, f32>);
     registry.register_cpu("rms_norm_bf16", rms_norm::<bf16, f32>);
     registry.register_cpu("rms_norm_f16_f16", rms_norm::<f16, f16>);
     registry.register_cpu("rms_norm_bf16_bf16", rms_norm::<bf16, bf16>);
+    registry.register_cpu("rms_norm_f32_bf16", rms_norm::<f32, bf16>);
     let source: Arc<str> = super::cuda_source(include_str!("rms_norm.cu")).into();
     for name in [
         "rms_norm_f32",
@@ -41,6 +43,7 @@ pub fn register(registry: &mut KernelRegistry) {
         "rms_norm_bf16",
         "rms_norm_f16_f16",
         "rms_norm_bf16_bf16",
+        "rms_norm_f32_bf16",
     ] {
         registry.register_cuda_source(name, source.clone());
     }
@@ -62,8 +65,8 @@ pub struct RmsNorm {
 
 impl RmsNorm {
     /// The op for weights of `weight_dtype` on `device`, writing `out_dtype`:
-    /// f32, or the weight's own dtype. Any other output dtype is
-    /// [`Error::KernelMissing`].
+    /// f32, the weight's own dtype, or bf16 from f32 weights. Any other
+    /// output dtype is [`Error::KernelMissing`].
     pub fn new(
         registry: &KernelRegistry,
         device: &Device,
@@ -72,14 +75,14 @@ impl RmsNorm {
     ) -> Result<Self> {
         let kernel = if out_dtype == DType::F32 {
             kernel_for(registry, device, "rms_norm", weight_dtype)?
-        } else if out_dtype == weight_dtype {
+        } else if out_dtype == weight_dtype || (weight_dtype, out_dtype) == (DType::F32, DType::BF16) {
             kernel_for(registry, device, &format!("rms_norm_{weight_dtype}"), out_dtype)?
         } else {
             return Err(Error::KernelMissing {
                 name: format!("rms_norm_{weight_dtype}_{out_dtype}"),
                 backend: device.backend(),
                 workaround: format!(
-                    "rms_norm writes f32 or the weight's dtype ({weight_dtype}), not {out_dtype}"
+                    "rms_norm writes f32, the weight's dtype ({weight_dtype}) or bf16 from f32 weights, not {out_dtype}"
                 ),
                 remedies: &[],
             });

@@ -74,3 +74,10 @@ extern "C" __global__ void rms_norm_bf16_bf16(const float* x, const bf16* weight
     wait_for_previous_kernel();
     rms_norm(x, weight, out, eps, n, rows);
 }
+// f32 weights (a GGUF file's norms), bf16 output: the input of prefill's
+// GEMMs over quantized weights, which run on bf16 tensor cores.
+extern "C" __global__ void rms_norm_f32_bf16(const float* x, const float* weight, bf16* out, float eps, u32 n,
+                                             u32 rows) {
+    wait_for_previous_kernel();
+    rms_norm(x, weight, out, eps, n, rows);
+}
