@@ -73,6 +73,12 @@ def parse_args():
         "PyTorch + transformers, in the manner of llama-bench."
     )
     parser.add_argument("--model", required=True, help="Hugging Face model directory")
+    parser.add_argument(
+        "--gguf",
+        metavar="NAME",
+        help="a GGUF file in the --model directory, loaded with from_pretrained(gguf_file=NAME): "
+        "transformers dequantizes its blocks to --dtype at load (needs the gguf package)",
+    )
     parser.add_argument("-p", type=int, default=128, help="prompt tokens (default 128)")
     parser.add_argument("-n", type=int, default=128, help="generated tokens (default 128)")
     parser.add_argument("-r", type=int, default=5, help="repetitions (default 5)")
@@ -141,11 +147,13 @@ def device_name(device):
     return platform.processor() or platform.machine()
 
 
-def load_model(model_dir, dtype_name, attn, device):
+def load_model(model_dir, dtype_name, attn, device, gguf=None):
+    extra = {"gguf_file": gguf} if gguf else {}
     model = AutoModelForCausalLM.from_pretrained(
         model_dir,
         dtype=getattr(torch, dtype_name),
         attn_implementation=attn,
+        **extra,
     )
     model.to(device)
     model.eval()
@@ -325,7 +333,7 @@ def run_tests(model, args, vocab_size, device):
 def build_records(results, args, device):
     """One JSON-ready dict per test."""
     common = {
-        "model": os.path.basename(os.path.normpath(args.model)),
+        "model": args.gguf or os.path.basename(os.path.normpath(args.model)),
         "backend": f"pytorch-{device}",
         "device_name": device_name(device),
         "dtype": args.dtype,
@@ -374,13 +382,21 @@ def format_markdown(records):
 def main():
     args = parse_args()
     check_sizes(args)
-    vocab_size = read_vocab_size(args.model)
+    if args.gguf:
+        if not os.path.isfile(os.path.join(args.model, args.gguf)):
+            fail(f"{os.path.join(args.model, args.gguf)}: no such GGUF file")
+    else:
+        vocab_size = read_vocab_size(args.model)
     if IMPORT_ERROR is not None:
         fail(f"{INSTALL_HINT} ({IMPORT_ERROR})")
     device = pick_device(args.device)
 
-    log(f"hf_bench: loading {args.model} ({args.dtype}, {args.attn}) on {device}")
-    model = load_model(args.model, args.dtype, args.attn, device)
+    what = f"{args.model}/{args.gguf}" if args.gguf else args.model
+    log(f"hf_bench: loading {what} ({args.dtype}, {args.attn}) on {device}")
+    model = load_model(args.model, args.dtype, args.attn, device, args.gguf)
+    if args.gguf:
+        # The file's metadata is the config.
+        vocab_size = model.config.vocab_size
     with torch.no_grad():
         results = run_tests(model, args, vocab_size, device)
 
