@@ -66,11 +66,30 @@ fn check_ordinal(ordinal: usize) -> Result<()> {
 }
 
 /// The GPU's context, with cudarc's event tracking off, and our stream.
+/// The context (the GPU's primary one) is opened once per process and kept,
+/// as its modules are (`ModuleCache::of_gpu`): released when the last
+/// device of a GPU dropped, it was made again by the next, whose modules
+/// could then be loaded where the old ones were, and CUPTI named a new
+/// kernel by the unloaded one that had had its handle (tests opening one
+/// device after another saw `stream_read` reported for `stream_write`).
 fn open_stream(ordinal: usize) -> Result<(Arc<CudaContext>, Arc<CudaStream>)> {
-    let context = CudaContext::new(ordinal).map_err(driver_error("creating a context"))?;
-    // SAFETY: our buffers are raw allocations ordered by our one stream;
-    // nothing relies on cudarc's per-buffer events.
-    unsafe { context.disable_event_tracking() };
+    static CONTEXTS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<usize, Arc<CudaContext>>>,
+    > = std::sync::OnceLock::new();
+    let context = {
+        let mut contexts = crate::sync::lock(CONTEXTS.get_or_init(Default::default));
+        match contexts.get(&ordinal) {
+            Some(context) => context.clone(),
+            None => {
+                let context = CudaContext::new(ordinal).map_err(driver_error("creating a context"))?;
+                // SAFETY: our buffers are raw allocations ordered by our
+                // one stream; nothing relies on cudarc's per-buffer events.
+                unsafe { context.disable_event_tracking() };
+                contexts.insert(ordinal, context.clone());
+                context
+            }
+        }
+    };
     let stream = context.new_stream().map_err(driver_error("creating a stream"))?;
     Ok((context, stream))
 }
@@ -239,6 +258,7 @@ impl CudaDevice {
             arch,
             early_launch,
             driver,
+            modules: super::modules::ModuleCache::of_gpu(ordinal),
             timings: Timings::new(epoch, cupti),
             gate,
             stream,

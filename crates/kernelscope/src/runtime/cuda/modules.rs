@@ -1,6 +1,9 @@
-//! The device's module cache: each kernel source is compiled (or read from
-//! the disk cache, see `compile.rs`) and loaded once per device, keyed like
-//! the disk cache, and every kernel of it is looked up in the loaded module.
+//! The GPU's module cache: each kernel source is compiled (or read from
+//! the disk cache, see `compile.rs`) and loaded once per GPU for the
+//! process (every device of the GPU shares the cache and the context, see
+//! `device.rs`), keyed like the disk cache, and every kernel of it is looked
+//! up in the loaded module. Modules are never unloaded, so a kernel handle
+//! always names one kernel, which CUPTI's records rely on.
 //! Also what a loaded kernel is to this backend ([`CudaKernel`]), including a
 //! collective as a trait object ([`RankCollective`]): launches and graphs
 //! call it without knowing NCCL, which sits above them (it opens from device
@@ -61,13 +64,24 @@ pub(crate) trait RankCollective: Send + Sync {
 /// [`RankCollective::hold_for_replay`]).
 pub(crate) trait CommunicatorHold {}
 
-/// Loaded modules by source key.
+/// Loaded modules by source key (and architecture, in the key).
 #[derive(Default)]
 pub(crate) struct ModuleCache {
     modules: Mutex<HashMap<u64, Arc<CudaModule>>>,
 }
 
 impl ModuleCache {
+    /// The cache of GPU `ordinal`, made on first use and kept for the
+    /// process.
+    pub(crate) fn of_gpu(ordinal: usize) -> Arc<ModuleCache> {
+        static CACHES: std::sync::OnceLock<Mutex<HashMap<usize, Arc<ModuleCache>>>> =
+            std::sync::OnceLock::new();
+        crate::sync::lock(CACHES.get_or_init(Default::default))
+            .entry(ordinal)
+            .or_default()
+            .clone()
+    }
+
     /// The kernel `name` of `source`, compiled for `arch` and loaded into
     /// `context` (bound by the caller) on first use; launched early in
     /// graphs where `early_launch` and its source allow.

@@ -3,7 +3,7 @@
 //! module cache, the gate and the lock that keeps submissions whole. Built
 //! by `device.rs`; everything above reads it through these methods.
 
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::blas::Blas;
 
@@ -24,7 +24,8 @@ pub(crate) struct DeviceState {
     /// Whether graphs launch kernels early (programmatic dependent launch).
     early_launch: bool,
     driver: String,
-    modules: ModuleCache,
+    /// The GPU's modules, shared by every device of it in the process.
+    modules: Arc<ModuleCache>,
     /// cuBLASLt, opened when a library kernel is first loaded.
     blas: OnceLock<Blas>,
     timings: Timings,
@@ -44,6 +45,7 @@ pub(crate) struct DeviceParts {
     pub(super) arch: &'static str,
     pub(super) early_launch: bool,
     pub(super) driver: String,
+    pub(super) modules: Arc<ModuleCache>,
     pub(super) timings: Timings,
     pub(super) gate: Option<Gate>,
     pub(super) stream: DeviceStream,
@@ -57,6 +59,7 @@ impl DeviceState {
             arch,
             early_launch,
             driver,
+            modules,
             timings,
             gate,
             stream,
@@ -67,7 +70,7 @@ impl DeviceState {
             arch,
             early_launch,
             driver,
-            modules: ModuleCache::default(),
+            modules,
             blas: OnceLock::new(),
             timings,
             submitting: Mutex::new(()),
