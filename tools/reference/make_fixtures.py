@@ -31,7 +31,7 @@ import sys
 import numpy as np
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config
+from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_logits import run_greedy  # noqa: E402
@@ -93,6 +93,14 @@ FIXTURES = {
         dict(attention_bias=True, tie_word_embeddings=False),
         dict(rope_type="default", rope_theta=10000.0),
         15,
+    ),
+    # Qwen3: each head of q and k RMS-normalised before RoPE (q_norm,
+    # k_norm), a head wider than hidden / heads, no biases, untied.
+    "qwen3": (
+        Qwen3Config,
+        dict(head_dim=16, tie_word_embeddings=False, attention_bias=False, use_sliding_window=False),
+        dict(rope_type="default", rope_theta=1000000.0),
+        17,
     ),
     # YaRN (attention factor and frequency ramp).
     "llama-yarn": (
@@ -210,10 +218,17 @@ def main():
     names = args.only.split(",") if args.only else list(FIXTURES)
     for name in names:
         make(args.out, name, *FIXTURES[name])
+    # With --only, the fixtures already listed stay listed (their files are
+    # untouched); the versions are this run's.
+    manifest_path = os.path.join(args.out, "manifest.json")
+    listed = []
+    if args.only and os.path.exists(manifest_path):
+        with open(manifest_path, encoding="utf-8") as f:
+            listed = json.load(f).get("fixtures", [])
     manifest = {
         "torch": torch.__version__,
         "transformers": transformers.__version__,
-        "fixtures": names,
+        "fixtures": listed + [name for name in names if name not in listed],
         "command": "python3 tools/reference/make_fixtures.py --out crates/model/tests/fixtures/hf",
     }
     with open(os.path.join(args.out, "manifest.json"), "w", encoding="utf-8") as f:

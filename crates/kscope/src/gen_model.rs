@@ -18,7 +18,7 @@ use crate::model_args::parse_weight_dtype;
 #[derive(Args, Debug)]
 #[command(allow_negative_numbers = true)]
 pub struct GenModelArgs {
-    /// The preset shape (tiny, tiny-qwen2, tiny-llama3, tiny-256, qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, llama-3.1-8b, tinyllama-1.1b, llama-3-70b).
+    /// The preset shape (tiny, tiny-qwen2, tiny-qwen3, tiny-llama3, tiny-256, qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, qwen3-8b, llama-3.1-8b, tinyllama-1.1b, llama-3-70b).
     #[arg(long)]
     pub preset: String,
     /// Output directory (created if needed), or a GGUF file (a name ending

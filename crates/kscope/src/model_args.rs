@@ -33,8 +33,9 @@ pub struct ModelArgs {
     /// The revision of an ORG/NAME model: a branch, tag or commit in the cache (default main).
     #[arg(long, value_name = "REV", requires = "model")]
     pub revision: Option<String>,
-    /// A synthetic preset generated in memory (tiny, tiny-qwen2, tiny-llama3, tiny-256,
-    /// qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, llama-3.1-8b, tinyllama-1.1b, llama-3-70b). Default: tiny.
+    /// A synthetic preset generated in memory (tiny, tiny-qwen2, tiny-qwen3, tiny-llama3, tiny-256,
+    /// qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, qwen3-8b, llama-3.1-8b, tinyllama-1.1b, llama-3-70b).
+    /// Default: tiny.
     #[arg(long, value_name = "NAME")]
     pub preset: Option<String>,
     /// Weight dtype of a preset generated in memory.

@@ -24,7 +24,7 @@ pub enum ModelError {
     },
     /// The architecture is not one this engine runs.
     #[error(
-        "{path}: architecture `{architecture}` is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)"
+        "{path}: architecture `{architecture}` is not supported (supported: LlamaForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, MistralForCausalLM)"
     )]
     UnsupportedArchitecture {
         /// The config file.

@@ -7,14 +7,16 @@ use crate::config::{Architecture, Config};
 use crate::error::{ModelError, Result};
 
 /// The preset names, smallest first.
-pub const PRESETS: [&str; 10] = [
+pub const PRESETS: [&str; 12] = [
     "tiny",
     "tiny-qwen2",
+    "tiny-qwen3",
     "tiny-llama3",
     "tiny-256",
     "qwen2.5-0.5b",
     "llama-3.2-1b",
     "llama-3-8b",
+    "qwen3-8b",
     "llama-3.1-8b",
     "tinyllama-1.1b",
     "llama-3-70b",
@@ -42,6 +44,7 @@ fn tiny(architecture: Architecture) -> Config {
         tie_word_embeddings: true,
         qkv_bias: false,
         o_bias: false,
+        qk_norm: false,
         eos_token_ids: vec![2],
     }
 }
@@ -52,11 +55,13 @@ pub fn preset(name: &str) -> Result<Config> {
         // Llama with grouped-query attention and tied embeddings.
         "tiny" => tiny(Architecture::Llama),
         "tiny-qwen2" => tiny_qwen2(),
+        "tiny-qwen3" => tiny_qwen3(),
         "tiny-llama3" => tiny_llama3(),
         "tiny-256" => tiny_256(),
         "qwen2.5-0.5b" => qwen2_5_0_5b(),
         "llama-3.2-1b" => llama_3_2_1b(),
         "llama-3-8b" => llama_3_8b(),
+        "qwen3-8b" => qwen3_8b(),
         "llama-3-70b" => llama_3_70b(),
         "llama-3.1-8b" => llama_3_1_8b(),
         "tinyllama-1.1b" => tinyllama_1_1b(),
@@ -77,6 +82,20 @@ fn tiny_qwen2() -> Config {
         rope_theta: 1_000_000.0,
         rms_norm_eps: 1e-6,
         ..tiny(Architecture::Qwen2)
+    }
+}
+
+/// The tiny shape as Qwen3: q and k normalised per head before RoPE, a
+/// head wider than hidden / heads (as Qwen3-0.6B's 128 over 1024 / 16),
+/// no biases, an untied LM head.
+fn tiny_qwen3() -> Config {
+    Config {
+        head_dim: 48,
+        qk_norm: true,
+        tie_word_embeddings: false,
+        rope_theta: 1_000_000.0,
+        rms_norm_eps: 1e-6,
+        ..tiny(Architecture::Qwen3)
     }
 }
 
@@ -134,6 +153,7 @@ fn qwen2_5_0_5b() -> Config {
         tie_word_embeddings: true,
         qkv_bias: true,
         o_bias: false,
+        qk_norm: false,
         eos_token_ids: vec![151_643],
     }
 }
@@ -164,6 +184,7 @@ fn llama_3_2_1b() -> Config {
         tie_word_embeddings: true,
         qkv_bias: false,
         o_bias: false,
+        qk_norm: false,
         eos_token_ids: vec![128_001],
     }
 }
@@ -189,7 +210,35 @@ fn llama_3_8b() -> Config {
         tie_word_embeddings: false,
         qkv_bias: false,
         o_bias: false,
+        qk_norm: false,
         eos_token_ids: vec![128_001],
+    }
+}
+
+/// Qwen3 8B's shape (Qwen/Qwen3-8B's config.json): 36 layers, 32 query
+/// heads over 8 key/value heads of 128, q and k normalised per head.
+fn qwen3_8b() -> Config {
+    Config {
+        architecture: Architecture::Qwen3,
+        vocab_size: 151_936,
+        hidden_size: 4096,
+        intermediate_size: 12_288,
+        num_layers: 36,
+        num_heads: 32,
+        num_kv_heads: 8,
+        head_dim: 128,
+        rms_norm_eps: 1e-6,
+        rope_theta: 1_000_000.0,
+        rope_scaling: None,
+        rope_attention_scaling: 1.0,
+        sliding_window: None,
+        rope_frequency_factors: None,
+        max_position_embeddings: 40_960,
+        tie_word_embeddings: false,
+        qkv_bias: false,
+        o_bias: false,
+        qk_norm: true,
+        eos_token_ids: vec![151_645],
     }
 }
 
@@ -215,6 +264,7 @@ fn llama_3_70b() -> Config {
         tie_word_embeddings: false,
         qkv_bias: false,
         o_bias: false,
+        qk_norm: false,
         eos_token_ids: vec![128_001],
     }
 }
@@ -256,6 +306,7 @@ fn tinyllama_1_1b() -> Config {
         tie_word_embeddings: false,
         qkv_bias: false,
         o_bias: false,
+        qk_norm: false,
         eos_token_ids: vec![2],
     }
 }

@@ -36,6 +36,11 @@ pub struct LayerWeights {
     pub key: Linear,
     /// `[kv, hidden]` (bias `[kv]`).
     pub value: Linear,
+    /// `[head_dim]` RMSNorm of each query head before RoPE, where the
+    /// architecture has it (Qwen3's `q_norm`).
+    pub query_norm: Option<Buffer>,
+    /// `[head_dim]` RMSNorm of each key head before RoPE (`k_norm`).
+    pub key_norm: Option<Buffer>,
     /// `[hidden, q]` o_proj, with a `[hidden]` bias where the architecture has one.
     pub output: Linear,
     /// `[hidden]` RMSNorm before the MLP.
@@ -98,6 +103,12 @@ impl Weights {
         let layers = layers
             .into_iter()
             .map(|mut slots| {
+                let query_norm = slots[LayerTensor::QueryNorm as usize]
+                    .take()
+                    .map(|((norm, _), _)| norm);
+                let key_norm = slots[LayerTensor::KeyNorm as usize]
+                    .take()
+                    .map(|((norm, _), _)| norm);
                 let mut take = |tensor: LayerTensor| slots[tensor as usize].take();
                 let mut linear = |weight: LayerTensor, bias: Option<LayerTensor>| {
                     let ((weight, format), split) = take(weight).expect(LISTED);
@@ -112,6 +123,8 @@ impl Weights {
                     query: linear(LayerTensor::QueryProjection, Some(LayerTensor::QueryBias)),
                     key: linear(LayerTensor::KeyProjection, Some(LayerTensor::KeyBias)),
                     value: linear(LayerTensor::ValueProjection, Some(LayerTensor::ValueBias)),
+                    query_norm,
+                    key_norm,
                     output: linear(LayerTensor::OutputProjection, Some(LayerTensor::OutputBias)),
                     gate: linear(LayerTensor::GateProjection, None),
                     up: linear(LayerTensor::UpProjection, None),
@@ -286,13 +299,19 @@ impl Weights {
             .sum()
     }
 
-    /// Bytes of the norms and the biases (of rank 0's share, which holds
+    /// Bytes of the norms (the per-head ones too) and the biases (of rank 0's share, which holds
     /// every bias a split model adds once).
     pub(crate) fn vector_bytes(&self) -> u64 {
-        let norms = self
-            .layers
-            .iter()
-            .flat_map(|layer| [&layer.input_norm, &layer.post_attention_norm]);
+        let norms = self.layers.iter().flat_map(|layer| {
+            [
+                Some(&layer.input_norm),
+                Some(&layer.post_attention_norm),
+                layer.query_norm.as_ref(),
+                layer.key_norm.as_ref(),
+            ]
+            .into_iter()
+            .flatten()
+        });
         let biases = self.layers.iter().flat_map(|layer| {
             [&layer.query, &layer.key, &layer.value, &layer.output]
                 .into_iter()

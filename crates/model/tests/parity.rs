@@ -243,6 +243,11 @@ fn transformers5_yarn_matches_in_both_layouts() {
 }
 
 #[test]
+fn transformers5_qwen3_per_head_norms_match_in_both_layouts() {
+    check_transformers_checkpoint("qwen3");
+}
+
+#[test]
 fn llama_with_gqa_and_tied_embeddings_matches_transformers() {
     check_fixture(&FIXTURES[0]);
 }
@@ -271,6 +276,7 @@ fn transformers5_checkpoints_match_on_the_gpu() {
         "llama-head-dim-linear",
         "llama-attention-bias",
         "llama-yarn",
+        "qwen3",
     ] {
         for path in EnginePath::ALL {
             check_transformers_checkpoint_on(name, &device, path);

@@ -36,6 +36,7 @@ pub mod ceilings;
 pub mod collective;
 pub mod copy;
 pub mod embedding;
+pub mod head_norm;
 pub mod kv_append;
 pub mod matmul;
 pub mod matvec;
@@ -81,6 +82,7 @@ pub fn registry() -> KernelRegistry {
     prefill_attention::register(&mut registry);
     quantized_embedding::register(&mut registry);
     quantized_linear::register(&mut registry);
+    head_norm::register(&mut registry);
     rms_norm::register(&mut registry);
     rope::register(&mut registry);
     rope_append::register(&mut registry);

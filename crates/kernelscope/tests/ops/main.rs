@@ -13,6 +13,7 @@
 mod copy;
 mod elementwise;
 mod embedding;
+mod head_norm;
 mod helpers;
 mod matmul;
 mod rms_norm;

@@ -1,4 +1,4 @@
-//! `config.json`: the subset of Hugging Face's Llama/Qwen2/Mistral config the
+//! `config.json`: the subset of Hugging Face's Llama/Qwen2/Qwen3/Mistral config the
 //! engine needs, validated once so the rest of the code can trust it. Split
 //! by job: `parse` reads and validates the file, `fields` gives typed reads
 //! of its fields, `rope` the RoPE settings of either layout, `tensors` the
@@ -24,6 +24,10 @@ pub enum Architecture {
     /// `Qwen2ForCausalLM`: biases on the q/k/v projections.
     #[serde(rename = "Qwen2ForCausalLM")]
     Qwen2,
+    /// `Qwen3ForCausalLM`: each head of q and k RMS-normalised before
+    /// RoPE, no biases unless `attention_bias`, an explicit `head_dim`.
+    #[serde(rename = "Qwen3ForCausalLM")]
+    Qwen3,
     /// `MistralForCausalLM`, without sliding-window attention.
     #[serde(rename = "MistralForCausalLM")]
     Mistral,
@@ -35,6 +39,7 @@ impl Architecture {
         match self {
             Architecture::Llama => "LlamaForCausalLM",
             Architecture::Qwen2 => "Qwen2ForCausalLM",
+            Architecture::Qwen3 => "Qwen3ForCausalLM",
             Architecture::Mistral => "MistralForCausalLM",
         }
     }
@@ -44,6 +49,7 @@ impl Architecture {
         match self {
             Architecture::Llama => "llama",
             Architecture::Qwen2 => "qwen2",
+            Architecture::Qwen3 => "qwen3",
             Architecture::Mistral => "mistral",
         }
     }
@@ -90,8 +96,11 @@ pub struct Config {
     pub tie_word_embeddings: bool,
     /// Biases on the q/k/v projections (Qwen2, or `attention_bias`).
     pub qkv_bias: bool,
-    /// Bias on the output projection (`attention_bias` of Llama).
+    /// Bias on the output projection (`attention_bias` of Llama, Qwen3).
     pub o_bias: bool,
+    /// Each head of q and k RMS-normalised (its own `[head_dim]` weight,
+    /// `q_norm` and `k_norm`) before RoPE: Qwen3.
+    pub qk_norm: bool,
     /// End-of-sequence token ids.
     pub eos_token_ids: Vec<u32>,
 }
@@ -174,6 +183,11 @@ impl Config {
             Architecture::Qwen2 => {
                 object.insert("use_sliding_window".into(), false.into());
                 object.insert("sliding_window".into(), self.max_position_embeddings.into());
+            }
+            Architecture::Qwen3 => {
+                object.insert("use_sliding_window".into(), false.into());
+                object.insert("sliding_window".into(), serde_json::Value::Null);
+                object.insert("attention_bias".into(), (self.qkv_bias && self.o_bias).into());
             }
             _ => {
                 object.insert("attention_bias".into(), (self.qkv_bias && self.o_bias).into());

@@ -105,6 +105,7 @@ impl Config {
             tie_word_embeddings: fields.boolean("tie_word_embeddings")?.unwrap_or(false),
             qkv_bias: architecture == Architecture::Qwen2 || attention_bias,
             o_bias: architecture != Architecture::Qwen2 && attention_bias,
+            qk_norm: architecture == Architecture::Qwen3,
             eos_token_ids,
         };
         if config.checked_parameter_bytes(4).is_none() {
@@ -133,6 +134,7 @@ impl Config {
         let architecture = match class {
             "LlamaForCausalLM" => Architecture::Llama,
             "Qwen2ForCausalLM" => Architecture::Qwen2,
+            "Qwen3ForCausalLM" => Architecture::Qwen3,
             "MistralForCausalLM" => Architecture::Mistral,
             other => {
                 return Err(ModelError::UnsupportedArchitecture {
@@ -266,7 +268,7 @@ impl Config {
                 )));
             }
             None => match architecture {
-                Architecture::Qwen2 => {
+                Architecture::Qwen2 | Architecture::Qwen3 => {
                     fields.boolean("use_sliding_window")? == Some(true)
                         && fields.whole("max_window_layers")?.unwrap_or(0) < num_layers as u64
                 }

@@ -168,7 +168,8 @@ impl Partition {
         }
         let dim = config.head_dim;
         match dimension {
-            Dimension::Hidden => None,
+            // A per-head norm's weight is every head's: each rank holds it whole.
+            Dimension::Hidden | Dimension::HeadDim => None,
             Dimension::Vocabulary => Some(self.vocabulary.clone()),
             Dimension::Intermediate => Some(self.intermediate.clone()),
             Dimension::Query => Some(self.query_heads.start * dim..self.query_heads.end * dim),

@@ -20,6 +20,8 @@ pub(crate) enum Dimension {
     Query,
     /// `num_kv_heads * head_dim`.
     KeyValue,
+    /// `head_dim`: a per-head norm's weight, the same for every head.
+    HeadDim,
 }
 
 /// One tensor of a decoder layer.
@@ -32,6 +34,8 @@ pub(crate) enum LayerTensor {
     QueryBias,
     KeyBias,
     ValueBias,
+    QueryNorm,
+    KeyNorm,
     OutputProjection,
     OutputBias,
     PostAttentionNorm,
@@ -42,7 +46,7 @@ pub(crate) enum LayerTensor {
 
 impl LayerTensor {
     /// Every layer tensor, in checkpoint order.
-    pub const ALL: [LayerTensor; 13] = [
+    pub const ALL: [LayerTensor; 15] = [
         LayerTensor::InputNorm,
         LayerTensor::QueryProjection,
         LayerTensor::KeyProjection,
@@ -50,6 +54,8 @@ impl LayerTensor {
         LayerTensor::QueryBias,
         LayerTensor::KeyBias,
         LayerTensor::ValueBias,
+        LayerTensor::QueryNorm,
+        LayerTensor::KeyNorm,
         LayerTensor::OutputProjection,
         LayerTensor::OutputBias,
         LayerTensor::PostAttentionNorm,
@@ -60,7 +66,7 @@ impl LayerTensor {
 
     /// The name after `model.layers.N.`, and the shape.
     fn layout(self) -> (&'static str, &'static [Dimension]) {
-        use Dimension::{Hidden, Intermediate, KeyValue, Query};
+        use Dimension::{HeadDim, Hidden, Intermediate, KeyValue, Query};
         match self {
             LayerTensor::InputNorm => ("input_layernorm.weight", &[Hidden]),
             LayerTensor::QueryProjection => ("self_attn.q_proj.weight", &[Query, Hidden]),
@@ -69,6 +75,8 @@ impl LayerTensor {
             LayerTensor::QueryBias => ("self_attn.q_proj.bias", &[Query]),
             LayerTensor::KeyBias => ("self_attn.k_proj.bias", &[KeyValue]),
             LayerTensor::ValueBias => ("self_attn.v_proj.bias", &[KeyValue]),
+            LayerTensor::QueryNorm => ("self_attn.q_norm.weight", &[HeadDim]),
+            LayerTensor::KeyNorm => ("self_attn.k_norm.weight", &[HeadDim]),
             LayerTensor::OutputProjection => ("self_attn.o_proj.weight", &[Hidden, Query]),
             LayerTensor::OutputBias => ("self_attn.o_proj.bias", &[Hidden]),
             LayerTensor::PostAttentionNorm => ("post_attention_layernorm.weight", &[Hidden]),
@@ -78,11 +86,13 @@ impl LayerTensor {
         }
     }
 
-    /// Whether a layer of `config` has this tensor (biases are optional).
+    /// Whether a layer of `config` has this tensor (biases and the
+    /// per-head norms are optional).
     fn present(self, config: &Config) -> bool {
         match self {
             LayerTensor::QueryBias | LayerTensor::KeyBias | LayerTensor::ValueBias => config.qkv_bias,
             LayerTensor::OutputBias => config.o_bias,
+            LayerTensor::QueryNorm | LayerTensor::KeyNorm => config.qk_norm,
             _ => true,
         }
     }
@@ -145,6 +155,7 @@ impl Config {
             Dimension::Intermediate => self.intermediate_size,
             Dimension::Query => self.num_heads.checked_mul(self.head_dim)?,
             Dimension::KeyValue => self.num_kv_heads.checked_mul(self.head_dim)?,
+            Dimension::HeadDim => self.head_dim,
         };
         Some(size as u64)
     }

@@ -119,6 +119,9 @@ pub(super) enum Step<'w> {
         input: Slot,
         output: Slot,
     },
+    /// RMSNorm of each head of the query or the key by `weight`
+    /// `[head_dim]`, in place (Qwen3, before RoPE).
+    HeadNorm { target: Slot, weight: &'w Buffer },
     /// RoPE of the query or the key at the pass's positions.
     Rope { target: Slot },
     /// The key and value appended to layer `layer`'s cache.
@@ -150,16 +153,20 @@ impl Scope {
 }
 
 /// A Llama-family decoder layer: pre-norm attention with RoPE and a KV
-/// cache, then a pre-norm SiLU-gated MLP, each added into the residual
-/// stream.
-pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> [Step<'_>; 18] {
+/// cache (each head of q and k normalised before RoPE where the layer has
+/// those norms, as Qwen3's), then a pre-norm SiLU-gated MLP, each added
+/// into the residual stream.
+pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> Vec<Step<'_>> {
     use Slot::*;
     let linear = |linear, input, output| Step::Linear {
         linear,
         input,
         output,
     };
-    [
+    let head_norms = [(Query, &weights.query_norm), (Key, &weights.key_norm)]
+        .into_iter()
+        .filter_map(|(target, weight)| weight.as_ref().map(|weight| Step::HeadNorm { target, weight }));
+    let attention = [
         Step::Scope(Scope::Attention { layer }),
         Step::Norm {
             weight: &weights.input_norm,
@@ -167,6 +174,8 @@ pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> [Step<'_>; 
         linear(&weights.query, Normed, Query),
         linear(&weights.key, Normed, Key),
         linear(&weights.value, Normed, Value),
+    ];
+    let rest = [
         Step::Rope { target: Query },
         Step::Rope { target: Key },
         Step::AppendKeyValue { layer },
@@ -182,7 +191,8 @@ pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> [Step<'_>; 
         Step::SiluMul,
         linear(&weights.down, Activated, Projected),
         Step::AddResidual,
-    ]
+    ];
+    attention.into_iter().chain(head_norms).chain(rest).collect()
 }
 
 /// The LM head: the final RMSNorm and the projection onto the vocabulary.
@@ -259,6 +269,14 @@ impl Forward<'_> {
             } => {
                 let (input, output) = (activations.slot(input)?, activations.slot(output)?);
                 self.encode_linear(encoder, linear, input, output, activations)?;
+            }
+            Step::HeadNorm { target, weight } => {
+                ops.head_norm.encode(
+                    encoder,
+                    activations.slot(target)?,
+                    weight,
+                    self.config.rms_norm_eps,
+                )?;
             }
             Step::Rope { target } => {
                 let count = if target == Slot::Query {

@@ -5,6 +5,7 @@
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::attention::Attention;
 use kernelscope::ops::collective::{AllGather, AllReduce};
+use kernelscope::ops::head_norm::HeadNorm;
 use kernelscope::ops::matmul::MatMul;
 use kernelscope::ops::matvec::residual::MatVecAdd;
 use kernelscope::ops::norm_matvec::{NormMatVec, silu::NormMatVecSiluMul};
@@ -35,6 +36,8 @@ pub(crate) struct Ops {
     pub rms_norm: RmsNorm,
     /// RMSNorm into [`Ops::gemm_input`], for a GEMM (prefill).
     pub rms_norm_narrow: RmsNorm,
+    /// RMSNorm of each query and key head before RoPE (Qwen3), in place.
+    pub head_norm: HeadNorm,
     /// The dtype of prefill's GEMM inputs (RMSNorm's, attention's and
     /// SiLU·mul's outputs): the weights' dtype, or bf16 where every linear
     /// layer is quantized and its chunk products run on bf16 tensor cores
@@ -182,6 +185,7 @@ impl Ops {
             embedding: Embedding::new(&registry, device, dtype)?,
             rms_norm: RmsNorm::new(&registry, device, dtype, DType::F32)?,
             rms_norm_narrow: RmsNorm::new(&registry, device, dtype, gemm_input)?,
+            head_norm: HeadNorm::new(&registry, device, dtype)?,
             gemm_input,
             linear: LinearKernels::new(&registry, device, dtype)?,
             add_residual: Add::new(&registry, device, DType::F32)?,

@@ -36,6 +36,8 @@ pub(crate) fn gguf_name(role: TensorRole) -> String {
                 LayerTensor::QueryBias => "attn_q.bias",
                 LayerTensor::KeyBias => "attn_k.bias",
                 LayerTensor::ValueBias => "attn_v.bias",
+                LayerTensor::QueryNorm => "attn_q_norm.weight",
+                LayerTensor::KeyNorm => "attn_k_norm.weight",
                 LayerTensor::OutputProjection => "attn_output.weight",
                 LayerTensor::OutputBias => "attn_output.bias",
                 LayerTensor::PostAttentionNorm => "ffn_norm.weight",
