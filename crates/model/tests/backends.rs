@@ -71,7 +71,12 @@ fn matches_the_cpu_over_64_steps(backend: Backend) {
         return;
     };
     let cpu = Device::cpu();
-    for (preset, seed) in [("tiny", 1), ("tiny-qwen2", 2), ("tiny-llama3", 3)] {
+    for (preset, seed) in [
+        ("tiny", 1),
+        ("tiny-qwen2", 2),
+        ("tiny-llama3", 3),
+        ("tiny-qwen3", 4),
+    ] {
         // The default path, up to the first token the two backends choose
         // differently (after it, they run different sequences).
         let (reference, ours) = (
@@ -176,7 +181,12 @@ fn fused_graph_path_equals_unfused_eager_path(backend: Backend) {
     let Some(device) = backend.device(DeviceOptions::new()) else {
         return;
     };
-    for (preset, seed) in [("tiny", 1), ("tiny-qwen2", 2), ("tiny-llama3", 3)] {
+    for (preset, seed) in [
+        ("tiny", 1),
+        ("tiny-qwen2", 2),
+        ("tiny-llama3", 3),
+        ("tiny-qwen3", 4),
+    ] {
         let mut generations = Vec::new();
         for (fusion, mode) in [(false, ExecutionMode::Eager), (true, ExecutionMode::Graph)] {
             let mut model = Model::from_preset(

@@ -58,7 +58,7 @@ fn spread(a: &[Vec<f32>]) -> f32 {
 fn an_f32_gguf_of_a_preset_runs_to_the_presets_logits() {
     let folder = std::env::temp_dir().join(format!("kscope-gguf-model-{}", std::process::id()));
     std::fs::create_dir_all(&folder).unwrap();
-    for name in ["tiny", "tiny-qwen2", "tiny-llama3"] {
+    for name in ["tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3"] {
         let device = Device::cpu();
         let options = SyntheticOptions {
             dtype: kernelscope::DType::F32,
@@ -390,7 +390,7 @@ kernelscope::device_tests!(ggufs_run_on_every_backend);
 fn bytes_per_token_are_the_bytes_the_weights_take() {
     let device = Device::cpu();
     // Dense presets: every weight once in its dtype, one embedding row.
-    for name in ["tiny", "tiny-qwen2", "tiny-llama3"] {
+    for name in ["tiny", "tiny-qwen2", "tiny-qwen3", "tiny-llama3"] {
         let options = SyntheticOptions {
             dtype: kernelscope::DType::BF16,
             seed: SEED,

@@ -38,11 +38,7 @@ fn hyper_parameters(
     let arch = match config.architecture {
         Architecture::Qwen2 => "qwen2",
         Architecture::Llama | Architecture::Mistral => "llama",
-        Architecture::Qwen3 => {
-            return Err(ModelError::InvalidInput(format!(
-                "{name}: writing Qwen3 (per-head q/k norms) as GGUF is not implemented yet; write safetensors instead"
-            )));
-        }
+        Architecture::Qwen3 => "qwen3",
     };
     let key = |name: &str| format!("{arch}.{name}");
     let count = |value: usize| value as u32;

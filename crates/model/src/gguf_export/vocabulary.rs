@@ -32,7 +32,7 @@ pub(super) fn synthetic_vocabulary(config: &Config) -> Result<GgufVocabulary> {
     tokens.extend((0..reserved).map(|index| format!("<|reserved_special_token_{index}|>")));
     types.extend(std::iter::repeat_n(3, reserved));
     let first_special = (256 + MERGES.len()) as u32;
-    let llama = config.architecture != Architecture::Qwen2;
+    let llama = !matches!(config.architecture, Architecture::Qwen2 | Architecture::Qwen3);
     Ok(GgufVocabulary {
         model: "gpt2".into(),
         pre: Some(if llama { "llama-bpe" } else { "qwen2" }.into()),

@@ -21,11 +21,12 @@ fn architecture(file: &GgufFile) -> Result<(Architecture, String)> {
     let architecture = match name {
         "llama" => Architecture::Llama,
         "qwen2" => Architecture::Qwen2,
+        "qwen3" => Architecture::Qwen3,
         other => {
             return Err(ModelError::Gguf {
                 path: file.path().to_path_buf(),
                 problem: format!(
-                    "architecture `{other}` (general.architecture) is not supported (supported: llama, qwen2)"
+                    "architecture `{other}` (general.architecture) is not supported (supported: llama, qwen2, qwen3)"
                 ),
             });
         }
@@ -201,8 +202,9 @@ pub(super) fn read_config(file: &GgufFile) -> Result<Config> {
         return Err(invalid("a qwen2 model without `blk.0.attn_q.bias`".into()));
     }
     let config = Config {
-        // GGUF's qwen3 is not read yet (refused above), so no file's heads are normalised.
-        qk_norm: false,
+        // Qwen3's per-head norms (`attn_q_norm`, `attn_k_norm`), which the
+        // tensor list then asks of every layer.
+        qk_norm: architecture == Architecture::Qwen3,
         architecture,
         vocab_size,
         hidden_size,

@@ -1,5 +1,5 @@
 //! A GGUF file as the engine runs it: the [`Config`] its metadata
-//! describes (`general.architecture` `llama` or `qwen2`, every
+//! describes (`general.architecture` `llama`, `qwen2` or `qwen3`, every
 //! hyper-parameter read from its key), its vocabulary, and its tensors
 //! placed as [`Weights`]. llama.cpp's converter permutes the rows of
 //! `attn_q` and `attn_k` of the `llama` architecture for its interleaved
