@@ -350,6 +350,7 @@ impl Weights {
         crate::engine::WeightFormats {
             linear,
             dense_linear,
+            head_norms: self.layers.iter().any(|layer| layer.query_norm.is_some()),
             embedding: self.embedding_format,
         }
     }

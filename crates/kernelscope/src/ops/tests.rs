@@ -8,7 +8,7 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 24] = [
+const DECLARED: [(&str, &str, &[Argument]); 25] = [
     ("add", "add", super::add::ARGUMENTS),
     ("argmax", "argmax", super::argmax::ARGUMENTS),
     ("attention", "attention", super::attention::ARGUMENTS),
@@ -32,6 +32,7 @@ const DECLARED: [(&str, &str, &[Argument]); 24] = [
     ("rms_norm", "rms_norm", super::rms_norm::ARGUMENTS),
     ("rope", "rope", super::rope::ARGUMENTS),
     ("rope_append", "rope_append", super::rope_append::ARGUMENTS),
+    ("rope_append", "normed", super::rope_append::normed::ARGUMENTS),
     ("sample", "sample", super::sample::ARGUMENTS),
     ("silu_mul", "silu_mul", super::silu_mul::ARGUMENTS),
     ("spin", "spin", super::spin::ARGUMENTS),

@@ -63,7 +63,7 @@ macro_rules! kernel_arguments {
 pub(crate) use kernel_arguments;
 
 /// The most arguments any op's kernel takes.
-const MAX_ARGUMENTS: usize = 14;
+const MAX_ARGUMENTS: usize = 16;
 
 /// A value given for one argument.
 #[derive(Clone, Copy)]

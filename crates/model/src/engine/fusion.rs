@@ -1,7 +1,8 @@
 //! Fusion as pattern recognition over a pass's steps: where the steps of
 //! the one written layer (`layer`) begin with a pattern one kernel can do
 //! (RMSNorm and the mat-vecs that read it; RMSNorm, gate/up and SiLU·mul; a
-//! mat-vec and the residual add; RoPE on q and k and the KV append), that
+//! mat-vec and the residual add; RoPE on q and k and the KV append, with
+//! Qwen3's per-head norms of q and k before it), that
 //! kernel is encoded in their place. The fused kernels are mat-vecs, so
 //! only one position's pass fuses; a linear layer fuses only where its
 //! format has the kernel and its split needs nothing between the steps
@@ -34,6 +35,7 @@ impl Forward<'_> {
         let patterns = [
             Self::fuse_norm_gate_up,
             Self::fuse_norm_readers,
+            Self::fuse_head_norm_rope_append,
             Self::fuse_rope_append,
             Self::fuse_matvec_residual,
         ];
@@ -192,6 +194,52 @@ impl Forward<'_> {
             self.complete_split(encoder, linear, output, activations)?;
         }
         Ok(1 + readers.len())
+    }
+
+    /// The per-head norms of the query and the key + RoPE on both + the
+    /// KV-cache append (Qwen3), where the model built the kernel.
+    fn fuse_head_norm_rope_append(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [
+            Step::HeadNorm {
+                target: Slot::Query,
+                weight: query_norm,
+            },
+            Step::HeadNorm {
+                target: Slot::Key,
+                weight: key_norm,
+            },
+            Step::Rope { target: Slot::Query },
+            Step::Rope { target: Slot::Key },
+            Step::AppendKeyValue { layer },
+            ..,
+        ] = steps
+        else {
+            return Ok(0);
+        };
+        let Some(fused) = &self.ops.rope_append_normed else {
+            return Ok(0);
+        };
+        let state = self.state;
+        fused.encode(
+            encoder,
+            &activations.query,
+            &activations.key,
+            &activations.value,
+            &state.key_cache[*layer],
+            &state.value_cache[*layer],
+            [query_norm, key_norm],
+            self.config.rms_norm_eps,
+            &state.rope_frequencies,
+            &activations.positions.0,
+            activations.positions.1,
+            self.config.heads(),
+        )?;
+        Ok(5)
     }
 
     /// RoPE on the query and the key + the KV-cache append.

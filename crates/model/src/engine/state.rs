@@ -15,6 +15,7 @@ use kernelscope::ops::quantized_linear::fused::QuantizedFused;
 use kernelscope::ops::quantized_linear::{Activations, QuantizedLinear};
 use kernelscope::ops::rope::{Rope, RopeFrequencies};
 use kernelscope::ops::rope_append::RopeAppend;
+use kernelscope::ops::rope_append::normed::RopeAppendNormed;
 use kernelscope::ops::sample::Sample;
 use kernelscope::ops::{
     add::Add, argmax::Argmax, copy::Copy as CopyOp, embedding::Embedding, kv_append::KvAppend,
@@ -61,6 +62,11 @@ pub(crate) struct Ops {
     pub kv_append: KvAppend,
     /// RoPE on q and k + the KV-cache append, fused (decode).
     pub rope_append: RopeAppend,
+    /// The per-head norms of q and k + RoPE + the append, fused (decode),
+    /// where the layers have those norms (Qwen3).
+    pub rope_append_normed: Option<RopeAppendNormed>,
+    /// The norm weights' dtype, which `rope_append_normed` reads.
+    weight_dtype: DType,
     /// Decode attention (split over the cached positions).
     pub attention: Attention,
     /// Causal attention of a prefill chunk, out in [`Ops::gemm_input`].
@@ -92,6 +98,8 @@ pub(crate) struct WeightFormats {
     pub linear: Vec<QuantFormat>,
     /// Whether any linear layer holds dense weights.
     pub dense_linear: bool,
+    /// Whether the layers normalise each head of q and k (Qwen3).
+    pub head_norms: bool,
     /// The embedding table's format.
     pub embedding: WeightFormat,
 }
@@ -194,6 +202,12 @@ impl Ops {
             kv_dtype: dtype,
             kv_append: KvAppend::new(&registry, device, dtype)?,
             rope_append: RopeAppend::new(&registry, device, dtype)?,
+            rope_append_normed: if formats.head_norms {
+                Some(RopeAppendNormed::new(&registry, device, dtype, dtype)?)
+            } else {
+                None
+            },
+            weight_dtype: dtype,
             attention: Attention::new(&registry, device, dtype)?,
             prefill_attention: PrefillAttention::new(&registry, device, dtype, gemm_input)?,
             silu_mul: SiluMul::new(&registry, device, DType::F32)?,
@@ -257,6 +271,14 @@ impl Ops {
         let registry = kernelscope::ops::registry();
         self.kv_append = KvAppend::new(&registry, device, kv_dtype)?;
         self.rope_append = RopeAppend::new(&registry, device, kv_dtype)?;
+        if self.rope_append_normed.is_some() {
+            self.rope_append_normed = Some(RopeAppendNormed::new(
+                &registry,
+                device,
+                self.weight_dtype,
+                kv_dtype,
+            )?);
+        }
         self.attention = Attention::new(&registry, device, kv_dtype)?;
         self.prefill_attention = PrefillAttention::new(&registry, device, kv_dtype, self.gemm_input)?;
         self.kv_dtype = kv_dtype;

@@ -6,6 +6,7 @@
 //! which take many rows.
 
 mod cpu;
+pub mod normed;
 
 use super::attention::Heads;
 use super::rope::RopeFrequencies;
@@ -44,6 +45,7 @@ pub fn register(registry: &mut KernelRegistry) {
         rope_append,
         include_str!("rope_append.cu")
     );
+    normed::register(registry);
 }
 
 /// The fused RoPE and KV-append op for one cache dtype.
