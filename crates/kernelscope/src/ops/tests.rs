@@ -8,7 +8,7 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 25] = [
+const DECLARED: [(&str, &str, &[Argument]); 26] = [
     ("add", "add", super::add::ARGUMENTS),
     ("argmax", "argmax", super::argmax::ARGUMENTS),
     ("attention", "attention", super::attention::ARGUMENTS),
@@ -29,6 +29,7 @@ const DECLARED: [(&str, &str, &[Argument]); 25] = [
         super::prefill_attention::ARGUMENTS,
     ),
     ("head_norm", "head_norm", super::head_norm::ARGUMENTS),
+    ("moe_route", "moe_route", super::moe_route::ARGUMENTS),
     ("rms_norm", "rms_norm", super::rms_norm::ARGUMENTS),
     ("rope", "rope", super::rope::ARGUMENTS),
     ("rope_append", "rope_append", super::rope_append::ARGUMENTS),

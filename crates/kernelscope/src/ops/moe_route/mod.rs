@@ -1,0 +1,113 @@
+//! The router of a mixture-of-experts layer, on the device: for each row of
+//! the router's logits `[rows, experts]` (the gate mat-vec's output), the k
+//! chosen experts' ids (u32) and weights (f32) `[rows, k]`, so that the
+//! expert kernels read their ids from device memory and a decode step
+//! needs no host sync. The weights are the softmax over every expert in
+//! f32 (as transformers computes it), renormalised over the chosen k where
+//! the model asks (Qwen3-MoE's `norm_topk_prob`; Mixtral's softmax over the
+//! selected logits is the same renormalisation). Experts are ranked by
+//! logit, ties to the lower index.
+
+pub(crate) mod cpu;
+
+use super::{Arguments, bytes_of, expect, kernel_arguments, rows_of};
+use crate::error::{Error, Result};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+
+kernel_arguments! {
+    LOGITS: "logits" Read,
+    IDS: "ids" Write,
+    WEIGHTS: "weights" Write,
+    ROWS: "rows" U32,
+    EXPERTS: "experts" U32,
+    K: "k" U32,
+    RENORMALIZE: "renormalize" U32,
+}
+
+/// The most experts a row may choose (the CUDA kernel's shared lists).
+pub const MOST_CHOSEN: usize = 32;
+
+/// Registers `moe_route_f32`.
+pub fn register(registry: &mut KernelRegistry) {
+    registry.register_cpu("moe_route_f32", cpu::moe_route);
+    registry.register_cuda_source("moe_route_f32", super::cuda_source(include_str!("moe_route.cu")));
+}
+
+/// The router: `k` experts of `experts`, renormalised or not.
+#[derive(Clone, Debug)]
+pub struct MoeRoute {
+    kernel: Kernel,
+    experts: usize,
+    k: usize,
+    renormalize: bool,
+}
+
+impl MoeRoute {
+    /// The router choosing `k` of `experts` on `device`; `renormalize`
+    /// makes the chosen weights sum to 1.
+    pub fn new(
+        registry: &KernelRegistry,
+        device: &Device,
+        experts: usize,
+        k: usize,
+        renormalize: bool,
+    ) -> Result<Self> {
+        if k == 0 || k > experts || k > MOST_CHOSEN {
+            return Err(Error::ShapeMismatch {
+                context: format!(
+                    "moe_route chooses 1 to {MOST_CHOSEN} experts and no more than there are: {k} of {experts}"
+                ),
+                expected: vec![experts.min(MOST_CHOSEN)],
+                found: vec![k],
+            });
+        }
+        Ok(MoeRoute {
+            kernel: registry.kernel(device, "moe_route_f32")?,
+            experts,
+            k,
+            renormalize,
+        })
+    }
+
+    /// Routes every row of `logits` f32 `[rows, experts]` into `ids` u32
+    /// and `weights` f32 `[rows, k]`.
+    pub fn encode(
+        &self,
+        encoder: &mut CommandEncoder,
+        logits: &Buffer,
+        ids: &Buffer,
+        weights: &Buffer,
+    ) -> Result<()> {
+        const OP: &str = "moe_route";
+        let rows = rows_of(OP, "logits", logits, self.experts)?;
+        expect(OP, "logits", logits, DType::F32, &[rows * self.experts])
+            .or_else(|_| expect(OP, "logits", logits, DType::F32, &[rows, self.experts]))?;
+        expect(OP, "ids", ids, DType::U32, &[rows * self.k])
+            .or_else(|_| expect(OP, "ids", ids, DType::U32, &[rows, self.k]))?;
+        expect(OP, "weights", weights, DType::F32, &[rows * self.k])
+            .or_else(|_| expect(OP, "weights", weights, DType::F32, &[rows, self.k]))?;
+        let threads = self.experts.next_multiple_of(32).clamp(32, 1024) as u32;
+        encoder.dispatch(
+            Arguments::new(ARGUMENTS)
+                .buffer(LOGITS, logits)
+                .buffer(IDS, ids)
+                .buffer(WEIGHTS, weights)
+                .scalar(ROWS, rows as u32)
+                .scalar(EXPERTS, self.experts as u32)
+                .scalar(K, self.k as u32)
+                .scalar(RENORMALIZE, u32::from(self.renormalize))
+                .dispatch(&self.kernel)?
+                .grid(LaunchGrid {
+                    blocks: [rows.max(1) as u32, 1, 1],
+                    threads_per_block: [threads, 1, 1],
+                    shared_memory_bytes: 0,
+                })
+                .cost(
+                    bytes_of(rows * self.experts, DType::F32),
+                    bytes_of(rows * self.k, DType::U32) + bytes_of(rows * self.k, DType::F32),
+                    ((3 + self.k) * rows * self.experts) as u64,
+                )
+                .op_kind(OpKind::Softmax),
+        )
+    }
+}
