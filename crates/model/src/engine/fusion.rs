@@ -35,7 +35,6 @@ impl Forward<'_> {
         let patterns = [
             Self::fuse_norm_gate_up,
             Self::fuse_norm_readers,
-            Self::fuse_head_norm_rope_append,
             Self::fuse_rope_append,
             Self::fuse_matvec_residual,
         ];
@@ -196,82 +195,79 @@ impl Forward<'_> {
         Ok(1 + readers.len())
     }
 
-    /// The per-head norms of the query and the key + RoPE on both + the
-    /// KV-cache append (Qwen3), where the model built the kernel.
-    fn fuse_head_norm_rope_append(
-        &self,
-        encoder: &mut CommandEncoder,
-        steps: &[Step<'_>],
-        activations: &Activations,
-    ) -> Result<usize> {
-        let [
-            Step::HeadNorm {
-                target: Slot::Query,
-                weight: query_norm,
-            },
-            Step::HeadNorm {
-                target: Slot::Key,
-                weight: key_norm,
-            },
-            Step::Rope { target: Slot::Query },
-            Step::Rope { target: Slot::Key },
-            Step::AppendKeyValue { layer },
-            ..,
-        ] = steps
-        else {
-            return Ok(0);
-        };
-        let Some(fused) = &self.ops.rope_append_normed else {
-            return Ok(0);
-        };
-        let state = self.state;
-        fused.encode(
-            encoder,
-            &activations.query,
-            &activations.key,
-            &activations.value,
-            &state.key_cache[*layer],
-            &state.value_cache[*layer],
-            [query_norm, key_norm],
-            self.config.rms_norm_eps,
-            &state.rope_frequencies,
-            &activations.positions.0,
-            activations.positions.1,
-            self.config.heads(),
-        )?;
-        Ok(5)
-    }
-
-    /// RoPE on the query and the key + the KV-cache append.
+    /// RoPE on the query and the key + the KV-cache append, with the
+    /// per-head norms of both before it where the layer has them (Qwen3)
+    /// and the model built that kernel.
     fn fuse_rope_append(
         &self,
         encoder: &mut CommandEncoder,
         steps: &[Step<'_>],
         activations: &Activations,
     ) -> Result<usize> {
+        let (norms, rest) = match steps {
+            [
+                Step::HeadNorm {
+                    target: Slot::Query,
+                    weight: query_norm,
+                },
+                Step::HeadNorm {
+                    target: Slot::Key,
+                    weight: key_norm,
+                },
+                rest @ ..,
+            ] => match &self.ops.rope_append_normed {
+                Some(fused) => (Some((fused, [*query_norm, *key_norm])), rest),
+                None => return Ok(0),
+            },
+            _ => (None, steps),
+        };
         let [
             Step::Rope { target: Slot::Query },
             Step::Rope { target: Slot::Key },
             Step::AppendKeyValue { layer },
             ..,
-        ] = steps
+        ] = rest
         else {
             return Ok(0);
         };
         let state = self.state;
-        self.ops.rope_append.encode(
-            encoder,
-            &activations.query,
-            &activations.key,
-            &activations.value,
-            &state.key_cache[*layer],
-            &state.value_cache[*layer],
-            &state.rope_frequencies,
-            &activations.positions.0,
-            activations.positions.1,
-            self.config.heads(),
-        )?;
-        Ok(3)
+        let (query, key, value) = (&activations.query, &activations.key, &activations.value);
+        let caches = (&state.key_cache[*layer], &state.value_cache[*layer]);
+        let positions = (&activations.positions.0, activations.positions.1);
+        match norms {
+            Some((fused, weights)) => {
+                fused.encode(
+                    encoder,
+                    query,
+                    key,
+                    value,
+                    caches.0,
+                    caches.1,
+                    weights,
+                    self.config.rms_norm_eps,
+                    &state.rope_frequencies,
+                    positions.0,
+                    positions.1,
+                    self.config.heads(),
+                )?;
+                Ok(5)
+            }
+            None => {
+                self.ops.rope_append.encode(
+                    encoder,
+                    query,
+                    key,
+                    value,
+                    caches.0,
+                    caches.1,
+                    &state.rope_frequencies,
+                    positions.0,
+                    positions.1,
+                    self.config.heads(),
+                )?;
+                Ok(3)
+            }
+        }
     }
 
     /// A mat-vec adding into the residual stream (a bias belongs before the

@@ -156,7 +156,7 @@ impl Scope {
 /// cache (each head of q and k normalised before RoPE where the layer has
 /// those norms, as Qwen3's), then a pre-norm SiLU-gated MLP, each added
 /// into the residual stream.
-pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> Vec<Step<'_>> {
+pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> LayerSteps<'_> {
     use Slot::*;
     let linear = |linear, input, output| Step::Linear {
         linear,
@@ -192,7 +192,37 @@ pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> Vec<Step<'_
         linear(&weights.down, Activated, Projected),
         Step::AddResidual,
     ];
-    attention.into_iter().chain(head_norms).chain(rest).collect()
+    // In place, not collected: eager decode encodes every layer each token.
+    let mut steps = LayerSteps {
+        steps: [Step::AddResidual; MOST_LAYER_STEPS],
+        len: 0,
+    };
+    for (slot, step) in steps
+        .steps
+        .iter_mut()
+        .zip(attention.into_iter().chain(head_norms).chain(rest))
+    {
+        *slot = step;
+        steps.len += 1;
+    }
+    steps
+}
+
+/// The most steps a decoder layer has (18, and Qwen3's two head norms).
+const MOST_LAYER_STEPS: usize = 20;
+
+/// A decoder layer's steps, as a slice.
+pub(super) struct LayerSteps<'w> {
+    steps: [Step<'w>; MOST_LAYER_STEPS],
+    len: usize,
+}
+
+impl<'w> std::ops::Deref for LayerSteps<'w> {
+    type Target = [Step<'w>];
+
+    fn deref(&self) -> &[Step<'w>] {
+        &self.steps[..self.len]
+    }
 }
 
 /// The LM head: the final RMSNorm and the projection onto the vocabulary.

@@ -65,8 +65,6 @@ pub(crate) struct Ops {
     /// The per-head norms of q and k + RoPE + the append, fused (decode),
     /// where the layers have those norms (Qwen3).
     pub rope_append_normed: Option<RopeAppendNormed>,
-    /// The norm weights' dtype, which `rope_append_normed` reads.
-    weight_dtype: DType,
     /// Decode attention (split over the cached positions).
     pub attention: Attention,
     /// Causal attention of a prefill chunk, out in [`Ops::gemm_input`].
@@ -207,7 +205,6 @@ impl Ops {
             } else {
                 None
             },
-            weight_dtype: dtype,
             attention: Attention::new(&registry, device, dtype)?,
             prefill_attention: PrefillAttention::new(&registry, device, dtype, gemm_input)?,
             silu_mul: SiluMul::new(&registry, device, DType::F32)?,
@@ -275,7 +272,7 @@ impl Ops {
             self.rope_append_normed = Some(RopeAppendNormed::new(
                 &registry,
                 device,
-                self.weight_dtype,
+                self.linear.format,
                 kv_dtype,
             )?);
         }

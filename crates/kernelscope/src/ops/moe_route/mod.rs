@@ -10,7 +10,7 @@
 
 pub(crate) mod cpu;
 
-use super::{Arguments, bytes_of, expect, kernel_arguments, rows_of};
+use super::{Arguments, bytes_of, expect_rows, kernel_arguments, rows_of};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
@@ -80,12 +80,9 @@ impl MoeRoute {
     ) -> Result<()> {
         const OP: &str = "moe_route";
         let rows = rows_of(OP, "logits", logits, self.experts)?;
-        expect(OP, "logits", logits, DType::F32, &[rows * self.experts])
-            .or_else(|_| expect(OP, "logits", logits, DType::F32, &[rows, self.experts]))?;
-        expect(OP, "ids", ids, DType::U32, &[rows * self.k])
-            .or_else(|_| expect(OP, "ids", ids, DType::U32, &[rows, self.k]))?;
-        expect(OP, "weights", weights, DType::F32, &[rows * self.k])
-            .or_else(|_| expect(OP, "weights", weights, DType::F32, &[rows, self.k]))?;
+        expect_rows(OP, "logits", logits, DType::F32, rows, &[self.experts])?;
+        expect_rows(OP, "ids", ids, DType::U32, rows, &[self.k])?;
+        expect_rows(OP, "weights", weights, DType::F32, rows, &[self.k])?;
         let threads = self.experts.next_multiple_of(32).clamp(32, 1024) as u32;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)

@@ -371,10 +371,11 @@ impl QuantizedLinear {
             (Some(gemm), DType::BF16) => {
                 expect_rows(OP, "input", x, DType::BF16, rows, &[k])?;
                 if rows >= GEMM_ROWS {
-                    return gemm.encode(encoder, weight, [n, blocks, k], x, rows, out);
+                    x
+                } else {
+                    widened = gemm.widen(encoder, x, rows, k)?;
+                    &widened
                 }
-                widened = gemm.widen(encoder, x, rows, k)?;
-                &widened
             }
             _ => {
                 expect_rows(OP, "input", x, DType::F32, rows, &[k])?;

@@ -90,31 +90,22 @@ impl RopeAppend {
         first: usize,
         heads: Heads,
     ) -> Result<()> {
-        const OP: &str = "rope_append";
-        let inverse_frequencies = &frequencies.inverse_frequencies;
-        let half = inverse_frequencies.len();
-        let head_dim = 2 * half;
-        heads.check(OP)?;
-        if heads.dim != head_dim {
-            return Err(Error::ShapeMismatch {
-                context: format!("{OP} head dimension against twice the inverse frequencies"),
-                expected: vec![head_dim],
-                found: vec![heads.dim],
-            });
-        }
-        let kv_dim = heads.key_value * head_dim;
-        expect(
-            OP,
-            "inverse frequencies",
-            inverse_frequencies,
-            DType::F32,
-            &[half],
+        let Checked {
+            half,
+            kv_dim,
+            max_positions,
+        } = check(
+            "rope_append",
+            [query, key, value],
+            [key_cache, value_cache],
+            self.cache_dtype,
+            frequencies,
+            positions,
+            first,
+            heads,
         )?;
-        expect(OP, "query", query, DType::F32, &[heads.query, head_dim])?;
-        expect(OP, "key", key, DType::F32, &[heads.key_value, head_dim])?;
-        expect(OP, "value", value, DType::F32, &[heads.key_value, head_dim])?;
-        let max_positions = expect_kv_caches(OP, key_cache, value_cache, self.cache_dtype, kv_dim)?;
-        expect_indices(OP, "positions", positions, first, 1)?;
+        let inverse_frequencies = &frequencies.inverse_frequencies;
+        let head_dim = 2 * half;
         let rotated = (heads.query + heads.key_value) * half;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
@@ -143,4 +134,59 @@ impl RopeAppend {
                 .op_kind(OpKind::fused(&[Primitive::Rope, Primitive::Copy])),
         )
     }
+}
+
+/// What [`check`] found of a dispatch's shapes.
+pub(crate) struct Checked {
+    /// Pairs rotated per head (half the head).
+    pub half: usize,
+    /// Key and value elements of one position.
+    pub kv_dim: usize,
+    /// Positions the caches hold.
+    pub max_positions: usize,
+}
+
+/// The shape checks every RoPE-and-append op makes (this one and
+/// `normed`): the heads against the frequencies, q, k and v against the
+/// heads, the caches, and the position slot.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check(
+    op: &str,
+    [query, key, value]: [&Buffer; 3],
+    [key_cache, value_cache]: [&Buffer; 2],
+    cache_dtype: DType,
+    frequencies: &RopeFrequencies,
+    positions: &Buffer,
+    first: usize,
+    heads: Heads,
+) -> Result<Checked> {
+    let inverse_frequencies = &frequencies.inverse_frequencies;
+    let half = inverse_frequencies.len();
+    let head_dim = 2 * half;
+    heads.check(op)?;
+    if heads.dim != head_dim {
+        return Err(Error::ShapeMismatch {
+            context: format!("{op} head dimension against twice the inverse frequencies"),
+            expected: vec![head_dim],
+            found: vec![heads.dim],
+        });
+    }
+    let kv_dim = heads.key_value * head_dim;
+    expect(
+        op,
+        "inverse frequencies",
+        inverse_frequencies,
+        DType::F32,
+        &[half],
+    )?;
+    expect(op, "query", query, DType::F32, &[heads.query, head_dim])?;
+    expect(op, "key", key, DType::F32, &[heads.key_value, head_dim])?;
+    expect(op, "value", value, DType::F32, &[heads.key_value, head_dim])?;
+    let max_positions = expect_kv_caches(op, key_cache, value_cache, cache_dtype, kv_dim)?;
+    expect_indices(op, "positions", positions, first, 1)?;
+    Ok(Checked {
+        half,
+        kv_dim,
+        max_positions,
+    })
 }

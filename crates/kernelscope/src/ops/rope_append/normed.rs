@@ -11,10 +11,7 @@ use super::super::attention::Heads;
 use super::super::rms_norm::cpu::scale_of;
 use super::super::rope::RopeFrequencies;
 use super::super::rope::cpu::{rotate, rotations};
-use super::super::{
-    Arguments, WEIGHT_DTYPES, WeightElement, bytes_of, expect, expect_indices, expect_kv_caches,
-    kernel_arguments,
-};
+use super::super::{Arguments, WEIGHT_DTYPES, WeightElement, bytes_of, expect, kernel_arguments};
 use crate::error::{Error, Result};
 use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelArgs, KernelRegistry, LaunchGrid, OpKind, Primitive,
@@ -176,33 +173,35 @@ impl RopeAppendNormed {
         first: usize,
         heads: Heads,
     ) -> Result<()> {
-        const OP: &str = "rope_append_normed";
-        let inverse_frequencies = &frequencies.inverse_frequencies;
-        let half = inverse_frequencies.len();
-        let head_dim = 2 * half;
-        heads.check(OP)?;
-        if heads.dim != head_dim {
-            return Err(Error::ShapeMismatch {
-                context: format!("{OP} head dimension against twice the inverse frequencies"),
-                expected: vec![head_dim],
-                found: vec![heads.dim],
-            });
-        }
-        let kv_dim = heads.key_value * head_dim;
-        expect(
-            OP,
-            "inverse frequencies",
-            inverse_frequencies,
-            DType::F32,
-            &[half],
+        let super::Checked {
+            half,
+            kv_dim,
+            max_positions,
+        } = super::check(
+            "rope_append_normed",
+            [query, key, value],
+            [key_cache, value_cache],
+            self.cache_dtype,
+            frequencies,
+            positions,
+            first,
+            heads,
         )?;
-        expect(OP, "query", query, DType::F32, &[heads.query, head_dim])?;
-        expect(OP, "key", key, DType::F32, &[heads.key_value, head_dim])?;
-        expect(OP, "value", value, DType::F32, &[heads.key_value, head_dim])?;
-        expect(OP, "query norm", query_norm, self.weight_dtype, &[head_dim])?;
-        expect(OP, "key norm", key_norm, self.weight_dtype, &[head_dim])?;
-        let max_positions = expect_kv_caches(OP, key_cache, value_cache, self.cache_dtype, kv_dim)?;
-        expect_indices(OP, "positions", positions, first, 1)?;
+        let (inverse_frequencies, head_dim) = (&frequencies.inverse_frequencies, 2 * half);
+        expect(
+            "rope_append_normed",
+            "query norm",
+            query_norm,
+            self.weight_dtype,
+            &[head_dim],
+        )?;
+        expect(
+            "rope_append_normed",
+            "key norm",
+            key_norm,
+            self.weight_dtype,
+            &[head_dim],
+        )?;
         let heads_total = heads.query + heads.key_value;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
