@@ -40,6 +40,7 @@ pub mod head_norm;
 pub mod kv_append;
 pub mod matmul;
 pub mod matvec;
+pub mod moe_experts;
 pub mod moe_route;
 pub mod norm_matvec;
 pub mod prefill_attention;
@@ -84,6 +85,7 @@ pub fn registry() -> KernelRegistry {
     quantized_embedding::register(&mut registry);
     quantized_linear::register(&mut registry);
     head_norm::register(&mut registry);
+    moe_experts::register(&mut registry);
     moe_route::register(&mut registry);
     rms_norm::register(&mut registry);
     rope::register(&mut registry);

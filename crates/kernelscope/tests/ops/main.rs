@@ -16,6 +16,7 @@ mod embedding;
 mod head_norm;
 mod helpers;
 mod matmul;
+mod moe_experts;
 mod moe_route;
 mod rms_norm;
 mod rope;

@@ -1,0 +1,81 @@
+//! CPU references of the expert kernels: each row's chosen experts, one
+//! after another, with the mat-vec references' dot product (so the CUDA
+//! kernels are tested against the same arithmetic the CPU path runs).
+
+use rayon::prelude::*;
+
+use crate::error::Result;
+use crate::ops::{WeightElement, dot};
+use crate::runtime::KernelArgs;
+
+/// For each row and each of its k chosen experts e: `out[row, j, i] =
+/// silu(gate[e, i] · x[row]) * (up[e, i] · x[row])`, with x in `X`'s dtype
+/// (f32 in decode, the weights' dtype in prefill) widened to f32.
+pub(super) fn moe_gate_up<W: WeightElement, X: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
+    use super::gate_up::{EXPERT_ROWS, EXPERTS, GATE, HIDDEN_SIZE, IDS, K, OUT, UP, X};
+    let hidden = args.u32(HIDDEN_SIZE)? as usize;
+    let rows_per_expert = args.u32(EXPERT_ROWS)? as usize;
+    let experts = args.u32(EXPERTS)? as usize;
+    let k = (args.u32(K)? as usize).max(1);
+    let x = args.input::<X>(X)?;
+    let ids = args.input::<u32>(IDS)?;
+    let (gate, up) = (args.input::<W>(GATE)?, args.input::<W>(UP)?);
+    let matrix = rows_per_expert * hidden;
+    args.output::<f32>(OUT)?
+        .par_chunks_mut(rows_per_expert)
+        .enumerate()
+        .for_each(|(slot, out)| {
+            let row = slot / k;
+            let input: Vec<f32> = x[row * hidden..(row + 1) * hidden]
+                .iter()
+                .map(|value| value.to_f32())
+                .collect();
+            let expert = ids[slot] as usize;
+            if expert >= experts {
+                out.fill(0.0);
+                return;
+            }
+            let (gate, up) = (&gate[expert * matrix..], &up[expert * matrix..]);
+            for (i, value) in out.iter_mut().enumerate() {
+                let g = dot(&gate[i * hidden..(i + 1) * hidden], &input);
+                let u = dot(&up[i * hidden..(i + 1) * hidden], &input);
+                *value = g / (1.0 + (-g).exp()) * u;
+            }
+        });
+    Ok(())
+}
+
+/// For each row: `hidden[row] += Σ_j weights[row, j] · (down[e_j] ·
+/// activated[row, j])` over its k chosen experts e_j, in order.
+pub(super) fn moe_down_add<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
+    use super::down::{ACTIVATED, DOWN, EXPERT_ROWS, EXPERTS, HIDDEN, HIDDEN_SIZE, IDS, K, WEIGHTS};
+    let hidden_size = args.u32(HIDDEN_SIZE)? as usize;
+    let rows_per_expert = args.u32(EXPERT_ROWS)? as usize;
+    let experts = args.u32(EXPERTS)? as usize;
+    let k = (args.u32(K)? as usize).max(1);
+    let activated = args.input::<f32>(ACTIVATED)?;
+    let ids = args.input::<u32>(IDS)?;
+    let weights = args.input::<f32>(WEIGHTS)?;
+    let down = args.input::<W>(DOWN)?;
+    let matrix = rows_per_expert * hidden_size;
+    args.output::<f32>(HIDDEN)?
+        .par_chunks_mut(hidden_size)
+        .enumerate()
+        .for_each(|(row, hidden)| {
+            for (r, value) in hidden.iter_mut().enumerate() {
+                let mut total = 0.0f32;
+                for j in 0..k {
+                    let slot = row * k + j;
+                    let expert = ids[slot] as usize;
+                    if expert >= experts {
+                        continue;
+                    }
+                    let weight_row = &down[expert * matrix + r * rows_per_expert..][..rows_per_expert];
+                    let input = &activated[slot * rows_per_expert..(slot + 1) * rows_per_expert];
+                    total += weights[slot] * dot(weight_row, input);
+                }
+                *value += total;
+            }
+        });
+    Ok(())
+}
