@@ -30,7 +30,7 @@ mod weights;
 
 pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, GenerationPrompt, TextStream};
 pub use config::shard::Partition;
-pub use config::{Architecture, Config, MAX_CONFIG_BYTES, MAX_LAYERS};
+pub use config::{Architecture, Config, ExpertLayout, Experts, MAX_CONFIG_BYTES, MAX_EXPERTS, MAX_LAYERS};
 pub use engine::{DEFAULT_PREFILL_CHUNK, ExecutionMode, Generation, GenerationRequest, Model, StepTiming};
 pub use error::{MemoryRemedy, ModelError, Result};
 pub use hub::{HubCacheEnvironment, HubSnapshot, looks_like_repo_id, resolve_hub_model, resolve_in_cache};
@@ -40,4 +40,4 @@ pub use loader::{LoadOptions, TensorInfo, parse_safetensors_index, read_safetens
 pub use presets::{PRESETS, preset};
 pub use synthetic::SyntheticOptions;
 pub use tokenizer::{GgufVocabulary, Tokenizer};
-pub use weights::{LayerWeights, Weights};
+pub use weights::{ExpertWeights, FeedForward, LayerWeights, Weights};

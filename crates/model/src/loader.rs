@@ -10,6 +10,7 @@ use std::sync::Arc;
 use kernelscope::DType;
 use memmap2::Mmap;
 
+use crate::config::{Config, ExpertLayout, LayerTensor, TensorRole, TensorSpec, router_names};
 use crate::error::{ModelError, Result, one_line, shown};
 
 /// How to load a checkpoint.
@@ -307,5 +308,59 @@ impl Checkpoint {
             expected: "bf16, f16 or f32".into(),
             found: location.dtype_name.clone(),
         })
+    }
+}
+
+impl Checkpoint {
+    /// The name `spec` has in this checkpoint: its own, or for a router
+    /// the spelling the files use (Mixtral's Hub files and transformers 5
+    /// name it differently).
+    pub(crate) fn resolve_name(&self, config: &Config, spec: &TensorSpec) -> String {
+        if let TensorRole::Layer {
+            index,
+            tensor: LayerTensor::Router,
+        } = spec.role
+        {
+            let names = router_names(config.architecture, index, ExpertLayout::PerExpert);
+            if let Some(found) = names.iter().find(|name| self.tensors.contains_key(name.as_str())) {
+                return found.clone();
+            }
+        }
+        spec.name.clone()
+    }
+
+    /// The bytes of layer `layer`'s stacked expert tensor `tensor`
+    /// (`[experts, rows, columns]` of `dtype`), gathered from one tensor per
+    /// expert or from transformers 5's stacked tensors, whichever the
+    /// checkpoint holds; each piece is checked for shape and dtype.
+    pub(crate) fn stacked_experts(
+        &self,
+        config: &Config,
+        layer: usize,
+        tensor: LayerTensor,
+        dtype: DType,
+    ) -> Result<Vec<u8>> {
+        let per_expert = config.expert_pieces(layer, tensor, ExpertLayout::PerExpert);
+        let stacked = config.expert_pieces(layer, tensor, ExpertLayout::Stacked);
+        let pieces = match (per_expert.first(), stacked.first()) {
+            (Some(first), _) if self.tensors.contains_key(&first.name) => per_expert,
+            (_, Some(first)) if self.tensors.contains_key(&first.name) => stacked,
+            (Some(first), Some(other)) => {
+                return Err(ModelError::TensorMissing {
+                    directory: self.directory.clone(),
+                    name: format!("{}` (or the stacked `{}", first.name, other.name),
+                });
+            }
+            _ => return Ok(Vec::new()),
+        };
+        let element = dtype.size_in_bytes();
+        let mut bytes = Vec::with_capacity(pieces.iter().map(|piece| piece.length).sum::<usize>() * element);
+        for piece in pieces {
+            let location = self.locate(&piece.name, &piece.shape, dtype)?;
+            let map = &self.files[location.file].1;
+            let from = location.offset + piece.start * element;
+            bytes.extend_from_slice(&map[from..from + piece.length * element]);
+        }
+        Ok(bytes)
     }
 }

@@ -3,22 +3,26 @@
 
 use kernelscope::ops::rope::{Llama3Scaling, RopeScaling};
 
-use crate::config::{Architecture, Config};
+use crate::config::{Architecture, Config, Experts};
 use crate::error::{ModelError, Result};
 
 /// The preset names, smallest first.
-pub const PRESETS: [&str; 12] = [
+pub const PRESETS: [&str; 16] = [
     "tiny",
     "tiny-qwen2",
     "tiny-qwen3",
+    "tiny-qwen3-moe",
+    "tiny-mixtral",
     "tiny-llama3",
     "tiny-256",
     "qwen2.5-0.5b",
     "llama-3.2-1b",
     "llama-3-8b",
     "qwen3-8b",
+    "qwen3-30b-a3b",
     "llama-3.1-8b",
     "tinyllama-1.1b",
+    "mixtral-8x7b",
     "llama-3-70b",
 ];
 
@@ -45,6 +49,7 @@ fn tiny(architecture: Architecture) -> Config {
         qkv_bias: false,
         o_bias: false,
         qk_norm: false,
+        experts: None,
         eos_token_ids: vec![2],
     }
 }
@@ -56,12 +61,16 @@ pub fn preset(name: &str) -> Result<Config> {
         "tiny" => tiny(Architecture::Llama),
         "tiny-qwen2" => tiny_qwen2(),
         "tiny-qwen3" => tiny_qwen3(),
+        "tiny-qwen3-moe" => tiny_qwen3_moe(),
+        "tiny-mixtral" => tiny_mixtral(),
         "tiny-llama3" => tiny_llama3(),
         "tiny-256" => tiny_256(),
         "qwen2.5-0.5b" => qwen2_5_0_5b(),
         "llama-3.2-1b" => llama_3_2_1b(),
         "llama-3-8b" => llama_3_8b(),
         "qwen3-8b" => qwen3_8b(),
+        "qwen3-30b-a3b" => qwen3_30b_a3b(),
+        "mixtral-8x7b" => mixtral_8x7b(),
         "llama-3-70b" => llama_3_70b(),
         "llama-3.1-8b" => llama_3_1_8b(),
         "tinyllama-1.1b" => tinyllama_1_1b(),
@@ -92,10 +101,48 @@ fn tiny_qwen3() -> Config {
     Config {
         head_dim: 48,
         qk_norm: true,
+        experts: None,
         tie_word_embeddings: false,
         rope_theta: 1_000_000.0,
         rms_norm_eps: 1e-6,
         ..tiny(Architecture::Qwen3)
+    }
+}
+
+/// The tiny Qwen3 with a mixture of experts: 4 of 16 experts of 64 rows
+/// per token, weights renormalised, the first layer dense (as
+/// `mlp_only_layers` allows), so both kinds of layer meet in one model.
+fn tiny_qwen3_moe() -> Config {
+    let base = tiny_qwen3();
+    Config {
+        experts: Some(Experts {
+            count: 16,
+            per_token: 4,
+            intermediate_size: 64,
+            normalize_weights: true,
+            sparse_layers: (0..base.num_layers).map(|layer| layer != 0).collect(),
+        }),
+        ..tiny(Architecture::Qwen3Moe)
+    }
+    .with_attention_of(&base)
+}
+
+/// The tiny Mistral shape as Mixtral: 2 of 8 experts of 160 rows in every
+/// layer, an untied LM head.
+fn tiny_mixtral() -> Config {
+    let base = tiny(Architecture::Mixtral);
+    Config {
+        intermediate_size: 160,
+        tie_word_embeddings: false,
+        rope_theta: 1_000_000.0,
+        experts: Some(Experts {
+            count: 8,
+            per_token: 2,
+            intermediate_size: 160,
+            normalize_weights: true,
+            sparse_layers: vec![true; base.num_layers],
+        }),
+        ..base
     }
 }
 
@@ -154,6 +201,7 @@ fn qwen2_5_0_5b() -> Config {
         qkv_bias: true,
         o_bias: false,
         qk_norm: false,
+        experts: None,
         eos_token_ids: vec![151_643],
     }
 }
@@ -185,6 +233,7 @@ fn llama_3_2_1b() -> Config {
         qkv_bias: false,
         o_bias: false,
         qk_norm: false,
+        experts: None,
         eos_token_ids: vec![128_001],
     }
 }
@@ -211,6 +260,7 @@ fn llama_3_8b() -> Config {
         qkv_bias: false,
         o_bias: false,
         qk_norm: false,
+        experts: None,
         eos_token_ids: vec![128_001],
     }
 }
@@ -238,6 +288,7 @@ fn qwen3_8b() -> Config {
         qkv_bias: false,
         o_bias: false,
         qk_norm: true,
+        experts: None,
         eos_token_ids: vec![151_645],
     }
 }
@@ -265,6 +316,7 @@ fn llama_3_70b() -> Config {
         qkv_bias: false,
         o_bias: false,
         qk_norm: false,
+        experts: None,
         eos_token_ids: vec![128_001],
     }
 }
@@ -307,6 +359,79 @@ fn tinyllama_1_1b() -> Config {
         qkv_bias: false,
         o_bias: false,
         qk_norm: false,
+        experts: None,
         eos_token_ids: vec![2],
+    }
+}
+
+/// Qwen3-30B-A3B: 48 layers, each routing to 8 of 128 experts of 768 rows
+/// (about 3.3 billion of 30.5 billion parameters active per token).
+fn qwen3_30b_a3b() -> Config {
+    let base = qwen3_8b();
+    Config {
+        architecture: Architecture::Qwen3Moe,
+        hidden_size: 2048,
+        intermediate_size: 6144,
+        num_layers: 48,
+        num_heads: 32,
+        num_kv_heads: 4,
+        head_dim: 128,
+        max_position_embeddings: 40_960,
+        tie_word_embeddings: false,
+        experts: Some(Experts {
+            count: 128,
+            per_token: 8,
+            intermediate_size: 768,
+            normalize_weights: true,
+            sparse_layers: vec![true; 48],
+        }),
+        ..base
+    }
+}
+
+/// Mixtral-8x7B: 32 layers, each routing to 2 of 8 experts of 14,336 rows
+/// (about 12.9 billion of 46.7 billion parameters active per token).
+fn mixtral_8x7b() -> Config {
+    Config {
+        architecture: Architecture::Mixtral,
+        vocab_size: 32_000,
+        hidden_size: 4096,
+        intermediate_size: 14_336,
+        num_layers: 32,
+        num_heads: 32,
+        num_kv_heads: 8,
+        head_dim: 128,
+        rms_norm_eps: 1e-5,
+        rope_theta: 1_000_000.0,
+        max_position_embeddings: 32_768,
+        tie_word_embeddings: false,
+        experts: Some(Experts {
+            count: 8,
+            per_token: 2,
+            intermediate_size: 14_336,
+            normalize_weights: true,
+            sparse_layers: vec![true; 32],
+        }),
+        eos_token_ids: vec![2],
+        ..tiny(Architecture::Mixtral)
+    }
+}
+
+impl Config {
+    /// This config with `other`'s attention (heads, head size, RoPE, per-head
+    /// norms, biases, tying): a sparse preset on its dense sibling's attention.
+    fn with_attention_of(self, other: &Config) -> Config {
+        Config {
+            num_heads: other.num_heads,
+            num_kv_heads: other.num_kv_heads,
+            head_dim: other.head_dim,
+            qk_norm: other.qk_norm,
+            qkv_bias: other.qkv_bias,
+            o_bias: other.o_bias,
+            rope_theta: other.rope_theta,
+            rms_norm_eps: other.rms_norm_eps,
+            tie_word_embeddings: other.tie_word_embeddings,
+            ..self
+        }
     }
 }

@@ -15,7 +15,7 @@ use kernelscope::DType;
 use kernelscope::hash::{Fnv1a64, fnv1a64};
 use kernelscope::rng::SplitMix64;
 
-use crate::config::Config;
+use crate::config::{Config, ExpertLayout, TensorSpec};
 use crate::error::{ModelError, Result};
 
 /// What a synthetic checkpoint is made of: the weights' dtype and the seed
@@ -156,7 +156,8 @@ fn safetensors_dtype(dtype: DType) -> Result<safetensors::Dtype> {
 /// A tensor whose bytes are generated when the writer asks for them, so a
 /// multi-gigabyte checkpoint never sits in memory at once.
 struct LazyTensor<'a> {
-    name: String,
+    /// The engine's tensors whose runs it is made of, in order.
+    sources: Vec<(TensorSpec, usize, usize)>,
     shape: Vec<usize>,
     dtype: DType,
     seed: u64,
@@ -173,7 +174,13 @@ impl safetensors::View for LazyTensor<'_> {
     }
 
     fn data(&self) -> Cow<'_, [u8]> {
-        let values = tensor_values(&self.name, &self.shape, self.seed);
+        let values: Vec<f32> = self
+            .sources
+            .iter()
+            .flat_map(|(spec, start, length)| {
+                tensor_values_in(&spec.name, &spec.shape, self.seed, &[(*start, *length)])
+            })
+            .collect();
         let bytes = encode(&values, self.dtype).expect("checked before writing");
         self.progress.inc(bytes.len() as u64);
         Cow::Owned(bytes)
@@ -190,6 +197,17 @@ impl safetensors::View for LazyTensor<'_> {
 /// written; each file goes to a temporary name first and is renamed into
 /// place only when both are complete, so a failure leaves `out` as it was.
 pub fn write_checkpoint(config: &Config, out: &Path, options: SyntheticOptions) -> Result<()> {
+    write_checkpoint_in(config, out, options, ExpertLayout::PerExpert)
+}
+
+/// [`write_checkpoint`] with a sparse model's experts in `layout` (the
+/// Hub's one tensor per expert, or transformers 5's stacked tensors).
+pub fn write_checkpoint_in(
+    config: &Config,
+    out: &Path,
+    options: SyntheticOptions,
+    layout: ExpertLayout,
+) -> Result<()> {
     let SyntheticOptions { dtype, seed, quiet } = options;
     safetensors_dtype(dtype)?;
     let total_bytes = config.parameter_count() * dtype.size_in_bytes();
@@ -210,14 +228,14 @@ pub fn write_checkpoint(config: &Config, out: &Path, options: SyntheticOptions) 
             }
         })?;
         let tensors: Vec<(String, LazyTensor)> = config
-            .tensor_shapes()
+            .file_tensors(layout)
             .into_iter()
-            .map(|(name, shape)| {
+            .map(|file| {
                 (
-                    name.clone(),
+                    file.name,
                     LazyTensor {
-                        name,
-                        shape,
+                        sources: file.sources,
+                        shape: file.shape,
                         dtype,
                         seed,
                         progress: &progress,

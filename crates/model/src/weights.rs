@@ -10,7 +10,7 @@ use kernelscope::ops::synthetic::{Cut, SyntheticFill};
 use kernelscope::{Buffer, DType, Device};
 
 use crate::config::shard::{Partition, Split};
-use crate::config::{Config, LayerTensor, TensorRole};
+use crate::config::{Config, LayerTensor, TensorRole, TensorSpec};
 use crate::error::{MemoryRemedy, ModelError, Result};
 use crate::linear::{Linear, Parallel};
 use crate::loader::{Checkpoint, LoadOptions};
@@ -45,12 +45,59 @@ pub struct LayerWeights {
     pub output: Linear,
     /// `[hidden]` RMSNorm before the MLP.
     pub post_attention_norm: Buffer,
-    /// `[inter, hidden]`.
-    pub gate: Linear,
-    /// `[inter, hidden]`.
-    pub up: Linear,
-    /// `[hidden, inter]`.
-    pub down: Linear,
+    /// The MLP: dense, or a mixture of experts.
+    pub feed_forward: FeedForward,
+}
+
+/// A layer's MLP.
+#[derive(Clone, Debug)]
+pub enum FeedForward {
+    /// The SiLU-gated MLP: `down(silu(gate x) * up x)`.
+    Dense {
+        /// `[inter, hidden]`.
+        gate: Linear,
+        /// `[inter, hidden]`.
+        up: Linear,
+        /// `[hidden, inter]`.
+        down: Linear,
+    },
+    /// A mixture of SiLU-gated experts, `per_token` of them chosen per token.
+    Experts(ExpertWeights),
+}
+
+impl FeedForward {
+    /// Its weight matrices, as stored.
+    pub fn matrices(&self) -> Vec<(&Buffer, WeightFormat)> {
+        match self {
+            FeedForward::Dense { gate, up, down } => [gate, up, down]
+                .into_iter()
+                .map(|linear| (&linear.weight, linear.format))
+                .collect(),
+            FeedForward::Experts(experts) => vec![
+                (&experts.router.weight, experts.router.format),
+                (&experts.gate, experts.format),
+                (&experts.up, experts.format),
+                (&experts.down, experts.format),
+            ],
+        }
+    }
+}
+
+/// A sparse layer's router and experts (`experts` of them, each with
+/// `expert_inter` rows), stacked: expert `e`'s matrices are the `e`-th
+/// block of each buffer.
+#[derive(Clone, Debug)]
+pub struct ExpertWeights {
+    /// `[experts, hidden]`: each expert's logit.
+    pub router: Linear,
+    /// `[experts, expert_inter, hidden]`.
+    pub gate: Buffer,
+    /// `[experts, expert_inter, hidden]`.
+    pub up: Buffer,
+    /// `[experts, hidden, expert_inter]`.
+    pub down: Buffer,
+    /// How gate, up and down store their matrices.
+    pub format: WeightFormat,
 }
 
 /// All weights of a model: dense in one dtype, or (from a GGUF file)
@@ -81,7 +128,7 @@ impl Weights {
         config: &Config,
         partition: &Partition,
         dtype: DType,
-        mut tensor: impl FnMut(&str, &[usize], &Split) -> Result<(Buffer, WeightFormat)>,
+        mut tensor: impl FnMut(&TensorSpec, &Split) -> Result<(Buffer, WeightFormat)>,
     ) -> Result<Self> {
         let mut embedding = None;
         let mut final_norm = None;
@@ -90,7 +137,7 @@ impl Weights {
             (0..config.num_layers).map(|_| Default::default()).collect();
         for spec in config.tensors() {
             let split = partition.split(spec.role.dimensions(), config);
-            let buffer = tensor(&spec.name, &spec.shape, &split)?;
+            let buffer = tensor(&spec, &split)?;
             match spec.role {
                 TensorRole::Embedding => embedding = Some((buffer, split)),
                 TensorRole::Layer { index, tensor } => layers[index][tensor as usize] = Some((buffer, split)),
@@ -109,6 +156,14 @@ impl Weights {
                 let key_norm = slots[LayerTensor::KeyNorm as usize]
                     .take()
                     .map(|((norm, _), _)| norm);
+                let stacked = |slots: &mut [Option<(PlacedTensor, Split)>], tensor: LayerTensor| {
+                    slots[tensor as usize]
+                        .take()
+                        .map(|((buffer, format), _)| (buffer, format))
+                };
+                let expert_gate = stacked(&mut slots, LayerTensor::ExpertGate);
+                let expert_up = stacked(&mut slots, LayerTensor::ExpertUp);
+                let expert_down = stacked(&mut slots, LayerTensor::ExpertDown);
                 let mut take = |tensor: LayerTensor| slots[tensor as usize].take();
                 let mut linear = |weight: LayerTensor, bias: Option<LayerTensor>| {
                     let ((weight, format), split) = take(weight).expect(LISTED);
@@ -126,9 +181,23 @@ impl Weights {
                     query_norm,
                     key_norm,
                     output: linear(LayerTensor::OutputProjection, Some(LayerTensor::OutputBias)),
-                    gate: linear(LayerTensor::GateProjection, None),
-                    up: linear(LayerTensor::UpProjection, None),
-                    down: linear(LayerTensor::DownProjection, None),
+                    feed_forward: if let (Some((gate, format)), Some((up, _)), Some((down, _))) =
+                        (expert_gate, expert_up, expert_down)
+                    {
+                        FeedForward::Experts(ExpertWeights {
+                            router: linear(LayerTensor::Router, None),
+                            gate,
+                            up,
+                            down,
+                            format,
+                        })
+                    } else {
+                        FeedForward::Dense {
+                            gate: linear(LayerTensor::GateProjection, None),
+                            up: linear(LayerTensor::UpProjection, None),
+                            down: linear(LayerTensor::DownProjection, None),
+                        }
+                    },
                     input_norm: take(LayerTensor::InputNorm).expect(LISTED).0.0,
                     post_attention_norm: take(LayerTensor::PostAttentionNorm).expect(LISTED).0.0,
                 }
@@ -197,8 +266,18 @@ impl Weights {
         }
         let progress = progress_bar(share_bytes as usize, options.quiet, "loading weights");
         let element = dtype.size_in_bytes();
-        let weights = Self::assemble(config, partition, dtype, |name, shape, split| {
-            let location = checkpoint.locate(name, shape, dtype)?;
+        let weights = Self::assemble(config, partition, dtype, |spec, split| {
+            let shape = spec.shape.as_slice();
+            if let TensorRole::Layer { index, tensor } = spec.role
+                && tensor.is_stacked_experts()
+            {
+                let buffer = device.alloc(dtype, shape)?;
+                buffer.write_bytes(&checkpoint.stacked_experts(config, index, tensor, dtype)?)?;
+                progress.inc(buffer.byte_len() as u64);
+                return Ok((buffer, WeightFormat::Dense(dtype)));
+            }
+            let name = checkpoint.resolve_name(config, spec);
+            let location = checkpoint.locate(&name, shape, dtype)?;
             let map = &checkpoint.files[location.file].1;
             let runs = split.runs(shape);
             let cut = split.shape(shape);
@@ -249,8 +328,9 @@ impl Weights {
         // Made on the device by a kernel (no host copy of the weights).
         let fill = SyntheticFill::new(&kernelscope::ops::registry(), device, dtype)?;
         let mut encoder = device.command_encoder();
-        let weights = Self::assemble(config, partition, dtype, |name, shape, split| {
-            let generator = synthetic::TensorGenerator::new(name, shape, seed);
+        let weights = Self::assemble(config, partition, dtype, |spec, split| {
+            let shape = &spec.shape;
+            let generator = synthetic::TensorGenerator::new(&spec.name, shape, seed);
             let row_length = shape.iter().skip(1).product::<usize>() as u64;
             let (first_row, first_column, columns) = match split {
                 Split::Whole => (0, 0, row_length),
@@ -279,24 +359,24 @@ impl Weights {
 }
 
 impl Weights {
+    /// Every weight matrix (projections, routers, experts, the LM head) as
+    /// stored, with its format.
+    fn matrices(&self) -> impl Iterator<Item = (&Buffer, WeightFormat)> + '_ {
+        self.layers
+            .iter()
+            .flat_map(|layer| {
+                [&layer.query, &layer.key, &layer.value, &layer.output]
+                    .into_iter()
+                    .map(|linear| (&linear.weight, linear.format))
+                    .chain(layer.feed_forward.matrices())
+            })
+            .chain(std::iter::once((&self.lm_head.weight, self.lm_head.format)))
+    }
+
     /// Bytes of this rank's projection matrices and LM head as they are
     /// stored (the embedding table only where it is the tied LM head).
     pub(crate) fn matrix_bytes(&self) -> u64 {
-        let layers = self.layers.iter().flat_map(|layer| {
-            [
-                &layer.query,
-                &layer.key,
-                &layer.value,
-                &layer.output,
-                &layer.gate,
-                &layer.up,
-                &layer.down,
-            ]
-        });
-        layers
-            .chain(std::iter::once(&self.lm_head))
-            .map(|linear| linear.weight.byte_len() as u64)
-            .sum()
+        self.matrices().map(|(weight, _)| weight.byte_len() as u64).sum()
     }
 
     /// Bytes of the norms (the per-head ones too) and the biases (of rank 0's share, which holds
@@ -328,20 +408,9 @@ impl Weights {
     /// ops to make their kernels.
     pub(crate) fn formats(&self) -> crate::engine::WeightFormats {
         let mut linear = Vec::new();
-        let layers = self.layers.iter().flat_map(|layer| {
-            [
-                &layer.query,
-                &layer.key,
-                &layer.value,
-                &layer.output,
-                &layer.gate,
-                &layer.up,
-                &layer.down,
-            ]
-        });
         let mut dense_linear = false;
-        for projection in layers.chain(std::iter::once(&self.lm_head)) {
-            match projection.format {
+        for (_, format) in self.matrices() {
+            match format {
                 WeightFormat::Quantized(format) if !linear.contains(&format) => linear.push(format),
                 WeightFormat::Quantized(_) => {}
                 WeightFormat::Dense(_) => dense_linear = true,

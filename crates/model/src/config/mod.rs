@@ -4,6 +4,8 @@
 //! of its fields, `rope` the RoPE settings of either layout, `tensors` the
 //! checkpoint's tensor list; here are the config and what follows from it.
 
+mod expert_layout;
+mod experts;
 mod fields;
 mod parse;
 mod rope;
@@ -13,7 +15,10 @@ mod tensors;
 use kernelscope::ops::rope::RopeScaling;
 use serde::{Deserialize, Serialize};
 
-pub(crate) use tensors::{LayerTensor, TensorRole};
+pub use expert_layout::ExpertLayout;
+pub(crate) use expert_layout::router_names;
+pub use experts::{Experts, MAX_EXPERTS};
+pub(crate) use tensors::{LayerTensor, TensorRole, TensorSpec};
 
 /// The decoder families the engine runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,6 +36,14 @@ pub enum Architecture {
     /// `MistralForCausalLM`, without sliding-window attention.
     #[serde(rename = "MistralForCausalLM")]
     Mistral,
+    /// `Qwen3MoeForCausalLM`: Qwen3's attention, and layers whose MLP is a
+    /// mixture of experts (softmax router, top-k, `norm_topk_prob`).
+    #[serde(rename = "Qwen3MoeForCausalLM")]
+    Qwen3Moe,
+    /// `MixtralForCausalLM`: Mistral's attention, every MLP a mixture of
+    /// experts (top-2 of 8, weights renormalised over the chosen).
+    #[serde(rename = "MixtralForCausalLM")]
+    Mixtral,
 }
 
 impl Architecture {
@@ -41,6 +54,8 @@ impl Architecture {
             Architecture::Qwen2 => "Qwen2ForCausalLM",
             Architecture::Qwen3 => "Qwen3ForCausalLM",
             Architecture::Mistral => "MistralForCausalLM",
+            Architecture::Qwen3Moe => "Qwen3MoeForCausalLM",
+            Architecture::Mixtral => "MixtralForCausalLM",
         }
     }
 
@@ -51,7 +66,14 @@ impl Architecture {
             Architecture::Qwen2 => "qwen2",
             Architecture::Qwen3 => "qwen3",
             Architecture::Mistral => "mistral",
+            Architecture::Qwen3Moe => "qwen3_moe",
+            Architecture::Mixtral => "mixtral",
         }
+    }
+
+    /// Whether the family's MLPs are mixtures of experts.
+    pub fn has_experts(self) -> bool {
+        matches!(self, Architecture::Qwen3Moe | Architecture::Mixtral)
     }
 }
 
@@ -101,6 +123,8 @@ pub struct Config {
     /// Each head of q and k RMS-normalised (its own `[head_dim]` weight,
     /// `q_norm` and `k_norm`) before RoPE: Qwen3.
     pub qk_norm: bool,
+    /// The mixture of experts of a sparse family (`None` for a dense one).
+    pub experts: Option<Experts>,
     /// End-of-sequence token ids.
     pub eos_token_ids: Vec<u32>,
 }
@@ -179,12 +203,17 @@ impl Config {
         if let Some(scaling) = scaling {
             object.insert("rope_scaling".into(), scaling);
         }
+        if let Some(experts) = &self.experts {
+            for (field, value) in experts.json_fields(self.architecture) {
+                object.insert(field.into(), value);
+            }
+        }
         match self.architecture {
             Architecture::Qwen2 => {
                 object.insert("use_sliding_window".into(), false.into());
                 object.insert("sliding_window".into(), self.max_position_embeddings.into());
             }
-            Architecture::Qwen3 => {
+            Architecture::Qwen3 | Architecture::Qwen3Moe => {
                 object.insert("use_sliding_window".into(), false.into());
                 object.insert("sliding_window".into(), serde_json::Value::Null);
                 object.insert("attention_bias".into(), (self.qkv_bias && self.o_bias).into());
@@ -237,10 +266,15 @@ impl Config {
     }
 
     /// Weight elements read per decoded token (every weight once; the
-    /// embedding only one row), for the bandwidth roofline.
+    /// embedding only one row; of a sparse layer's experts only the
+    /// `per_token` chosen), for the bandwidth roofline.
     pub fn weight_elements_per_token(&self) -> usize {
         let embedding = self.vocab_size * self.hidden_size;
-        let read_once = self.parameter_count() - embedding + self.hidden_size;
+        let idle_experts = self.experts.as_ref().map_or(0, |experts| {
+            let per_expert = 3 * experts.intermediate_size * self.hidden_size;
+            experts.sparse_layer_count() * (experts.count - experts.per_token) * per_expert
+        });
+        let read_once = self.parameter_count() - embedding - idle_experts + self.hidden_size;
         if self.tie_word_embeddings {
             read_once + embedding
         } else {

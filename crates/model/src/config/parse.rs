@@ -11,9 +11,9 @@ use super::{Architecture, Config, MAX_CONFIG_BYTES, MAX_DIMENSION, MAX_LAYERS};
 use crate::error::{ModelError, Result, one_line, shown};
 
 /// Fields of other model families that change the math. None of them has
-/// a meaning in the three architectures run here, so a config that sets one
+/// a meaning in the architectures run here, so a config that sets one
 /// is not what it claims to be, and is refused rather than run without it.
-const FOREIGN_MATH_FIELDS: [&str; 16] = [
+const FOREIGN_MATH_FIELDS: [&str; 13] = [
     "attn_logit_softcapping",
     "final_logit_softcapping",
     "query_pre_attn_scalar",
@@ -24,9 +24,6 @@ const FOREIGN_MATH_FIELDS: [&str; 16] = [
     "logit_scale",
     "use_qk_norm",
     "qk_layernorm",
-    "num_experts",
-    "num_local_experts",
-    "n_routed_experts",
     "no_rope_layers",
     "attention_chunk_size",
     "use_parallel_residual",
@@ -83,6 +80,13 @@ impl Config {
         Self::check_rope_frequencies(&fields, dimensions.head_dim, rope_theta, rope.scaling)?;
         let sliding_window = Self::sliding_window(&fields, architecture, dimensions.num_layers, path)?;
         let attention_bias = Self::attention_bias(&fields, architecture)?;
+        let experts = super::experts::read(
+            &fields,
+            architecture,
+            class,
+            dimensions.num_layers,
+            dimensions.intermediate_size,
+        )?;
         let eos_token_ids = Self::token_ids(&fields, "eos_token_id", dimensions.vocab_size)?;
         Self::check_dtype_fields(&fields)?;
 
@@ -105,7 +109,8 @@ impl Config {
             tie_word_embeddings: fields.boolean("tie_word_embeddings")?.unwrap_or(false),
             qkv_bias: architecture == Architecture::Qwen2 || attention_bias,
             o_bias: architecture != Architecture::Qwen2 && attention_bias,
-            qk_norm: architecture == Architecture::Qwen3,
+            qk_norm: matches!(architecture, Architecture::Qwen3 | Architecture::Qwen3Moe),
+            experts,
             eos_token_ids,
         };
         if config.checked_parameter_bytes(4).is_none() {
@@ -136,6 +141,8 @@ impl Config {
             "Qwen2ForCausalLM" => Architecture::Qwen2,
             "Qwen3ForCausalLM" => Architecture::Qwen3,
             "MistralForCausalLM" => Architecture::Mistral,
+            "Qwen3MoeForCausalLM" => Architecture::Qwen3Moe,
+            "MixtralForCausalLM" => Architecture::Mixtral,
             other => {
                 return Err(ModelError::UnsupportedArchitecture {
                     path: fields.path.to_path_buf(),
@@ -218,10 +225,11 @@ impl Config {
     /// `attention_bias`, refused where the architecture has no such biases.
     fn attention_bias(fields: &Fields<'_>, architecture: Architecture) -> Result<bool> {
         let attention_bias = fields.boolean("attention_bias")?.unwrap_or(false);
-        if architecture == Architecture::Mistral && attention_bias {
-            return Err(fields.invalid(
-                "`attention_bias` = true is not part of MistralForCausalLM (transformers would ignore the biases): refusing to guess".into(),
-            ));
+        if matches!(architecture, Architecture::Mistral | Architecture::Mixtral) && attention_bias {
+            return Err(fields.invalid(format!(
+                "`attention_bias` = true is not part of {} (transformers would ignore the biases): refusing to guess",
+                architecture.class_name()
+            )));
         }
         Ok(attention_bias)
     }
@@ -268,11 +276,11 @@ impl Config {
                 )));
             }
             None => match architecture {
-                Architecture::Qwen2 | Architecture::Qwen3 => {
+                Architecture::Qwen2 | Architecture::Qwen3 | Architecture::Qwen3Moe => {
                     fields.boolean("use_sliding_window")? == Some(true)
                         && fields.whole("max_window_layers")?.unwrap_or(0) < num_layers as u64
                 }
-                Architecture::Mistral => window.is_some(),
+                Architecture::Mistral | Architecture::Mixtral => window.is_some(),
                 // transformers' Llama has no sliding window.
                 Architecture::Llama => false,
             },

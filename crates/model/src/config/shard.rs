@@ -98,6 +98,17 @@ impl Partition {
                 "rank {rank} of {ranks} does not exist"
             )));
         }
+        if ranks > 1 && config.experts.is_some() {
+            return Err(ModelError::TensorParallel {
+                ranks,
+                problem: format!(
+                    "{} is a mixture of experts, and splitting experts over ranks is not implemented yet",
+                    config.architecture.class_name()
+                ),
+                working_splits: vec![1],
+                largest_split_tried: ranks,
+            });
+        }
         let (heads, key_value) = (config.num_heads, config.num_kv_heads);
         let splits = |count: usize| {
             heads.is_multiple_of(count)
@@ -169,7 +180,10 @@ impl Partition {
         let dim = config.head_dim;
         match dimension {
             // A per-head norm's weight is every head's: each rank holds it whole.
-            Dimension::Hidden | Dimension::HeadDim => None,
+            // Experts are never split (a sparse model is refused above one rank).
+            Dimension::Hidden | Dimension::HeadDim | Dimension::Experts | Dimension::ExpertIntermediate => {
+                None
+            }
             Dimension::Vocabulary => Some(self.vocabulary.clone()),
             Dimension::Intermediate => Some(self.intermediate.clone()),
             Dimension::Query => Some(self.query_heads.start * dim..self.query_heads.end * dim),

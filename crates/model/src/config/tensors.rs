@@ -22,6 +22,10 @@ pub(crate) enum Dimension {
     KeyValue,
     /// `head_dim`: a per-head norm's weight, the same for every head.
     HeadDim,
+    /// Experts of a sparse layer.
+    Experts,
+    /// Rows of one expert's gate and up projections.
+    ExpertIntermediate,
 }
 
 /// One tensor of a decoder layer.
@@ -42,11 +46,19 @@ pub(crate) enum LayerTensor {
     GateProjection,
     UpProjection,
     DownProjection,
+    /// `[experts, hidden]` the router of a sparse layer.
+    Router,
+    /// `[experts, expert_intermediate, hidden]` every expert's gate projection, stacked.
+    ExpertGate,
+    /// `[experts, expert_intermediate, hidden]` every expert's up projection.
+    ExpertUp,
+    /// `[experts, hidden, expert_intermediate]` every expert's down projection.
+    ExpertDown,
 }
 
 impl LayerTensor {
     /// Every layer tensor, in checkpoint order.
-    pub const ALL: [LayerTensor; 15] = [
+    pub const ALL: [LayerTensor; 19] = [
         LayerTensor::InputNorm,
         LayerTensor::QueryProjection,
         LayerTensor::KeyProjection,
@@ -62,11 +74,25 @@ impl LayerTensor {
         LayerTensor::GateProjection,
         LayerTensor::UpProjection,
         LayerTensor::DownProjection,
+        LayerTensor::Router,
+        LayerTensor::ExpertGate,
+        LayerTensor::ExpertUp,
+        LayerTensor::ExpertDown,
     ];
+
+    /// Whether this is one of a sparse layer's stacked expert tensors,
+    /// which checkpoints keep per expert or stacked in other layouts
+    /// (`experts_layout` resolves them).
+    pub(crate) fn is_stacked_experts(self) -> bool {
+        matches!(
+            self,
+            LayerTensor::ExpertGate | LayerTensor::ExpertUp | LayerTensor::ExpertDown
+        )
+    }
 
     /// The name after `model.layers.N.`, and the shape.
     fn layout(self) -> (&'static str, &'static [Dimension]) {
-        use Dimension::{HeadDim, Hidden, Intermediate, KeyValue, Query};
+        use Dimension::{ExpertIntermediate, Experts, HeadDim, Hidden, Intermediate, KeyValue, Query};
         match self {
             LayerTensor::InputNorm => ("input_layernorm.weight", &[Hidden]),
             LayerTensor::QueryProjection => ("self_attn.q_proj.weight", &[Query, Hidden]),
@@ -83,16 +109,32 @@ impl LayerTensor {
             LayerTensor::GateProjection => ("mlp.gate_proj.weight", &[Intermediate, Hidden]),
             LayerTensor::UpProjection => ("mlp.up_proj.weight", &[Intermediate, Hidden]),
             LayerTensor::DownProjection => ("mlp.down_proj.weight", &[Hidden, Intermediate]),
+            // Qwen3-MoE's router name; the stacked experts as transformers 5
+            // holds them in memory, gate and up apart (see `experts_layout`).
+            LayerTensor::Router => ("mlp.gate.weight", &[Experts, Hidden]),
+            LayerTensor::ExpertGate => ("mlp.experts.gate_proj", &[Experts, ExpertIntermediate, Hidden]),
+            LayerTensor::ExpertUp => ("mlp.experts.up_proj", &[Experts, ExpertIntermediate, Hidden]),
+            LayerTensor::ExpertDown => ("mlp.experts.down_proj", &[Experts, Hidden, ExpertIntermediate]),
         }
     }
 
-    /// Whether a layer of `config` has this tensor (biases and the
-    /// per-head norms are optional).
-    fn present(self, config: &Config) -> bool {
+    /// Whether layer `layer` of `config` has this tensor (biases and the
+    /// per-head norms are optional; a sparse layer has a router and
+    /// experts where a dense one has its MLP).
+    fn present(self, config: &Config, layer: usize) -> bool {
+        let sparse = config
+            .experts
+            .as_ref()
+            .is_some_and(|experts| experts.is_sparse(layer));
         match self {
             LayerTensor::QueryBias | LayerTensor::KeyBias | LayerTensor::ValueBias => config.qkv_bias,
             LayerTensor::OutputBias => config.o_bias,
             LayerTensor::QueryNorm | LayerTensor::KeyNorm => config.qk_norm,
+            LayerTensor::GateProjection | LayerTensor::UpProjection | LayerTensor::DownProjection => !sparse,
+            LayerTensor::Router
+            | LayerTensor::ExpertGate
+            | LayerTensor::ExpertUp
+            | LayerTensor::ExpertDown => sparse,
             _ => true,
         }
     }
@@ -156,19 +198,26 @@ impl Config {
             Dimension::Query => self.num_heads.checked_mul(self.head_dim)?,
             Dimension::KeyValue => self.num_kv_heads.checked_mul(self.head_dim)?,
             Dimension::HeadDim => self.head_dim,
+            Dimension::Experts => self.experts.as_ref().map_or(0, |experts| experts.count),
+            Dimension::ExpertIntermediate => self
+                .experts
+                .as_ref()
+                .map_or(0, |experts| experts.intermediate_size),
         };
         Some(size as u64)
     }
 
-    /// The tensors one decoder layer of this config has, in checkpoint order.
-    fn layer_tensors(&self) -> impl Iterator<Item = LayerTensor> + '_ {
-        LayerTensor::ALL.into_iter().filter(|tensor| tensor.present(self))
+    /// The tensors decoder layer `layer` of this config has, in checkpoint order.
+    fn layer_tensors(&self, layer: usize) -> impl Iterator<Item = LayerTensor> + '_ {
+        LayerTensor::ALL
+            .into_iter()
+            .filter(move |tensor| tensor.present(self, layer))
     }
 
     /// The role of every tensor, in checkpoint order.
     fn tensor_roles(&self) -> impl Iterator<Item = TensorRole> + '_ {
         let layers = (0..self.num_layers).flat_map(|index| {
-            self.layer_tensors()
+            self.layer_tensors(index)
                 .map(move |tensor| TensorRole::Layer { index, tensor })
         });
         once(TensorRole::Embedding)
@@ -199,10 +248,20 @@ impl Config {
         self.tensors().map(|tensor| (tensor.name, tensor.shape)).collect()
     }
 
-    /// Tensors the checkpoint must hold (without listing their names).
+    /// The fewest tensors a checkpoint of this config holds (without
+    /// listing their names): a sparse layer's gate and up may be one
+    /// stacked tensor, and a layout that keeps each expert apart holds more.
     pub fn tensor_count(&self) -> usize {
         let global = 2 + usize::from(!self.tie_word_embeddings);
-        global + self.num_layers * self.layer_tensors().count()
+        let stacked_gate_up = self
+            .experts
+            .as_ref()
+            .map_or(0, |experts| experts.sparse_layer_count());
+        global
+            + (0..self.num_layers)
+                .map(|layer| self.layer_tensors(layer).count())
+                .sum::<usize>()
+            - stacked_gate_up
     }
 
     /// Bytes of all weights at `bytes_per_element`, in checked arithmetic
@@ -220,15 +279,36 @@ impl Config {
             }
             Some(total)
         };
-        let per_layer = sum(&mut self
-            .layer_tensors()
-            .map(|tensor| TensorRole::Layer { index: 0, tensor }))?;
+        // Layers differ only in being dense or sparse: count one of each.
+        let layer_elements = |layer: usize| {
+            sum(&mut self
+                .layer_tensors(layer)
+                .map(|tensor| TensorRole::Layer { index: layer, tensor }))
+        };
+        let sparse_layers = self
+            .experts
+            .as_ref()
+            .map_or(0, |experts| experts.sparse_layer_count());
+        let dense_layers = self.num_layers - sparse_layers;
+        let mut layers = 0u64;
+        if let Some(sparse) = (0..self.num_layers).find(|&layer| {
+            self.experts
+                .as_ref()
+                .is_some_and(|experts| experts.is_sparse(layer))
+        }) {
+            layers = layer_elements(sparse)?.checked_mul(sparse_layers as u64)?;
+        }
+        if let Some(dense) = (0..self.num_layers).find(|&layer| {
+            !self
+                .experts
+                .as_ref()
+                .is_some_and(|experts| experts.is_sparse(layer))
+        }) {
+            layers = layers.checked_add(layer_elements(dense)?.checked_mul(dense_layers as u64)?)?;
+        }
         let global = sum(&mut self
             .tensor_roles()
             .filter(|role| !matches!(role, TensorRole::Layer { .. })))?;
-        per_layer
-            .checked_mul(self.num_layers as u64)?
-            .checked_add(global)?
-            .checked_mul(bytes_per_element)
+        layers.checked_add(global)?.checked_mul(bytes_per_element)
     }
 }

@@ -39,6 +39,12 @@ fn hyper_parameters(
         Architecture::Qwen2 => "qwen2",
         Architecture::Llama | Architecture::Mistral => "llama",
         Architecture::Qwen3 => "qwen3",
+        Architecture::Qwen3Moe | Architecture::Mixtral => {
+            return Err(ModelError::InvalidInput(format!(
+                "writing a mixture-of-experts model ({}) to GGUF is not implemented",
+                config.architecture.class_name()
+            )));
+        }
     };
     let key = |name: &str| format!("{arch}.{name}");
     let count = |value: usize| value as u32;

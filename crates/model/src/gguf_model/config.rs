@@ -205,6 +205,7 @@ pub(super) fn read_config(file: &GgufFile) -> Result<Config> {
         // Qwen3's per-head norms (`attn_q_norm`, `attn_k_norm`), which the
         // tensor list then asks of every layer.
         qk_norm: architecture == Architecture::Qwen3,
+        experts: None,
         architecture,
         vocab_size,
         hidden_size,

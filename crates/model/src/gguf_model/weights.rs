@@ -44,6 +44,10 @@ pub(crate) fn gguf_name(role: TensorRole) -> String {
                 LayerTensor::GateProjection => "ffn_gate.weight",
                 LayerTensor::UpProjection => "ffn_up.weight",
                 LayerTensor::DownProjection => "ffn_down.weight",
+                LayerTensor::Router => "ffn_gate_inp.weight",
+                LayerTensor::ExpertGate => "ffn_gate_exps.weight",
+                LayerTensor::ExpertUp => "ffn_up_exps.weight",
+                LayerTensor::ExpertDown => "ffn_down_exps.weight",
             };
             format!("blk.{index}.{name}")
         }
@@ -147,12 +151,8 @@ impl Weights {
             check_fits(device, "the weights", total)?;
         }
         let progress = progress_bar(total as usize, options.quiet, "loading weights");
-        let mut names = config.tensors().map(|spec| spec.role);
-        let result = Self::assemble(config, partition, dtype, |name, shape, split| {
-            let role = names
-                .next()
-                .expect("assemble asks for the tensors in the config's order");
-            debug_assert_eq!(name, role.name());
+        let result = Self::assemble(config, partition, dtype, |spec, split| {
+            let (role, shape) = (spec.role, spec.shape.as_slice());
             let info = tensor(file, &gguf_name(role))?;
             let placed = place(
                 file,
