@@ -79,6 +79,14 @@ def parse_args():
         help="a GGUF file in the --model directory, loaded with from_pretrained(gguf_file=NAME): "
         "transformers dequantizes its blocks to --dtype at load (needs the gguf package)",
     )
+    parser.add_argument(
+        "--random-weights",
+        action="store_true",
+        help="build the model from --model's config.json alone (`kscope gen-model --config-only`) "
+        "with seeded random weights made on the device: a model too large to write to disk twice "
+        "(qwen3-30b-a3b, mixtral-8x7b) is timed on its shape; the routing of an MoE model then "
+        "follows these weights, not kscope's",
+    )
     parser.add_argument("-p", type=int, default=128, help="prompt tokens (default 128)")
     parser.add_argument("-n", type=int, default=128, help="generated tokens (default 128)")
     parser.add_argument("-r", type=int, default=5, help="repetitions (default 5)")
@@ -145,6 +153,24 @@ def device_name(device):
     if device == "cuda":
         return torch.cuda.get_device_name()
     return platform.processor() or platform.machine()
+
+
+def random_model(model_dir, dtype_name, attn, device, seed):
+    """The model of model_dir/config.json with seeded normal weights (std
+    0.02, norms 1), made directly on the device in dtype_name."""
+    config = transformers.AutoConfig.from_pretrained(model_dir)
+    config._attn_implementation = attn
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype_name))
+    with torch.no_grad():
+        for name, parameter in model.named_parameters():
+            if name.endswith("norm.weight"):
+                parameter.fill_(1.0)
+            else:
+                parameter.normal_(0.0, 0.02)
+    model.eval()
+    return model
 
 
 def load_model(model_dir, dtype_name, attn, device, gguf=None):
@@ -393,7 +419,12 @@ def main():
 
     what = f"{args.model}/{args.gguf}" if args.gguf else args.model
     log(f"hf_bench: loading {what} ({args.dtype}, {args.attn}) on {device}")
-    model = load_model(args.model, args.dtype, args.attn, device, args.gguf)
+    if args.random_weights:
+        if args.gguf:
+            fail("--random-weights builds from config.json alone: it takes no --gguf")
+        model = random_model(args.model, args.dtype, args.attn, device, args.seed)
+    else:
+        model = load_model(args.model, args.dtype, args.attn, device, args.gguf)
     if args.gguf:
         # The file's metadata is the config.
         vocab_size = model.config.vocab_size

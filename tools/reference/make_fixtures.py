@@ -11,6 +11,18 @@ and biases too, so nothing is all ones or zeros), and writes it twice:
     the layout transformers 4.x wrote (top-level `rope_theta`, `rope_scaling`,
     `torch_dtype`).
 
+Mixture-of-experts fixtures (Qwen3-MoE, Mixtral) add two more:
+
+  * NAME/stacked: the tensors as transformers 5 holds them in memory (each
+    layer's experts stacked in `mlp.experts.gate_up_proj` and `down_proj`,
+    the router as `mlp.gate.weight`), written with safetensors directly;
+  * NAME/f32: the model before it was rounded to bf16, in float32, with its
+    own logits in NAME.f32.logits.npy;
+
+and NAME.routing.json: for every row the reference ran, each sparse
+layer's chosen experts as transformers' top-k gave them (the hooks on the
+routers), in transformers' order.
+
 Both directories are loaded back with `from_pretrained` (float32, eager
 attention) and run the way kernelscope runs a model (see hf_logits.py); the
 two must give identical logits, which are saved as NAME.logits.npy with the
@@ -31,7 +43,16 @@ import sys
 import numpy as np
 import torch
 import transformers
-from transformers import AutoModelForCausalLM, LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config
+from safetensors.torch import save_file
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    MistralConfig,
+    MixtralConfig,
+    Qwen2Config,
+    Qwen3Config,
+    Qwen3MoeConfig,
+)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from hf_logits import run_greedy  # noqa: E402
@@ -102,6 +123,33 @@ FIXTURES = {
         dict(rope_type="default", rope_theta=1000000.0),
         17,
     ),
+    # Qwen3-MoE: 4 of 16 experts of 24 rows, weights not renormalised
+    # (norm_topk_prob false, transformers' default), the middle layer dense.
+    "qwen3-moe": (
+        Qwen3MoeConfig,
+        dict(
+            head_dim=16,
+            num_hidden_layers=3,
+            tie_word_embeddings=False,
+            attention_bias=False,
+            use_sliding_window=False,
+            num_experts=16,
+            num_experts_per_tok=4,
+            moe_intermediate_size=24,
+            norm_topk_prob=False,
+            decoder_sparse_step=1,
+            mlp_only_layers=[1],
+        ),
+        dict(rope_type="default", rope_theta=1000000.0),
+        18,
+    ),
+    # Mixtral: 2 of 8 experts of intermediate_size rows in every layer.
+    "mixtral": (
+        MixtralConfig,
+        dict(tie_word_embeddings=False, sliding_window=None, num_local_experts=8, num_experts_per_tok=2),
+        dict(rope_type="default", rope_theta=1000000.0),
+        19,
+    ),
     # YaRN (attention factor and frequency ramp).
     "llama-yarn": (
         LlamaConfig,
@@ -159,29 +207,67 @@ def old_layout(config):
     return config
 
 
-def reference(directory, prompt, max_new_tokens):
+def reference(directory, prompt, max_new_tokens, routing=None):
     model = AutoModelForCausalLM.from_pretrained(
         directory, dtype=torch.float32, attn_implementation="eager"
     )
     model.eval()
+    hooks = []
+    if routing is not None:
+        # Each router returns (logits, weights, indices); one list of k ids
+        # per sparse layer per row, rows in the order the reference runs them.
+        for index, layer in enumerate(model.model.layers):
+            router = getattr(layer.mlp, "gate", None)
+            if router is None or not hasattr(router, "top_k"):
+                continue
+
+            def record(module, inputs, output, index=index):
+                routing.setdefault(index, []).extend(output[2].reshape(-1, module.top_k).tolist())
+
+            hooks.append(router.register_forward_hook(record))
     with torch.no_grad():
-        return run_greedy(model, prompt, max_new_tokens, "cpu")
+        result = run_greedy(model, prompt, max_new_tokens, "cpu")
+    for hook in hooks:
+        hook.remove()
+    return result
+
+
+def is_sparse(model):
+    return any(hasattr(getattr(layer.mlp, "gate", None), "top_k") for layer in model.model.layers)
+
+
+def write_stacked(model, config_directory, out):
+    """The model's state dict as transformers 5 holds it, stacked experts and all."""
+    os.makedirs(out)
+    state = {name: tensor.contiguous() for name, tensor in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    save_file(state, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    shutil.copy(os.path.join(config_directory, "config.json"), os.path.join(out, "config.json"))
 
 
 def make(out, name, config_class, extra, rope, seed):
-    config = config_class(**SMALL, **extra, rope_parameters=rope)
+    config = config_class(**{**SMALL, **extra}, rope_parameters=rope)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     randomize(model, seed)
+    sparse = is_sparse(model)
+    f32 = os.path.join(out, name, "f32")
+    shutil.rmtree(f32, ignore_errors=True)
+    if sparse:
+        model.save_pretrained(f32, max_shard_size="100MB")
     model = model.to(torch.bfloat16)
     new = os.path.join(out, name, "new")
     old = os.path.join(out, name, "old")
-    for directory in (new, old):
+    stacked = os.path.join(out, name, "stacked")
+    for directory in (new, old, stacked):
         shutil.rmtree(directory, ignore_errors=True)
     model.save_pretrained(new, max_shard_size="40KB")
     model.save_pretrained(old, max_shard_size="100MB")
+    if sparse:
+        write_stacked(model, new, stacked)
     for extra_file in ("generation_config.json",):
-        for directory in (new, old):
+        for directory in (new, old, f32):
             path = os.path.join(directory, extra_file)
             if os.path.exists(path):
                 os.remove(path)
@@ -193,10 +279,26 @@ def make(out, name, config_class, extra, rope, seed):
 
     generator = torch.Generator().manual_seed(seed)
     prompt = torch.randint(3, SMALL["vocab_size"], (6,), generator=generator).tolist()
-    logits_new, generated_new = reference(new, prompt, 10)
+    routing = {} if sparse else None
+    logits_new, generated_new = reference(new, prompt, 10, routing)
     logits_old, generated_old = reference(old, prompt, 10)
     if not torch.equal(logits_new, logits_old) or generated_new != generated_old:
         raise SystemExit(f"{name}: the two layouts load differently in transformers")
+    if sparse:
+        logits_stacked, generated_stacked = reference(stacked, prompt, 10)
+        if not torch.equal(logits_new, logits_stacked) or generated_new != generated_stacked:
+            raise SystemExit(f"{name}: the stacked layout loads differently in transformers")
+        logits_f32, generated_f32 = reference(f32, prompt, 10)
+        np.save(
+            os.path.join(out, f"{name}.f32.logits.npy"),
+            np.ascontiguousarray(logits_f32.numpy(), dtype="<f4"),
+        )
+        with open(os.path.join(out, f"{name}.f32.tokens.json"), "w", encoding="utf-8") as f:
+            json.dump({"prompt": prompt, "generated": generated_f32}, f)
+            f.write("\n")
+        with open(os.path.join(out, f"{name}.routing.json"), "w", encoding="utf-8") as f:
+            json.dump({"layers": {str(layer): ids for layer, ids in sorted(routing.items())}}, f)
+            f.write("\n")
     np.save(
         os.path.join(out, f"{name}.logits.npy"),
         np.ascontiguousarray(logits_new.numpy(), dtype="<f4"),
@@ -219,16 +321,21 @@ def main():
     for name in names:
         make(args.out, name, *FIXTURES[name])
     # With --only, the fixtures already listed stay listed (their files are
-    # untouched); the versions are this run's.
+    # untouched) with the versions that made them; the new ones get this run's.
     manifest_path = os.path.join(args.out, "manifest.json")
-    listed = []
+    earlier = {}
     if args.only and os.path.exists(manifest_path):
         with open(manifest_path, encoding="utf-8") as f:
-            listed = json.load(f).get("fixtures", [])
+            earlier = json.load(f)
+    listed = earlier.get("fixtures", [])
+    versions = earlier.get("versions") or {
+        name: {"torch": earlier.get("torch"), "transformers": earlier.get("transformers")} for name in listed
+    }
+    for name in names:
+        versions[name] = {"torch": torch.__version__, "transformers": transformers.__version__}
     manifest = {
-        "torch": torch.__version__,
-        "transformers": transformers.__version__,
         "fixtures": listed + [name for name in names if name not in listed],
+        "versions": versions,
         "command": "python3 tools/reference/make_fixtures.py --out crates/model/tests/fixtures/hf",
     }
     with open(os.path.join(args.out, "manifest.json"), "w", encoding="utf-8") as f:

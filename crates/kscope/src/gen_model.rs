@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use kernelscope::DType;
 use kernelscope_model::gguf_export::{GgufFileType, write_gguf};
-use kernelscope_model::{SyntheticOptions, preset, synthetic};
+use kernelscope_model::{ExpertLayout, SyntheticOptions, preset, synthetic};
 
 use crate::model_args::parse_weight_dtype;
 
@@ -18,7 +18,7 @@ use crate::model_args::parse_weight_dtype;
 #[derive(Args, Debug)]
 #[command(allow_negative_numbers = true)]
 pub struct GenModelArgs {
-    /// The preset shape (tiny, tiny-qwen2, tiny-qwen3, tiny-llama3, tiny-256, qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, qwen3-8b, llama-3.1-8b, tinyllama-1.1b, llama-3-70b).
+    /// The preset shape (tiny, tiny-qwen2, tiny-qwen3, tiny-qwen3-moe, tiny-mixtral, tiny-llama3, tiny-256, qwen2.5-0.5b, llama-3.2-1b, llama-3-8b, qwen3-8b, qwen3-30b-a3b, llama-3.1-8b, tinyllama-1.1b, mixtral-8x7b, llama-3-70b).
     #[arg(long)]
     pub preset: String,
     /// Output directory (created if needed), or a GGUF file (a name ending
@@ -48,9 +48,31 @@ pub struct GenModelArgs {
     /// logits near 2.6, as trained models have.
     #[arg(long, value_name = "S", default_value_t = 1.0, value_parser = parse_scale)]
     pub embedding_scale: f32,
+    /// How a mixture-of-experts preset's experts are written: per-expert
+    /// (one tensor per expert, as on the Hub and as transformers'
+    /// save_pretrained writes them) or stacked (`mlp.experts.gate_up_proj`
+    /// and `down_proj`, as transformers 5 holds them in memory).
+    #[arg(long, value_name = "LAYOUT", default_value = "per-expert", value_parser = parse_expert_layout)]
+    pub expert_layout: ExpertLayout,
+    /// Write config.json only, no weights: for a reference framework to
+    /// build the same shape with weights of its own (a benchmark of a model
+    /// too large to write twice, as `hf_bench.py --random-weights`).
+    #[arg(long)]
+    pub config_only: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// An `--expert-layout` value.
+fn parse_expert_layout(text: &str) -> Result<ExpertLayout, String> {
+    match text {
+        "per-expert" => Ok(ExpertLayout::PerExpert),
+        "stacked" => Ok(ExpertLayout::Stacked),
+        other => Err(format!(
+            "`{other}` is not an expert layout (per-expert or stacked)"
+        )),
+    }
 }
 
 /// An `--embedding-scale` value: finite and above 0.
@@ -184,13 +206,20 @@ pub fn run(args: GenModelArgs) -> Result<ExitCode> {
         bail!("--embedding-scale applies to GGUF files: give --out a name ending in .gguf");
     }
     check_target(&args.out, args.force)?;
+    if args.config_only {
+        std::fs::create_dir_all(&args.out)?;
+        let path = args.out.join("config.json");
+        std::fs::write(&path, config.to_json(synthetic::torch_dtype(args.dtype)))?;
+        println!("wrote {} ({} config, no weights)", path.display(), args.preset);
+        return Ok(ExitCode::SUCCESS);
+    }
     let weights = args.out.join("model.safetensors");
     let options = SyntheticOptions {
         dtype: args.dtype,
         seed: args.seed,
         quiet: args.quiet,
     };
-    synthetic::write_checkpoint(&config, &args.out, options)?;
+    synthetic::write_checkpoint_in(&config, &args.out, options, args.expert_layout)?;
     let bytes = std::fs::metadata(&weights).map(|m| m.len()).unwrap_or(0);
     println!(
         "wrote {}: config.json + model.safetensors ({} tensors, {:.1} MB, {} weights, seed {}, fnv1a64 {:016x})",

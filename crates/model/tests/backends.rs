@@ -76,6 +76,8 @@ fn matches_the_cpu_over_64_steps(backend: Backend) {
         ("tiny-qwen2", 2),
         ("tiny-llama3", 3),
         ("tiny-qwen3", 4),
+        ("tiny-qwen3-moe", 5),
+        ("tiny-mixtral", 6),
     ] {
         // The default path, up to the first token the two backends choose
         // differently (after it, they run different sequences).
@@ -121,13 +123,17 @@ fn graph_replay_equals_eager(backend: Backend) {
     let Some(device) = backend.device(DeviceOptions::new()) else {
         return;
     };
-    let eager = run(&device, "tiny-qwen2", 7, false, 24);
-    let graph = run(&device, "tiny-qwen2", 7, true, 24);
-    assert_eq!(graph.generated, eager.generated);
-    assert_eq!(
-        graph.logits, eager.logits,
-        "same kernels, same inputs: identical logits"
-    );
+    // A sparse model's experts read their ids from device memory, so its
+    // step replays as one graph too.
+    for preset in ["tiny-qwen2", "tiny-qwen3-moe", "tiny-mixtral"] {
+        let eager = run(&device, preset, 7, false, 24);
+        let graph = run(&device, preset, 7, true, 24);
+        assert_eq!(graph.generated, eager.generated, "{preset}");
+        assert_eq!(
+            graph.logits, eager.logits,
+            "{preset}: same kernels, same inputs: identical logits"
+        );
+    }
 }
 
 /// Graphs whose kernels launch early (programmatic dependent launch: each
@@ -186,6 +192,8 @@ fn fused_graph_path_equals_unfused_eager_path(backend: Backend) {
         ("tiny-qwen2", 2),
         ("tiny-llama3", 3),
         ("tiny-qwen3", 4),
+        ("tiny-qwen3-moe", 5),
+        ("tiny-mixtral", 6),
     ] {
         let mut generations = Vec::new();
         for (fusion, mode) in [(false, ExecutionMode::Eager), (true, ExecutionMode::Graph)] {

@@ -7,7 +7,7 @@
 use kernelscope::testing::Backend;
 use kernelscope::{Buffer, DType, DeviceOptions};
 use kernelscope_model::synthetic::{encode, tensor_values_in};
-use kernelscope_model::{Parallel, Partition, SyntheticOptions, Weights, preset};
+use kernelscope_model::{FeedForward, Parallel, Partition, SyntheticOptions, Weights, preset};
 
 /// The buffer's bytes (every tensor here has an even number of 16-bit elements).
 fn bytes(buffer: &Buffer) -> Vec<u8> {
@@ -58,11 +58,14 @@ fn device_generation_matches_the_cpu_generator(backend: Backend) {
                         Parallel::SplitVocabulary,
                     )
                 };
-                for linear in [&layer.query, &layer.key, &layer.value, &layer.gate, &layer.up] {
+                let FeedForward::Dense { gate, up, down } = &layer.feed_forward else {
+                    panic!("a dense preset has a dense MLP");
+                };
+                for linear in [&layer.query, &layer.key, &layer.value, gate, up] {
                     assert_eq!(linear.parallel, outputs);
                 }
                 assert_eq!(layer.output.parallel, inputs);
-                assert_eq!(layer.down.parallel, inputs);
+                assert_eq!(down.parallel, inputs);
                 assert_eq!(weights.lm_head.parallel, vocabulary);
                 let checks: Vec<Check> = vec![
                     (
@@ -82,7 +85,7 @@ fn device_generation_matches_the_cpu_generator(backend: Backend) {
                     (
                         "model.layers.1.mlp.gate_proj.weight",
                         vec![config.intermediate_size, hidden],
-                        &layer.gate.weight,
+                        &gate.weight,
                         rows(partition.intermediate.clone(), hidden),
                     ),
                     (

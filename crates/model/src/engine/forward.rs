@@ -93,6 +93,7 @@ impl Forward<'_> {
                 .clone()
                 .map(|padded| (padded, state.logits.clone())),
             positions: (state.step.clone(), POSITION_SLOT),
+            experts: state.experts.clone(),
         }
     }
 

@@ -143,7 +143,14 @@ impl Forward<'_> {
                 _ => None,
             })
             .collect();
+        // The fused kernel never stores the norm: a later reader of it
+        // (a sparse layer's experts, after the router) needs it stored.
+        let read_later = rest[readers.len()..]
+            .iter()
+            .take_while(|step| !matches!(step, Step::Norm { .. }))
+            .any(|step| matches!(step, Step::ExpertsGateUp { .. }));
         if !(1..=3).contains(&readers.len())
+            || read_later
             || !readers.iter().all(|(linear, _)| self.fuses_as_output(linear))
         {
             return Ok(0);

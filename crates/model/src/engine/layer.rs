@@ -11,10 +11,11 @@ use kernelscope::ops::WeightFormat;
 use kernelscope::ops::norm_matvec;
 use kernelscope::{Buffer, CommandEncoder, DType};
 
+use super::experts::ExpertBuffers;
 use super::forward::Forward;
 use crate::error::Result;
 use crate::linear::{Linear, Parallel};
-use crate::weights::LayerWeights;
+use crate::weights::{ExpertWeights, FeedForward, LayerWeights};
 
 /// An activation buffer a step reads or writes (see [`Activations`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,6 +30,8 @@ pub(super) enum Slot {
     Up,
     Activated,
     Logits,
+    /// A sparse layer's router logits.
+    RouterLogits,
 }
 
 /// How a pass's rows reach the kernels.
@@ -71,6 +74,8 @@ pub(super) struct Activations {
     /// Where the kernels read each row's position: a u32 buffer and the
     /// index of the first row's.
     pub positions: (Buffer, usize),
+    /// A sparse model's router and expert buffers.
+    pub experts: Option<ExpertBuffers>,
 }
 
 impl Activations {
@@ -88,6 +93,15 @@ impl Activations {
             Slot::Logits => self.logits.as_ref().ok_or_else(|| {
                 crate::error::ModelError::InvalidInput("a pass without logits was asked for them".into())
             })?,
+            Slot::RouterLogits => self
+                .experts
+                .as_ref()
+                .map(|experts| &experts.router_logits)
+                .ok_or_else(|| {
+                    crate::error::ModelError::InvalidInput(
+                        "a pass without expert buffers was asked for router logits".into(),
+                    )
+                })?,
         })
     }
 
@@ -132,6 +146,19 @@ pub(super) enum Step<'w> {
     SiluMul,
     /// `hidden += projected`.
     AddResidual,
+    /// A sparse layer's choice: the router logits to each row's experts
+    /// and their weights, on the device.
+    Route { layer: usize },
+    /// The chosen experts' gate/up + SiLU·mul over `normed`.
+    ExpertsGateUp {
+        layer: usize,
+        experts: &'w ExpertWeights,
+    },
+    /// The chosen experts' down projections, weighted into `hidden`.
+    ExpertsDown {
+        layer: usize,
+        experts: &'w ExpertWeights,
+    },
 }
 
 /// The profiler's scope of a group of steps.
@@ -154,8 +181,9 @@ impl Scope {
 
 /// A Llama-family decoder layer: pre-norm attention with RoPE and a KV
 /// cache (each head of q and k normalised before RoPE where the layer has
-/// those norms, as Qwen3's), then a pre-norm SiLU-gated MLP, each added
-/// into the residual stream.
+/// those norms, as Qwen3's), then a pre-norm SiLU-gated MLP (or, in a
+/// sparse layer, the router and the chosen experts), each added into the
+/// residual stream.
 pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> LayerSteps<'_> {
     use Slot::*;
     let linear = |linear, input, output| Step::Linear {
@@ -175,7 +203,7 @@ pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> LayerSteps<
         linear(&weights.key, Normed, Key),
         linear(&weights.value, Normed, Value),
     ];
-    let rest = [
+    let attention_rest = [
         Step::Rope { target: Query },
         Step::Rope { target: Key },
         Step::AppendKeyValue { layer },
@@ -186,12 +214,26 @@ pub(super) fn decoder_layer(layer: usize, weights: &LayerWeights) -> LayerSteps<
         Step::Norm {
             weight: &weights.post_attention_norm,
         },
-        linear(&weights.gate, Normed, Gate),
-        linear(&weights.up, Normed, Up),
-        Step::SiluMul,
-        linear(&weights.down, Activated, Projected),
-        Step::AddResidual,
     ];
+    let feed_forward = match &weights.feed_forward {
+        FeedForward::Dense { gate, up, down } => [
+            Some(linear(gate, Normed, Gate)),
+            Some(linear(up, Normed, Up)),
+            Some(Step::SiluMul),
+            Some(linear(down, Activated, Projected)),
+            Some(Step::AddResidual),
+        ],
+        FeedForward::Experts(experts) => [
+            Some(linear(&experts.router, Normed, RouterLogits)),
+            Some(Step::Route { layer }),
+            Some(Step::ExpertsGateUp { layer, experts }),
+            Some(Step::ExpertsDown { layer, experts }),
+            None,
+        ],
+    };
+    let rest = attention_rest
+        .into_iter()
+        .chain(feed_forward.into_iter().flatten());
     // In place, not collected: eager decode encodes every layer each token.
     let mut steps = LayerSteps {
         steps: [Step::AddResidual; MOST_LAYER_STEPS],
@@ -344,6 +386,13 @@ impl Forward<'_> {
             Step::AddResidual => {
                 ops.add_residual
                     .encode(encoder, &activations.hidden, &activations.projected)?
+            }
+            Step::Route { layer } => self.encode_route(encoder, layer, activations)?,
+            Step::ExpertsGateUp { layer, experts } => {
+                self.encode_experts_gate_up(encoder, layer, experts, activations)?
+            }
+            Step::ExpertsDown { layer, experts } => {
+                self.encode_experts_down(encoder, layer, experts, activations)?
             }
         }
         Ok(())

@@ -22,6 +22,7 @@
 
 mod construct;
 mod execution;
+mod experts;
 mod forward;
 mod fusion;
 mod generation;
@@ -273,6 +274,23 @@ impl Model {
             |shard| shard.step(token, position, phase, sampling, uniform),
             |_, shard| shard.step(token, position, phase, sampling, uniform),
         )
+    }
+
+    /// The experts each layer chose at the last step, read back
+    /// (`[layers][k]`, largest weight first; empty for a dense layer), or
+    /// `None` for a model without experts.
+    pub fn routing(&self) -> Result<Option<Vec<Vec<u32>>>> {
+        let shard = &self.shards[0];
+        let Some(buffers) = &shard.state.experts else {
+            return Ok(None);
+        };
+        let mut routing = buffers.read_first_row(shard.weights.layers.len())?;
+        for (chosen, layer) in routing.iter_mut().zip(&shard.weights.layers) {
+            if matches!(layer.feed_forward, crate::weights::FeedForward::Dense { .. }) {
+                chosen.clear();
+            }
+        }
+        Ok(Some(routing))
     }
 
     /// The logits of the last step (one host-device copy).

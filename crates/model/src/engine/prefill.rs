@@ -58,6 +58,8 @@ pub(crate) struct PrefillBuffers {
     /// `[ranks, capacity × vocabulary_stride]` f32: every rank's `logits`,
     /// gathered, when the model is split and every row's logits are asked for.
     pub gathered_logits: Option<Buffer>,
+    /// A sparse model's router and expert buffers, `capacity` rows.
+    pub experts: Option<super::experts::ExpertBuffers>,
 }
 
 impl PrefillBuffers {
@@ -96,6 +98,13 @@ impl PrefillBuffers {
             } else {
                 None
             },
+            experts: config
+                .experts
+                .as_ref()
+                .map(|experts| {
+                    super::experts::ExpertBuffers::new(device, experts, config.num_layers, capacity)
+                })
+                .transpose()?,
         })
     }
 
@@ -187,6 +196,10 @@ impl Forward<'_> {
             // are in place (below).
             gather: None,
             positions: (chunk.positions.clone(), 0),
+            experts: match (&chunk.experts, &config.experts) {
+                (Some(buffers), Some(experts)) => Some(buffers.rows(experts, rows)?),
+                _ => None,
+            },
         };
 
         encoder.set_scope("embed");

@@ -46,7 +46,10 @@ impl Shard {
         communicator: Option<&kernelscope::Communicator>,
     ) -> Result<Shard> {
         let config = partition.local_config(config);
-        let ops = Ops::new(device, weights.dtype, &weights.formats(), partition, communicator)?;
+        let mut ops = Ops::new(device, weights.dtype, &weights.formats(), partition, communicator)?;
+        if let Some(experts) = &config.experts {
+            ops.experts = Some(super::experts::ExpertOps::new(device, weights.dtype, experts)?);
+        }
         let state = State::new(&config, &ops.partition, device)?;
         Ok(Shard {
             config,

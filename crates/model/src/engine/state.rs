@@ -87,6 +87,8 @@ pub(crate) struct Ops {
     pub partition: Partition,
     /// The collectives, when the model is split over several ranks.
     pub collectives: Option<Collectives>,
+    /// A sparse model's router and expert kernels.
+    pub experts: Option<super::experts::ExpertOps>,
 }
 
 /// The weight formats a model holds beyond its dense dtype.
@@ -215,6 +217,7 @@ impl Ops {
             fusion: true,
             partition,
             collectives,
+            experts: None,
         })
     }
 
@@ -337,6 +340,8 @@ pub(crate) struct State {
     pub value_cache: Vec<Buffer>,
     /// Positions the caches hold.
     pub context: usize,
+    /// A sparse model's router and expert buffers for one position.
+    pub experts: Option<super::experts::ExpertBuffers>,
 }
 
 impl State {
@@ -381,6 +386,11 @@ impl State {
             key_cache: Vec::new(),
             value_cache: Vec::new(),
             context: 0,
+            experts: config
+                .experts
+                .as_ref()
+                .map(|experts| super::experts::ExpertBuffers::new(device, experts, config.num_layers, 1))
+                .transpose()?,
         })
     }
 }

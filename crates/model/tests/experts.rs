@@ -1,0 +1,157 @@
+//! Mixture-of-experts models end to end on the CPU: the sparse presets
+//! written as checkpoints in both expert layouts load to the very model
+//! the preset makes in memory; their configs round-trip through
+//! `config.json`; and what the engine does not implement is refused by name.
+
+use std::path::Path;
+
+use kernelscope::{DType, Device};
+use kernelscope_model::{
+    Config, ExpertLayout, GenerationRequest, LoadOptions, Model, SyntheticOptions, preset, synthetic,
+};
+
+fn options(seed: u64) -> SyntheticOptions {
+    SyntheticOptions {
+        dtype: DType::BF16,
+        seed,
+        quiet: true,
+    }
+}
+
+fn generate(model: &mut Model) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let generation = model
+        .generate(&GenerationRequest {
+            stop_at_eos: false,
+            keep_logits: true,
+            ..GenerationRequest::new(&[3, 77, 1500, 9], 6)
+        })
+        .unwrap();
+    (generation.generated, generation.logits)
+}
+
+#[test]
+fn written_sparse_checkpoints_in_either_layout_are_the_in_memory_preset() {
+    let device = Device::cpu();
+    for (name, seed) in [("tiny-qwen3-moe", 21), ("tiny-mixtral", 22)] {
+        let mut in_memory = Model::from_preset(name, &device, options(seed)).unwrap();
+        let expected = generate(&mut in_memory);
+        for layout in [ExpertLayout::PerExpert, ExpertLayout::Stacked] {
+            let directory =
+                std::env::temp_dir().join(format!("kscope-experts-{name}-{layout:?}-{}", std::process::id()));
+            let config = preset(name).unwrap();
+            synthetic::write_checkpoint_in(&config, &directory, options(seed), layout).unwrap();
+            let mut loaded = Model::load(&directory, &device, LoadOptions { quiet: true })
+                .unwrap_or_else(|error| panic!("{name} {layout:?}: {error}"));
+            assert_eq!(
+                loaded.config(),
+                &config,
+                "{name} {layout:?}: config.json round trip"
+            );
+            let got = generate(&mut loaded);
+            assert_eq!(got.0, expected.0, "{name} {layout:?}: tokens");
+            assert_eq!(got.1, expected.1, "{name} {layout:?}: identical logits");
+            std::fs::remove_dir_all(&directory).unwrap();
+        }
+    }
+}
+
+#[test]
+fn sparse_presets_read_only_their_chosen_experts_per_token() {
+    for name in ["tiny-qwen3-moe", "qwen3-30b-a3b", "mixtral-8x7b"] {
+        let config = preset(name).unwrap();
+        let experts = config.experts.as_ref().unwrap();
+        let per_expert = 3 * experts.intermediate_size * config.hidden_size;
+        let idle = experts.sparse_layer_count() * (experts.count - experts.per_token) * per_expert;
+        let embedding = config.vocab_size * config.hidden_size;
+        assert_eq!(
+            config.weight_elements_per_token(),
+            config.parameter_count() - embedding + config.hidden_size - idle
+                + if config.tie_word_embeddings { embedding } else { 0 },
+            "{name}"
+        );
+    }
+    // Qwen3-30B-A3B: about 30.5 billion parameters, 3.3 billion active.
+    let config = preset("qwen3-30b-a3b").unwrap();
+    assert!((30.0e9..31.0e9).contains(&(config.parameter_count() as f64)));
+    assert!((3.0e9..3.6e9).contains(&(config.weight_elements_per_token() as f64)));
+}
+
+fn parse(text: &str) -> Result<Config, String> {
+    Config::from_json(text, Path::new("config.json")).map_err(|error| error.to_string())
+}
+
+/// A small Qwen3-MoE config with `extra` fields set over it.
+fn qwen3_moe(extra: &str) -> String {
+    format!(
+        r#"{{"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "vocab_size": 64,
+        "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 3, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 256,
+        "num_experts": 16, "num_experts_per_tok": 4, "moe_intermediate_size": 24 {extra}}}"#
+    )
+}
+
+#[test]
+fn moe_configs_read_as_transformers_reads_them_and_refuse_what_is_not_implemented() {
+    let config = parse(&qwen3_moe(r#", "mlp_only_layers": [1], "norm_topk_prob": true"#)).unwrap();
+    let experts = config.experts.as_ref().unwrap();
+    assert_eq!(
+        (experts.count, experts.per_token, experts.intermediate_size),
+        (16, 4, 24)
+    );
+    assert!(experts.normalize_weights);
+    assert_eq!(experts.sparse_layers, vec![true, false, true]);
+    assert!(config.qk_norm, "Qwen3-MoE normalises q and k per head");
+    // decoder_sparse_step 2: layers 1, 3, ... are sparse.
+    let stepped = parse(&qwen3_moe(r#", "decoder_sparse_step": 2"#)).unwrap();
+    assert_eq!(stepped.experts.unwrap().sparse_layers, vec![false, true, false]);
+    // transformers 5 writes Qwen3-MoE's count as num_local_experts.
+    let modern = parse(&qwen3_moe("").replace("\"num_experts\"", "\"num_local_experts\"")).unwrap();
+    assert_eq!(modern.experts.unwrap().count, 16);
+
+    for (extra, named) in [
+        (r#", "num_local_experts": 8"#, "disagree"),
+        (r#", "num_experts_per_tok": 17"#, "num_experts_per_tok"),
+        (r#", "mlp_only_layers": [3]"#, "mlp_only_layers"),
+        (
+            r#", "shared_expert_intermediate_size": 64"#,
+            "shared_expert_intermediate_size",
+        ),
+        (r#", "n_group": 4"#, "n_group"),
+        (r#", "routed_scaling_factor": 2.5"#, "routed_scaling_factor"),
+    ] {
+        let error = parse(&qwen3_moe(extra)).expect_err(extra);
+        assert!(error.contains(named), "{extra}: {error}");
+        assert!(!error.contains('\n'), "one line: {error}");
+    }
+    // A dense family that names experts is not what it claims to be.
+    let dense = r#"{"architectures": ["LlamaForCausalLM"], "vocab_size": 64, "hidden_size": 32,
+        "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "max_position_embeddings": 256, "num_local_experts": 8}"#;
+    assert!(parse(dense).unwrap_err().contains("num_local_experts"));
+    // Mixtral: every layer sparse, weights renormalised, no attention biases.
+    let mixtral = r#"{"architectures": ["MixtralForCausalLM"], "vocab_size": 64, "hidden_size": 32,
+        "intermediate_size": 48, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "max_position_embeddings": 256, "num_local_experts": 8, "num_experts_per_tok": 2}"#;
+    let config = parse(mixtral).unwrap();
+    let experts = config.experts.unwrap();
+    assert_eq!(
+        (experts.count, experts.per_token, experts.intermediate_size),
+        (8, 2, 48)
+    );
+    assert!(experts.normalize_weights && experts.sparse_layers == vec![true, true]);
+    let biased = mixtral.replace(
+        "\"num_local_experts\"",
+        "\"attention_bias\": true, \"num_local_experts\"",
+    );
+    assert!(parse(&biased).unwrap_err().contains("attention_bias"));
+}
+
+#[test]
+fn a_sparse_model_is_refused_above_one_rank_by_name() {
+    let devices = [Device::cpu(), Device::cpu()];
+    let error = Model::from_preset_split("tiny-mixtral", &devices, options(1))
+        .err()
+        .expect("splitting experts is not implemented")
+        .to_string();
+    assert!(error.contains("experts"), "{error}");
+}
