@@ -41,6 +41,7 @@ pub mod kv_append;
 pub mod matmul;
 pub mod matvec;
 pub mod moe_experts;
+pub mod moe_group;
 pub mod moe_route;
 pub mod norm_matvec;
 pub mod prefill_attention;
@@ -86,6 +87,7 @@ pub fn registry() -> KernelRegistry {
     quantized_linear::register(&mut registry);
     head_norm::register(&mut registry);
     moe_experts::register(&mut registry);
+    moe_group::register(&mut registry);
     moe_route::register(&mut registry);
     rms_norm::register(&mut registry);
     rope::register(&mut registry);

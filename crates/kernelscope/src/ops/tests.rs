@@ -8,7 +8,7 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 28] = [
+const DECLARED: [(&str, &str, &[Argument]); 31] = [
     ("add", "add", super::add::ARGUMENTS),
     ("argmax", "argmax", super::argmax::ARGUMENTS),
     ("attention", "attention", super::attention::ARGUMENTS),
@@ -32,6 +32,13 @@ const DECLARED: [(&str, &str, &[Argument]); 28] = [
     ("moe_route", "moe_route", super::moe_route::ARGUMENTS),
     ("moe_experts", "gate_up", super::moe_experts::gate_up::ARGUMENTS),
     ("moe_experts", "down", super::moe_experts::down::ARGUMENTS),
+    (
+        "moe_experts",
+        "norm_gate_up",
+        super::moe_experts::norm_gate_up::ARGUMENTS,
+    ),
+    ("moe_group", "gather", super::moe_group::gather::ARGUMENTS),
+    ("moe_group", "combine", super::moe_group::combine::ARGUMENTS),
     ("rms_norm", "rms_norm", super::rms_norm::ARGUMENTS),
     ("rope", "rope", super::rope::ARGUMENTS),
     ("rope_append", "rope_append", super::rope_append::ARGUMENTS),

@@ -17,6 +17,7 @@ mod head_norm;
 mod helpers;
 mod matmul;
 mod moe_experts;
+mod moe_group;
 mod moe_route;
 mod rms_norm;
 mod rope;

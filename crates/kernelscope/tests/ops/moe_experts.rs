@@ -1,12 +1,13 @@
 //! The expert kernels against a reference written here in f64, for every
-//! weight dtype, x in f32 and in the weights' dtype, Mixtral's 2 of 8,
+//! weight dtype, x in f32, in the weights' dtype and RMS-normalised in the
+//! kernel, Mixtral's 2 of 8,
 //! Qwen3-MoE's 8 of 128 and odd shapes (rows not a whole number of 16-byte
 //! chunks take the scalar path), at 1, 3 and 17 rows, with three kinds of
 //! choice: random (most experts get no row), every row on the same experts,
 //! and an id past the last expert (which must contribute nothing). Outputs
 //! are poisoned first; the residual add keeps what `hidden` held.
 
-use kernelscope::ops::moe_experts::{MoeDownAdd, MoeGateUp};
+use kernelscope::ops::moe_experts::{MoeDownAdd, MoeGateUp, MoeNormGateUp};
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
 use kernelscope::{DType, OpKind, Primitive, ops};
@@ -70,6 +71,7 @@ fn moe_experts_match_reference(backend: Backend) {
     let registry = ops::registry();
     for dtype in WEIGHT_DTYPES {
         let gate_up = MoeGateUp::new(&registry, &device, dtype).unwrap();
+        let norm_gate_up = MoeNormGateUp::new(&registry, &device, dtype).unwrap();
         let down_add = MoeDownAdd::new(&registry, &device, dtype).unwrap();
         for (experts, k, expert_rows, hidden) in [(8, 2, 40, 64), (128, 8, 24, 256), (16, 4, 13, 37)] {
             let seed = (experts * 1000 + expert_rows * 10 + hidden) as u64;
@@ -88,21 +90,8 @@ fn moe_experts_match_reference(backend: Backend) {
                     let ids = device.buffer_from_slice(&chosen, &[rows, k]).unwrap();
                     let routing_weights = random(seed + 3, rows * k, 0.05, 1.0);
                     let weights_buffer = device.buffer_from_slice(&routing_weights, &[rows, k]).unwrap();
-                    for narrow in [false, true] {
-                        let x_dtype = if narrow { dtype } else { DType::F32 };
-                        let (x, x_exact) = weights(
-                            &device,
-                            x_dtype,
-                            &random(seed + 4, rows * hidden, -1.0, 1.0),
-                            &[rows, hidden],
-                        );
-                        let activated = poisoned(&device, &[rows * k, expert_rows]);
-                        let mut encoder = device.command_encoder();
-                        gate_up
-                            .encode(&mut encoder, &x, &ids, &gate, &up, &activated)
-                            .unwrap();
-                        encoder.commit_and_wait().unwrap();
-                        let got = activated.to_vec::<f32>().unwrap();
+                    // The reference of gate/up over inputs `x_exact` [rows, hidden].
+                    let reference = |x_exact: &[f64]| {
                         let mut expected = Vec::new();
                         let mut magnitude = Vec::new();
                         for (slot, &expert) in chosen.iter().enumerate() {
@@ -125,12 +114,37 @@ fn moe_experts_match_reference(backend: Backend) {
                                 magnitude.push(size * (1.0 + u.abs() + g.abs()));
                             }
                         }
-                        assert_within(
-                            &got,
-                            &expected,
-                            &magnitude,
-                            &format!("gate_up {what} narrow {narrow}"),
-                        );
+                        (expected, magnitude)
+                    };
+                    for variant in ["wide", "narrow", "normed"] {
+                        let x_dtype = if variant == "narrow" { dtype } else { DType::F32 };
+                        let x_values = random(seed + 4, rows * hidden, -1.0, 1.0);
+                        let (x, mut x_exact) = weights(&device, x_dtype, &x_values, &[rows, hidden]);
+                        let activated = poisoned(&device, &[rows * k, expert_rows]);
+                        let mut encoder = device.command_encoder();
+                        if variant == "normed" {
+                            let (norm, norm_exact) =
+                                weights(&device, dtype, &random(seed + 7, hidden, 0.5, 1.5), &[hidden]);
+                            let eps = 1e-5;
+                            norm_gate_up
+                                .encode(&mut encoder, &x, &norm, &ids, &gate, &up, &activated, eps)
+                                .unwrap();
+                            for row in x_exact.chunks_mut(hidden) {
+                                let mean_square = row.iter().map(|v| v * v).sum::<f64>() / hidden as f64;
+                                let scale = 1.0 / (mean_square + f64::from(eps)).sqrt();
+                                for (value, weight) in row.iter_mut().zip(&norm_exact) {
+                                    *value *= scale * weight;
+                                }
+                            }
+                        } else {
+                            gate_up
+                                .encode(&mut encoder, &x, &ids, &gate, &up, &activated)
+                                .unwrap();
+                        }
+                        encoder.commit_and_wait().unwrap();
+                        let got = activated.to_vec::<f32>().unwrap();
+                        let (expected, magnitude) = reference(&x_exact);
+                        assert_within(&got, &expected, &magnitude, &format!("gate_up {what} {variant}"));
                     }
                     // Down: the activations as the reference holds them.
                     let activated_values = random(seed + 5, rows * k * expert_rows, -1.0, 1.0);

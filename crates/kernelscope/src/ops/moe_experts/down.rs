@@ -23,10 +23,26 @@ kernel_arguments! {
     EXPERT_ROWS: "expert_rows" U32,
     EXPERTS: "experts" U32,
     K: "k" U32,
+    SLICES: "slices" U32,
 }
 
 /// Blocks along the hidden rows at most (the kernel walks the rest).
 const MOST_BLOCKS: usize = 4096;
+
+/// Warps the kernel should have in all for its loads to keep the memory
+/// busy (about 62 per SM of an H100/H200): a row's k expert rows are split
+/// between several warps where output rows are fewer.
+const WARPS_WANTED: usize = 8192;
+
+/// Warps sharing one output row of `hidden_size` rows for `rows` input
+/// rows: 1, 2, 4 or 8 (a block's 8 warps hold whole rows).
+pub(crate) fn slices(hidden_size: usize, rows: usize) -> usize {
+    let wanted = WARPS_WANTED / (hidden_size * rows).max(1);
+    [8, 4, 2]
+        .into_iter()
+        .find(|&slices| wanted >= slices)
+        .unwrap_or(1)
+}
 
 /// Registers `moe_down_add_<dtype>`.
 pub(super) fn register(registry: &mut KernelRegistry) {
@@ -77,7 +93,10 @@ impl MoeDownAdd {
         expect_rows(OP, "ids", ids, DType::U32, rows, &[k])?;
         expect_rows(OP, "weights", weights, DType::F32, rows, &[k])?;
         expect_rows(OP, "activated", activated, DType::F32, rows * k, &[expert_rows])?;
-        let row_groups = hidden_size.div_ceil(THREADS as usize / 32).clamp(1, MOST_BLOCKS);
+        let slices = slices(hidden_size, rows);
+        let row_groups = (hidden_size * slices)
+            .div_ceil(THREADS as usize / 32)
+            .clamp(1, MOST_BLOCKS);
         let chosen = rows * k;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
@@ -91,6 +110,7 @@ impl MoeDownAdd {
                 .scalar(EXPERT_ROWS, expert_rows as u32)
                 .scalar(EXPERTS, experts as u32)
                 .scalar(K, k as u32)
+                .scalar(SLICES, slices as u32)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid {
                     blocks: [row_groups as u32, rows as u32, 1],

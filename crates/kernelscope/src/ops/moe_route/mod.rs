@@ -83,7 +83,8 @@ impl MoeRoute {
         expect_rows(OP, "logits", logits, DType::F32, rows, &[self.experts])?;
         expect_rows(OP, "ids", ids, DType::U32, rows, &[self.k])?;
         expect_rows(OP, "weights", weights, DType::F32, rows, &[self.k])?;
-        let threads = self.experts.next_multiple_of(32).clamp(32, 1024) as u32;
+        // A warp per row, four rows per block.
+        const ROWS_PER_BLOCK: usize = 4;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(LOGITS, logits)
@@ -95,8 +96,8 @@ impl MoeRoute {
                 .scalar(RENORMALIZE, u32::from(self.renormalize))
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid {
-                    blocks: [rows.max(1) as u32, 1, 1],
-                    threads_per_block: [threads, 1, 1],
+                    blocks: [rows.div_ceil(ROWS_PER_BLOCK).max(1) as u32, 1, 1],
+                    threads_per_block: [32 * ROWS_PER_BLOCK as u32, 1, 1],
                     shared_memory_bytes: 0,
                 })
                 .cost(
