@@ -66,6 +66,26 @@ pub enum FeedForward {
 }
 
 impl FeedForward {
+    /// Bytes of its matrices one token reads: all of a dense MLP's; of a
+    /// sparse layer's, the router and its chosen experts' share.
+    pub fn bytes_per_token(&self) -> u64 {
+        match self {
+            FeedForward::Dense { .. } => self
+                .matrices()
+                .iter()
+                .map(|(weight, _)| weight.byte_len() as u64)
+                .sum(),
+            FeedForward::Experts(experts) => {
+                let stacked: u64 = [&experts.gate, &experts.up, &experts.down]
+                    .iter()
+                    .map(|weight| weight.byte_len() as u64)
+                    .sum();
+                experts.router.weight.byte_len() as u64
+                    + stacked * experts.per_token as u64 / experts.count.max(1) as u64
+            }
+        }
+    }
+
     /// Its weight matrices, as stored.
     pub fn matrices(&self) -> Vec<(&Buffer, WeightFormat)> {
         match self {
@@ -98,6 +118,11 @@ pub struct ExpertWeights {
     pub down: Buffer,
     /// How gate, up and down store their matrices.
     pub format: WeightFormat,
+    /// Experts in each stacked buffer.
+    pub count: usize,
+    /// Experts each token is routed to: a token reads `per_token / count`
+    /// of each stacked buffer.
+    pub per_token: usize,
 }
 
 /// All weights of a model: dense in one dtype, or (from a GGUF file)
@@ -184,12 +209,15 @@ impl Weights {
                     feed_forward: if let (Some((gate, format)), Some((up, _)), Some((down, _))) =
                         (expert_gate, expert_up, expert_down)
                     {
+                        let experts = config.experts.as_ref().expect(LISTED);
                         FeedForward::Experts(ExpertWeights {
                             router: linear(LayerTensor::Router, None),
                             gate,
                             up,
                             down,
                             format,
+                            count: experts.count,
+                            per_token: experts.per_token,
                         })
                     } else {
                         FeedForward::Dense {
@@ -373,10 +401,23 @@ impl Weights {
             .chain(std::iter::once((&self.lm_head.weight, self.lm_head.format)))
     }
 
-    /// Bytes of this rank's projection matrices and LM head as they are
-    /// stored (the embedding table only where it is the tied LM head).
-    pub(crate) fn matrix_bytes(&self) -> u64 {
-        self.matrices().map(|(weight, _)| weight.byte_len() as u64).sum()
+    /// Bytes of this rank's weight matrices one token reads, as they are
+    /// stored: every projection and the LM head, of a sparse layer the
+    /// router and its chosen experts' share (the embedding table only where
+    /// it is the tied LM head).
+    pub(crate) fn matrix_bytes_per_token(&self) -> u64 {
+        let attention: u64 = self
+            .layers
+            .iter()
+            .flat_map(|layer| [&layer.query, &layer.key, &layer.value, &layer.output])
+            .map(|linear| linear.weight.byte_len() as u64)
+            .sum();
+        let feed_forward: u64 = self
+            .layers
+            .iter()
+            .map(|layer| layer.feed_forward.bytes_per_token())
+            .sum();
+        attention + feed_forward + self.lm_head.weight.byte_len() as u64
     }
 
     /// Bytes of the norms (the per-head ones too) and the biases (of rank 0's share, which holds

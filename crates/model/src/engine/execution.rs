@@ -294,7 +294,14 @@ impl Executor {
         let profiler = device.profiler();
         profiler.begin_token(Phase::Prefill);
         let encoder = &mut self.encoder;
-        match self.mode {
+        // A sparse model's chunk reads its routing back between layers to
+        // group rows by expert (grouped GEMMs): no graph can hold that.
+        let mode = if forward.ops.experts.is_some() {
+            ExecutionMode::Eager
+        } else {
+            self.mode
+        };
+        match mode {
             ExecutionMode::Eager => {
                 forward.encode_prefill(encoder, chunk, rows, context_end, logits)?;
                 if let Some(choice) = choice {

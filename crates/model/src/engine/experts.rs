@@ -4,12 +4,13 @@
 //! step needs no host sync and stays one graph launch.
 
 use kernelscope::ops::WeightFormat;
-use kernelscope::ops::moe_experts::{MoeDownAdd, MoeGateUp};
+use kernelscope::ops::moe_experts::{MoeDownAdd, MoeGateUp, MoeNormGateUp};
+use kernelscope::ops::moe_group::{MoeCombine, MoeGather, group_by_expert};
 use kernelscope::ops::moe_route::MoeRoute;
 use kernelscope::{Buffer, CommandEncoder, DType, Device};
 
 use super::forward::Forward;
-use super::layer::Activations;
+use super::layer::{Activations, PassShape, Slot, Step};
 use crate::config::Experts;
 use crate::error::{ModelError, Result};
 use crate::weights::ExpertWeights;
@@ -20,13 +21,21 @@ pub(crate) struct ExpertOps {
     pub route: MoeRoute,
     /// The chosen experts' gate/up + SiLU·mul.
     pub gate_up: MoeGateUp,
+    /// The same with the RMSNorm before it fused in (decode).
+    pub norm_gate_up: MoeNormGateUp,
     /// The chosen experts' down projections, weighted into the residual.
     pub down: MoeDownAdd,
+    /// Prefill: a chunk's rows copied into runs grouped by expert (rows in
+    /// the GEMM input's dtype).
+    pub gather: MoeGather,
+    /// Prefill: each row's expert outputs weighted into the residual.
+    pub combine: MoeCombine,
 }
 
 impl ExpertOps {
-    /// The ops for `experts` with weights of `dtype` on `device`.
-    pub fn new(device: &Device, dtype: DType, experts: &Experts) -> Result<ExpertOps> {
+    /// The ops for `experts` with weights of `dtype` on `device`, prefill's
+    /// GEMMs taking `gemm_input`.
+    pub fn new(device: &Device, dtype: DType, gemm_input: DType, experts: &Experts) -> Result<ExpertOps> {
         let registry = kernelscope::ops::registry();
         Ok(ExpertOps {
             route: MoeRoute::new(
@@ -37,7 +46,10 @@ impl ExpertOps {
                 experts.normalize_weights,
             )?,
             gate_up: MoeGateUp::new(&registry, device, dtype)?,
+            norm_gate_up: MoeNormGateUp::new(&registry, device, dtype)?,
             down: MoeDownAdd::new(&registry, device, dtype)?,
+            gather: MoeGather::new(&registry, device, gemm_input)?,
+            combine: MoeCombine::new(&registry, device)?,
         })
     }
 }
@@ -60,6 +72,26 @@ pub(crate) struct ExpertBuffers {
     capacity: usize,
     /// Experts chosen per row.
     per_token: usize,
+    /// Prefill's grouped runs, where the buffers serve a chunk.
+    grouped: Option<GroupedBuffers>,
+}
+
+/// A chunk's rows grouped by expert (`capacity · k` positions each).
+#[derive(Clone, Debug)]
+struct GroupedBuffers {
+    /// u32: the row each position copies.
+    order: Buffer,
+    /// u32: the position of each row's j-th choice.
+    position: Buffer,
+    /// `[positions, hidden]` in the GEMM input's dtype: the copied rows.
+    input: Buffer,
+    /// `[positions, expert_inter]` f32: each expert's gate and up products.
+    gate: Buffer,
+    up: Buffer,
+    /// `[positions, expert_inter]` in the GEMM input's dtype: SiLU(gate) · up.
+    activated: Buffer,
+    /// `[positions, hidden]` f32: each expert's down projection.
+    output: Buffer,
 }
 
 impl ExpertBuffers {
@@ -74,6 +106,33 @@ impl ExpertBuffers {
             rows,
             capacity: rows,
             per_token: experts.per_token,
+            grouped: None,
+        })
+    }
+
+    /// Buffers for prefill chunks of up to `capacity` rows: these and the
+    /// grouped runs of `hidden`-wide rows whose GEMM inputs are `gemm_input`.
+    pub fn for_chunks(
+        device: &Device,
+        experts: &Experts,
+        layers: usize,
+        capacity: usize,
+        hidden: usize,
+        gemm_input: DType,
+    ) -> Result<ExpertBuffers> {
+        let positions = capacity * experts.per_token;
+        let inter = experts.intermediate_size;
+        Ok(ExpertBuffers {
+            grouped: Some(GroupedBuffers {
+                order: device.alloc(DType::U32, &[positions])?,
+                position: device.alloc(DType::U32, &[positions])?,
+                input: device.alloc(gemm_input, &[positions * hidden])?,
+                gate: device.alloc(DType::F32, &[positions * inter])?,
+                up: device.alloc(DType::F32, &[positions * inter])?,
+                activated: device.alloc(gemm_input, &[positions * inter])?,
+                output: device.alloc(DType::F32, &[positions * hidden])?,
+            }),
+            ..ExpertBuffers::new(device, experts, layers, capacity)?
         })
     }
 
@@ -127,6 +186,63 @@ impl Forward<'_> {
         }
     }
 
+    /// A sparse layer's decode prologue fused: RMSNorm + the router's
+    /// mat-vec as one dispatch, the choice, then the chosen experts' gate/up
+    /// normalising x itself, so the norm is never a dispatch of its own (nor
+    /// stored). Covers four steps, or none where the weights' formats have
+    /// no such kernels.
+    pub(super) fn fuse_sparse_prologue(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [
+            Step::Norm { weight },
+            Step::Linear {
+                linear: router,
+                input: Slot::Normed,
+                output: Slot::RouterLogits,
+            },
+            Step::Route { layer },
+            Step::ExpertsGateUp {
+                layer: experts_layer,
+                experts,
+            },
+            ..,
+        ] = steps
+        else {
+            return Ok(0);
+        };
+        let dense = WeightFormat::Dense(self.weights.dtype);
+        if router.has_bias() || router.format() != dense || experts.format != dense || layer != experts_layer
+        {
+            return Ok(0);
+        }
+        let (ops, buffers) = self.expert_parts(activations)?;
+        let (x, eps) = (&activations.hidden, self.config.rms_norm_eps);
+        self.ops.linear_kernels(self.weights.dtype)?.norm_matvec.encode(
+            encoder,
+            x,
+            weight,
+            &[&router.weight],
+            &buffers.router_logits,
+            eps,
+        )?;
+        self.encode_route(encoder, *layer, activations)?;
+        ops.norm_gate_up.encode(
+            encoder,
+            x,
+            weight,
+            &buffers.ids(*layer)?,
+            &experts.gate,
+            &experts.up,
+            &buffers.activated,
+            eps,
+        )?;
+        Ok(4)
+    }
+
     /// The router's choice: its logits (already in `router_logits`) to
     /// each row's k experts and weights.
     pub(super) fn encode_route(
@@ -144,6 +260,109 @@ impl Forward<'_> {
         )?)
     }
 
+    /// A chunk's experts as GEMMs: the router's choice read back (one host
+    /// sync per sparse layer of a chunk), the rows copied into runs grouped
+    /// by expert, each expert's gate, up and down projections one GEMM over
+    /// its rows (tensor cores through cuBLASLt on CUDA), SiLU·mul once over
+    /// every run, and each row's outputs weighted into the residual. Does
+    /// the down projections too: the layer's `ExpertsDown` step is then
+    /// done (see [`Forward::experts_grouped`]).
+    fn encode_grouped_experts(
+        &self,
+        encoder: &mut CommandEncoder,
+        layer: usize,
+        experts: &ExpertWeights,
+        activations: &Activations,
+    ) -> Result<()> {
+        let (ops, buffers) = self.expert_parts(activations)?;
+        let grouped = buffers.grouped.as_ref().expect("experts_grouped checked it");
+        let config = self.config;
+        let hidden = config.hidden_size;
+        let [count, inter, _] = <[usize; 3]>::try_from(experts.gate.shape()).map_err(|_| {
+            ModelError::InvalidInput("stacked expert weights must be [experts, rows, hidden]".into())
+        })?;
+        let positions = buffers.rows * buffers.per_token;
+        encoder.commit_and_wait_labeled("prefill")?;
+        let ids: Vec<u32> = buffers.ids(layer)?.to_vec()?;
+        let (order, position, offsets) =
+            group_by_expert(&ids, buffers.per_token, count).ok_or_else(|| {
+                ModelError::InvalidInput(format!(
+                    "layer {layer}'s router chose an expert past the {count} it has"
+                ))
+            })?;
+        let order_buffer = grouped.order.slice(0, positions)?;
+        order_buffer.write_from(&order)?;
+        let position_buffer = grouped.position.slice(0, positions)?;
+        position_buffer.write_from(&position)?;
+        let run = |buffer: &Buffer, start: usize, rows: usize, width: usize| -> Result<Buffer> {
+            Ok(buffer
+                .slice(start * width, rows * width)?
+                .reshape(&[rows, width])?)
+        };
+        let matrix = |stacked: &Buffer, expert: usize, rows: usize, columns: usize| -> Result<Buffer> {
+            Ok(stacked
+                .slice(expert * rows * columns, rows * columns)?
+                .reshape(&[rows, columns])?)
+        };
+        ops.gather.encode(
+            encoder,
+            &activations.normed,
+            &order_buffer,
+            &run(&grouped.input, 0, positions, hidden)?,
+        )?;
+        let kernels = self.ops.linear_kernels(self.weights.dtype)?;
+        let active = (0..count).filter(|&e| offsets[e + 1] > offsets[e]);
+        for expert in active.clone() {
+            let (start, rows) = (offsets[expert], offsets[expert + 1] - offsets[expert]);
+            let input = run(&grouped.input, start, rows, hidden)?;
+            for (weights, output) in [(&experts.gate, &grouped.gate), (&experts.up, &grouped.up)] {
+                kernels.matmul.encode(
+                    encoder,
+                    &matrix(weights, expert, inter, hidden)?,
+                    &input,
+                    &run(output, start, rows, inter)?,
+                )?;
+            }
+        }
+        self.ops.silu_mul_narrow.encode(
+            encoder,
+            &run(&grouped.gate, 0, positions, inter)?,
+            &run(&grouped.up, 0, positions, inter)?,
+            &run(&grouped.activated, 0, positions, inter)?,
+        )?;
+        for expert in active {
+            let (start, rows) = (offsets[expert], offsets[expert + 1] - offsets[expert]);
+            kernels.matmul.encode(
+                encoder,
+                &matrix(&experts.down, expert, hidden, inter)?,
+                &run(&grouped.activated, start, rows, inter)?,
+                &run(&grouped.output, start, rows, hidden)?,
+            )?;
+        }
+        ops.combine.encode(
+            encoder,
+            &run(&grouped.output, 0, positions, hidden)?,
+            &position_buffer,
+            &buffers.weights(layer)?,
+            &activations.hidden,
+        )?;
+        Ok(())
+    }
+
+    /// Whether this pass runs its experts as grouped GEMMs (a prefill
+    /// chunk whose buffers have the runs, weights dense): then
+    /// `ExpertsGateUp` does all of the experts' work and `ExpertsDown` none.
+    pub(super) fn experts_grouped(&self, experts: &ExpertWeights, activations: &Activations) -> bool {
+        matches!(activations.shape, PassShape::Rows { .. })
+            && experts.format == WeightFormat::Dense(self.weights.dtype)
+            && activations.normed.dtype() == self.ops.gemm_input
+            && self.ops.gemm_input == self.weights.dtype
+            && activations
+                .experts
+                .as_ref()
+                .is_some_and(|buffers| buffers.grouped.is_some())
+    }
+
     /// The chosen experts' gate/up + SiLU·mul over the pass's normed rows.
     pub(super) fn encode_experts_gate_up(
         &self,
@@ -153,6 +372,9 @@ impl Forward<'_> {
         activations: &Activations,
     ) -> Result<()> {
         check_dense(experts)?;
+        if self.experts_grouped(experts, activations) {
+            return self.encode_grouped_experts(encoder, layer, experts, activations);
+        }
         let (ops, buffers) = self.expert_parts(activations)?;
         Ok(ops.gate_up.encode(
             encoder,
@@ -174,6 +396,10 @@ impl Forward<'_> {
         activations: &Activations,
     ) -> Result<()> {
         check_dense(experts)?;
+        if self.experts_grouped(experts, activations) {
+            // Done with the gate/up step's GEMMs.
+            return Ok(());
+        }
         let (ops, buffers) = self.expert_parts(activations)?;
         Ok(ops.down.encode(
             encoder,

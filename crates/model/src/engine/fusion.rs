@@ -33,6 +33,7 @@ impl Forward<'_> {
         // take its first two steps and leave SiLU·mul apart. Each pattern
         // encodes its kernel and returns the steps it covered, or 0.
         let patterns = [
+            Self::fuse_sparse_prologue,
             Self::fuse_norm_gate_up,
             Self::fuse_norm_readers,
             Self::fuse_rope_append,

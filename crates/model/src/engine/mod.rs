@@ -239,7 +239,11 @@ impl Model {
         // Every rank reads its share of each matrix (in the bytes its format
         // takes: a quantized matrix's blocks); the vectors and the one
         // embedding row count once, as for a model that is not split.
-        let matrices: u64 = self.shards.iter().map(|shard| shard.weights.matrix_bytes()).sum();
+        let matrices: u64 = self
+            .shards
+            .iter()
+            .map(|shard| shard.weights.matrix_bytes_per_token())
+            .sum();
         let weights = &self.shards[0].weights;
         let embedding_row = weights.embedding.byte_len() / weights.embedding.shape()[0].max(1);
         matrices + weights.vector_bytes() + embedding_row as u64

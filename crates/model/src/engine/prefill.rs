@@ -102,7 +102,14 @@ impl PrefillBuffers {
                 .experts
                 .as_ref()
                 .map(|experts| {
-                    super::experts::ExpertBuffers::new(device, experts, config.num_layers, capacity)
+                    super::experts::ExpertBuffers::for_chunks(
+                        device,
+                        experts,
+                        config.num_layers,
+                        capacity,
+                        config.hidden_size,
+                        gemm_input,
+                    )
                 })
                 .transpose()?,
         })

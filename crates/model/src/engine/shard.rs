@@ -48,7 +48,12 @@ impl Shard {
         let config = partition.local_config(config);
         let mut ops = Ops::new(device, weights.dtype, &weights.formats(), partition, communicator)?;
         if let Some(experts) = &config.experts {
-            ops.experts = Some(super::experts::ExpertOps::new(device, weights.dtype, experts)?);
+            ops.experts = Some(super::experts::ExpertOps::new(
+                device,
+                weights.dtype,
+                ops.gemm_input,
+                experts,
+            )?);
         }
         let state = State::new(&config, &ops.partition, device)?;
         Ok(Shard {
