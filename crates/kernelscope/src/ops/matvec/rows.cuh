@@ -59,10 +59,9 @@ __device__ __forceinline__ bool packed_rows(const W* weight, const float* x, u32
 // `slice` of `slices` of k (the warps sharing a row split it), reduced over
 // the warp so every lane holds them. Every lane of the warp must call it (it
 // shuffles), with the same `packed`.
-template <typename W, int ROWS>
+template <typename W, int ROWS, int UNROLL = MATVEC_UNROLL>
 __device__ __forceinline__ void dot_rows(const W* const rows[ROWS], const float* x, u32 k, bool packed, u32 slice,
                                          u32 slices, float sums[ROWS]) {
-    constexpr int UNROLL = MATVEC_UNROLL;
     const u32 lane = threadIdx.x & 31;
     #pragma unroll
     for (int r = 0; r < ROWS; ++r) sums[r] = 0.0f;
@@ -118,7 +117,7 @@ __device__ __forceinline__ u32 warps_per_row(u32) { return 1; }
 // `store(row, sums)` runs once (lane 0 of the row's first warp). Blocks walk
 // groups of rows grid-stride, so any grid covers every row. Every thread of
 // the block must call it.
-template <typename W, int ROWS, typename Pointers, typename Store>
+template <typename W, int ROWS, int UNROLL = MATVEC_UNROLL, typename Pointers, typename Store>
 __device__ __forceinline__ void matvec_rows(u32 n, u32 k, const float* x, bool packed, Pointers pointers,
                                             Store store) {
     __shared__ float partial[MATVEC_WARPS][ROWS];
@@ -132,7 +131,7 @@ __device__ __forceinline__ void matvec_rows(u32 n, u32 k, const float* x, bool p
         if (row < n) {
             const W* rows[ROWS];
             pointers(row, rows);
-            dot_rows<W, ROWS>(rows, x, k, packed, slice, per_row, sums);
+            dot_rows<W, ROWS, UNROLL>(rows, x, k, packed, slice, per_row, sums);
         } else {
             #pragma unroll
             for (int r = 0; r < ROWS; ++r) sums[r] = 0.0f;

@@ -34,14 +34,13 @@ __device__ void moe_down_add(const float* activated, const u32* ids, const float
             u32 j = (begin + lane) / chunks, c = (begin + lane) % chunks;
             for (u32 base = begin; base < end; base += 32 * UNROLL) {
                 uint4 loaded[UNROLL];
-                u32 slot[UNROLL], column[UNROLL];
+                // Where this batch starts, to step again when multiplying
+                // (two registers, where arrays of each load's place cost 16).
+                const u32 first_j = j, first_c = c;
                 #pragma unroll
                 for (int u = 0; u < UNROLL; ++u) {
-                    const u32 chunk = base + u * 32 + lane;
-                    slot[u] = j;
-                    column[u] = c;
                     loaded[u] = make_uint4(0, 0, 0, 0);
-                    if (chunk < end) {
+                    if (base + u * 32 + lane < end) {
                         const u32 expert = row_ids[j];
                         if (expert < experts)
                             loaded[u] = load_streaming(down + ((size_t)expert * hidden_size + r) * expert_rows +
@@ -53,13 +52,18 @@ __device__ void moe_down_add(const float* activated, const u32* ids, const float
                         ++j;
                     }
                 }
+                u32 at_j = first_j, at_c = first_c;
                 #pragma unroll
                 for (int u = 0; u < UNROLL; ++u) {
                     if (base + u * 32 + lane < end)
-                        total += row_weights[slot[u]] *
+                        total += row_weights[at_j] *
                                  dot_packed(loaded[u],
-                                            row_activated + (size_t)slot[u] * expert_rows + (size_t)column[u] * elements,
-                                            W());
+                                            row_activated + (size_t)at_j * expert_rows + (size_t)at_c * elements, W());
+                    at_c += 32;
+                    while (at_c >= chunks) {
+                        at_c -= chunks;
+                        ++at_j;
+                    }
                 }
             }
         } else if (r < hidden_size) {
@@ -89,19 +93,19 @@ __device__ void moe_down_add(const float* activated, const u32* ids, const float
     }
 }
 
-extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)
+extern "C" __global__ void __launch_bounds__(MATVEC_THREADS, 4)
     moe_down_add_f32(const float* activated, const u32* ids, const float* weights, const float* down, float* hidden,
                      u32 rows, u32 hidden_size, u32 expert_rows, u32 experts, u32 k, u32 slices) {
     wait_for_previous_kernel();
     moe_down_add(activated, ids, weights, down, hidden, rows, hidden_size, expert_rows, experts, k, slices);
 }
-extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)
+extern "C" __global__ void __launch_bounds__(MATVEC_THREADS, 4)
     moe_down_add_f16(const float* activated, const u32* ids, const float* weights, const f16* down, float* hidden,
                      u32 rows, u32 hidden_size, u32 expert_rows, u32 experts, u32 k, u32 slices) {
     wait_for_previous_kernel();
     moe_down_add(activated, ids, weights, down, hidden, rows, hidden_size, expert_rows, experts, k, slices);
 }
-extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)
+extern "C" __global__ void __launch_bounds__(MATVEC_THREADS, 4)
     moe_down_add_bf16(const float* activated, const u32* ids, const float* weights, const bf16* down, float* hidden,
                       u32 rows, u32 hidden_size, u32 expert_rows, u32 experts, u32 k, u32 slices) {
     wait_for_previous_kernel();
