@@ -174,6 +174,7 @@ fn empty_synthetic_profile() -> crate::profile::Profile {
         dispatches: Vec::new(),
         warnings: Vec::new(),
         ranks: Vec::new(),
+        experts: None,
     }
 }
 

@@ -426,6 +426,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     for rank_device in model.devices() {
         rank_device.profiler().reset();
     }
+    model.clear_expert_counts()?;
     let generation = generate(
         &args,
         &mut model,

@@ -1,11 +1,15 @@
-//! Mixture-of-experts models end to end on the CPU: the sparse presets
-//! written as checkpoints in both expert layouts load to the very model
-//! the preset makes in memory; their configs round-trip through
-//! `config.json`; and what the engine does not implement is refused by name.
+//! Mixture-of-experts models end to end: the sparse presets written as
+//! checkpoints in both expert layouts load to the very model the preset
+//! makes in memory; their configs round-trip through `config.json`; what
+//! the engine does not implement is refused by name; the profile's expert
+//! tallies are the routing the model made (CPU, and CUDA against the CPU).
 
 use std::path::Path;
 
-use kernelscope::{DType, Device};
+use kernelscope::ops::sample::Sampling;
+use kernelscope::profile::{Phase, ProfileLevel};
+use kernelscope::testing::Backend;
+use kernelscope::{DType, Device, DeviceOptions};
 use kernelscope_model::{
     Config, ExpertLayout, GenerationRequest, LoadOptions, Model, SyntheticOptions, preset, synthetic,
 };
@@ -155,3 +159,94 @@ fn a_sparse_model_is_refused_above_one_rank_by_name() {
         .to_string();
     assert!(error.contains("experts"), "{error}");
 }
+
+/// The tallies in the profile are the routing the model made: stepping
+/// position by position and reading each step's choice back sums to the
+/// profile's per-layer, per-expert rows; a batched prefill routes every
+/// row k times per sparse layer; clearing the tallies starts them again.
+/// On the GPU the tallies of the reference path equal the CPU's.
+fn tallies_are_the_routing(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new().profile(ProfileLevel::Dispatch)) else {
+        return;
+    };
+    let mut tallies = Vec::new();
+    for name in ["tiny-qwen3-moe", "tiny-mixtral"] {
+        let mut model = Model::from_preset(name, &device, options(31)).unwrap();
+        model.set_kv_dtype(DType::F32).unwrap();
+        let config = model.config().clone();
+        let experts = config.experts.clone().unwrap();
+        let mut expected = vec![vec![0u64; experts.count]; config.num_layers];
+        let tokens = [3u32, 77, 1500, 9, 42, 1000, 7, 300, 11, 5];
+        for (position, &token) in tokens.iter().enumerate() {
+            model
+                .step(token, position, Phase::Decode, Sampling::GREEDY, 0.0)
+                .unwrap();
+            for (layer, chosen) in model.routing().unwrap().unwrap().iter().enumerate() {
+                for &expert in chosen {
+                    expected[layer][expert as usize] += 1;
+                }
+            }
+        }
+        let profile = model.profile(device.conditions("eager", None));
+        let routing = profile.experts.expect("a sparse model's profile has its routing");
+        assert_eq!(
+            (routing.experts, routing.per_token),
+            (experts.count, experts.per_token)
+        );
+        let sparse: Vec<usize> = (0..config.num_layers).filter(|&l| experts.is_sparse(l)).collect();
+        assert_eq!(routing.layers.iter().map(|l| l.layer).collect::<Vec<_>>(), sparse);
+        for layer in &routing.layers {
+            assert_eq!(
+                layer.tokens, expected[layer.layer],
+                "{name} layer {}",
+                layer.layer
+            );
+            assert_eq!(layer.routed(), (tokens.len() * experts.per_token) as u64);
+        }
+        assert!(routing.check().is_ok());
+        tallies.push(routing.layers.clone());
+
+        // A batched prefill of 23 rows: every row routed k times per layer.
+        model.clear_expert_counts().unwrap();
+        let prompt: Vec<u32> = (0..23).map(|i| (i * 89 + 13) % 2000).collect();
+        model.set_prefill_chunk(16).unwrap();
+        model
+            .generate(&GenerationRequest {
+                stop_at_eos: false,
+                ..GenerationRequest::new(&prompt, 1)
+            })
+            .unwrap();
+        let counts = model.expert_counts().unwrap().unwrap();
+        for &layer in &sparse {
+            assert_eq!(
+                counts[layer].iter().sum::<u64>(),
+                (23 * experts.per_token) as u64,
+                "{name} layer {layer}"
+            );
+        }
+    }
+    if backend == Backend::Cuda {
+        // The same steps on the CPU route the same (the reference path's
+        // logits agree to 1e-6 across backends).
+        let cpu = Device::cpu();
+        for (name, on_device) in ["tiny-qwen3-moe", "tiny-mixtral"].iter().zip(&tallies) {
+            let mut model = Model::from_preset(name, &cpu, options(31)).unwrap();
+            model.set_kv_dtype(DType::F32).unwrap();
+            for (position, &token) in [3u32, 77, 1500, 9, 42, 1000, 7, 300, 11, 5].iter().enumerate() {
+                model
+                    .step(token, position, Phase::Decode, Sampling::GREEDY, 0.0)
+                    .unwrap();
+            }
+            let counts = model.expert_counts().unwrap().unwrap();
+            for layer in on_device {
+                assert_eq!(
+                    layer.tokens, counts[layer.layer],
+                    "{name} layer {}: CUDA against CPU",
+                    layer.layer
+                );
+            }
+        }
+    }
+}
+
+kernelscope::device_tests!(tallies_are_the_routing);

@@ -407,3 +407,51 @@ fn quantized_kernels_sit_by_their_declared_bytes_and_time_groups_by_format() {
         "{dense}"
     );
 }
+
+/// A mixture-of-experts run's section: the routing line, each sparse
+/// layer's load (the short report its most imbalanced, `--full` all), the
+/// experts by their share of the MLP time; the routing survives the JSON.
+#[test]
+fn an_moe_profile_has_its_expert_section() {
+    use kernelscope::profile::{ExpertRouting, LayerRouting};
+    let mut profile = synthetic_profile(5, 1.0, 3);
+    let mut rng = kernelscope::rng::SplitMix64::new(17);
+    let layers: Vec<LayerRouting> = (0..2)
+        .map(|layer| {
+            let mut tokens = vec![0u64; 8];
+            for _ in 0..10 {
+                tokens[(rng.next_u64() % 8) as usize] += 1;
+            }
+            LayerRouting { layer, tokens }
+        })
+        .collect();
+    profile.experts = Some(ExpertRouting {
+        experts: 8,
+        per_token: 2,
+        expert_bytes: 3_000_000,
+        layers: layers.clone(),
+    });
+    let short = render_report(&profile);
+    assert!(
+        short.contains("experts: 2 of 8 per row in 2 sparse layers, 5 rows routed; a decoded token reads 12.0 MB of expert weights (3.0 MB per expert)"),
+        "{short}"
+    );
+    for layer in &layers {
+        let (busiest, rows) = layer.busiest();
+        let row = table_row(&short, "per sparse layer", &format!("layer.{}", layer.layer));
+        assert_eq!(row[2], (8 - layer.idle()).to_string(), "{row:?}");
+        assert_eq!(row[3], format!("e{busiest} ({rows})"), "{row:?}");
+        assert_eq!(row[4], format!("{:.2}x", layer.imbalance()), "{row:?}");
+    }
+    assert!(short.contains("experts by time"), "{short}");
+    let used: usize = layers.iter().map(|layer| 8 - layer.idle()).sum();
+    let full = render_report_with(&profile, ReportOptions::FULL);
+    assert_eq!(
+        full.matches("| layer.0.e").count() + full.matches("| layer.1.e").count(),
+        used
+    );
+    let back = Profile::from_json(&profile.to_json(), Path::new("moe.json")).unwrap();
+    assert_eq!(back.experts, profile.experts);
+    // A dense run has no such section.
+    assert!(!render_report(&synthetic_profile(5, 1.0, 3)).contains("experts:"));
+}

@@ -154,6 +154,9 @@ pub struct Profile {
     /// above), on rank 0's clock; empty for one device.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<super::RankRecords>,
+    /// A mixture-of-experts run's routing (absent for a dense model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experts: Option<super::ExpertRouting>,
 }
 
 impl Profile {
@@ -281,6 +284,7 @@ impl Profile {
             dispatches: Vec::new(),
             warnings: self.warnings.clone(),
             ranks: Vec::new(),
+            experts: None,
         }
     }
 

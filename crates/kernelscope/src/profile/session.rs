@@ -373,6 +373,7 @@ impl Profiler {
             dispatches: tables.dispatches.clone(),
             warnings: tables.warnings.clone(),
             ranks: Vec::new(),
+            experts: None,
         }
     }
 }

@@ -29,6 +29,9 @@ impl Profile {
     /// (`dispatches[12]`), when it does not.
     pub(super) fn check(&self) -> Checked {
         self.check_peaks()?;
+        if let Some(experts) = &self.experts {
+            experts.check()?;
+        }
         self.check_tokens()?;
         let submissions = self.check_submissions()?;
         self.check_dispatches(&submissions)

@@ -39,10 +39,20 @@ fn moe_route_matches_reference(backend: Backend) {
                 let weights = device
                     .buffer_from_slice(&vec![f32::NAN; rows * k], &[rows, k])
                     .unwrap();
+                // Tallies start where an earlier layer left them.
+                let start: Vec<u32> = (0..experts as u32).map(|e| e % 5).collect();
+                let counts = device.buffer_from_slice(&start, &[experts]).unwrap();
                 let mut encoder = device.command_encoder();
-                op.encode(&mut encoder, &input, &ids, &weights).unwrap();
+                op.encode(&mut encoder, &input, &ids, &weights, &counts).unwrap();
                 encoder.commit_and_wait().unwrap();
                 let (ids, weights) = (ids.to_vec::<u32>().unwrap(), weights.to_vec::<f32>().unwrap());
+                let mut expected_counts = start.clone();
+                ids.iter().for_each(|&id| expected_counts[id as usize] += 1);
+                assert_eq!(
+                    counts.to_vec::<u32>().unwrap(),
+                    expected_counts,
+                    "{experts} experts, k {k}, rows {rows}: each choice tallied once"
+                );
                 for (row_index, row) in logits.chunks(experts).enumerate() {
                     let largest = row.iter().map(|&v| f64::from(v)).fold(f64::MIN, f64::max);
                     let total: f64 = row.iter().map(|&v| (f64::from(v) - largest).exp()).sum();
@@ -91,9 +101,17 @@ fn moe_route_matches_reference(backend: Backend) {
         device.alloc(DType::U32, &[2]).unwrap(),
         device.alloc(DType::F32, &[2]).unwrap(),
     );
+    let counts = device.alloc(DType::U32, &[8]).unwrap();
     let ragged = device.buffer_from_slice(&[0.5f32; 7], &[7]).unwrap();
     assert!(
-        op.encode(&mut device.command_encoder(), &ragged, &ids, &weights)
+        op.encode(&mut device.command_encoder(), &ragged, &ids, &weights, &counts)
+            .is_err()
+    );
+    // Tallies of another number of experts are refused.
+    let logits = device.buffer_from_slice(&[0.5f32; 8], &[8]).unwrap();
+    let short = device.alloc(DType::U32, &[7]).unwrap();
+    assert!(
+        op.encode(&mut device.command_encoder(), &logits, &ids, &weights, &short)
             .is_err()
     );
 }

@@ -30,13 +30,27 @@ pub(crate) struct ExpertOps {
     pub gather: MoeGather,
     /// Prefill: each row's expert outputs weighted into the residual.
     pub combine: MoeCombine,
+    /// u32 `[layers, experts]`: the rows each layer routed to each expert
+    /// since the model was made or the tallies cleared (the router adds
+    /// them on the device; the profile reads them once).
+    pub counts: Buffer,
+    /// Experts per layer (a row of `counts`).
+    pub experts: usize,
 }
 
 impl ExpertOps {
     /// The ops for `experts` with weights of `dtype` on `device`, prefill's
     /// GEMMs taking `gemm_input`.
-    pub fn new(device: &Device, dtype: DType, gemm_input: DType, experts: &Experts) -> Result<ExpertOps> {
+    pub fn new(
+        device: &Device,
+        dtype: DType,
+        gemm_input: DType,
+        experts: &Experts,
+        layers: usize,
+    ) -> Result<ExpertOps> {
         let registry = kernelscope::ops::registry();
+        let counts = device.alloc(DType::U32, &[layers * experts.count])?;
+        counts.write_from(&vec![0u32; layers * experts.count])?;
         Ok(ExpertOps {
             route: MoeRoute::new(
                 &registry,
@@ -50,7 +64,23 @@ impl ExpertOps {
             down: MoeDownAdd::new(&registry, device, dtype)?,
             gather: MoeGather::new(&registry, device, gemm_input)?,
             combine: MoeCombine::new(&registry, device)?,
+            counts,
+            experts: experts.count,
         })
+    }
+
+    /// The tallies, `[layers][experts]`, read back (one host copy).
+    pub fn read_counts(&self) -> Result<Vec<Vec<u64>>> {
+        let counts: Vec<u32> = self.counts.to_vec()?;
+        Ok(counts
+            .chunks(self.experts.max(1))
+            .map(|layer| layer.iter().map(|&count| u64::from(count)).collect())
+            .collect())
+    }
+
+    /// Zeroes the tallies.
+    pub fn clear_counts(&self) -> Result<()> {
+        Ok(self.counts.write_from(&vec![0u32; self.counts.len()])?)
     }
 }
 
@@ -257,6 +287,7 @@ impl Forward<'_> {
             &buffers.router_logits,
             &buffers.ids(layer)?,
             &buffers.weights(layer)?,
+            &ops.counts.slice(layer * ops.experts, ops.experts)?,
         )?)
     }
 

@@ -204,7 +204,8 @@ impl Model {
     /// it by that device's own calibration.
     pub fn profile(&self, conditions: Conditions) -> Profile {
         let devices = self.devices();
-        let profile = devices[0].profile(conditions.clone());
+        let mut profile = devices[0].profile(conditions.clone());
+        profile.experts = self.expert_routing();
         let Some((library, link)) = self.collectives() else {
             return profile;
         };
@@ -295,6 +296,57 @@ impl Model {
             }
         }
         Ok(Some(routing))
+    }
+
+    /// The rows each layer routed to each expert (`[layers][experts]`, zero
+    /// for a dense layer) since the model was made or
+    /// [`clear_expert_counts`](Self::clear_expert_counts), read back; `None`
+    /// for a model without experts.
+    pub fn expert_counts(&self) -> Result<Option<Vec<Vec<u64>>>> {
+        self.shards[0]
+            .ops
+            .experts
+            .as_ref()
+            .map(|experts| experts.read_counts())
+            .transpose()
+    }
+
+    /// The routing the profile reports: each sparse layer's tallies and
+    /// what a routed row reads (`None` for a dense model, or where the
+    /// tallies cannot be read back).
+    fn expert_routing(&self) -> Option<kernelscope::profile::ExpertRouting> {
+        let counts = self.expert_counts().ok()??;
+        let weights = &self.shards[0].weights;
+        let mut expert_bytes = 0;
+        let mut per_token = 0;
+        let mut layers = Vec::new();
+        for (index, (layer, tokens)) in weights.layers.iter().zip(counts).enumerate() {
+            if let crate::weights::FeedForward::Experts(experts) = &layer.feed_forward {
+                let stacked: usize = [&experts.gate, &experts.up, &experts.down]
+                    .iter()
+                    .map(|buffer| buffer.byte_len())
+                    .sum();
+                expert_bytes = (stacked / experts.count.max(1)) as u64;
+                per_token = experts.per_token;
+                layers.push(kernelscope::profile::LayerRouting { layer: index, tokens });
+            }
+        }
+        Some(kernelscope::profile::ExpertRouting {
+            experts: self.config().experts.as_ref()?.count,
+            per_token,
+            expert_bytes,
+            layers,
+        })
+    }
+
+    /// Zeroes the expert tallies (a run's profile counts from here).
+    pub fn clear_expert_counts(&self) -> Result<()> {
+        for shard in &self.shards {
+            if let Some(experts) = &shard.ops.experts {
+                experts.clear_counts()?;
+            }
+        }
+        Ok(())
     }
 
     /// The logits of the last step (one host-device copy).

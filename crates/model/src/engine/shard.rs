@@ -53,6 +53,7 @@ impl Shard {
                 weights.dtype,
                 ops.gemm_input,
                 experts,
+                config.num_layers,
             )?);
         }
         let state = State::new(&config, &ops.partition, device)?;

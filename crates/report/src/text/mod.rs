@@ -1,6 +1,6 @@
 //! The text report: per token, per layer and scope, per op and kernel, the
-//! submission table, counters per token, the ranks of a split run and the
-//! cross-check. In the spirit of an inference engine's `--profile` report,
+//! submission table, counters per token, the experts of a mixture-of-experts
+//! run, the ranks of a split run and the cross-check. In the spirit of an inference engine's `--profile` report,
 //! with achieved bandwidth and FLOP/s from what each dispatch declares it
 //! moves, and where each group sits on the device's roofline (memory- or
 //! compute-bound, and how close to that peak). Also the comparison of two
@@ -8,6 +8,7 @@
 
 mod comparison;
 mod dispatches;
+mod experts;
 mod folds;
 mod ranks;
 mod submissions;
@@ -88,6 +89,7 @@ pub fn render_report_with(profile: &Profile, options: ReportOptions) -> String {
     if dispatch_times {
         dispatches::render_dispatch_summary(&summary, &layer_labels, options, &mut out);
     }
+    experts::render_experts(profile, options, &mut out);
     submissions::render_submissions(profile, &mut out);
     render_counters(profile, &mut out);
     ranks::render_ranks(profile, options, &mut out);

@@ -5,14 +5,15 @@
 use crate::error::Result;
 use crate::runtime::KernelArgs;
 
-use super::{EXPERTS, IDS, K, LOGITS, RENORMALIZE, WEIGHTS};
+use super::{COUNTS, EXPERTS, IDS, K, LOGITS, RENORMALIZE, WEIGHTS};
 
 /// Routes every row of `logits` `[rows, experts]` into `ids` and `weights`
-/// `[rows, k]`.
+/// `[rows, k]`, tallying each choice in `counts` `[experts]`.
 pub(super) fn moe_route(args: &KernelArgs<'_>) -> Result<()> {
     let logits = args.input::<f32>(LOGITS)?;
     let ids = args.output::<u32>(IDS)?;
     let weights = args.output::<f32>(WEIGHTS)?;
+    let counts = args.output::<u32>(COUNTS)?;
     let experts = (args.u32(EXPERTS)? as usize).max(1);
     let k = (args.u32(K)? as usize).max(1);
     let renormalize = args.u32(RENORMALIZE)? != 0;
@@ -25,6 +26,7 @@ pub(super) fn moe_route(args: &KernelArgs<'_>) -> Result<()> {
         let kept: f32 = probabilities.iter().sum();
         for (slot, (id, probability)) in chosen.iter().zip(&probabilities).enumerate() {
             row_ids[slot] = *id as u32;
+            counts[*id] += 1;
             row_weights[slot] = if renormalize {
                 probability / kept
             } else {

@@ -18,6 +18,7 @@ kernel_arguments! {
     LOGITS: "logits" Read,
     IDS: "ids" Write,
     WEIGHTS: "weights" Write,
+    COUNTS: "counts" ReadWrite,
     ROWS: "rows" U32,
     EXPERTS: "experts" U32,
     K: "k" U32,
@@ -70,19 +71,23 @@ impl MoeRoute {
     }
 
     /// Routes every row of `logits` f32 `[rows, experts]` into `ids` u32
-    /// and `weights` f32 `[rows, k]`.
+    /// and `weights` f32 `[rows, k]`, adding each choice to its expert's
+    /// tally in `counts` u32 `[experts]` (what the profile reports as the
+    /// tokens each expert took: one atomic add per choice).
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
         logits: &Buffer,
         ids: &Buffer,
         weights: &Buffer,
+        counts: &Buffer,
     ) -> Result<()> {
         const OP: &str = "moe_route";
         let rows = rows_of(OP, "logits", logits, self.experts)?;
         expect_rows(OP, "logits", logits, DType::F32, rows, &[self.experts])?;
         expect_rows(OP, "ids", ids, DType::U32, rows, &[self.k])?;
         expect_rows(OP, "weights", weights, DType::F32, rows, &[self.k])?;
+        expect_rows(OP, "counts", counts, DType::U32, 1, &[self.experts])?;
         // A warp per row, four rows per block.
         const ROWS_PER_BLOCK: usize = 4;
         encoder.dispatch(
@@ -90,6 +95,7 @@ impl MoeRoute {
                 .buffer(LOGITS, logits)
                 .buffer(IDS, ids)
                 .buffer(WEIGHTS, weights)
+                .buffer(COUNTS, counts)
                 .scalar(ROWS, rows as u32)
                 .scalar(EXPERTS, self.experts as u32)
                 .scalar(K, self.k as u32)
@@ -102,7 +108,9 @@ impl MoeRoute {
                 })
                 .cost(
                     bytes_of(rows * self.experts, DType::F32),
-                    bytes_of(rows * self.k, DType::U32) + bytes_of(rows * self.k, DType::F32),
+                    bytes_of(rows * self.k, DType::U32)
+                        + bytes_of(rows * self.k, DType::F32)
+                        + bytes_of(rows * self.k, DType::U32),
                     ((3 + self.k) * rows * self.experts) as u64,
                 )
                 .op_kind(OpKind::Softmax),

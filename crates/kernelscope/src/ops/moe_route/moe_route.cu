@@ -14,12 +14,14 @@ __device__ __forceinline__ bool route_better(float value, u32 index, float best,
 
 // Writes row `row`'s choice from its `chosen` experts and their softmax
 // probabilities (every lane holds them).
-__device__ __forceinline__ void route_store(u32* ids, float* weights, u32 row, u32 k, u32 renormalize,
+// Also tallies each choice in `counts` (one atomic add per choice).
+__device__ __forceinline__ void route_store(u32* ids, float* weights, u32* counts, u32 row, u32 k, u32 renormalize,
                                             const u32* chosen, const float* probability, u32 lane) {
     float kept = 0.0f;
     for (u32 c = 0; c < k; ++c) kept += probability[c];
     for (u32 c = lane; c < k; c += 32) {
         ids[(size_t)row * k + c] = chosen[c];
+        atomicAdd(counts + chosen[c], 1u);
         weights[(size_t)row * k + c] = renormalize ? probability[c] / kept : probability[c];
     }
 }
@@ -41,7 +43,7 @@ __device__ __forceinline__ void warp_argmax(float& best, u32& best_index) {
 // marks the chosen ones in a bit mask, so a round is a few compares and a
 // warp argmax (Qwen3-MoE's 8 of 128 in about a microsecond).
 template <int REGISTERS>
-__device__ void route_in_registers(const float* values, u32* ids, float* weights, u32 row, u32 experts, u32 k,
+__device__ void route_in_registers(const float* values, u32* ids, float* weights, u32* counts, u32 row, u32 experts, u32 k,
                                    u32 renormalize, u32 lane) {
     float mine[REGISTERS];
     float largest = -INFINITY;
@@ -76,11 +78,11 @@ __device__ void route_in_registers(const float* values, u32* ids, float* weights
         chosen[round] = best_index;
         probability[round] = expf(best - largest) / total;
     }
-    route_store(ids, weights, row, k, renormalize, chosen, probability, lane);
+    route_store(ids, weights, counts, row, k, renormalize, chosen, probability, lane);
 }
 
 // Any number of experts: each round rescans the row, skipping the chosen.
-__device__ void route_any(const float* values, u32* ids, float* weights, u32 row, u32 experts, u32 k,
+__device__ void route_any(const float* values, u32* ids, float* weights, u32* counts, u32 row, u32 experts, u32 k,
                           u32 renormalize, u32 lane) {
     float largest = -INFINITY;
     for (u32 e = lane; e < experts; e += 32) largest = fmaxf(largest, values[e]);
@@ -105,18 +107,18 @@ __device__ void route_any(const float* values, u32* ids, float* weights, u32 row
         chosen[round] = best_index;
         probability[round] = expf(best - largest) / total;
     }
-    route_store(ids, weights, row, k, renormalize, chosen, probability, lane);
+    route_store(ids, weights, counts, row, k, renormalize, chosen, probability, lane);
 }
 
-extern "C" __global__ void moe_route_f32(const float* logits, u32* ids, float* weights, u32 rows, u32 experts, u32 k,
-                                         u32 renormalize) {
+extern "C" __global__ void moe_route_f32(const float* logits, u32* ids, float* weights, u32* counts, u32 rows,
+                                         u32 experts, u32 k, u32 renormalize) {
     wait_for_previous_kernel();
     const u32 row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (row >= rows) return;
     const float* values = logits + (size_t)row * experts;
     if (experts <= 32 * 8) {
-        route_in_registers<8>(values, ids, weights, row, experts, k, renormalize, lane);
+        route_in_registers<8>(values, ids, weights, counts, row, experts, k, renormalize, lane);
     } else {
-        route_any(values, ids, weights, row, experts, k, renormalize, lane);
+        route_any(values, ids, weights, counts, row, experts, k, renormalize, lane);
     }
 }
