@@ -87,6 +87,14 @@ def parse_args():
         "(qwen3-30b-a3b, mixtral-8x7b) is timed on its shape; the routing of an MoE model then "
         "follows these weights, not kscope's",
     )
+    parser.add_argument(
+        "--kscope-seed",
+        type=int,
+        metavar="SEED",
+        help="with --random-weights: give every parameter the value kscope's synthetic preset of "
+        "seed SEED has (its generator, ported here, run on the device), so both engines run the "
+        "same weights and, for an MoE model, the same routing",
+    )
     parser.add_argument("-p", type=int, default=128, help="prompt tokens (default 128)")
     parser.add_argument("-n", type=int, default=128, help="generated tokens (default 128)")
     parser.add_argument("-r", type=int, default=5, help="repetitions (default 5)")
@@ -155,9 +163,10 @@ def device_name(device):
     return platform.processor() or platform.machine()
 
 
-def random_model(model_dir, dtype_name, attn, device, seed):
+def random_model(model_dir, dtype_name, attn, device, seed, kscope_seed=None):
     """The model of model_dir/config.json with seeded normal weights (std
-    0.02, norms 1), made directly on the device in dtype_name."""
+    0.02, norms 1), or kscope's synthetic weights of `kscope_seed`, made
+    directly on the device in dtype_name."""
     config = transformers.AutoConfig.from_pretrained(model_dir)
     config._attn_implementation = attn
     torch.manual_seed(seed)
@@ -165,12 +174,85 @@ def random_model(model_dir, dtype_name, attn, device, seed):
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype_name))
     with torch.no_grad():
         for name, parameter in model.named_parameters():
-            if name.endswith("norm.weight"):
+            if kscope_seed is not None:
+                fill_kscope(name, parameter, kscope_seed)
+            elif name.endswith("norm.weight"):
                 parameter.fill_(1.0)
             else:
                 parameter.normal_(0.0, 0.02)
     model.eval()
     return model
+
+
+# kscope's synthetic weights (crates/model/src/synthetic.rs): element i of
+# tensor NAME is uniform on [low, high) from SplitMix64's i-th output for
+# seed ^ fnv1a64(NAME), its top 24 bits as the unit float. int64 arithmetic
+# wraps as u64's does; right shifts are made logical by masking.
+MASK64 = (1 << 64) - 1
+
+
+def signed(value):
+    value &= MASK64
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def fnv1a64(data):
+    value = 0xCBF29CE484222325
+    for byte in data:
+        value = ((value ^ byte) * 0x100000001B3) & MASK64
+    return value
+
+
+def shift_right(z, bits):
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def kscope_values(name, shape, seed, start, count, device):
+    """Elements start..start+count of kscope's tensor `name` of `shape` (f32)."""
+    if name.endswith("norm.weight"):
+        low, high = 0.9, 1.1
+    elif name.endswith(".bias"):
+        low, high = -0.1, 0.1
+    elif name == "model.embed_tokens.weight":
+        low, high = -1.0, 1.0
+    else:
+        bound = float(torch.tensor(3.0 / shape[-1], dtype=torch.float32).sqrt())
+        low, high = -bound, bound
+    tensor_seed = (seed ^ fnv1a64(name.encode())) & MASK64
+    index = torch.arange(start + 1, start + count + 1, dtype=torch.int64, device=device)
+    z = index * signed(0x9E3779B97F4A7C15) + signed(tensor_seed)
+    z = (z ^ shift_right(z, 30)) * signed(0xBF58476D1CE4E5B9)
+    z = (z ^ shift_right(z, 27)) * signed(0x94D049BB133111EB)
+    z = z ^ shift_right(z, 31)
+    unit = shift_right(z, 40).to(torch.float32) / float(1 << 24)
+    low32, high32 = torch.tensor(low, dtype=torch.float32), torch.tensor(high, dtype=torch.float32)
+    return low32 + (high32 - low32) * unit
+
+
+def fill_kscope(name, parameter, seed, chunk=1 << 26):
+    """Writes kscope's synthetic values into `parameter` (transformers' name
+    and layout; stacked experts' gate_up_proj is kscope's gate and up tensors
+    interleaved per expert)."""
+    device = parameter.device
+    flat = parameter.view(-1)
+    if name.endswith("mlp.experts.gate_up_proj"):
+        experts, rows2, hidden = parameter.shape
+        rows = rows2 // 2
+        prefix = name[: -len("gate_up_proj")]
+        shape = [experts, rows, hidden]
+        matrix = rows * hidden
+        for expert in range(experts):
+            for half, part in enumerate(("gate_proj", "up_proj")):
+                values = kscope_values(prefix + part, shape, seed, expert * matrix, matrix, device)
+                at = (2 * expert + half) * matrix
+                flat[at : at + matrix].copy_(values.to(parameter.dtype))
+        return
+    kscope_name = name
+    total = parameter.numel()
+    for start in range(0, total, chunk):
+        count = min(chunk, total - start)
+        values = kscope_values(kscope_name, list(parameter.shape), seed, start, count, device)
+        flat[start : start + count].copy_(values.to(parameter.dtype))
 
 
 def load_model(model_dir, dtype_name, attn, device, gguf=None):
@@ -419,10 +501,12 @@ def main():
 
     what = f"{args.model}/{args.gguf}" if args.gguf else args.model
     log(f"hf_bench: loading {what} ({args.dtype}, {args.attn}) on {device}")
+    if args.kscope_seed is not None and not args.random_weights:
+        fail("--kscope-seed fills --random-weights: give both")
     if args.random_weights:
         if args.gguf:
             fail("--random-weights builds from config.json alone: it takes no --gguf")
-        model = random_model(args.model, args.dtype, args.attn, device, args.seed)
+        model = random_model(args.model, args.dtype, args.attn, device, args.seed, args.kscope_seed)
     else:
         model = load_model(args.model, args.dtype, args.attn, device, args.gguf)
     if args.gguf:
