@@ -452,6 +452,30 @@ fn an_moe_profile_has_its_expert_section() {
     );
     let back = Profile::from_json(&profile.to_json(), Path::new("moe.json")).unwrap();
     assert_eq!(back.experts, profile.experts);
+    // The page's two heatmaps: a cell per layer and expert in each, each
+    // with its hover; the darkest cell of the rows map is the busiest.
+    let page = render_html(&profile);
+    assert!(page.contains("<h2>Experts</h2>"));
+    let section = &page[page.find("<h2>Experts</h2>").unwrap()..page.find("<h2>Per token</h2>").unwrap()];
+    assert_eq!(
+        section.matches("<title>layer.").count(),
+        2 * 2 * 8,
+        "two maps of 2 layers x 8 experts"
+    );
+    let busiest = layers.iter().map(|layer| layer.busiest().1).max().unwrap();
+    assert!(
+        page.contains(&format!("(darkest: {busiest} rows)")),
+        "the rows map's scale"
+    );
+    for layer in &layers {
+        for (expert, rows) in layer.tokens.iter().enumerate() {
+            assert!(page.contains(&format!(
+                "<title>layer.{}.e{expert}: {rows} rows</title>",
+                layer.layer
+            )));
+        }
+    }
+    assert!(!render_html(&synthetic_profile(5, 1.0, 3)).contains("<h2>Experts</h2>"));
     // A dense run has no such section.
     assert!(!render_report(&synthetic_profile(5, 1.0, 3)).contains("experts:"));
 }

@@ -105,6 +105,10 @@ pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Re
         ));
     }
     notes.extend(peak_changes(&base.conditions, &new.conditions));
+    notes.extend(super::experts::routing_changes(
+        base.experts.as_ref(),
+        new.experts.as_ref(),
+    ));
     let mut rows = compare_counters(base, new, &mut notes);
     rows.extend(compare_timings(
         "token",

@@ -140,6 +140,74 @@ impl ExpertRouting {
     }
 }
 
+/// The notes a comparison gives on two runs' routing: for each sparse layer
+/// both have, the share of routed rows that went to other experts (half the
+/// summed difference of the two runs' shares per expert: 0 when every
+/// expert took the same share, 100 % when no expert is shared), worst
+/// first, and a busiest expert that changed. Nothing where neither run has
+/// routing; a note where only one has.
+pub fn routing_changes(base: Option<&ExpertRouting>, new: Option<&ExpertRouting>) -> Vec<String> {
+    let (base, new) = match (base, new) {
+        (None, None) => return Vec::new(),
+        (Some(_), None) | (None, Some(_)) => {
+            return vec!["routing not compared: only one profile has a mixture of experts".into()];
+        }
+        (Some(base), Some(new)) => (base, new),
+    };
+    if base.experts != new.experts {
+        return vec![format!(
+            "routing not compared: {} experts against {}",
+            base.experts, new.experts
+        )];
+    }
+    let mut moved: Vec<(f64, String)> = Vec::new();
+    for layer in &base.layers {
+        let Some(other) = new.layers.iter().find(|other| other.layer == layer.layer) else {
+            continue;
+        };
+        let (a, b) = (layer.routed().max(1) as f64, other.routed().max(1) as f64);
+        let distance = 0.5
+            * layer
+                .tokens
+                .iter()
+                .zip(&other.tokens)
+                .map(|(&x, &y)| (x as f64 / a - y as f64 / b).abs())
+                .sum::<f64>();
+        let (before, after) = (layer.busiest().0, other.busiest().0);
+        let busiest = if before == after {
+            String::new()
+        } else {
+            format!(", busiest expert e{before} → e{after}")
+        };
+        moved.push((
+            distance,
+            format!(
+                "routing: layer.{} sent {:.1}% of its rows to other experts{busiest}",
+                layer.layer,
+                100.0 * distance
+            ),
+        ));
+    }
+    moved.sort_by(|x, y| y.0.total_cmp(&x.0));
+    let changed = moved.iter().filter(|(distance, _)| *distance > 0.0).count();
+    let mut notes: Vec<String> = moved
+        .into_iter()
+        .filter(|(distance, _)| *distance > 0.0)
+        .take(5)
+        .map(|(_, note)| note)
+        .collect();
+    if changed > notes.len() {
+        notes.push(format!(
+            "routing: {} more layers changed less",
+            changed - notes.len()
+        ));
+    }
+    if changed == 0 && !base.layers.is_empty() {
+        notes.push("routing: every sparse layer sent the same share of rows to each expert".into());
+    }
+    notes
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -229,6 +297,36 @@ mod tests {
             shares.windows(2).all(|pair| pair[0].3 >= pair[1].3),
             "busiest first"
         );
+    }
+
+    #[test]
+    fn a_comparison_notes_how_much_routing_moved() {
+        let base = routing(11, 3, 8, 2, 40);
+        assert_eq!(
+            routing_changes(Some(&base), Some(&base)),
+            ["routing: every sparse layer sent the same share of rows to each expert"]
+        );
+        // Half of layer 3's rows of its busiest expert go to another.
+        let mut new = base.clone();
+        let layer = &mut new.layers[1];
+        let (busiest, rows) = layer.busiest();
+        let other = (busiest + 1) % 8;
+        layer.tokens[busiest] -= rows / 2;
+        layer.tokens[other] += rows / 2;
+        let notes = routing_changes(Some(&base), Some(&new));
+        let share = 100.0 * (rows / 2) as f64 / 80.0;
+        assert!(
+            notes[0].starts_with(&format!(
+                "routing: layer.3 sent {share:.1}% of its rows to other experts"
+            )),
+            "{notes:?}"
+        );
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(
+            routing_changes(Some(&base), None),
+            ["routing not compared: only one profile has a mixture of experts"]
+        );
+        assert!(routing_changes(None, None).is_empty());
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub use compare::{Comparison, ComparisonRow, Verdict, compare};
 pub use counters::{CounterSnapshot, Counters};
 pub use cross_check::{CrossCheck, DRIFT_FLAG_THRESHOLD, cross_check};
 pub use data::{Conditions, MAX_PROFILE_BYTES, PROFILE_SCHEMA_VERSION, Profile};
-pub use experts::{ExpertRouting, LayerRouting};
+pub use experts::{ExpertRouting, LayerRouting, routing_changes};
 pub use fold::{FOLD_TOLERANCE_FLOOR, FoldInput, Folded, fold, fold_inputs, outliers};
 pub use level::{PROFILE_ENV_VAR, ProfileLevel};
 pub use op_kind::{MAX_FUSED_PARTS, MAX_UNKNOWN_KINDS, MAX_UNKNOWN_NAME_BYTES, OpKind, Primitive};

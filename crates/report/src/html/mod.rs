@@ -1,5 +1,5 @@
 //! The report as one self-contained HTML page: inline SVG charts (roofline,
-//! per-layer bars, per-token timeline), the tables of the text report, and
+//! per-layer bars, per-token timeline, a mixture of experts' heatmaps), the tables of the text report, and
 //! for two runs the comparison with its verdicts coloured, both runs' views
 //! side by side. No network and no files beside it: the styles and the
 //! little script are in the page, and a content security policy forbids it
@@ -7,6 +7,7 @@
 
 mod comparison;
 mod deltas;
+mod experts;
 mod layers;
 mod markup;
 mod roofline;

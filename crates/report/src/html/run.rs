@@ -139,7 +139,8 @@ pub(super) fn views(out: &mut String, profile: &Profile, summary: &Summary<'_>, 
     out.push_str("</section>");
 }
 
-/// The roofline, the per-layer bars and the per-token timeline.
+/// The roofline, the per-layer bars, a mixture of experts' heatmaps and the
+/// per-token timeline.
 fn charts(out: &mut String, profile: &Profile, summary: &Summary<'_>, scales: SharedScales) {
     let _ = write!(
         out,
@@ -152,6 +153,8 @@ fn charts(out: &mut String, profile: &Profile, summary: &Summary<'_>, scales: Sh
     out.push_str(r#"<h2>Per layer</h2><p class="note">Time per token of each layer by op kind; identical layers give identical bars, and a layer that differs from the layers doing the same work by more than the noise is outlined in red and marked *.</p>"#);
     let bars = layer_bars(summary, profile.repetition_tokens().len());
     layer_chart(out, &bars, scales.layer_ns);
+
+    super::experts::expert_heatmaps(out, profile);
 
     out.push_str(r#"<h2>Per token</h2><p class="note">Each token's host wall time: the device busy in its submissions, the rest idle, the host's enqueue time as a red tick.</p>"#);
     token_timeline(out, profile);
