@@ -48,9 +48,22 @@ impl Shard {
         let config = partition.local_config(config);
         let mut ops = Ops::new(device, weights.dtype, &weights.formats(), partition, communicator)?;
         if let Some(experts) = &config.experts {
+            // The experts' own dtype: a quantized file's experts are
+            // dequantized to bf16 where its other dense tensors are f32.
+            let expert_dtype = weights
+                .layers
+                .iter()
+                .find_map(|layer| match &layer.feed_forward {
+                    crate::weights::FeedForward::Experts(experts) => match experts.format {
+                        kernelscope::ops::WeightFormat::Dense(dtype) => Some(dtype),
+                        kernelscope::ops::WeightFormat::Quantized(_) => None,
+                    },
+                    crate::weights::FeedForward::Dense { .. } => None,
+                })
+                .unwrap_or(weights.dtype);
             ops.experts = Some(super::experts::ExpertOps::new(
                 device,
-                weights.dtype,
+                expert_dtype,
                 ops.gemm_input,
                 experts,
                 config.num_layers,

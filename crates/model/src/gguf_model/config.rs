@@ -7,7 +7,7 @@ use half::{bf16, f16};
 use kernelscope::DType;
 use kernelscope::ops::WeightFormat;
 
-use crate::config::{Architecture, Config, MAX_LAYERS};
+use crate::config::{Architecture, Config, Experts, MAX_EXPERTS, MAX_LAYERS};
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::tokenizer::GgufVocabulary;
@@ -19,14 +19,17 @@ const MAX_DIMENSION: u64 = (1 << 31) - 1;
 fn architecture(file: &GgufFile) -> Result<(Architecture, String)> {
     let name = file.metadata().get_str("general.architecture")?;
     let architecture = match name {
+        // Mixtral is a `llama` file with experts (as llama.cpp converts it).
+        "llama" if file.metadata().contains_key("llama.expert_count") => Architecture::Mixtral,
         "llama" => Architecture::Llama,
         "qwen2" => Architecture::Qwen2,
         "qwen3" => Architecture::Qwen3,
+        "qwen3moe" => Architecture::Qwen3Moe,
         other => {
             return Err(ModelError::Gguf {
                 path: file.path().to_path_buf(),
                 problem: format!(
-                    "architecture `{other}` (general.architecture) is not supported (supported: llama, qwen2, qwen3)"
+                    "architecture `{other}` (general.architecture) is not supported (supported: llama, with or without experts, qwen2, qwen3, qwen3moe)"
                 ),
             });
         }
@@ -141,8 +144,10 @@ pub(super) fn read_config(file: &GgufFile) -> Result<Config> {
     };
     for unimplemented in [
         "attention.sliding_window",
-        "expert_count",
         "attention.q_lora_rank",
+        "expert_shared_count",
+        "expert_shared_feed_forward_length",
+        "expert_group_count",
     ] {
         if metadata.contains_key(&key(unimplemented)) {
             return Err(invalid(format!(
@@ -196,6 +201,7 @@ pub(super) fn read_config(file: &GgufFile) -> Result<Config> {
             }
         }
     }
+    let experts = read_experts(file, architecture, &prefix, num_layers, intermediate_size)?;
     let qkv_bias = file.tensor("blk.0.attn_q.bias").is_some();
     let o_bias = file.tensor("blk.0.attn_output.bias").is_some();
     if architecture == Architecture::Qwen2 && !qkv_bias {
@@ -204,8 +210,8 @@ pub(super) fn read_config(file: &GgufFile) -> Result<Config> {
     let config = Config {
         // Qwen3's per-head norms (`attn_q_norm`, `attn_k_norm`), which the
         // tensor list then asks of every layer.
-        qk_norm: architecture == Architecture::Qwen3,
-        experts: None,
+        qk_norm: matches!(architecture, Architecture::Qwen3 | Architecture::Qwen3Moe),
+        experts,
         architecture,
         vocab_size,
         hidden_size,
@@ -232,6 +238,96 @@ pub(super) fn read_config(file: &GgufFile) -> Result<Config> {
         ));
     }
     Ok(config)
+}
+
+/// A sparse architecture's experts from `{prefix}.expert_*` (`None` for a
+/// dense one): the count, the k each token uses, each expert's rows
+/// (`expert_feed_forward_length`, else the file's `feed_forward_length`, as
+/// llama.cpp reads Mixtral's), and which layers route (those with a
+/// router, `ffn_gate_inp`). The chosen weights are renormalised, as
+/// llama.cpp's graphs of both architectures do; a file that says otherwise
+/// (`expert_weights_norm` false, a scale other than 1, a gating other than
+/// softmax) is refused by name.
+fn read_experts(
+    file: &GgufFile,
+    architecture: Architecture,
+    prefix: &str,
+    num_layers: usize,
+    intermediate_size: usize,
+) -> Result<Option<Experts>> {
+    if !architecture.has_experts() {
+        return Ok(None);
+    }
+    let metadata = file.metadata();
+    let path = file.path().to_path_buf();
+    let invalid = |problem: String| ModelError::Gguf {
+        path: path.clone(),
+        problem,
+    };
+    let key = |name: &str| format!("{prefix}.{name}");
+    let count = metadata.get_u64(&key("expert_count"))? as usize;
+    let per_token = metadata.get_u64(&key("expert_used_count"))? as usize;
+    let most_chosen = kernelscope::ops::moe_route::MOST_CHOSEN;
+    if count == 0 || count > MAX_EXPERTS || per_token == 0 || per_token > count || per_token > most_chosen {
+        return Err(invalid(format!(
+            "`{}` = {per_token} of `{}` = {count} experts: expected 1..={most_chosen} of 1..={MAX_EXPERTS}",
+            key("expert_used_count"),
+            key("expert_count")
+        )));
+    }
+    let rows = match metadata.get_u64_opt(&key("expert_feed_forward_length"))? {
+        Some(rows) if rows == 0 || rows > MAX_DIMENSION => {
+            return Err(invalid(format!(
+                "`{}` is {rows}, expected 1..={MAX_DIMENSION}",
+                key("expert_feed_forward_length")
+            )));
+        }
+        Some(rows) => rows as usize,
+        None => intermediate_size,
+    };
+    if metadata.get_bool_opt(&key("expert_weights_norm"))? == Some(false) {
+        return Err(invalid(format!(
+            "`{}` is false: experts' weights without renormalisation are not implemented for GGUF files",
+            key("expert_weights_norm")
+        )));
+    }
+    if let Some(scale) = metadata.get_f32_opt(&key("expert_weights_scale"))?
+        && scale != 1.0
+    {
+        return Err(invalid(format!(
+            "`{}` is {scale}: scaled expert weights are not implemented",
+            key("expert_weights_scale")
+        )));
+    }
+    if let Some(gating) = metadata.get_u32_opt(&key("expert_gating_func"))?
+        && gating != 1
+    {
+        return Err(invalid(format!(
+            "`{}` is {gating}: only softmax gating (1) is implemented",
+            key("expert_gating_func")
+        )));
+    }
+    let sparse_layers: Vec<bool> = (0..num_layers)
+        .map(|layer| file.tensor(&format!("blk.{layer}.ffn_gate_inp.weight")).is_some())
+        .collect();
+    if !sparse_layers.iter().any(|&sparse| sparse) {
+        return Err(invalid(format!(
+            "`{}` is {count} but no layer has a router (`blk.N.ffn_gate_inp.weight`)",
+            key("expert_count")
+        )));
+    }
+    if (count as u64) * (rows as u64) > MAX_DIMENSION {
+        return Err(invalid(format!(
+            "{count} experts of {rows} rows are more rows than one tensor may hold"
+        )));
+    }
+    Ok(Some(Experts {
+        count,
+        per_token,
+        intermediate_size: rows,
+        normalize_weights: true,
+        sparse_layers,
+    }))
 }
 
 /// The tensor `name`, or the error naming it.

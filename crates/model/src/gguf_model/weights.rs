@@ -54,10 +54,18 @@ pub(crate) fn gguf_name(role: TensorRole) -> String {
     }
 }
 
+/// The tensor of `role`, or the error naming it.
+fn tensor_info(file: &GgufFile, role: TensorRole) -> Result<&TensorInfo> {
+    tensor(file, &gguf_name(role))
+}
+
 /// The heads whose rows llama.cpp's converter interleaved, for a tensor of
 /// the `llama` architecture (`None`: its rows are as transformers has them).
 pub(crate) fn permuted_heads(config: &Config, role: TensorRole) -> Option<usize> {
-    if !matches!(config.architecture, Architecture::Llama | Architecture::Mistral) {
+    if !matches!(
+        config.architecture,
+        Architecture::Llama | Architecture::Mistral | Architecture::Mixtral
+    ) {
         return None;
     }
     match role {
@@ -103,10 +111,19 @@ impl Weights {
         let mut dense_matrix_dtypes: Vec<DType> = Vec::new();
         for spec in config.tensors() {
             let info = tensor(file, &gguf_name(spec.role))?;
+            // A router is a matrix llama.cpp keeps in F32 whatever the
+            // file's type: it does not say what the file's dtype is.
+            let router = matches!(
+                spec.role,
+                TensorRole::Layer {
+                    tensor: LayerTensor::Router,
+                    ..
+                }
+            );
             match file.tensor_format(info)? {
                 WeightFormat::Quantized(_) => quantized_in_file |= spec.shape.len() == 2,
                 WeightFormat::Dense(dtype)
-                    if spec.shape.len() == 2 && !dense_matrix_dtypes.contains(&dtype) =>
+                    if spec.shape.len() == 2 && !router && !dense_matrix_dtypes.contains(&dtype) =>
                 {
                     dense_matrix_dtypes.push(dtype)
                 }
@@ -126,21 +143,58 @@ impl Weights {
             // only where that rounds none of them, as for a file converted
             // from a checkpoint of that dtype; else everything runs in f32.
             [only] if !quantized_in_file && vectors_fit(file, config, *only)? => *only,
-            [_] if !quantized_in_file => DType::F32,
+            // One dtype that would round a vector, or several dense dtypes:
+            // f32 holds every one of them exactly.
+            _ if !quantized_in_file => DType::F32,
             _ if keeps_blocks => DType::F32,
             _ => DType::BF16,
         };
-        let note = (quantized_in_file && !keeps_blocks).then(|| {
-            format!(
+        // Stacked experts have no quantized kernels yet: where the other
+        // dense tensors take f32, 16-bit experts keep their dtype and
+        // quantized ones become bf16 (a sparse model's experts are most of
+        // it; f32 would double them).
+        let target_of = |role: TensorRole, info: &TensorInfo| -> Result<DType> {
+            let stacked = matches!(role, TensorRole::Layer { tensor, .. } if tensor.is_stacked_experts());
+            if !stacked || dtype != DType::F32 {
+                return Ok(dtype);
+            }
+            Ok(match file.tensor_format(info)? {
+                WeightFormat::Dense(source) => source,
+                WeightFormat::Quantized(_) => DType::BF16,
+            })
+        };
+        let mut quantized_experts = None;
+        for spec in config.tensors() {
+            if let TensorRole::Layer { tensor, .. } = spec.role
+                && tensor.is_stacked_experts()
+                && let WeightFormat::Quantized(format) = file.tensor_format(tensor_info(file, spec.role)?)?
+            {
+                quantized_experts = Some(format);
+            }
+        }
+        let mut notes = Vec::new();
+        if quantized_in_file && !keeps_blocks {
+            notes.push(format!(
                 "quantized weights dequantized to {dtype} at load ({} has no quantized kernels yet)",
                 device.name()
-            )
-        });
+            ));
+        }
+        if let Some(format) = quantized_experts {
+            notes.push(format!(
+                "experts in {format} blocks dequantized to bf16 at load (no quantized expert kernels yet)"
+            ));
+        }
+        let note = (!notes.is_empty()).then(|| notes.join("; "));
         // Bounds before allocating: what the weights take on the device.
         let mut total = 0u64;
         for spec in config.tensors() {
             let info = tensor(file, &gguf_name(spec.role))?;
-            let format = placed_format(file.tensor_format(info)?, spec.shape.len(), keeps_blocks, dtype);
+            let format = placed_format(
+                file.tensor_format(info)?,
+                spec.shape.len(),
+                keeps_blocks,
+                target_of(spec.role, info)?,
+            );
             let split = partition.split(spec.role.dimensions(), config);
             let (rows, columns) = matrix_shape(&split.shape(&spec.shape));
             // A share that cuts blocks has no size: placing it is refused
@@ -154,6 +208,7 @@ impl Weights {
         let result = Self::assemble(config, partition, dtype, |spec, split| {
             let (role, shape) = (spec.role, spec.shape.as_slice());
             let info = tensor(file, &gguf_name(role))?;
+            let target = target_of(role, info)?;
             let placed = place(
                 file,
                 info,
@@ -161,7 +216,7 @@ impl Weights {
                 split,
                 permuted_heads(config, role),
                 keeps_blocks,
-                dtype,
+                target,
                 device,
             )?;
             progress.inc(placed.0.byte_len() as u64);
@@ -190,12 +245,13 @@ fn vectors_fit(file: &GgufFile, config: &Config, dtype: DType) -> Result<bool> {
     Ok(true)
 }
 
-/// `[rows, columns]` of a shape (a vector is one row).
+/// `[rows, columns]` of a shape (a vector is one row; stacked experts'
+/// `[experts, rows, columns]` are `experts · rows` rows).
 fn matrix_shape(shape: &[usize]) -> (usize, usize) {
     match shape {
-        [rows, columns] => (*rows, *columns),
         [columns] => (1, *columns),
-        _ => (shape.iter().product(), 1),
+        [outer @ .., columns] => (outer.iter().product(), *columns),
+        [] => (1, 1),
     }
 }
 
