@@ -25,6 +25,10 @@ use kernelscope_model::{Architecture, LoadOptions, Model, npy};
 
 mod common;
 
+/// Q8_0 files on CUDA, whose quantized products take 8-bit activations:
+/// the bound `gguf_model`'s CUDA tests hold them to.
+const QUANTIZED_ACTIVATIONS_TOLERANCE: f32 = 5e-2;
+
 /// The tokens of `tools/reference/gguf_moe_fixtures.py`.
 const TOKENS: [u32; 10] = [1, 5, 9, 200, 33, 7, 100, 64, 250, 3];
 
@@ -49,7 +53,16 @@ fn moe_gguf_files_run_to_transformers_logits(backend: Backend) {
             let mut model =
                 Model::load_gguf(&gguf, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap();
             model.set_kv_dtype(DType::F32).unwrap();
-            model.set_quantized_activations(Activations::F32).unwrap();
+            // The CPU multiplies quantized blocks with f32 activations too;
+            // CUDA only with 8-bit ones (llama.cpp's q8_1), as it decodes.
+            let tolerance = if backend == Backend::Cpu {
+                model.set_quantized_activations(Activations::F32).unwrap();
+                tolerance
+            } else if file_type == "q8_0" {
+                QUANTIZED_ACTIVATIONS_TOLERANCE
+            } else {
+                tolerance
+            };
             let found: Vec<Vec<f32>> = TOKENS
                 .iter()
                 .enumerate()
