@@ -2,7 +2,8 @@
 //! weight dtype, x in f32, in the weights' dtype and RMS-normalised in the
 //! kernel, Mixtral's 2 of 8,
 //! Qwen3-MoE's 8 of 128 and odd shapes (rows not a whole number of 16-byte
-//! chunks take the scalar path), at 1, 3 and 17 rows, with three kinds of
+//! chunks take the scalar path; experts of 6,400 rows, long runs of a row's
+//! chunks over few experts), at 1, 3 and 17 rows, with three kinds of
 //! choice: random (most experts get no row), every row on the same experts,
 //! and an id past the last expert (which must contribute nothing). Outputs
 //! are poisoned first; the residual add keeps what `hidden` held.
@@ -73,7 +74,12 @@ fn moe_experts_match_reference(backend: Backend) {
         let gate_up = MoeGateUp::new(&registry, &device, dtype).unwrap();
         let norm_gate_up = MoeNormGateUp::new(&registry, &device, dtype).unwrap();
         let down_add = MoeDownAdd::new(&registry, &device, dtype).unwrap();
-        for (experts, k, expert_rows, hidden) in [(8, 2, 40, 64), (128, 8, 24, 256), (16, 4, 13, 37)] {
+        for (experts, k, expert_rows, hidden) in [
+            (8, 2, 40, 64),
+            (128, 8, 24, 256),
+            (16, 4, 13, 37),
+            (4, 2, 6400, 16),
+        ] {
             let seed = (experts * 1000 + expert_rows * 10 + hidden) as u64;
             let gate_values = random(seed, experts * expert_rows * hidden, -0.5, 0.5);
             let up_values = random(seed + 1, experts * expert_rows * hidden, -0.5, 0.5);
