@@ -34,17 +34,11 @@ pub(crate) const THREADS: u32 = 256;
 const WARPS: usize = THREADS as usize / 32;
 
 /// Warps sharing one row of a matrix of `rows` rows (`warps_per_row` in
-/// `rows.cuh`, which splits a row's k over several warps): one for a
-/// model's projections, since the split measured slower on an H200
-/// (docs/PERF.md); four for a matrix of at most 256 rows (an MoE router),
-/// which one warp a row would give at most 32 blocks.
-pub(crate) fn warps_per_row(rows: usize) -> usize {
-    if rows <= SMALL_MATRIX_ROWS { 4 } else { 1 }
+/// `rows.cuh`, which can split a row's k over several warps): one, since
+/// the split measured slower on an H200 (docs/PERF.md).
+pub(crate) fn warps_per_row(_rows: usize) -> usize {
+    1
 }
-
-/// The most rows a matrix has for its rows to be split over four warps
-/// (`warps_per_row` in `rows.cuh`).
-const SMALL_MATRIX_ROWS: usize = 256;
 
 /// The grid for `rows` rows: one group of rows per block (a row per warp,
 /// or per few warps), or, past `most_blocks` blocks, that many blocks

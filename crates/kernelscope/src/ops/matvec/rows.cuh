@@ -106,12 +106,11 @@ __device__ __forceinline__ void dot_rows(const W* const rows[ROWS], const float*
 __device__ __forceinline__ u32 uniform_warp() { return __shfl_sync(0xffffffffu, threadIdx.x >> 5, 0); }
 
 // Warps sharing one row, by the number of rows n (`matvec::warps_per_row`
-// in Rust sizes the grid by the same rule). One for a model's projections:
-// splitting the k of small matrices over 2-8 warps (with 8 loads in flight
-// per lane) measured slower on an H200 (llama-3.2-1b 914 against 1,002
-// tok/s). Four for a matrix of at most 256 rows (an MoE router's 8-128),
-// which one warp a row would give 1 to 32 blocks, most SMs idle.
-__device__ __forceinline__ u32 warps_per_row(u32 n) { return n <= 256 ? 4 : 1; }
+// in Rust sizes the grid by the same rule). One: splitting the k of small
+// matrices over 2-8 warps (with 8 loads in flight per lane) measured slower
+// on an H200 (llama-3.2-1b 914 against 1,002 tok/s), so the split is kept
+// for tuning but not taken.
+__device__ __forceinline__ u32 warps_per_row(u32) { return 1; }
 
 // The row loop of every mat-vec kernel: for each row, `pointers(row, rows)`
 // names its ROWS weight rows, the warps sharing it compute their dots, and

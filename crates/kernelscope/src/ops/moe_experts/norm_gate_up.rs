@@ -91,9 +91,7 @@ impl MoeNormGateUp {
         let k = rows_of(OP, "ids", ids, rows)?;
         expect_rows(OP, "ids", ids, DType::U32, rows, &[k])?;
         expect_rows(OP, "output", out, DType::F32, rows * k, &[expert_rows])?;
-        // The mat-vec core's grid along an expert's rows (several warps a
-        // row where the experts are small).
-        let row_groups = crate::ops::matvec::grid(expert_rows, MOST_BLOCKS, 0).blocks[0];
+        let row_groups = expert_rows.div_ceil(THREADS as usize / 32).clamp(1, MOST_BLOCKS);
         let chosen = rows * k;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
@@ -111,7 +109,7 @@ impl MoeNormGateUp {
                 .scalar(EPS, eps)
                 .dispatch(&self.kernel)?
                 .grid(LaunchGrid {
-                    blocks: [row_groups, k as u32, rows as u32],
+                    blocks: [row_groups as u32, k as u32, rows as u32],
                     threads_per_block: [THREADS, 1, 1],
                     shared_memory_bytes: (4 * hidden) as u32,
                 })
