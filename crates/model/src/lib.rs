@@ -15,6 +15,7 @@ mod chat;
 mod config;
 mod engine;
 mod error;
+mod feed_forward;
 mod files;
 pub mod gguf;
 pub mod gguf_export;
