@@ -3,12 +3,10 @@
 //! and each of its k experts `e = ids[row, j]`.
 
 use super::cpu::moe_gate_up;
-use crate::error::{Error, Result};
-use crate::ops::matvec::{THREADS, with_core};
-use crate::ops::{Arguments, bytes_of, expect, expect_rows, kernel_arguments, kernel_for, rows_of};
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
-};
+use super::{check_gate_up, gate_up_grid, gate_up_source};
+use crate::error::Result;
+use crate::ops::{Arguments, bytes_of, expect_rows, kernel_arguments, kernel_for, rows_of};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
 kernel_arguments! {
     X: "x" Read,
@@ -23,16 +21,10 @@ kernel_arguments! {
     K: "k" U32,
 }
 
-/// The most elements of x a block stages in shared memory (48 KiB of f32,
-/// the most a kernel gets without opting in): hidden sizes up to 12,288.
-pub const MOST_HIDDEN: usize = 12 * 1024;
-
-/// Blocks along the expert's rows at most (the kernel walks the rest).
-const MOST_BLOCKS: usize = 4096;
-
 /// Registers the kernels of every weight dtype, with x in f32 and narrow.
 pub(super) fn register(registry: &mut KernelRegistry) {
-    let source: std::sync::Arc<str> = crate::ops::cuda_source(&with_core(include_str!("gate_up.cu"))).into();
+    let source: std::sync::Arc<str> =
+        crate::ops::cuda_source(&gate_up_source(include_str!("gate_up.cu"))).into();
     registry.register_cpu("moe_gate_up_f32", moe_gate_up::<f32, f32>);
     registry.register_cpu("moe_gate_up_f16", moe_gate_up::<half::f16, f32>);
     registry.register_cpu("moe_gate_up_bf16", moe_gate_up::<half::bf16, f32>);
@@ -77,16 +69,7 @@ impl MoeGateUp {
         out: &Buffer,
     ) -> Result<()> {
         const OP: &str = "moe_gate_up";
-        let [experts, expert_rows, hidden] = crate::ops::dimensions(OP, "gate", gate)?;
-        expect(OP, "gate", gate, self.dtype, &[experts, expert_rows, hidden])?;
-        expect(OP, "up", up, self.dtype, &[experts, expert_rows, hidden])?;
-        if hidden > MOST_HIDDEN {
-            return Err(Error::ShapeMismatch {
-                context: format!("{OP} stages x in shared memory: hidden sizes up to {MOST_HIDDEN}"),
-                expected: vec![MOST_HIDDEN],
-                found: vec![hidden],
-            });
-        }
+        let [experts, expert_rows, hidden] = check_gate_up(OP, gate, up, self.dtype)?;
         let rows = rows_of(OP, "x", x, hidden)?;
         let kernel = if x.dtype() == DType::F32 {
             &self.wide
@@ -108,7 +91,6 @@ impl MoeGateUp {
         let k = rows_of(OP, "ids", ids, rows)?;
         expect_rows(OP, "ids", ids, DType::U32, rows, &[k])?;
         expect_rows(OP, "output", out, DType::F32, rows * k, &[expert_rows])?;
-        let row_groups = expert_rows.div_ceil(THREADS as usize / 32).clamp(1, MOST_BLOCKS);
         let chosen = rows * k;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
@@ -123,11 +105,7 @@ impl MoeGateUp {
                 .scalar(EXPERTS, experts as u32)
                 .scalar(K, k as u32)
                 .dispatch(kernel)?
-                .grid(LaunchGrid {
-                    blocks: [row_groups as u32, k as u32, rows as u32],
-                    threads_per_block: [THREADS, 1, 1],
-                    shared_memory_bytes: (4 * hidden) as u32,
-                })
+                .grid(gate_up_grid(expert_rows, k, rows, hidden))
                 // Each row reads its k experts' rows: the bytes of the
                 // weights it touched, as a decode token's roofline wants.
                 .cost(

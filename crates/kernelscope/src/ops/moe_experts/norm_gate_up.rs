@@ -4,15 +4,12 @@
 //! separate norm dispatch (the router's fused mat-vec normalises x too).
 
 use super::cpu::moe_norm_gate_up;
-use super::gate_up::MOST_HIDDEN;
-use crate::error::{Error, Result};
-use crate::ops::matvec::{THREADS, with_core};
+use super::{check_gate_up, gate_up_grid, gate_up_source};
+use crate::error::Result;
 use crate::ops::{
     Arguments, bytes_of, expect, expect_rows, kernel_arguments, kernel_for, register_weight_kernels, rows_of,
 };
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
-};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
 kernel_arguments! {
     X: "x" Read,
@@ -29,16 +26,13 @@ kernel_arguments! {
     EPS: "eps" F32,
 }
 
-/// Blocks along the expert's rows at most (the kernel walks the rest).
-const MOST_BLOCKS: usize = 4096;
-
 /// Registers `moe_norm_gate_up_<dtype>`.
 pub(super) fn register(registry: &mut KernelRegistry) {
     register_weight_kernels!(
         registry,
         "moe_norm_gate_up",
         moe_norm_gate_up,
-        &with_core(include_str!("norm_gate_up.cu"))
+        &gate_up_source(include_str!("norm_gate_up.cu"))
     );
 }
 
@@ -75,23 +69,13 @@ impl MoeNormGateUp {
         eps: f32,
     ) -> Result<()> {
         const OP: &str = "moe_norm_gate_up";
-        let [experts, expert_rows, hidden] = crate::ops::dimensions(OP, "gate", gate)?;
-        expect(OP, "gate", gate, self.dtype, &[experts, expert_rows, hidden])?;
-        expect(OP, "up", up, self.dtype, &[experts, expert_rows, hidden])?;
+        let [experts, expert_rows, hidden] = check_gate_up(OP, gate, up, self.dtype)?;
         expect(OP, "norm weight", norm_weight, self.dtype, &[hidden])?;
-        if hidden > MOST_HIDDEN {
-            return Err(Error::ShapeMismatch {
-                context: format!("{OP} stages x in shared memory: hidden sizes up to {MOST_HIDDEN}"),
-                expected: vec![MOST_HIDDEN],
-                found: vec![hidden],
-            });
-        }
         let rows = rows_of(OP, "x", x, hidden)?;
         expect_rows(OP, "x", x, DType::F32, rows, &[hidden])?;
         let k = rows_of(OP, "ids", ids, rows)?;
         expect_rows(OP, "ids", ids, DType::U32, rows, &[k])?;
         expect_rows(OP, "output", out, DType::F32, rows * k, &[expert_rows])?;
-        let row_groups = expert_rows.div_ceil(THREADS as usize / 32).clamp(1, MOST_BLOCKS);
         let chosen = rows * k;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
@@ -108,11 +92,7 @@ impl MoeNormGateUp {
                 .scalar(K, k as u32)
                 .scalar(EPS, eps)
                 .dispatch(&self.kernel)?
-                .grid(LaunchGrid {
-                    blocks: [row_groups as u32, k as u32, rows as u32],
-                    threads_per_block: [THREADS, 1, 1],
-                    shared_memory_bytes: (4 * hidden) as u32,
-                })
+                .grid(gate_up_grid(expert_rows, k, rows, hidden))
                 .cost(
                     bytes_of(chosen * 2 * expert_rows * hidden, self.dtype)
                         + bytes_of(rows * hidden, DType::F32)
