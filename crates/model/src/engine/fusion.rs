@@ -149,7 +149,7 @@ impl Forward<'_> {
         let read_later = rest[readers.len()..]
             .iter()
             .take_while(|step| !matches!(step, Step::Norm { .. }))
-            .any(|step| matches!(step, Step::ExpertsGateUp { .. }));
+            .any(|step| step.reads(Slot::Normed));
         if !(1..=3).contains(&readers.len())
             || read_later
             || !readers.iter().all(|(linear, _)| self.fuses_as_output(linear))

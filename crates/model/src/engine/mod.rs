@@ -20,6 +20,7 @@
 //! token, so they never queue a step (and its collectives) that rank 0 does
 //! not. A rank that fails aborts the group, so no rank waits forever.
 
+mod activations;
 mod construct;
 mod execution;
 mod experts;
