@@ -23,13 +23,16 @@ transformers, gguf.
 
 import argparse
 import os
+import sys
 
 import gguf
 import numpy as np
 import torch
 from transformers import MixtralConfig, MixtralForCausalLM, Qwen3MoeConfig, Qwen3MoeForCausalLM
 
-TOKENS = [1, 5, 9, 200, 33, 7, 100, 64, 250, 3]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_transformers_fixtures import TOKENS, permute  # noqa: E402
+
 TYPES = {"f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0}
 FILE_TYPES = {"f16": 1, "q8_0": 7}
 
@@ -59,11 +62,6 @@ def make_model(kind):
             else:
                 parameter.copy_(0.1 * torch.randn_like(parameter))
     return model.float().eval()
-
-
-def permute(weights, heads):
-    """convert_hf_to_gguf.py's LlamaModel.permute."""
-    return weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(weights.shape)
 
 
 LAYER_NAMES = {
