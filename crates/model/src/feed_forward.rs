@@ -55,7 +55,7 @@ impl FeedForward {
                 (&experts.router.weight, experts.router.format),
                 (&experts.gate, experts.format),
                 (&experts.up, experts.format),
-                (&experts.down, experts.format),
+                (&experts.down, experts.down_format),
             ],
         }
     }
@@ -68,14 +68,19 @@ impl FeedForward {
 pub struct ExpertWeights {
     /// `[experts, hidden]`: each expert's logit.
     pub router: Linear,
-    /// `[experts, expert_inter, hidden]`.
+    /// `[experts, expert_inter, hidden]` (quantized: u8 `[experts,
+    /// expert_inter, row_bytes]`, each row `hidden` values in blocks).
     pub gate: Buffer,
-    /// `[experts, expert_inter, hidden]`.
+    /// As `gate`.
     pub up: Buffer,
-    /// `[experts, hidden, expert_inter]`.
+    /// `[experts, hidden, expert_inter]` (quantized: u8 `[experts, hidden,
+    /// row_bytes]`).
     pub down: Buffer,
-    /// How gate, up and down store their matrices.
+    /// How gate and up store their matrices.
     pub format: WeightFormat,
+    /// How down stores its matrices (a quantized file may give it more
+    /// bits than gate and up, as Q4_K_M's Q6_K layers do).
+    pub down_format: WeightFormat,
     /// Experts in each stacked buffer.
     pub count: usize,
     /// Experts each token is routed to: a token reads `per_token / count`

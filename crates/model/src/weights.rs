@@ -132,7 +132,7 @@ impl Weights {
                     query_norm,
                     key_norm,
                     output: linear(LayerTensor::OutputProjection, Some(LayerTensor::OutputBias)),
-                    feed_forward: if let (Some((gate, format)), Some((up, _)), Some((down, _))) =
+                    feed_forward: if let (Some((gate, format)), Some((up, _)), Some((down, down_format))) =
                         (expert_gate, expert_up, expert_down)
                     {
                         let experts = config.experts.as_ref().expect(LISTED);
@@ -142,6 +142,7 @@ impl Weights {
                             up,
                             down,
                             format,
+                            down_format,
                             count: experts.count,
                             per_token: experts.per_token,
                         })

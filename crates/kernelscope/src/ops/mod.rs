@@ -42,6 +42,7 @@ pub mod matmul;
 pub mod matvec;
 pub mod moe_experts;
 pub mod moe_group;
+pub mod moe_quantized;
 pub mod moe_route;
 pub mod norm_matvec;
 pub mod prefill_attention;
@@ -88,6 +89,7 @@ pub fn registry() -> KernelRegistry {
     head_norm::register(&mut registry);
     moe_experts::register(&mut registry);
     moe_group::register(&mut registry);
+    moe_quantized::register(&mut registry);
     moe_route::register(&mut registry);
     rms_norm::register(&mut registry);
     rope::register(&mut registry);

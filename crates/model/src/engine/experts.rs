@@ -6,9 +6,13 @@
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::moe_experts::{MoeDownAdd, MoeGateUp, MoeNormGateUp};
 use kernelscope::ops::moe_group::{MoeCombine, MoeGather, group_by_expert};
+use kernelscope::ops::moe_quantized::MoeQuantized;
 use kernelscope::ops::moe_route::MoeRoute;
+use kernelscope::ops::quantized_linear::Activations as QuantizedActivations;
+use kernelscope::quant::QuantFormat;
 use kernelscope::{Buffer, CommandEncoder, DType, Device};
 
+pub(crate) use super::expert_buffers::ExpertBuffers;
 use super::forward::Forward;
 use super::layer::{Activations, PassShape, Slot, Step};
 use crate::config::Experts;
@@ -25,6 +29,9 @@ pub(crate) struct ExpertOps {
     pub norm_gate_up: MoeNormGateUp,
     /// The chosen experts' down projections, weighted into the residual.
     pub down: MoeDownAdd,
+    /// The products of experts in each quantized format the model's
+    /// experts hold (GGUF).
+    pub quantized: Vec<MoeQuantized>,
     /// Prefill: a chunk's rows copied into runs grouped by expert (rows in
     /// the GEMM input's dtype).
     pub gather: MoeGather,
@@ -39,11 +46,13 @@ pub(crate) struct ExpertOps {
 }
 
 impl ExpertOps {
-    /// The ops for `experts` with weights of `dtype` on `device`, prefill's
-    /// GEMMs taking `gemm_input`.
+    /// The ops for `experts` with weights of `dtype` (dense experts) or of
+    /// the `quantized` formats on `device`, prefill's GEMMs taking
+    /// `gemm_input`.
     pub fn new(
         device: &Device,
         dtype: DType,
+        quantized: &[QuantFormat],
         gemm_input: DType,
         experts: &Experts,
         layers: usize,
@@ -62,6 +71,10 @@ impl ExpertOps {
             gate_up: MoeGateUp::new(&registry, device, dtype)?,
             norm_gate_up: MoeNormGateUp::new(&registry, device, dtype)?,
             down: MoeDownAdd::new(&registry, device, dtype)?,
+            quantized: quantized
+                .iter()
+                .map(|&format| MoeQuantized::new(&registry, device, format, QuantizedActivations::default()))
+                .collect::<kernelscope::Result<Vec<_>>>()?,
             gather: MoeGather::new(&registry, device, gemm_input)?,
             combine: MoeCombine::new(&registry, device)?,
             counts,
@@ -78,126 +91,35 @@ impl ExpertOps {
             .collect())
     }
 
+    /// The products of experts in the quantized `format`.
+    pub fn quantized(&self, format: QuantFormat) -> Result<&MoeQuantized> {
+        self.quantized
+            .iter()
+            .find(|op| op.format() == format)
+            .ok_or_else(|| {
+                ModelError::InvalidInput(format!(
+                    "a sparse layer holds experts in {format}, but this model's expert kernels were made for other formats"
+                ))
+            })
+    }
+
+    /// Rebinds the quantized experts' products to take `activations`
+    /// (8-bit blocks by default; f32 for the CPU's reference path).
+    pub fn set_quantized_activations(
+        &mut self,
+        device: &Device,
+        activations: QuantizedActivations,
+    ) -> Result<()> {
+        let registry = kernelscope::ops::registry();
+        for op in &mut self.quantized {
+            *op = MoeQuantized::new(&registry, device, op.format(), activations)?;
+        }
+        Ok(())
+    }
+
     /// Zeroes the tallies.
     pub fn clear_counts(&self) -> Result<()> {
         Ok(self.counts.write_from(&vec![0u32; self.counts.len()])?)
-    }
-}
-
-/// A pass's buffers for the experts: `rows` rows of each, and every
-/// layer's choice kept (so the routing of a step can be read back).
-#[derive(Clone, Debug)]
-pub(crate) struct ExpertBuffers {
-    /// `[rows, experts]` f32 router logits (each sparse layer in turn).
-    pub router_logits: Buffer,
-    /// `[layers, capacity, k]` u32 each layer's chosen experts.
-    ids: Buffer,
-    /// `[layers, capacity, k]` f32 their weights.
-    weights: Buffer,
-    /// `[rows, k, expert_inter]` f32 each chosen expert's SiLU-gated activation.
-    pub activated: Buffer,
-    /// Rows of this pass.
-    rows: usize,
-    /// Rows the per-layer buffers have room for.
-    capacity: usize,
-    /// Experts chosen per row.
-    per_token: usize,
-    /// Prefill's grouped runs, where the buffers serve a chunk.
-    grouped: Option<GroupedBuffers>,
-}
-
-/// A chunk's rows grouped by expert (`capacity · k` positions each).
-#[derive(Clone, Debug)]
-struct GroupedBuffers {
-    /// u32: the row each position copies.
-    order: Buffer,
-    /// u32: the position of each row's j-th choice.
-    position: Buffer,
-    /// `[positions, hidden]` in the GEMM input's dtype: the copied rows.
-    input: Buffer,
-    /// `[positions, expert_inter]` f32: each expert's gate and up products.
-    gate: Buffer,
-    up: Buffer,
-    /// `[positions, expert_inter]` in the GEMM input's dtype: SiLU(gate) · up.
-    activated: Buffer,
-    /// `[positions, hidden]` f32: each expert's down projection.
-    output: Buffer,
-}
-
-impl ExpertBuffers {
-    /// Buffers for `rows` rows of `experts` over `layers` layers on `device`.
-    pub fn new(device: &Device, experts: &Experts, layers: usize, rows: usize) -> Result<ExpertBuffers> {
-        let chosen = rows * experts.per_token;
-        Ok(ExpertBuffers {
-            router_logits: device.alloc(DType::F32, &[rows * experts.count])?,
-            ids: device.alloc(DType::U32, &[layers * chosen])?,
-            weights: device.alloc(DType::F32, &[layers * chosen])?,
-            activated: device.alloc(DType::F32, &[chosen * experts.intermediate_size])?,
-            rows,
-            capacity: rows,
-            per_token: experts.per_token,
-            grouped: None,
-        })
-    }
-
-    /// Buffers for prefill chunks of up to `capacity` rows: these and the
-    /// grouped runs of `hidden`-wide rows whose GEMM inputs are `gemm_input`.
-    pub fn for_chunks(
-        device: &Device,
-        experts: &Experts,
-        layers: usize,
-        capacity: usize,
-        hidden: usize,
-        gemm_input: DType,
-    ) -> Result<ExpertBuffers> {
-        let positions = capacity * experts.per_token;
-        let inter = experts.intermediate_size;
-        Ok(ExpertBuffers {
-            grouped: Some(GroupedBuffers {
-                order: device.alloc(DType::U32, &[positions])?,
-                position: device.alloc(DType::U32, &[positions])?,
-                input: device.alloc(gemm_input, &[positions * hidden])?,
-                gate: device.alloc(DType::F32, &[positions * inter])?,
-                up: device.alloc(DType::F32, &[positions * inter])?,
-                activated: device.alloc(gemm_input, &[positions * inter])?,
-                output: device.alloc(DType::F32, &[positions * hidden])?,
-            }),
-            ..ExpertBuffers::new(device, experts, layers, capacity)?
-        })
-    }
-
-    /// The first `rows` rows (a chunk shorter than the buffers' capacity).
-    pub fn rows(&self, experts: &Experts, rows: usize) -> Result<ExpertBuffers> {
-        let chosen = rows * experts.per_token;
-        Ok(ExpertBuffers {
-            router_logits: self.router_logits.slice(0, rows * experts.count)?,
-            activated: self.activated.slice(0, chosen * experts.intermediate_size)?,
-            rows,
-            ..self.clone()
-        })
-    }
-
-    /// Layer `layer`'s chosen experts `[rows, k]` (u32).
-    pub fn ids(&self, layer: usize) -> Result<Buffer> {
-        let chosen = self.per_token * self.rows;
-        Ok(self.ids.slice(layer * self.capacity * self.per_token, chosen)?)
-    }
-
-    /// Layer `layer`'s expert weights `[rows, k]` (f32).
-    pub fn weights(&self, layer: usize) -> Result<Buffer> {
-        let chosen = self.per_token * self.rows;
-        Ok(self
-            .weights
-            .slice(layer * self.capacity * self.per_token, chosen)?)
-    }
-
-    /// Every layer's chosen experts of the first row, read back (`[layers][k]`).
-    pub fn read_first_row(&self, layers: usize) -> Result<Vec<Vec<u32>>> {
-        let all: Vec<u32> = self.ids.to_vec()?;
-        let stride = self.capacity * self.per_token;
-        Ok((0..layers)
-            .map(|layer| all[layer * stride..layer * stride + self.per_token].to_vec())
-            .collect())
     }
 }
 
@@ -330,7 +252,12 @@ impl Forward<'_> {
                 .slice(start * width, rows * width)?
                 .reshape(&[rows, width])?)
         };
-        let matrix = |stacked: &Buffer, expert: usize, rows: usize, columns: usize| -> Result<Buffer> {
+        // Expert e's matrix of a stacked `[experts, rows, columns]` buffer
+        // (columns of values, or of bytes of blocks).
+        let matrix = |stacked: &Buffer, expert: usize| -> Result<Buffer> {
+            let [_, rows, columns] = <[usize; 3]>::try_from(stacked.shape()).map_err(|_| {
+                ModelError::InvalidInput("stacked expert weights must be [experts, rows, columns]".into())
+            })?;
             Ok(stacked
                 .slice(expert * rows * columns, rows * columns)?
                 .reshape(&[rows, columns])?)
@@ -341,15 +268,15 @@ impl Forward<'_> {
             &order_buffer,
             &run(&grouped.input, 0, positions, hidden)?,
         )?;
-        let kernels = self.ops.linear_kernels(self.weights.dtype)?;
         let active = (0..count).filter(|&e| offsets[e + 1] > offsets[e]);
         for expert in active.clone() {
             let (start, rows) = (offsets[expert], offsets[expert + 1] - offsets[expert]);
             let input = run(&grouped.input, start, rows, hidden)?;
             for (weights, output) in [(&experts.gate, &grouped.gate), (&experts.up, &grouped.up)] {
-                kernels.matmul.encode(
+                self.encode_product(
                     encoder,
-                    &matrix(weights, expert, inter, hidden)?,
+                    experts.format,
+                    &matrix(weights, expert)?,
                     &input,
                     &run(output, start, rows, inter)?,
                 )?;
@@ -363,9 +290,10 @@ impl Forward<'_> {
         )?;
         for expert in active {
             let (start, rows) = (offsets[expert], offsets[expert + 1] - offsets[expert]);
-            kernels.matmul.encode(
+            self.encode_product(
                 encoder,
-                &matrix(&experts.down, expert, hidden, inter)?,
+                experts.down_format,
+                &matrix(&experts.down, expert)?,
                 &run(&grouped.activated, start, rows, inter)?,
                 &run(&grouped.output, start, rows, hidden)?,
             )?;
@@ -380,14 +308,44 @@ impl Forward<'_> {
         Ok(())
     }
 
+    /// `out = weight · input` over one expert's run of rows: the dense
+    /// GEMM, or the quantized product of `format` (tensor cores over the
+    /// dequantized blocks on CUDA for long runs, its mat-vec rows else).
+    fn encode_product(
+        &self,
+        encoder: &mut CommandEncoder,
+        format: WeightFormat,
+        weight: &Buffer,
+        input: &Buffer,
+        out: &Buffer,
+    ) -> Result<()> {
+        match format {
+            WeightFormat::Dense(dtype) => self
+                .ops
+                .linear_kernels(dtype)?
+                .matmul
+                .encode(encoder, weight, input, out)?,
+            WeightFormat::Quantized(quant) => self
+                .ops
+                .quantized_linear(quant)?
+                .encode(encoder, weight, input, out)?,
+        }
+        Ok(())
+    }
+
     /// Whether this pass runs its experts as grouped GEMMs (a prefill
-    /// chunk whose buffers have the runs, weights dense): then
-    /// `ExpertsGateUp` does all of the experts' work and `ExpertsDown` none.
+    /// chunk whose buffers have the runs; dense weights in the model's
+    /// dtype, or quantized ones): then `ExpertsGateUp` does all of the
+    /// experts' work and `ExpertsDown` none.
     pub(super) fn experts_grouped(&self, experts: &ExpertWeights, activations: &Activations) -> bool {
+        let dense = WeightFormat::Dense(self.weights.dtype);
+        let formats_grouped = match (experts.format, experts.down_format) {
+            (WeightFormat::Quantized(_), WeightFormat::Quantized(_)) => true,
+            (gate_up, down) => gate_up == dense && down == dense && self.ops.gemm_input == self.weights.dtype,
+        };
         matches!(activations.shape, PassShape::Rows { .. })
-            && experts.format == WeightFormat::Dense(self.weights.dtype)
+            && formats_grouped
             && activations.normed.dtype() == self.ops.gemm_input
-            && self.ops.gemm_input == self.weights.dtype
             && activations
                 .experts
                 .as_ref()
@@ -402,11 +360,20 @@ impl Forward<'_> {
         experts: &ExpertWeights,
         activations: &Activations,
     ) -> Result<()> {
-        check_dense(experts)?;
         if self.experts_grouped(experts, activations) {
             return self.encode_grouped_experts(encoder, layer, experts, activations);
         }
         let (ops, buffers) = self.expert_parts(activations)?;
+        if let WeightFormat::Quantized(format) = experts.format {
+            return Ok(ops.quantized(format)?.encode_gate_up(
+                encoder,
+                &activations.normed,
+                &buffers.ids(layer)?,
+                &experts.gate,
+                &experts.up,
+                &buffers.activated,
+            )?);
+        }
         Ok(ops.gate_up.encode(
             encoder,
             &activations.normed,
@@ -426,12 +393,21 @@ impl Forward<'_> {
         experts: &ExpertWeights,
         activations: &Activations,
     ) -> Result<()> {
-        check_dense(experts)?;
         if self.experts_grouped(experts, activations) {
             // Done with the gate/up step's GEMMs.
             return Ok(());
         }
         let (ops, buffers) = self.expert_parts(activations)?;
+        if let WeightFormat::Quantized(format) = experts.down_format {
+            return Ok(ops.quantized(format)?.encode_down_add(
+                encoder,
+                &buffers.activated,
+                &buffers.ids(layer)?,
+                &buffers.weights(layer)?,
+                &experts.down,
+                &activations.hidden,
+            )?);
+        }
         Ok(ops.down.encode(
             encoder,
             &buffers.activated,
@@ -440,15 +416,5 @@ impl Forward<'_> {
             &experts.down,
             &activations.hidden,
         )?)
-    }
-}
-
-/// Experts in quantized blocks have no kernels yet: an error naming it.
-fn check_dense(experts: &ExpertWeights) -> Result<()> {
-    match experts.format {
-        WeightFormat::Dense(_) => Ok(()),
-        WeightFormat::Quantized(format) => Err(ModelError::InvalidInput(format!(
-            "experts in {format} blocks have no kernels yet: convert the model's experts to bf16"
-        ))),
     }
 }

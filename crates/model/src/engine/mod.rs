@@ -23,6 +23,7 @@
 mod activations;
 mod construct;
 mod execution;
+mod expert_buffers;
 mod experts;
 mod forward;
 mod fusion;

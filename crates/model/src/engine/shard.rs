@@ -48,22 +48,32 @@ impl Shard {
         let config = partition.local_config(config);
         let mut ops = Ops::new(device, weights.dtype, &weights.formats(), partition, communicator)?;
         if let Some(experts) = &config.experts {
-            // The experts' own dtype: a quantized file's experts are
-            // dequantized to bf16 where its other dense tensors are f32.
-            let expert_dtype = weights
-                .layers
-                .iter()
-                .find_map(|layer| match &layer.feed_forward {
-                    crate::weights::FeedForward::Experts(experts) => match experts.format {
-                        kernelscope::ops::WeightFormat::Dense(dtype) => Some(dtype),
-                        kernelscope::ops::WeightFormat::Quantized(_) => None,
-                    },
-                    crate::weights::FeedForward::Dense { .. } => None,
-                })
-                .unwrap_or(weights.dtype);
+            // The experts' own dtype (16-bit experts of a file whose other
+            // dense tensors are f32) and the quantized formats they hold.
+            let mut expert_dtype = None;
+            let mut quantized = Vec::new();
+            for layer in &weights.layers {
+                if let crate::weights::FeedForward::Experts(experts) = &layer.feed_forward {
+                    for format in [experts.format, experts.down_format] {
+                        match format {
+                            kernelscope::ops::WeightFormat::Dense(dtype) => {
+                                expert_dtype.get_or_insert(dtype);
+                            }
+                            kernelscope::ops::WeightFormat::Quantized(format)
+                                if !quantized.contains(&format) =>
+                            {
+                                quantized.push(format)
+                            }
+                            kernelscope::ops::WeightFormat::Quantized(_) => {}
+                        }
+                    }
+                }
+            }
+            let expert_dtype = expert_dtype.unwrap_or(weights.dtype);
             ops.experts = Some(super::experts::ExpertOps::new(
                 device,
                 expert_dtype,
+                &quantized,
                 ops.gemm_input,
                 experts,
                 config.num_layers,

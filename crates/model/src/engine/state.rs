@@ -262,6 +262,9 @@ impl Ops {
             .into_iter()
             .map(|format| QuantizedLinear::new(&registry, device, format, activations))
             .collect::<kernelscope::Result<Vec<_>>>()?;
+        if let Some(experts) = &mut self.experts {
+            experts.set_quantized_activations(device, activations)?;
+        }
         Ok(())
     }
 

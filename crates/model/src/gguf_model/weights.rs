@@ -54,11 +54,6 @@ pub(crate) fn gguf_name(role: TensorRole) -> String {
     }
 }
 
-/// The tensor of `role`, or the error naming it.
-fn tensor_info(file: &GgufFile, role: TensorRole) -> Result<&TensorInfo> {
-    tensor(file, &gguf_name(role))
-}
-
 /// The heads whose rows llama.cpp's converter interleaved, for a tensor of
 /// the `llama` architecture (`None`: its rows are as transformers has them).
 pub(crate) fn permuted_heads(config: &Config, role: TensorRole) -> Option<usize> {
@@ -121,7 +116,7 @@ impl Weights {
                 }
             );
             match file.tensor_format(info)? {
-                WeightFormat::Quantized(_) => quantized_in_file |= spec.shape.len() == 2,
+                WeightFormat::Quantized(_) => quantized_in_file |= spec.shape.len() >= 2,
                 WeightFormat::Dense(dtype)
                     if spec.shape.len() == 2 && !router && !dense_matrix_dtypes.contains(&dtype) =>
                 {
@@ -149,10 +144,11 @@ impl Weights {
             _ if keeps_blocks => DType::F32,
             _ => DType::BF16,
         };
-        // Stacked experts have no quantized kernels yet: where the other
-        // dense tensors take f32, 16-bit experts keep their dtype and
-        // quantized ones become bf16 (a sparse model's experts are most of
-        // it; f32 would double them).
+        // Stacked experts: quantized ones stay in their blocks where the
+        // device multiplies blocks (as the other matrices do) and become
+        // bf16 elsewhere; where the other dense tensors take f32, 16-bit
+        // experts keep their dtype (a sparse model's experts are most of it;
+        // f32 would double them).
         let target_of = |role: TensorRole, info: &TensorInfo| -> Result<DType> {
             let stacked = matches!(role, TensorRole::Layer { tensor, .. } if tensor.is_stacked_experts());
             if !stacked || dtype != DType::F32 {
@@ -163,25 +159,12 @@ impl Weights {
                 WeightFormat::Quantized(_) => DType::BF16,
             })
         };
-        let mut quantized_experts = None;
-        for spec in config.tensors() {
-            if let TensorRole::Layer { tensor, .. } = spec.role
-                && tensor.is_stacked_experts()
-                && let WeightFormat::Quantized(format) = file.tensor_format(tensor_info(file, spec.role)?)?
-            {
-                quantized_experts = Some(format);
-            }
-        }
+        check_expert_formats(file, config)?;
         let mut notes = Vec::new();
         if quantized_in_file && !keeps_blocks {
             notes.push(format!(
                 "quantized weights dequantized to {dtype} at load ({} has no quantized kernels yet)",
                 device.name()
-            ));
-        }
-        if let Some(format) = quantized_experts {
-            notes.push(format!(
-                "experts in {format} blocks dequantized to bf16 at load (no quantized expert kernels yet)"
             ));
         }
         let note = (!notes.is_empty()).then(|| notes.join("; "));
@@ -258,7 +241,7 @@ fn matrix_shape(shape: &[usize]) -> (usize, usize) {
 /// The format a tensor of `format` takes on the device.
 fn placed_format(format: WeightFormat, rank: usize, keeps_blocks: bool, dtype: DType) -> WeightFormat {
     match format {
-        WeightFormat::Quantized(quant) if keeps_blocks && rank == 2 => WeightFormat::Quantized(quant),
+        WeightFormat::Quantized(quant) if keeps_blocks && rank >= 2 => WeightFormat::Quantized(quant),
         _ => WeightFormat::Dense(dtype),
     }
 }
@@ -348,22 +331,20 @@ fn place(
                 && device.capabilities().maps_files_in_place
             {
                 let mapped = file.mapped_tensor(info);
-                return Ok((
-                    device.buffer_from_mapped(
-                        mapped.map,
-                        mapped.offset,
-                        DType::U8,
-                        &[rows, source_row_bytes],
-                    )?,
-                    format,
-                ));
+                let buffer = device.buffer_from_mapped(
+                    mapped.map,
+                    mapped.offset,
+                    DType::U8,
+                    &[rows, source_row_bytes],
+                )?;
+                return Ok((stacked_rows(buffer, shape)?, format));
             }
             // The rows in the order and layout the device's kernels read
             // (planes on CUDA: the same bytes, each field together).
             let arranged = layout.arrange(quant, rows, source_row);
             let buffer = device.alloc(DType::U8, &[rows, arranged.len() / rows.max(1)])?;
             buffer.write_bytes(&arranged)?;
-            Ok((buffer, format))
+            Ok((stacked_rows(buffer, shape)?, format))
         }
         WeightFormat::Dense(target) => {
             let device_shape = shape.to_vec();
@@ -407,4 +388,44 @@ fn place(
             Ok((buffer, format))
         }
     }
+}
+
+/// A quantized tensor's rows of blocks `[rows, row_bytes]`, as stacked
+/// experts `[experts, rows, row_bytes]` where the tensor is 3-D.
+fn stacked_rows(buffer: Buffer, shape: &[usize]) -> Result<Buffer> {
+    match shape {
+        [experts, rows, _] => {
+            let row_bytes = buffer.shape()[1];
+            Ok(buffer.reshape(&[*experts, *rows, row_bytes])?)
+        }
+        _ => Ok(buffer),
+    }
+}
+
+/// Refuses a layer whose stacked gate and up experts are stored in
+/// different formats (the gate/up kernels read both rows in one format),
+/// naming the tensors.
+fn check_expert_formats(file: &GgufFile, config: &Config) -> Result<()> {
+    for layer in 0..config.num_layers {
+        let format_of = |tensor: LayerTensor| -> Result<Option<WeightFormat>> {
+            let role = TensorRole::Layer { index: layer, tensor };
+            match file.tensor(&gguf_name(role)) {
+                Some(info) => Ok(Some(file.tensor_format(info)?)),
+                None => Ok(None),
+            }
+        };
+        if let (Some(gate), Some(up)) = (
+            format_of(LayerTensor::ExpertGate)?,
+            format_of(LayerTensor::ExpertUp)?,
+        ) && gate != up
+        {
+            return Err(ModelError::Gguf {
+                path: file.path().to_path_buf(),
+                problem: format!(
+                    "`blk.{layer}.ffn_gate_exps.weight` is {gate} but `blk.{layer}.ffn_up_exps.weight` is {up}: experts whose gate and up differ in format are not implemented"
+                ),
+            });
+        }
+    }
+    Ok(())
 }

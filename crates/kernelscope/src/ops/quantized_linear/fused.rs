@@ -49,9 +49,11 @@ pub(crate) mod silu {
 // name for name (x the quantized input).
 use crate::ops::matvec::residual as add;
 
-/// Registers `quantize_q8` and `norm_quantize_q8` on CUDA (the products are
-/// registered with each format's other kernels).
+/// Registers `quantize_q8` and `norm_quantize_q8` on CUDA, and
+/// `quantize_q8`'s reference on the CPU (the products are registered with
+/// each format's other kernels).
 pub(super) fn register(registry: &mut KernelRegistry) {
+    registry.register_cpu("quantize_q8", super::stage::quantize_q8);
     let source: Arc<str> = crate::ops::cuda_source(&format!(
         "{}\n{}",
         include_str!("quantized.cuh"),
@@ -294,12 +296,12 @@ impl QuantizedFused {
 
 /// Threads of a block of the quantize kernels (stage.cu), and the elements
 /// one block quantizes (four a thread).
-const QUANTIZE_THREADS: u32 = 256;
-const QUANTIZED_PER_BLOCK: usize = 4 * QUANTIZE_THREADS as usize;
+pub(crate) const QUANTIZE_THREADS: u32 = 256;
+pub(crate) const QUANTIZED_PER_BLOCK: usize = 4 * QUANTIZE_THREADS as usize;
 
 /// Whether x of `k` elements can be quantized in blocks of 32 (every
 /// format's rows are whole blocks of 32, so only a malformed weight fails).
-fn check_quantizable(op: &str, k: usize) -> Result<()> {
+pub(crate) fn check_quantizable(op: &str, k: usize) -> Result<()> {
     if k.is_multiple_of(32) && k > 0 {
         return Ok(());
     }

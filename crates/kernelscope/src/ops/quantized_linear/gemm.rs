@@ -66,7 +66,7 @@ struct Scratch {
 
 /// A view of `len` elements of `dtype`, `shape`, of `slot`, grown if too
 /// short.
-pub(super) fn scratch_view(
+pub(crate) fn scratch_view(
     device: &Device,
     slot: &mut Option<Buffer>,
     dtype: DType,

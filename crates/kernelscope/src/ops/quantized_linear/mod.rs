@@ -21,6 +21,7 @@ mod avx2;
 mod cpu;
 pub mod fused;
 pub(crate) mod gemm;
+pub(crate) mod stage;
 
 pub use gemm::GEMM_ROWS;
 
@@ -191,6 +192,13 @@ pub(crate) fn cuda_source(format: QuantFormat) -> String {
     let kernels = include_str!("kernels.cu")
         .replace("{format}", format.name())
         .replace("{Format}", &format!("{format:?}"));
+    cuda_source_with(&kernels)
+}
+
+/// The CUDA source of `kernels` (one format's, its names put in) over what
+/// every quantized kernel shares: the prelude, `quantized.cuh`,
+/// `formats.cuh` and `products.cuh` (other ops' quantized kernels too).
+pub(crate) fn cuda_source_with(kernels: &str) -> String {
     super::cuda_source(&format!(
         "{}\n{}\n{}\n{kernels}",
         include_str!("quantized.cuh"),
