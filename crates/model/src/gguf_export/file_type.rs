@@ -1,5 +1,8 @@
 //! The file types kscope writes (`--quant`) and the type llama.cpp's
-//! `llama-quantize` gives each tensor in them (`llama_tensor_get_type`).
+//! `llama-quantize` gives each tensor in them (`llama_tensor_get_type`),
+//! the experts' rules included: routers in F32, stacked down projections
+//! as dense ones, and an eight-expert model's attention K/V in Q8_0 (and
+//! its output projection in Q5_K under Q4_K_M).
 
 use crate::config::{Config, LayerTensor, TensorRole};
 use crate::gguf::TensorType;
@@ -95,9 +98,21 @@ pub(super) fn tensor_type(
     rank: usize,
     columns: usize,
 ) -> TensorType {
-    if rank == 1 || file_type == GgufFileType::F32 {
+    // A router stays F32 whatever the file type, as llama.cpp's converter
+    // writes it and its quantizer leaves it.
+    let router = matches!(
+        role,
+        TensorRole::Layer {
+            tensor: LayerTensor::Router,
+            ..
+        }
+    );
+    if rank == 1 || file_type == GgufFileType::F32 || router {
         return TensorType::F32;
     }
+    // Eight experts (Mixtral): llama.cpp spends more bits on the attention,
+    // which is a small part of such a model.
+    let eight_experts = config.experts.as_ref().is_some_and(|experts| experts.count == 8);
     let output =
         matches!(role, TensorRole::LmHead) || (config.tie_word_embeddings && role == TensorRole::Embedding);
     let layers = config.num_layers;
@@ -112,10 +127,25 @@ pub(super) fn tensor_type(
     } else {
         match (file_type, role) {
             (
+                _,
+                TensorRole::Layer {
+                    tensor: LayerTensor::KeyProjection | LayerTensor::ValueProjection,
+                    ..
+                },
+            ) if eight_experts => TensorType::Q8_0,
+            (
+                GgufFileType::Q4_K_M,
+                TensorRole::Layer {
+                    tensor: LayerTensor::OutputProjection,
+                    ..
+                },
+            ) if eight_experts => TensorType::Q5_K,
+            (
                 GgufFileType::Q4_K_M | GgufFileType::Q5_K_M,
                 TensorRole::Layer {
                     index,
-                    tensor: LayerTensor::ValueProjection | LayerTensor::DownProjection,
+                    tensor:
+                        LayerTensor::ValueProjection | LayerTensor::DownProjection | LayerTensor::ExpertDown,
                 },
             ) if use_more_bits(index, layers) => TensorType::Q6_K,
             _ => file_type.base(),

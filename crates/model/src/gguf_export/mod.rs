@@ -18,7 +18,7 @@ use std::path::Path;
 use kernelscope::ops::WeightFormat;
 use rayon::prelude::*;
 
-use crate::config::{Architecture, Config};
+use crate::config::{Architecture, Config, TensorRole};
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgufWriter, TensorType};
 use crate::gguf_model::{file_row, gguf_name, permuted_heads};
@@ -39,12 +39,9 @@ fn hyper_parameters(
         Architecture::Qwen2 => "qwen2",
         Architecture::Llama | Architecture::Mistral => "llama",
         Architecture::Qwen3 => "qwen3",
-        Architecture::Qwen3Moe | Architecture::Mixtral => {
-            return Err(ModelError::InvalidInput(format!(
-                "writing a mixture-of-experts model ({}) to GGUF is not implemented",
-                config.architecture.class_name()
-            )));
-        }
+        Architecture::Qwen3Moe => "qwen3moe",
+        // llama.cpp reads Mixtral as a `llama` with experts.
+        Architecture::Mixtral => "llama",
     };
     let key = |name: &str| format!("{arch}.{name}");
     let count = |value: usize| value as u32;
@@ -63,6 +60,9 @@ fn hyper_parameters(
     writer.add_metadata(&key("rope.dimension_count"), count(config.head_dim))?;
     writer.add_metadata(&key("attention.layer_norm_rms_epsilon"), config.rms_norm_eps)?;
     writer.add_metadata(&key("rope.freq_base"), config.rope_theta)?;
+    if let Some(experts) = &config.experts {
+        expert_parameters(writer, config, experts, arch)?;
+    }
     match config.rope_scaling {
         None | Some(kernelscope::ops::rope::RopeScaling::Llama3(_)) => {}
         Some(kernelscope::ops::rope::RopeScaling::Linear { factor }) => {
@@ -74,6 +74,39 @@ fn hyper_parameters(
                 "writing YaRN RoPE scaling to GGUF is not implemented".into(),
             ));
         }
+    }
+    Ok(())
+}
+
+/// A sparse model's experts under llama.cpp's keys, or the error naming
+/// what llama.cpp's graphs cannot express: weights not renormalised over
+/// the chosen experts (its `qwen3moe` and Mixtral graphs always
+/// renormalise), or dense layers among the sparse ones.
+fn expert_parameters(
+    writer: &mut GgufWriter,
+    config: &Config,
+    experts: &crate::config::Experts,
+    arch: &str,
+) -> Result<()> {
+    let class = config.architecture.class_name();
+    if !experts.normalize_weights {
+        return Err(ModelError::InvalidInput(format!(
+            "{class} with `norm_topk_prob` false cannot be written to GGUF: llama.cpp renormalises the chosen experts' weights"
+        )));
+    }
+    if let Some(dense) = experts.sparse_layers.iter().position(|&sparse| !sparse) {
+        return Err(ModelError::InvalidInput(format!(
+            "{class} with dense layers among its sparse ones (layer {dense}: `decoder_sparse_step` or `mlp_only_layers`) cannot be written to GGUF: llama.cpp's graph has experts in every layer"
+        )));
+    }
+    let key = |name: &str| format!("{arch}.{name}");
+    writer.add_metadata(&key("expert_count"), experts.count as u32)?;
+    writer.add_metadata(&key("expert_used_count"), experts.per_token as u32)?;
+    if config.architecture == Architecture::Qwen3Moe {
+        writer.add_metadata(
+            &key("expert_feed_forward_length"),
+            experts.intermediate_size as u32,
+        )?;
     }
     Ok(())
 }
@@ -238,6 +271,7 @@ pub fn quantize_checkpoint(
             None
         }
     };
+    let specs: Vec<crate::config::TensorSpec> = config.tensors().collect();
     let name = directory
         .file_name()
         .map_or_else(|| "model".to_string(), |name| name.to_string_lossy().into_owned());
@@ -249,11 +283,27 @@ pub fn quantize_checkpoint(
         vocabulary.as_ref(),
         quiet,
         |tensor, shape| {
-            let location = checkpoint.locate(tensor, shape, dtype)?;
-            let map = &checkpoint.files[location.file].1;
             let count: usize = shape.iter().product();
-            let bytes = &map[location.offset..location.offset + count * dtype.size_in_bytes()];
             let mut values = vec![0.0f32; count];
+            let spec = specs.iter().find(|spec| spec.name == tensor);
+            // Stacked experts are gathered from the checkpoint's own layout
+            // (a tensor per expert, or transformers 5's stacked ones), and a
+            // router from whichever name the checkpoint gives it.
+            if let Some(spec) = spec
+                && let TensorRole::Layer { index, tensor } = spec.role
+                && tensor.is_stacked_experts()
+            {
+                let bytes = checkpoint.stacked_experts(&config, index, tensor, dtype)?;
+                crate::gguf_model::widen(dtype, &bytes, &mut values);
+                return Ok(values);
+            }
+            let name = spec.map_or_else(
+                || tensor.to_string(),
+                |spec| checkpoint.resolve_name(&config, spec),
+            );
+            let location = checkpoint.locate(&name, shape, dtype)?;
+            let map = &checkpoint.files[location.file].1;
+            let bytes = &map[location.offset..location.offset + count * dtype.size_in_bytes()];
             crate::gguf_model::widen(dtype, bytes, &mut values);
             Ok(values)
         },

@@ -20,6 +20,7 @@ use crate::tokenizer::{GgufVocabulary, Tokenizer};
 
 pub(crate) use config::widen;
 use config::{read_config, read_vocabulary};
+pub use weights::gguf_names;
 pub(crate) use weights::{file_row, gguf_name, permuted_heads};
 
 /// A GGUF model, opened and checked, before its weights are placed.

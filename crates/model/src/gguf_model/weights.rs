@@ -54,6 +54,15 @@ pub(crate) fn gguf_name(role: TensorRole) -> String {
     }
 }
 
+/// Every tensor `config` lists as (transformers' name, GGUF name):
+/// `model.layers.3.mlp.experts.gate_proj` is `blk.3.ffn_gate_exps.weight`.
+pub fn gguf_names(config: &Config) -> Vec<(String, String)> {
+    config
+        .tensors()
+        .map(|spec| (spec.name, gguf_name(spec.role)))
+        .collect()
+}
+
 /// The heads whose rows llama.cpp's converter interleaved, for a tensor of
 /// the `llama` architecture (`None`: its rows are as transformers has them).
 pub(crate) fn permuted_heads(config: &Config, role: TensorRole) -> Option<usize> {
