@@ -7,8 +7,9 @@
 //! is off by far more than f32 sums are). Shapes: Mixtral's 2 of 8,
 //! Qwen3-MoE's 8 of 128, rows of one block; 1, 3 and 17 rows; choices
 //! random (most experts get no row), every row on the same experts, and
-//! an id past the last expert (which must contribute nothing). Outputs are
-//! poisoned first; the residual add keeps what `hidden` held.
+//! an id past the last expert (which must contribute nothing); on CUDA,
+//! decode's RMSNorm fused into the gate/up input's quantization. Outputs
+//! are poisoned first; the residual add keeps what `hidden` held.
 
 use kernelscope::ops::moe_quantized::MoeQuantized;
 use kernelscope::ops::quantized_linear::{Activations, BlockLayout};
@@ -166,6 +167,7 @@ fn quantized_experts_match_exact_products(backend: Backend) {
         return;
     };
     let registry = ops::registry();
+    let mut fused_checks = 0;
     for format in QuantFormat::ALL {
         let op = MoeQuantized::new(&registry, &device, format, Activations::Int8).unwrap();
         let block = format.block_elements();
@@ -222,6 +224,51 @@ fn quantized_experts_match_exact_products(backend: Backend) {
                         &expected,
                         &format!("gate_up {what}"),
                     );
+                    if rows == 1 && op.fuses_norm() {
+                        // Decode's RMSNorm fused into the quantization: as
+                        // the norm computed here, then staged (a value on a
+                        // rounding edge may land a step away: looser bound).
+                        let norm_weight = SplitMix64::new(seed + 7).vec_f32(hidden, 0.5, 1.5);
+                        let scale =
+                            1.0 / (x.iter().map(|v| v * v).sum::<f32>() / hidden as f32 + 1e-5).sqrt();
+                        let normed: Vec<f32> =
+                            x.iter().zip(&norm_weight).map(|(v, w)| v * scale * w).collect();
+                        let normed = staged(&normed);
+                        let activated = poisoned(&device, &[k, expert_rows]);
+                        let mut encoder = device.command_encoder();
+                        op.encode_norm_gate_up(
+                            &mut encoder,
+                            &device.buffer_from_slice(&x, &[1, hidden]).unwrap(),
+                            &device.buffer_from_slice(&norm_weight, &[hidden]).unwrap(),
+                            1e-5,
+                            &ids,
+                            &gate_buffer,
+                            &up_buffer,
+                            &activated,
+                        )
+                        .unwrap();
+                        encoder.commit_and_wait().unwrap();
+                        let got = activated.to_vec::<f32>().unwrap();
+                        for (slot, &expert) in chosen.iter().enumerate() {
+                            let expert = expert as usize;
+                            for i in 0..expert_rows {
+                                let got = f64::from(got[slot * expert_rows + i]);
+                                if expert >= experts {
+                                    assert_eq!(got, 0.0, "norm_gate_up {what}: idle slot");
+                                    continue;
+                                }
+                                let (g, g_size) = product(gate.row(expert, i), &normed);
+                                let (u, u_size) = product(up.row(expert, i), &normed);
+                                let wanted = g / (1.0 + (-g).exp()) * u;
+                                let size = g_size * u.abs() + u_size * g.abs() + g_size * u_size;
+                                assert!(
+                                    (got - wanted).abs() <= 5e-3 * size + 1e-5,
+                                    "norm_gate_up {what} [{slot}, {i}]: {got} against {wanted} (terms {size})"
+                                );
+                            }
+                        }
+                        fused_checks += 1;
+                    }
                     // Down, added into what hidden held.
                     let inputs = SplitMix64::new(seed + 4).vec_f32(rows * k * inter, -1.0, 1.0);
                     let inputs_staged = staged(&inputs);
@@ -267,6 +314,12 @@ fn quantized_experts_match_exact_products(backend: Backend) {
             }
         }
     }
+    // CUDA normalises into the quantization; the CPU runs the norm apart.
+    assert_eq!(
+        fused_checks > 0,
+        backend == Backend::Cuda,
+        "fused norm checks: {fused_checks}"
+    );
     // Each product declares what it fuses, and its input is quantized once.
     let dispatches = device.profiler().dispatches();
     for (prefix, kind) in [
@@ -287,8 +340,11 @@ fn quantized_experts_match_exact_products(backend: Backend) {
         assert!(ours.iter().all(|d| d.op_kind == kind), "{prefix}: {:?}", ours[0]);
     }
     let products = dispatches.iter().filter(|d| d.kernel.starts_with("moe_")).count();
-    let stages = dispatches.iter().filter(|d| &*d.kernel == "quantize_q8").count();
-    assert_eq!(stages, products, "one quantize_q8 per product");
+    let stages = dispatches
+        .iter()
+        .filter(|d| matches!(&*d.kernel, "quantize_q8" | "norm_quantize_q8"))
+        .count();
+    assert_eq!(stages, products, "one quantization per product");
 }
 
 fn quantized_experts_refuse_mismatched_shapes(backend: Backend) {

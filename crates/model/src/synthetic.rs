@@ -86,12 +86,25 @@ impl TensorGenerator {
     }
 }
 
-/// The f32 values of tensor `name` of `shape` for `seed`.
+/// The f32 values of tensor `name` of `shape` for `seed`: element i from
+/// the i-th value of the sequence, made in parallel (each element is
+/// addressed on its own, so a 30B model's 400 s of serial generation on 16
+/// cores becomes tens).
 pub fn tensor_values(name: &str, shape: &[usize], seed: u64) -> Vec<f32> {
+    use rayon::prelude::*;
     let count: usize = shape.iter().product();
     let generator = TensorGenerator::new(name, shape, seed);
-    let mut rng = SplitMix64::new(generator.seed);
-    rng.vec_f32(count, generator.low, generator.high)
+    let mut values = vec![0.0f32; count];
+    const CHUNK: usize = 1 << 16;
+    values
+        .par_chunks_mut(CHUNK)
+        .enumerate()
+        .for_each(|(chunk, values)| {
+            for (offset, value) in values.iter_mut().enumerate() {
+                *value = generator.value(chunk * CHUNK + offset);
+            }
+        });
+    values
 }
 
 /// The values of the elements of tensor `name` of `shape` (the whole

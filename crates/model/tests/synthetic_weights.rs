@@ -117,10 +117,21 @@ kernelscope::device_tests!(device_generation_matches_the_cpu_generator);
 
 #[test]
 fn the_counter_generator_is_the_sequential_one() {
+    // The sequence itself, drawn one value after another, over more values
+    // than one of tensor_values' parallel chunks.
+    let name = "model.layers.0.mlp.up_proj.weight";
+    let long = [300, 500];
+    let generator = kernelscope_model::synthetic::TensorGenerator::new(name, &long, 9);
+    let sequential =
+        kernelscope::rng::SplitMix64::new(generator.seed).vec_f32(300 * 500, generator.low, generator.high);
+    assert_eq!(
+        kernelscope_model::synthetic::tensor_values(name, &long, 9),
+        sequential
+    );
     let shape = [37, 11];
-    let whole = kernelscope_model::synthetic::tensor_values("model.layers.0.mlp.up_proj.weight", &shape, 9);
-    let counted = tensor_values_in("model.layers.0.mlp.up_proj.weight", &shape, 9, &[(0, 37 * 11)]);
+    let whole = kernelscope_model::synthetic::tensor_values(name, &shape, 9);
+    let counted = tensor_values_in(name, &shape, 9, &[(0, 37 * 11)]);
     assert_eq!(whole, counted);
-    let columns = tensor_values_in("model.layers.0.mlp.up_proj.weight", &shape, 9, &[(3, 4), (14, 4)]);
+    let columns = tensor_values_in(name, &shape, 9, &[(3, 4), (14, 4)]);
     assert_eq!(columns, [&whole[3..7], &whole[14..18]].concat());
 }

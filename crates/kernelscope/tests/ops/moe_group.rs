@@ -104,6 +104,21 @@ fn gather_and_combine_match_reference(backend: Backend) {
                         }
                     }
                 }
+                // f32 rows into bf16 runs: each value rounded to nearest even.
+                let narrow = MoeGather::narrow(&registry, &device).unwrap();
+                let x = device.buffer_from_slice(&values, &[rows, width]).unwrap();
+                let out = device.alloc(DType::BF16, &[positions, width]).unwrap();
+                let mut encoder = device.command_encoder();
+                narrow.encode(&mut encoder, &x, &order_buffer, &out).unwrap();
+                encoder.commit_and_wait().unwrap();
+                let got = crate::helpers::read_f32(&out);
+                for p in 0..positions {
+                    let row = order[p] as usize;
+                    for i in 0..width {
+                        let wanted = half::bf16::from_f32(values[row * width + i]).to_f32();
+                        assert_eq!(got[p * width + i], wanted, "narrow gather {what} position {p}");
+                    }
+                }
                 let expert_out = random(rows as u64 + 12, positions * width, -1.0, 1.0);
                 let routing = random(rows as u64 + 13, positions, 0.05, 1.0);
                 let start = random(rows as u64 + 14, rows * width, -3.0, 3.0);

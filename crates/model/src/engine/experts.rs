@@ -3,16 +3,21 @@
 //! each row reading its own experts' ids from device memory, so a decode
 //! step needs no host sync and stays one graph launch.
 
+use std::sync::Mutex;
+
 use kernelscope::ops::WeightFormat;
+use kernelscope::ops::matmul::MatMul;
 use kernelscope::ops::moe_experts::{MoeDownAdd, MoeGateUp, MoeNormGateUp};
-use kernelscope::ops::moe_group::{MoeCombine, MoeGather, group_by_expert};
+use kernelscope::ops::moe_group::{MoeCombine, MoeGather};
 use kernelscope::ops::moe_quantized::MoeQuantized;
 use kernelscope::ops::moe_route::MoeRoute;
 use kernelscope::ops::quantized_linear::Activations as QuantizedActivations;
+use kernelscope::ops::silu_mul::SiluMul;
 use kernelscope::quant::QuantFormat;
 use kernelscope::{Buffer, CommandEncoder, DType, Device};
 
 pub(crate) use super::expert_buffers::ExpertBuffers;
+pub(crate) use super::expert_prefill::DequantizedPrefill;
 use super::forward::Forward;
 use super::layer::{Activations, PassShape, Slot, Step};
 use crate::config::Experts;
@@ -32,6 +37,9 @@ pub(crate) struct ExpertOps {
     /// The products of experts in each quantized format the model's
     /// experts hold (GGUF).
     pub quantized: Vec<MoeQuantized>,
+    /// Prefill over quantized experts on tensor cores, where the device
+    /// dequantizes them (CUDA).
+    pub dequantized: Option<DequantizedPrefill>,
     /// Prefill: a chunk's rows copied into runs grouped by expert (rows in
     /// the GEMM input's dtype).
     pub gather: MoeGather,
@@ -60,6 +68,10 @@ impl ExpertOps {
         let registry = kernelscope::ops::registry();
         let counts = device.alloc(DType::U32, &[layers * experts.count])?;
         counts.write_from(&vec![0u32; layers * experts.count])?;
+        let quantized_ops = quantized
+            .iter()
+            .map(|&format| MoeQuantized::new(&registry, device, format, QuantizedActivations::default()))
+            .collect::<kernelscope::Result<Vec<_>>>()?;
         Ok(ExpertOps {
             route: MoeRoute::new(
                 &registry,
@@ -71,10 +83,17 @@ impl ExpertOps {
             gate_up: MoeGateUp::new(&registry, device, dtype)?,
             norm_gate_up: MoeNormGateUp::new(&registry, device, dtype)?,
             down: MoeDownAdd::new(&registry, device, dtype)?,
-            quantized: quantized
-                .iter()
-                .map(|&format| MoeQuantized::new(&registry, device, format, QuantizedActivations::default()))
-                .collect::<kernelscope::Result<Vec<_>>>()?,
+            dequantized: if !quantized_ops.is_empty() && quantized_ops.iter().all(MoeQuantized::dequantizes) {
+                Some(DequantizedPrefill {
+                    gather: MoeGather::narrow(&registry, device)?,
+                    silu_mul: SiluMul::new(&registry, device, DType::BF16)?,
+                    matmul: MatMul::new(&registry, device, DType::BF16)?,
+                    scratch: Mutex::default(),
+                })
+            } else {
+                None
+            },
+            quantized: quantized_ops,
             gather: MoeGather::new(&registry, device, gemm_input)?,
             combine: MoeCombine::new(&registry, device)?,
             counts,
@@ -103,6 +122,16 @@ impl ExpertOps {
             })
     }
 
+    /// The dtype of prefill's grouped runs (rows and activations): bf16
+    /// where quantized experts run as bf16 GEMMs, else `gemm_input`.
+    pub fn grouped_input(&self, gemm_input: DType) -> DType {
+        if self.dequantized.is_some() {
+            DType::BF16
+        } else {
+            gemm_input
+        }
+    }
+
     /// Rebinds the quantized experts' products to take `activations`
     /// (8-bit blocks by default; f32 for the CPU's reference path).
     pub fn set_quantized_activations(
@@ -126,7 +155,7 @@ impl ExpertOps {
 impl Forward<'_> {
     /// The ops and buffers of a sparse layer's pass, or the error saying
     /// the model was built without them.
-    fn expert_parts<'a>(
+    pub(super) fn expert_parts<'a>(
         &'a self,
         activations: &'a Activations,
     ) -> Result<(&'a ExpertOps, &'a ExpertBuffers)> {
@@ -141,8 +170,8 @@ impl Forward<'_> {
     /// A sparse layer's decode prologue fused: RMSNorm + the router's
     /// mat-vec as one dispatch, the choice, then the chosen experts' gate/up
     /// normalising x itself, so the norm is never a dispatch of its own (nor
-    /// stored). Covers four steps, or none where the weights' formats have
-    /// no such kernels.
+    /// stored; quantized experts normalise x as they quantize it). Covers
+    /// four steps, or none where the weights' formats have no such kernels.
     pub(super) fn fuse_sparse_prologue(
         &self,
         encoder: &mut CommandEncoder,
@@ -167,11 +196,20 @@ impl Forward<'_> {
             return Ok(0);
         };
         let dense = WeightFormat::Dense(self.weights.dtype);
-        if router.has_bias() || router.format() != dense || experts.format != dense || layer != experts_layer
-        {
+        if router.has_bias() || router.format() != dense || layer != experts_layer {
             return Ok(0);
         }
         let (ops, buffers) = self.expert_parts(activations)?;
+        // Quantized experts fuse where the device normalises into their
+        // input's quantization (CUDA).
+        let quantized = match experts.format {
+            WeightFormat::Quantized(format) => match ops.quantized(format)? {
+                op if op.fuses_norm() => Some(op),
+                _ => return Ok(0),
+            },
+            format if format == dense => None,
+            WeightFormat::Dense(_) => return Ok(0),
+        };
         let (x, eps) = (&activations.hidden, self.config.rms_norm_eps);
         self.ops.linear_kernels(self.weights.dtype)?.norm_matvec.encode(
             encoder,
@@ -182,16 +220,29 @@ impl Forward<'_> {
             eps,
         )?;
         self.encode_route(encoder, *layer, activations)?;
-        ops.norm_gate_up.encode(
-            encoder,
-            x,
-            weight,
-            &buffers.ids(*layer)?,
-            &experts.gate,
-            &experts.up,
-            &buffers.activated,
-            eps,
-        )?;
+        let ids = buffers.ids(*layer)?;
+        match quantized {
+            Some(op) => op.encode_norm_gate_up(
+                encoder,
+                x,
+                weight,
+                eps,
+                &ids,
+                &experts.gate,
+                &experts.up,
+                &buffers.activated,
+            )?,
+            None => ops.norm_gate_up.encode(
+                encoder,
+                x,
+                weight,
+                &ids,
+                &experts.gate,
+                &experts.up,
+                &buffers.activated,
+                eps,
+            )?,
+        }
         Ok(4)
     }
 
@@ -211,126 +262,6 @@ impl Forward<'_> {
             &buffers.weights(layer)?,
             &ops.counts.slice(layer * ops.experts, ops.experts)?,
         )?)
-    }
-
-    /// A chunk's experts as GEMMs: the router's choice read back (one host
-    /// sync per sparse layer of a chunk), the rows copied into runs grouped
-    /// by expert, each expert's gate, up and down projections one GEMM over
-    /// its rows (tensor cores through cuBLASLt on CUDA), SiLU·mul once over
-    /// every run, and each row's outputs weighted into the residual. Does
-    /// the down projections too: the layer's `ExpertsDown` step is then
-    /// done (see [`Forward::experts_grouped`]).
-    fn encode_grouped_experts(
-        &self,
-        encoder: &mut CommandEncoder,
-        layer: usize,
-        experts: &ExpertWeights,
-        activations: &Activations,
-    ) -> Result<()> {
-        let (ops, buffers) = self.expert_parts(activations)?;
-        let grouped = buffers.grouped.as_ref().expect("experts_grouped checked it");
-        let config = self.config;
-        let hidden = config.hidden_size;
-        let [count, inter, _] = <[usize; 3]>::try_from(experts.gate.shape()).map_err(|_| {
-            ModelError::InvalidInput("stacked expert weights must be [experts, rows, hidden]".into())
-        })?;
-        let positions = buffers.rows * buffers.per_token;
-        encoder.commit_and_wait_labeled("prefill")?;
-        let ids: Vec<u32> = buffers.ids(layer)?.to_vec()?;
-        let (order, position, offsets) =
-            group_by_expert(&ids, buffers.per_token, count).ok_or_else(|| {
-                ModelError::InvalidInput(format!(
-                    "layer {layer}'s router chose an expert past the {count} it has"
-                ))
-            })?;
-        let order_buffer = grouped.order.slice(0, positions)?;
-        order_buffer.write_from(&order)?;
-        let position_buffer = grouped.position.slice(0, positions)?;
-        position_buffer.write_from(&position)?;
-        let run = |buffer: &Buffer, start: usize, rows: usize, width: usize| -> Result<Buffer> {
-            Ok(buffer
-                .slice(start * width, rows * width)?
-                .reshape(&[rows, width])?)
-        };
-        // Expert e's matrix of a stacked `[experts, rows, columns]` buffer
-        // (columns of values, or of bytes of blocks).
-        let matrix = |stacked: &Buffer, expert: usize| -> Result<Buffer> {
-            let [_, rows, columns] = <[usize; 3]>::try_from(stacked.shape()).map_err(|_| {
-                ModelError::InvalidInput("stacked expert weights must be [experts, rows, columns]".into())
-            })?;
-            Ok(stacked
-                .slice(expert * rows * columns, rows * columns)?
-                .reshape(&[rows, columns])?)
-        };
-        ops.gather.encode(
-            encoder,
-            &activations.normed,
-            &order_buffer,
-            &run(&grouped.input, 0, positions, hidden)?,
-        )?;
-        let active = (0..count).filter(|&e| offsets[e + 1] > offsets[e]);
-        for expert in active.clone() {
-            let (start, rows) = (offsets[expert], offsets[expert + 1] - offsets[expert]);
-            let input = run(&grouped.input, start, rows, hidden)?;
-            for (weights, output) in [(&experts.gate, &grouped.gate), (&experts.up, &grouped.up)] {
-                self.encode_product(
-                    encoder,
-                    experts.format,
-                    &matrix(weights, expert)?,
-                    &input,
-                    &run(output, start, rows, inter)?,
-                )?;
-            }
-        }
-        self.ops.silu_mul_narrow.encode(
-            encoder,
-            &run(&grouped.gate, 0, positions, inter)?,
-            &run(&grouped.up, 0, positions, inter)?,
-            &run(&grouped.activated, 0, positions, inter)?,
-        )?;
-        for expert in active {
-            let (start, rows) = (offsets[expert], offsets[expert + 1] - offsets[expert]);
-            self.encode_product(
-                encoder,
-                experts.down_format,
-                &matrix(&experts.down, expert)?,
-                &run(&grouped.activated, start, rows, inter)?,
-                &run(&grouped.output, start, rows, hidden)?,
-            )?;
-        }
-        ops.combine.encode(
-            encoder,
-            &run(&grouped.output, 0, positions, hidden)?,
-            &position_buffer,
-            &buffers.weights(layer)?,
-            &activations.hidden,
-        )?;
-        Ok(())
-    }
-
-    /// `out = weight · input` over one expert's run of rows: the dense
-    /// GEMM, or the quantized product of `format` (tensor cores over the
-    /// dequantized blocks on CUDA for long runs, its mat-vec rows else).
-    fn encode_product(
-        &self,
-        encoder: &mut CommandEncoder,
-        format: WeightFormat,
-        weight: &Buffer,
-        input: &Buffer,
-        out: &Buffer,
-    ) -> Result<()> {
-        match format {
-            WeightFormat::Dense(dtype) => self
-                .ops
-                .linear_kernels(dtype)?
-                .matmul
-                .encode(encoder, weight, input, out)?,
-            WeightFormat::Quantized(quant) => self
-                .ops
-                .quantized_linear(quant)?
-                .encode(encoder, weight, input, out)?,
-        }
-        Ok(())
     }
 
     /// Whether this pass runs its experts as grouped GEMMs (a prefill

@@ -239,11 +239,18 @@ impl Shard {
             return Ok(buffers);
         }
         self.executor.invalidate();
+        let gemm_input = self.ops.gemm_input;
         PrefillBuffers::new(
             &self.config,
             &self.ops.partition,
             &self.device,
-            self.ops.gemm_input,
+            [
+                gemm_input,
+                self.ops
+                    .experts
+                    .as_ref()
+                    .map_or(gemm_input, |experts| experts.grouped_input(gemm_input)),
+            ],
             capacity,
             all_logits,
         )

@@ -24,6 +24,7 @@ mod activations;
 mod construct;
 mod execution;
 mod expert_buffers;
+mod expert_prefill;
 mod experts;
 mod forward;
 mod fusion;

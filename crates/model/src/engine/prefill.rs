@@ -63,13 +63,14 @@ pub(crate) struct PrefillBuffers {
 }
 
 impl PrefillBuffers {
-    /// Buffers for `capacity` rows; with `all_logits`, room for every
-    /// row's logits too.
+    /// Buffers for `capacity` rows, GEMM inputs in `gemm_input` and a sparse
+    /// model's grouped runs in `expert_input`; with `all_logits`, room for
+    /// every row's logits too.
     pub fn new(
         config: &Config,
         partition: &Partition,
         device: &Device,
-        gemm_input: DType,
+        [gemm_input, expert_input]: [DType; 2],
         capacity: usize,
         all_logits: bool,
     ) -> Result<Self> {
@@ -108,7 +109,7 @@ impl PrefillBuffers {
                         config.num_layers,
                         capacity,
                         config.hidden_size,
-                        gemm_input,
+                        expert_input,
                     )
                 })
                 .transpose()?,

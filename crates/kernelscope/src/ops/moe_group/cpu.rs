@@ -21,6 +21,23 @@ pub(super) fn moe_gather<T: WeightElement>(args: &KernelArgs<'_>) -> Result<()> 
     Ok(())
 }
 
+/// `out[p] = x[order[p]]` rounded to bf16 (nearest even), rows of `width`.
+pub(super) fn moe_gather_narrow(args: &KernelArgs<'_>) -> Result<()> {
+    use super::gather::{ORDER, OUT, WIDTH, X};
+    let width = args.u32(WIDTH)? as usize;
+    let (x, order) = (args.input::<f32>(X)?, args.input::<u32>(ORDER)?);
+    args.output::<half::bf16>(OUT)?
+        .par_chunks_mut(width.max(1))
+        .zip(order)
+        .for_each(|(out, &row)| {
+            let row = row as usize;
+            for (out, &value) in out.iter_mut().zip(&x[row * width..(row + 1) * width]) {
+                *out = half::bf16::from_f32(value);
+            }
+        });
+    Ok(())
+}
+
 /// `hidden[row] += Σ_j weights[row, j] · expert_out[position[row, j]]`, in order of j.
 pub(super) fn moe_combine(args: &KernelArgs<'_>) -> Result<()> {
     use super::combine::{EXPERT_OUT, HIDDEN, K, POSITION, WEIGHTS, WIDTH};

@@ -1,7 +1,7 @@
 //! `out[p] = x[order[p]]`: a chunk's rows copied into runs grouped by
 //! expert, each run one GEMM's input.
 
-use super::cpu::moe_gather;
+use super::cpu::{moe_gather, moe_gather_narrow};
 use crate::error::Result;
 use crate::ops::{
     Arguments, bytes_of, expect_rows, kernel_arguments, kernel_for, register_weight_kernels, rows_of,
@@ -16,16 +16,25 @@ kernel_arguments! {
     WIDTH: "width" U32,
 }
 
-/// Registers `moe_gather_<dtype>`.
+/// Registers `moe_gather_<dtype>` and `moe_gather_narrow_bf16` (f32 rows
+/// into bf16 runs).
 pub(super) fn register(registry: &mut KernelRegistry) {
     register_weight_kernels!(registry, "moe_gather", moe_gather, include_str!("gather.cu"));
+    registry.register_cpu("moe_gather_narrow_bf16", moe_gather_narrow);
+    registry.register_cuda_source(
+        "moe_gather_narrow_bf16",
+        crate::ops::cuda_source(include_str!("gather.cu")),
+    );
 }
 
 /// The gather for rows of one dtype.
 #[derive(Clone, Debug)]
 pub struct MoeGather {
     kernel: Kernel,
-    dtype: DType,
+    /// The rows' dtype.
+    input: DType,
+    /// The runs' dtype.
+    output: DType,
 }
 
 impl MoeGather {
@@ -33,12 +42,23 @@ impl MoeGather {
     pub fn new(registry: &KernelRegistry, device: &Device, dtype: DType) -> Result<Self> {
         Ok(MoeGather {
             kernel: kernel_for(registry, device, "moe_gather", dtype)?,
-            dtype,
+            input: dtype,
+            output: dtype,
+        })
+    }
+
+    /// The op copying f32 rows into bf16 runs (rounded to nearest even).
+    pub fn narrow(registry: &KernelRegistry, device: &Device) -> Result<Self> {
+        Ok(MoeGather {
+            kernel: registry.kernel(device, "moe_gather_narrow_bf16")?,
+            input: DType::F32,
+            output: DType::BF16,
         })
     }
 
     /// `out[p] = x[order[p]]` for x `[rows, width]`, order u32 `[positions]`
-    /// (each below `rows`, not checked: the host made it), out `[positions, width]`.
+    /// (each below `rows`, not checked: the host made it), out `[positions,
+    /// width]` (x and out in the op's dtypes).
     pub fn encode(
         &self,
         encoder: &mut CommandEncoder,
@@ -50,9 +70,9 @@ impl MoeGather {
         let positions = order.len();
         expect_rows(OP, "order", order, DType::U32, positions, &[])?;
         let width = rows_of(OP, "output", out, positions)?;
-        expect_rows(OP, "output", out, self.dtype, positions, &[width])?;
+        expect_rows(OP, "output", out, self.output, positions, &[width])?;
         let rows = rows_of(OP, "x", x, width)?;
-        expect_rows(OP, "x", x, self.dtype, rows, &[width])?;
+        expect_rows(OP, "x", x, self.input, rows, &[width])?;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(X, x)
@@ -67,8 +87,8 @@ impl MoeGather {
                     shared_memory_bytes: 0,
                 })
                 .cost(
-                    bytes_of(positions * width, self.dtype) + bytes_of(positions, DType::U32),
-                    bytes_of(positions * width, self.dtype),
+                    bytes_of(positions * width, self.input) + bytes_of(positions, DType::U32),
+                    bytes_of(positions * width, self.output),
                     0,
                 )
                 .op_kind(OpKind::Copy),

@@ -18,6 +18,7 @@
 //! blocks, in the device's [`BlockLayout`].
 
 mod cpu;
+mod products;
 
 use std::sync::{Arc, Mutex};
 
@@ -25,13 +26,13 @@ use crate::error::{Error, Result};
 use crate::ops::quantized_linear::fused::{
     QUANTIZE_THREADS, QUANTIZED_PER_BLOCK, check_quantizable, quantize,
 };
-use crate::ops::quantized_linear::gemm::scratch_view;
-use crate::ops::quantized_linear::{Activations, BlockLayout, CUDA_THREADS, quantized_kernel, staged_bytes};
-use crate::ops::{Arguments, bytes_of, dimensions, expect, expect_rows, rows_of};
-use crate::quant::QuantFormat;
-use crate::runtime::{
-    Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
+use crate::ops::quantized_linear::gemm::{
+    DEQUANTIZE_THREADS, dequantize, dequantized_per_block, scratch_view,
 };
+use crate::ops::quantized_linear::{Activations, BlockLayout, CUDA_THREADS, quantized_kernel, staged_bytes};
+use crate::ops::{Arguments, bytes_of, dimensions, expect};
+use crate::quant::QuantFormat;
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 /// The arguments of `moe_gate_up_<format>_q8`.
 pub(crate) mod gate_up {
@@ -118,8 +119,14 @@ pub fn register(registry: &mut KernelRegistry) {
 pub struct MoeQuantized {
     /// `quantize_q8`, where the products take 8-bit input.
     quantize: Option<Kernel>,
+    /// `norm_quantize_q8`, where the device has it (CUDA): decode's RMSNorm
+    /// fused into the gate/up input's quantization.
+    norm_quantize: Option<Kernel>,
     gate_up: Kernel,
     down: Kernel,
+    /// `dequantize_<format>_bf16`, where the device has it (CUDA): prefill's
+    /// experts as bf16 for tensor-core GEMMs.
+    dequantize: Option<Kernel>,
     format: QuantFormat,
     layout: BlockLayout,
     /// The gate/up input and the down input, quantized: grown to the
@@ -156,8 +163,15 @@ impl MoeQuantized {
                 Input::Staged => Some(kernel("quantize_q8".into())?),
                 Input::F32 => None,
             },
+            norm_quantize: match input {
+                Input::Staged => registry.kernel(device, "norm_quantize_q8").ok(),
+                Input::F32 => None,
+            },
             gate_up: kernel(format!("moe_gate_up_{}_{suffix}", format.name()))?,
             down: kernel(format!("moe_down_add_{}_{suffix}", format.name()))?,
+            dequantize: registry
+                .kernel(device, &format!("dequantize_{}_bf16", format.name()))
+                .ok(),
             format,
             layout: BlockLayout::of(device),
             staged_input: Arc::default(),
@@ -187,6 +201,56 @@ impl MoeQuantized {
                 found: vec![experts, rows, row_bytes],
             })?;
         Ok((experts, rows, blocks * self.format.block_elements()))
+    }
+
+    /// Whether [`MoeQuantized::encode_dequantize`] runs on this device.
+    pub fn dequantizes(&self) -> bool {
+        self.dequantize.is_some()
+    }
+
+    /// Every expert of a stacked weight (u8 `[experts, rows, row_bytes]`)
+    /// dequantized into `out` bf16 `[experts, rows, columns]` (rounded to
+    /// nearest even), one dispatch: prefill's tensor-core GEMMs then read
+    /// each expert's matrix from it.
+    pub fn encode_dequantize(
+        &self,
+        encoder: &mut CommandEncoder,
+        stacked: &Buffer,
+        out: &Buffer,
+    ) -> Result<()> {
+        const OP: &str = "moe dequantize";
+        let (experts, rows, columns) = self.stacked(OP, "weight", stacked)?;
+        expect(OP, "output", out, DType::BF16, &[experts, rows, columns])?;
+        let kernel = self.dequantize.as_ref().ok_or_else(|| Error::KernelMissing {
+            name: format!("dequantize_{}_bf16", self.format.name()),
+            backend: encoder.device().backend(),
+            workaround: "prefill multiplies each expert's blocks in place on this device".into(),
+            remedies: &[],
+        })?;
+        let n = experts * rows;
+        encoder.dispatch(
+            Arguments::new(dequantize::ARGUMENTS)
+                .buffer(dequantize::WEIGHT, stacked)
+                .buffer(dequantize::OUT, &out.reshape(&[n, columns])?)
+                .scalar(dequantize::N, n as u32)
+                .scalar(dequantize::K, columns as u32)
+                .dispatch(kernel)?
+                .grid(LaunchGrid {
+                    blocks: [
+                        (n * columns).div_ceil(dequantized_per_block(self.format)) as u32,
+                        1,
+                        1,
+                    ],
+                    threads_per_block: [DEQUANTIZE_THREADS as u32, 1, 1],
+                    shared_memory_bytes: 0,
+                })
+                .cost(
+                    (n * self.format.row_bytes(columns).unwrap_or(0)) as u64,
+                    bytes_of(n * columns, DType::BF16),
+                    0,
+                )
+                .op_kind(OpKind::Copy),
+        )
     }
 
     /// `x` f32 `[vectors, length]` quantized into `slot`'s scratch (one
@@ -229,134 +293,5 @@ impl MoeQuantized {
                 .op_kind(OpKind::Copy),
         )?;
         Ok(staged)
-    }
-
-    /// `out[row, j] = silu(gate[e] · x[row]) * (up[e] · x[row])`, `e =
-    /// ids[row, j]`, for gate and up u8 `[experts, expert_rows, row_bytes]`
-    /// of this format, x f32 `[rows, hidden]`, ids u32 `[rows, k]`, out f32
-    /// `[rows, k, expert_rows]`. An id past the experts gives zeros.
-    pub fn encode_gate_up(
-        &self,
-        encoder: &mut CommandEncoder,
-        x: &Buffer,
-        ids: &Buffer,
-        gate: &Buffer,
-        up: &Buffer,
-        out: &Buffer,
-    ) -> Result<()> {
-        const OP: &str = "moe_gate_up (quantized)";
-        let (experts, expert_rows, hidden) = self.stacked(OP, "gate", gate)?;
-        if self.stacked(OP, "up", up)? != (experts, expert_rows, hidden) {
-            return Err(Error::ShapeMismatch {
-                context: format!("{OP}: the up projection's shape differs from the gate's"),
-                expected: gate.shape().to_vec(),
-                found: up.shape().to_vec(),
-            });
-        }
-        let rows = rows_of(OP, "x", x, hidden)?;
-        expect_rows(OP, "x", x, DType::F32, rows, &[hidden])?;
-        let k = rows_of(OP, "ids", ids, rows)?;
-        expect_rows(OP, "ids", ids, DType::U32, rows, &[k])?;
-        expect_rows(OP, "output", out, DType::F32, rows * k, &[expert_rows])?;
-        let staged = self.encode_stage(encoder, OP, x, &self.staged_input, hidden)?;
-        let chosen = rows * k;
-        encoder.dispatch(
-            Arguments::new(gate_up::ARGUMENTS)
-                .buffer(gate_up::X, &staged)
-                .buffer(gate_up::IDS, ids)
-                .buffer(gate_up::GATE, gate)
-                .buffer(gate_up::UP, up)
-                .buffer(gate_up::OUT, out)
-                .scalar(gate_up::ROWS, rows as u32)
-                .scalar(gate_up::HIDDEN_SIZE, hidden as u32)
-                .scalar(gate_up::EXPERT_ROWS, expert_rows as u32)
-                .scalar(gate_up::EXPERTS, experts as u32)
-                .scalar(gate_up::K, k as u32)
-                .dispatch(&self.gate_up)?
-                .grid(self.grid(expert_rows, k, rows))
-                // Each row reads its k experts' blocks: what a decode
-                // token's roofline counts.
-                .cost(
-                    (chosen * 2 * expert_rows * self.format.row_bytes(hidden).unwrap_or(0)
-                        + staged.byte_len()) as u64
-                        + bytes_of(chosen, DType::U32),
-                    bytes_of(chosen * expert_rows, DType::F32),
-                    (chosen * expert_rows * (4 * hidden + 5)) as u64,
-                )
-                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul])),
-        )
-    }
-
-    /// `hidden[row] += Σ_j weights[row, j] · (down[e_j] · activated[row,
-    /// j])`, `e_j = ids[row, j]`, for down u8 `[experts, hidden_size,
-    /// row_bytes]` of this format, activated f32 `[rows, k, expert_rows]`,
-    /// ids u32 and weights f32 `[rows, k]`, hidden f32 `[rows, hidden_size]`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn encode_down_add(
-        &self,
-        encoder: &mut CommandEncoder,
-        activated: &Buffer,
-        ids: &Buffer,
-        weights: &Buffer,
-        down: &Buffer,
-        hidden: &Buffer,
-    ) -> Result<()> {
-        const OP: &str = "moe_down_add (quantized)";
-        let (experts, hidden_size, expert_rows) = self.stacked(OP, "down", down)?;
-        let rows = rows_of(OP, "hidden", hidden, hidden_size)?;
-        expect_rows(OP, "hidden", hidden, DType::F32, rows, &[hidden_size])?;
-        let k = rows_of(OP, "ids", ids, rows)?;
-        expect_rows(OP, "ids", ids, DType::U32, rows, &[k])?;
-        expect_rows(OP, "weights", weights, DType::F32, rows, &[k])?;
-        expect_rows(OP, "activated", activated, DType::F32, rows * k, &[expert_rows])?;
-        let staged = self.encode_stage(encoder, OP, activated, &self.staged_activated, expert_rows)?;
-        let chosen = rows * k;
-        encoder.dispatch(
-            Arguments::new(down::ARGUMENTS)
-                .buffer(down::ACTIVATED, &staged)
-                .buffer(down::IDS, ids)
-                .buffer(down::WEIGHTS, weights)
-                .buffer(down::DOWN, down)
-                .buffer(down::HIDDEN, hidden)
-                .scalar(down::ROWS, rows as u32)
-                .scalar(down::HIDDEN_SIZE, hidden_size as u32)
-                .scalar(down::EXPERT_ROWS, expert_rows as u32)
-                .scalar(down::EXPERTS, experts as u32)
-                .scalar(down::K, k as u32)
-                .dispatch(&self.down)?
-                .grid(LaunchGrid {
-                    blocks: [
-                        hidden_size.div_ceil(WARPS).clamp(1, MOST_BLOCKS) as u32,
-                        rows as u32,
-                        1,
-                    ],
-                    threads_per_block: [CUDA_THREADS, 1, 1],
-                    shared_memory_bytes: 0,
-                })
-                .cost(
-                    (chosen * hidden_size * self.format.row_bytes(expert_rows).unwrap_or(0)
-                        + staged.byte_len()) as u64
-                        + bytes_of(chosen, DType::U32)
-                        + bytes_of(chosen, DType::F32)
-                        + bytes_of(rows * hidden_size, DType::F32),
-                    bytes_of(rows * hidden_size, DType::F32),
-                    (chosen * hidden_size * (2 * expert_rows + 2)) as u64,
-                )
-                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd])),
-        )
-    }
-
-    /// The gate/up grid: row groups of an expert across (a warp a row of
-    /// both matrices), each row's k choices, the rows.
-    fn grid(&self, expert_rows: usize, k: usize, rows: usize) -> LaunchGrid {
-        LaunchGrid {
-            blocks: [
-                expert_rows.div_ceil(WARPS).clamp(1, MOST_BLOCKS) as u32,
-                k as u32,
-                rows as u32,
-            ],
-            threads_per_block: [CUDA_THREADS, 1, 1],
-            shared_memory_bytes: 0,
-        }
     }
 }

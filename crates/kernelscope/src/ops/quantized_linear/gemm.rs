@@ -46,12 +46,12 @@ pub(super) fn register(registry: &mut KernelRegistry) {
 const MOST_BLOCKS: usize = 4096;
 
 /// Threads of a dequantizing block (DEQUANTIZE_THREADS, products.cuh).
-const DEQUANTIZE_THREADS: usize = 128;
+pub(crate) const DEQUANTIZE_THREADS: usize = 128;
 
 /// Values one block of `dequantize_<format>_bf16` writes: a warp writes 32
 /// units, two groups of them where a unit holds 64 values (Q6_K), so 1,024
 /// or 4,096 values a warp (products.cuh, quantized_dequantize_bf16).
-fn dequantized_per_block(format: QuantFormat) -> usize {
+pub(crate) fn dequantized_per_block(format: QuantFormat) -> usize {
     let unit_values = if format == QuantFormat::Q6_K { 64 } else { 32 };
     let groups_in_flight = if unit_values >= 64 { 2 } else { 1 };
     (DEQUANTIZE_THREADS / 32) * 32 * unit_values * groups_in_flight
