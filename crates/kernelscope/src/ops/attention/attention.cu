@@ -10,22 +10,6 @@
 // [splits][query_heads][dim + 2]. attention_combine_f32 merges the splits.
 #define ATTENTION_MAX_GROUP 8
 #define ATTENTION_MAX_PER_LANE 8
-// The fewest positions a split takes (attention::MIN_POSITIONS_PER_SPLIT):
-// at short context the first splits take all the positions and the rest,
-// empty, only say so. Splitting 36 positions over 66 splits of one each
-// ran every block's merge and write for one position: 8.9 µs a layer for
-// qwen3-30b-a3b's 4 KV heads on an H200, a sixth of its decode token.
-#define ATTENTION_MIN_SPLIT 64
-
-// A split with no positions: its outputs 0, its max -inf and its sum 0, so
-// the combine step weighs it at nothing. Called by a whole block.
-__device__ void write_empty_split(float* partials, u32 group, u32 dim, u32 split, u32 query_heads, u32 kv_head) {
-    u32 stride = dim + 2;
-    for (u32 item = threadIdx.x; item < group * stride; item += blockDim.x) {
-        u32 h = item / stride, d = item % stride;
-        partials[((size_t)split * query_heads + kv_head * group + h) * stride + d] = d == dim ? -INFINITY : 0.0f;
-    }
-}
 
 // Thread t merges entry t of the warps' states in `merge` ([warps][group]
 // [dim + 2]: unnormalised output, max, sum) and writes the split's
@@ -66,12 +50,8 @@ __device__ void attention_split(const float* query, const C* key_cache, const C*
     u32 position = position_slot[index];
     if (kv_head >= kv_heads || position >= max_positions) return;
     u32 count = position + 1;
-    u32 per_split = max((count + splits - 1) / splits, (u32)ATTENTION_MIN_SPLIT);
+    u32 per_split = (count + splits - 1) / splits;
     u32 begin = split * per_split;
-    if (begin >= count) {
-        write_empty_split(partials, group, dim, split, query_heads, kv_head);
-        return;
-    }
     u32 end = min(begin + per_split, count);
     u32 kv_dim = kv_heads * dim;
     u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
@@ -204,14 +184,8 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
     // count below: an invalid block walks no positions and writes nothing.
     bool valid = kv_head < kv_heads && position < max_positions;
     u32 count = valid ? position + 1 : 0;
-    u32 per_split = max((count + splits - 1) / splits, (u32)ATTENTION_MIN_SPLIT);
+    u32 per_split = (count + splits - 1) / splits;
     u32 begin = split * per_split;
-    // The whole block agrees (split and position are its own): an empty
-    // split returns before any shuffle.
-    if (valid && begin >= count) {
-        write_empty_split(partials, group, dim, split, query_heads, kv_head);
-        return;
-    }
     u32 end = min(begin + per_split, count);
     u32 kv_dim = kv_heads * dim;
     u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;

@@ -38,9 +38,7 @@ pub(super) fn attention_split<C: WeightElement>(args: &KernelArgs<'_>) -> Result
     let kv_dim = kv_heads * dim;
     let scale = 1.0 / (dim as f32).sqrt();
     let count = position + 1;
-    // As the kernels split: at least MIN_POSITIONS_PER_SPLIT positions a
-    // split, the splits past the last position empty.
-    let per_split = count.div_ceil(splits).max(super::MIN_POSITIONS_PER_SPLIT);
+    let per_split = count.div_ceil(splits);
     let stride = dim + 2;
     partials
         .par_chunks_mut(stride)

@@ -70,10 +70,7 @@ const VECTOR_GROUPS: [usize; 4] = [1, 2, 4, 8];
 /// Blocks the split step aims for at long context, over all KV heads: one
 /// wave of two vector blocks per SM on today's largest GPUs (132 SMs).
 const TARGET_BLOCKS: usize = 264;
-/// The fewest positions worth a split of their own: how many splits a
-/// cache gets, and at run time the fewest positions a split takes (the
-/// first splits take a short context whole, the rest are empty;
-/// `ATTENTION_MIN_SPLIT` in attention.cu).
+/// The fewest positions worth a split of their own.
 const MIN_POSITIONS_PER_SPLIT: usize = 64;
 
 /// Registers `attention_split_<cache dtype>` and `attention_combine_f32`.
