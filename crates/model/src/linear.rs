@@ -35,7 +35,7 @@ impl Parallel {
         match split {
             Split::Whole => Parallel::Whole,
             Split::Rows(_) if vocabulary => Parallel::SplitVocabulary,
-            Split::Rows(_) => Parallel::SplitOutputs,
+            Split::Rows(_) | Split::ExpertRows(_) => Parallel::SplitOutputs,
             Split::Columns(_) => Parallel::SplitInputs,
         }
     }

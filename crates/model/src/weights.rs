@@ -226,8 +226,15 @@ impl Weights {
             if let TensorRole::Layer { index, tensor } = spec.role
                 && tensor.is_stacked_experts()
             {
-                let buffer = device.alloc(dtype, shape)?;
-                buffer.write_bytes(&checkpoint.stacked_experts(config, index, tensor, dtype)?)?;
+                // Gathered whole from the checkpoint's layout, then this
+                // rank's share cut out of it.
+                let whole = checkpoint.stacked_experts(config, index, tensor, dtype)?;
+                let mut bytes = Vec::with_capacity(whole.len());
+                for (start, length) in split.runs(shape) {
+                    bytes.extend_from_slice(&whole[start * element..(start + length) * element]);
+                }
+                let buffer = device.alloc(dtype, &split.shape(shape))?;
+                buffer.write_bytes(&bytes)?;
                 progress.inc(buffer.byte_len() as u64);
                 return Ok((buffer, WeightFormat::Dense(dtype)));
             }
@@ -286,14 +293,12 @@ impl Weights {
         let weights = Self::assemble(config, partition, dtype, |spec, split| {
             let shape = &spec.shape;
             let generator = synthetic::TensorGenerator::new(&spec.name, shape, seed);
-            let row_length = shape.iter().skip(1).product::<usize>() as u64;
-            let (first_row, first_column, columns) = match split {
-                Split::Whole => (0, 0, row_length),
-                Split::Rows(rows) => (rows.start as u64, 0, row_length),
-                Split::Columns(columns) => (0, columns.start as u64, columns.len() as u64),
-            };
             let buffer = device.alloc(dtype, &split.shape(shape))?;
-            let cut = Cut {
+            // Each cut a block of rows of `columns` values from `first_column`
+            // of the whole tensor's rows of `row_length`: the share, or for
+            // a stacked expert tensor split by rows, each expert's share.
+            let last = *shape.last().unwrap_or(&1) as u64;
+            let cut = |row_length: u64, first_row: u64, first_column: u64, columns: u64| Cut {
                 seed: generator.seed,
                 row_length,
                 first_row,
@@ -302,7 +307,31 @@ impl Weights {
                 low: generator.low,
                 high: generator.high,
             };
-            fill.encode(&mut encoder, &buffer, cut)?;
+            let row_length = shape.iter().skip(1).product::<usize>() as u64;
+            match split {
+                Split::Whole => fill.encode(&mut encoder, &buffer, cut(row_length, 0, 0, row_length))?,
+                Split::Rows(rows) => fill.encode(
+                    &mut encoder,
+                    &buffer,
+                    cut(row_length, rows.start as u64, 0, row_length),
+                )?,
+                Split::Columns(columns) => fill.encode(
+                    &mut encoder,
+                    &buffer,
+                    cut(last, 0, columns.start as u64, columns.len() as u64),
+                )?,
+                Split::ExpertRows(rows) => {
+                    let (expert_rows, share) = (shape[1], rows.len() * shape[2]);
+                    for expert in 0..shape[0] {
+                        let first_row = (expert * expert_rows + rows.start) as u64;
+                        fill.encode(
+                            &mut encoder,
+                            &buffer.slice(expert * share, share)?,
+                            cut(last, first_row, 0, last),
+                        )?;
+                    }
+                }
+            }
             encoder.commit_labeled("generate weights")?;
             progress.inc(buffer.byte_len() as u64);
             Ok((buffer, WeightFormat::Dense(dtype)))

@@ -151,13 +151,39 @@ fn moe_configs_read_as_transformers_reads_them_and_refuse_what_is_not_implemente
 }
 
 #[test]
-fn a_sparse_model_is_refused_above_one_rank_by_name() {
-    let devices = [Device::cpu(), Device::cpu()];
-    let error = Model::from_preset_split("tiny-mixtral", &devices, options(1))
-        .err()
-        .expect("splitting experts is not implemented")
-        .to_string();
-    assert!(error.contains("experts"), "{error}");
+fn a_split_sparse_model_routes_as_the_unsplit_one() {
+    // Every rank holds a share of every expert's rows and routes every row
+    // itself: each rank's tallies are the unsplit model's.
+    for name in ["tiny-qwen3-moe", "tiny-mixtral"] {
+        let mut unsplit = Model::from_preset(name, &Device::cpu(), options(3)).unwrap();
+        let mut split = Model::from_preset_split(name, &[Device::cpu(), Device::cpu()], options(3)).unwrap();
+        let (tokens, _) = generate(&mut unsplit);
+        let (split_tokens, _) = generate(&mut split);
+        assert_eq!(split_tokens, tokens, "{name}: tokens");
+        let counts = unsplit.expert_counts().unwrap().unwrap();
+        assert!(
+            counts.iter().flatten().any(|&count| count > 0),
+            "{name}: nothing routed"
+        );
+        assert_eq!(split.expert_counts().unwrap().unwrap(), counts, "{name}: tallies");
+        // A checkpoint in either layout, each rank cutting its rows of every
+        // expert out of the gathered tensors.
+        for layout in [ExpertLayout::PerExpert, ExpertLayout::Stacked] {
+            let directory = std::env::temp_dir().join(format!(
+                "kscope-experts-split-{name}-{layout:?}-{}",
+                std::process::id()
+            ));
+            synthetic::write_checkpoint_in(&preset(name).unwrap(), &directory, options(3), layout).unwrap();
+            let mut loaded = Model::load_split(
+                &directory,
+                &[Device::cpu(), Device::cpu()],
+                LoadOptions { quiet: true },
+            )
+            .unwrap();
+            assert_eq!(generate(&mut loaded).0, tokens, "{name} {layout:?}: tokens");
+            std::fs::remove_dir_all(&directory).unwrap();
+        }
+    }
 }
 
 /// The tallies in the profile are the routing the model made: stepping

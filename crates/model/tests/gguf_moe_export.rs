@@ -356,3 +356,40 @@ fn a_quantized_transformers_mixtral_runs_to_transformers_logits() {
     );
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+#[test]
+fn sparse_ggufs_split_their_experts_over_ranks() {
+    let folder = folder("gguf-moe-split");
+    let devices = [Device::cpu(), Device::cpu()];
+    for (name, file_type) in [
+        ("tiny-mixtral", GgufFileType::F32),
+        ("tiny-qwen3-moe", GgufFileType::Q8_0),
+    ] {
+        let gguf = GgufModel::open(&written(name, file_type, &folder)).unwrap();
+        let mut unsplit = Model::load_gguf(&gguf, &[Device::cpu()], LoadOptions { quiet: true }).unwrap();
+        let mut split = Model::load_gguf(&gguf, &devices, LoadOptions { quiet: true }).unwrap();
+        for model in [&mut unsplit, &mut split] {
+            model.set_quantized_activations(Activations::F32).unwrap();
+        }
+        let (expected, expected_routing) = stepped(&mut unsplit);
+        let (found, routing) = stepped(&mut split);
+        assert_eq!(routing, expected_routing, "{name} {file_type:?}: routing");
+        let difference = relative_difference(&expected, &found);
+        assert!(
+            difference <= 1e-5,
+            "{name} {file_type:?}: split logits differ by {difference}"
+        );
+    }
+    // Two ranks would cut tiny-mixtral's Q8_0 down projections (rows of 160)
+    // inside a block of 32: refused, naming the tensor.
+    let gguf = GgufModel::open(&written("tiny-mixtral", GgufFileType::Q8_0, &folder)).unwrap();
+    let error = Model::load_gguf(&gguf, &devices, LoadOptions { quiet: true })
+        .err()
+        .expect("a split inside a block")
+        .to_string();
+    assert!(
+        error.contains("ffn_down_exps") && error.contains("cut"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+}

@@ -29,7 +29,15 @@ const F32_TOLERANCE: f32 = 1e-4;
 /// of what feeds each GEMM at different points of the partial sums.
 const BF16_TOLERANCE: f32 = 3e-2;
 
-const PRESETS: [(&str, u64); 3] = [("tiny", 11), ("tiny-qwen2", 12), ("tiny-llama3", 13)];
+/// Dense presets, and sparse ones whose experts are split by their rows
+/// (every rank a share of every expert, one all-reduce after the experts).
+const PRESETS: [(&str, u64); 5] = [
+    ("tiny", 11),
+    ("tiny-qwen2", 12),
+    ("tiny-llama3", 13),
+    ("tiny-qwen3-moe", 14),
+    ("tiny-mixtral", 15),
+];
 
 fn options(dtype: DType, seed: u64) -> SyntheticOptions {
     SyntheticOptions {

@@ -30,6 +30,10 @@ pub struct Partition {
     pub key_value_heads: Range<usize>,
     /// Intermediate rows held.
     pub intermediate: Range<usize>,
+    /// Rows held of each expert (a sparse model's experts are split by
+    /// their intermediate dimension: every rank holds a share of every
+    /// expert, so each token's work is spread evenly over the ranks).
+    pub expert_intermediate: Range<usize>,
     /// Vocabulary ids held (rows of the embedding and the LM head).
     pub vocabulary: Range<usize>,
     /// Ids per rank's share (the last may hold fewer): gathered logits hold
@@ -45,8 +49,11 @@ pub(crate) enum Split {
     Whole,
     /// Rows (first dimension) `range`; for a vector, elements `range`.
     Rows(Range<usize>),
-    /// Columns (second dimension) `range` of every row.
+    /// Columns (the last dimension) `range` of every row.
     Columns(Range<usize>),
+    /// Rows (the middle dimension) `range` of every expert of a stacked
+    /// `[experts, rows, columns]` tensor.
+    ExpertRows(Range<usize>),
 }
 
 /// Shares of ⌈size / ranks⌉: rank `rank`'s range, refused where a rank
@@ -78,6 +85,10 @@ impl Partition {
             query_heads: 0..config.num_heads,
             key_value_heads: 0..config.num_kv_heads,
             intermediate: 0..config.intermediate_size,
+            expert_intermediate: 0..config
+                .experts
+                .as_ref()
+                .map_or(0, |experts| experts.intermediate_size),
             vocabulary: 0..config.vocab_size,
             vocabulary_stride: config.vocab_size,
         }
@@ -97,17 +108,6 @@ impl Partition {
             return Err(ModelError::InvalidInput(format!(
                 "rank {rank} of {ranks} does not exist"
             )));
-        }
-        if ranks > 1 && config.experts.is_some() {
-            return Err(ModelError::TensorParallel {
-                ranks,
-                problem: format!(
-                    "{} is a mixture of experts, and splitting experts over ranks is not implemented yet",
-                    config.architecture.class_name()
-                ),
-                working_splits: vec![1],
-                largest_split_tried: ranks,
-            });
         }
         let (heads, key_value) = (config.num_heads, config.num_kv_heads);
         let splits = |count: usize| {
@@ -137,12 +137,25 @@ impl Partition {
         };
         let (intermediate, _) = share(config.intermediate_size, rank, ranks, "intermediate_size")?;
         let (vocabulary, vocabulary_stride) = share(config.vocab_size, rank, ranks, "vocab_size")?;
+        let expert_intermediate = match &config.experts {
+            Some(experts) => {
+                share(
+                    experts.intermediate_size,
+                    rank,
+                    ranks,
+                    "the experts' intermediate size",
+                )?
+                .0
+            }
+            None => 0..0,
+        };
         Ok(Partition {
             rank,
             ranks,
             query_heads: rank * query_per_rank..(rank + 1) * query_per_rank,
             key_value_heads,
             intermediate,
+            expert_intermediate,
             vocabulary,
             vocabulary_stride,
         })
@@ -168,6 +181,9 @@ impl Partition {
         local.num_heads = self.query_heads.len();
         local.num_kv_heads = self.key_value_heads.len();
         local.intermediate_size = self.intermediate.len();
+        if let Some(experts) = &mut local.experts {
+            experts.intermediate_size = self.expert_intermediate.len();
+        }
         local
     }
 
@@ -179,11 +195,10 @@ impl Partition {
         }
         let dim = config.head_dim;
         match dimension {
-            // A per-head norm's weight is every head's: each rank holds it whole.
-            // Experts are never split (a sparse model is refused above one rank).
-            Dimension::Hidden | Dimension::HeadDim | Dimension::Experts | Dimension::ExpertIntermediate => {
-                None
-            }
+            // A per-head norm's weight is every head's, and a router's every
+            // expert's: each rank holds them whole.
+            Dimension::Hidden | Dimension::HeadDim | Dimension::Experts => None,
+            Dimension::ExpertIntermediate => Some(self.expert_intermediate.clone()),
             Dimension::Vocabulary => Some(self.vocabulary.clone()),
             Dimension::Intermediate => Some(self.intermediate.clone()),
             Dimension::Query => Some(self.query_heads.start * dim..self.query_heads.end * dim),
@@ -198,8 +213,10 @@ impl Partition {
             if let Some(range) = self.range_of(dimension, config) {
                 return if axis == 0 {
                     Split::Rows(range)
-                } else {
+                } else if axis + 1 == dimensions.len() {
                     Split::Columns(range)
+                } else {
+                    Split::ExpertRows(range)
                 };
             }
         }
@@ -214,7 +231,8 @@ impl Split {
         match self {
             Split::Whole => {}
             Split::Rows(range) => cut[0] = range.len(),
-            Split::Columns(range) => cut[1] = range.len(),
+            Split::Columns(range) => *cut.last_mut().expect("a split tensor has dimensions") = range.len(),
+            Split::ExpertRows(range) => cut[1] = range.len(),
         }
         cut
     }
@@ -222,14 +240,25 @@ impl Split {
     /// The element indices of the whole tensor of `shape` the cut holds, in
     /// the cut's row-major order, as runs of `(start, length)`.
     pub(crate) fn runs(&self, shape: &[usize]) -> Vec<(usize, usize)> {
-        let row_length: usize = shape.iter().skip(1).product();
         let elements: usize = shape.iter().product();
         match self {
             Split::Whole => vec![(0, elements)],
-            Split::Rows(range) => vec![(range.start * row_length, range.len() * row_length)],
-            Split::Columns(range) => (0..shape[0])
-                .map(|row| (row * row_length + range.start, range.len()))
-                .collect(),
+            Split::Rows(range) => {
+                let row_length: usize = shape.iter().skip(1).product();
+                vec![(range.start * row_length, range.len() * row_length)]
+            }
+            Split::Columns(range) => {
+                let row_length = *shape.last().expect("a split tensor has dimensions");
+                (0..elements / row_length.max(1))
+                    .map(|row| (row * row_length + range.start, range.len()))
+                    .collect()
+            }
+            Split::ExpertRows(range) => {
+                let (rows, columns) = (shape[1], shape[2]);
+                (0..shape[0])
+                    .map(|expert| ((expert * rows + range.start) * columns, range.len() * columns))
+                    .collect()
+            }
         }
     }
 }

@@ -28,6 +28,11 @@ pub(crate) struct ExpertBuffers {
     pub(super) per_token: usize,
     /// Prefill's grouped runs, where the buffers serve a chunk.
     pub(super) grouped: Option<GroupedBuffers>,
+    /// f32 zeros of `[capacity, hidden]`, on ranks other than the first of a
+    /// split model: their partial sums of the experts' down projections
+    /// start from zero (the first rank's from the residual stream), so one
+    /// all-reduce of the residual stream adds the experts in once.
+    pub(super) zeros: Option<Buffer>,
 }
 
 /// A chunk's rows grouped by expert (`capacity · k` positions each).
@@ -61,6 +66,7 @@ impl ExpertBuffers {
             capacity: rows,
             per_token: experts.per_token,
             grouped: None,
+            zeros: None,
         })
     }
 
@@ -90,12 +96,27 @@ impl ExpertBuffers {
         })
     }
 
+    /// These buffers with zeros for `hidden`-wide rows: a rank after the
+    /// first of a split model.
+    pub fn with_zeros(self, device: &Device, hidden: usize) -> Result<ExpertBuffers> {
+        let zeros = device.alloc(DType::F32, &[self.capacity * hidden])?;
+        zeros.write_from(&vec![0.0f32; self.capacity * hidden])?;
+        Ok(ExpertBuffers {
+            zeros: Some(zeros),
+            ..self
+        })
+    }
+
     /// The first `rows` rows (a chunk shorter than the buffers' capacity).
     pub fn rows(&self, experts: &Experts, rows: usize) -> Result<ExpertBuffers> {
         let chosen = rows * experts.per_token;
         Ok(ExpertBuffers {
             router_logits: self.router_logits.slice(0, rows * experts.count)?,
             activated: self.activated.slice(0, chosen * experts.intermediate_size)?,
+            zeros: match &self.zeros {
+                Some(zeros) => Some(zeros.slice(0, rows * (zeros.len() / self.capacity.max(1)))?),
+                None => None,
+            },
             rows,
             ..self.clone()
         })

@@ -110,6 +110,7 @@ impl Forward<'_> {
             [&grouped.activated, &grouped.output],
             [inter, hidden],
         )?;
+        self.begin_expert_sum(encoder, buffers, &activations.hidden)?;
         ops.combine.encode(
             encoder,
             &run(&grouped.output, 0, positions, hidden)?,
@@ -117,7 +118,7 @@ impl Forward<'_> {
             &buffers.weights(layer)?,
             &activations.hidden,
         )?;
-        Ok(())
+        self.end_expert_sum(encoder, &activations.hidden)
     }
 
     /// One projection over every expert's run of rows (from `offsets[e]` to

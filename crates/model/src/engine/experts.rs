@@ -329,23 +329,58 @@ impl Forward<'_> {
             return Ok(());
         }
         let (ops, buffers) = self.expert_parts(activations)?;
-        if let WeightFormat::Quantized(format) = experts.down_format {
-            return Ok(ops.quantized(format)?.encode_down_add(
+        let hidden = &activations.hidden;
+        self.begin_expert_sum(encoder, buffers, hidden)?;
+        match experts.down_format {
+            WeightFormat::Quantized(format) => ops.quantized(format)?.encode_down_add(
                 encoder,
                 &buffers.activated,
                 &buffers.ids(layer)?,
                 &buffers.weights(layer)?,
                 &experts.down,
-                &activations.hidden,
-            )?);
+                hidden,
+            )?,
+            WeightFormat::Dense(_) => ops.down.encode(
+                encoder,
+                &buffers.activated,
+                &buffers.ids(layer)?,
+                &buffers.weights(layer)?,
+                &experts.down,
+                hidden,
+            )?,
         }
-        Ok(ops.down.encode(
-            encoder,
-            &buffers.activated,
-            &buffers.ids(layer)?,
-            &buffers.weights(layer)?,
-            &experts.down,
-            &activations.hidden,
-        )?)
+        self.end_expert_sum(encoder, hidden)
+    }
+
+    /// Before the experts' outputs are added into `hidden`: on a rank
+    /// after the first of a split model, `hidden` starts from zero, so its
+    /// share of the experts' rows adds up to a partial sum (the first
+    /// rank's starts from the residual stream).
+    pub(super) fn begin_expert_sum(
+        &self,
+        encoder: &mut CommandEncoder,
+        buffers: &ExpertBuffers,
+        hidden: &Buffer,
+    ) -> Result<()> {
+        if self.ops.collectives.is_some() && self.ops.partition.rank > 0 {
+            let zeros = buffers.zeros.as_ref().ok_or_else(|| {
+                ModelError::InvalidInput(
+                    "a split sparse model's later rank was built without its zeros".into(),
+                )
+            })?;
+            self.ops
+                .copy
+                .encode(encoder, &zeros.slice(0, hidden.len())?, hidden)?;
+        }
+        Ok(())
+    }
+
+    /// After: the ranks' partial sums added up by one all-reduce of the
+    /// residual stream.
+    pub(super) fn end_expert_sum(&self, encoder: &mut CommandEncoder, hidden: &Buffer) -> Result<()> {
+        if let Some(collectives) = &self.ops.collectives {
+            collectives.all_reduce.encode(encoder, hidden)?;
+        }
+        Ok(())
     }
 }

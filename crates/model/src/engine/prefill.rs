@@ -103,14 +103,19 @@ impl PrefillBuffers {
                 .experts
                 .as_ref()
                 .map(|experts| {
-                    super::experts::ExpertBuffers::for_chunks(
+                    let buffers = super::experts::ExpertBuffers::for_chunks(
                         device,
                         experts,
                         config.num_layers,
                         capacity,
                         config.hidden_size,
                         expert_input,
-                    )
+                    )?;
+                    if partition.rank > 0 {
+                        buffers.with_zeros(device, config.hidden_size)
+                    } else {
+                        Ok(buffers)
+                    }
                 })
                 .transpose()?,
         })

@@ -392,7 +392,14 @@ impl State {
             experts: config
                 .experts
                 .as_ref()
-                .map(|experts| super::experts::ExpertBuffers::new(device, experts, config.num_layers, 1))
+                .map(|experts| {
+                    let buffers = super::experts::ExpertBuffers::new(device, experts, config.num_layers, 1)?;
+                    if partition.rank > 0 {
+                        buffers.with_zeros(device, config.hidden_size)
+                    } else {
+                        Ok(buffers)
+                    }
+                })
                 .transpose()?,
         })
     }

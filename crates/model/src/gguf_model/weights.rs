@@ -5,6 +5,8 @@
 //! CPU, mapped in place; planes on CUDA) and dequantized to the dense dtype
 //! elsewhere.
 
+use std::ops::Range;
+
 use half::{bf16, f16};
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::quantized_linear::{BlockLayout, QuantizedLinear};
@@ -255,6 +257,9 @@ fn placed_format(format: WeightFormat, rank: usize, keeps_blocks: bool, dtype: D
     }
 }
 
+/// The source row of each row of a rank's share.
+type RowOf = Box<dyn Fn(usize) -> usize + Sync>;
+
 /// One tensor (this rank's `split` of it) on the device in the format it
 /// takes there, its rows put back in transformers' order where the
 /// converter permuted them. A split of a quantized matrix's columns must
@@ -295,12 +300,27 @@ fn place(
     });
     // This rank's rows and columns (a vector's elements split as columns
     // of its one row).
-    let (row_range, column_range) = match (split, shape.len()) {
-        (Split::Whole, _) => (0..all_rows, 0..all_columns),
-        (Split::Rows(range), 1) | (Split::Columns(range), _) => (0..all_rows, range.clone()),
-        (Split::Rows(range), _) => (range.clone(), 0..all_columns),
+    // (A stacked expert tensor's rows are its experts' rows one after
+    // another: a share of each expert's rows is every expert's run.)
+    let (row_of, rows, column_range): (RowOf, usize, Range<usize>) = match (split, shape.len()) {
+        (Split::Whole, _) => (Box::new(|row| row), all_rows, 0..all_columns),
+        (Split::Rows(range), 1) | (Split::Columns(range), _) => {
+            (Box::new(|row| row), all_rows, range.clone())
+        }
+        (Split::Rows(range), _) => {
+            let start = range.start;
+            (Box::new(move |row| start + row), range.len(), 0..all_columns)
+        }
+        (Split::ExpertRows(range), _) => {
+            let (expert_rows, share, start) = (shape[1], range.len(), range.start);
+            (
+                Box::new(move |row| (row / share) * expert_rows + start + row % share),
+                shape[0] * share,
+                0..all_columns,
+            )
+        }
     };
-    let (rows, columns) = (row_range.len(), column_range.len());
+    let columns = column_range.len();
     // The bytes of this rank's columns within a row of the source format.
     let column_bytes = match source {
         WeightFormat::Dense(source_dtype) => {
@@ -326,7 +346,7 @@ fn place(
     };
     let whole = matches!(split, Split::Whole);
     let source_row = |row: usize| {
-        let row = row_range.start + row;
+        let row = row_of(row);
         let row = order.as_ref().map_or(row, |order| order[row]);
         &bytes[row * source_row_bytes..(row + 1) * source_row_bytes][column_bytes.clone()]
     };
