@@ -107,24 +107,30 @@ fn decode_attention_matches_reference(backend: Backend) {
         return;
     };
     // Each case names the split kernel it must take (the cache dtype
-    // appended): the vector kernels for the padded head dim and group, the
-    // generic one for heads that are no whole number of 16-byte loads or
-    // longer than 128.
+    // appended): the vector kernels for the padded head dim and the query
+    // heads a block serves (the whole group where the KV heads' splits fill
+    // 264 blocks; fewer, over more blocks, in short caches), the generic
+    // one for heads that are no whole number of 16-byte loads or longer
+    // than 128.
     let cases = [
-        (heads(8, 2, 16), 1000, vec![0, 1, 62, 63, 64, 65, 999], "d64_g4"),
+        (heads(8, 2, 16), 1000, vec![0, 1, 62, 63, 64, 65, 999], "d64_g1"),
         (heads(4, 4, 8), 40, vec![0, 5, 39], "d64_g1"),
         (heads(3, 1, 5), 300, vec![0, 18, 19, 20, 299], "generic"),
-        (heads(32, 8, 128), 200, vec![0, 127, 199], "d128_g4"),
-        // Groups of two, and the first positions, where a split holds one
-        // position or none.
-        (heads(4, 2, 32), 130, vec![0, 1, 2, 3, 128, 129], "d64_g2"),
+        (heads(32, 8, 128), 200, vec![0, 127, 199], "d128_g1"),
+        // The first positions, where a split holds one position or none.
+        (heads(4, 2, 32), 130, vec![0, 1, 2, 3, 128, 129], "d64_g1"),
+        // Groups of four over two blocks of two (70 splits of 2 KV heads).
+        (heads(8, 2, 32), 4480, vec![0, 1, 2000, 4479], "d64_g2"),
         (heads(8, 1, 64), 70_000, vec![12_300, 65_600, 69_999], "d64_g8"),
-        // Qwen2-0.5B's geometry: groups of 7 padded to 8, and a head of 64.
-        (heads(14, 2, 64), 3000, vec![0, 9, 2999], "d64_g8"),
+        // Qwen2-0.5B's geometry: groups of 7 over blocks of 4 (the second
+        // serving 3), and a head of 64.
+        (heads(14, 2, 64), 3000, vec![0, 9, 2999], "d64_g4"),
         // A head of 96 padded to 128 (lanes past the head idle), groups of 1.
         (heads(3, 3, 96), 500, vec![0, 63, 499], "d128_g1"),
         (heads(16, 2, 128), 20_000, vec![1, 13_000, 19_999], "d128_g8"),
-        (heads(4, 2, 128), 777, vec![0, 776], "d128_g2"),
+        // Qwen3-30B-A3B's geometry in a short cache: groups of 8, a head a block.
+        (heads(32, 4, 128), 129, vec![0, 11, 128], "d128_g1"),
+        (heads(4, 2, 128), 777, vec![0, 776], "d128_g1"),
         (heads(4, 1, 160), 300, vec![0, 299], "generic"),
     ];
     for dtype in DTYPES {

@@ -1,8 +1,9 @@
 // Decode attention, split over the cached positions (flash-decoding). The
 // position is read from device memory, so the grid depends only on the
-// cache's size: block (g, s) takes KV head g and split s of the positions
-// 0..=pos (each split ceil((pos + 1) / splits) of them), and serves every
-// query head of g's group, so K and V are read once per group. Each warp
+// cache's size: block (g, s, z) takes KV head g and split s of the positions
+// 0..=pos (each split ceil((pos + 1) / splits) of them), and serves the
+// query heads z·GROUP.. of g's group (all of them where z is one: K and V
+// read once per group; a short cache spreads a group over more blocks). Each warp
 // walks its share of the split's positions with an online softmax per
 // head (running max, running sum, unnormalised output; lanes own dims
 // lane, lane + 32, ...); the warps are merged through shared memory and
@@ -11,27 +12,28 @@
 #define ATTENTION_MAX_GROUP 8
 #define ATTENTION_MAX_PER_LANE 8
 
-// Thread t merges entry t of the warps' states in `merge` ([warps][group]
+// Thread t merges entry t of the warps' states in `merge` ([warps][heads]
 // [dim + 2]: unnormalised output, max, sum) and writes the split's
-// partials, maxima in base e for the combine step. BASE2: the states'
-// maxima are in base 2. Call after the barrier that publishes `merge`.
+// partials for query heads first_head .. first_head + heads, maxima in
+// base e for the combine step. BASE2: the states' maxima are in base 2.
+// Call after the barrier that publishes `merge`.
 template <bool BASE2>
-__device__ void write_split(const float* merge, float* partials, u32 warps, u32 group, u32 dim, u32 split,
-                            u32 query_heads, u32 kv_head) {
+__device__ void write_split(const float* merge, float* partials, u32 warps, u32 heads, u32 dim, u32 split,
+                            u32 query_heads, u32 first_head) {
     u32 stride = dim + 2;
-    for (u32 item = threadIdx.x; item < group * dim; item += blockDim.x) {
+    for (u32 item = threadIdx.x; item < heads * dim; item += blockDim.x) {
         u32 h = item / dim, d = item % dim;
         float best = -INFINITY;
-        for (u32 w = 0; w < warps; ++w) best = fmaxf(best, merge[((size_t)w * group + h) * stride + dim]);
+        for (u32 w = 0; w < warps; ++w) best = fmaxf(best, merge[((size_t)w * heads + h) * stride + dim]);
         float total = 0.0f, value = 0.0f;
         for (u32 w = 0; w < warps; ++w) {
-            const float* theirs = merge + ((size_t)w * group + h) * stride;
+            const float* theirs = merge + ((size_t)w * heads + h) * stride;
             float shifted = theirs[dim] - best;
             float weight = theirs[dim] == -INFINITY ? 0.0f : (BASE2 ? exp2f(shifted) : __expf(shifted));
             total += theirs[dim + 1] * weight;
             value += theirs[d] * weight;
         }
-        float* out = partials + ((size_t)split * query_heads + kv_head * group + h) * stride;
+        float* out = partials + ((size_t)split * query_heads + first_head + h) * stride;
         out[d] = value;
         if (d == 0) {
             out[dim] = BASE2 && best != -INFINITY ? best * 0.6931471805599453f : best;
@@ -113,7 +115,7 @@ __device__ void attention_split(const float* query, const C* key_cache, const C*
         }
     }
     __syncthreads();
-    write_split<false>(merge, partials, warps, group, dim, split, query_heads, kv_head);
+    write_split<false>(merge, partials, warps, group, dim, split, query_heads, kv_head * group);
 }
 
 extern "C" __global__ void attention_split_f32(const float* query, const float* key_cache, const float* value_cache,
@@ -176,13 +178,18 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
     constexpr u32 ROWS = 32 / LANES;                // positions per warp per load
     constexpr u32 STEP = ROWS * ATTENTION_UNROLL;   // positions per warp per iteration
     static_assert(LANES >= 1 && LANES <= 32, "a head must fit one warp's loads");
-    extern __shared__ float merge[];  // [warps][group][dim + 2]
+    extern __shared__ float merge[];  // [warps][heads][dim + 2]
     u32 kv_head = blockIdx.x, split = blockIdx.y;
     u32 group = query_heads / kv_heads;
+    // Block z serves heads z·GROUP .. of the group (all of it where the grid
+    // has one z): at short context a few KV heads' splits are a few blocks,
+    // so a group's heads are spread over more of them.
+    u32 first_head = blockIdx.z * GROUP;
+    u32 heads = first_head < group ? min(GROUP, group - first_head) : 0;
     u32 position = position_slot[index];
     // No early return before the shuffles, for the same reason as the trip
     // count below: an invalid block walks no positions and writes nothing.
-    bool valid = kv_head < kv_heads && position < max_positions;
+    bool valid = kv_head < kv_heads && position < max_positions && heads > 0;
     u32 count = valid ? position + 1 : 0;
     u32 per_split = (count + splits - 1) / splits;
     u32 begin = split * per_split;
@@ -201,7 +208,7 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
         running_sum[h] = 0.0f;
 #pragma unroll
         for (u32 e = 0; e < PER_LOAD; ++e) {
-            q[h][e] = (valid && h < group && has_dims) ? query[(size_t)(kv_head * group + h) * dim + first_dim + e] * scale
+            q[h][e] = (valid && h < heads && has_dims) ? query[(size_t)(kv_head * group + first_head + h) * dim + first_dim + e] * scale
                                               : 0.0f;
             acc[h][e] = 0.0f;
         }
@@ -290,8 +297,8 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
     if (row == 0) {
 #pragma unroll
         for (u32 h = 0; h < GROUP; ++h) {
-            if (h >= group) continue;
-            float* mine = merge + ((size_t)warp * group + h) * stride;
+            if (h >= heads) continue;
+            float* mine = merge + ((size_t)warp * heads + h) * stride;
             if (has_dims) {
 #pragma unroll
                 for (u32 e = 0; e < PER_LOAD; ++e)
@@ -304,7 +311,7 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
         }
     }
     __syncthreads();
-    write_split<true>(merge, partials, warps, group, dim, split, query_heads, kv_head);
+    write_split<true>(merge, partials, warps, heads, dim, split, query_heads, kv_head * group + first_head);
 }
 
 // One kernel per cache dtype, padded head dim and padded group; two blocks

@@ -5,8 +5,9 @@
 //! by a second kernel, so the context is bounded by memory only and a few
 //! heads still fill the GPU; nothing is kept per position. Heads of up to
 //! 128 elements (a multiple of one 16-byte load) in groups of up to 8 take
-//! the vector kernels, which keep several 16-byte loads per lane in flight;
-//! other geometries take the generic kernel.
+//! the vector kernels, which keep several 16-byte loads per lane in flight
+//! and, where a short cache gives few splits, spread each group's query
+//! heads over more blocks; other geometries take the generic kernel.
 
 mod cpu;
 
@@ -183,25 +184,47 @@ impl Attention {
         })
     }
 
-    /// The vector kernel for `heads` over these caches, when one fits: the
-    /// head a whole number of 16-byte loads, both caches 16-byte aligned.
-    fn vector_kernel(&self, heads: Heads, key_cache: &Buffer, value_cache: &Buffer) -> Option<&Kernel> {
+    /// The vector kernel for `heads` over these caches, when one fits (the
+    /// head a whole number of 16-byte loads, both caches 16-byte aligned),
+    /// with the query heads each of its blocks serves.
+    fn vector_kernel(
+        &self,
+        heads: Heads,
+        key_cache: &Buffer,
+        value_cache: &Buffer,
+    ) -> Option<(&Kernel, usize)> {
         let per_load = 16 / self.cache_dtype.size_in_bytes();
         if !heads.dim.is_multiple_of(per_load) || !kv_caches_aligned(key_cache, value_cache) {
             return None;
         }
         let dim = VECTOR_DIMS.iter().position(|&padded| heads.dim <= padded)?;
-        let group = VECTOR_GROUPS
-            .iter()
-            .position(|&padded| heads.query / heads.key_value <= padded)?;
-        Some(&self.vector[dim][group])
+        let max_positions = key_cache.shape().first().copied().unwrap_or(1);
+        let per_block = Self::heads_per_block(heads, Self::splits(heads, max_positions));
+        let group = VECTOR_GROUPS.iter().position(|&padded| per_block <= padded)?;
+        Some((&self.vector[dim][group], per_block))
+    }
+
+    /// Query heads of a group one vector block serves: the whole group where
+    /// the KV heads' splits already make [`TARGET_BLOCKS`] blocks; fewer at
+    /// short context, where they would be a few blocks each walking its
+    /// positions for every head of its group (ncu, qwen3-30b-a3b on an
+    /// H200: 4 blocks of 236 registers a thread, 13 µs for a dozen positions).
+    fn heads_per_block(heads: Heads, splits: usize) -> usize {
+        let group = heads.query / heads.key_value.max(1);
+        let blocks = (heads.key_value * splits).max(1);
+        let least = group.div_ceil(TARGET_BLOCKS.div_ceil(blocks));
+        VECTOR_GROUPS
+            .into_iter()
+            .find(|&padded| padded >= least)
+            .unwrap_or(group)
+            .min(group.next_power_of_two())
     }
 
     /// The name of the split kernel [`encode`](Self::encode) launches for
     /// `heads` over these caches: a vector kernel, or the generic one.
     pub fn split_kernel_name(&self, heads: Heads, key_cache: &Buffer, value_cache: &Buffer) -> &str {
         self.vector_kernel(heads, key_cache, value_cache)
-            .unwrap_or(&self.split)
+            .map_or(&self.split, |(kernel, _)| kernel)
             .name()
     }
 
@@ -253,9 +276,10 @@ impl Attention {
         let bytes_per_position = 2 * kv_dim as u64 * cache_bytes;
         let flops_per_position = 4 * (heads.query * heads.dim) as u64;
         let group = heads.query / heads.key_value;
-        let (split, threads) = match self.vector_kernel(heads, key_cache, value_cache) {
-            Some(kernel) => (kernel, VECTOR_THREADS),
-            None => (&self.split, SPLIT_THREADS),
+        // Blocks along z each serve `per_block` of a group's query heads.
+        let (split, threads, per_block) = match self.vector_kernel(heads, key_cache, value_cache) {
+            Some((kernel, per_block)) => (kernel, VECTOR_THREADS, per_block),
+            None => (&self.split, SPLIT_THREADS, group),
         };
         let warps = (threads / 32) as usize;
         encoder.dispatch(
@@ -273,9 +297,13 @@ impl Attention {
                 .scalar(SPLITS, splits as u32)
                 .dispatch(split)?
                 .grid(LaunchGrid {
-                    blocks: [heads.key_value as u32, splits as u32, 1],
+                    blocks: [
+                        heads.key_value as u32,
+                        splits as u32,
+                        group.div_ceil(per_block) as u32,
+                    ],
                     threads_per_block: [threads, 1, 1],
-                    shared_memory_bytes: (warps * group * (heads.dim + 2) * 4) as u32,
+                    shared_memory_bytes: (warps * per_block.min(group) * (heads.dim + 2) * 4) as u32,
                 })
                 .cost(
                     context as u64 * bytes_per_position + bytes_of(heads.query * heads.dim, DType::F32),
