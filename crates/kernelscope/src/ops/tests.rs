@@ -57,7 +57,7 @@ const DECLARED: [(&str, &str, &[Argument]); 31] = [
 /// Files holding kernels of several argument lists, instantiated per
 /// quantized format (`{format}` in their names, see
 /// `quantized_linear::cuda_source`): each kernel's list by its name.
-const DECLARED_PER_KERNEL: [(&str, &[Argument]); 9] = [
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 11] = [
     ("matvec_{format}_q8", super::quantized_linear::ARGUMENTS),
     ("matmul_{format}", super::quantized_linear::ARGUMENTS),
     ("matvec_add_{format}_q8", super::matvec::residual::ARGUMENTS),
@@ -79,6 +79,11 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 9] = [
         "dequantize_{format}_bf16",
         super::quantized_linear::gemm::dequantize::ARGUMENTS,
     ),
+    (
+        "moe_gate_up_{format}_q8",
+        super::moe_quantized::gate_up::ARGUMENTS,
+    ),
+    ("moe_down_add_{format}_q8", super::moe_quantized::down::ARGUMENTS),
 ];
 
 /// The registered names of a kernel of a `.cu` file: itself, or, for a
