@@ -331,23 +331,20 @@ impl Forward<'_> {
         let (ops, buffers) = self.expert_parts(activations)?;
         let hidden = &activations.hidden;
         self.begin_expert_sum(encoder, buffers, hidden)?;
+        let (activated, ids, weights) = (&buffers.activated, &buffers.ids(layer)?, &buffers.weights(layer)?);
         match experts.down_format {
             WeightFormat::Quantized(format) => ops.quantized(format)?.encode_down_add(
                 encoder,
-                &buffers.activated,
-                &buffers.ids(layer)?,
-                &buffers.weights(layer)?,
+                activated,
+                ids,
+                weights,
                 &experts.down,
                 hidden,
             )?,
-            WeightFormat::Dense(_) => ops.down.encode(
-                encoder,
-                &buffers.activated,
-                &buffers.ids(layer)?,
-                &buffers.weights(layer)?,
-                &experts.down,
-                hidden,
-            )?,
+            WeightFormat::Dense(_) => {
+                ops.down
+                    .encode(encoder, activated, ids, weights, &experts.down, hidden)?
+            }
         }
         self.end_expert_sum(encoder, hidden)
     }

@@ -34,21 +34,9 @@ use crate::ops::{Arguments, bytes_of, dimensions, expect};
 use crate::quant::QuantFormat;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
-/// The arguments of `moe_gate_up_<format>_q8`.
-pub(crate) mod gate_up {
-    crate::ops::kernel_arguments! {
-        X: "x" Read,
-        IDS: "ids" Read,
-        GATE: "gate" Read,
-        UP: "up" Read,
-        OUT: "out" Write,
-        ROWS: "rows" U32,
-        HIDDEN_SIZE: "hidden_size" U32,
-        EXPERT_ROWS: "expert_rows" U32,
-        EXPERTS: "experts" U32,
-        K: "k" U32,
-    }
-}
+/// The arguments of `moe_gate_up_<format>_q8`: the dense gate/up kernels'
+/// names, x the staged input.
+pub(crate) use crate::ops::moe_experts::gate_up;
 
 /// The arguments of `moe_down_add_<format>_q8`.
 pub(crate) mod down {
