@@ -1,15 +1,15 @@
 //! CPU references of the quantized expert products: the staged input
 //! dequantized (`value · scale` per element, what the integer products
 //! compute exactly; `_q8`) or taken in f32 (`_f32`, the reference the
-//! model's f32-activation path runs), each chosen expert's rows
-//! dequantized from their blocks and dotted in f32, outputs in parallel.
+//! model's f32-activation path runs), each chosen expert's rows dotted
+//! with it in f32 block by block (`QuantFormat::dot_row`), outputs in
+//! parallel.
 //! The CUDA kernels agree with `_q8` up to the order of their f32 sums.
 
 use rayon::prelude::*;
 
 use super::{Input, down, gate_up};
 use crate::error::{Error, Result};
-use crate::ops::dot;
 use crate::ops::quantized_linear::stage::staged_row;
 use crate::quant::QuantFormat;
 use crate::runtime::KernelArgs;
@@ -23,13 +23,12 @@ fn row_bytes(format: QuantFormat, kernel: &str, elements: usize) -> Result<usize
     })
 }
 
-/// Row `row` of a stacked weight of rows of `bytes` bytes, dequantized.
-fn dequantized(format: QuantFormat, weight: &[u8], bytes: usize, row: usize, elements: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; elements];
+/// Row `row` of a stacked weight of rows of `bytes` bytes dotted with `x`
+/// in f32, block by block (no dequantized copy of the row).
+fn row_dot(format: QuantFormat, weight: &[u8], bytes: usize, row: usize, x: &[f32]) -> f32 {
     format
-        .dequantize_row(&weight[row * bytes..(row + 1) * bytes], &mut out)
-        .expect("row lengths checked");
-    out
+        .dot_row(&weight[row * bytes..(row + 1) * bytes], x)
+        .expect("row lengths checked")
 }
 
 /// Row `row` of an input of `total` values in rows of `length`: staged
@@ -89,8 +88,8 @@ pub(super) fn moe_gate_up(format: QuantFormat, input: Input, args: &KernelArgs<'
             let input = &inputs[slot / k];
             for (i, value) in out.iter_mut().enumerate() {
                 let row = expert * expert_rows + i;
-                let g = dot(&dequantized(format, gate, bytes, row, hidden), input);
-                let u = dot(&dequantized(format, up, bytes, row, hidden), input);
+                let g = row_dot(format, gate, bytes, row, input);
+                let u = row_dot(format, up, bytes, row, input);
                 *value = g / (1.0 + (-g).exp()) * u;
             }
         });
@@ -139,8 +138,7 @@ pub(super) fn moe_down_add(format: QuantFormat, input: Input, args: &KernelArgs<
                 if expert >= experts {
                     continue;
                 }
-                let weight_row = dequantized(format, down, bytes, expert * hidden_size + r, expert_rows);
-                sum += weights[slot] * dot(&weight_row, &inputs[slot]);
+                sum += weights[slot] * row_dot(format, down, bytes, expert * hidden_size + r, &inputs[slot]);
             }
             *value += sum;
         });
