@@ -19,6 +19,9 @@ use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
 use kernelscope::{Buffer, DType, Device, DeviceOptions, OpKind, Primitive, ops};
 
+mod common;
+use common::{Choice, choose};
+
 /// Stacked quantized matrices `[experts, rows, columns]`: their ggml blocks
 /// and what they dequantize to.
 struct Stacked {
@@ -124,36 +127,6 @@ fn assert_within(got: &[f32], expected: &[(f64, f64)], what: &str) {
         .map(|(i, (got, (value, size)))| format!("[{i}] expected {value:e} (terms {size:e}), got {got:e}"))
         .collect();
     assert!(bad.is_empty(), "{what}: {}", bad.join("; "));
-}
-
-/// How the rows choose their experts.
-#[derive(Clone, Copy, Debug)]
-enum Choice {
-    Random,
-    Same,
-    OutOfRange,
-}
-
-fn choose(choice: Choice, seed: u64, rows: usize, experts: usize, k: usize) -> Vec<u32> {
-    let mut rng = SplitMix64::new(seed);
-    let mut ids = Vec::with_capacity(rows * k);
-    for row in 0..rows {
-        let mut chosen: Vec<u32> = Vec::new();
-        while chosen.len() < k {
-            let id = match choice {
-                Choice::Same => ((chosen.len() * 5 + 3) % experts) as u32,
-                _ => (rng.next_u64() % experts as u64) as u32,
-            };
-            if !chosen.contains(&id) {
-                chosen.push(id);
-            }
-        }
-        if matches!(choice, Choice::OutOfRange) {
-            chosen[k - 1] = (experts + row) as u32;
-        }
-        ids.extend(chosen);
-    }
-    ids
 }
 
 fn poisoned(device: &Device, shape: &[usize]) -> Buffer {

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+use kernelscope::rng::SplitMix64;
 use kernelscope::runtime::LaunchGrid;
 use kernelscope::{Buffer, Dispatch, Kernel, KernelRegistry};
 
@@ -40,4 +41,37 @@ pub fn inc_one_registry() -> KernelRegistry {
         }"#,
     );
     registry
+}
+
+/// How the rows of an expert kernel's test choose their experts.
+#[derive(Clone, Copy, Debug)]
+pub enum Choice {
+    /// k distinct random experts per row.
+    Random,
+    /// Every row the same k experts (all tokens on them; the rest idle).
+    Same,
+    /// Random, with each row's last choice an id past the last expert.
+    OutOfRange,
+}
+
+pub fn choose(choice: Choice, seed: u64, rows: usize, experts: usize, k: usize) -> Vec<u32> {
+    let mut rng = SplitMix64::new(seed);
+    let mut ids = Vec::with_capacity(rows * k);
+    for row in 0..rows {
+        let mut chosen: Vec<u32> = Vec::new();
+        while chosen.len() < k {
+            let id = match choice {
+                Choice::Same => ((chosen.len() * 5 + 3) % experts) as u32,
+                _ => (rng.next_u64() % experts as u64) as u32,
+            };
+            if !chosen.contains(&id) {
+                chosen.push(id);
+            }
+        }
+        if matches!(choice, Choice::OutOfRange) {
+            chosen[k - 1] = (experts + row) as u32;
+        }
+        ids.extend(chosen);
+    }
+    ids
 }

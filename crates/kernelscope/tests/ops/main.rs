@@ -10,6 +10,8 @@
 //! tolerance rounds to (`assert_close_in`). Each test also checks the op
 //! kind and kernel its dispatches declare to the profiler.
 
+#[path = "../common/mod.rs"]
+mod common;
 mod copy;
 mod elementwise;
 mod embedding;

@@ -9,44 +9,11 @@
 //! are poisoned first; the residual add keeps what `hidden` held.
 
 use kernelscope::ops::moe_experts::{MoeDownAdd, MoeGateUp, MoeNormGateUp};
-use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
 use kernelscope::{DType, OpKind, Primitive, ops};
 
+use crate::common::{Choice, choose};
 use crate::helpers::{ROWS, WEIGHT_DTYPES, poisoned, profiled_device, random, weights};
-
-/// How the rows choose their experts.
-#[derive(Clone, Copy, Debug)]
-enum Choice {
-    /// k distinct random experts per row.
-    Random,
-    /// Every row the same k experts (all tokens on them; the rest idle).
-    Same,
-    /// Random, with each row's last choice an id past the last expert.
-    OutOfRange,
-}
-
-fn choose(choice: Choice, seed: u64, rows: usize, experts: usize, k: usize) -> Vec<u32> {
-    let mut rng = SplitMix64::new(seed);
-    let mut ids = Vec::with_capacity(rows * k);
-    for row in 0..rows {
-        let mut chosen: Vec<u32> = Vec::new();
-        while chosen.len() < k {
-            let id = match choice {
-                Choice::Same => ((chosen.len() * 5 + 3) % experts) as u32,
-                _ => (rng.next_u64() % experts as u64) as u32,
-            };
-            if !chosen.contains(&id) {
-                chosen.push(id);
-            }
-        }
-        if matches!(choice, Choice::OutOfRange) {
-            chosen[k - 1] = (experts + row) as u32;
-        }
-        ids.extend(chosen);
-    }
-    ids
-}
 
 /// `|got - expected| <= 1e-5 · magnitude + 1e-6`, magnitude the sum of the
 /// terms' absolute values (f32 accumulation in any order stays within it).

@@ -213,11 +213,11 @@ impl Attention {
         let group = heads.query / heads.key_value.max(1);
         let blocks = (heads.key_value * splits).max(1);
         let least = group.div_ceil(TARGET_BLOCKS.div_ceil(blocks));
+        // `least` is at most the group, so this is at most its padded size.
         VECTOR_GROUPS
             .into_iter()
             .find(|&padded| padded >= least)
             .unwrap_or(group)
-            .min(group.next_power_of_two())
     }
 
     /// The name of the split kernel [`encode`](Self::encode) launches for

@@ -23,16 +23,12 @@ mod products;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::ops::quantized_linear::fused::{
-    QUANTIZE_THREADS, QUANTIZED_PER_BLOCK, check_quantizable, quantize,
-};
-use crate::ops::quantized_linear::gemm::{
-    DEQUANTIZE_THREADS, dequantize, dequantized_per_block, scratch_view,
-};
-use crate::ops::quantized_linear::{Activations, BlockLayout, CUDA_THREADS, quantized_kernel, staged_bytes};
-use crate::ops::{Arguments, bytes_of, dimensions, expect};
+use crate::ops::quantized_linear::fused::stage_input;
+use crate::ops::quantized_linear::gemm::dispatch_dequantize;
+use crate::ops::quantized_linear::{Activations, BlockLayout, CUDA_THREADS, quantized_kernel};
+use crate::ops::{dimensions, expect};
 use crate::quant::QuantFormat;
-use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
+use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry};
 
 /// The arguments of `moe_gate_up_<format>_q8`: the dense gate/up kernels'
 /// names, x the staged input.
@@ -216,29 +212,8 @@ impl MoeQuantized {
             remedies: &[],
         })?;
         let n = experts * rows;
-        encoder.dispatch(
-            Arguments::new(dequantize::ARGUMENTS)
-                .buffer(dequantize::WEIGHT, stacked)
-                .buffer(dequantize::OUT, &out.reshape(&[n, columns])?)
-                .scalar(dequantize::N, n as u32)
-                .scalar(dequantize::K, columns as u32)
-                .dispatch(kernel)?
-                .grid(LaunchGrid {
-                    blocks: [
-                        (n * columns).div_ceil(dequantized_per_block(self.format)) as u32,
-                        1,
-                        1,
-                    ],
-                    threads_per_block: [DEQUANTIZE_THREADS as u32, 1, 1],
-                    shared_memory_bytes: 0,
-                })
-                .cost(
-                    (n * self.format.row_bytes(columns).unwrap_or(0)) as u64,
-                    bytes_of(n * columns, DType::BF16),
-                    0,
-                )
-                .op_kind(OpKind::Copy),
-        )
+        let out = out.reshape(&[n, columns])?;
+        dispatch_dequantize(encoder, kernel, self.format, stacked, &out, [n, columns])
     }
 
     /// `x` f32 `[vectors, length]` quantized into `slot`'s scratch (one
@@ -252,34 +227,9 @@ impl MoeQuantized {
         slot: &Mutex<Option<Buffer>>,
         length: usize,
     ) -> Result<Buffer> {
-        let Some(quantize) = &self.quantize else {
-            return Ok(x.clone());
-        };
-        check_quantizable(op, length)?;
-        let total = x.len();
-        let device = encoder.device().clone();
-        let staged = {
-            let mut slot = slot.lock().expect("not poisoned");
-            scratch_view(&device, &mut slot, DType::U8, &[staged_bytes(total)])?
-        };
-        encoder.dispatch(
-            Arguments::new(quantize::ARGUMENTS)
-                .buffer(quantize::X, x)
-                .buffer(quantize::OUT, &staged)
-                .scalar(quantize::K, total as u32)
-                .dispatch(quantize)?
-                .grid(LaunchGrid {
-                    blocks: [total.div_ceil(QUANTIZED_PER_BLOCK) as u32, 1, 1],
-                    threads_per_block: [QUANTIZE_THREADS, 1, 1],
-                    shared_memory_bytes: 0,
-                })
-                .cost(
-                    bytes_of(total, DType::F32),
-                    staged_bytes(total) as u64,
-                    2 * total as u64,
-                )
-                .op_kind(OpKind::Copy),
-        )?;
-        Ok(staged)
+        match &self.quantize {
+            Some(quantize) => stage_input(encoder, op, x, length, quantize, None, slot),
+            None => Ok(x.clone()),
+        }
     }
 }

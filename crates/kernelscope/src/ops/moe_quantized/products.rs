@@ -4,12 +4,9 @@
 
 use super::{MOST_BLOCKS, MoeQuantized, WARPS, down, gate_up};
 use crate::error::{Error, Result};
-use crate::ops::quantized_linear::fused::{
-    QUANTIZE_THREADS, QUANTIZED_PER_BLOCK, check_quantizable, norm_quantize,
-};
-use crate::ops::quantized_linear::gemm::scratch_view;
-use crate::ops::quantized_linear::{CUDA_THREADS, staged_bytes};
-use crate::ops::{Arguments, bytes_of, expect, expect_rows, rows_of};
+use crate::ops::quantized_linear::CUDA_THREADS;
+use crate::ops::quantized_linear::fused::stage_input;
+use crate::ops::{Arguments, bytes_of, expect_rows, rows_of};
 use crate::runtime::{Buffer, CommandEncoder, DType, LaunchGrid, OpKind, Primitive};
 
 /// A gate/up product's sizes.
@@ -68,43 +65,11 @@ impl MoeQuantized {
         let kernel = self.norm_quantize.as_ref().ok_or_else(|| Error::KernelMissing {
             name: "norm_quantize_q8".into(),
             backend: encoder.device().backend(),
-            workaround: "run the RMSNorm apart (kscope run --no-fusion)".into(),
+            workaround: "run the RMSNorm apart (kscope run --unfused)".into(),
             remedies: &[],
         })?;
-        if shape.rows != 1 {
-            return Err(Error::ShapeMismatch {
-                context: format!("{OP} normalises one row"),
-                expected: vec![1, hidden],
-                found: vec![shape.rows, hidden],
-            });
-        }
-        expect(OP, "norm weight", norm_weight, DType::F32, &[hidden])?;
-        check_quantizable(OP, hidden)?;
-        let device = encoder.device().clone();
-        let staged = {
-            let mut slot = self.staged_input.lock().expect("not poisoned");
-            scratch_view(&device, &mut slot, DType::U8, &[staged_bytes(hidden)])?
-        };
-        encoder.dispatch(
-            Arguments::new(norm_quantize::ARGUMENTS)
-                .buffer(norm_quantize::X, x)
-                .buffer(norm_quantize::NORM_WEIGHT, norm_weight)
-                .buffer(norm_quantize::OUT, &staged)
-                .scalar(norm_quantize::K, hidden as u32)
-                .scalar(norm_quantize::EPS, eps)
-                .dispatch(kernel)?
-                .grid(LaunchGrid {
-                    blocks: [hidden.div_ceil(QUANTIZED_PER_BLOCK) as u32, 1, 1],
-                    threads_per_block: [QUANTIZE_THREADS, 1, 1],
-                    shared_memory_bytes: 0,
-                })
-                .cost(
-                    bytes_of(2 * hidden, DType::F32),
-                    staged_bytes(hidden) as u64,
-                    6 * hidden as u64,
-                )
-                .op_kind(OpKind::RmsNorm),
-        )?;
+        let norm = Some((norm_weight, eps));
+        let staged = stage_input(encoder, OP, x, hidden, kernel, norm, &self.staged_input)?;
         self.dispatch_gate_up(encoder, &staged, ids, gate, up, out, shape)
     }
 

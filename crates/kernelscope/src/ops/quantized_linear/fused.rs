@@ -113,41 +113,13 @@ impl QuantizedFused {
         norm: Option<(&Buffer, f32)>,
         k: usize,
     ) -> Result<Buffer> {
-        check_quantizable(op, k)?;
         expect(op, "input", x, DType::F32, &[k])?;
-        let device = encoder.device().clone();
-        let staged = {
-            let mut slot = self.staged.lock().expect("not poisoned");
-            scratch_view(&device, &mut slot, DType::U8, &[staged_bytes(k)])?
+        let kernel = if norm.is_some() {
+            &self.norm_quantize
+        } else {
+            &self.quantize
         };
-        let grid = LaunchGrid {
-            blocks: [k.div_ceil(QUANTIZED_PER_BLOCK) as u32, 1, 1],
-            threads_per_block: [QUANTIZE_THREADS, 1, 1],
-            shared_memory_bytes: 0,
-        };
-        let dispatch = match norm {
-            Some((norm_weight, eps)) => {
-                expect(op, "norm weight", norm_weight, DType::F32, &[k])?;
-                Arguments::new(norm_quantize::ARGUMENTS)
-                    .buffer(norm_quantize::X, x)
-                    .buffer(norm_quantize::NORM_WEIGHT, norm_weight)
-                    .buffer(norm_quantize::OUT, &staged)
-                    .scalar(norm_quantize::K, k as u32)
-                    .scalar(norm_quantize::EPS, eps)
-                    .dispatch(&self.norm_quantize)?
-                    .cost(bytes_of(2 * k, DType::F32), staged_bytes(k) as u64, 6 * k as u64)
-                    .op_kind(OpKind::RmsNorm)
-            }
-            None => Arguments::new(quantize::ARGUMENTS)
-                .buffer(quantize::X, x)
-                .buffer(quantize::OUT, &staged)
-                .scalar(quantize::K, k as u32)
-                .dispatch(&self.quantize)?
-                .cost(bytes_of(k, DType::F32), staged_bytes(k) as u64, 2 * k as u64)
-                .op_kind(OpKind::Copy),
-        };
-        encoder.dispatch(dispatch.grid(grid))?;
-        Ok(staged)
+        stage_input(encoder, op, x, k, kernel, norm, &self.staged)
     }
 
     /// The weights' format.
@@ -296,12 +268,77 @@ impl QuantizedFused {
 
 /// Threads of a block of the quantize kernels (stage.cu), and the elements
 /// one block quantizes (four a thread).
-pub(crate) const QUANTIZE_THREADS: u32 = 256;
-pub(crate) const QUANTIZED_PER_BLOCK: usize = 4 * QUANTIZE_THREADS as usize;
+const QUANTIZE_THREADS: u32 = 256;
+const QUANTIZED_PER_BLOCK: usize = 4 * QUANTIZE_THREADS as usize;
+
+/// Dispatches `x` (f32, rows of `length` values, all of them at once)
+/// quantized to 8-bit blocks of 32 by `kernel` into `slot`'s scratch, grown
+/// to fit: `quantize_q8`, or, where `norm` gives the norm weight and eps,
+/// `norm_quantize_q8` over its one row. Returns the scratch
+/// (`staged_bytes(x.len())` bytes) the products read.
+pub(crate) fn stage_input(
+    encoder: &mut CommandEncoder,
+    op: &str,
+    x: &Buffer,
+    length: usize,
+    kernel: &Kernel,
+    norm: Option<(&Buffer, f32)>,
+    slot: &Mutex<Option<Buffer>>,
+) -> Result<Buffer> {
+    check_quantizable(op, length)?;
+    let total = x.len();
+    if norm.is_some() && total != length {
+        return Err(Error::ShapeMismatch {
+            context: format!("{op} normalises one row"),
+            expected: vec![length],
+            found: vec![total],
+        });
+    }
+    let device = encoder.device().clone();
+    let staged = {
+        let mut slot = slot.lock().expect("not poisoned");
+        scratch_view(&device, &mut slot, DType::U8, &[staged_bytes(total)])?
+    };
+    let dispatch = match norm {
+        Some((norm_weight, eps)) => {
+            expect(op, "norm weight", norm_weight, DType::F32, &[length])?;
+            Arguments::new(norm_quantize::ARGUMENTS)
+                .buffer(norm_quantize::X, x)
+                .buffer(norm_quantize::NORM_WEIGHT, norm_weight)
+                .buffer(norm_quantize::OUT, &staged)
+                .scalar(norm_quantize::K, total as u32)
+                .scalar(norm_quantize::EPS, eps)
+                .dispatch(kernel)?
+                .cost(
+                    bytes_of(2 * total, DType::F32),
+                    staged_bytes(total) as u64,
+                    6 * total as u64,
+                )
+                .op_kind(OpKind::RmsNorm)
+        }
+        None => Arguments::new(quantize::ARGUMENTS)
+            .buffer(quantize::X, x)
+            .buffer(quantize::OUT, &staged)
+            .scalar(quantize::K, total as u32)
+            .dispatch(kernel)?
+            .cost(
+                bytes_of(total, DType::F32),
+                staged_bytes(total) as u64,
+                2 * total as u64,
+            )
+            .op_kind(OpKind::Copy),
+    };
+    encoder.dispatch(dispatch.grid(LaunchGrid {
+        blocks: [total.div_ceil(QUANTIZED_PER_BLOCK) as u32, 1, 1],
+        threads_per_block: [QUANTIZE_THREADS, 1, 1],
+        shared_memory_bytes: 0,
+    }))?;
+    Ok(staged)
+}
 
 /// Whether x of `k` elements can be quantized in blocks of 32 (every
 /// format's rows are whole blocks of 32, so only a malformed weight fails).
-pub(crate) fn check_quantizable(op: &str, k: usize) -> Result<()> {
+fn check_quantizable(op: &str, k: usize) -> Result<()> {
     if k.is_multiple_of(32) && k > 0 {
         return Ok(());
     }

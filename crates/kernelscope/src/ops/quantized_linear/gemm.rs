@@ -46,15 +46,47 @@ pub(super) fn register(registry: &mut KernelRegistry) {
 const MOST_BLOCKS: usize = 4096;
 
 /// Threads of a dequantizing block (DEQUANTIZE_THREADS, products.cuh).
-pub(crate) const DEQUANTIZE_THREADS: usize = 128;
+const DEQUANTIZE_THREADS: usize = 128;
 
 /// Values one block of `dequantize_<format>_bf16` writes: a warp writes 32
 /// units, two groups of them where a unit holds 64 values (Q6_K), so 1,024
 /// or 4,096 values a warp (products.cuh, quantized_dequantize_bf16).
-pub(crate) fn dequantized_per_block(format: QuantFormat) -> usize {
+fn dequantized_per_block(format: QuantFormat) -> usize {
     let unit_values = if format == QuantFormat::Q6_K { 64 } else { 32 };
     let groups_in_flight = if unit_values >= 64 { 2 } else { 1 };
     (DEQUANTIZE_THREADS / 32) * 32 * unit_values * groups_in_flight
+}
+
+/// Dispatches `dequantize_<format>_bf16` (`kernel`): `weight`'s `n` rows of
+/// `k` values in `format`'s blocks (planes) into `out` bf16 `[n, k]`,
+/// rounded to nearest even; the bytes declared are the blocks'.
+pub(crate) fn dispatch_dequantize(
+    encoder: &mut CommandEncoder,
+    kernel: &Kernel,
+    format: QuantFormat,
+    weight: &Buffer,
+    out: &Buffer,
+    [n, k]: [usize; 2],
+) -> Result<()> {
+    encoder.dispatch(
+        Arguments::new(dequantize::ARGUMENTS)
+            .buffer(dequantize::WEIGHT, weight)
+            .buffer(dequantize::OUT, out)
+            .scalar(dequantize::N, n as u32)
+            .scalar(dequantize::K, k as u32)
+            .dispatch(kernel)?
+            .grid(LaunchGrid {
+                blocks: [(n * k).div_ceil(dequantized_per_block(format)) as u32, 1, 1],
+                threads_per_block: [DEQUANTIZE_THREADS as u32, 1, 1],
+                shared_memory_bytes: 0,
+            })
+            .cost(
+                (n * k / format.block_elements() * format.block_bytes()) as u64,
+                bytes_of(n * k, DType::BF16),
+                0,
+            )
+            .op_kind(OpKind::Copy),
+    )
 }
 
 #[derive(Debug, Default)]
@@ -118,7 +150,7 @@ impl DequantizedGemm {
         &self,
         encoder: &mut CommandEncoder,
         weight: &Buffer,
-        [n, blocks, k]: [usize; 3],
+        [n, _, k]: [usize; 3],
         x: &Buffer,
         rows: usize,
         out: &Buffer,
@@ -128,25 +160,7 @@ impl DequantizedGemm {
             let mut scratch = self.scratch.lock().expect("not poisoned");
             scratch_view(&device, &mut scratch.weight, DType::BF16, &[n, k])?
         };
-        encoder.dispatch(
-            Arguments::new(dequantize::ARGUMENTS)
-                .buffer(dequantize::WEIGHT, weight)
-                .buffer(dequantize::OUT, &weight16)
-                .scalar(dequantize::N, n as u32)
-                .scalar(dequantize::K, k as u32)
-                .dispatch(&self.dequantize)?
-                .grid(LaunchGrid {
-                    blocks: [(n * k).div_ceil(dequantized_per_block(self.format)) as u32, 1, 1],
-                    threads_per_block: [DEQUANTIZE_THREADS as u32, 1, 1],
-                    shared_memory_bytes: 0,
-                })
-                .cost(
-                    (n * blocks * self.format.block_bytes()) as u64,
-                    bytes_of(n * k, DType::BF16),
-                    0,
-                )
-                .op_kind(OpKind::Copy),
-        )?;
+        dispatch_dequantize(encoder, &self.dequantize, self.format, weight, &weight16, [n, k])?;
         if x.dtype() == DType::BF16 {
             return self.gemm.encode(encoder, &weight16, &x.reshape(&[rows, k])?, out);
         }

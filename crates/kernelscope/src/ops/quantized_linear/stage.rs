@@ -10,11 +10,11 @@ use crate::error::{Error, Result};
 use crate::runtime::KernelArgs;
 
 /// Values of x in one quantization block.
-pub(crate) const STAGE_BLOCK: usize = 32;
+const STAGE_BLOCK: usize = 32;
 
 /// One block of 32 quantized as `quantize_four` does: the values, the
 /// scale (largest magnitude / 127) and the scale times the values' sum.
-pub(crate) fn quantize_block(values: &[f32]) -> ([i8; STAGE_BLOCK], f32, f32) {
+fn quantize_block(values: &[f32]) -> ([i8; STAGE_BLOCK], f32, f32) {
     let largest = values
         .iter()
         .fold(0.0f32, |largest, value| largest.max(value.abs()));
