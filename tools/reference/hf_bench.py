@@ -95,6 +95,13 @@ def parse_args():
         "seed SEED has (its generator, ported here, run on the device), so both engines run the "
         "same weights and, for an MoE model, the same routing",
     )
+    parser.add_argument(
+        "--save-checkpoint",
+        metavar="DIR",
+        help="with --random-weights: also write the model built (safetensors, save_pretrained) to "
+        "DIR before timing it, so `kscope bench --model DIR` runs the same weights; with "
+        "PyTorch's own normal weights an MoE model's rows spread over many experts",
+    )
     parser.add_argument("-p", type=int, default=128, help="prompt tokens (default 128)")
     parser.add_argument("-n", type=int, default=128, help="generated tokens (default 128)")
     parser.add_argument("-r", type=int, default=5, help="repetitions (default 5)")
@@ -507,7 +514,12 @@ def main():
         if args.gguf:
             fail("--random-weights builds from config.json alone: it takes no --gguf")
         model = random_model(args.model, args.dtype, args.attn, device, args.seed, args.kscope_seed)
+        if args.save_checkpoint:
+            log(f"hf_bench: writing the weights to {args.save_checkpoint}")
+            model.save_pretrained(args.save_checkpoint)
     else:
+        if args.save_checkpoint:
+            fail("--save-checkpoint writes a --random-weights model: give both")
         model = load_model(args.model, args.dtype, args.attn, device, args.gguf)
     if args.gguf:
         # The file's metadata is the config.
