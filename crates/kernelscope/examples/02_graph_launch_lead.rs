@@ -86,8 +86,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 "| {nodes:5} | {:13.1} | {:15.1} | {:7.1} | {:7.1} | {:15.1} |",
                 per(check.submission_ns),
                 per(check.dispatch_sum_ns),
-                per(check.lead_ns),
-                per(check.gaps_ns),
+                per(check.idle.before_ns),
+                per(check.idle.between_ns + check.idle.after_ns),
                 per(enqueue)
             ),
             None => println!(

@@ -167,6 +167,7 @@ fn empty_synthetic_profile() -> crate::profile::Profile {
                 ..Ceilings::default()
             },
             topology: None,
+            early_launch: false,
         },
         counters: CounterSnapshot::default(),
         tokens: Vec::new(),
@@ -246,6 +247,7 @@ pub fn synthetic_layered_profile(
             end_ns: now,
             dispatches: index,
             enqueue: None,
+            idle: None,
         });
         now += 2_000;
         profile.tokens.push(TokenRecord {
@@ -257,7 +259,7 @@ pub fn synthetic_layered_profile(
         });
         profile.counters = profile.counters + per_token;
     }
-    profile
+    profile.with_idle()
 }
 
 /// The `inc_one` kernel (`out[i] = in[i] + 1` over `n` f32s, parameters

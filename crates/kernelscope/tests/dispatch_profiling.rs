@@ -285,6 +285,7 @@ fn graph_replay_is_profiled_per_dispatch(backend: Backend) {
     assert_eq!(checks.len(), 1);
     assert_eq!(checks[0].submissions, 2);
     assert!(checks[0].submission_ns + 1_000_000 >= checks[0].dispatch_sum_ns);
+    assert!(!checks[0].flagged, "the clocks agree: {:?}", checks[0]);
 }
 
 /// Captures `per_graph` `inc_one` dispatches bouncing `n` random values

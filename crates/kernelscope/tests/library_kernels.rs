@@ -115,6 +115,7 @@ fn library_gemm_is_profiled_in_eager_submissions(backend: Backend) {
     }
     let checks = kernelscope::profile::cross_check(&device.profile(device.conditions("gemm", None)));
     assert_eq!(checks.len(), 1);
+    assert!(!checks[0].flagged, "the clocks agree: {:?}", checks[0]);
     assert_eq!(
         checks[0].submissions, 3,
         "every record of every submission arrived"
@@ -169,6 +170,7 @@ fn library_gemm_is_profiled_inside_graph_replays(backend: Backend) {
     }
     let checks = kernelscope::profile::cross_check(&device.profile(device.conditions("gemm", None)));
     assert_eq!(checks[0].submissions, 4);
+    assert!(!checks[0].flagged, "the clocks agree: {:?}", checks[0]);
 }
 
 kernelscope::device_tests!(

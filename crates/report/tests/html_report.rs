@@ -433,3 +433,31 @@ fn the_bandwidth_ceiling_rises_to_the_ridge_point() {
     assert!(at("y1") > at("y2"), "rises: {tag}");
     assert_eq!(title, "read ceiling 100.0 GB/s");
 }
+
+#[test]
+fn the_timeline_draws_idle_time_inside_submissions() {
+    // llama-3.2-1b on an H200: each decode token's bar splits into device
+    // busy, idle inside its submission and the host's time outside it.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/profiles/llama-3.2-1b.h200.json");
+    let profile = Profile::load(&path).unwrap();
+    let page = render_html(&profile);
+    assert!(page.contains("device idle inside submissions</span>"), "legend");
+    let idle_heights: Vec<f64> = page
+        .match_indices(r#"<rect class="idle""#)
+        .filter_map(|(at, _)| {
+            let rest = &page[at..];
+            let height = rest.split("height=\"").nth(1)?.split('"').next()?;
+            height.parse().ok()
+        })
+        .collect();
+    assert_eq!(
+        idle_heights.len(),
+        profile.tokens.len(),
+        "one idle segment per token"
+    );
+    assert!(
+        idle_heights.iter().any(|&height| height > 0.0),
+        "{idle_heights:?}"
+    );
+    assert!(page.contains("idle inside submissions"), "hover text");
+}

@@ -45,21 +45,65 @@ fn human_report_has_its_sections() {
 }
 
 #[test]
-fn the_cross_check_says_when_it_flags_and_where_time_went() {
+fn the_cross_check_flags_clocks_that_disagree_and_idle_is_reported() {
     let mut profile = synthetic_profile(4, 1.0, 1);
-    assert!(!render_report(&profile).contains("FLAGGED"));
-    // Stretch one submission: its dispatches now cover far less than it.
-    profile.submissions[0].end_ns += 10 * (profile.submissions[0].end_ns - profile.submissions[0].start_ns);
-    assert!(render_report(&profile).contains("FLAGGED"));
-
-    // The device waited 0.8 µs before each submission's first dispatch
-    // (the synthetic run starts 1 µs after the epoch).
-    let mut profile = synthetic_profile(3, 1.0, 4);
-    for submission in &mut profile.submissions {
-        submission.start_ns -= 800;
-    }
     let report = render_report(&profile);
-    assert!(report.contains("before the first dispatch 0.002 ms"), "{report}");
+    assert!(!report.contains("FLAGGED"), "{report}");
+    assert!(report.contains("the clocks agree"), "{report}");
+    // A submission ten times longer than its dispatches is idle time:
+    // reported in the idle section, not flagged.
+    profile.submissions[0].end_ns += 10 * (profile.submissions[0].end_ns - profile.submissions[0].start_ns);
+    let profile = profile.with_idle();
+    let report = render_report(&profile);
+    assert!(!report.contains("FLAGGED"), "{report}");
+    assert!(report.contains("device idle inside submissions"), "{report}");
+    assert!(report.contains("idle before each dispatch, by op"), "{report}");
+
+    // A dispatch clock running 20 % fast inside one submission: flagged,
+    // naming what disagreed and where.
+    let mut fast = synthetic_profile(3, 1.0, 4);
+    let start = fast.submissions[1].start_ns;
+    for dispatch in fast
+        .dispatches
+        .iter_mut()
+        .filter(|dispatch| dispatch.submission == 1)
+    {
+        dispatch.start_ns = start + (dispatch.start_ns - start) * 6 / 5;
+        dispatch.end_ns = start + (dispatch.end_ns - start) * 6 / 5;
+    }
+    let report = render_report(&fast.with_idle());
+    assert!(
+        report.contains("FLAGGED: the clocks disagree")
+            && report.contains("in 1 submissions the dispatches span longer than their submission")
+            && report.contains("first at submission 1"),
+        "{report}"
+    );
+}
+
+#[test]
+fn a_real_gpu_profile_is_not_flagged_and_shows_its_idle_time() {
+    // llama-3.2-1b on an H200 (graph mode): the device idles between
+    // kernels and before each graph's first; the clocks agree.
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/profiles/llama-3.2-1b.h200.json"
+    );
+    let profile = kernelscope::profile::Profile::load(std::path::Path::new(path)).unwrap();
+    let report = render_report(&profile);
+    assert!(!report.contains("FLAGGED"), "{report}");
+    assert!(
+        report.contains("cross-check decode:") && report.contains("the clocks agree"),
+        "{report}"
+    );
+    let decode = profile
+        .submissions
+        .iter()
+        .filter(|submission| submission.label.as_ref() == "decode")
+        .map(|submission| submission.idle.expect("filled on load"))
+        .fold(kernelscope::profile::SubmissionIdle::default(), |sum, idle| {
+            sum.saturating_add(idle)
+        });
+    assert!(decode.idle_ns() > 0 && decode.between_ns > 0, "{decode:?}");
 }
 
 #[test]

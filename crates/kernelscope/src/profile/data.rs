@@ -64,6 +64,12 @@ pub struct Conditions {
     /// one device, and from profiles written before splits existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<super::Topology>,
+    /// Whether kernels could begin before the one before them ended
+    /// (programmatic dependent launch): their intervals on one stream may
+    /// then overlap, which the cross-check otherwise flags. Absent (false)
+    /// from profiles written before it was recorded.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub early_launch: bool,
 }
 
 impl Conditions {
@@ -227,7 +233,7 @@ impl Profile {
             serde_json::from_value(value).map_err(|error| format!("malformed profile: {error}"))?;
         profile.check()?;
         profile.check_ranks()?;
-        Ok(profile)
+        Ok(profile.with_idle())
     }
 
     /// Whether a split run's other ranks hold together: each checked like a

@@ -18,6 +18,7 @@ mod cross_check;
 mod data;
 mod experts;
 mod fold;
+mod idle;
 mod level;
 mod op_kind;
 mod ranks;
@@ -34,10 +35,13 @@ pub use aggregate::{Aggregate, aggregate, layer_of, scope_of};
 pub use ceilings::{BandwidthBasis, Ceiling, Ceilings};
 pub use compare::{Comparison, ComparisonRow, Verdict, compare};
 pub use counters::{CounterSnapshot, Counters};
-pub use cross_check::{CrossCheck, DRIFT_FLAG_THRESHOLD, cross_check};
+pub use cross_check::{
+    CLOCK_DRIFT_RATE, CLOCK_RESOLUTION_NS, CrossCheck, Disagreement, clock_resolution_ns, cross_check,
+};
 pub use data::{Conditions, MAX_PROFILE_BYTES, PROFILE_SCHEMA_VERSION, Profile};
 pub use experts::{ExpertRouting, LayerRouting, routing_changes};
 pub use fold::{FOLD_TOLERANCE_FLOOR, FoldInput, Folded, fold, fold_inputs, outliers};
+pub use idle::{SubmissionIdle, idle_before_by, idle_gaps, submission_idle};
 pub use level::{PROFILE_ENV_VAR, ProfileLevel};
 pub use op_kind::{MAX_FUSED_PARTS, MAX_UNKNOWN_KINDS, MAX_UNKNOWN_NAME_BYTES, OpKind, Primitive};
 pub use ranks::{CollectiveCost, RankRecords, RankView, Topology, collective_costs};

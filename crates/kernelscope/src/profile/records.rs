@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::CounterSnapshot;
 use super::OpKind;
+use super::SubmissionIdle;
 
 /// Whether a token was part of prompt processing or of generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -41,6 +42,12 @@ pub struct SubmissionRecord {
     /// device to run later (CUDA); `None` where work runs as it is committed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enqueue: Option<Enqueue>,
+    /// Where its time went on the device: busy, and idle before, between
+    /// and after its dispatches (see [`SubmissionIdle`]). Absent where its
+    /// dispatches were not all timed; filled on load for profiles written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle: Option<SubmissionIdle>,
 }
 
 /// How the host enqueued a submission on a backend that runs it later.

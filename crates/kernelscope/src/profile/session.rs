@@ -375,6 +375,7 @@ impl Profiler {
             ranks: Vec::new(),
             experts: None,
         }
+        .with_idle()
     }
 }
 
@@ -436,6 +437,7 @@ mod tests {
                     end_ns: 20 + u64::from(call),
                     dispatches: 0,
                     enqueue: None,
+                    idle: None,
                 },
                 Vec::new(),
             );

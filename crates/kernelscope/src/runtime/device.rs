@@ -203,6 +203,7 @@ impl Device {
             ceilings: crate::profile::Ceilings::default(),
             // Set by whoever split the run (`Profile::with_ranks`).
             topology: None,
+            early_launch: capabilities.early_launch_in_graphs,
         }
     }
 

@@ -107,17 +107,8 @@ pub(super) fn headline(out: &mut String, profile: &Profile) {
             let class = if check.flagged { "flagged" } else { "ok" };
             let _ = write!(
                 out,
-                r#"<li class="{class}">cross-check <b>{}</b>: dispatch sum {:.3} ms vs submission {:.3} ms over {} submissions, drift {:+.1}% ({})</li>"#,
-                escape(&check.label),
-                check.dispatch_sum_ns as f64 / 1e6,
-                check.submission_ns as f64 / 1e6,
-                check.submissions,
-                check.drift * 100.0,
-                if check.flagged {
-                    "FLAGGED: a measurement bug or idle gaps"
-                } else {
-                    "ok"
-                }
+                r#"<li class="{class}">{}</li>"#,
+                escape(&crate::text::submissions::cross_check_line(&check))
             );
         }
         out.push_str("</ul>");

@@ -1,6 +1,8 @@
 //! The per-token timeline: one bar per token of its host wall time, split
-//! into the time its submissions kept the device busy and the rest (idle),
-//! with the host's enqueue time as a tick.
+//! into the time the device ran dispatches (busy), the time it idled inside
+//! the token's submissions (waiting between and around dispatches, where
+//! dispatches were timed), and the rest of the token (the host's, outside
+//! any submission), with the host's enqueue time as a tick.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -15,13 +17,19 @@ pub(super) fn token_timeline(out: &mut String, profile: &Profile) {
         out.push_str(r#"<p class="empty">The run marked no tokens.</p>"#);
         return;
     }
-    // Per token: device time of its submissions, and the host's enqueue time.
-    let mut busy: HashMap<u32, (u64, u64)> = HashMap::new();
+    // Per token: the span of its submissions, the device's busy time in
+    // them (the whole span where dispatches were not timed), and the
+    // host's enqueue time.
+    let mut busy: HashMap<u32, TokenDevice> = HashMap::new();
     for submission in &profile.submissions {
         if let Some(token) = submission.token {
-            let entry = busy.entry(token).or_insert((0, 0));
-            entry.0 = entry.0.saturating_add(submission.duration_ns());
-            entry.1 = entry.1.saturating_add(submission.host_enqueue_ns());
+            let entry = busy.entry(token).or_default();
+            let span = submission.duration_ns();
+            entry.span = entry.span.saturating_add(span);
+            entry.busy = entry
+                .busy
+                .saturating_add(submission.idle.map_or(span, |idle| idle.busy_ns));
+            entry.enqueue = entry.enqueue.saturating_add(submission.host_enqueue_ns());
         }
     }
     let count = profile.tokens.len();
@@ -65,13 +73,22 @@ pub(super) fn token_timeline(out: &mut String, profile: &Profile) {
             highest,
             labeled: position % label_every == 0,
         };
-        let (device, enqueue) = busy.get(&token.index).copied().unwrap_or((0, 0));
-        bar.draw(out, &frame, token, device, enqueue);
+        let device = busy.get(&token.index).copied().unwrap_or_default();
+        bar.draw(out, &frame, token, device);
     }
     out.push_str("</svg>");
     out.push_str(
-        r#"<p class="legend"><span><i style="background:#9467bd"></i>device busy (prefill)</span> <span><i style="background:#4e79a7"></i>device busy (decode)</span> <span><i style="background:#d9d9d9"></i>device idle</span> <span><i style="background:#e15759"></i>host enqueue (tick height)</span></p>"#,
+        r#"<p class="legend"><span><i style="background:#9467bd"></i>device busy (prefill)</span> <span><i style="background:#4e79a7"></i>device busy (decode)</span> <span><i style="background:#f28e2b"></i>device idle inside submissions</span> <span><i style="background:#d9d9d9"></i>outside submissions (host)</span> <span><i style="background:#e15759"></i>host enqueue (tick height)</span></p>"#,
     );
+}
+
+/// One token's device time: its submissions' span, the part of it the
+/// device was busy, and the host's enqueue time (ns).
+#[derive(Clone, Copy, Debug, Default)]
+struct TokenDevice {
+    span: u64,
+    busy: u64,
+    enqueue: u64,
 }
 
 /// Where one token's bar goes and how tall time is.
@@ -85,13 +102,13 @@ struct TokenBar {
 }
 
 impl TokenBar {
-    /// The bar of `token`, its device busy `device` ns (at most its wall
-    /// time) and its host enqueue `enqueue` ns, with its hover text.
-    fn draw(&self, out: &mut String, frame: &Frame, token: &TokenRecord, device: u64, enqueue: u64) {
+    /// The bar of `token` and its `device` time, with its hover text.
+    fn draw(&self, out: &mut String, frame: &Frame, token: &TokenRecord, device: TokenDevice) {
         let (left, width) = (self.left, self.width);
         let base = frame.top + frame.plot_height();
         let wall = token.duration_ns();
-        let device = device.min(wall);
+        let span = device.span.min(wall);
+        let busy = device.busy.min(span);
         let height = |ns: u64| ns as f64 / self.highest * frame.plot_height();
         let colour = match token.phase {
             Phase::Prefill => "#9467bd",
@@ -99,30 +116,33 @@ impl TokenBar {
         };
         let _ = write!(
             out,
-            r##"<g class="token-bar" data-token="{}"><rect class="idle" x="{left:.1}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="#d9d9d9"/><rect class="busy" x="{left:.1}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="{colour}"/>"##,
+            r##"<g class="token-bar" data-token="{}"><rect class="host" x="{left:.1}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="#d9d9d9"/><rect class="idle" x="{left:.1}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="#f28e2b"/><rect class="busy" x="{left:.1}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="{colour}"/>"##,
             token.index,
             base - height(wall),
-            height(wall) - height(device),
-            base - height(device),
-            height(device)
+            height(wall) - height(span),
+            base - height(span),
+            height(span) - height(busy),
+            base - height(busy),
+            height(busy)
         );
-        if enqueue > 0 {
+        if device.enqueue > 0 {
             let _ = write!(
                 out,
                 r##"<rect class="enqueue" x="{left:.1}" y="{:.1}" width="{width:.1}" height="2" fill="#e15759"/>"##,
-                base - height(enqueue.min(wall)) - 1.0
+                base - height(device.enqueue.min(wall)) - 1.0
             );
         }
         let _ = write!(
             out,
-            r#"<title>token {} ({:?}): {:.3} ms; device busy {:.3} ms ({:.1}%), idle {:.3} ms; host enqueue {:.3} ms; {} dispatches, {} syncs</title></g>"#,
+            r#"<title>token {} ({:?}): {:.3} ms; device busy {:.3} ms ({:.1}%), idle inside submissions {:.3} ms, outside them {:.3} ms; host enqueue {:.3} ms; {} dispatches, {} syncs</title></g>"#,
             token.index,
             token.phase,
             wall as f64 / 1e6,
-            device as f64 / 1e6,
-            100.0 * device as f64 / wall.max(1) as f64,
-            (wall - device) as f64 / 1e6,
-            enqueue as f64 / 1e6,
+            busy as f64 / 1e6,
+            100.0 * busy as f64 / wall.max(1) as f64,
+            (span - busy) as f64 / 1e6,
+            (wall - span) as f64 / 1e6,
+            device.enqueue as f64 / 1e6,
             token.counters.dispatches,
             token.counters.syncs
         );

@@ -10,8 +10,9 @@ mod comparison;
 mod dispatches;
 mod experts;
 mod folds;
+mod idle;
 mod ranks;
-mod submissions;
+pub(crate) mod submissions;
 mod table;
 mod tokens;
 
@@ -91,6 +92,7 @@ pub fn render_report_with(profile: &Profile, options: ReportOptions) -> String {
     }
     experts::render_experts(profile, options, &mut out);
     submissions::render_submissions(profile, &mut out);
+    idle::render_idle(profile, options.full, &mut out);
     render_counters(profile, &mut out);
     ranks::render_ranks(profile, options, &mut out);
     submissions::render_cross_check(profile, &mut out);

@@ -1,10 +1,10 @@
 //! The text report's view of submissions: the per-label table of their
 //! times (with the host's enqueue time where a backend measures it) and
-//! the cross-check of each label's dispatch times against its submissions'.
+//! the cross-check of each label's dispatch clock against its submissions'.
 
 use std::fmt::Write;
 
-use kernelscope::profile::{DRIFT_FLAG_THRESHOLD, Profile, cross_check, submission_table};
+use kernelscope::profile::{CLOCK_RESOLUTION_NS, CrossCheck, Profile, cross_check, submission_table};
 
 use super::table::table;
 use crate::tables::{ms, us};
@@ -42,9 +42,8 @@ pub(super) fn render_submissions(profile: &Profile, out: &mut String) {
     let _ = writeln!(out, "{}", table(&header, rows));
 }
 
-/// One line per label: the dispatch sum against the submissions' time, the
-/// drift between them (flagged past the threshold), and where the
-/// difference went.
+/// One line per label: whether the two clocks agree (and, where they do
+/// not, how and where first), then the submissions held until enqueued.
 pub(super) fn render_cross_check(profile: &Profile, out: &mut String) {
     let checks = cross_check(profile);
     if checks.is_empty() {
@@ -58,25 +57,7 @@ pub(super) fn render_cross_check(profile: &Profile, out: &mut String) {
     }
     let _ = writeln!(out);
     for check in checks {
-        let verdict = if check.flagged {
-            format!(
-                "FLAGGED: drift over {:.0}% means a measurement bug or idle gaps between dispatches",
-                DRIFT_FLAG_THRESHOLD * 100.0
-            )
-        } else {
-            "ok".to_string()
-        };
-        let _ = writeln!(
-            out,
-            "cross-check {}: dispatch sum {} ms vs submission {} ms over {} submissions, drift {:+.1}% (before the first dispatch {} ms, between and after dispatches {} ms) {verdict}",
-            check.label,
-            ms(check.dispatch_sum_ns),
-            ms(check.submission_ns),
-            check.submissions,
-            check.drift * 100.0,
-            ms(check.lead_ns),
-            ms(check.gaps_ns)
-        );
+        let _ = writeln!(out, "{}", cross_check_line(&check));
         if check.device_held > 0 {
             let _ = writeln!(
                 out,
@@ -87,4 +68,55 @@ pub(super) fn render_cross_check(profile: &Profile, out: &mut String) {
             );
         }
     }
+}
+
+/// The cross-check of one label in a line: the verdict first.
+pub(crate) fn cross_check_line(check: &CrossCheck) -> String {
+    let mut line = format!(
+        "cross-check {}: dispatch sum {} ms, device busy {} ms of {} ms over {} submissions (idle {:.1}%): ",
+        check.label,
+        ms(check.dispatch_sum_ns),
+        ms(check.idle.busy_ns),
+        ms(check.submission_ns),
+        check.submissions,
+        check.idle_share() * 100.0
+    );
+    if !check.flagged {
+        line.push_str("the clocks agree");
+        if check.largest_alignment_ns.unsigned_abs() > CLOCK_RESOLUTION_NS as u128 {
+            let _ = write!(
+                line,
+                " (dispatch records sit inside their submissions once shifted {} µs {}: the two clocks' calibrations differ by that much)",
+                us(check.largest_alignment_ns.unsigned_abs() as f64),
+                if check.largest_alignment_ns > 0 {
+                    "later"
+                } else {
+                    "earlier"
+                }
+            );
+        }
+        return line;
+    }
+    let found: Vec<String> = [
+        (&check.longer_than_span, "span longer than their submission"),
+        (&check.overlapping, "overlap on one serial stream"),
+        (&check.outside, "sit outside their submission at any steady alignment of the clocks"),
+    ]
+    .into_iter()
+    .filter(|(disagreement, _)| disagreement.seen())
+    .map(|(disagreement, what)| {
+        format!(
+            "in {} submissions the dispatches {what} (worst {} µs beyond the clocks' resolution, first at submission {})",
+            disagreement.submissions,
+            us(disagreement.worst_ns as f64),
+            disagreement.first_submission.unwrap_or_default()
+        )
+    })
+    .collect();
+    let _ = write!(
+        line,
+        "FLAGGED: the clocks disagree, so one of them is wrong: {}",
+        found.join("; ")
+    );
+    line
 }

@@ -104,6 +104,7 @@ impl CpuDevice {
                 end_ns: profiler.now_ns(),
                 dispatches: index,
                 enqueue: None,
+                idle: None,
             };
             profiler.record_submission(record, records);
         }

@@ -151,6 +151,7 @@ impl Timings {
                 host_ns: submission.host_enqueue_ns,
                 device_held: submission.gated,
             }),
+            idle: None,
         };
         spare.push(submission.start);
         spare.push(submission.end);

@@ -1,0 +1,236 @@
+//! Device idle time as a measurement: inside each submission, when the
+//! device was running one of its dispatches (busy: the union of their
+//! intervals) and when it was not, split into before the first dispatch,
+//! between dispatches and after the last; and for each dispatch, the gap
+//! the device sat idle before it started (who waited on a launch). On a
+//! small model this idle time is a real share of the token, so it is
+//! reported like any other cost rather than offered as an excuse.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::{DispatchRecord, Profile, SubmissionRecord};
+
+/// Where a submission's time went: busy plus the three idle parts add up to
+/// its span exactly (all in ns, on the profiler's clock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmissionIdle {
+    /// Time at least one of its dispatches was running (the union of their
+    /// intervals, clipped to the submission).
+    pub busy_ns: u64,
+    /// Idle from the submission's start to its first dispatch.
+    pub before_ns: u64,
+    /// Idle between dispatches.
+    pub between_ns: u64,
+    /// Idle from the end of its last dispatch to the submission's end.
+    pub after_ns: u64,
+}
+
+impl SubmissionIdle {
+    /// All the idle time: before, between and after.
+    pub fn idle_ns(&self) -> u64 {
+        self.before_ns
+            .saturating_add(self.between_ns)
+            .saturating_add(self.after_ns)
+    }
+
+    /// Busy plus idle: the submission's span.
+    pub fn span_ns(&self) -> u64 {
+        self.busy_ns.saturating_add(self.idle_ns())
+    }
+
+    /// The sum of `self` and `other`, part by part.
+    pub fn saturating_add(self, other: SubmissionIdle) -> SubmissionIdle {
+        SubmissionIdle {
+            busy_ns: self.busy_ns.saturating_add(other.busy_ns),
+            before_ns: self.before_ns.saturating_add(other.before_ns),
+            between_ns: self.between_ns.saturating_add(other.between_ns),
+            after_ns: self.after_ns.saturating_add(other.after_ns),
+        }
+    }
+
+    /// Idle over span, 0 for an empty span.
+    pub fn idle_share(&self) -> f64 {
+        let span = self.span_ns();
+        if span == 0 {
+            0.0
+        } else {
+            self.idle_ns() as f64 / span as f64
+        }
+    }
+}
+
+/// The idle accounting of `submission` from `dispatches`, its dispatch
+/// records in any order; `None` unless every dispatch it carried was timed
+/// (a submission with records missing says nothing about idle time).
+///
+/// Busy time and the gaps between dispatches are read on the dispatch
+/// clock alone, so they do not depend on how that clock was aligned with
+/// the submission's. The rest of the span (its edges) is split into before
+/// and after by that alignment, clamped so neither is negative: where the
+/// two clocks' calibrations differ by a few microseconds, the split moves,
+/// never the totals. Where the dispatches span longer than the submission
+/// (the clocks disagree; the cross-check flags it), the busy time is cut to
+/// the span, so the parts always add up to it.
+pub fn submission_idle(
+    submission: &SubmissionRecord,
+    dispatches: &[&DispatchRecord],
+) -> Option<SubmissionIdle> {
+    let shape = DispatchShape::of(submission, dispatches)?;
+    let span = submission.duration_ns();
+    let between = shape.between_ns.min(span);
+    let busy = shape.busy_ns.min(span - between);
+    let edges = span - between - busy;
+    let before = shape.lead_ns.clamp(0, edges as i128) as u64;
+    Some(SubmissionIdle {
+        busy_ns: busy,
+        before_ns: before,
+        between_ns: between,
+        after_ns: edges - before,
+    })
+}
+
+/// What a submission's dispatch records say on their own clock: the union
+/// of their intervals, the gaps between them, their extent (first start to
+/// last end), the largest overlap of one with those before it, and where the
+/// first starts relative to the submission's start (negative where the
+/// dispatch clock places it earlier).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DispatchShape {
+    pub busy_ns: u64,
+    pub between_ns: u64,
+    pub extent_ns: u64,
+    pub overlap_ns: u64,
+    pub lead_ns: i128,
+    pub first_start_ns: u64,
+    pub last_end_ns: u64,
+}
+
+impl DispatchShape {
+    /// The shape of `submission`'s `dispatches`; `None` unless all of its
+    /// dispatches were timed.
+    pub(crate) fn of(submission: &SubmissionRecord, dispatches: &[&DispatchRecord]) -> Option<DispatchShape> {
+        if dispatches.is_empty() || dispatches.len() != submission.dispatches as usize {
+            return None;
+        }
+        let mut intervals: Vec<(u64, u64)> = dispatches
+            .iter()
+            .map(|dispatch| (dispatch.start_ns, dispatch.end_ns.max(dispatch.start_ns)))
+            .collect();
+        intervals.sort_unstable();
+        let first_start = intervals[0].0;
+        let (mut busy, mut between, mut overlap) = (0u64, 0u64, 0u64);
+        let mut covered_to = first_start;
+        for &(from, to) in &intervals {
+            // Saturating: a forged profile's intervals may sum past u64.
+            if from > covered_to {
+                between = between.saturating_add(from - covered_to);
+                covered_to = from;
+            } else {
+                overlap = overlap.max(covered_to.min(to) - from);
+            }
+            if to > covered_to {
+                busy = busy.saturating_add(to - covered_to);
+                covered_to = to;
+            }
+        }
+        Some(DispatchShape {
+            busy_ns: busy,
+            between_ns: between,
+            extent_ns: covered_to - first_start,
+            overlap_ns: overlap,
+            lead_ns: i128::from(first_start) - i128::from(submission.start_ns),
+            first_start_ns: first_start,
+            last_end_ns: covered_to,
+        })
+    }
+}
+
+/// `profile`'s dispatch records by submission number, each list in the
+/// order the records came.
+pub(crate) fn dispatches_by_submission(dispatches: &[DispatchRecord]) -> HashMap<u64, Vec<&DispatchRecord>> {
+    let mut by_submission: HashMap<u64, Vec<&DispatchRecord>> = HashMap::new();
+    for dispatch in dispatches {
+        by_submission
+            .entry(dispatch.submission)
+            .or_default()
+            .push(dispatch);
+    }
+    by_submission
+}
+
+impl Profile {
+    /// Fills every submission's [`SubmissionRecord::idle`] from its
+    /// dispatch records (rank 0's and every other rank's); a submission
+    /// whose dispatches were not all timed keeps none.
+    pub fn with_idle(mut self) -> Profile {
+        fill_idle(&mut self.submissions, &self.dispatches);
+        for rank in &mut self.ranks {
+            fill_idle(&mut rank.submissions, &rank.dispatches);
+        }
+        self
+    }
+}
+
+fn fill_idle(submissions: &mut [SubmissionRecord], dispatches: &[DispatchRecord]) {
+    let by_submission = dispatches_by_submission(dispatches);
+    for submission in submissions {
+        submission.idle = by_submission
+            .get(&submission.submission)
+            .and_then(|records| submission_idle(submission, records));
+    }
+}
+
+/// The idle gap before each dispatch, by `(submission, index)`: for the
+/// first, the submission's idle time before it (see [`submission_idle`]);
+/// for the others, from the latest end among the dispatches that started
+/// before it to its own start (0 where it started while another was still
+/// running). A submission's gaps add up to its idle time before and between
+/// its dispatches. Submissions whose dispatches were not all timed have none.
+pub fn idle_gaps(
+    dispatches: &[DispatchRecord],
+    submissions: &[SubmissionRecord],
+) -> HashMap<(u64, u32), u64> {
+    let by_number: HashMap<u64, &SubmissionRecord> = submissions
+        .iter()
+        .map(|submission| (submission.submission, submission))
+        .collect();
+    let mut gaps = HashMap::new();
+    for (number, mut records) in dispatches_by_submission(dispatches) {
+        let Some(idle) = by_number
+            .get(&number)
+            .and_then(|submission| submission_idle(submission, &records))
+        else {
+            continue;
+        };
+        records.sort_by_key(|record| (record.start_ns, record.index));
+        let mut covered_to = records[0].start_ns;
+        for (position, record) in records.into_iter().enumerate() {
+            let gap = if position == 0 {
+                idle.before_ns
+            } else {
+                record.start_ns.saturating_sub(covered_to)
+            };
+            gaps.insert((number, record.index), gap);
+            covered_to = covered_to.max(record.end_ns);
+        }
+    }
+    gaps
+}
+
+/// For each key of `records` (in first-appearance order), the idle time
+/// (ns) the device spent waiting before its dispatches, from `gaps`.
+pub fn idle_before_by<'a>(
+    records: impl IntoIterator<Item = &'a DispatchRecord>,
+    gaps: &HashMap<(u64, u32), u64>,
+    key: impl Fn(&DispatchRecord) -> String,
+) -> Vec<(String, u64)> {
+    let mut groups = super::aggregate::FirstSeen::new();
+    for record in records {
+        let gap = gaps.get(&(record.submission, record.index)).copied().unwrap_or(0);
+        let total: &mut u64 = groups.entry(&key(record), || 0);
+        *total = total.saturating_add(gap);
+    }
+    groups.into_groups()
+}
