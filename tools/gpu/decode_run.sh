@@ -23,10 +23,10 @@ if want models; then
 fi
 if want bench; then
   for preset in "${presets[@]}"; do
-    echo "== $preset tg128: kscope fused, fused --early-launch, unfused, unfused --early-launch (graph)" |
+    echo "== $preset tg128: kscope fused, fused --serial-launch, unfused, unfused --serial-launch (graph)" |
       tee -a "$out/bench.md"
     bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 | tee -a "$out/bench.md"
-    for flags in "--early-launch" "--unfused" "--unfused --early-launch"; do
+    for flags in "--serial-launch" "--unfused" "--unfused --serial-launch"; do
       # shellcheck disable=SC2086
       bench --model "/tmp/models/$preset" -p 0 -n 128 -r 5 $flags --bandwidth-mib 0 --compute-size 0 |
         tee -a "$out/bench.md"
@@ -52,8 +52,8 @@ if want overhead; then
 fi
 if want profile; then
   timeout 120 kscope run --device cuda --profile --max-tokens 32 --quiet > "$out/run_profile_tiny.txt" 2>&1
-  timeout 120 kscope run --device cuda --profile --max-tokens 32 --quiet --early-launch \
-    > "$out/run_profile_tiny.early.txt" 2>&1
+  timeout 120 kscope run --device cuda --profile --max-tokens 32 --quiet --serial-launch \
+    > "$out/run_profile_tiny.serial.txt" 2>&1
   for preset in "${presets[@]}"; do
     for fusion in fused unfused; do
       flag=""

@@ -157,8 +157,10 @@ fn norm_matvec_matches_norm_then_matvecs(backend: Backend) {
     };
     let registry = ops::registry();
     // (rows of each matrix, k): odd k (scalar rows), k of several 16-byte
-    // steps with a partial last one, and more rows than the grid's warps.
-    let cases: [(&[usize], usize); 7] = [
+    // steps with a partial last one, more rows than the grid's warps, and the
+    // longest rows whose staged x fits in shared memory.
+    let longest = norm_matvec::MOST_SHARED_BYTES / 4;
+    let cases: [(&[usize], usize); 8] = [
         (&[7, 3, 3], 5),
         (&[1], 64),
         (&[33, 9, 9], 257),
@@ -166,6 +168,7 @@ fn norm_matvec_matches_norm_then_matvecs(backend: Backend) {
         (&[4300], 64),
         (&[5, 0, 2], 1000),
         (&[2000, 50, 50], 72),
+        (&[3, 1, 1], longest),
     ];
     for dtype in WEIGHT_DTYPES {
         let op = NormMatVec::new(&registry, &device, dtype).unwrap();

@@ -72,12 +72,12 @@ pub struct BenchArgs {
     /// reference path, for checking and for `kscope compare`.
     #[arg(long)]
     pub unfused: bool,
-    /// Let CUDA graphs launch each kernel early, under the previous
+    /// Launch each kernel of a CUDA graph only after the previous one has
+    /// finished. By default graphs launch kernels early, under the previous
     /// kernel's tail (programmatic dependent launch; GPUs of compute
-    /// capability 9.0 and later); by default each starts after the previous
-    /// one has finished.
+    /// capability 9.0 and later), which decodes faster.
     #[arg(long)]
-    pub early_launch: bool,
+    pub serial_launch: bool,
     /// Size of the bandwidth probes (read, write, copy) in MiB, up to 16384
     /// (default 1024 on a GPU, 256 on the CPU; 0 skips the roofline).
     #[arg(long, value_name = "MIB", value_parser = numbers::count)]
@@ -131,8 +131,8 @@ fn check_limits(args: &BenchArgs) -> Result<()> {
 /// the kernels and execution mode the flags ask for.
 fn open_model(args: &BenchArgs) -> Result<(Device, Model)> {
     let mut options = DeviceOptions::new().profile(args.profile);
-    if args.early_launch {
-        options = options.early_launch();
+    if args.serial_launch {
+        options = options.serial_launch();
     }
     let opened = args.model.open(options)?;
     let (device, mut model) = (opened.device, opened.model);

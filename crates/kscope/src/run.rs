@@ -89,12 +89,12 @@ pub struct RunArgs {
     /// reference path, for checking and for `kscope compare`.
     #[arg(long)]
     pub unfused: bool,
-    /// Let CUDA graphs launch each kernel early, under the previous
+    /// Launch each kernel of a CUDA graph only after the previous one has
+    /// finished. By default graphs launch kernels early, under the previous
     /// kernel's tail (programmatic dependent launch; GPUs of compute
-    /// capability 9.0 and later); by default each starts after the previous
-    /// one has finished.
+    /// capability 9.0 and later), which decodes faster.
     #[arg(long)]
-    pub early_launch: bool,
+    pub serial_launch: bool,
     /// Write the logits of every processed position as .npy (f32, [steps, vocab]).
     #[arg(long, value_name = "FILE")]
     pub logits_out: Option<PathBuf>,
@@ -207,8 +207,8 @@ fn device_options(args: &RunArgs, profiling: bool) -> Result<DeviceOptions> {
         // The flags ask for a per-dispatch report: they win over KSCOPE_PROFILE.
         options = options.profile(ProfileLevel::Dispatch);
     }
-    if args.early_launch {
-        options = options.early_launch();
+    if args.serial_launch {
+        options = options.serial_launch();
     }
     Ok(options)
 }

@@ -148,14 +148,20 @@ fn graph_replay_equals_eager(backend: Backend) {
     }
 }
 
-/// Graphs whose kernels launch early (programmatic dependent launch: each
-/// kernel's blocks start as its predecessor's exit, and wait for its
-/// writes) give the logits of eager launches bit for bit, fused and
-/// unfused: the wait, not the launch order, keeps every read after the
-/// write it needs. On a device without early launch the option is a no-op
-/// and the test checks graph against eager again.
+/// Graphs whose kernels launch early (the default: programmatic dependent
+/// launch, each kernel's blocks start as its predecessor's exit, and wait
+/// for its writes) and graphs launched serially both give the logits of
+/// eager launches bit for bit, fused and unfused: the wait, not the launch
+/// order, keeps every read after the write it needs. On a device without
+/// early launch both are serial and the test checks graph against eager.
 fn early_launch_graphs_equal_eager(backend: Backend) {
-    let Some(early) = backend.device(DeviceOptions::new().early_launch()) else {
+    for options in [DeviceOptions::new(), DeviceOptions::new().serial_launch()] {
+        early_launch_graphs_equal_eager_with(backend, options);
+    }
+}
+
+fn early_launch_graphs_equal_eager_with(backend: Backend, options: DeviceOptions) {
+    let Some(early) = backend.device(options) else {
         return;
     };
     for (preset, seed, fusion) in [("tiny-llama3", 11, true), ("tiny-qwen2", 12, false)] {

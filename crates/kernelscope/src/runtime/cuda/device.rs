@@ -244,7 +244,7 @@ impl CudaDevice {
         check_ordinal(ordinal)?;
         let (context, stream) = open_stream(ordinal)?;
         let (gpu, arch) = describe_gpu(&context)?;
-        let early_launch = options.early_launch && supports_early_launch(&context)?;
+        let early_launch = !options.serial_launch && supports_early_launch(&context)?;
         let driver = driver_version();
         let (dispatch_timing, cupti_key) = choose_dispatch_timing(options, &context, &stream);
         let profiler = Profiler::new(options.profile_level(), dispatch_timing);
