@@ -63,6 +63,15 @@ pub enum Error {
         remedies: &'static [Remedy],
     },
 
+    /// CPU kernels were asked for in an instruction set this CPU lacks.
+    #[error("the {path} CPU kernels need instructions this CPU lacks (it runs: {available})")]
+    CpuKernelsUnsupported {
+        /// The path asked for (`AVX-512 BF16`).
+        path: &'static str,
+        /// The paths this CPU runs, comma-separated.
+        available: String,
+    },
+
     /// A kernel's argument does not fit what the kernel asked of it.
     #[error("kernel `{kernel}` argument {index}: {problem}")]
     KernelArgument {

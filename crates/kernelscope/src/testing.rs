@@ -168,6 +168,7 @@ fn empty_synthetic_profile() -> crate::profile::Profile {
             },
             topology: None,
             early_launch: false,
+            cpu_kernels: None,
         },
         counters: CounterSnapshot::default(),
         tokens: Vec::new(),

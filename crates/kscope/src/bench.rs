@@ -291,6 +291,9 @@ fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row]
         "mode: {mode}, decode kernels: {kernels}, graph launches: {launch}, profiling: {}",
         args.profile
     );
+    if device.backend() == "cpu" {
+        println!("cpu kernels: {}", kernelscope::ops::cpu_dot::describe());
+    }
     let dtype = model.weight_format();
     let device_name = device_name(device, model);
     println!("| model | backend | device | dtype | test | t/s | % of roofline |");
@@ -362,6 +365,7 @@ fn print_json(
                 "mode": model.execution_mode().name(),
                 "fused": model.fusion(),
                 "early_launch": device.capabilities().early_launch_in_graphs,
+                "cpu_kernels": (device.backend() == "cpu").then(kernelscope::ops::cpu_dot::describe),
                 "profiling": args.profile.name(),
                 "test": test,
                 "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },

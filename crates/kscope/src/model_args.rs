@@ -56,6 +56,11 @@ pub struct ModelArgs {
     /// cpu,cpu), one rank each in order; implies --tp with their count.
     #[arg(long, value_name = "LIST", conflicts_with = "device", value_delimiter = ',')]
     pub devices: Option<Vec<String>>,
+    /// The CPU's mat-vec kernels: auto (the widest instructions the CPU
+    /// has), avx512-bf16 (bf16 weights times x rounded to bf16, vdpbf16ps),
+    /// avx2 (weights widened to f32) or portable. The profile names the one used.
+    #[arg(long, default_value = "auto", value_name = "SET", value_parser = parse_cpu_kernels)]
+    pub cpu_kernels: CpuKernels,
     /// No progress bar while loading.
     #[arg(long)]
     pub quiet: bool,
@@ -247,6 +252,9 @@ impl ModelArgs {
     /// `--tp` devices from `--device` on. The string says how rank 0's
     /// device was chosen.
     pub fn open_devices(&self, options: DeviceOptions) -> Result<(Vec<Device>, String)> {
+        if let CpuKernels::Forced(path) = self.cpu_kernels {
+            kernelscope::ops::cpu_dot::force_dot_path(path).context("--cpu-kernels")?;
+        }
         if let Some(specs) = &self.devices {
             if self.tp != 1 && self.tp != specs.len() {
                 bail!(
@@ -384,4 +392,24 @@ pub fn describe(model: &Model) -> String {
         config.parameter_count() as f64 / 1e6,
         model.weight_format()
     )
+}
+
+/// `--cpu-kernels`: the widest path the CPU has, or one forced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CpuKernels {
+    /// The widest instructions the CPU has.
+    Auto,
+    /// This path, refused where the CPU lacks it.
+    Forced(kernelscope::ops::cpu_dot::DotPath),
+}
+
+fn parse_cpu_kernels(text: &str) -> std::result::Result<CpuKernels, String> {
+    use kernelscope::ops::cpu_dot::DotPath;
+    Ok(match text {
+        "auto" => CpuKernels::Auto,
+        "avx512-bf16" => CpuKernels::Forced(DotPath::Avx512Bf16),
+        "avx2" => CpuKernels::Forced(DotPath::Avx2Fma),
+        "portable" => CpuKernels::Forced(DotPath::Portable),
+        other => return Err(format!("`{other}`: expected auto, avx512-bf16, avx2 or portable")),
+    })
 }

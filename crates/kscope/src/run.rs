@@ -447,6 +447,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         // What `kscope compare` tells one model in two formats by.
         conditions.weight_format = Some(model.weight_format());
         conditions.model_shape = Some(crate::compare::model_shape(model.config()));
+        if conditions.backend == "cpu" {
+            conditions.cpu_kernels = Some(kernelscope::ops::cpu_dot::describe());
+        }
         let profile = model.profile(conditions);
         if args.profile {
             print!("\n{}", render_report_with(&profile, args.report.options()));

@@ -301,6 +301,10 @@ fn bad_run_arguments_are_refused() {
     expect_failure(&["run", "--device", "tpu"], &["invalid device `tpu`"]);
     expect_failure(&["run", "--top-p", "1.5"], &["--top-p"]);
     expect_failure(
+        &["run", "--cpu-kernels", "sse9"],
+        &["`sse9`", "avx512-bf16, avx2 or portable"],
+    );
+    expect_failure(
         &[
             "gen-model",
             "--preset",
@@ -312,6 +316,34 @@ fn bad_run_arguments_are_refused() {
         ],
         &["int8", "bf16"],
     );
+}
+
+#[test]
+fn the_cpu_kernels_can_be_chosen_and_the_profile_names_them() {
+    // The portable kernels run on any CPU; the default is the widest the
+    // CPU has. Both generate the same tokens on the tiny model.
+    let (code, portable, stderr) = kscope(&[
+        "run",
+        "--device",
+        "cpu",
+        "--cpu-kernels",
+        "portable",
+        "--profile",
+        "--max-tokens",
+        "4",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(portable.contains("cpu kernels: portable"), "{portable}");
+    let (code, widest, stderr) = kscope(&["run", "--device", "cpu", "--profile", "--max-tokens", "4"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(widest.contains("cpu kernels: "), "{widest}");
+    let generated = |text: &str| {
+        text.lines()
+            .find(|line| line.starts_with("generated:"))
+            .map(str::to_string)
+    };
+    assert!(generated(&portable).is_some(), "{portable}");
+    assert_eq!(generated(&portable), generated(&widest));
 }
 
 #[test]

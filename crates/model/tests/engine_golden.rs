@@ -27,15 +27,15 @@ const RECORD: &str = "tests/fixtures/engine_logits.json";
 const BLESS: &str = "KSCOPE_BLESS_ENGINE_LOGITS";
 
 /// The CPU kernel path: the mat-vec and GEMM use fused multiply-adds where
-/// the CPU has AVX2 and FMA, which rounds differently.
-fn cpu_kernel_path() -> &'static str {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            return "x86_64 avx2+fma";
-        }
+/// the CPU has AVX2 and FMA, and bf16 mat-vecs `vdpbf16ps` where it has
+/// AVX-512 BF16 (`ops::cpu_dot`); each rounds differently.
+fn cpu_kernel_path() -> String {
+    use kernelscope::ops::cpu_dot::{DotPath, dot_path};
+    match dot_path() {
+        DotPath::Portable => "portable".to_string(),
+        DotPath::Avx2Fma => "x86_64 avx2+fma".to_string(),
+        DotPath::Avx512Bf16 => "x86_64 avx2+fma, avx512-bf16 mat-vecs".to_string(),
     }
-    "portable"
 }
 
 /// One way through the engine.
@@ -241,6 +241,7 @@ fn every_path_gives_the_recorded_logits_bit_for_bit() {
         }
     }
     let kernel_path = cpu_kernel_path();
+    let kernel_path = kernel_path.as_str();
     if std::env::var_os(BLESS).is_some() {
         let record = serde_json::json!({ "cpu_kernel_path": kernel_path, "runs": digests });
         std::fs::write(

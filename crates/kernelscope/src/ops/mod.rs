@@ -35,6 +35,7 @@ pub mod attention;
 pub mod ceilings;
 pub mod collective;
 pub mod copy;
+pub mod cpu_dot;
 pub mod embedding;
 pub mod head_norm;
 pub mod kv_append;
@@ -380,32 +381,19 @@ pub(crate) fn expect_indices(
 }
 
 /// Dot product of a weight row and an f32 vector, accumulated in f32 over
-/// eight lanes so the compiler can vectorise it. On x86-64 CPUs with AVX2
-/// and FMA (checked at run time; the build targets baseline x86-64) the same
-/// loop is compiled for those instructions, which roughly doubles the CPU
-/// mat-vec's throughput.
+/// eight lanes so the compiler can vectorise it, compiled for AVX2 and FMA
+/// where the CPU has them (checked once, `cpu_dot::dot_path`; the build
+/// targets baseline x86-64). Mat-vecs that dot many rows with one x use
+/// `cpu_dot::PreparedX`, which also takes AVX-512 BF16 for bf16 weights.
 #[inline]
 pub(crate) fn dot<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-            // SAFETY: the CPU supports AVX2 and FMA, checked just above.
-            return unsafe { dot_avx2_fma(row, x) };
-        }
-    }
-    dot_lanes::<W, false>(row, x)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn dot_avx2_fma<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
-    dot_lanes::<W, true>(row, x)
+    cpu_dot::PreparedX::unrounded(x).dot(row)
 }
 
 /// The eight-lane loop; `FUSED` uses fused multiply-add, which is only fast
 /// where the target has FMA.
 #[inline(always)]
-fn dot_lanes<W: WeightElement, const FUSED: bool>(row: &[W], x: &[f32]) -> f32 {
+pub(crate) fn dot_lanes<W: WeightElement, const FUSED: bool>(row: &[W], x: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let row_chunks = row.chunks_exact(8);
     let x_chunks = x.chunks_exact(8);

@@ -204,6 +204,8 @@ impl Device {
             // Set by whoever split the run (`Profile::with_ranks`).
             topology: None,
             early_launch: capabilities.early_launch_in_graphs,
+            // Set by whoever ran the CPU kernels (the ops layer knows them).
+            cpu_kernels: None,
         }
     }
 

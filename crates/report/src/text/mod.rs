@@ -123,6 +123,7 @@ fn render_conditions(profile: &Profile, out: &mut String) {
     let recorded = [
         ("weights", &conditions.weight_format),
         ("shape", &conditions.model_shape),
+        ("cpu kernels", &conditions.cpu_kernels),
     ]
     .into_iter()
     .filter_map(|(name, value)| Some(format!("{name}: {}", value.as_ref()?)))

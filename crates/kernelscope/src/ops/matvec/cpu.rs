@@ -1,10 +1,11 @@
 //! CPU references of mat-vec and of mat-vec with the residual add: rows in
-//! parallel, each an 8-lane f32 dot.
+//! parallel, each a dot in the CPU's widest instructions (`ops::cpu_dot`).
 
 use rayon::prelude::*;
 
 use crate::error::Result;
-use crate::ops::{WeightElement, dot};
+use crate::ops::WeightElement;
+use crate::ops::cpu_dot::PreparedX;
 use crate::runtime::KernelArgs;
 
 use super::{K, OUT, WEIGHT, X};
@@ -29,13 +30,14 @@ fn each_row<W: WeightElement>(args: &KernelArgs<'_>, store: impl Fn(&mut f32, f3
     let x = args.input::<f32>(X)?;
     let out = args.output::<f32>(OUT)?;
     let k = args.u32(K)? as usize;
+    let x = PreparedX::new::<W>(x);
     out.par_chunks_mut(ROWS_PER_TASK)
         .enumerate()
         .for_each(|(task, chunk)| {
             let first_row = task * ROWS_PER_TASK;
             for (offset, value) in chunk.iter_mut().enumerate() {
                 let row = first_row + offset;
-                store(value, dot(&weight[row * k..(row + 1) * k], x));
+                store(value, x.dot(&weight[row * k..(row + 1) * k]));
             }
         });
     Ok(())

@@ -5,8 +5,9 @@
 use rayon::prelude::*;
 
 use crate::error::Result;
+use crate::ops::WeightElement;
+use crate::ops::cpu_dot::PreparedX;
 use crate::ops::rms_norm::cpu::scale_of;
-use crate::ops::{WeightElement, dot};
 use crate::runtime::KernelArgs;
 
 /// Rows per parallel task: enough work per task to amortise scheduling.
@@ -31,6 +32,7 @@ pub(super) fn norm_matvec<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()>
         args.input::<W>(NORM_WEIGHT)?,
         args.f32(EPS)?,
     );
+    let h = PreparedX::new::<W>(&h);
     let mut out = args.output::<f32>(OUT)?;
     for (weight, rows) in [(WEIGHT_A, ROWS_A), (WEIGHT_B, ROWS_B), (WEIGHT_C, ROWS_C)] {
         let rows = args.u32(rows)? as usize;
@@ -41,7 +43,7 @@ pub(super) fn norm_matvec<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()>
             .for_each(|(task, chunk)| {
                 for (offset, value) in chunk.iter_mut().enumerate() {
                     let row = task * ROWS_PER_TASK + offset;
-                    *value = dot(&weight[row * k..(row + 1) * k], &h);
+                    *value = h.dot(&weight[row * k..(row + 1) * k]);
                 }
             });
         out = rest;
@@ -59,6 +61,7 @@ pub(super) fn norm_matvec_silu<W: WeightElement>(args: &KernelArgs<'_>) -> Resul
         args.input::<W>(NORM_WEIGHT)?,
         args.f32(EPS)?,
     );
+    let h = PreparedX::new::<W>(&h);
     let (gate, up) = (args.input::<W>(GATE)?, args.input::<W>(UP)?);
     args.output::<f32>(OUT)?
         .par_chunks_mut(ROWS_PER_TASK)
@@ -66,8 +69,8 @@ pub(super) fn norm_matvec_silu<W: WeightElement>(args: &KernelArgs<'_>) -> Resul
         .for_each(|(task, chunk)| {
             for (offset, value) in chunk.iter_mut().enumerate() {
                 let row = task * ROWS_PER_TASK + offset;
-                let g = dot(&gate[row * k..(row + 1) * k], &h);
-                let u = dot(&up[row * k..(row + 1) * k], &h);
+                let g = h.dot(&gate[row * k..(row + 1) * k]);
+                let u = h.dot(&up[row * k..(row + 1) * k]);
                 *value = g / (1.0 + (-g).exp()) * u;
             }
         });
