@@ -159,7 +159,7 @@ fn norm_matvec_matches_norm_then_matvecs(backend: Backend) {
     // (rows of each matrix, k): odd k (scalar rows), k of several 16-byte
     // steps with a partial last one, more rows than the grid's warps, and the
     // longest rows whose staged x fits in shared memory.
-    let longest = norm_matvec::MOST_SHARED_BYTES / 4;
+    let longest = (norm_matvec::MOST_SHARED_BYTES - norm_matvec::STATIC_SHARED_BYTES) / 4;
     let cases: [(&[usize], usize); 8] = [
         (&[7, 3, 3], 5),
         (&[1], 64),
@@ -267,7 +267,7 @@ fn norm_matvec_refuses_rows_too_long_for_shared_memory(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
     };
-    let k = norm_matvec::MOST_SHARED_BYTES / 4 + 1;
+    let k = (norm_matvec::MOST_SHARED_BYTES - norm_matvec::STATIC_SHARED_BYTES) / 4 + 1;
     assert!(!norm_matvec::fits(k) && norm_matvec::fits(k - 1));
     let op = NormMatVec::new(&ops::registry(), &device, DType::F32).unwrap();
     let weight = device.buffer_from_slice(&random(7, 2 * k), &[2, k]).unwrap();

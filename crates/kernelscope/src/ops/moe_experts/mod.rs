@@ -22,10 +22,13 @@ use crate::ops::matvec::{THREADS, with_core};
 use crate::ops::{dimensions, expect};
 use crate::runtime::{Buffer, DType, KernelRegistry, LaunchGrid};
 
-/// The most elements of x a gate/up block stages in shared memory (48 KiB
-/// of f32, the most a kernel gets without opting in): hidden sizes up to
-/// 12,288.
-pub const MOST_HIDDEN: usize = 12 * 1024;
+/// The most elements of x a gate/up block stages in shared memory: 48 KiB,
+/// the most a kernel gets without opting in, less the 256 bytes of its own
+/// static shared memory (`norm_matvec::STATIC_SHARED_BYTES`; x of 12,288
+/// f32 filled the 48 KiB alone, and the fused norm mat-vec's launch at that
+/// size failed on an H100): hidden sizes up to 12,224.
+pub const MOST_HIDDEN: usize =
+    (crate::ops::norm_matvec::MOST_SHARED_BYTES - crate::ops::norm_matvec::STATIC_SHARED_BYTES) / 4;
 
 /// Blocks along an expert's rows at most (the kernels walk the rest).
 const MOST_BLOCKS: usize = 4096;
