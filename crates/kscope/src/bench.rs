@@ -61,7 +61,9 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0, value_parser = numbers::seed)]
     pub seed: u64,
     /// Profiling level while measuring (off, submission, dispatch): runs the
-    /// same bench with the profiler on, to measure its overhead.
+    /// same bench with the profiler on, to measure its overhead. At any level
+    /// but off the bench first runs unprofiled in the same process (the
+    /// model is opened twice) and prints the measured cost beside the figures.
     #[arg(long, default_value = "off")]
     pub profile: ProfileLevel,
     /// Launch dispatch by dispatch instead of one graph per token (CUDA).
@@ -129,8 +131,8 @@ fn check_limits(args: &BenchArgs) -> Result<()> {
 
 /// Opens the model on its devices at the bench's profiling level, with
 /// the kernels and execution mode the flags ask for.
-fn open_model(args: &BenchArgs) -> Result<(Device, Model)> {
-    let mut options = DeviceOptions::new().profile(args.profile);
+fn open_model(args: &BenchArgs, profile: ProfileLevel) -> Result<(Device, Model)> {
+    let mut options = DeviceOptions::new().profile(profile);
     if args.serial_launch {
         options = options.serial_launch();
     }
@@ -180,6 +182,17 @@ struct Row {
     phase: Phase,
     /// Tokens per second over the repetitions.
     spread: Spread,
+    /// The same test's tokens per second unprofiled, measured just before
+    /// in the same process, where the bench ran profiled.
+    unprofiled: Option<Spread>,
+}
+
+impl Row {
+    /// What profiling cost: 1 - profiled / unprofiled rate, where both ran.
+    fn profiling_cost(&self) -> Option<f64> {
+        let unprofiled = self.unprofiled.as_ref()?;
+        (unprofiled.mean > 0.0).then(|| 1.0 - self.spread.mean / unprofiled.mean)
+    }
 }
 
 /// Runs the prompt test and the generation test (each skipped at 0
@@ -222,6 +235,7 @@ fn measure(args: &BenchArgs, device: &Device, model: &mut Model, tokens: &[u32])
             count,
             phase,
             spread,
+            unprofiled: None,
         });
     }
     Ok(rows)
@@ -296,23 +310,44 @@ fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row]
     }
     let dtype = model.weight_format();
     let device_name = device_name(device, model);
-    println!("| model | backend | device | dtype | test | t/s | % of roofline |");
-    println!("| --- | --- | --- | --- | --- | --- | --- |");
-    for Row {
-        test, phase, spread, ..
-    } in rows
-    {
+    let costed = rows.iter().any(|row| row.unprofiled.is_some());
+    let (cost_header, cost_rule) = if costed {
+        (" unprofiled t/s | profiling cost |", " --- | --- |")
+    } else {
+        ("", "")
+    };
+    println!("| model | backend | device | dtype | test | t/s | % of roofline |{cost_header}");
+    println!("| --- | --- | --- | --- | --- | --- | --- |{cost_rule}");
+    for row in rows {
+        let Row {
+            test, phase, spread, ..
+        } = row;
         let share = match (phase, ceilings.roofline) {
             (Phase::Decode, Some(bound)) => format!("{:.1}%", 100.0 * spread.mean / bound),
             _ => "-".to_string(),
         };
+        let cost = match (&row.unprofiled, row.profiling_cost()) {
+            (Some(unprofiled), Some(cost)) => format!(
+                " {:.2} ± {:.2} | {:.1}% |",
+                unprofiled.mean,
+                unprofiled.stddev,
+                100.0 * cost
+            ),
+            _ => String::new(),
+        };
         println!(
-            "| {} | {} | {} | {dtype} | {test} | {:.2} ± {:.2} | {share} |",
+            "| {} | {} | {} | {dtype} | {test} | {:.2} ± {:.2} | {share} |{cost}",
             model.name(),
             device.backend(),
             device_name,
             spread.mean,
             spread.stddev
+        );
+    }
+    if costed {
+        println!(
+            "profiling cost: 1 - rate at --profile {} / rate unprofiled, both measured in this process, unprofiled first",
+            args.profile
         );
     }
     let (ranks, megabytes) = (model.ranks(), ceilings.bytes_per_token as f64 / 1e6);
@@ -349,12 +384,14 @@ fn print_json(
     let dtype = model.weight_format();
     let entries: Vec<_> = rows
         .iter()
-        .map(|Row {
-                 test,
-                 count,
-                 phase,
-                 spread,
-             }| {
+        .map(|row| {
+            let Row {
+                test,
+                count,
+                phase,
+                spread,
+                ..
+            } = row;
             json!({
                 "model": model.name(),
                 "backend": device.backend(),
@@ -375,6 +412,9 @@ fn print_json(
                 "reps": spread.count,
                 "mean_tps": spread.mean,
                 "stddev_tps": spread.stddev,
+                "unprofiled_mean_tps": row.unprofiled.as_ref().map(|unprofiled| unprofiled.mean),
+                "unprofiled_stddev_tps": row.unprofiled.as_ref().map(|unprofiled| unprofiled.stddev),
+                "profiling_cost": row.profiling_cost(),
                 "weight_bytes_per_token": ceilings.bytes_per_token,
                 "bandwidth_gbps": ceilings.measured.ceilings.read.as_ref().map(|read| read.value),
                 "bandwidth_basis": "read",
@@ -396,9 +436,21 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // CUPTI (at --profile dispatch) is in the way.
     let measured =
         crate::ceilings::measure(args.model.first_device(), args.bandwidth_mib, args.compute_size)?;
-    let (device, mut model) = open_model(&args)?;
+    // The unprofiled figures first, on a model of their own that is gone
+    // before the profiled one opens (two would not fit a large model's GPU).
+    let unprofiled = if args.profile == ProfileLevel::Off {
+        None
+    } else {
+        let (device, mut model) = open_model(&args, ProfileLevel::Off)?;
+        let tokens = prepare_tokens(&args, &mut model)?;
+        Some(measure(&args, &device, &mut model, &tokens)?)
+    };
+    let (device, mut model) = open_model(&args, args.profile)?;
     let tokens = prepare_tokens(&args, &mut model)?;
-    let rows = measure(&args, &device, &mut model, &tokens)?;
+    let mut rows = measure(&args, &device, &mut model, &tokens)?;
+    for (row, baseline) in rows.iter_mut().zip(unprofiled.iter().flatten()) {
+        row.unprofiled = Some(baseline.spread.clone());
+    }
     let ceilings = Ceilings::of(&device, &model, measured);
     match args.output {
         Output::Md => print_markdown(&args, &device, &model, &rows, &ceilings),

@@ -406,7 +406,68 @@ fn bench_reports_rates_and_the_roofline() {
             "bf16 GEMM"
         };
         assert!(method.contains(expected), "{row}");
+        assert!(
+            row["profiling_cost"].is_null(),
+            "not profiled, nothing to cost: {row}"
+        );
     }
+    // Profiled, the bench runs unprofiled first and prints what profiling cost.
+    let (code, stdout, stderr) = kscope(&[
+        "bench",
+        "--device",
+        "cpu",
+        "-p",
+        "0",
+        "-n",
+        "8",
+        "-r",
+        "2",
+        "--bandwidth-mib",
+        "8",
+        "--compute-size",
+        "0",
+        "--profile",
+        "dispatch",
+        "--output",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let row = &rows[0];
+    let (profiled, unprofiled) = (
+        row["mean_tps"].as_f64().unwrap(),
+        row["unprofiled_mean_tps"].as_f64().unwrap(),
+    );
+    let cost = row["profiling_cost"].as_f64().unwrap();
+    assert!(
+        unprofiled > 0.0 && (cost - (1.0 - profiled / unprofiled)).abs() < 1e-9,
+        "{row}"
+    );
+    let (code, stdout, stderr) = kscope(&[
+        "bench",
+        "--device",
+        "cpu",
+        "-p",
+        "0",
+        "-n",
+        "8",
+        "-r",
+        "2",
+        "--bandwidth-mib",
+        "8",
+        "--compute-size",
+        "0",
+        "--profile",
+        "submission",
+        "--quiet",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("| unprofiled t/s | profiling cost |")
+            && stdout.contains("profiling cost: 1 - rate at --profile submission / rate unprofiled"),
+        "{stdout}"
+    );
     // On the CPU by name: the default device is a GPU where there is one.
     let (code, stdout, _) = kscope(&[
         "bench",
