@@ -449,7 +449,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let tokens = prepare_tokens(&args, &mut model)?;
     let mut rows = measure(&args, &device, &mut model, &tokens)?;
     for (row, baseline) in rows.iter_mut().zip(unprofiled.iter().flatten()) {
-        row.unprofiled = Some(baseline.spread.clone());
+        row.unprofiled = Some(baseline.spread);
     }
     let ceilings = Ceilings::of(&device, &model, measured);
     match args.output {
