@@ -412,26 +412,29 @@ fn bench_reports_rates_and_the_roofline() {
         );
     }
     // Profiled, the bench runs unprofiled first and prints what profiling cost.
-    let (code, stdout, stderr) = kscope(&[
-        "bench",
-        "--device",
-        "cpu",
-        "-p",
-        "0",
-        "-n",
-        "8",
-        "-r",
-        "2",
-        "--bandwidth-mib",
-        "8",
-        "--compute-size",
-        "0",
-        "--profile",
-        "dispatch",
-        "--output",
-        "json",
-        "--quiet",
-    ]);
+    let profiled_bench = |level: &str, extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--device",
+            "cpu",
+            "-p",
+            "0",
+            "-n",
+            "8",
+            "-r",
+            "2",
+            "--bandwidth-mib",
+            "8",
+            "--compute-size",
+            "0",
+            "--quiet",
+            "--profile",
+            level,
+        ];
+        args.extend_from_slice(extra);
+        kscope(&args)
+    };
+    let (code, stdout, stderr) = profiled_bench("dispatch", &["--output", "json"]);
     assert_eq!(code, 0, "{stderr}");
     let rows: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let row = &rows[0];
@@ -444,24 +447,7 @@ fn bench_reports_rates_and_the_roofline() {
         unprofiled > 0.0 && (cost - (1.0 - profiled / unprofiled)).abs() < 1e-9,
         "{row}"
     );
-    let (code, stdout, stderr) = kscope(&[
-        "bench",
-        "--device",
-        "cpu",
-        "-p",
-        "0",
-        "-n",
-        "8",
-        "-r",
-        "2",
-        "--bandwidth-mib",
-        "8",
-        "--compute-size",
-        "0",
-        "--profile",
-        "submission",
-        "--quiet",
-    ]);
+    let (code, stdout, stderr) = profiled_bench("submission", &[]);
     assert_eq!(code, 0, "{stderr}");
     assert!(
         stdout.contains("| unprofiled t/s | profiling cost |")

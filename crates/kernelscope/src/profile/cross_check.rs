@@ -149,12 +149,10 @@ pub fn cross_check(profile: &Profile) -> Vec<CrossCheck> {
         };
         // Computed from the records, never read from the submission: an
         // edited in-memory profile's recorded accounts may be stale.
-        let (Some(shape), Some(idle)) = (
-            DispatchShape::of(submission, records),
-            super::submission_idle(submission, records),
-        ) else {
+        let Some(shape) = DispatchShape::of(submission, records) else {
             continue;
         };
+        let idle = shape.idle(submission);
         let check = checks.entry(&submission.label, || CrossCheck::new(&submission.label));
         check.submissions = check.submissions.saturating_add(1);
         check.device_held = check

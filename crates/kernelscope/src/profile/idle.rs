@@ -77,18 +77,7 @@ pub fn submission_idle(
     submission: &SubmissionRecord,
     dispatches: &[&DispatchRecord],
 ) -> Option<SubmissionIdle> {
-    let shape = DispatchShape::of(submission, dispatches)?;
-    let span = submission.duration_ns();
-    let between = shape.between_ns.min(span);
-    let busy = shape.busy_ns.min(span - between);
-    let edges = span - between - busy;
-    let before = shape.lead_ns.clamp(0, edges as i128) as u64;
-    Some(SubmissionIdle {
-        busy_ns: busy,
-        before_ns: before,
-        between_ns: between,
-        after_ns: edges - before,
-    })
+    Some(DispatchShape::of(submission, dispatches)?.idle(submission))
 }
 
 /// What a submission's dispatch records say on their own clock: the union
@@ -108,6 +97,22 @@ pub(crate) struct DispatchShape {
 }
 
 impl DispatchShape {
+    /// The idle accounting of `submission`, whose dispatches have this
+    /// shape (see [`submission_idle`]).
+    pub(crate) fn idle(&self, submission: &SubmissionRecord) -> SubmissionIdle {
+        let span = submission.duration_ns();
+        let between = self.between_ns.min(span);
+        let busy = self.busy_ns.min(span - between);
+        let edges = span - between - busy;
+        let before = self.lead_ns.clamp(0, edges as i128) as u64;
+        SubmissionIdle {
+            busy_ns: busy,
+            before_ns: before,
+            between_ns: between,
+            after_ns: edges - before,
+        }
+    }
+
     /// The shape of `submission`'s `dispatches`; `None` unless all of its
     /// dispatches were timed.
     pub(crate) fn of(submission: &SubmissionRecord, dispatches: &[&DispatchRecord]) -> Option<DispatchShape> {
@@ -219,18 +224,23 @@ pub fn idle_gaps(
     gaps
 }
 
-/// For each key of `records` (in first-appearance order), the idle time
-/// (ns) the device spent waiting before its dispatches, from `gaps`.
+/// For each key of `records` (in first-appearance order), its calls and
+/// the idle time (ns) the device spent waiting before them, from `gaps`.
 pub fn idle_before_by<'a>(
     records: impl IntoIterator<Item = &'a DispatchRecord>,
     gaps: &HashMap<(u64, u32), u64>,
     key: impl Fn(&DispatchRecord) -> String,
-) -> Vec<(String, u64)> {
+) -> Vec<(String, u64, u64)> {
     let mut groups = super::aggregate::FirstSeen::new();
     for record in records {
         let gap = gaps.get(&(record.submission, record.index)).copied().unwrap_or(0);
-        let total: &mut u64 = groups.entry(&key(record), || 0);
+        let (calls, total): &mut (u64, u64) = groups.entry(&key(record), || (0, 0));
+        *calls += 1;
         *total = total.saturating_add(gap);
     }
-    groups.into_groups()
+    groups
+        .into_groups()
+        .into_iter()
+        .map(|(key, (calls, idle))| (key, calls, idle))
+        .collect()
 }

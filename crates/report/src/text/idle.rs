@@ -69,14 +69,12 @@ pub(super) fn render_idle(profile: &Profile, full: bool, out: &mut String) {
     if idle_total == 0 {
         return;
     }
-    let calls: HashMap<String, u64> = count_by(&records, |record| record.op_kind.name().into_owned());
     let by_op = idle_before_by(records.iter().copied(), &gaps, |record| {
         record.op_kind.name().into_owned()
     });
-    render_waiters(out, "op", by_op, &calls, idle_total, full);
-    let calls: HashMap<String, u64> = count_by(&records, |record| layer_of(&record.scope));
+    render_waiters(out, "op", by_op, idle_total, full);
     let by_layer = idle_before_by(records.iter().copied(), &gaps, |record| layer_of(&record.scope));
-    render_waiters(out, "layer", by_layer, &calls, idle_total, full);
+    render_waiters(out, "layer", by_layer, idle_total, full);
 }
 
 /// One phase's idle account over its tokens.
@@ -127,28 +125,16 @@ fn phase_idle(profile: &Profile) -> Vec<PhaseIdle> {
         .collect()
 }
 
-fn count_by(
-    records: &[&kernelscope::profile::DispatchRecord],
-    key: impl Fn(&kernelscope::profile::DispatchRecord) -> String,
-) -> HashMap<String, u64> {
-    let mut counts = HashMap::new();
-    for record in records {
-        *counts.entry(key(record)).or_insert(0) += 1;
-    }
-    counts
-}
-
 /// The rows that waited longest, with their share of all the idle time.
 fn render_waiters(
     out: &mut String,
     what: &str,
-    mut rows: Vec<(String, u64)>,
-    calls: &HashMap<String, u64>,
+    mut rows: Vec<(String, u64, u64)>,
     idle_total: u64,
     full: bool,
 ) {
-    rows.retain(|(_, idle)| *idle > 0);
-    rows.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    rows.retain(|(_, _, idle)| *idle > 0);
+    rows.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| a.0.cmp(&b.0)));
     let hidden = if full {
         0
     } else {
@@ -160,13 +146,12 @@ fn render_waiters(
         "\nidle before each dispatch, by {what} (the device waiting for it to start):"
     );
     let header = [what, "calls", "idle ms", "µs per call", "share of idle"];
-    let body = rows.into_iter().map(|(key, idle)| {
-        let count = calls.get(&key).copied().unwrap_or(1).max(1);
+    let body = rows.into_iter().map(|(key, calls, idle)| {
         vec![
             key,
-            count.to_string(),
+            calls.to_string(),
             ms(idle),
-            us(idle as f64 / count as f64),
+            us(idle as f64 / calls.max(1) as f64),
             format!("{:.1}%", idle as f64 * 100.0 / idle_total as f64),
         ]
     });
