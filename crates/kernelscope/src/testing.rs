@@ -169,6 +169,7 @@ fn empty_synthetic_profile() -> crate::profile::Profile {
             topology: None,
             early_launch: false,
             cpu_kernels: None,
+            profiled_tokens: None,
         },
         counters: CounterSnapshot::default(),
         tokens: Vec::new(),
@@ -257,6 +258,7 @@ pub fn synthetic_layered_profile(
             start_ns: token_start,
             end_ns: now,
             counters: per_token,
+            timed: true,
         });
         profile.counters = profile.counters + per_token;
     }

@@ -66,6 +66,12 @@ pub struct BenchArgs {
     /// model is opened twice) and prints the measured cost beside the figures.
     #[arg(long, default_value = "off")]
     pub profile: ProfileLevel,
+    /// With --profile: time only these tokens (A..B, A.., ..B, each with an
+    /// optional :STEP, as in `kscope run`; tokens are numbered over the
+    /// warm-up and every repetition in turn). The cost printed is then what
+    /// profiling that share of the tokens costs.
+    #[arg(long, value_name = "TOKENS", value_parser = numbers::token_selection)]
+    pub profile_tokens: Option<kernelscope::profile::TokenSelection>,
     /// Launch dispatch by dispatch instead of one graph per token (CUDA).
     #[arg(long)]
     pub eager: bool,
@@ -123,6 +129,13 @@ fn check_limits(args: &BenchArgs) -> Result<()> {
             mib
         );
     }
+    if let Some(selection) = args.profile_tokens
+        && args.profile == ProfileLevel::Off
+    {
+        bail!(
+            "--profile-tokens {selection}: nothing is profiled; add --profile submission or --profile dispatch"
+        );
+    }
     if args.prompt_tokens == 0 && args.generated_tokens == 0 {
         bail!("nothing to measure: -p and -n are both 0");
     }
@@ -133,6 +146,9 @@ fn check_limits(args: &BenchArgs) -> Result<()> {
 /// the kernels and execution mode the flags ask for.
 fn open_model(args: &BenchArgs, profile: ProfileLevel) -> Result<(Device, Model)> {
     let mut options = DeviceOptions::new().profile(profile);
+    if let Some(selection) = args.profile_tokens {
+        options = options.profile_tokens(selection);
+    }
     if args.serial_launch {
         options = options.serial_launch();
     }
@@ -345,8 +361,12 @@ fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row]
         );
     }
     if costed {
+        let tokens = args
+            .profile_tokens
+            .map(|selection| format!(" --profile-tokens {selection}"))
+            .unwrap_or_default();
         println!(
-            "profiling cost: 1 - rate at --profile {} / rate unprofiled, both measured in this process, unprofiled first",
+            "profiling cost: 1 - rate at --profile {}{tokens} / rate unprofiled, both measured in this process, unprofiled first",
             args.profile
         );
     }
@@ -404,6 +424,7 @@ fn print_json(
                 "early_launch": device.capabilities().early_launch_in_graphs,
                 "cpu_kernels": (device.backend() == "cpu").then(kernelscope::ops::cpu_dot::describe),
                 "profiling": args.profile.name(),
+                "profile_tokens": args.profile_tokens.unwrap_or_default().to_string(),
                 "test": test,
                 "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },
                 "n_gen": if *phase == Phase::Decode { *count } else { 0 },

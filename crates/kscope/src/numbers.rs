@@ -42,6 +42,13 @@ pub fn finite(text: &str) -> Result<f32, String> {
     }
 }
 
+/// A selection of tokens to profile (`--profile-tokens`): `all`, `A..B`,
+/// `A..` or `..B`, optionally with `:STEP`.
+pub fn token_selection(text: &str) -> Result<kernelscope::profile::TokenSelection, String> {
+    text.parse()
+        .map_err(|error: kernelscope::Error| error.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,6 +61,14 @@ pub struct RunArgs {
     /// Print the per-token / per-layer / per-op report (dispatch-level profiling).
     #[arg(long)]
     pub profile: bool,
+    /// Time only these tokens: A..B (tokens A to B-1), A.., ..B, each with
+    /// an optional :STEP for every STEP-th (0..:8); token 0 is the prompt's
+    /// first chunk. The others run as unprofiled, counted but not timed,
+    /// and CUPTI is off between timed tokens, so a long run costs little;
+    /// per-token times are means over the timed tokens. Needs a profiling
+    /// flag (--profile, --profile-json, --trace, --html).
+    #[arg(long, value_name = "TOKENS", value_parser = numbers::token_selection)]
+    pub profile_tokens: Option<kernelscope::profile::TokenSelection>,
     /// Write the JSON profile (schema 1) to FILE.
     #[arg(long, value_name = "FILE")]
     pub profile_json: Option<PathBuf>,
@@ -209,6 +217,14 @@ fn device_options(args: &RunArgs, profiling: bool) -> Result<DeviceOptions> {
     }
     if args.serial_launch {
         options = options.serial_launch();
+    }
+    if let Some(selection) = args.profile_tokens {
+        if options.profile_level() == ProfileLevel::Off {
+            bail!(
+                "--profile-tokens {selection}: nothing is profiled; add --profile, --profile-json, --trace or --html"
+            );
+        }
+        options = options.profile_tokens(selection);
     }
     Ok(options)
 }

@@ -171,6 +171,15 @@ pub enum Error {
     #[error("invalid profiling level `{0}`: expected off, submission or dispatch")]
     InvalidProfileLevel(String),
 
+    /// A selection of tokens to profile could not be read.
+    #[error("invalid token selection `{text}`: {problem}")]
+    InvalidTokenSelection {
+        /// The text given.
+        text: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+
     /// A profile file could not be read or is not a kernelscope profile.
     #[error("{path}: {problem}")]
     ProfileFile {

@@ -76,6 +76,10 @@ pub struct Conditions {
     /// profiles written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_kernels: Option<String>,
+    /// The tokens timed, where not every token was (`--profile-tokens`):
+    /// the others carry counters only. Absent when every token was timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profiled_tokens: Option<super::TokenSelection>,
 }
 
 impl Conditions {
@@ -333,19 +337,26 @@ impl Profile {
         (count > 0).then_some((count, sum))
     }
 
-    /// The decode tokens (or, when none were marked as decode, every token).
+    /// The timed decode tokens (or, when none were marked as decode, every
+    /// timed token): what per-token means are taken over. Tokens a token
+    /// selection left untimed have no records and would count as zeros.
     pub fn repetition_tokens(&self) -> Vec<u32> {
-        let decode: Vec<u32> = self
-            .tokens
-            .iter()
+        let timed = || self.tokens.iter().filter(|token| token.timed);
+        let decode: Vec<u32> = timed()
             .filter(|token| token.phase == super::Phase::Decode)
             .map(|token| token.index)
             .collect();
         if decode.is_empty() {
-            self.tokens.iter().map(|token| token.index).collect()
+            timed().map(|token| token.index).collect()
         } else {
             decode
         }
+    }
+
+    /// How many tokens were timed and how many there were in all.
+    pub fn timed_tokens(&self) -> (usize, usize) {
+        let timed = self.tokens.iter().filter(|token| token.timed).count();
+        (timed, self.tokens.len())
     }
 }
 

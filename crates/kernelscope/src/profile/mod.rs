@@ -29,6 +29,7 @@ mod schema_2;
 mod session;
 mod stats;
 mod timing;
+mod token_selection;
 mod validation;
 
 pub use aggregate::{Aggregate, aggregate, layer_of, scope_of};
@@ -51,3 +52,4 @@ pub(crate) use session::{DispatchMeta, PositionCost};
 pub use session::{Profiler, submission_table};
 pub use stats::{Spread, SubmissionStats};
 pub use timing::{DispatchTiming, TimingMechanism, TimingMethod};
+pub use token_selection::TokenSelection;

@@ -133,6 +133,20 @@ pub struct TokenRecord {
     pub end_ns: u64,
     /// Counter increments during the token.
     pub counters: CounterSnapshot,
+    /// Whether its work was timed: false for the tokens a token selection
+    /// (`--profile-tokens`) left out, which are counted but have no
+    /// submission or dispatch records. Absent (true) from profiles written
+    /// before selections existed.
+    #[serde(default = "timed_by_default", skip_serializing_if = "is_true")]
+    pub timed: bool,
+}
+
+fn timed_by_default() -> bool {
+    true
+}
+
+fn is_true(timed: &bool) -> bool {
+    *timed
 }
 
 impl TokenRecord {

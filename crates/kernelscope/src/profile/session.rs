@@ -3,7 +3,7 @@
 //! [`Profile`] snapshot of it. Nothing here is a process global, so two
 //! devices (or two tests) never see each other's numbers.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Instant;
 
@@ -11,7 +11,7 @@ use super::OpKind;
 use super::aggregate::group_in_order;
 use super::{
     Conditions, CounterSnapshot, Counters, DispatchRecord, DispatchTiming, Phase, Profile, ProfileLevel,
-    SubmissionRecord, SubmissionStats, TokenRecord,
+    SubmissionRecord, SubmissionStats, TokenRecord, TokenSelection,
 };
 
 /// What the encoder knows of a dispatch before it runs; joined with its
@@ -121,6 +121,12 @@ struct Tables {
 #[derive(Debug)]
 pub struct Profiler {
     level: ProfileLevel,
+    /// The tokens timed; the others count only.
+    selection: TokenSelection,
+    /// Whether the work committed now is timed: the open token is selected
+    /// (or none is open and every token is). Set as tokens begin and end,
+    /// so the hot path reads one flag.
+    timing_now: AtomicBool,
     dispatch_timing: DispatchTiming,
     counters: Counters,
     epoch: Instant,
@@ -144,9 +150,15 @@ impl Profiler {
     /// but the backend cannot provide it, says so here, once, on stderr and
     /// in the warnings: only per-submission timing will be recorded, and
     /// the report says "unsupported" rather than showing zeros.
-    pub(crate) fn new(level: ProfileLevel, dispatch_timing: DispatchTiming) -> Self {
+    pub(crate) fn new(
+        level: ProfileLevel,
+        selection: TokenSelection,
+        dispatch_timing: DispatchTiming,
+    ) -> Self {
         let profiler = Profiler {
             level,
+            selection,
+            timing_now: AtomicBool::new(selection.times_outside_tokens()),
             counters: Counters::default(),
             epoch: Instant::now(),
             next_submission: AtomicU64::new(0),
@@ -154,7 +166,7 @@ impl Profiler {
             late_records: OnceLock::new(),
             dispatch_timing,
         };
-        if level.times_dispatches() && !profiler.times_dispatches() {
+        if level.times_dispatches() && !profiler.dispatch_timing.is_supported() {
             profiler.warn_once(
                 "dispatch-timing-unsupported",
                 &format!(
@@ -189,6 +201,11 @@ impl Profiler {
         self.level
     }
 
+    /// The tokens timed (`--profile-tokens`); the others are counted only.
+    pub fn token_selection(&self) -> TokenSelection {
+        self.selection
+    }
+
     /// Whether and how the backend times dispatches.
     pub fn dispatch_timing(&self) -> &DispatchTiming {
         &self.dispatch_timing
@@ -212,13 +229,15 @@ impl Profiler {
     /// Whether submissions are being timed.
     #[inline]
     pub fn times_submissions(&self) -> bool {
-        self.level.times_submissions()
+        self.level.times_submissions() && self.timing_now.load(Ordering::Relaxed)
     }
 
     /// Whether dispatches are being timed: asked for, and the backend can.
     #[inline]
     pub fn times_dispatches(&self) -> bool {
-        self.level.times_dispatches() && self.dispatch_timing.is_supported()
+        self.level.times_dispatches()
+            && self.dispatch_timing.is_supported()
+            && self.timing_now.load(Ordering::Relaxed)
     }
 
     /// Prints `message` on stderr and adds it to the warnings, once per `key`.
@@ -277,9 +296,11 @@ impl Profiler {
         let now = self.now_ns();
         let counters_at_start = self.counters.snapshot();
         let mut tables = self.lock();
-        Self::close_token(&mut tables, now, counters_at_start);
+        self.close_token(&mut tables, now, counters_at_start);
         let index = tables.next_token;
         tables.next_token += 1;
+        self.timing_now
+            .store(self.selection.contains(index), Ordering::Relaxed);
         tables.open_token = Some(OpenToken {
             index,
             phase,
@@ -292,10 +313,13 @@ impl Profiler {
     pub fn end_token(&self) {
         let now = self.now_ns();
         let counters = self.counters.snapshot();
-        Self::close_token(&mut self.lock(), now, counters);
+        let mut tables = self.lock();
+        self.close_token(&mut tables, now, counters);
+        self.timing_now
+            .store(self.selection.times_outside_tokens(), Ordering::Relaxed);
     }
 
-    fn close_token(tables: &mut Tables, now: u64, counters: CounterSnapshot) {
+    fn close_token(&self, tables: &mut Tables, now: u64, counters: CounterSnapshot) {
         if let Some(open) = tables.open_token.take() {
             tables.tokens.push(TokenRecord {
                 index: open.index,
@@ -303,6 +327,7 @@ impl Profiler {
                 start_ns: open.start_ns,
                 end_ns: now,
                 counters: counters - open.counters_at_start,
+                timed: self.selection.contains(open.index),
             });
         }
     }
@@ -357,6 +382,8 @@ impl Profiler {
             ..Tables::default()
         };
         self.counters.reset();
+        self.timing_now
+            .store(self.selection.times_outside_tokens(), Ordering::Relaxed);
     }
 
     /// A plain-data snapshot of everything recorded, under `conditions`.
@@ -417,6 +444,7 @@ mod tests {
     fn late_records_are_delivered_before_any_read_and_before_a_reset() {
         let profiler = Arc::new(Profiler::new(
             ProfileLevel::Dispatch,
+            TokenSelection::ALL,
             DispatchTiming::supported(TimingMechanism::HostClock),
         ));
         let calls = Arc::new(AtomicU32::new(0));
@@ -462,6 +490,7 @@ mod tests {
     fn asking_whether_dispatches_are_timed_changes_nothing() {
         let profiler = Profiler::new(
             ProfileLevel::Dispatch,
+            TokenSelection::ALL,
             DispatchTiming::Unsupported {
                 reason: "a test".into(),
             },

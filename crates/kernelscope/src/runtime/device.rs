@@ -29,6 +29,7 @@ impl Device {
     pub fn cpu_with(options: DeviceOptions) -> Device {
         Device::Cpu(CpuDevice::new(
             options.profile,
+            options.token_selection,
             options.dispatch_timing_unsupported,
         ))
     }
@@ -206,6 +207,7 @@ impl Device {
             early_launch: capabilities.early_launch_in_graphs,
             // Set by whoever ran the CPU kernels (the ops layer knows them).
             cpu_kernels: None,
+            profiled_tokens: Some(self.profiler().token_selection()).filter(|selection| !selection.is_all()),
         }
     }
 

@@ -2,7 +2,7 @@
 //! the environment is read (once, by [`DeviceOptions::from_env`]).
 
 use crate::error::Result;
-use crate::profile::ProfileLevel;
+use crate::profile::{ProfileLevel, TokenSelection};
 
 /// How a device is set up. Fixed at creation.
 #[derive(Clone, Debug, Default)]
@@ -10,6 +10,7 @@ pub struct DeviceOptions {
     pub(crate) profile: ProfileLevel,
     pub(crate) dispatch_timing_unsupported: Option<String>,
     pub(crate) serial_launch: bool,
+    pub(crate) token_selection: TokenSelection,
 }
 
 impl DeviceOptions {
@@ -28,6 +29,21 @@ impl DeviceOptions {
     pub fn profile(mut self, level: ProfileLevel) -> Self {
         self.profile = level;
         self
+    }
+
+    /// Times only the tokens `selection` names (`--profile-tokens`): the
+    /// others, and work outside tokens, run as with profiling off, their
+    /// counters still exact. On CUDA, CUPTI's kernel records are switched
+    /// on for the selected tokens only, so the tokens between pay nothing
+    /// for them. Every token by default.
+    pub fn profile_tokens(mut self, selection: TokenSelection) -> Self {
+        self.token_selection = selection;
+        self
+    }
+
+    /// The tokens profiled.
+    pub fn token_selection(&self) -> TokenSelection {
+        self.token_selection
     }
 
     /// The profiling level.

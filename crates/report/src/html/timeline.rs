@@ -78,7 +78,7 @@ pub(super) fn token_timeline(out: &mut String, profile: &Profile) {
     }
     out.push_str("</svg>");
     out.push_str(
-        r#"<p class="legend"><span><i style="background:#9467bd"></i>device busy (prefill)</span> <span><i style="background:#4e79a7"></i>device busy (decode)</span> <span><i style="background:#f28e2b"></i>device idle inside submissions</span> <span><i style="background:#d9d9d9"></i>outside submissions (host)</span> <span><i style="background:#e15759"></i>host enqueue (tick height)</span></p>"#,
+        r#"<p class="legend"><span><i style="background:#9467bd"></i>device busy (prefill)</span> <span><i style="background:#4e79a7"></i>device busy (decode)</span> <span><i style="background:#f28e2b"></i>device idle inside submissions</span> <span><i style="background:#d9d9d9"></i>outside submissions (host)</span> <span><i style="background:#e15759"></i>host enqueue (tick height)</span> <span><i style="border:1px dashed #bbbbbb"></i>not timed (--profile-tokens)</span></p>"#,
     );
 }
 
@@ -110,6 +110,23 @@ impl TokenBar {
         let span = device.span.min(wall);
         let busy = device.busy.min(span);
         let height = |ns: u64| ns as f64 / self.highest * frame.plot_height();
+        if !token.timed {
+            // Left out by --profile-tokens: its wall time only, not read as
+            // time outside submissions.
+            let _ = write!(
+                out,
+                r##"<g class="token-bar" data-token="{}"><rect class="untimed" x="{left:.1}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="none" stroke="#bbbbbb" stroke-dasharray="2,2"/><title>token {} ({:?}): {:.3} ms, not timed (--profile-tokens); {} dispatches, {} syncs</title></g>"##,
+                token.index,
+                base - height(wall),
+                height(wall),
+                token.index,
+                token.phase,
+                wall as f64 / 1e6,
+                token.counters.dispatches,
+                token.counters.syncs
+            );
+            return;
+        }
         let colour = match token.phase {
             Phase::Prefill => "#9467bd",
             Phase::Decode => "#4e79a7",

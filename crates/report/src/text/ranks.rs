@@ -21,7 +21,7 @@ pub(super) fn render_ranks(profile: &Profile, options: ReportOptions, out: &mut 
         return;
     };
     let _ = writeln!(out, "\nranks: {}", topology.describe());
-    let tokens = profile.tokens.len().max(1) as f64;
+    let tokens = profile.timed_tokens().0.max(1) as f64;
     let (costs, unmatched) = collective_costs(profile);
     render_rank_table(profile, &costs, tokens, out);
     if let Some(note) = unmatched {

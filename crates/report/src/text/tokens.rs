@@ -29,6 +29,17 @@ pub(super) fn render_tokens(profile: &Profile, layer_labels: &HashMap<String, St
         count(Phase::Prefill),
         count(Phase::Decode)
     );
+    let (timed, all) = profile.timed_tokens();
+    if timed < all {
+        let selection = profile
+            .conditions
+            .profiled_tokens
+            .map_or_else(|| "a selection".to_string(), |selection| selection.to_string());
+        let _ = writeln!(
+            out,
+            "timed: {timed} of {all} tokens (--profile-tokens {selection}); per-token times are means over the timed tokens, counters cover every token"
+        );
+    }
     if !decode.is_empty() {
         // Saturating: a loaded profile's token times were checked to add up
         // within u64; summed in f64 would lose nanoseconds on long runs.
@@ -48,10 +59,11 @@ pub(super) fn render_tokens(profile: &Profile, layer_labels: &HashMap<String, St
             ms(mean as u64),
         );
     }
+    // The first and last timed tokens: the others have no records.
     let shown: Vec<&TokenRecord> = if decode.is_empty() {
-        profile.tokens.iter().collect()
+        profile.tokens.iter().filter(|token| token.timed).collect()
     } else {
-        decode
+        decode.into_iter().filter(|token| token.timed).collect()
     };
     if let Some(first) = shown.first() {
         render_token(profile, first, "first", layer_labels, out);

@@ -24,7 +24,7 @@ use super::memory::DeviceMemory;
 use super::memory::MemoryInfo;
 use crate::error::{Error, Remedy, Result};
 use crate::profile::{
-    DispatchTiming, ProfileLevel, Profiler, SubmissionRecord, TimingMechanism, TimingMethod,
+    DispatchTiming, ProfileLevel, Profiler, SubmissionRecord, TimingMechanism, TimingMethod, TokenSelection,
 };
 
 /// A CPU device handle (cheap to clone).
@@ -34,13 +34,17 @@ pub struct CpuDevice {
 }
 
 impl CpuDevice {
-    pub(crate) fn new(level: ProfileLevel, dispatch_timing_unsupported: Option<String>) -> Self {
+    pub(crate) fn new(
+        level: ProfileLevel,
+        selection: TokenSelection,
+        dispatch_timing_unsupported: Option<String>,
+    ) -> Self {
         let dispatch_timing = match dispatch_timing_unsupported {
             None => DispatchTiming::supported(TimingMechanism::HostClock),
             Some(reason) => DispatchTiming::Unsupported { reason },
         };
         CpuDevice {
-            shared: Arc::new(CpuShared::new(Profiler::new(level, dispatch_timing))),
+            shared: Arc::new(CpuShared::new(Profiler::new(level, selection, dispatch_timing))),
         }
     }
 

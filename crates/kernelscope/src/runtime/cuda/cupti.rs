@@ -129,6 +129,60 @@ pub(crate) fn start() -> Result<(), CuptiUnavailable> {
     })
 }
 
+/// How many devices want kernel records now, and whether CUPTI collects
+/// them. [`start`] leaves collection on; a device whose token selection
+/// (`--profile-tokens`) leaves the current token untimed does not want
+/// records, and with no device wanting them collection is switched off,
+/// so untimed tokens' launches pay nothing for CUPTI.
+struct Wanting {
+    devices: usize,
+    collecting: bool,
+}
+
+fn wanting() -> &'static Mutex<Wanting> {
+    static WANTING: OnceLock<Mutex<Wanting>> = OnceLock::new();
+    WANTING.get_or_init(|| {
+        Mutex::new(Wanting {
+            devices: 0,
+            collecting: true,
+        })
+    })
+}
+
+/// One device starts (`true`) or stops wanting kernel records; the caller
+/// tracks its own state and calls only on a change. Collection is switched
+/// when the first device starts wanting them or the last one stops. A
+/// failure to switch is CUPTI's error (collection is then as it was).
+pub(crate) fn want_records(want: bool) -> Result<(), CuptiError> {
+    let mut wanting = crate::sync::lock(wanting());
+    if want {
+        wanting.devices += 1;
+    } else {
+        wanting.devices = wanting.devices.saturating_sub(1);
+    }
+    apply(&mut wanting)
+}
+
+/// Switches collection off if no device wants records (a device that opens
+/// wanting none, its first token untimed).
+pub(crate) fn settle() -> Result<(), CuptiError> {
+    apply(&mut crate::sync::lock(wanting()))
+}
+
+fn apply(wanting: &mut Wanting) -> Result<(), CuptiError> {
+    let collect = wanting.devices > 0;
+    if collect != wanting.collecting {
+        let kind = sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
+        if collect {
+            cupti::activity::enable(kind)?;
+        } else {
+            cupti::activity::disable(kind)?;
+        }
+        wanting.collecting = collect;
+    }
+    Ok(())
+}
+
 /// CUPTI's ids of `stream` in `context`.
 pub(crate) fn stream_key(
     context: driver::CUcontext,

@@ -247,7 +247,7 @@ impl CudaDevice {
         let early_launch = !options.serial_launch && supports_early_launch(&context)?;
         let driver = driver_version();
         let (dispatch_timing, cupti_key) = choose_dispatch_timing(options, &context, &stream);
-        let profiler = Profiler::new(options.profile_level(), dispatch_timing);
+        let profiler = Profiler::new(options.profile_level(), options.token_selection, dispatch_timing);
         let cupti = cupti_key.map(|key| CuptiClock::calibrate(&profiler, key));
         let stream = DeviceStream::new(context, stream);
         let epoch = Epoch::measure(&stream, &profiler)?;
@@ -264,6 +264,7 @@ impl CudaDevice {
             stream,
         }));
         connect_late_records(&state);
+        state.start_records()?;
         Ok(CudaDevice { state })
     }
 }

@@ -99,6 +99,10 @@ pub(crate) fn execute(state: &Arc<DeviceState>, commands: &[Command], label: &Ar
         dispatches: profiler.times_dispatches(),
         cupti: state.uses_cupti() && profiler.times_dispatches(),
     };
+    // Under a token selection CUPTI collects during timed tokens only.
+    if state.uses_cupti() && !profiler.token_selection().is_all() {
+        state.want_records(timing.cupti)?;
+    }
     // Released when this function returns, on every path (see `gate.rs`).
     let hold = capture_then_hold(state, commands, timing)?;
     let enqueue_began = if timing.submission { profiler.now_ns() } else { 0 };

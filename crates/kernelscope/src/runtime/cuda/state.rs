@@ -3,6 +3,7 @@
 //! module cache, the gate and the lock that keeps submissions whole. Built
 //! by `device.rs`; everything above reads it through these methods.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use super::blas::Blas;
@@ -35,6 +36,10 @@ pub(crate) struct DeviceState {
     submitting: Mutex<()>,
     /// Holds the stream while a CUPTI-timed submission is enqueued.
     gate: Option<Gate>,
+    /// Whether this device counts among those wanting CUPTI's kernel
+    /// records (see `cupti::want_records`): always, when every token is
+    /// timed; during timed tokens only, under a token selection.
+    wants_records: AtomicBool,
     stream: DeviceStream,
 }
 
@@ -75,6 +80,7 @@ impl DeviceState {
             timings,
             submitting: Mutex::new(()),
             gate,
+            wants_records: AtomicBool::new(false),
             stream,
         }
     }
@@ -130,6 +136,55 @@ impl DeviceState {
         self.timings.uses_cupti()
     }
 
+    /// Makes CUPTI collect kernel records exactly while this device times
+    /// dispatches (`want`), for a device whose token selection times only
+    /// some tokens: switched off between them, CUPTI costs their launches
+    /// nothing. Before collection stops, the stream is drained and every
+    /// record taken, so the last timed kernels' records are not lost. A
+    /// switch CUPTI refuses is a warning; the records' matching then drops
+    /// what does not line up, with its own warning.
+    pub(crate) fn want_records(&self, want: bool) -> Result<()> {
+        if self.wants_records.load(Ordering::Relaxed) == want {
+            return Ok(());
+        }
+        if !want {
+            self.synchronize()?;
+            self.deliver(true);
+        }
+        match super::cupti::want_records(want) {
+            Ok(()) => self.wants_records.store(want, Ordering::Relaxed),
+            Err(error) => self.profiler.warn_once(
+                "cupti-switch",
+                &format!(
+                    "kernelscope: CUPTI would not switch kernel records {} for --profile-tokens: {error}",
+                    if want { "on" } else { "off" }
+                ),
+            ),
+        }
+        Ok(())
+    }
+
+    /// Registers the device with CUPTI's collection once it is built: wanting
+    /// records throughout when every token is timed, else none until a
+    /// timed token begins.
+    pub(crate) fn start_records(&self) -> Result<()> {
+        if !self.uses_cupti() {
+            return Ok(());
+        }
+        if self.profiler.token_selection().is_all() {
+            return self.want_records(true);
+        }
+        if let Err(error) = super::cupti::settle() {
+            self.profiler.warn_once(
+                "cupti-switch",
+                &format!(
+                    "kernelscope: CUPTI would not switch kernel records off for --profile-tokens: {error}"
+                ),
+            );
+        }
+        Ok(())
+    }
+
     /// The stream to oneself for one submission (or capture).
     pub(crate) fn lock_submissions(&self) -> MutexGuard<'_, ()> {
         crate::sync::lock(&self.submitting)
@@ -166,5 +221,15 @@ impl DeviceState {
     /// that have not been handed over yet.
     pub(crate) fn deliver(&self, force: bool) {
         self.timings.deliver(&self.profiler, force);
+    }
+}
+
+impl Drop for DeviceState {
+    fn drop(&mut self) {
+        // A device that goes away stops wanting records, so that one opened
+        // later with a token selection can switch collection off.
+        if *self.wants_records.get_mut() {
+            let _ = super::cupti::want_records(false);
+        }
     }
 }
