@@ -12,11 +12,12 @@ use kernelscope::profile::{Phase, ProfileLevel, Spread};
 use kernelscope::rng::SplitMix64;
 use kernelscope::{Device, DeviceOptions};
 use kernelscope_model::{ExecutionMode, Model};
-use serde_json::json;
 
 use kernelscope::ops::ceilings::Measured;
 
 use crate::model_args::ModelArgs;
+
+mod json;
 use crate::numbers;
 
 /// Output format.
@@ -62,8 +63,11 @@ pub struct BenchArgs {
     pub seed: u64,
     /// Profiling level while measuring (off, submission, dispatch): runs the
     /// same bench with the profiler on, to measure its overhead. At any level
-    /// but off the bench first runs unprofiled in the same process (the
-    /// model is opened twice) and prints the measured cost beside the figures.
+    /// but off the bench also runs unprofiled in the same process and prints
+    /// the measured cost beside the figures: after a warm-up pass (the GPU
+    /// slows over its first seconds of load), unprofiled and profiled runs
+    /// alternate twice, each on a model opened for it, and the figures are
+    /// over both profiled runs' repetitions.
     #[arg(long, default_value = "off")]
     pub profile: ProfileLevel,
     /// With --profile: time only these tokens (A..B, A.., ..B, each with an
@@ -198,6 +202,8 @@ struct Row {
     phase: Phase,
     /// Tokens per second over the repetitions.
     spread: Spread,
+    /// Each repetition's tokens per second.
+    rates: Vec<f64>,
     /// The same test's tokens per second unprofiled, measured just before
     /// in the same process, where the bench ran profiled.
     unprofiled: Option<Spread>,
@@ -251,10 +257,30 @@ fn measure(args: &BenchArgs, device: &Device, model: &mut Model, tokens: &[u32])
             count,
             phase,
             spread,
+            rates,
             unprofiled: None,
         });
     }
     Ok(rows)
+}
+
+/// Rounds of an unprofiled and a profiled run when `--profile` asks what
+/// profiling costs (after a warm-up pass).
+const COST_ROUNDS: usize = 2;
+
+/// [`measure`] on a model of its own at `level`, closed when it returns.
+fn measure_apart(args: &BenchArgs, level: ProfileLevel) -> Result<Vec<Row>> {
+    let (device, mut model) = open_model(args, level)?;
+    let tokens = prepare_tokens(args, &mut model)?;
+    measure(args, &device, &mut model, &tokens)
+}
+
+/// Adds each row's rates to the rates gathered for that row so far.
+fn gather(gathered: &mut Vec<Vec<f64>>, rows: &[Row]) {
+    gathered.resize(rows.len(), Vec::new());
+    for (rates, row) in gathered.iter_mut().zip(rows) {
+        rates.extend_from_slice(&row.rates);
+    }
 }
 
 /// The ceilings the rates are read against.
@@ -366,7 +392,7 @@ fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row]
             .map(|selection| format!(" --profile-tokens {selection}"))
             .unwrap_or_default();
         println!(
-            "profiling cost: 1 - rate at --profile {}{tokens} / rate unprofiled, both measured in this process, unprofiled first",
+            "profiling cost: 1 - rate at --profile {}{tokens} / rate unprofiled, measured in this process after a warm-up pass, the two alternated twice (repetitions of both runs)",
             args.profile
         );
     }
@@ -392,63 +418,6 @@ fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row]
     }
 }
 
-/// The rows as a JSON array, one object per test with everything that
-/// produced it.
-fn print_json(
-    args: &BenchArgs,
-    device: &Device,
-    model: &Model,
-    rows: &[Row],
-    ceilings: &Ceilings,
-) -> Result<()> {
-    let dtype = model.weight_format();
-    let entries: Vec<_> = rows
-        .iter()
-        .map(|row| {
-            let Row {
-                test,
-                count,
-                phase,
-                spread,
-                ..
-            } = row;
-            json!({
-                "model": model.name(),
-                "backend": device.backend(),
-                "device_name": device.name(),
-                "tp": model.ranks(),
-                "devices": model.devices().iter().map(|device| device.name().to_string()).collect::<Vec<_>>(),
-                "dtype": dtype,
-                "mode": model.execution_mode().name(),
-                "fused": model.fusion(),
-                "early_launch": device.capabilities().early_launch_in_graphs,
-                "cpu_kernels": (device.backend() == "cpu").then(kernelscope::ops::cpu_dot::describe),
-                "profiling": args.profile.name(),
-                "profile_tokens": args.profile_tokens.unwrap_or_default().to_string(),
-                "test": test,
-                "n_prompt": if *phase == Phase::Prefill { *count } else { 0 },
-                "n_gen": if *phase == Phase::Decode { *count } else { 0 },
-                "n_depth": args.depth,
-                "prefill_chunk": model.prefill_chunk(),
-                "reps": spread.count,
-                "mean_tps": spread.mean,
-                "stddev_tps": spread.stddev,
-                "unprofiled_mean_tps": row.unprofiled.as_ref().map(|unprofiled| unprofiled.mean),
-                "unprofiled_stddev_tps": row.unprofiled.as_ref().map(|unprofiled| unprofiled.stddev),
-                "profiling_cost": row.profiling_cost(),
-                "weight_bytes_per_token": ceilings.bytes_per_token,
-                "bandwidth_gbps": ceilings.measured.ceilings.read.as_ref().map(|read| read.value),
-                "bandwidth_basis": "read",
-                "roofline_tps": ceilings.roofline,
-                "peak_compute_gflops": ceilings.measured.ceilings.compute_gflops(),
-                "ceilings": crate::ceilings::to_json(&ceilings.measured),
-            })
-        })
-        .collect();
-    println!("{}", serde_json::to_string_pretty(&entries)?);
-    Ok(())
-}
-
 /// `kscope bench`: measures the ceilings, then each test, and prints them
 /// as a markdown table or JSON.
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
@@ -457,25 +426,41 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // CUPTI (at --profile dispatch) is in the way.
     let measured =
         crate::ceilings::measure(args.model.first_device(), args.bandwidth_mib, args.compute_size)?;
-    // The unprofiled figures first, on a model of their own that is gone
-    // before the profiled one opens (two would not fit a large model's GPU).
-    let unprofiled = if args.profile == ProfileLevel::Off {
-        None
-    } else {
-        let (device, mut model) = open_model(&args, ProfileLevel::Off)?;
-        let tokens = prepare_tokens(&args, &mut model)?;
-        Some(measure(&args, &device, &mut model, &tokens)?)
-    };
+    // What profiling costs is measured against unprofiled runs of the same
+    // tests, alternated with the profiled ones. A GPU slows over its first
+    // seconds under load: on an H100, llama-3.2-1b decoded 871 tok/s in a
+    // process's first run and 856 in its second, unprofiled both times and
+    // on the same model, so a baseline measured once, first, read 1.8 %
+    // fast. A discarded unprofiled pass warms the GPU; then unprofiled and
+    // profiled runs alternate, each on a model of its own that is gone
+    // before the next opens (two would not fit a large model's GPU).
+    let mut unprofiled: Vec<Vec<f64>> = Vec::new();
+    let mut profiled: Vec<Vec<f64>> = Vec::new();
+    if args.profile != ProfileLevel::Off {
+        eprintln!("bench: a warm-up pass, unprofiled and not counted");
+        measure_apart(&args, ProfileLevel::Off)?;
+        for round in 0..COST_ROUNDS {
+            gather(&mut unprofiled, &measure_apart(&args, ProfileLevel::Off)?);
+            if round + 1 < COST_ROUNDS {
+                gather(&mut profiled, &measure_apart(&args, args.profile)?);
+            }
+        }
+    }
+    // The last profiled run keeps its model, which the figures describe.
     let (device, mut model) = open_model(&args, args.profile)?;
     let tokens = prepare_tokens(&args, &mut model)?;
     let mut rows = measure(&args, &device, &mut model, &tokens)?;
-    for (row, baseline) in rows.iter_mut().zip(unprofiled.iter().flatten()) {
-        row.unprofiled = Some(baseline.spread);
+    if args.profile != ProfileLevel::Off {
+        gather(&mut profiled, &rows);
+        for ((row, profiled), unprofiled) in rows.iter_mut().zip(&profiled).zip(&unprofiled) {
+            row.spread = Spread::of(profiled).expect("at least one repetition");
+            row.unprofiled = Spread::of(unprofiled);
+        }
     }
     let ceilings = Ceilings::of(&device, &model, measured);
     match args.output {
         Output::Md => print_markdown(&args, &device, &model, &rows, &ceilings),
-        Output::Json => print_json(&args, &device, &model, &rows, &ceilings)?,
+        Output::Json => json::print_json(&args, &device, &model, &rows, &ceilings)?,
     }
     Ok(ExitCode::SUCCESS)
 }

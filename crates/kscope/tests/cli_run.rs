@@ -411,7 +411,8 @@ fn bench_reports_rates_and_the_roofline() {
             "not profiled, nothing to cost: {row}"
         );
     }
-    // Profiled, the bench runs unprofiled first and prints what profiling cost.
+    // Profiled, the bench alternates unprofiled and profiled runs (after a
+    // warm-up pass) and prints what profiling cost.
     let profiled_bench = |level: &str, extra: &[&str]| {
         let mut args = vec![
             "bench",
@@ -443,6 +444,8 @@ fn bench_reports_rates_and_the_roofline() {
         row["unprofiled_mean_tps"].as_f64().unwrap(),
     );
     let cost = row["profiling_cost"].as_f64().unwrap();
+    // Two profiled runs of -r 2, alternated with two unprofiled.
+    assert_eq!(row["reps"], 4, "{row}");
     assert!(
         unprofiled > 0.0 && (cost - (1.0 - profiled / unprofiled)).abs() < 1e-9,
         "{row}"
