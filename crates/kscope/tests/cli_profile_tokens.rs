@@ -5,16 +5,7 @@
 
 mod common;
 
-use common::kscope;
-
-fn expect_failure(args: &[&str], needles: &[&str]) {
-    let (code, stdout, stderr) = kscope(args);
-    assert_eq!(code, 2, "args {args:?}\nstdout: {stdout}\nstderr: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
-    for needle in needles {
-        assert!(stderr.contains(needle), "missing `{needle}` in: {stderr}");
-    }
-}
+use common::{expect_failure, kscope};
 
 #[test]
 fn run_times_only_the_chosen_tokens() {

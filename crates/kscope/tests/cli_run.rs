@@ -6,7 +6,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{gen_model, kscope};
+use common::{expect_failure, gen_model, kscope};
 
 /// A fresh tiny checkpoint in its own directory, removed on drop.
 struct Checkpoint(PathBuf);
@@ -38,17 +38,6 @@ impl Checkpoint {
 impl Drop for Checkpoint {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Runs `kscope run --model DIR` and expects exit 2 with one line holding every needle.
-fn expect_failure(args: &[&str], needles: &[&str]) {
-    let (code, stdout, stderr) = kscope(args);
-    assert_eq!(code, 2, "args {args:?}\nstdout: {stdout}\nstderr: {stderr}");
-    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
-    assert!(stderr.starts_with("error: "), "{stderr}");
-    for needle in needles {
-        assert!(stderr.contains(needle), "missing `{needle}` in: {stderr}");
     }
 }
 

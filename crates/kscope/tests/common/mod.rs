@@ -52,3 +52,14 @@ pub fn gen_model(preset: &str, seed: u64, directory: &Path) {
     ]);
     assert_eq!(code, 0, "{stderr}");
 }
+
+/// Runs `kscope args` and expects exit 2 with one `error: ` line holding every needle.
+pub fn expect_failure(args: &[&str], needles: &[&str]) {
+    let (code, stdout, stderr) = kscope(args);
+    assert_eq!(code, 2, "args {args:?}\nstdout: {stdout}\nstderr: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    for needle in needles {
+        assert!(stderr.contains(needle), "missing `{needle}` in: {stderr}");
+    }
+}
