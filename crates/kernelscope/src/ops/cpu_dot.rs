@@ -120,12 +120,25 @@ pub fn force_dot_path(path: DotPath) -> Result<()> {
 }
 
 /// x made ready for many dot products with rows of one weight dtype: on the
-/// AVX-512 BF16 path with bf16 weights, x split into three bf16 parts once.
+/// AVX-512 BF16 path with bf16 weights, x split into three bf16 parts once,
+/// or, where x is too long for its parts to stay in L1, widened weights
+/// against x in AVX-512 F.
 pub(crate) struct PreparedX<'a> {
     x: &'a [f32],
     parts: Option<[Vec<bf16>; 3]>,
+    /// bf16 weights on the AVX-512 BF16 path with x longer than
+    /// [`PARTS_IN_L1`]: dotted by `x86::dot_bf16_f32`.
+    widened: bool,
     path: DotPath,
 }
+
+/// The longest x whose three bf16 parts (6 bytes an element) stay in a
+/// 32 KiB L1 beside the rows' stream. Longer, x's parts were read back from
+/// L2 for every row: down_proj's (8,192 long, 48 KiB of parts) ran at 0.66
+/// to 0.71 of the fused norm mat-vecs' bandwidth in the same profile, and
+/// 0.73 to 0.79 with x in f32 (32 KiB) against widened weights, four
+/// alternations on the 2-core EPYC (docs/PERF.md).
+pub(crate) const PARTS_IN_L1: usize = 4096;
 
 impl<'a> PreparedX<'a> {
     /// `x` for rows of `W`, on the chosen path.
@@ -139,13 +152,16 @@ impl<'a> PreparedX<'a> {
         PreparedX {
             x,
             parts: None,
+            widened: false,
             path: dot_path(),
         }
     }
 
     /// `x` for rows of `W` on `path` (which must be supported).
     pub(crate) fn on<W: WeightElement>(x: &'a [f32], path: DotPath) -> PreparedX<'a> {
-        let parts = (path == DotPath::Avx512Bf16 && W::DTYPE == DType::BF16).then(|| {
+        let bf16_path = path == DotPath::Avx512Bf16 && W::DTYPE == DType::BF16;
+        let widened = bf16_path && x.len() > PARTS_IN_L1;
+        let parts = (bf16_path && !widened).then(|| {
             let mut rest = x.to_vec();
             [(); 3].map(|_| {
                 rest.iter_mut()
@@ -157,7 +173,12 @@ impl<'a> PreparedX<'a> {
                     .collect()
             })
         });
-        PreparedX { x, parts, path }
+        PreparedX {
+            x,
+            parts,
+            widened,
+            path,
+        }
     }
 
     /// `row · x`, `row` as long as x.
@@ -165,6 +186,11 @@ impl<'a> PreparedX<'a> {
     pub(crate) fn dot<W: WeightElement>(&self, row: &[W]) -> f32 {
         #[cfg(target_arch = "x86_64")]
         {
+            if self.widened {
+                // SAFETY: only on the AVX-512 BF16 path (bf16 weights),
+                // taken only where the CPU has AVX-512 F and BF16.
+                return unsafe { x86::dot_bf16_f32(bytemuck::cast_slice(row), self.x) };
+            }
             if let Some(parts) = &self.parts {
                 let row: &[bf16] = bytemuck::cast_slice(row);
                 // SAFETY: the parts exist only on the AVX-512 BF16 path,
@@ -193,6 +219,38 @@ mod x86 {
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn dot_avx2_fma<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
         crate::ops::dot_lanes::<W, true>(row, x)
+    }
+
+    /// `row · x` for a bf16 row and f32 x: each weight widened to f32 (its
+    /// bits shifted up) and multiplied into f32 sums, four chains of 16.
+    #[target_feature(enable = "avx512f")]
+    pub(super) fn dot_bf16_f32(row: &[bf16], x: &[f32]) -> f32 {
+        let length = row.len().min(x.len());
+        let mut sums = [_mm512_setzero_ps(); 4];
+        let mut start = 0;
+        while start + 64 <= length {
+            for (chain, sum) in sums.iter_mut().enumerate() {
+                let at = start + 16 * chain;
+                let weights = &row[at..at + 16];
+                let values = &x[at..at + 16];
+                // SAFETY: `weights` holds 16 bf16 (32 bytes) and `values` 16 f32 (64 bytes).
+                let (bits, values) = unsafe {
+                    (
+                        _mm256_loadu_si256(weights.as_ptr().cast()),
+                        _mm512_loadu_ps(values.as_ptr()),
+                    )
+                };
+                let widened = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(bits)));
+                *sum = _mm512_fmadd_ps(widened, values, *sum);
+            }
+            start += 64;
+        }
+        let total = _mm512_add_ps(_mm512_add_ps(sums[0], sums[1]), _mm512_add_ps(sums[2], sums[3]));
+        let mut total = _mm512_reduce_add_ps(total);
+        for (weight, value) in row[start..length].iter().zip(&x[start..length]) {
+            total = weight.to_f32().mul_add(*value, total);
+        }
+        total
     }
 
     /// `row · (parts[0] + parts[1] + parts[2])` for a bf16 row and parts of
@@ -250,7 +308,9 @@ mod x86 {
 /// What the CPU mat-vecs run on, for a profile's conditions.
 pub fn describe() -> String {
     match dot_path() {
-        DotPath::Avx512Bf16 => "AVX-512 BF16 for bf16 weights, AVX2+FMA for the others".to_string(),
+        DotPath::Avx512Bf16 => format!(
+            "AVX-512 BF16 for bf16 weights (AVX-512 F where x is longer than {PARTS_IN_L1}), AVX2+FMA for the others"
+        ),
         path => path.name().to_string(),
     }
 }
@@ -269,7 +329,23 @@ mod tests {
         let supported: Vec<DotPath> = DotPath::ALL.into_iter().filter(|path| path.supported()).collect();
         assert!(supported.contains(&DotPath::Portable));
         let mut rng = SplitMix64::new(41);
-        for length in [1, 7, 31, 32, 33, 63, 64, 65, 100, 2048, 4099] {
+        // Past PARTS_IN_L1, bf16 rows on the AVX-512 BF16 path take widened weights.
+        for length in [
+            1,
+            7,
+            31,
+            32,
+            33,
+            63,
+            64,
+            65,
+            100,
+            2048,
+            4096,
+            4099,
+            8192,
+            8192 + 37,
+        ] {
             let row: Vec<W> = rng
                 .vec_f32(length, -1.0, 1.0)
                 .into_iter()
