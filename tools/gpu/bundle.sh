@@ -44,6 +44,11 @@ for line in sys.stdin:
     except ValueError: continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and not m.get("profile", {}).get("test"):
         print(m["executable"])
+    # The injection library of kscope profile, loaded from beside kscope.
+    if m.get("reason") == "compiler-artifact" and "cdylib" in m.get("target", {}).get("kind", []):
+        for name in m.get("filenames", []):
+            if name.endswith(".so"):
+                print(name)
 ' | sort -u | while read -r exe; do cp "$exe" "$out/bin/"; done
 
 cat > "$out/run.sh" <<RUN

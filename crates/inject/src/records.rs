@@ -1,0 +1,159 @@
+//! CUPTI's activity buffers: lent to CUPTI from a pool, and, when CUPTI
+//! hands one back full of records, turned into kernelscope-trace frames
+//! and written to the process's file in one go.
+
+use std::ffi::CStr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use cudarc::cupti::{result as cupti, sys};
+use cudarc::driver::sys as driver;
+use kernelscope_trace::{Kernel, Memcpy, Memset};
+
+use crate::lock_sink;
+
+/// Bytes of one buffer: small enough that the periodic flush hands over
+/// records soon, large enough to hold a decode step's kernels.
+const BUFFER_BYTES: usize = 1 << 20;
+
+/// Buffers CUPTI gave back, lent again (allocating inside a launch would
+/// add to what is measured).
+static SPARE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// Records CUPTI said it dropped.
+static DROPPED: AtomicU32 = AtomicU32::new(0);
+
+/// Records CUPTI reported dropped so far.
+pub(crate) fn dropped() -> u32 {
+    DROPPED.load(Ordering::Relaxed)
+}
+
+/// CUPTI's clock now, in ns (the clock every record is on).
+pub(crate) fn now_ns() -> u64 {
+    let mut now = 0u64;
+    // SAFETY: one out-parameter.
+    unsafe {
+        let _ = sys::cuptiGetTimestamp(&mut now);
+    }
+    now
+}
+
+pub(crate) unsafe extern "C" fn buffer_requested(
+    buffer: *mut *mut u8,
+    size: *mut usize,
+    max_records: *mut usize,
+) {
+    let reused = SPARE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .pop();
+    // 8-byte aligned, as CUPTI requires; returned to the pool in `buffer_completed`.
+    let pointer = reused.unwrap_or_else(|| {
+        let words: Box<[u64]> = vec![0u64; BUFFER_BYTES / 8].into_boxed_slice();
+        Box::into_raw(words) as *mut u8 as usize
+    });
+    // SAFETY: CUPTI passes valid out-pointers.
+    unsafe {
+        *buffer = pointer as *mut u8;
+        *size = BUFFER_BYTES;
+        *max_records = 0;
+    }
+}
+
+pub(crate) unsafe extern "C" fn buffer_completed(
+    context: driver::CUcontext,
+    stream: u32,
+    buffer: *mut u8,
+    _size: usize,
+    valid_size: usize,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        let mut sink = lock_sink();
+        let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
+        // SAFETY: `buffer` is one of ours holding `valid_size` bytes of
+        // records CUPTI wrote; each record is read per its declared kind.
+        unsafe {
+            while cupti::activity::get_next_record(buffer, valid_size, &mut record).is_ok() {
+                let Some(writer) = sink.as_mut() else { break };
+                let written = match (*record).kind {
+                    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
+                        let kernel = &*(record as *const sys::CUpti_ActivityKernel10);
+                        let name = if kernel.name.is_null() {
+                            String::new()
+                        } else {
+                            CStr::from_ptr(kernel.name).to_string_lossy().into_owned()
+                        };
+                        writer
+                            .text(&name)
+                            .and_then(|name| writer.record(&kernel_record(kernel, name)))
+                    }
+                    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY => {
+                        let copy = &*(record as *const sys::CUpti_ActivityMemcpy6);
+                        writer.record(&Memcpy {
+                            start_ns: copy.start,
+                            end_ns: copy.end,
+                            bytes: copy.bytes,
+                            correlation: copy.correlationId,
+                            copy_kind: u32::from(copy.copyKind),
+                            device: copy.deviceId,
+                            context: copy.contextId,
+                            stream: copy.streamId,
+                            graph: copy.graphId,
+                        })
+                    }
+                    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET => {
+                        let set = &*(record as *const sys::CUpti_ActivityMemset4);
+                        writer.record(&Memset {
+                            start_ns: set.start,
+                            end_ns: set.end,
+                            bytes: set.bytes,
+                            correlation: set.correlationId,
+                            value: set.value,
+                            device: set.deviceId,
+                            context: set.contextId,
+                            stream: set.streamId,
+                            graph: set.graphId,
+                        })
+                    }
+                    _ => Ok(()),
+                };
+                if let Err(error) = written {
+                    eprintln!("kscope profile: writing records failed, recording stops: {error}");
+                    *sink = None;
+                }
+            }
+            let mut dropped = 0usize;
+            if sys::cuptiActivityGetNumDroppedRecords(context, stream, &mut dropped)
+                .result()
+                .is_ok()
+            {
+                DROPPED.fetch_add(dropped as u32, Ordering::Relaxed);
+            }
+        }
+    });
+    // Every buffer is BUFFER_BYTES long (ours); keep it for the next request.
+    SPARE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(buffer as usize);
+}
+
+/// A kernel record of CUPTI's as a trace frame, its name sent as `name`.
+fn kernel_record(kernel: &sys::CUpti_ActivityKernel10, name: u32) -> Kernel {
+    let positive = |value: i32| value.max(0) as u32;
+    Kernel {
+        start_ns: kernel.start,
+        end_ns: kernel.end,
+        graph_node: kernel.graphNodeId,
+        correlation: kernel.correlationId,
+        name,
+        device: kernel.deviceId,
+        context: kernel.contextId,
+        stream: kernel.streamId,
+        graph: kernel.graphId,
+        grid: [kernel.gridX, kernel.gridY, kernel.gridZ].map(positive),
+        block: [kernel.blockX, kernel.blockY, kernel.blockZ].map(positive),
+        registers: u32::from(kernel.registersPerThread),
+        shared_bytes: positive(kernel.staticSharedMemory) + positive(kernel.dynamicSharedMemory),
+    }
+}
