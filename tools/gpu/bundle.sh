@@ -44,12 +44,23 @@ for line in sys.stdin:
     except ValueError: continue
     if m.get("reason") == "compiler-artifact" and m.get("executable") and not m.get("profile", {}).get("test"):
         print(m["executable"])
-    # The injection library of kscope profile, loaded from beside kscope.
+' | sort -u | while read -r exe; do cp "$exe" "$out/bin/"; done
+
+# The injection library of kscope profile, which its tests look for beside kscope
+# (`--bins` above does not build a library).
+profile=()
+for a in "${args[@]}"; do [ "$a" = "--release" ] && profile=(--release); done
+cargo build "${profile[@]}" -p kernelscope-inject --lib --message-format=json 2>"$log" \
+  | python3 -c '
+import json, sys
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
     if m.get("reason") == "compiler-artifact" and "cdylib" in m.get("target", {}).get("kind", []):
         for name in m.get("filenames", []):
             if name.endswith(".so"):
                 print(name)
-' | sort -u | while read -r exe; do cp "$exe" "$out/bin/"; done
+' | while read -r library; do cp "$library" "$out/bin/"; done
 
 cat > "$out/run.sh" <<RUN
 #!/usr/bin/env bash
