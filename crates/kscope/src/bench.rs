@@ -73,7 +73,9 @@ pub struct BenchArgs {
     /// With --profile: time only these tokens (A..B, A.., ..B, each with an
     /// optional :STEP, as in `kscope run`; tokens are numbered over the
     /// warm-up and every repetition in turn). The cost printed is then what
-    /// profiling that share of the tokens costs.
+    /// profiling that share of the tokens costs: about nothing for a window,
+    /// nearly every token's cost for every n-th (each switch of CUPTI costs
+    /// about 16 timed tokens).
     #[arg(long, value_name = "TOKENS", value_parser = numbers::token_selection)]
     pub profile_tokens: Option<kernelscope::profile::TokenSelection>,
     /// Launch dispatch by dispatch instead of one graph per token (CUDA).

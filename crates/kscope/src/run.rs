@@ -64,9 +64,10 @@ pub struct RunArgs {
     /// Time only these tokens: A..B (tokens A to B-1), A.., ..B, each with
     /// an optional :STEP for every STEP-th (0..:8); token 0 is the prompt's
     /// first chunk. The others run as unprofiled, counted but not timed,
-    /// and CUPTI is off between timed tokens, so a long run costs little;
-    /// per-token times are means over the timed tokens. Needs a profiling
-    /// flag (--profile, --profile-json, --trace, --html).
+    /// and CUPTI is off between timed tokens, so a window costs little;
+    /// every n-th token does not (each switch of CUPTI costs about 16 timed
+    /// tokens). Per-token times are means over the timed tokens. Needs a
+    /// profiling flag (--profile, --profile-json, --trace, --html).
     #[arg(long, value_name = "TOKENS", value_parser = numbers::token_selection)]
     pub profile_tokens: Option<kernelscope::profile::TokenSelection>,
     /// Write the JSON profile (schema 1) to FILE.
