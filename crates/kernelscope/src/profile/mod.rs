@@ -16,6 +16,7 @@ mod compare;
 mod counters;
 mod cross_check;
 mod data;
+mod dispatch_meta;
 mod experts;
 mod fold;
 mod idle;
@@ -40,6 +41,7 @@ pub use cross_check::{
     CLOCK_DRIFT_RATE, CLOCK_RESOLUTION_NS, CrossCheck, Disagreement, clock_resolution_ns, cross_check,
 };
 pub use data::{Conditions, MAX_PROFILE_BYTES, PROFILE_SCHEMA_VERSION, Profile};
+pub(crate) use dispatch_meta::{DispatchMeta, PositionCost};
 pub use experts::{ExpertRouting, LayerRouting, routing_changes};
 pub use fold::{FOLD_TOLERANCE_FLOOR, FoldInput, Folded, fold, fold_inputs, outliers};
 pub use idle::{SubmissionIdle, idle_before_by, idle_gaps, submission_idle};
@@ -48,7 +50,6 @@ pub use op_kind::{MAX_FUSED_PARTS, MAX_UNKNOWN_KINDS, MAX_UNKNOWN_NAME_BYTES, Op
 pub use ranks::{CollectiveCost, RankRecords, RankView, Topology, collective_costs};
 pub use records::{DispatchRecord, Enqueue, Phase, SubmissionRecord, TokenRecord};
 pub use roofline::{Bound, Peak, PeakShare, Placement, Roofline, placements};
-pub(crate) use session::{DispatchMeta, PositionCost};
 pub use session::{Profiler, submission_table};
 pub use stats::{Spread, SubmissionStats};
 pub use timing::{DispatchTiming, TimingMechanism, TimingMethod};
