@@ -1,37 +1,38 @@
-//! The library `kscope profile` loads into the program it profiles: the
+//! The library `kscope profile` loads into the program it profiles. The
 //! CUDA driver, given `CUDA_INJECTION64_PATH`, loads it inside `cuInit` and
-//! calls [`InitializeInjection`]. It subscribes to CUPTI's activity records
-//! (kernels, copies, sets) and writes each buffer CUPTI hands back as
-//! kernelscope-trace frames to `$KSCOPE_TRACE_DIR/<pid>.kst`. A thread
-//! asks CUPTI for its finished buffers every [`FLUSH_PERIOD`], so a process
-//! that dies leaves all but its last period's records; at exit the rest are
-//! flushed and the end frame written.
+//! calls [`InitializeInjection`]: it subscribes to CUPTI's activity records
+//! (kernels, copies, sets) and to the API calls a profile needs
+//! (`callbacks`). The NVTX library, given `NVTX_INJECTION64_PATH`, loads it
+//! on the program's first NVTX call and calls `InitializeInjectionNvtx2`
+//! (`nvtx`), whose ranges become the profile's scopes and steps. Whichever
+//! comes first opens `$KSCOPE_TRACE_DIR/<pid>.kst` (`sink`), where
+//! everything goes as kernelscope-trace frames. A thread writes every
+//! [`FLUSH_PERIOD`], so a process that dies leaves all but its last
+//! period's records; at exit, or on a fatal signal (`exit`), the rest are
+//! written and the end frame.
 //!
 //! Nothing here may panic across the C boundary: every entry point catches
 //! unwinding, and a failure is a line on stderr naming kscope, after which
 //! the program runs on unprofiled.
 
+mod callbacks;
+mod clock;
+mod exit;
+mod nvtx;
 mod records;
+mod sink;
 
 use std::ffi::c_int;
-use std::fs::{File, OpenOptions};
-use std::sync::{Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use cudarc::cupti::{result as cupti, sys};
-use kernelscope_trace::{End, Header, Writer};
+use kernelscope_trace::Header;
 
-/// The environment variable naming the directory the records go to.
-pub const TRACE_DIR_ENV_VAR: &str = "KSCOPE_TRACE_DIR";
+pub use sink::{FLUSH_PERIOD, TRACE_DIR_ENV_VAR};
 
-/// How often finished buffers are asked for.
-pub const FLUSH_PERIOD: Duration = Duration::from_millis(100);
-
-/// The process's record file, once open.
-fn sink() -> &'static Mutex<Option<Writer<File>>> {
-    static SINK: OnceLock<Mutex<Option<Writer<File>>>> = OnceLock::new();
-    SINK.get_or_init(|| Mutex::new(None))
-}
+/// Whether CUPTI's activity records are being collected (what a flush asks for).
+static COLLECTING: AtomicBool = AtomicBool::new(false);
 
 /// Called by the CUDA driver once it has loaded the library: 1 when
 /// recording started, 0 when it could not (said on stderr).
@@ -42,14 +43,14 @@ pub extern "C" fn InitializeInjection() -> c_int {
         Ok(Ok(())) => true,
         Ok(Err(problem)) => {
             eprintln!(
-                "kscope profile: not recording this process ({}): {problem}",
+                "kscope profile: not recording this process's kernels ({}): {problem}",
                 std::process::id()
             );
             false
         }
         Err(_) => {
             eprintln!(
-                "kscope profile: not recording this process ({}): the injection library panicked",
+                "kscope profile: not recording this process's kernels ({}): the injection library panicked",
                 std::process::id()
             );
             false
@@ -58,26 +59,22 @@ pub extern "C" fn InitializeInjection() -> c_int {
     c_int::from(started)
 }
 
-/// Opens the record file, subscribes to CUPTI, starts the flusher and
-/// registers the exit handler.
+/// Opens the record file (if NVTX has not), puts CUPTI on our clock,
+/// subscribes to its records and callbacks.
 fn start() -> Result<(), String> {
-    let directory =
-        std::env::var_os(TRACE_DIR_ENV_VAR).ok_or_else(|| format!("{TRACE_DIR_ENV_VAR} is not set"))?;
+    sink::ensure_open()?;
     // SAFETY: only tries to load the library by its known names.
     if !unsafe { sys::is_culib_present() } {
         return Err("libcupti is not on the loader path".into());
     }
-    let pid = std::process::id();
-    let path = std::path::Path::new(&directory).join(format!("{pid}.kst"));
-    let file = OpenOptions::new()
-        .create_new(true)
-        .append(true)
-        .open(&path)
-        .map_err(|error| format!("{}: {error}", path.display()))?;
-    let writer = Writer::new(file, &header(pid)).map_err(|error| format!("{}: {error}", path.display()))?;
-    *lock_sink() = Some(writer);
+    // SAFETY: registers a plain `extern "C" fn() -> u64`, before any record is enabled.
+    let clock = unsafe { sys::cuptiActivityRegisterTimestampCallback(Some(clock::cupti_timestamp)) };
+    if clock != sys::CUptiResult::CUPTI_SUCCESS {
+        return Err(format!("CUPTI refused kscope's clock ({clock:?})"));
+    }
     cupti::activity::register_callbacks(Some(records::buffer_requested), Some(records::buffer_completed))
         .map_err(|error| format!("CUPTI refused its callbacks: {error}"))?;
+    callbacks::subscribe()?;
     for kind in [
         sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
         sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
@@ -86,21 +83,17 @@ fn start() -> Result<(), String> {
         cupti::activity::enable(kind)
             .map_err(|error| format!("CUPTI refused {kind:?} (another profiler attached?): {error}"))?;
     }
-    std::thread::Builder::new()
-        .name("kscope-flush".into())
-        .spawn(|| {
-            loop {
-                std::thread::sleep(FLUSH_PERIOD);
-                // Completed buffers only: no forced flush, no synchronisation.
-                let _ = cupti::activity::flush_all(0);
-            }
-        })
-        .map_err(|error| format!("starting the flusher: {error}"))?;
-    // SAFETY: registers a plain `extern "C" fn()` to run at exit.
-    if unsafe { libc::atexit(at_exit) } != 0 {
-        return Err("atexit refused the exit handler".into());
-    }
+    COLLECTING.store(true, Ordering::SeqCst);
     Ok(())
+}
+
+/// Asks CUPTI for its finished buffers (`forced`: every record, even of
+/// buffers not yet full); nothing when CUPTI is not collecting.
+pub(crate) fn cupti_flush(forced: bool) {
+    if COLLECTING.load(Ordering::SeqCst) {
+        // Without force: completed buffers only, no synchronisation.
+        let _ = cupti::activity::flush_all(u32::from(forced));
+    }
 }
 
 /// Who this process is: the header of its file.
@@ -125,25 +118,4 @@ fn header(pid: u32) -> Header {
         cupti_version: version_known.then_some(cupti_version),
         devices: Vec::new(),
     }
-}
-
-fn lock_sink() -> std::sync::MutexGuard<'static, Option<Writer<File>>> {
-    sink().lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// At exit: every record CUPTI holds, then the end frame.
-extern "C" fn at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        let _ = cupti::activity::flush_all(1);
-        if let Some(writer) = lock_sink().take() {
-            let end = End {
-                at_ns: records::now_ns(),
-                signal: 0,
-                dropped: records::dropped(),
-            };
-            if let Err(error) = writer.end(&end) {
-                eprintln!("kscope profile: writing the end of this process's records: {error}");
-            }
-        }
-    });
 }

@@ -10,8 +10,6 @@ use cudarc::cupti::{result as cupti, sys};
 use cudarc::driver::sys as driver;
 use kernelscope_trace::{Kernel, Memcpy, Memset};
 
-use crate::lock_sink;
-
 /// Bytes of one buffer: small enough that the periodic flush hands over
 /// records soon, large enough to hold a decode step's kernels.
 const BUFFER_BYTES: usize = 1 << 20;
@@ -26,16 +24,6 @@ static DROPPED: AtomicU32 = AtomicU32::new(0);
 /// Records CUPTI reported dropped so far.
 pub(crate) fn dropped() -> u32 {
     DROPPED.load(Ordering::Relaxed)
-}
-
-/// CUPTI's clock now, in ns (the clock every record is on).
-pub(crate) fn now_ns() -> u64 {
-    let mut now = 0u64;
-    // SAFETY: one out-parameter.
-    unsafe {
-        let _ = sys::cuptiGetTimestamp(&mut now);
-    }
-    now
 }
 
 pub(crate) unsafe extern "C" fn buffer_requested(
@@ -68,7 +56,7 @@ pub(crate) unsafe extern "C" fn buffer_completed(
     valid_size: usize,
 ) {
     let _ = std::panic::catch_unwind(|| {
-        let mut sink = lock_sink();
+        let mut sink = crate::sink::sink();
         let mut record: *mut sys::CUpti_Activity = std::ptr::null_mut();
         // SAFETY: `buffer` is one of ours holding `valid_size` bytes of
         // records CUPTI wrote; each record is read per its declared kind.

@@ -28,8 +28,8 @@ mod write;
 pub use error::TraceError;
 pub use read::{Ending, Frame, Trace, read};
 pub use records::{
-    ApiCall, End, EndReason, ExternalCorrelation, Header, Kernel, Kind, Memcpy, Memset, NvtxRange, PmSample,
-    Record, Sync,
+    ApiCall, ApiWhat, Device, End, EndReason, ExternalCorrelation, Header, Kernel, Kind, Memcpy, Memset,
+    NvtxRange, PmSample, Record, Sync,
 };
 pub use write::{TextId, Writer};
 

@@ -6,8 +6,8 @@
 use std::collections::HashMap;
 
 use crate::records::{
-    ApiCall, End, ExternalCorrelation, Header, Kernel, Kind, Memcpy, Memset, NvtxRange, PmSample, Record,
-    Sync,
+    ApiCall, Device, End, ExternalCorrelation, Header, Kernel, Kind, Memcpy, Memset, NvtxRange, PmSample,
+    Record, Sync,
 };
 use crate::write::TextId;
 use crate::{FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES};
@@ -31,6 +31,8 @@ pub enum Frame {
     NvtxRange(NvtxRange),
     /// [`PmSample`].
     PmSample(PmSample),
+    /// [`Device`].
+    Device(Device),
 }
 
 /// How a file ended.
@@ -169,6 +171,7 @@ fn take(
             record::<NvtxRange>(version, payload)?.map(Frame::NvtxRange),
         ),
         Kind::PmSample => push(trace, record::<PmSample>(version, payload)?.map(Frame::PmSample)),
+        Kind::Device => push(trace, record::<Device>(version, payload)?.map(Frame::Device)),
     }
     Ok(None)
 }

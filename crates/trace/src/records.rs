@@ -35,6 +35,8 @@ pub enum Kind {
     PmSample = 10,
     /// [`End`]: the last frame of a process that exited normally.
     End = 11,
+    /// [`Device`].
+    Device = 12,
 }
 
 impl Kind {
@@ -52,6 +54,7 @@ impl Kind {
             9 => Kind::NvtxRange,
             10 => Kind::PmSample,
             11 => Kind::End,
+            12 => Kind::Device,
             _ => return None,
         })
     }
@@ -70,6 +73,7 @@ impl Kind {
             Kind::NvtxRange => "nvtx range",
             Kind::PmSample => "pm sample",
             Kind::End => "end",
+            Kind::Device => "device",
         }
     }
 }
@@ -218,8 +222,37 @@ impl Record for Sync {
     const KIND: Kind = Kind::Sync;
 }
 
+/// What an [`ApiCall`] did, as far as a profile cares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ApiWhat {
+    /// Launched one kernel.
+    Launch = 1,
+    /// Launched a CUDA graph (every node's record shares its correlation).
+    GraphLaunch = 2,
+    /// Waited on the host for the device (a stream, an event, the context).
+    Sync = 3,
+    /// Copied or set memory.
+    Memory = 4,
+}
+
+impl ApiWhat {
+    /// The kind written as `code`, if it is one this reader knows.
+    pub fn from_code(code: u32) -> Option<ApiWhat> {
+        Some(match code {
+            1 => ApiWhat::Launch,
+            2 => ApiWhat::GraphLaunch,
+            3 => ApiWhat::Sync,
+            4 => ApiWhat::Memory,
+            _ => return None,
+        })
+    }
+}
+
 /// A runtime or driver API call the profile needs (a launch, a graph
-/// launch, a synchronisation), by its CUPTI callback id.
+/// launch, a synchronisation, a copy), by its CUPTI callback id, with the
+/// NVTX range open on its thread when it was made: what puts a kernel,
+/// which runs later, under the range that launched it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
 pub struct ApiCall {
@@ -229,14 +262,23 @@ pub struct ApiCall {
     pub end_ns: u64,
     /// The host thread.
     pub thread: u64,
-    /// CUPTI's correlation id (joins it to the API call that made it).
+    /// The innermost NVTX push/pop range open on the thread ([`NvtxRange::id`]; 0: none).
+    pub range: u64,
+    /// CUPTI's correlation id (the kernels, copies and sets it made carry it).
     pub correlation: u32,
     /// CUPTI's callback id of the call.
     pub callback: u32,
     /// 0: the runtime API, 1: the driver API.
     pub domain: u32,
-    /// Zero: pads the record to whole words.
-    pub padding: u32,
+    /// What it did ([`ApiWhat`] as a number).
+    pub what: u32,
+}
+
+impl ApiCall {
+    /// What it did, when the writer said something this reader knows.
+    pub fn what(&self) -> Option<ApiWhat> {
+        ApiWhat::from_code(self.what)
+    }
 }
 
 impl Record for ApiCall {
@@ -260,7 +302,8 @@ impl Record for ExternalCorrelation {
     const KIND: Kind = Kind::ExternalCorrelation;
 }
 
-/// A closed NVTX push/pop range on one thread.
+/// A closed NVTX range: a push/pop pair on one thread, or a start/end
+/// pair (which may end on another thread; its `depth` and `parent` are 0).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
 pub struct NvtxRange {
@@ -268,10 +311,12 @@ pub struct NvtxRange {
     pub start_ns: u64,
     /// End, ns on CUPTI's clock.
     pub end_ns: u64,
-    /// The host thread.
+    /// The host thread it was opened on.
     pub thread: u64,
-    /// The id the range's calls were correlated under ([`ExternalCorrelation::external`]).
+    /// Its id, unique in the process (never 0): [`ApiCall::range`] names it.
     pub id: u64,
+    /// The range it was pushed inside (0: none).
+    pub parent: u64,
     /// Its NVTX domain's name (0: the default domain).
     pub domain: u32,
     /// Its message.
@@ -306,6 +351,30 @@ pub struct PmSample {
 
 impl Record for PmSample {
     const KIND: Kind = Kind::PmSample;
+}
+
+/// A device the process made a context on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct Device {
+    /// Its memory, bytes.
+    pub memory_bytes: u64,
+    /// The ordinal the process saw it as (what [`Kernel::device`] says).
+    pub ordinal: u32,
+    /// Its name (`NVIDIA H100 80GB HBM3`).
+    pub name: u32,
+    /// Compute capability, major.
+    pub major: u32,
+    /// Compute capability, minor.
+    pub minor: u32,
+    /// Streaming multiprocessors.
+    pub multiprocessors: u32,
+    /// Zero: pads the record to whole words.
+    pub padding: u32,
+}
+
+impl Record for Device {
+    const KIND: Kind = Kind::Device;
 }
 
 /// How a process ended, as its last frame says.

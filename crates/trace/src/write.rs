@@ -57,6 +57,11 @@ impl<W: Write> Writer<W> {
         Ok(self.sink)
     }
 
+    /// The sink, without an end frame: what a process that died leaves.
+    pub fn into_sink(self) -> W {
+        self.sink
+    }
+
     fn frame(&mut self, kind: Kind, version: u16, payload: &[u8]) -> Result<(), TraceError> {
         if payload.len() > MAX_PAYLOAD_BYTES {
             return Err(TraceError::TooLong {

@@ -4,8 +4,8 @@
 //! the reader does not know are skipped.
 
 use kernelscope_trace::{
-    ApiCall, End, EndReason, Ending, ExternalCorrelation, Frame, Header, Kernel, Memcpy, Memset, NvtxRange,
-    PmSample, Sync, TraceError, Writer, read,
+    ApiCall, Device, End, EndReason, Ending, ExternalCorrelation, Frame, Header, Kernel, Memcpy, Memset,
+    NvtxRange, PmSample, Sync, TraceError, Writer, read,
 };
 use proptest::prelude::*;
 
@@ -92,10 +92,11 @@ fn records(seed: u64, name: u32, message: u32) -> Vec<Frame> {
             start_ns: random.next(),
             end_ns: random.next(),
             thread: random.next(),
+            range: random.next(),
             correlation: random.word(),
             callback: random.word(),
             domain: 1,
-            padding: 0,
+            what: 1 + random.word() % 4,
         }),
         Frame::ExternalCorrelation(ExternalCorrelation {
             external: random.next(),
@@ -107,6 +108,7 @@ fn records(seed: u64, name: u32, message: u32) -> Vec<Frame> {
             end_ns: random.next(),
             thread: random.next(),
             id: random.next(),
+            parent: random.next(),
             domain: 0,
             message,
             depth: random.word() % 4,
@@ -118,6 +120,15 @@ fn records(seed: u64, name: u32, message: u32) -> Vec<Frame> {
             dram_read_bytes: random.next(),
             dram_write_bytes: random.next(),
             device: 0,
+            padding: 0,
+        }),
+        Frame::Device(Device {
+            memory_bytes: random.next(),
+            ordinal: random.word() % 8,
+            name: message,
+            major: 9,
+            minor: random.word() % 10,
+            multiprocessors: 1 + random.word() % 200,
             padding: 0,
         }),
     ]
@@ -146,6 +157,7 @@ fn file(seed: u64, copies: usize, ended: bool) -> (Vec<u8>, Vec<Frame>) {
                 Frame::ExternalCorrelation(record) => writer.record(record),
                 Frame::NvtxRange(record) => writer.record(record),
                 Frame::PmSample(record) => writer.record(record),
+                Frame::Device(record) => writer.record(record),
             }
             .unwrap();
             written.push(frame);

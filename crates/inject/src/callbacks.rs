@@ -1,0 +1,222 @@
+//! CUPTI's API callbacks, for the calls a profile needs and only those:
+//! launches (which NVTX range they were made in: the kernel runs later,
+//! outside it), graph launches (a step of a program that replays graphs),
+//! host synchronisations (the steps of a program that has neither), and
+//! copies and sets. Each call becomes one queued [`ApiCall`]; a context's
+//! creation gives its device's name and shape.
+
+use std::collections::HashSet;
+use std::ffi::{CStr, c_void};
+use std::sync::Mutex;
+
+use cudarc::cupti::sys;
+use cudarc::driver::sys as driver;
+use kernelscope_trace::{ApiCall, ApiWhat, Device};
+
+/// `CUpti_CallbackDomain` values.
+const RUNTIME_DOMAIN: u32 = 2;
+const DRIVER_DOMAIN: u32 = 1;
+
+/// Callback ids (stable across CUDA versions: ids are only ever appended).
+const RUNTIME_CALLS: &[(u32, ApiWhat)] = &[
+    (211, ApiWhat::Launch),      // cudaLaunchKernel_v7000
+    (214, ApiWhat::Launch),      // cudaLaunchKernel_ptsz_v7000
+    (430, ApiWhat::Launch),      // cudaLaunchKernelExC_v11060
+    (431, ApiWhat::Launch),      // cudaLaunchKernelExC_ptsz_v11060
+    (269, ApiWhat::Launch),      // cudaLaunchCooperativeKernel_v9000
+    (270, ApiWhat::Launch),      // cudaLaunchCooperativeKernel_ptsz_v9000
+    (311, ApiWhat::GraphLaunch), // cudaGraphLaunch_v10000
+    (312, ApiWhat::GraphLaunch), // cudaGraphLaunch_ptsz_v10000
+    (165, ApiWhat::Sync),        // cudaDeviceSynchronize_v3020
+    (126, ApiWhat::Sync),        // cudaThreadSynchronize_v3020
+    (131, ApiWhat::Sync),        // cudaStreamSynchronize_v3020
+    (239, ApiWhat::Sync),        // cudaStreamSynchronize_ptsz_v7000
+    (137, ApiWhat::Sync),        // cudaEventSynchronize_v3020
+    (31, ApiWhat::Sync),         // cudaMemcpy_v3020: waits for the copy
+    (41, ApiWhat::Memory),       // cudaMemcpyAsync_v3020
+    (44, ApiWhat::Memory),       // cudaMemcpy2DAsync_v3020
+    (225, ApiWhat::Memory),      // cudaMemcpyAsync_ptsz_v7000
+    (49, ApiWhat::Memory),       // cudaMemset_v3020
+    (51, ApiWhat::Memory),       // cudaMemsetAsync_v3020
+    (235, ApiWhat::Memory),      // cudaMemsetAsync_ptsz_v7000
+];
+
+const DRIVER_CALLS: &[(u32, ApiWhat)] = &[
+    (307, ApiWhat::Launch),      // cuLaunchKernel
+    (442, ApiWhat::Launch),      // cuLaunchKernel_ptsz
+    (652, ApiWhat::Launch),      // cuLaunchKernelEx
+    (653, ApiWhat::Launch),      // cuLaunchKernelEx_ptsz
+    (477, ApiWhat::Launch),      // cuLaunchCooperativeKernel
+    (478, ApiWhat::Launch),      // cuLaunchCooperativeKernel_ptsz
+    (514, ApiWhat::GraphLaunch), // cuGraphLaunch
+    (515, ApiWhat::GraphLaunch), // cuGraphLaunch_ptsz
+    (17, ApiWhat::Sync),         // cuCtxSynchronize
+    (800, ApiWhat::Sync),        // cuCtxSynchronize_v2
+    (126, ApiWhat::Sync),        // cuStreamSynchronize
+    (440, ApiWhat::Sync),        // cuStreamSynchronize_ptsz
+    (121, ApiWhat::Sync),        // cuEventSynchronize
+    (276, ApiWhat::Sync),        // cuMemcpyHtoD_v2
+    (278, ApiWhat::Sync),        // cuMemcpyDtoH_v2
+    (277, ApiWhat::Memory),      // cuMemcpyHtoDAsync_v2
+    (279, ApiWhat::Memory),      // cuMemcpyDtoHAsync_v2
+    (281, ApiWhat::Memory),      // cuMemcpyDtoDAsync_v2
+    (306, ApiWhat::Memory),      // cuMemcpyAsync
+    (216, ApiWhat::Memory),      // cuMemsetD8Async
+    (220, ApiWhat::Memory),      // cuMemsetD32Async
+];
+
+/// The resource callback for a context's creation.
+const CONTEXT_CREATED: u32 = 1;
+
+/// Subscribes to CUPTI's callbacks and enables the calls above (a call of a
+/// newer CUDA than this list knows is simply not seen).
+pub(crate) fn subscribe() -> Result<(), String> {
+    let mut subscriber: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
+    // SAFETY: one out-parameter; the callback is an `extern "C"` function of CUPTI's shape.
+    let subscribed = unsafe { sys::cuptiSubscribe(&mut subscriber, Some(on_callback), std::ptr::null_mut()) };
+    if subscribed != sys::CUptiResult::CUPTI_SUCCESS {
+        return Err(format!(
+            "CUPTI refused a subscriber ({subscribed:?}): another profiler (Nsight, torch.profiler) holds it"
+        ));
+    }
+    for (domain, calls) in [(RUNTIME_DOMAIN, RUNTIME_CALLS), (DRIVER_DOMAIN, DRIVER_CALLS)] {
+        for &(callback, _) in calls {
+            // SAFETY: `subscriber` is live; an id this CUDA lacks is refused, not UB.
+            unsafe {
+                let _ = sys::cuptiEnableCallback(1, subscriber, domain_of(domain), callback);
+            }
+        }
+    }
+    // SAFETY: as above.
+    let resource = unsafe {
+        sys::cuptiEnableCallback(
+            1,
+            subscriber,
+            sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE,
+            CONTEXT_CREATED,
+        )
+    };
+    if resource != sys::CUptiResult::CUPTI_SUCCESS {
+        return Err(format!("CUPTI refused the context callback ({resource:?})"));
+    }
+    Ok(())
+}
+
+fn domain_of(domain: u32) -> sys::CUpti_CallbackDomain {
+    if domain == RUNTIME_DOMAIN {
+        sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API
+    } else {
+        sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API
+    }
+}
+
+/// What the call `callback` of `domain` does, when it is one of ours.
+fn what_of(domain: u32, callback: u32) -> Option<ApiWhat> {
+    let calls = match domain {
+        RUNTIME_DOMAIN => RUNTIME_CALLS,
+        DRIVER_DOMAIN => DRIVER_CALLS,
+        _ => return None,
+    };
+    calls
+        .iter()
+        .find(|&&(id, _)| id == callback)
+        .map(|&(_, what)| what)
+}
+
+unsafe extern "C" fn on_callback(
+    _userdata: *mut c_void,
+    domain: sys::CUpti_CallbackDomain,
+    callback: sys::CUpti_CallbackId,
+    data: *const c_void,
+) {
+    let _ = std::panic::catch_unwind(|| {
+        let domain = domain as u32;
+        if domain == sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RESOURCE as u32 {
+            if callback == CONTEXT_CREATED {
+                // SAFETY: for the resource domain CUPTI passes a `CUpti_ResourceData`.
+                let context = unsafe { (*(data as *const sys::CUpti_ResourceData)).context };
+                record_device(context);
+            }
+            return;
+        }
+        let Some(what) = what_of(domain, callback) else {
+            return;
+        };
+        // SAFETY: for the API domains CUPTI passes a `CUpti_CallbackData`,
+        // whose `correlationData` is a slot kept from enter to exit of one call.
+        let data = unsafe { &*(data as *const sys::CUpti_CallbackData) };
+        let now = crate::clock::now_ns();
+        if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+            if !data.correlationData.is_null() {
+                // SAFETY: see above.
+                unsafe { *data.correlationData = now };
+            }
+            return;
+        }
+        let start = if data.correlationData.is_null() {
+            now
+        } else {
+            // SAFETY: see above; written at enter.
+            unsafe { *data.correlationData }
+        };
+        crate::sink::push_call(ApiCall {
+            start_ns: start,
+            end_ns: now,
+            thread: crate::clock::thread_id(),
+            range: crate::nvtx::current_range(),
+            correlation: data.correlationId,
+            callback,
+            domain: u32::from(domain == DRIVER_DOMAIN),
+            what: what as u32,
+        });
+    });
+}
+
+/// Devices already described.
+static DESCRIBED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
+
+/// Queues the name and shape of `context`'s device, once per device.
+fn record_device(context: driver::CUcontext) {
+    let mut ordinal = 0u32;
+    // SAFETY: `context` is the one CUPTI just reported created; one out-parameter.
+    if unsafe { sys::cuptiGetDeviceId(context, &mut ordinal) } != sys::CUptiResult::CUPTI_SUCCESS {
+        return;
+    }
+    let mut described = DESCRIBED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !described.get_or_insert_with(HashSet::new).insert(ordinal) {
+        return;
+    }
+    drop(described);
+    let mut device: driver::CUdevice = 0;
+    let mut name = [0 as std::ffi::c_char; 256];
+    let mut memory = 0usize;
+    let attribute = |attribute: driver::CUdevice_attribute, device: driver::CUdevice| {
+        let mut value = 0;
+        // SAFETY: one out-parameter for a device the driver gave us.
+        unsafe { driver::cuDeviceGetAttribute(&mut value, attribute, device) };
+        value.max(0) as u32
+    };
+    // SAFETY: the driver is loaded and initialised (a context exists);
+    // `name` holds 256 bytes and is NUL-terminated by the driver.
+    let name = unsafe {
+        if driver::cuDeviceGet(&mut device, ordinal as i32) != driver::CUresult::CUDA_SUCCESS {
+            return;
+        }
+        driver::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device);
+        driver::cuDeviceTotalMem_v2(&mut memory, device);
+        CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned()
+    };
+    use driver::CUdevice_attribute as Attribute;
+    crate::sink::push_device(
+        Device {
+            memory_bytes: memory as u64,
+            ordinal,
+            name: 0,
+            major: attribute(Attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+            minor: attribute(Attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+            multiprocessors: attribute(Attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+            padding: 0,
+        },
+        &name,
+    );
+}

@@ -1,0 +1,128 @@
+//! How a process's records end. At a normal exit the atexit handler
+//! flushes CUPTI, writes what is queued and the end frame. On a fatal
+//! signal (a crash, a kill the program does not handle) the handler does
+//! the same, best effort, then lets the signal do what it would have done:
+//! the program's own handler runs as before, and a signal left at its
+//! default still kills the process, so its exit status is unchanged.
+//!
+//! Flushing inside a signal handler is not async-signal-safe (a crashed
+//! thread may hold CUPTI's locks or ours): locks are only tried, never
+//! waited on, and `alarm` bounds the whole attempt to [`SIGNAL_FLUSH_SECONDS`],
+//! after which SIGALRM ends the process without the last period's records.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use kernelscope_trace::End;
+
+/// Longest a signal handler may spend saving records.
+pub const SIGNAL_FLUSH_SECONDS: u32 = 2;
+
+/// Signals whose default ends the process and that a handler can catch.
+const FATAL_SIGNALS: [libc::c_int; 7] = [
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGABRT,
+    libc::SIGFPE,
+    libc::SIGILL,
+    libc::SIGTERM,
+    libc::SIGINT,
+];
+
+/// The disposition each signal had before ours, indexed like [`FATAL_SIGNALS`].
+static mut PREVIOUS: [Option<libc::sigaction>; 7] = [None; 7];
+
+/// Set once the end frame is written (or being written).
+static ENDED: AtomicBool = AtomicBool::new(false);
+
+/// Registers the exit handler and the signal handlers.
+pub(crate) fn install() -> Result<(), String> {
+    // SAFETY: registers a plain `extern "C" fn()` to run at exit.
+    if unsafe { libc::atexit(at_exit) } != 0 {
+        return Err("atexit refused the exit handler".into());
+    }
+    for (position, &signal) in FATAL_SIGNALS.iter().enumerate() {
+        // SAFETY: `action` is fully initialised before use; the handler is an
+        // `extern "C"` function of the SA_SIGINFO shape; PREVIOUS is written
+        // here, once per signal, before the handler can run for that signal.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut action.sa_mask);
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, &action, &mut previous) == 0 {
+                (*std::ptr::addr_of_mut!(PREVIOUS))[position] = Some(previous);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes everything and the end frame, once; `signal` 0 for an exit.
+fn finish(signal: u32, from_signal: bool) {
+    if ENDED.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    crate::cupti_flush(true);
+    crate::sink::write_queued_now(from_signal);
+    let sink = if from_signal {
+        crate::sink::try_sink()
+    } else {
+        Some(crate::sink::sink())
+    };
+    if let Some(mut sink) = sink
+        && let Some(writer) = sink.take()
+    {
+        let end = End {
+            at_ns: crate::clock::now_ns(),
+            signal,
+            dropped: crate::records::dropped(),
+        };
+        if let Err(error) = writer.end(&end) {
+            eprintln!("kscope profile: writing the end of this process's records: {error}");
+        }
+    }
+}
+
+extern "C" fn at_exit() {
+    let _ = std::panic::catch_unwind(|| finish(0, false));
+}
+
+extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
+    let position = FATAL_SIGNALS.iter().position(|&fatal| fatal == signal);
+    // SAFETY: PREVIOUS was written before this handler was installed.
+    let previous = position.and_then(|position| unsafe { (*std::ptr::addr_of!(PREVIOUS))[position] });
+    let handler = previous.map_or(libc::SIG_DFL, |previous| previous.sa_sigaction);
+    if handler == libc::SIG_IGN {
+        return;
+    }
+    if handler == libc::SIG_DFL {
+        // The signal will end the process: save what there is, end the file.
+        // SAFETY: alarm has no preconditions.
+        unsafe { libc::alarm(SIGNAL_FLUSH_SECONDS) };
+        let _ = std::panic::catch_unwind(|| finish(signal as u32, true));
+        // SAFETY: restores the default and raises the signal again, so the
+        // process ends as the signal would have ended it.
+        unsafe {
+            libc::signal(signal, libc::SIG_DFL);
+            libc::raise(signal);
+        }
+        return;
+    }
+    // The program handles it (Python turns SIGINT into KeyboardInterrupt)
+    // and may go on: save what is queued, no end frame, and hand over.
+    let _ = std::panic::catch_unwind(|| crate::sink::write_queued_now(true));
+    let flags = previous.map_or(0, |previous| previous.sa_flags);
+    // SAFETY: `handler` is the program's own handler for this signal, called
+    // with the arguments of the shape its flags declare.
+    unsafe {
+        if flags & libc::SA_SIGINFO != 0 {
+            let call: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                std::mem::transmute(handler);
+            call(signal, info, context);
+        } else {
+            let call: extern "C" fn(libc::c_int) = std::mem::transmute(handler);
+            call(signal);
+        }
+    }
+}
