@@ -189,6 +189,13 @@ pub enum Error {
         problem: String,
     },
 
+    /// `kscope profile` could not make a profile of the program's records.
+    #[error("no profile of the program: {problem}")]
+    ProgramProfile {
+        /// Why not.
+        problem: String,
+    },
+
     /// Two profiles were taken under different conditions; comparing them
     /// anyway is [`Remedy::Force`].
     #[error("profiles were taken under different conditions ({differences}){}", Suffix(&[Remedy::Force]))]

@@ -121,7 +121,14 @@ pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Re
     if base.dispatches.is_empty() || new.dispatches.is_empty() {
         notes.push("per-op and per-layer timings not compared: a profile has no dispatch times".into());
     } else {
-        for (section, key) in [("op", KeyKind::Op), ("layer", KeyKind::Layer)] {
+        // A program profiled from outside has kernels of its own names:
+        // they are compared one by one, and its NVTX scopes as layers.
+        let foreign = base.conditions.program.is_some() || new.conditions.program.is_some();
+        let mut keys = vec![("op", KeyKind::Op), ("layer", KeyKind::Layer)];
+        if foreign {
+            keys.push(("kernel", KeyKind::Kernel));
+        }
+        for (section, key) in keys {
             let totals = |profile: &Profile, tokens: &[u32]| {
                 per_repetition_totals(&profile.dispatches, tokens, |record| key.of(record))
             };
@@ -188,6 +195,7 @@ fn peak_changes(base: &super::Conditions, new: &super::Conditions) -> Vec<String
 enum KeyKind {
     Op,
     Layer,
+    Kernel,
 }
 
 impl KeyKind {
@@ -195,6 +203,7 @@ impl KeyKind {
         match self {
             KeyKind::Op => record.op_kind.name().to_string(),
             KeyKind::Layer => layer_of(&record.scope),
+            KeyKind::Kernel => record.kernel.to_string(),
         }
     }
 }

@@ -81,6 +81,11 @@ pub struct Conditions {
     /// the others carry counters only. Absent when every token was timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profiled_tokens: Option<super::TokenSelection>,
+    /// The program profiled from outside (`kscope profile -- CMD`): its
+    /// command line, how its steps were found, how it ended. Absent for
+    /// kscope's own runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub program: Option<super::Program>,
 }
 
 impl Conditions {
@@ -125,6 +130,12 @@ impl Conditions {
                 .map_or_else(|| "one device".to_string(), super::Topology::describe)
         };
         check("topology", &topology(&self.topology), &topology(&other.topology));
+        let program = |program: &Option<super::Program>| {
+            program
+                .as_ref()
+                .map_or_else(|| "kscope's engine".to_string(), super::Program::name)
+        };
+        check("program", &program(&self.program), &program(&other.program));
         // The peaks are not compared: they are measured on the machine at
         // the start of each run, not chosen by the code under test, and
         // vary by a few percent between runs of the same device (the

@@ -22,6 +22,10 @@ pub enum TimingMechanism {
     CudaEvents,
     /// CUPTI's kernel activity records.
     Cupti,
+    /// CUPTI's records taken inside another program by kscope's injection
+    /// library (`kscope profile -- CMD`): kernels as the program launched
+    /// them, steps found from its NVTX ranges, graph launches or syncs.
+    CuptiInjected,
 }
 
 impl TimingMechanism {
@@ -32,7 +36,7 @@ impl TimingMechanism {
     /// longer while the host is still launching.
     pub fn current_revision(self) -> u32 {
         match self {
-            TimingMechanism::HostClock | TimingMechanism::CudaEvents => 1,
+            TimingMechanism::HostClock | TimingMechanism::CudaEvents | TimingMechanism::CuptiInjected => 1,
             TimingMechanism::Cupti => 2,
         }
     }
@@ -84,6 +88,9 @@ impl TimingMethod {
             }
             (TimingMechanism::Cupti, 2) => CUPTI_REVISION_2_TEXT.to_string(),
             (TimingMechanism::Cupti, revision) => format!("cupti activity records (revision {revision})"),
+            (TimingMechanism::CuptiInjected, _) => {
+                "cupti activity records, injected into the program (kscope profile)".to_string()
+            }
         };
         match &self.note {
             Some(note) => format!("{base} ({note})"),

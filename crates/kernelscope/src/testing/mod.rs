@@ -170,6 +170,7 @@ fn empty_synthetic_profile() -> crate::profile::Profile {
             early_launch: false,
             cpu_kernels: None,
             profiled_tokens: None,
+            program: None,
         },
         counters: CounterSnapshot::default(),
         tokens: Vec::new(),
@@ -287,3 +288,5 @@ pub fn inc_one_registry() -> crate::KernelRegistry {
     );
     registry
 }
+
+pub mod program_records;

@@ -1,0 +1,249 @@
+//! Profiles of programs kernelscope did not run (`kscope profile -- CMD`):
+//! the record files kscope's injection library wrote inside each process
+//! of the program (kernelscope-trace frames: kernels, copies, sets, API
+//! calls, NVTX ranges, devices) made into the same [`Profile`] kscope's
+//! engine writes, so the report, the HTML page, the trace and `compare`
+//! read it unchanged.
+//!
+//! - A dispatch is a kernel, copy or set the device ran; its scope is the
+//!   NVTX ranges its launch was made inside, innermost last
+//!   (`forward/layers.3/aten::mm`), below the step's own range.
+//! - A step (the report's token) is found as [`StepRule`] says.
+//! - A submission is one graph launch, or a step's eager work on one stream.
+//! - Each process with device work is a rank, ordered by `RANK` where the
+//!   launcher set it, else by when it started; all share one clock
+//!   (CLOCK_MONOTONIC of one host), so none is shifted.
+//! - Foreign kernels declare no bytes or flops: they are placed on no
+//!   roofline. Device-to-device copies and sets carry the bytes CUPTI
+//!   reports them moving.
+
+mod names;
+mod process;
+mod records;
+mod steps;
+
+use std::path::PathBuf;
+
+use kernelscope_trace::Trace;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Conditions, CounterSnapshot, DispatchRecord, DispatchTiming, Profile, ProfileLevel, SubmissionRecord,
+    TimingMechanism, TimingMethod, TokenRecord, Topology,
+};
+use crate::error::{Error, Result};
+pub use steps::StepRule;
+
+/// One process's record file, read.
+pub struct ProcessTrace {
+    /// The file.
+    pub path: PathBuf,
+    /// What it held.
+    pub trace: Trace,
+}
+
+/// The program a profile was taken of, in its conditions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    /// The command line `kscope profile` ran.
+    pub command: Vec<String>,
+    /// How its steps were found (rank 0's rule).
+    pub steps: String,
+    /// Its processes that ran device work (the profile's ranks).
+    pub processes: usize,
+    /// How it ended (`exit 0`, `killed by signal 9`).
+    pub ended: String,
+}
+
+impl Program {
+    /// What the program is, for telling two apart: its executable's file
+    /// name, and for an interpreter or launcher (`python`, `torchrun`) the
+    /// script's.
+    pub fn name(&self) -> String {
+        let file_name = |text: &str| text.rsplit('/').next().unwrap_or(text).to_string();
+        let Some(first) = self.command.first() else {
+            return String::new();
+        };
+        let executable = file_name(first);
+        let launcher = [
+            "python",
+            "torchrun",
+            "accelerate",
+            "deepspeed",
+            "uv",
+            "bash",
+            "sh",
+        ]
+        .iter()
+        .any(|launcher| executable.starts_with(launcher));
+        match self.command[1..]
+            .iter()
+            .find(|argument| !argument.starts_with('-'))
+        {
+            Some(script) if launcher => format!("{executable} {}", file_name(script)),
+            _ => executable,
+        }
+    }
+}
+
+/// The profile of a program from its processes' record files; `step`
+/// names the NVTX ranges that are its steps, if the user gave one.
+pub fn profile_of_program(
+    processes: &[ProcessTrace],
+    step: Option<&str>,
+    command: Vec<String>,
+    ended: String,
+    tool: &str,
+) -> Result<Profile> {
+    let no_profile = |problem: String| Error::ProgramProfile { problem };
+    if processes.is_empty() {
+        return Err(no_profile(
+            "no process of the program loaded CUDA, so nothing was recorded (is it a CUDA program, and does it find libcuda?)".into(),
+        ));
+    }
+    let mut warnings = Vec::new();
+    let mut built: Vec<Built> = processes
+        .iter()
+        .filter_map(|process| process::build(process, step, &mut warnings))
+        .collect();
+    if built.is_empty() {
+        return Err(no_profile(format!(
+            "the program ran no kernel, copy or set on a device ({} process{} recorded)",
+            processes.len(),
+            if processes.len() == 1 { "" } else { "es" }
+        )));
+    }
+    built.sort_by_key(|process| (process.rank.unwrap_or(u32::MAX), process.first_ns));
+    let epoch = built.iter().map(|process| process.first_ns).min().unwrap_or(0);
+    for process in &mut built {
+        process.shift(epoch);
+    }
+    let mode = if built.iter().any(|process| process.graphs) {
+        "graph"
+    } else {
+        "eager"
+    };
+    let rule = built[0].rule.describe();
+    if built.iter().any(|process| process.rule.describe() != rule) {
+        warnings
+            .push("the program's processes were cut into steps by different rules; rank 0's is named".into());
+    }
+    let devices: Vec<String> = built.iter().map(|process| process.device.clone()).collect();
+    let timing = TimingMethod::current(TimingMechanism::CuptiInjected);
+    let conditions = Conditions {
+        device: devices[0].clone(),
+        backend: "cuda".into(),
+        driver: None,
+        mode: mode.into(),
+        profiling: ProfileLevel::Dispatch,
+        submission_timing: timing.clone(),
+        dispatch_timing: DispatchTiming::Supported { method: timing },
+        model: None,
+        weight_format: None,
+        model_shape: None,
+        ceilings: Default::default(),
+        topology: None,
+        early_launch: false,
+        cpu_kernels: None,
+        profiled_tokens: None,
+        program: Some(Program {
+            command,
+            steps: rule,
+            processes: built.len(),
+            ended,
+        }),
+    };
+    let mut ranks = built.into_iter().map(Built::into_profile_parts);
+    let (counters, tokens, submissions, dispatches) = ranks.next().expect("one at least");
+    let others: Vec<(Profile, i128)> = ranks
+        .zip(devices.iter().skip(1))
+        .map(|((counters, tokens, submissions, dispatches), device)| {
+            let conditions = Conditions {
+                device: device.clone(),
+                ..conditions.clone()
+            };
+            (
+                Profile {
+                    schema: super::PROFILE_SCHEMA_VERSION,
+                    tool: tool.into(),
+                    conditions,
+                    counters,
+                    tokens,
+                    submissions,
+                    dispatches,
+                    warnings: Vec::new(),
+                    ranks: Vec::new(),
+                    experts: None,
+                },
+                0,
+            )
+        })
+        .collect();
+    let mut profile = Profile {
+        schema: super::PROFILE_SCHEMA_VERSION,
+        tool: tool.into(),
+        conditions,
+        counters,
+        tokens,
+        submissions,
+        dispatches,
+        warnings,
+        ranks: Vec::new(),
+        experts: None,
+    };
+    if !others.is_empty() {
+        let topology = Topology {
+            ranks: devices.len(),
+            devices,
+            library: "separate processes".into(),
+            link: "one host".into(),
+        };
+        profile = profile.with_ranks(topology, others);
+    }
+    let profile = profile.with_idle();
+    profile
+        .check()
+        .map_err(|problem| no_profile(format!("the records do not hold together: {problem}")))?;
+    Ok(profile)
+}
+
+/// One process's records as a rank's.
+struct Built {
+    rank: Option<u32>,
+    first_ns: u64,
+    device: String,
+    rule: StepRule,
+    graphs: bool,
+    records: RankParts,
+}
+
+/// A rank's counters, tokens, submissions and dispatches.
+type RankParts = (
+    CounterSnapshot,
+    Vec<TokenRecord>,
+    Vec<SubmissionRecord>,
+    Vec<DispatchRecord>,
+);
+
+impl Built {
+    /// Puts every time on the profile's epoch.
+    fn shift(&mut self, epoch: u64) {
+        let (_, tokens, submissions, dispatches) = &mut self.records;
+        for token in tokens {
+            token.start_ns -= epoch;
+            token.end_ns -= epoch;
+        }
+        for submission in submissions {
+            submission.start_ns -= epoch;
+            submission.end_ns -= epoch;
+        }
+        for dispatch in dispatches {
+            dispatch.start_ns -= epoch;
+            dispatch.end_ns -= epoch;
+        }
+    }
+
+    fn into_profile_parts(self) -> RankParts {
+        self.records
+    }
+}

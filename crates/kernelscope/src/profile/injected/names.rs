@@ -1,0 +1,113 @@
+//! What a foreign kernel is called and what kind of work it does, from its
+//! name alone: CUPTI gives mangled C++ (PyTorch's, CUTLASS's templates),
+//! which is shown demangled without its parameter list, and the op kind is
+//! guessed from words kernel authors use (`gemv`, `flash`, `rms_norm`), so
+//! the per-op table of a PyTorch or llama.cpp run groups like kscope's own.
+
+use cpp_demangle::{DemangleOptions, Symbol};
+
+use crate::profile::OpKind;
+
+/// The kernel's name as people read it: demangled without parameters or
+/// return type where it is mangled C++, else as given.
+pub(crate) fn readable(name: &str) -> String {
+    if !name.starts_with("_Z") {
+        return name.to_string();
+    }
+    let options = DemangleOptions::new().no_params().no_return_type();
+    Symbol::new(name)
+        .ok()
+        .and_then(|symbol| symbol.demangle(&options).ok())
+        .unwrap_or_else(|| name.to_string())
+}
+
+/// Words in a kernel's name and the op kind they mean, most specific first.
+const KINDS_BY_WORD: [(&[&str], &str); 14] = [
+    (&["gemv", "mul_mat_vec", "matvec", "mat_vec"], "MatVec"),
+    (
+        &["flash", "fmha", "attention", "attn", "sdpa", "paged"],
+        "Attention",
+    ),
+    (
+        &["gemm", "matmul", "mul_mat", "xmma", "cutlass", "nvjet", "cublas"],
+        "MatMul",
+    ),
+    (&["rms_norm", "rmsnorm"], "RmsNorm"),
+    (&["layer_norm", "layernorm", "norm_"], "Norm"),
+    (&["softmax", "soft_max"], "Softmax"),
+    (&["rotary", "rope"], "Rope"),
+    (&["silu", "swiglu", "swi_glu"], "SiluMul"),
+    (&["argmax", "arg_max"], "Argmax"),
+    (&["embedding", "get_rows", "index_select"], "Embedding"),
+    (&["nccl"], "Collective"),
+    (&["reduce", "sum_"], "Reduce"),
+    (&["copy", "cpy", "cat_", "concat"], "Copy"),
+    (
+        &["elementwise", "bin_bcast", "vectorized", "unrolled"],
+        "Elementwise",
+    ),
+];
+
+/// The op kind `name` suggests: a known primitive where a word names one
+/// (`MatVec`, `Attention`), a plain group otherwise (`Elementwise`,
+/// `Reduce`), `Kernel` when nothing does.
+pub(crate) fn op_kind(name: &str) -> OpKind {
+    let lower = name.to_ascii_lowercase();
+    let kind = KINDS_BY_WORD
+        .iter()
+        .find(|(words, _)| words.iter().any(|word| lower.contains(word)))
+        .map_or("Kernel", |&(_, kind)| kind);
+    kind.parse().unwrap_or(OpKind::Other)
+}
+
+/// An NVTX message as a scope: PyTorch's `emit_nvtx` appends the op's
+/// sequence number and shapes (`aten::mm, seq = 12, sizes = [...]`), which
+/// would make every call its own scope; they are cut off.
+pub(crate) fn scope_part(message: &str) -> &str {
+    [", seq = ", ", op_id = ", ", sizes = "]
+        .iter()
+        .filter_map(|marker| message.find(marker))
+        .min()
+        .map_or(message, |cut| &message[..cut])
+        .trim()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mangled_names_read_without_parameters() {
+        assert_eq!(
+            readable(
+                "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_"
+            ),
+            "at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, std::array<char*, (unsigned long)1> >"
+        );
+        assert_eq!(readable("matvec_bf16_rows"), "matvec_bf16_rows");
+        assert_eq!(readable("_Znot a symbol"), "_Znot a symbol");
+    }
+
+    #[test]
+    fn kinds_come_from_the_words_of_a_name() {
+        assert_eq!(op_kind("mul_mat_vec_q<type 12>").to_string(), "MatVec");
+        assert_eq!(op_kind("sm90_xmma_gemm_bf16bf16_bf16f32").to_string(), "MatMul");
+        assert_eq!(op_kind("flash_fwd_splitkv_kernel").to_string(), "Attention");
+        assert_eq!(op_kind("rms_norm_f32<1024>").to_string(), "RmsNorm");
+        assert_eq!(
+            op_kind("at::native::vectorized_elementwise_kernel").to_string(),
+            "Elementwise"
+        );
+        assert_eq!(op_kind("my_kernel").to_string(), "Kernel");
+    }
+
+    #[test]
+    fn emit_nvtx_suffixes_are_cut() {
+        assert_eq!(
+            scope_part("aten::mm, seq = 12, op_id = 40, sizes = [[1, 2]]"),
+            "aten::mm"
+        );
+        assert_eq!(scope_part("layer.3"), "layer.3");
+        assert_eq!(scope_part("a, b"), "a, b");
+    }
+}

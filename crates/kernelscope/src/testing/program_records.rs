@@ -1,0 +1,284 @@
+//! Record files of a made-up CUDA program, as kscope's injection library
+//! would write them, for testing `kscope profile` where no GPU is: steps
+//! inside NVTX ranges, layers inside those, eager kernels on a stream, a
+//! graph launch a step, a synchronous copy closing each step; kernel
+//! durations drawn from a seed.
+
+use kernelscope_trace::{ApiCall, ApiWhat, Device, End, Header, Kernel, Memcpy, NvtxRange, Writer};
+
+use crate::rng::SplitMix64;
+
+/// What the program does.
+#[derive(Clone, Debug)]
+pub struct ProgramShape {
+    /// Steps it runs.
+    pub steps: usize,
+    /// Layers a step, each an NVTX range `layer.N` (when `ranges`) with two kernels.
+    pub layers: usize,
+    /// Whether it opens NVTX ranges: `step` around each step, `layer.N`
+    /// around each layer, `decode` around the graph launch.
+    pub ranges: bool,
+    /// Whether each step launches a CUDA graph of [`GRAPH_KERNELS`] kernels.
+    pub graph: bool,
+    /// Whether each step ends with a synchronous device-to-host copy.
+    pub sync: bool,
+    /// `RANK` of the process, if a launcher set one.
+    pub rank: Option<u32>,
+    /// The process id in its header.
+    pub pid: u32,
+    /// Whether the file ends with its end frame (false: the process died).
+    pub ended: bool,
+}
+
+impl Default for ProgramShape {
+    fn default() -> Self {
+        ProgramShape {
+            steps: 5,
+            layers: 2,
+            ranges: true,
+            graph: true,
+            sync: true,
+            rank: None,
+            pid: 4242,
+            ended: true,
+        }
+    }
+}
+
+/// Kernels in each step's graph.
+pub const GRAPH_KERNELS: usize = 3;
+
+/// The eager kernels' names, as CUPTI gives them (one mangled).
+pub const EAGER_KERNELS: [&str; 2] = [
+    "matvec_bf16_rows",
+    "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
+];
+
+/// The graph's kernels' names.
+pub const GRAPH_KERNEL_NAMES: [&str; GRAPH_KERNELS] = ["rms_norm_f32", "flash_fwd_kernel", "argmax_rows"];
+
+/// A record file of `shape`, its kernel times drawn from `seed`.
+pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
+    let mut random = SplitMix64::new(seed);
+    let mut between = |low: u64, high: u64| low + random.next_u64() % (high - low);
+    let header = Header {
+        pid: shape.pid,
+        parent_pid: 1,
+        command: vec![
+            "python".into(),
+            "generate.py".into(),
+            "--steps".into(),
+            shape.steps.to_string(),
+        ],
+        rank: shape.rank,
+        local_rank: shape.rank,
+        world_size: shape.rank.map(|_| 2),
+        cupti_version: Some(130001),
+        devices: Vec::new(),
+    };
+    let mut writer = Writer::new(Vec::new(), &header).expect("writing to memory");
+    let gpu = writer.text("NVIDIA H100 80GB HBM3").expect("memory");
+    writer
+        .record(&Device {
+            memory_bytes: 80 << 30,
+            ordinal: shape.rank.unwrap_or(0),
+            name: gpu,
+            major: 9,
+            minor: 0,
+            multiprocessors: 132,
+            padding: 0,
+        })
+        .expect("memory");
+    let thread = 1000 + u64::from(shape.pid);
+    let (mut now, mut correlation, mut next_range) = (1_000_000_000u64 + between(0, 1000), 1u32, 1u64);
+    let mut device_free = now;
+    let mut ranges: Vec<(NvtxRange, String)> = Vec::new();
+    let mut push_range = |start: u64, end: u64, id: u64, parent: u64, depth: u32, message: String| {
+        ranges.push((
+            NvtxRange {
+                start_ns: start,
+                end_ns: end,
+                thread,
+                id,
+                parent,
+                domain: 0,
+                message: 0,
+                depth,
+                padding: 0,
+            },
+            message,
+        ));
+    };
+    for _ in 0..shape.steps {
+        let step_start = now;
+        let step_range = if shape.ranges { take(&mut next_range) } else { 0 };
+        for layer in 0..shape.layers {
+            let layer_start = now;
+            let layer_range = if shape.ranges { take(&mut next_range) } else { 0 };
+            for name in EAGER_KERNELS {
+                let call = launch(
+                    &mut writer,
+                    &mut now,
+                    &mut correlation,
+                    layer_range,
+                    thread,
+                    ApiWhat::Launch,
+                );
+                let start = device_free.max(call.end_ns) + between(500, 3000);
+                device_free = start + between(2_000, 20_000);
+                kernel(&mut writer, name, start, device_free, call.correlation, 0, 7);
+            }
+            now += between(100, 1000);
+            if shape.ranges {
+                push_range(
+                    layer_start,
+                    now,
+                    layer_range,
+                    step_range,
+                    1,
+                    format!("layer.{layer}"),
+                );
+            }
+        }
+        if shape.graph {
+            let decode_start = now;
+            let decode_range = if shape.ranges { take(&mut next_range) } else { 0 };
+            let call = launch(
+                &mut writer,
+                &mut now,
+                &mut correlation,
+                decode_range,
+                thread,
+                ApiWhat::GraphLaunch,
+            );
+            for (node, name) in GRAPH_KERNEL_NAMES.iter().enumerate() {
+                let start = device_free.max(call.end_ns) + between(300, 1500);
+                device_free = start + between(3_000, 9_000);
+                kernel(
+                    &mut writer,
+                    name,
+                    start,
+                    device_free,
+                    call.correlation,
+                    node as u64 + 1,
+                    9,
+                );
+            }
+            if shape.ranges {
+                push_range(decode_start, now, decode_range, step_range, 1, "decode".into());
+            }
+        }
+        if shape.sync {
+            // A synchronous copy: the call waits for the device, then the copy runs.
+            let start = device_free.max(now) + between(500, 2000);
+            device_free = start + between(1_000, 3_000);
+            let call = ApiCall {
+                start_ns: now,
+                end_ns: device_free + between(1_000, 5_000),
+                thread,
+                range: step_range,
+                correlation,
+                callback: 31,
+                domain: 0,
+                what: ApiWhat::Sync as u32,
+            };
+            correlation += 1;
+            writer.record(&call).expect("memory");
+            writer
+                .record(&Memcpy {
+                    start_ns: start,
+                    end_ns: device_free,
+                    bytes: 4,
+                    correlation: call.correlation,
+                    copy_kind: 2,
+                    device: 0,
+                    context: 1,
+                    stream: 7,
+                    graph: 0,
+                })
+                .expect("memory");
+            now = call.end_ns + 200;
+        }
+        if shape.ranges {
+            push_range(step_start, now, step_range, 0, 0, "step, seq = 3".into());
+        }
+        now += between(10_000, 50_000);
+        device_free = device_free.max(now);
+    }
+    for (mut range, message) in ranges {
+        range.message = writer.text(&message).expect("memory");
+        writer.record(&range).expect("memory");
+    }
+    if shape.ended {
+        writer
+            .end(&End {
+                at_ns: now,
+                signal: 0,
+                dropped: 0,
+            })
+            .expect("memory")
+    } else {
+        writer.into_sink()
+    }
+}
+
+/// The next id, counting on.
+fn take(next: &mut u64) -> u64 {
+    *next += 1;
+    *next - 1
+}
+
+/// Records one API call made inside `range`, 1-2 µs long.
+fn launch(
+    writer: &mut Writer<Vec<u8>>,
+    now: &mut u64,
+    correlation: &mut u32,
+    range: u64,
+    thread: u64,
+    what: ApiWhat,
+) -> ApiCall {
+    let call = ApiCall {
+        start_ns: *now,
+        end_ns: *now + 1_000 + u64::from(*correlation % 7) * 150,
+        thread,
+        range,
+        correlation: *correlation,
+        callback: 211,
+        domain: 0,
+        what: what as u32,
+    };
+    writer.record(&call).expect("memory");
+    *now = call.end_ns + 200;
+    *correlation += 1;
+    call
+}
+
+/// Records one kernel.
+fn kernel(
+    writer: &mut Writer<Vec<u8>>,
+    name: &str,
+    start: u64,
+    end: u64,
+    correlation: u32,
+    node: u64,
+    stream: u32,
+) {
+    let name = writer.text(name).expect("memory");
+    writer
+        .record(&Kernel {
+            start_ns: start,
+            end_ns: end,
+            graph_node: node,
+            correlation,
+            name,
+            device: 0,
+            context: 1,
+            stream,
+            graph: u32::from(node != 0),
+            grid: [132, 1, 1],
+            block: [256, 1, 1],
+            registers: 32,
+            shared_bytes: 0,
+        })
+        .expect("memory");
+}

@@ -1,0 +1,247 @@
+//! A foreign program's record files made into a profile: steps found by
+//! each rule (NVTX ranges by name, graph launches, syncs, the whole run),
+//! every kernel placed once with its NVTX scope, processes as ranks, and a
+//! file cut short or holding no work said so. The records are made up
+//! (`testing::program_records`) with seeded kernel times.
+
+use kernelscope::profile::{ProcessTrace, Profile, profile_of_program};
+use kernelscope::testing::program_records::{EAGER_KERNELS, GRAPH_KERNELS, ProgramShape, program_records};
+
+fn process(shape: &ProgramShape, seed: u64) -> ProcessTrace {
+    ProcessTrace {
+        path: format!("/records/{}.kst", shape.pid).into(),
+        trace: kernelscope_trace::read(&program_records(shape, seed)),
+    }
+}
+
+fn profile(processes: &[ProcessTrace], step: Option<&str>) -> Profile {
+    let profile = profile_of_program(
+        processes,
+        step,
+        vec!["python".into(), "generate.py".into()],
+        "exited with status 0".into(),
+        "kscope test",
+    )
+    .expect("a profile");
+    // What `kscope report` would load holds together.
+    let reloaded = Profile::from_json(&profile.to_json(), "injected.json".as_ref()).expect("it reloads");
+    assert_eq!(reloaded, profile);
+    profile
+}
+
+/// Kernels, copies and sets a step of `shape` runs.
+fn units_a_step(shape: &ProgramShape) -> usize {
+    shape.layers * EAGER_KERNELS.len() + if shape.graph { GRAPH_KERNELS } else { 0 } + usize::from(shape.sync)
+}
+
+#[test]
+fn named_steps_hold_every_unit_under_its_nvtx_scope() {
+    for seed in [3, 17, 90] {
+        let shape = ProgramShape {
+            steps: 3 + seed as usize % 4,
+            layers: 1 + seed as usize % 3,
+            ..ProgramShape::default()
+        };
+        let profile = profile(&[process(&shape, seed)], Some("step"));
+        let program = profile.conditions.program.as_ref().unwrap();
+        assert_eq!(program.steps, "NVTX ranges named \"step\"");
+        assert_eq!(program.name(), "python generate.py");
+        assert_eq!(profile.tokens.len(), shape.steps);
+        assert_eq!(profile.dispatches.len(), shape.steps * units_a_step(&shape));
+        for token in &profile.tokens {
+            let members: Vec<_> = profile
+                .dispatches
+                .iter()
+                .filter(|dispatch| dispatch.token == Some(token.index))
+                .collect();
+            assert_eq!(members.len(), units_a_step(&shape), "token {}", token.index);
+            for layer in 0..shape.layers {
+                let scope = format!("layer.{layer}");
+                let in_layer = members.iter().filter(|dispatch| *dispatch.scope == scope).count();
+                assert_eq!(in_layer, EAGER_KERNELS.len(), "{scope}");
+            }
+            let graph: Vec<_> = members
+                .iter()
+                .filter(|dispatch| dispatch.label.as_ref() == "graph launch")
+                .collect();
+            assert_eq!(graph.len(), GRAPH_KERNELS);
+            assert!(graph.iter().all(|dispatch| dispatch.scope.as_ref() == "decode"));
+            // The step's own range is cut off the scopes; the sync copy sits directly in it.
+            assert!(
+                members
+                    .iter()
+                    .any(|dispatch| dispatch.scope.is_empty() && dispatch.kernel.as_ref() == "memcpy DtoH")
+            );
+            for dispatch in &members {
+                assert!(token.start_ns <= dispatch.start_ns && dispatch.end_ns <= token.end_ns);
+            }
+            assert_eq!(token.counters.dispatches, (units_a_step(&shape) - 1) as u64);
+            assert_eq!(token.counters.graph_launches, 1);
+            assert_eq!(token.counters.syncs, 1);
+            assert_eq!(token.counters.host_device_copies, 1);
+        }
+        // Mangled names read demangled, kinds come from the names.
+        assert!(profile.dispatches.iter().any(|dispatch| {
+            dispatch
+                .kernel
+                .starts_with("at::native::vectorized_elementwise_kernel<4")
+        }));
+        assert!(
+            profile
+                .dispatches
+                .iter()
+                .any(|dispatch| dispatch.op_kind.to_string() == "Attention")
+        );
+        assert_eq!(profile.conditions.mode, "graph");
+        assert_eq!(
+            profile.conditions.device,
+            format!("cuda:0 NVIDIA H100 80GB HBM3 (sm_90)")
+        );
+        assert!(profile.warnings.is_empty(), "{:?}", profile.warnings);
+    }
+}
+
+#[test]
+fn without_a_name_graph_launches_then_syncs_then_the_run_are_the_steps() {
+    let shape = ProgramShape::default();
+    let by_graph = profile(&[process(&shape, 5)], None);
+    assert_eq!(
+        by_graph.conditions.program.as_ref().unwrap().steps,
+        "CUDA graph launches"
+    );
+    assert_eq!(by_graph.tokens.len(), shape.steps);
+    for dispatch in &by_graph.dispatches {
+        // Only the graph's kernels are in steps; eager work is between them.
+        assert_eq!(
+            dispatch.token.is_some(),
+            dispatch.label.as_ref() == "graph launch",
+            "{dispatch:?}"
+        );
+    }
+
+    let eager = ProgramShape {
+        graph: false,
+        ..ProgramShape::default()
+    };
+    let by_sync = profile(&[process(&eager, 6)], None);
+    assert!(
+        by_sync
+            .conditions
+            .program
+            .as_ref()
+            .unwrap()
+            .steps
+            .contains("synchronisations")
+    );
+    assert_eq!(by_sync.tokens.len(), eager.steps);
+    assert!(by_sync.dispatches.iter().all(|dispatch| dispatch.token.is_some()));
+    assert_eq!(by_sync.conditions.mode, "eager");
+
+    let plain = ProgramShape {
+        graph: false,
+        sync: false,
+        ranges: false,
+        ..ProgramShape::default()
+    };
+    let whole = profile(&[process(&plain, 7)], Some("step"));
+    assert_eq!(whole.tokens.len(), 1);
+    assert_eq!(whole.dispatches.len(), plain.steps * units_a_step(&plain));
+    assert!(whole.dispatches.iter().all(|dispatch| dispatch.scope.is_empty()));
+    assert!(
+        whole
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("--step \"step\"") && warning.contains("opened none")),
+        "{:?}",
+        whole.warnings
+    );
+}
+
+#[test]
+fn an_unknown_step_name_is_said_with_the_names_there_are() {
+    let profile = profile(&[process(&ProgramShape::default(), 8)], Some("token"));
+    let warning = profile
+        .warnings
+        .iter()
+        .find(|warning| warning.contains("--step \"token\""))
+        .expect("a warning");
+    assert!(
+        warning.contains("layer.0") && warning.contains("decode"),
+        "{warning}"
+    );
+    assert_eq!(
+        profile.conditions.program.as_ref().unwrap().steps,
+        "CUDA graph launches"
+    );
+}
+
+#[test]
+fn processes_become_ranks_in_rank_order() {
+    let second = ProgramShape {
+        rank: Some(1),
+        pid: 51,
+        ..ProgramShape::default()
+    };
+    let first = ProgramShape {
+        rank: Some(0),
+        pid: 77,
+        steps: 4,
+        ..ProgramShape::default()
+    };
+    let profile = profile(&[process(&second, 1), process(&first, 2)], Some("step"));
+    assert_eq!(profile.tokens.len(), 4, "rank 0's steps are the profile's own");
+    assert_eq!(profile.ranks.len(), 1);
+    assert_eq!(profile.ranks[0].tokens.len(), 5);
+    assert_eq!(profile.ranks[0].device, "cuda:1 NVIDIA H100 80GB HBM3 (sm_90)");
+    let topology = profile.conditions.topology.as_ref().unwrap();
+    assert_eq!(topology.ranks, 2);
+    assert_eq!(profile.conditions.program.as_ref().unwrap().processes, 2);
+}
+
+#[test]
+fn a_process_that_died_is_profiled_up_to_where_it_stopped() {
+    let shape = ProgramShape {
+        ended: false,
+        ..ProgramShape::default()
+    };
+    let bytes = program_records(&shape, 9);
+    // Cut mid-frame, as a kill between two writes of a larger buffer would.
+    let cut = &bytes[..bytes.len() * 2 / 3 + 3];
+    let process = ProcessTrace {
+        path: "/records/4242.kst".into(),
+        trace: kernelscope_trace::read(cut),
+    };
+    let profile = profile(&[process], Some("step"));
+    assert!(
+        profile
+            .warnings
+            .iter()
+            .any(|warning| warning.contains("ended without finishing its records")),
+        "{:?}",
+        profile.warnings
+    );
+    assert!(!profile.dispatches.is_empty());
+}
+
+#[test]
+fn nothing_recorded_is_an_error_that_says_so() {
+    let none = profile_of_program(
+        &[],
+        None,
+        vec!["./app".into()],
+        "exited with status 0".into(),
+        "t",
+    );
+    assert!(
+        none.unwrap_err()
+            .to_string()
+            .contains("no process of the program loaded CUDA")
+    );
+    let idle = ProgramShape {
+        steps: 0,
+        ..ProgramShape::default()
+    };
+    let error =
+        profile_of_program(&[process(&idle, 1)], None, vec!["./app".into()], "x".into(), "t").unwrap_err();
+    assert!(error.to_string().contains("ran no kernel"), "{error}");
+}
