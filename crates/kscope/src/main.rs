@@ -14,6 +14,7 @@ mod model_args;
 mod model_errors;
 mod numbers;
 mod output;
+mod profile_program;
 mod quantize;
 mod report;
 mod run;
@@ -34,6 +35,8 @@ struct Cli {
 enum Command {
     /// Generate tokens with a model; --profile shows where every microsecond went.
     Run(run::RunArgs),
+    /// Profile any CUDA program (PyTorch, llama.cpp, vLLM): `kscope profile -- CMD ARGS...`; the same report, JSON, HTML and trace as `run --profile`.
+    Profile(profile_program::ProfileArgs),
     /// Prompt-processing and generation tokens/s (mean ± stddev) against the bandwidth roofline, and the peak compute rate.
     Bench(bench::BenchArgs),
     /// The report of a saved JSON profile: text, an HTML page (--html), a Chrome trace (--trace).
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
     };
     let outcome = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Profile(args) => profile_program::run(args),
         Command::Calibrate(args) => calibrate::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Report(args) => report::run(args),

@@ -11,31 +11,10 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::kscope_binary;
+use common::{injection_library, kscope_binary};
 use kernelscope::DeviceOptions;
 use kernelscope::testing::Backend;
 use kernelscope_trace::{EndReason, Ending, Frame, read};
-
-/// The injection library beside the kscope binary (cargo's target folder,
-/// or the GPU bundle's bin folder, found through PATH).
-fn injection_library() -> PathBuf {
-    const NAME: &str = "libkscope_inject.so";
-    let binary = kscope_binary();
-    let mut folders: Vec<PathBuf> = binary.parent().map(PathBuf::from).into_iter().collect();
-    if let Some(path) = std::env::var_os("PATH") {
-        folders.extend(std::env::split_paths(&path));
-    }
-    folders
-        .into_iter()
-        .map(|folder| folder.join(NAME))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "{NAME} is neither beside {} nor on PATH: build the workspace",
-                binary.display()
-            )
-        })
-}
 
 #[test]
 fn an_injected_run_records_every_kernel_it_dispatches() {

@@ -63,3 +63,24 @@ pub fn expect_failure(args: &[&str], needles: &[&str]) {
         assert!(stderr.contains(needle), "missing `{needle}` in: {stderr}");
     }
 }
+
+/// The injection library beside the kscope binary (cargo's target folder,
+/// or the GPU bundle's bin folder, found through PATH).
+pub fn injection_library() -> PathBuf {
+    const NAME: &str = "libkscope_inject.so";
+    let binary = kscope_binary();
+    let mut folders: Vec<PathBuf> = binary.parent().map(PathBuf::from).into_iter().collect();
+    if let Some(path) = std::env::var_os("PATH") {
+        folders.extend(std::env::split_paths(&path));
+    }
+    folders
+        .into_iter()
+        .map(|folder| folder.join(NAME))
+        .find(|candidate| candidate.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "{NAME} is neither beside {} nor on PATH: build the workspace",
+                binary.display()
+            )
+        })
+}

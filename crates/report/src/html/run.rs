@@ -55,6 +55,12 @@ pub(super) fn conditions(out: &mut String, profile: &Profile) {
             rows.push(vec![name.to_string(), value.clone()]);
         }
     }
+    if let Some(program) = &conditions.program {
+        rows.push(vec!["program".into(), program.command.join(" ")]);
+        rows.push(vec!["program ended".into(), program.ended.clone()]);
+        rows.push(vec!["steps".into(), program.steps.clone()]);
+        rows.push(vec!["processes".into(), program.processes.to_string()]);
+    }
     rows.extend(conditions.ceilings.each().map(|(name, unit, ceiling)| {
         vec![
             format!("{} ceiling", name.replace('_', " ")),

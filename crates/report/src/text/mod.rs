@@ -120,6 +120,14 @@ fn render_conditions(profile: &Profile, out: &mut String) {
     if let Some(model) = &conditions.model {
         let _ = writeln!(out, "model: {model}");
     }
+    if let Some(program) = &conditions.program {
+        let _ = writeln!(out, "program: {} ({})", program.command.join(" "), program.ended);
+        let _ = writeln!(
+            out,
+            "steps (the tokens below): {} | processes with device work: {}",
+            program.steps, program.processes
+        );
+    }
     let recorded = [
         ("weights", &conditions.weight_format),
         ("shape", &conditions.model_shape),

@@ -1,0 +1,358 @@
+//! `kscope profile [flags] -- CMD ARGS...`: profiles any CUDA program. CMD
+//! runs with kscope's injection library (`libkscope_inject.so`, crate
+//! kernelscope-inject) named in `CUDA_INJECTION64_PATH` and
+//! `NVTX_INJECTION64_PATH`, so every process of it that starts CUDA writes
+//! its kernels, copies, API calls and NVTX ranges to a record file; once it
+//! has ended, the files become one profile (each process with device work a
+//! rank), reported as `kscope run --profile` reports, and saved as the same
+//! JSON, HTML and trace.
+//!
+//! kscope makes itself the subreaper of CMD's descendants (a launcher's
+//! workers whose parent died are reaped here, after their records are
+//! written), forwards SIGTERM, SIGHUP and SIGQUIT to CMD (a terminal's
+//! Ctrl-C reaches CMD by itself), and ends with CMD's exit status (128 +
+//! the signal for a child killed by one), whatever the profile's fate.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use kernelscope::profile::{ProcessTrace, Profile, profile_of_program};
+use kernelscope_report::render_report_with;
+
+use crate::output::OutputFile;
+use crate::report::{ReportFlags, write_trace_and_page};
+
+/// The library's file name, looked for beside the kscope executable.
+const INJECTION_LIBRARY: &str = "libkscope_inject.so";
+
+/// How long descendants left running after CMD ends are waited for.
+const DESCENDANT_GRACE: Duration = Duration::from_secs(10);
+
+/// Arguments of `kscope profile`.
+#[derive(Args, Debug)]
+#[command(arg_required_else_help = true)]
+pub struct ProfileArgs {
+    /// NVTX ranges of this name are the steps (the report's tokens), e.g.
+    /// `--step decode` for `torch.cuda.nvtx.range("decode")`. Without it (or
+    /// when the program opens no such range) each CUDA graph launch is a
+    /// step, else the work between two host synchronisations, else the run.
+    #[arg(long, value_name = "NAME")]
+    pub step: Option<String>,
+    /// Write the profile as JSON to FILE (`kscope report`, `kscope compare` read it).
+    #[arg(long, value_name = "FILE")]
+    pub profile_json: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of the run to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub shape: ReportFlags,
+    /// Keep each process's record file (`<pid>.kst`) in DIR, which must be
+    /// empty or absent; by default they are deleted once read.
+    #[arg(long, value_name = "DIR")]
+    pub keep_records: Option<PathBuf>,
+    /// The injection library to load into CMD (default: libkscope_inject.so
+    /// beside the kscope executable; `cargo build --release -p
+    /// kernelscope-inject` builds it).
+    #[arg(long, value_name = "FILE")]
+    pub injection: Option<PathBuf>,
+    /// Read the record files of an earlier run kept with --keep-records
+    /// from DIR instead of running a program (to cut them by another
+    /// --step, say).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["command", "keep_records", "injection"])]
+    pub from_records: Option<PathBuf>,
+    /// Overwrite --profile-json, --html and --trace files that exist.
+    #[arg(long)]
+    pub force: bool,
+    /// The program and its arguments, after `--`.
+    #[arg(required_unless_present = "from_records", last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// The child's pid, for the forwarding signal handler (0: none yet).
+static CHILD: AtomicI32 = AtomicI32::new(0);
+
+pub fn run(args: ProfileArgs) -> Result<ExitCode> {
+    let check = |path: &Option<PathBuf>, flag| {
+        path.as_deref()
+            .map(|path| OutputFile::check(path, flag, args.force, None))
+            .transpose()
+    };
+    let json = check(&args.profile_json, "--profile-json")?;
+    let html = check(&args.html, "--html")?;
+    let trace = check(&args.trace, "--trace")?;
+    let outputs = Outputs { json, html, trace };
+    if let Some(folder) = &args.from_records {
+        if !folder.is_dir() {
+            bail!("--from-records {}: not a folder", folder.display());
+        }
+        let records = RecordFolder {
+            path: folder.clone(),
+            keep: true,
+        };
+        let processes = records.read()?;
+        if processes.is_empty() {
+            bail!(
+                "--from-records {}: no record files (*.kst) there",
+                folder.display()
+            );
+        }
+        let command = processes
+            .iter()
+            .find_map(|process| process.trace.header.as_ref())
+            .map(|header| header.command.clone())
+            .unwrap_or_default();
+        let ended = format!("recorded earlier, read from {}", folder.display());
+        let profile = profile_of_program(&processes, args.step.as_deref(), command, ended, TOOL)?;
+        show(&profile, &outputs, &args.shape)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(existing) = std::env::var_os("CUDA_INJECTION64_PATH") {
+        bail!(
+            "CUDA_INJECTION64_PATH is already set (to {}): another profiler (Nsight?) injects into this program; unset it to run kscope profile. The program was not started",
+            existing.to_string_lossy()
+        );
+    }
+    require_library(&["libcuda.so.1", "libcuda.so"], "the CUDA driver (libcuda.so.1)")?;
+    require_library(
+        &["libcupti.so", "libcupti.so.13", "libcupti.so.12"],
+        "CUPTI (libcupti.so, from the CUDA toolkit or the nvidia-cuda-cupti wheel; add its folder to LD_LIBRARY_PATH)",
+    )?;
+    let library = injection_library(args.injection.as_deref())?;
+    let records = RecordFolder::new(args.keep_records.as_deref())?;
+
+    let ended = run_child(&args.command, &library, records.path())?;
+    let code = ended.exit_code();
+    eprintln!("kscope profile: {} {}", args.command.join(" "), ended.describe());
+
+    let processes = records.read()?;
+    let profile = match profile_of_program(
+        &processes,
+        args.step.as_deref(),
+        args.command.clone(),
+        ended.describe(),
+        TOOL,
+    ) {
+        Ok(profile) => profile,
+        Err(error) if code != 0 => {
+            eprintln!("error: {error}");
+            return Ok(ExitCode::from(code));
+        }
+        Err(error) => return Err(error.into()),
+    };
+    show(&profile, &outputs, &args.shape)?;
+    if let Some(kept) = &args.keep_records {
+        println!("record files kept in {}", kept.display());
+    }
+    Ok(ExitCode::from(code))
+}
+
+/// The tool named in profiles.
+const TOOL: &str = concat!("kscope ", env!("CARGO_PKG_VERSION"));
+
+/// The files asked for.
+struct Outputs {
+    json: Option<OutputFile>,
+    html: Option<OutputFile>,
+    trace: Option<OutputFile>,
+}
+
+/// Prints the report (its warnings last), and writes the files asked for.
+fn show(profile: &Profile, outputs: &Outputs, shape: &ReportFlags) -> Result<()> {
+    print!("{}", render_report_with(profile, shape.options()));
+    if let Some(file) = &outputs.json {
+        file.write(profile.to_json().as_bytes())?;
+        println!("profile written to {}", file.path().display());
+    }
+    write_trace_and_page(profile, outputs.trace.as_ref(), outputs.html.as_ref(), shape)
+}
+
+/// Fails, before the program starts, when none of `names` loads.
+fn require_library(names: &[&str], what: &str) -> Result<()> {
+    for name in names {
+        let name = CString::new(*name).expect("no NUL in a library name");
+        // SAFETY: dlopen with a NUL-terminated name; the handle, when one
+        // comes back, is closed at once (the library only had to be found).
+        unsafe {
+            let handle = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+            if !handle.is_null() {
+                libc::dlclose(handle);
+                return Ok(());
+            }
+        }
+    }
+    bail!("kscope profile needs {what}, which this machine lacks: the program was not started")
+}
+
+/// The injection library to use, as an absolute path.
+fn injection_library(given: Option<&Path>) -> Result<PathBuf> {
+    let path = match given {
+        Some(path) => path.to_path_buf(),
+        None => std::env::current_exe()
+            .context("finding the kscope executable")?
+            .with_file_name(INJECTION_LIBRARY),
+    };
+    if !path.is_file() {
+        bail!(
+            "the injection library {} is not there; build it with `cargo build --release -p kernelscope-inject` (or name one with --injection): the program was not started",
+            path.display()
+        );
+    }
+    Ok(std::path::absolute(&path)?)
+}
+
+/// Where the processes write their records: a fresh temporary folder, or
+/// the user's `--keep-records` folder.
+struct RecordFolder {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl RecordFolder {
+    fn new(keep: Option<&Path>) -> Result<RecordFolder> {
+        if let Some(path) = keep {
+            if path.exists() && std::fs::read_dir(path)?.next().is_some() {
+                bail!("--keep-records {}: the folder is not empty", path.display());
+            }
+            std::fs::create_dir_all(path).with_context(|| format!("--keep-records {}", path.display()))?;
+            return Ok(RecordFolder {
+                path: std::path::absolute(path)?,
+                keep: true,
+            });
+        }
+        let path = std::env::temp_dir().join(format!("kscope-profile-{}", std::process::id()));
+        std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(RecordFolder { path, keep: false })
+    }
+
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every process's file, read, in name order.
+    fn read(&self) -> Result<Vec<ProcessTrace>> {
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&self.path)
+            .with_context(|| format!("reading {}", self.path.display()))?
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.extension().is_some_and(|extension| extension == "kst"))
+            .collect();
+        paths.sort();
+        paths
+            .into_iter()
+            .map(|path| {
+                let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
+                Ok(ProcessTrace {
+                    trace: kernelscope_trace::read(&bytes),
+                    path,
+                })
+            })
+            .collect()
+    }
+}
+
+impl Drop for RecordFolder {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// How the program ended.
+enum Ended {
+    Exited(i32),
+    Signalled(i32),
+}
+
+impl Ended {
+    /// The exit code a shell would give: the child's, or 128 + its signal.
+    fn exit_code(&self) -> u8 {
+        match *self {
+            Ended::Exited(code) => code.clamp(0, 255) as u8,
+            Ended::Signalled(signal) => (128 + signal).clamp(0, 255) as u8,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match *self {
+            Ended::Exited(code) => format!("exited with status {code}"),
+            Ended::Signalled(signal) => format!("was killed by signal {signal}"),
+        }
+    }
+}
+
+/// Runs the program under the injection and waits for it and for any
+/// descendant it left behind (up to [`DESCENDANT_GRACE`]).
+fn run_child(command: &[String], library: &Path, records: &Path) -> Result<Ended> {
+    // SAFETY: prctl with an integer argument; makes orphaned descendants ours to reap.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+    let mut child = std::process::Command::new(&command[0])
+        .args(&command[1..])
+        .env("CUDA_INJECTION64_PATH", library)
+        .env("NVTX_INJECTION64_PATH", library)
+        .env("KSCOPE_TRACE_DIR", records)
+        .spawn()
+        .with_context(|| format!("starting {}", command[0]))?;
+    CHILD.store(child.id() as i32, Ordering::SeqCst);
+    forward_signals();
+    let status = child.wait().context("waiting for the program")?;
+    CHILD.store(0, Ordering::SeqCst);
+    reap_descendants();
+    use std::os::unix::process::ExitStatusExt;
+    Ok(match (status.code(), status.signal()) {
+        (Some(code), _) => Ended::Exited(code),
+        (None, Some(signal)) => Ended::Signalled(signal),
+        (None, None) => Ended::Exited(1),
+    })
+}
+
+/// Passes SIGTERM, SIGHUP and SIGQUIT on to the program; ignores SIGINT,
+/// which a terminal sends the program itself.
+fn forward_signals() {
+    extern "C" fn forward(signal: libc::c_int) {
+        let child = CHILD.load(Ordering::SeqCst);
+        if child > 0 {
+            // SAFETY: kill is async-signal-safe; the pid is our child's.
+            unsafe { libc::kill(child, signal) };
+        }
+    }
+    // SAFETY: installs a handler that only reads an atomic and calls kill.
+    unsafe {
+        for signal in [libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
+            libc::signal(signal, forward as *const () as libc::sighandler_t);
+        }
+        libc::signal(libc::SIGINT, libc::SIG_IGN);
+    }
+}
+
+/// Reaps descendants re-parented to kscope, waiting for those still
+/// running up to [`DESCENDANT_GRACE`].
+fn reap_descendants() {
+    let deadline = Instant::now() + DESCENDANT_GRACE;
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid with an out-parameter; -1 is any child of ours.
+        let reaped = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        match reaped {
+            pid if pid > 0 => continue,
+            0 if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            0 => {
+                eprintln!(
+                    "kscope profile: descendants of the program still run after {} s; profiling what they recorded so far",
+                    DESCENDANT_GRACE.as_secs()
+                );
+                return;
+            }
+            _ => return,
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! `kscope profile` where no GPU is: the command is documented, refuses to
+//! start a program without CUDA (one line, exit 2, the program not run),
+//! and turns kept record files (`--from-records`, made up by
+//! `testing::program_records`) into the report, JSON, HTML and trace that
+//! `report` and `compare` read; `compare` refuses two different programs
+//! without `--force`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{expect_failure, kscope};
+use kernelscope::testing::program_records::{ProgramShape, program_records};
+
+/// A fresh folder for this test, removed when dropped.
+struct Folder(PathBuf);
+
+impl Folder {
+    fn new(name: &str) -> Folder {
+        let path = std::env::temp_dir().join(format!("kscope-cli-profile-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Folder(path)
+    }
+
+    fn join(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_string()
+    }
+}
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn write_records(folder: &Path, shapes: &[(ProgramShape, u64)]) {
+    for (shape, seed) in shapes {
+        std::fs::write(
+            folder.join(format!("{}.kst", shape.pid)),
+            program_records(shape, *seed),
+        )
+        .unwrap();
+    }
+}
+
+fn cuda_driver_present() -> bool {
+    ["libcuda.so.1", "libcuda.so"].iter().any(|name| {
+        let name = std::ffi::CString::new(*name).unwrap();
+        // SAFETY: dlopen of a NUL-terminated name; the handle is closed at once.
+        unsafe {
+            let handle = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY);
+            if !handle.is_null() {
+                libc::dlclose(handle);
+            }
+            !handle.is_null()
+        }
+    })
+}
+
+#[test]
+fn help_documents_the_command_and_its_flags() {
+    let (code, stdout, _) = kscope(&["profile", "--help"]);
+    assert_eq!(code, 0);
+    for flag in [
+        "--step",
+        "--profile-json",
+        "--html",
+        "--trace",
+        "--trace-tokens",
+        "--keep-records",
+        "--from-records",
+        "--injection",
+        "-- <CMD>",
+    ] {
+        assert!(stdout.contains(flag), "{flag} missing from:\n{stdout}");
+    }
+    let (_, top, _) = kscope(&["--help"]);
+    assert!(
+        top.contains("profile") && top.contains("Profile any CUDA program"),
+        "{top}"
+    );
+}
+
+#[test]
+fn without_cuda_the_program_is_not_started() {
+    if cuda_driver_present() {
+        eprintln!(
+            "SKIPPED without_cuda_the_program_is_not_started: this machine has the CUDA driver (the GPU suite's profile_program test covers it)"
+        );
+        return;
+    }
+    let folder = Folder::new("no-cuda");
+    let marker = folder.join("started");
+    let (code, stdout, stderr) = kscope(&["profile", "--", "touch", &marker]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("CUDA driver (libcuda.so.1)") && stderr.contains("the program was not started"),
+        "{stderr}"
+    );
+    assert!(!Path::new(&marker).exists(), "the program ran");
+}
+
+#[test]
+fn bad_invocations_are_one_line_errors() {
+    // Alone, like `kscope` alone: the help on stderr, as a usage error.
+    let (code, _, stderr) = kscope(&["profile"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("Usage: kscope profile"), "{stderr}");
+    let (code, _, stderr) = kscope(&["profile", "--step", "x"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("required arguments were not provided") && stderr.contains("<CMD>"),
+        "{stderr}"
+    );
+    expect_failure(
+        &["profile", "--from-records", "/nonexistent-kscope-folder"],
+        &["--from-records", "not a folder"],
+    );
+    let folder = Folder::new("empty");
+    expect_failure(
+        &["profile", "--from-records", &folder.join("")],
+        &["no record files (*.kst)"],
+    );
+    let (code, _, stderr) = kscope(&["profile", "--from-records", "/tmp", "--", "true"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+}
+
+#[test]
+fn kept_records_give_the_report_json_html_and_trace() {
+    let folder = Folder::new("records");
+    let records = folder.0.join("records");
+    std::fs::create_dir(&records).unwrap();
+    write_records(&records, &[(ProgramShape::default(), 11)]);
+    let (json, html, trace) = (
+        folder.join("p.json"),
+        folder.join("p.html"),
+        folder.join("p.trace.json"),
+    );
+    let (code, stdout, stderr) = kscope(&[
+        "profile",
+        "--from-records",
+        records.to_str().unwrap(),
+        "--step",
+        "step",
+        "--profile-json",
+        &json,
+        "--html",
+        &html,
+        "--trace",
+        &trace,
+        "--full",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("program: python generate.py --steps 5 (recorded earlier, read from"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("steps (the tokens below): NVTX ranges named \"step\""),
+        "{stdout}"
+    );
+    for needle in [
+        "layer.0",
+        "layer.1",
+        "decode",
+        "flash_fwd_kernel",
+        "at::native::vectorized_elementwise_kernel",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing from:\n{stdout}");
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("generate.py") && page.contains("flash_fwd_kernel"));
+    let trace_text = std::fs::read_to_string(&trace).unwrap();
+    assert!(trace_text.contains("rms_norm_f32"));
+    // `report` reads the JSON as it reads kscope's own.
+    let (code, report, stderr) = kscope(&["report", &json, "--full"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(report.contains("NVTX ranges named"), "{report}");
+}
+
+#[test]
+fn compare_sets_two_runs_of_a_program_side_by_side_and_refuses_another_program() {
+    let folder = Folder::new("compare");
+    let mut profiles = Vec::new();
+    for (name, seed) in [("a", 21), ("b", 22)] {
+        let records = folder.0.join(name);
+        std::fs::create_dir(&records).unwrap();
+        write_records(&records, &[(ProgramShape::default(), seed)]);
+        let json = folder.join(&format!("{name}.json"));
+        let (code, _, stderr) = kscope(&[
+            "profile",
+            "--from-records",
+            records.to_str().unwrap(),
+            "--step",
+            "step",
+            "--profile-json",
+            &json,
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        profiles.push(json);
+    }
+    let (code, stdout, stderr) = kscope(&["compare", &profiles[0], &profiles[1], "--threshold", "1000"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("layer.0") && stdout.contains("flash_fwd_kernel"),
+        "{stdout}"
+    );
+
+    // kscope's own run is another program.
+    let own = folder.join("own.json");
+    let (code, _, stderr) = kscope(&[
+        "run",
+        "--device",
+        "cpu",
+        "--profile",
+        "--max-tokens",
+        "4",
+        "--profile-json",
+        &own,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    expect_failure(
+        &["compare", &own, &profiles[0]],
+        &["program: kscope's engine vs python generate.py", "--force"],
+    );
+    let (code, stdout, stderr) = kscope(&["compare", &own, &profiles[0], "--force", "--threshold", "1000"]);
+    assert!(code == 0 || code == 1, "{stdout}{stderr}");
+    assert!(
+        stdout.contains("compared despite different conditions"),
+        "{stdout}"
+    );
+}

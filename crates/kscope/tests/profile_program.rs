@@ -1,0 +1,322 @@
+//! `kscope profile -- CMD` on the GPU, against programs of known structure:
+//! `programs/nvtx_steps.cu` (compiled here with nvcc) has five NVTX "step"
+//! ranges of exactly known kernels, copies, sets, a graph launch and a
+//! sync; its modes exit with 7, crash with SIGSEGV, are killed with SIGKILL,
+//! or start a second process. Every kernel and range is counted exactly,
+//! the exit status passes through, a dead child still leaves a profile of
+//! what it did. And kscope's own decode profiled from outside agrees with
+//! its in-process profile kernel by kernel. CUDA tests: they skip loudly
+//! without a GPU and fail with `KSCOPE_REQUIRE_GPU=1`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::kscope_binary;
+use kernelscope::DeviceOptions;
+use kernelscope::testing::Backend;
+use serde_json::Value;
+
+/// The test program, compiled once per test into `folder`; `None` (after
+/// a loud skip) without a GPU.
+fn nvtx_steps(folder: &Path) -> Option<PathBuf> {
+    Backend::Cuda.device(DeviceOptions::new())?;
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/nvtx_steps.cu");
+    let nvcc = ["nvcc", "/usr/local/cuda/bin/nvcc"]
+        .into_iter()
+        .find(|nvcc| Command::new(nvcc).arg("--version").output().is_ok())
+        .expect("a GPU machine has nvcc (on PATH or in /usr/local/cuda/bin)");
+    let binary = folder.join("nvtx_steps");
+    let output = Command::new(nvcc)
+        .args(["-O2", "-arch=native", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "nvcc: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(binary)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let folder = std::env::temp_dir().join(format!("kscope-profile-program-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&folder);
+    std::fs::create_dir_all(&folder).unwrap();
+    folder
+}
+
+/// Runs `kscope profile FLAGS --profile-json J -- COMMAND`: its exit code,
+/// its output, and the profile when one was written.
+fn profile_of(
+    folder: &Path,
+    flags: &[&str],
+    command: &[&str],
+    environment: &[(&str, &str)],
+) -> (i32, String, Option<Value>) {
+    let json = folder.join(format!("profile-{}.json", command.join("-").replace('/', "_")));
+    let mut run = Command::new(kscope_binary());
+    run.arg("profile")
+        .args(flags)
+        .arg("--profile-json")
+        .arg(&json)
+        .arg("--")
+        .args(command);
+    for (name, value) in environment {
+        run.env(name, value);
+    }
+    let output = run.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let profile = std::fs::read_to_string(&json)
+        .ok()
+        .map(|text| serde_json::from_str(&text).unwrap());
+    (output.status.code().unwrap_or(-1), text, profile)
+}
+
+/// `(kernel, scope)` → count, over the dispatches of token `token`.
+fn token_contents(profile: &Value, token: u64) -> BTreeMap<(String, String), usize> {
+    let mut contents = BTreeMap::new();
+    for dispatch in profile["dispatches"].as_array().unwrap() {
+        if dispatch["token"].as_u64() == Some(token) {
+            let key = (
+                dispatch["kernel"].as_str().unwrap().to_string(),
+                dispatch["scope"].as_str().unwrap().to_string(),
+            );
+            *contents.entry(key).or_default() += 1;
+        }
+    }
+    contents
+}
+
+/// What every step of nvtx_steps holds, by kernel and NVTX scope.
+fn one_step() -> BTreeMap<(String, String), usize> {
+    [
+        ("copy_values", "layer.0", 1),
+        ("memset", "layer.0", 1),
+        ("copy_values", "layer.1", 1),
+        ("memcpy HtoD", "layer.1", 1),
+        ("graph_add", "decode", 1),
+        ("graph_scale", "decode", 1),
+        ("graph_square", "decode", 1),
+    ]
+    .into_iter()
+    .map(|(kernel, scope, count)| ((kernel.to_string(), scope.to_string()), count))
+    .collect()
+}
+
+fn tokens(profile: &Value) -> usize {
+    profile["tokens"].as_array().unwrap().len()
+}
+
+#[test]
+fn a_program_of_known_structure_is_counted_exactly() {
+    let folder = scratch("known");
+    let Some(program) = nvtx_steps(&folder) else {
+        return;
+    };
+    let program = program.to_str().unwrap();
+    let (code, output, profile) = profile_of(&folder, &["--step", "step"], &[program, "plain"], &[]);
+    assert_eq!(code, 0, "{output}");
+    let profile = profile.expect("a profile");
+    assert_eq!(tokens(&profile), 5, "{output}");
+    for token in 0..5 {
+        assert_eq!(token_contents(&profile, token), one_step(), "token {token}");
+    }
+    let outside: Vec<&str> = profile["dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|dispatch| dispatch["token"].is_null())
+        .map(|dispatch| dispatch["kernel"].as_str().unwrap())
+        .collect();
+    assert_eq!(outside, ["init_values"], "{output}");
+    let graph_kernels = profile["dispatches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|dispatch| dispatch["label"] == "graph launch")
+        .count();
+    assert_eq!(graph_kernels, 15);
+    let program_conditions = &profile["conditions"]["program"];
+    assert_eq!(program_conditions["steps"], "NVTX ranges named \"step\"");
+    assert_eq!(program_conditions["processes"], 1);
+    assert!(
+        profile["conditions"]["device"]
+            .as_str()
+            .unwrap()
+            .contains("NVIDIA"),
+        "{}",
+        profile["conditions"]
+    );
+    assert!(
+        profile["warnings"].as_array().unwrap().is_empty(),
+        "{}",
+        profile["warnings"]
+    );
+    assert!(
+        output.contains("steps (the tokens below): NVTX ranges named \"step\""),
+        "{output}"
+    );
+
+    // Without --step, each graph launch is a step.
+    let (code, output, profile) = profile_of(&folder, &[], &[program, "plain"], &[]);
+    assert_eq!(code, 0, "{output}");
+    let profile = profile.expect("a profile");
+    assert_eq!(profile["conditions"]["program"]["steps"], "CUDA graph launches");
+    assert_eq!(tokens(&profile), 5);
+    for token in 0..5 {
+        assert_eq!(
+            token_contents(&profile, token).values().sum::<usize>(),
+            3,
+            "token {token}"
+        );
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn the_exit_status_passes_through_and_a_dead_child_leaves_its_profile() {
+    let folder = scratch("endings");
+    let Some(program) = nvtx_steps(&folder) else {
+        return;
+    };
+    let program = program.to_str().unwrap();
+
+    let (code, output, profile) = profile_of(&folder, &["--step", "step"], &[program, "exit7"], &[]);
+    assert_eq!(code, 7, "{output}");
+    assert_eq!(tokens(&profile.expect("a profile")), 5);
+
+    let (code, output, profile) = profile_of(&folder, &["--step", "step"], &[program, "segv-after-3"], &[]);
+    assert_eq!(code, 128 + 11, "{output}");
+    let profile = profile.expect("a crashed program's profile");
+    assert_eq!(tokens(&profile), 3, "{output}");
+    for token in 0..3 {
+        assert_eq!(token_contents(&profile, token), one_step(), "token {token}");
+    }
+    assert!(output.contains("ended by signal 11"), "{output}");
+
+    let (code, output, profile) = profile_of(&folder, &["--step", "step"], &[program, "kill-after-3"], &[]);
+    assert_eq!(code, 128 + 9, "{output}");
+    let profile = profile.expect("a killed program's profile");
+    assert_eq!(tokens(&profile), 3, "{output}");
+    assert!(output.contains("ended without finishing its records"), "{output}");
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
+fn a_second_process_becomes_a_second_rank() {
+    let folder = scratch("spawn");
+    let Some(program) = nvtx_steps(&folder) else {
+        return;
+    };
+    let program = program.to_str().unwrap();
+    let (code, output, profile) = profile_of(
+        &folder,
+        &["--step", "step"],
+        &[program, "spawn"],
+        &[("RANK", "0")],
+    );
+    assert_eq!(code, 0, "{output}");
+    let profile = profile.expect("a profile");
+    assert_eq!(profile["conditions"]["program"]["processes"], 2, "{output}");
+    assert_eq!(profile["conditions"]["topology"]["ranks"], 2);
+    assert_eq!(tokens(&profile), 5);
+    let second = &profile["ranks"][0];
+    assert_eq!(second["rank"], 1);
+    assert_eq!(second["tokens"].as_array().unwrap().len(), 5);
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// Per-kernel total ns of a profile's dispatches, by name.
+fn kernel_totals(profile: &Value) -> BTreeMap<String, u64> {
+    let mut totals = BTreeMap::new();
+    for dispatch in profile["dispatches"].as_array().unwrap() {
+        let duration = dispatch["end_ns"].as_u64().unwrap() - dispatch["start_ns"].as_u64().unwrap();
+        *totals
+            .entry(dispatch["kernel"].as_str().unwrap().to_string())
+            .or_default() += duration;
+    }
+    totals
+}
+
+#[test]
+fn kscope_profiled_from_outside_agrees_with_its_own_profile() {
+    let folder = scratch("self");
+    if Backend::Cuda.device(DeviceOptions::new()).is_none() {
+        return;
+    }
+    let run = [
+        "run",
+        "--device",
+        "cuda",
+        "--preset",
+        "llama-3.2-1b",
+        "--max-tokens",
+        "64",
+    ];
+    let own_path = folder.join("own.json");
+    let (code, _, stderr) = common::kscope(
+        &[
+            &run[..],
+            &[
+                "--profile",
+                "dispatch",
+                "--profile-json",
+                own_path.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let own: Value = serde_json::from_str(&std::fs::read_to_string(&own_path).unwrap()).unwrap();
+    let kscope = kscope_binary();
+    let command: Vec<&str> = [&[kscope.to_str().unwrap()][..], &run[..]].concat();
+    let (code, output, injected) = profile_of(&folder, &[], &command, &[]);
+    assert_eq!(code, 0, "{output}");
+    let injected = injected.expect("a profile");
+    let (own, injected) = (kernel_totals(&own), kernel_totals(&injected));
+    let own_total: u64 = own.values().sum();
+    let mut shared = (0u64, 0u64);
+    let mut worst = (String::new(), 0.0f64);
+    for (kernel, &time) in &own {
+        let other = *injected
+            .get(kernel)
+            .unwrap_or_else(|| panic!("{kernel} is missing from the injected profile"));
+        shared.0 += time;
+        shared.1 += other;
+        let deviation = (other as f64 - time as f64).abs() / time as f64;
+        eprintln!(
+            "{kernel}: in-process {:.3} ms, injected {:.3} ms ({:+.2}%)",
+            time as f64 / 1e6,
+            other as f64 / 1e6,
+            100.0 * (other as f64 / time as f64 - 1.0)
+        );
+        // Kernels holding 2 % of the time or more are held to 5 % each.
+        if time * 50 >= own_total && deviation > worst.1 {
+            worst = (kernel.clone(), deviation);
+        }
+    }
+    let overall = (shared.1 as f64 - shared.0 as f64).abs() / shared.0 as f64;
+    eprintln!(
+        "all kernels: in-process {:.3} ms, injected {:.3} ms; largest deviation of a kernel of 2 % or more of the time: {} {:.2}%",
+        shared.0 as f64 / 1e6,
+        shared.1 as f64 / 1e6,
+        worst.0,
+        worst.1 * 100.0
+    );
+    assert!(
+        overall <= 0.02,
+        "per-kernel totals differ by {:.2}% in all",
+        overall * 100.0
+    );
+    assert!(worst.1 <= 0.05, "{} differs by {:.2}%", worst.0, worst.1 * 100.0);
+    std::fs::remove_dir_all(&folder).unwrap();
+}
