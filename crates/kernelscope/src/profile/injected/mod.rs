@@ -34,6 +34,14 @@ use super::{
 use crate::error::{Error, Result};
 pub use steps::StepRule;
 
+/// A kernel's name as `kscope profile` shows it: demangled C++ without
+/// parameters, inner template arguments elided past 160 characters; plain
+/// names (kscope's own kernels) unchanged. What to map an in-process
+/// profile's names through before setting them beside a program's.
+pub fn readable_kernel_name(name: &str) -> String {
+    names::readable(name)
+}
+
 /// One process's record file, read.
 pub struct ProcessTrace {
     /// The file.

@@ -8,17 +8,61 @@ use cpp_demangle::{DemangleOptions, Symbol};
 
 use crate::profile::OpKind;
 
+/// Longest kernel name shown whole; longer ones lose their inner template
+/// arguments (PyTorch's lambdas demangle to thousands of characters).
+pub(crate) const LONGEST_NAME: usize = 160;
+
 /// The kernel's name as people read it: demangled without parameters or
-/// return type where it is mangled C++, else as given.
+/// return type where it is mangled C++, else as given; past
+/// [`LONGEST_NAME`], template arguments nested deeper than the first level
+/// become `…`, and then the first level too if still too long.
 pub(crate) fn readable(name: &str) -> String {
-    if !name.starts_with("_Z") {
-        return name.to_string();
+    let demangled = if name.starts_with("_Z") {
+        let options = DemangleOptions::new().no_params().no_return_type();
+        Symbol::new(name)
+            .ok()
+            .and_then(|symbol| symbol.demangle(&options).ok())
+            .unwrap_or_else(|| name.to_string())
+    } else {
+        name.to_string()
+    };
+    if demangled.chars().count() <= LONGEST_NAME {
+        return demangled;
     }
-    let options = DemangleOptions::new().no_params().no_return_type();
-    Symbol::new(name)
-        .ok()
-        .and_then(|symbol| symbol.demangle(&options).ok())
-        .unwrap_or_else(|| name.to_string())
+    let shallower = templates_cut_below(&demangled, 2);
+    if shallower.chars().count() <= LONGEST_NAME {
+        return shallower;
+    }
+    templates_cut_below(&demangled, 1)
+}
+
+/// `name` with the contents of template brackets nested `depth` or deeper
+/// replaced by `…` (`depth` 1: every argument list becomes `<…>`).
+fn templates_cut_below(name: &str, depth: usize) -> String {
+    let mut out = String::with_capacity(name.len().min(4 * LONGEST_NAME));
+    let mut level = 0usize;
+    for character in name.chars() {
+        match character {
+            '<' => {
+                level += 1;
+                if level <= depth {
+                    out.push('<');
+                }
+                if level == depth {
+                    out.push('…');
+                }
+            }
+            '>' => {
+                if level <= depth {
+                    out.push('>');
+                }
+                level = level.saturating_sub(1);
+            }
+            _ if level < depth => out.push(character),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Words in a kernel's name and the op kind they mean, most specific first.
@@ -86,6 +130,17 @@ mod tests {
         );
         assert_eq!(readable("matvec_bf16_rows"), "matvec_bf16_rows");
         assert_eq!(readable("_Znot a symbol"), "_Znot a symbol");
+    }
+
+    #[test]
+    fn huge_template_names_lose_their_inner_arguments() {
+        let inner = "at::native::templates::cuda::normal_kernel<at::CUDAGeneratorImpl*>".repeat(4);
+        let name = format!("at::native::distribution_kernel<float, 4, {inner}>");
+        let shown = readable(&name);
+        assert!(shown.chars().count() <= LONGEST_NAME, "{shown}");
+        assert!(shown.starts_with("at::native::distribution_kernel<"), "{shown}");
+        assert_eq!(templates_cut_below("a<b<c>, d>::e<f>", 2), "a<b<…>, d>::e<f>");
+        assert_eq!(templates_cut_below("a<b<c>, d>::e<f>", 1), "a<…>::e<…>");
     }
 
     #[test]
