@@ -283,10 +283,17 @@ fn kscope_profiled_from_outside_agrees_with_its_own_profile() {
     let own_total: u64 = own.values().sum();
     let mut shared = (0u64, 0u64);
     let mut worst = (String::new(), 0.0f64);
+    let mut missing = 0u64;
     for (kernel, &time) in &own {
-        let other = *injected
-            .get(kernel)
-            .unwrap_or_else(|| panic!("{kernel} is missing from the injected profile"));
+        // Libraries may pick other algorithms from run to run (cuBLASLt's split-K).
+        let Some(&other) = injected.get(kernel) else {
+            eprintln!(
+                "{kernel}: in-process {:.3} ms, not in the injected run",
+                time as f64 / 1e6
+            );
+            missing += time;
+            continue;
+        };
         shared.0 += time;
         shared.1 += other;
         let deviation = (other as f64 - time as f64).abs() / time as f64;
@@ -301,6 +308,11 @@ fn kscope_profiled_from_outside_agrees_with_its_own_profile() {
             worst = (kernel.clone(), deviation);
         }
     }
+    assert!(
+        missing * 20 <= own_total,
+        "kernels of {:.1}% of the in-process time are missing from the injected run",
+        100.0 * missing as f64 / own_total as f64
+    );
     let overall = (shared.1 as f64 - shared.0 as f64).abs() / shared.0 as f64;
     eprintln!(
         "all kernels: in-process {:.3} ms, injected {:.3} ms; largest deviation of a kernel of 2 % or more of the time: {} {:.2}%",
