@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 use std::ffi::{CStr, c_void};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use cudarc::cupti::sys;
 use cudarc::driver::sys as driver;
@@ -142,11 +142,27 @@ unsafe extern "C" fn on_callback(
         let Some(what) = what_of(domain, callback) else {
             return;
         };
+        // SAFETY: for the API domains CUPTI passes a `CUpti_CallbackData`.
+        let site = unsafe { (*(data as *const sys::CUpti_CallbackData)).callbackSite };
+        let entering = site == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER;
+        if domain == RUNTIME_DOMAIN {
+            // The runtime launches through the driver: the driver calls it
+            // makes inside one of ours are that call, seen twice.
+            RUNTIME_DEPTH.with(|depth| {
+                depth.set(if entering {
+                    depth.get() + 1
+                } else {
+                    depth.get().saturating_sub(1)
+                })
+            });
+        } else if RUNTIME_DEPTH.with(|depth| depth.get()) > 0 {
+            return;
+        }
         // SAFETY: for the API domains CUPTI passes a `CUpti_CallbackData`,
         // whose `correlationData` is a slot kept from enter to exit of one call.
         let data = unsafe { &*(data as *const sys::CUpti_CallbackData) };
         let now = crate::clock::now_ns();
-        if data.callbackSite == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+        if entering {
             if !data.correlationData.is_null() {
                 // SAFETY: see above.
                 unsafe { *data.correlationData = now };
@@ -170,6 +186,21 @@ unsafe extern "C" fn on_callback(
             what: what as u32,
         });
     });
+}
+
+/// The DRAM sampling interval `kscope profile` asked for
+/// (`KSCOPE_PM_INTERVAL_NS`), read once; `None` when it asked for none.
+fn pm_interval_ns() -> Option<u64> {
+    static INTERVAL: OnceLock<Option<u64>> = OnceLock::new();
+    *INTERVAL.get_or_init(|| {
+        let interval: u64 = std::env::var("KSCOPE_PM_INTERVAL_NS").ok()?.trim().parse().ok()?;
+        (interval > 0).then_some(interval)
+    })
+}
+
+thread_local! {
+    /// Runtime calls of ours under way on the thread (entered, not exited).
+    static RUNTIME_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
 }
 
 /// Devices already described.
@@ -219,4 +250,24 @@ fn record_device(context: driver::CUcontext) {
         },
         &name,
     );
+    if let Some(interval) = pm_interval_ns() {
+        // Not here: setting up the sampler inside CUPTI's own callback, on
+        // the thread creating the context, hung. A thread of its own does it
+        // with the new context current, a moment later.
+        let context = context as usize;
+        let started = std::thread::Builder::new()
+            .name("kscope-pm-start".into())
+            .spawn(move || {
+                // SAFETY: the context CUPTI just reported created, made
+                // current on this thread only; it lives until the program
+                // destroys it, after the sampler is set up or not.
+                unsafe { driver::cuCtxSetCurrent(context as driver::CUcontext) };
+                if let Err(problem) = crate::pm::start(ordinal, interval) {
+                    eprintln!("kscope profile: no DRAM bytes for device {ordinal}: {problem}");
+                }
+            });
+        if let Err(error) = started {
+            eprintln!("kscope profile: no DRAM bytes for device {ordinal}: starting a thread: {error}");
+        }
+    }
 }

@@ -21,8 +21,29 @@ pub(crate) unsafe extern "C" fn cupti_timestamp() -> u64 {
     now_ns()
 }
 
-/// The calling thread's kernel id (what `top -H` shows).
+thread_local! {
+    /// The thread's id once asked (0: not yet, or forked since): gettid is
+    /// a system call, and the launch callbacks ask on every launch.
+    static THREAD: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// The calling thread's kernel id (what `top -H` shows), asked once per thread.
 pub(crate) fn thread_id() -> u64 {
-    // SAFETY: gettid has no preconditions.
-    unsafe { libc::gettid() as u64 }
+    THREAD.with(|thread| {
+        if thread.get() == 0 {
+            static AT_FORK: std::sync::Once = std::sync::Once::new();
+            // SAFETY: registers a plain `extern "C" fn()` that only clears a
+            // thread-local; without it a forked child's records would name
+            // its parent's thread.
+            AT_FORK.call_once(|| _ = unsafe { libc::pthread_atfork(None, None, Some(forked)) });
+            // SAFETY: gettid has no preconditions.
+            thread.set(unsafe { libc::gettid() } as u64);
+        }
+        thread.get()
+    })
+}
+
+/// In a forked child, on its one thread, whose cached id is its parent's.
+extern "C" fn forked() {
+    THREAD.with(|thread| thread.set(0));
 }

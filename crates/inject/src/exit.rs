@@ -63,7 +63,13 @@ fn finish(signal: u32, from_signal: bool) {
     if ENDED.swap(true, Ordering::SeqCst) {
         return;
     }
+    // Kernel records first: disabling the sampler may finalise CUPTI. Its
+    // last samples are then queued before the queue is written; a signal
+    // handler must not wait on CUPTI's sampler.
     crate::cupti_flush(true);
+    if !from_signal {
+        crate::pm::stop_all();
+    }
     crate::sink::write_queued_now(from_signal);
     let sink = if from_signal {
         crate::sink::try_sink()

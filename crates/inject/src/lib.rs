@@ -19,6 +19,7 @@ mod callbacks;
 mod clock;
 mod exit;
 mod nvtx;
+mod pm;
 mod records;
 mod sink;
 

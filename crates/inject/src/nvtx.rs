@@ -12,7 +12,7 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::mem::offset_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{LazyLock, Mutex, MutexGuard, Once, PoisonError};
+use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
 
 use kernelscope_trace::NvtxRange;
 
@@ -68,13 +68,10 @@ struct OpenRange {
 impl OpenRange {
     /// A range beginning now on the calling thread.
     fn begin(parent: u64, message: Cow<'static, str>, domain: &'static str) -> OpenRange {
-        if THREAD.get() == 0 {
-            THREAD.set(crate::clock::thread_id());
-        }
         OpenRange {
             range: NvtxRange {
                 start_ns: crate::clock::now_ns(),
-                thread: THREAD.get(),
+                thread: crate::clock::thread_id(),
                 id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 parent,
                 ..NvtxRange::default()
@@ -103,8 +100,6 @@ thread_local! {
     static STACK: RefCell<Vec<OpenRange>> = const { RefCell::new(Vec::new()) };
     /// The innermost push/pop range's id (0: none): [`current_range`], asked per kernel launch, is one load.
     static TOP: Cell<u64> = const { Cell::new(0) };
-    /// The thread's id once asked (0: not yet, or forked since), as gettid is a syscall.
-    static THREAD: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The innermost push/pop range open on the calling thread (0: none).
@@ -115,7 +110,6 @@ pub(crate) fn current_range() -> u64 {
 /// Called by NVTX on loading us: 1 when our handlers are in its tables, 0 (every call a no-op) if not.
 #[unsafe(no_mangle)]
 pub extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<GetExportTable>) -> c_int {
-    static AT_FORK: Once = Once::new();
     static SAID: AtomicBool = AtomicBool::new(false);
     guarded(0, || {
         if let Err(problem) = crate::sink::ensure_open() {
@@ -126,17 +120,9 @@ pub extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<GetExportTab
             }
             return 0;
         }
-        // SAFETY: registers a plain `extern "C" fn()` that only sets a thread-local; should
-        // that fail, a forked child's ranges would name its parent's thread.
-        AT_FORK.call_once(|| _ = unsafe { libc::pthread_atfork(None, None, Some(forked)) });
         // SAFETY: NVTX passes its own `nvtxGetExportTable`, which lives as long as the process.
         c_int::from(unsafe { attach(get_export_table) }.is_some())
     })
-}
-
-/// In a forked child, on its one thread, whose cached id is its parent's.
-extern "C" fn forked() {
-    THREAD.set(0);
 }
 
 /// Writes our handlers into the calling NVTX copy's tables; None when it offered none.

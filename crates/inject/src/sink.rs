@@ -8,7 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::Duration;
 
-use kernelscope_trace::{ApiCall, Device, NvtxRange, Writer};
+use kernelscope_trace::{ApiCall, Device, NvtxRange, PmSample, Writer};
 
 /// The environment variable naming the directory the records go to.
 pub const TRACE_DIR_ENV_VAR: &str = "KSCOPE_TRACE_DIR";
@@ -24,6 +24,8 @@ struct Queued {
     ranges: Vec<(NvtxRange, String, String)>,
     /// Devices with their names.
     devices: Vec<(Device, String)>,
+    /// DRAM samples of the performance monitor.
+    samples: Vec<PmSample>,
 }
 
 static SINK: Mutex<Option<Writer<File>>> = Mutex::new(None);
@@ -31,6 +33,7 @@ static QUEUED: Mutex<Queued> = Mutex::new(Queued {
     calls: Vec::new(),
     ranges: Vec::new(),
     devices: Vec::new(),
+    samples: Vec::new(),
 });
 
 /// Opens the file, starts the flusher and registers the exit handlers, once
@@ -86,6 +89,11 @@ pub(crate) fn push_device(device: Device, name: &str) {
     lock(&QUEUED).devices.push((device, name.to_string()));
 }
 
+/// Queues DRAM samples of the performance monitor.
+pub(crate) fn push_samples(samples: &[PmSample]) {
+    lock(&QUEUED).samples.extend_from_slice(samples);
+}
+
 /// Writes what is queued. Never blocks on a lock when `from_signal` (a
 /// crashed thread may hold it): then nothing is written.
 pub(crate) fn write_queued_now(from_signal: bool) {
@@ -122,6 +130,9 @@ pub(crate) fn write_queued_now(from_signal: bool) {
         }
         for call in &taken.calls {
             writer.record(call)?;
+        }
+        for sample in &taken.samples {
+            writer.record(sample)?;
         }
         Ok::<(), kernelscope_trace::TraceError>(())
     })();

@@ -63,6 +63,17 @@ pub struct ProfileArgs {
     /// kernelscope-inject` builds it).
     #[arg(long, value_name = "FILE")]
     pub injection: Option<PathBuf>,
+    /// Measure each kernel's DRAM bytes (read and written) by sampling
+    /// every device's DRAM counters every MICROSECONDS (CUPTI PM sampling;
+    /// each sample's bytes go to the kernels running in it, by time), which
+    /// places the program's kernels on the roofline. Needs profiling rights:
+    /// root, or for other users the nvidia module loaded with
+    /// `NVreg_RestrictProfilingToAdminUsers=0`; without them each process
+    /// says why on stderr and its kernels have no bytes. Intervals below 5
+    /// are raised to 5 (shorter ones lose samples silently). 0, the
+    /// default, turns it off; 10 is a good interval.
+    #[arg(long, value_name = "MICROSECONDS", default_value_t = 0)]
+    pub dram_bytes_interval: u64,
     /// Read the record files of an earlier run kept with --keep-records
     /// from DIR instead of running a program (to cut them by another
     /// --step, say).
@@ -128,7 +139,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let library = injection_library(args.injection.as_deref())?;
     let records = RecordFolder::new(args.keep_records.as_deref())?;
 
-    let ended = run_child(&args.command, &library, records.path())?;
+    let ended = run_child(&args.command, &library, records.path(), args.dram_bytes_interval)?;
     let code = ended.exit_code();
     eprintln!("kscope profile: {} {}", args.command.join(" "), ended.describe());
 
@@ -147,11 +158,34 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         }
         Err(error) => return Err(error.into()),
     };
+    let mut profile = profile;
+    measure_ceilings(&mut profile);
     show(&profile, &outputs, &args.shape)?;
     if let Some(kept) = &args.keep_records {
         println!("record files kept in {}", kept.display());
     }
     Ok(ExitCode::from(code))
+}
+
+/// Puts the ceilings of the program's (rank 0's) GPU into `profile`,
+/// measured now that the program has ended, as `kscope run` measures its
+/// own; where they cannot be (kscope built without CUDA), says so.
+fn measure_ceilings(profile: &mut Profile) {
+    let device = &profile.conditions.device;
+    let Some(ordinal) = device
+        .strip_prefix("cuda:")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|number| number.parse::<u32>().ok())
+    else {
+        return;
+    };
+    match crate::ceilings::measure(&format!("cuda:{ordinal}"), None, None) {
+        Ok(measured) => profile.conditions.ceilings = measured.ceilings,
+        Err(error) => profile.warnings.push(format!(
+            "no roofline ceilings: measuring cuda:{ordinal} after the program failed ({})",
+            crate::errors::one_line(&error)
+        )),
+    }
 }
 
 /// The tool named in profiles.
@@ -288,18 +322,29 @@ impl Ended {
     }
 }
 
-/// Runs the program under the injection and waits for it and for any
+/// Runs the program under the injection, sampling DRAM bytes every
+/// `dram_bytes_interval` µs (0: not at all), and waits for it and for any
 /// descendant it left behind (up to [`DESCENDANT_GRACE`]).
-fn run_child(command: &[String], library: &Path, records: &Path) -> Result<Ended> {
+fn run_child(command: &[String], library: &Path, records: &Path, dram_bytes_interval: u64) -> Result<Ended> {
     // SAFETY: prctl with an integer argument; makes orphaned descendants ours to reap.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
     }
-    let mut child = std::process::Command::new(&command[0])
+    let mut program = std::process::Command::new(&command[0]);
+    program
         .args(&command[1..])
         .env("CUDA_INJECTION64_PATH", library)
         .env("NVTX_INJECTION64_PATH", library)
-        .env("KSCOPE_TRACE_DIR", records)
+        .env("KSCOPE_TRACE_DIR", records);
+    if dram_bytes_interval > 0 {
+        program.env(
+            "KSCOPE_PM_INTERVAL_NS",
+            dram_bytes_interval.saturating_mul(1000).to_string(),
+        );
+    } else {
+        program.env_remove("KSCOPE_PM_INTERVAL_NS");
+    }
+    let mut child = program
         .spawn()
         .with_context(|| format!("starting {}", command[0]))?;
     CHILD.store(child.id() as i32, Ordering::SeqCst);

@@ -71,7 +71,7 @@ fn profile_of(
     for (name, value) in environment {
         run.env(name, value);
     }
-    let output = run.output().unwrap();
+    let output = finish_within(run, std::time::Duration::from_secs(300));
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -81,6 +81,48 @@ fn profile_of(
         .ok()
         .map(|text| serde_json::from_str(&text).unwrap());
     (output.status.code().unwrap_or(-1), text, profile)
+}
+
+/// Runs `command` to its end, killing it and failing the test past `limit`
+/// (a profiler that hangs its program must fail, not stall the suite).
+fn finish_within(mut command: Command, limit: std::time::Duration) -> std::process::Output {
+    use std::io::Read;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drained as they fill, so a talkative program never blocks on a full pipe.
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            let stderr = stderr.join().unwrap();
+            panic!(
+                "{command:?} still ran after {limit:?}: {}",
+                String::from_utf8_lossy(&stderr)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::process::Output {
+        status,
+        stdout: stdout.join().unwrap(),
+        stderr: stderr.join().unwrap(),
+    }
 }
 
 /// `(kernel, scope)` → count, over the dispatches of token `token`.
@@ -237,6 +279,16 @@ fn a_second_process_becomes_a_second_rank() {
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
+/// Per-kernel total bytes of a profile's dispatches, by readable name.
+fn kernel_bytes(profile: &Value) -> BTreeMap<String, u64> {
+    let mut totals = BTreeMap::new();
+    for dispatch in profile["dispatches"].as_array().unwrap() {
+        let name = kernelscope::profile::readable_kernel_name(dispatch["kernel"].as_str().unwrap());
+        *totals.entry(name).or_default() += dispatch["bytes"].as_u64().unwrap();
+    }
+    totals
+}
+
 /// Per-kernel total ns of a profile's dispatches, by name.
 fn kernel_totals(profile: &Value) -> BTreeMap<String, u64> {
     let mut totals = BTreeMap::new();
@@ -276,9 +328,34 @@ fn kscope_profiled_from_outside_agrees_with_its_own_profile() {
     let own: Value = serde_json::from_str(&std::fs::read_to_string(&own_path).unwrap()).unwrap();
     let kscope = kscope_binary();
     let command: Vec<&str> = [&[kscope.to_str().unwrap()][..], &run[..]].concat();
-    let (code, output, injected) = profile_of(&folder, &[], &command, &[]);
+    let (code, output, injected) = profile_of(&folder, &["--dram-bytes-interval", "10"], &command, &[]);
     assert_eq!(code, 0, "{output}");
     let injected = injected.expect("a profile");
+    // DRAM bytes measured by PM sampling against the bytes kscope's kernels declare.
+    assert!(
+        injected["conditions"]["bytes_measured"].is_string(),
+        "no measured bytes: {output}"
+    );
+    let (declared, measured) = (kernel_bytes(&own), kernel_bytes(&injected));
+    for (kernel, &bytes) in &declared {
+        if let Some(&other) = measured.get(kernel)
+            && bytes > 0
+        {
+            eprintln!(
+                "{kernel}: declared {:.1} MB, measured {:.1} MB ({:+.1}%)",
+                bytes as f64 / 1e6,
+                other as f64 / 1e6,
+                100.0 * (other as f64 / bytes as f64 - 1.0)
+            );
+        }
+    }
+    for kernel in ["norm_matvec_bf16", "norm_matvec_silu_bf16", "matvec_add_bf16"] {
+        let (bytes, other) = (declared[kernel] as f64, measured[kernel] as f64);
+        assert!(
+            (other / bytes - 1.0).abs() <= 0.10,
+            "{kernel}: measured {other} bytes against {bytes} declared"
+        );
+    }
     let (own, injected) = (kernel_totals(&own), kernel_totals(&injected));
     let own_total: u64 = own.values().sum();
     let mut shared = (0u64, 0u64);

@@ -81,6 +81,11 @@ pub struct Conditions {
     /// the others carry counters only. Absent when every token was timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profiled_tokens: Option<super::TokenSelection>,
+    /// How dispatch bytes were measured, where they were not declared
+    /// (`kscope profile`: DRAM bytes by PM sampling every N µs); absent
+    /// where dispatches declare their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_measured: Option<String>,
     /// The program profiled from outside (`kscope profile -- CMD`): its
     /// command line, how its steps were found, how it ended. Absent for
     /// kscope's own runs.

@@ -208,6 +208,7 @@ impl Device {
             // Set by whoever ran the CPU kernels (the ops layer knows them).
             cpu_kernels: None,
             profiled_tokens: Some(self.profiler().token_selection()).filter(|selection| !selection.is_all()),
+            bytes_measured: None,
             program: None,
         }
     }

@@ -170,6 +170,7 @@ fn empty_synthetic_profile() -> crate::profile::Profile {
             early_launch: false,
             cpu_kernels: None,
             profiled_tokens: None,
+            bytes_measured: None,
             program: None,
         },
         counters: CounterSnapshot::default(),

@@ -139,6 +139,9 @@ fn render_conditions(profile: &Profile, out: &mut String) {
     if !recorded.is_empty() {
         let _ = writeln!(out, "{}", recorded.join(" | "));
     }
+    if let Some(bytes) = &conditions.bytes_measured {
+        let _ = writeln!(out, "bytes: {bytes}");
+    }
     let _ = writeln!(out, "{}", describe_roofline(&conditions.ceilings));
 }
 

@@ -13,10 +13,16 @@
 //! - Each process with device work is a rank, ordered by `RANK` where the
 //!   launcher set it, else by when it started; all share one clock
 //!   (CLOCK_MONOTONIC of one host), so none is shifted.
-//! - Foreign kernels declare no bytes or flops: they are placed on no
-//!   roofline. Device-to-device copies and sets carry the bytes CUPTI
-//!   reports them moving.
+//! - Foreign kernels declare no bytes or flops. Where the program ran with
+//!   `--dram-bytes-interval`, their bytes are the DRAM bytes measured by PM
+//!   sampling and attributed by time (`bytes`), which `conditions.
+//!   bytes_measured` says; else they have none and sit on no roofline.
+//!   Device-to-device copies and sets carry the bytes CUPTI reports them
+//!   moving.
+//! - Kernels that begin before the one before them on their stream ended
+//!   mark the run as launching early, so the cross-check expects overlaps.
 
+mod bytes;
 mod names;
 mod process;
 mod records;
@@ -151,9 +157,18 @@ pub fn profile_of_program(
         model_shape: None,
         ceilings: Default::default(),
         topology: None,
-        early_launch: false,
+        early_launch: built.iter().any(|process| process.early_launch),
         cpu_kernels: None,
         profiled_tokens: None,
+        bytes_measured: built
+            .iter()
+            .find_map(|process| process.bytes_measured)
+            .map(|sample_ns| {
+                format!(
+                    "DRAM bytes by PM sampling ({} samples) attributed to kernels by time",
+                    bytes::microseconds(sample_ns)
+                )
+            }),
         program: Some(Program {
             command,
             steps: rule,
@@ -222,6 +237,11 @@ struct Built {
     device: String,
     rule: StepRule,
     graphs: bool,
+    /// The median length of its DRAM samples, ns, where its kernels' bytes
+    /// were measured by PM sampling.
+    bytes_measured: Option<u64>,
+    /// Whether a kernel began before the one before it on its stream ended.
+    early_launch: bool,
     records: RankParts,
 }
 

@@ -5,9 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use kernelscope_trace::{ApiCall, ApiWhat, Ending, Frame, NvtxRange};
+use kernelscope_trace::{ApiCall, ApiWhat, Ending, Frame, NvtxRange, PmSample};
 
-use super::{Built, ProcessTrace, names, steps};
+use super::{Built, ProcessTrace, bytes, names, steps};
 use crate::profile::{CounterSnapshot, OpKind};
 
 /// A kernel, copy or set, as read.
@@ -18,6 +18,7 @@ pub(super) struct Unit {
     pub(super) name: String,
     pub(super) op_kind: OpKind,
     pub(super) stream: u32,
+    pub(super) device: u32,
     pub(super) graph: u32,
     pub(super) bytes: u64,
     pub(super) bytes_written: u64,
@@ -39,6 +40,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
     let mut calls: HashMap<u32, ApiCall> = HashMap::new();
     let mut ranges: HashMap<u64, (NvtxRange, String)> = HashMap::new();
     let mut devices: BTreeMap<u32, String> = BTreeMap::new();
+    let mut samples: Vec<PmSample> = Vec::new();
     for frame in &trace.frames {
         match frame {
             Frame::Kernel(kernel) => {
@@ -50,6 +52,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
                     op_kind: names::op_kind(&name),
                     name,
                     stream: kernel.stream,
+                    device: kernel.device,
                     graph: kernel.graph,
                     bytes: 0,
                     bytes_written: 0,
@@ -66,6 +69,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
                     name: format!("memcpy {}", copy_kind_name(copy.copy_kind)),
                     op_kind: OpKind::Copy,
                     stream: copy.stream,
+                    device: copy.device,
                     graph: copy.graph,
                     bytes: if on_device {
                         copy.bytes.saturating_mul(2)
@@ -84,6 +88,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
                 name: "memset".into(),
                 op_kind: "Memset".parse().unwrap_or(OpKind::Other),
                 stream: set.stream,
+                device: set.device,
                 graph: set.graph,
                 bytes: set.bytes,
                 bytes_written: set.bytes,
@@ -108,6 +113,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
                     ),
                 );
             }
+            Frame::PmSample(sample) => samples.push(*sample),
             _ => {}
         }
     }
@@ -116,6 +122,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
         return None;
     }
     units.sort_by_key(|unit| (unit.start_ns, unit.end_ns));
+    let bytes_measured = (!samples.is_empty()).then(|| measure_bytes(&mut units, &samples, pid, warnings));
     let by_start = |what: ApiWhat| {
         let mut chosen: Vec<ApiCall> = calls
             .values()
@@ -174,8 +181,35 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
         device,
         rule: found.rule,
         graphs: units.iter().any(|unit| unit.graph != 0),
+        early_launch: launches_early(&units),
+        bytes_measured,
         records: (counters, tokens, submissions, dispatches),
     })
+}
+
+/// Sets each kernel's bytes to the DRAM bytes its samples give it (copies
+/// and sets keep what CUPTI says they moved, which is exact, but still take
+/// their share of each sample), warns what went to none; the samples'
+/// median length, ns.
+fn measure_bytes(units: &mut [Unit], samples: &[PmSample], pid: u32, warnings: &mut Vec<String>) -> u64 {
+    let spans: Vec<bytes::Span> = units
+        .iter()
+        .map(|unit| bytes::Span {
+            start_ns: unit.start_ns,
+            end_ns: unit.end_ns,
+            device: unit.device,
+            stream: unit.stream,
+        })
+        .collect();
+    let attribution = bytes::attribute(&spans, samples);
+    for (unit, measured) in units.iter_mut().zip(&attribution.units) {
+        if unit.kernel {
+            unit.bytes = measured.read + measured.write;
+            unit.bytes_written = measured.write;
+        }
+    }
+    warnings.push(attribution.describe(pid));
+    attribution.sample_ns
 }
 
 /// A warning for a file that did not end cleanly or lost records.
@@ -236,4 +270,19 @@ fn scope(
     }
     parts.reverse();
     Arc::from(parts.join("/"))
+}
+
+/// Whether a unit began on its stream before the one before it there had
+/// ended: the program launches early (programmatic dependent launch, as
+/// llama.cpp's graphs do), which the cross-check must then not flag.
+fn launches_early(units: &[Unit]) -> bool {
+    let mut last_end: HashMap<u32, u64> = HashMap::new();
+    // `units` are in order of start.
+    units.iter().any(|unit| {
+        let previous = last_end.insert(unit.stream, unit.end_ns).unwrap_or(0);
+        if previous > unit.end_ns {
+            last_end.insert(unit.stream, previous);
+        }
+        unit.start_ns < previous
+    })
 }
