@@ -177,43 +177,18 @@ pub fn profile_of_program(
         }),
     };
     let mut ranks = built.into_iter().map(Built::into_profile_parts);
-    let (counters, tokens, submissions, dispatches) = ranks.next().expect("one at least");
+    let first = ranks.next().expect("one at least");
     let others: Vec<(Profile, i128)> = ranks
         .zip(devices.iter().skip(1))
-        .map(|((counters, tokens, submissions, dispatches), device)| {
+        .map(|(parts, device)| {
             let conditions = Conditions {
                 device: device.clone(),
                 ..conditions.clone()
             };
-            (
-                Profile {
-                    schema: super::PROFILE_SCHEMA_VERSION,
-                    tool: tool.into(),
-                    conditions,
-                    counters,
-                    tokens,
-                    submissions,
-                    dispatches,
-                    warnings: Vec::new(),
-                    ranks: Vec::new(),
-                    experts: None,
-                },
-                0,
-            )
+            (assemble(tool, conditions, parts, Vec::new()), 0)
         })
         .collect();
-    let mut profile = Profile {
-        schema: super::PROFILE_SCHEMA_VERSION,
-        tool: tool.into(),
-        conditions,
-        counters,
-        tokens,
-        submissions,
-        dispatches,
-        warnings,
-        ranks: Vec::new(),
-        experts: None,
-    };
+    let mut profile = assemble(tool, conditions, first, warnings);
     if !others.is_empty() {
         let topology = Topology {
             ranks: devices.len(),
@@ -228,6 +203,23 @@ pub fn profile_of_program(
         .check()
         .map_err(|problem| no_profile(format!("the records do not hold together: {problem}")))?;
     Ok(profile)
+}
+
+/// A profile of one rank's records.
+fn assemble(tool: &str, conditions: Conditions, parts: RankParts, warnings: Vec<String>) -> Profile {
+    let (counters, tokens, submissions, dispatches) = parts;
+    Profile {
+        schema: super::PROFILE_SCHEMA_VERSION,
+        tool: tool.into(),
+        conditions,
+        counters,
+        tokens,
+        submissions,
+        dispatches,
+        warnings,
+        ranks: Vec::new(),
+        experts: None,
+    }
 }
 
 /// One process's records as a rank's.
