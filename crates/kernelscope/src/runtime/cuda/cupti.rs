@@ -19,6 +19,11 @@ use cudarc::driver::sys as driver;
 pub(crate) enum CuptiUnavailable {
     #[error("libcupti is not on the loader path")]
     Missing,
+    /// Under `kscope profile`, whose injection library subscribed first:
+    /// CUPTI's activity callbacks are one per process, and taking them would
+    /// blind the outside profile.
+    #[error("kscope profile's injection library holds CUPTI in this process ({TRACE_DIR_ENV_VAR} is set)")]
+    HeldByKscopeProfile,
     #[error("CUPTI refused its callbacks: {0}")]
     Callbacks(#[source] CuptiError),
     #[error("CUPTI refused kernel activity (another profiler attached?): {0}")]
@@ -28,6 +33,10 @@ pub(crate) enum CuptiUnavailable {
     #[error("cuptiGetStreamId: {0}")]
     StreamId(#[source] CuptiError),
 }
+
+/// Set in every process `kscope profile` runs (kernelscope-inject's
+/// `TRACE_DIR_ENV_VAR`); read once, when CUPTI is first started.
+const TRACE_DIR_ENV_VAR: &str = "KSCOPE_TRACE_DIR";
 
 /// One kernel execution as CUPTI saw it (ns on CUPTI's clock).
 #[derive(Clone, Debug)]
@@ -121,6 +130,9 @@ pub(crate) fn start() -> Result<(), CuptiUnavailable> {
         // SAFETY: only tries to load the library by its known names.
         if !unsafe { sys::is_culib_present() } {
             return Err(CuptiUnavailable::Missing);
+        }
+        if std::env::var_os(TRACE_DIR_ENV_VAR).is_some() {
+            return Err(CuptiUnavailable::HeldByKscopeProfile);
         }
         cupti::activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))
             .map_err(CuptiUnavailable::Callbacks)?;
