@@ -245,3 +245,22 @@ fn nothing_recorded_is_an_error_that_says_so() {
         profile_of_program(&[process(&idle, 1)], None, vec!["./app".into()], "x".into(), "t").unwrap_err();
     assert!(error.to_string().contains("ran no kernel"), "{error}");
 }
+
+#[test]
+fn launches_without_records_say_another_profiler_took_them() {
+    for (seed, from) in [(31, 1), (32, 3)] {
+        let shape = ProgramShape {
+            records_taken_from_step: Some(from),
+            ..ProgramShape::default()
+        };
+        let profile = profile(&[process(&shape, seed)], Some("step"));
+        let lost = (shape.steps - from) * shape.layers * EAGER_KERNELS.len();
+        let warning = profile
+            .warnings
+            .iter()
+            .find(|warning| warning.contains("left no kernel record"))
+            .unwrap_or_else(|| panic!("no warning: {:?}", profile.warnings));
+        assert!(warning.contains(&format!("the last {lost} of ")), "{warning}");
+        assert!(warning.contains("torch.profiler"), "{warning}");
+    }
+}

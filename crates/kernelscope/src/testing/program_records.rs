@@ -28,6 +28,10 @@ pub struct ProgramShape {
     pub pid: u32,
     /// Whether the file ends with its end frame (false: the process died).
     pub ended: bool,
+    /// From this step on, its eager kernels' records are missing though
+    /// their launches are not: what another CUPTI user in the process
+    /// (torch.profiler) taking the records looks like.
+    pub records_taken_from_step: Option<usize>,
 }
 
 impl Default for ProgramShape {
@@ -41,6 +45,7 @@ impl Default for ProgramShape {
             rank: None,
             pid: 4242,
             ended: true,
+            records_taken_from_step: None,
         }
     }
 }
@@ -109,7 +114,8 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
             message,
         ));
     };
-    for _ in 0..shape.steps {
+    for step in 0..shape.steps {
+        let taken = shape.records_taken_from_step.is_some_and(|from| step >= from);
         let step_start = now;
         let step_range = if shape.ranges { take(&mut next_range) } else { 0 };
         for layer in 0..shape.layers {
@@ -126,7 +132,9 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
                 );
                 let start = device_free.max(call.end_ns) + between(500, 3000);
                 device_free = start + between(2_000, 20_000);
-                kernel(&mut writer, name, start, device_free, call.correlation, 0, 7);
+                if !taken {
+                    kernel(&mut writer, name, start, device_free, call.correlation, 0, 7);
+                }
             }
             now += between(100, 1000);
             if shape.ranges {

@@ -118,6 +118,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
         }
     }
     note_ending(process, pid, warnings);
+    note_lost_kernels(&units, &calls, pid, warnings);
     if units.is_empty() {
         return None;
     }
@@ -285,4 +286,39 @@ fn launches_early(units: &[Unit]) -> bool {
         }
         unit.start_ns < previous
     })
+}
+
+/// A warning when many kernel launches left no kernel record after the
+/// last one that did: another CUPTI user in the process (a
+/// `torch.profiler` session, Nsight) took CUPTI's records, which are one set
+/// per process. Launches captured into a graph leave no record either, but
+/// they come before the graph's replays, which do.
+fn note_lost_kernels(units: &[Unit], calls: &HashMap<u32, ApiCall>, pid: u32, warnings: &mut Vec<String>) {
+    let recorded: std::collections::HashSet<u32> = units.iter().map(|unit| unit.correlation).collect();
+    let launches: Vec<&ApiCall> = calls
+        .values()
+        .filter(|call| call.what() == Some(ApiWhat::Launch))
+        .collect();
+    let last_recorded = launches
+        .iter()
+        .filter(|call| recorded.contains(&call.correlation))
+        .map(|call| call.start_ns)
+        .max()
+        .unwrap_or(0);
+    let lost: Vec<u64> = launches
+        .iter()
+        .filter(|call| call.start_ns > last_recorded && !recorded.contains(&call.correlation))
+        .map(|call| call.start_ns)
+        .collect();
+    // A few launches may still be in flight at a crash; one in twenty is not.
+    if !lost.is_empty() && lost.len() * 20 > launches.len() {
+        let first_unit = units.iter().map(|unit| unit.start_ns).min().unwrap_or(0);
+        let first_lost = lost.iter().copied().min().unwrap_or(0);
+        warnings.push(format!(
+            "process {pid}: the last {} of {} kernel launches left no kernel record, from {:.3} s into its work on: another CUPTI user in the process (torch.profiler, Nsight) took the records; those kernels are missing",
+            lost.len(),
+            launches.len(),
+            first_lost.saturating_sub(first_unit) as f64 / 1e9
+        ));
+    }
 }
