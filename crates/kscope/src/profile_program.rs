@@ -261,7 +261,13 @@ impl RecordFolder {
                 keep: true,
             });
         }
-        let path = std::env::temp_dir().join(format!("kscope-profile-{}", std::process::id()));
+        // The time too: a folder a killed kscope of the same pid left behind
+        // must not stop this one.
+        let since_epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let path = std::env::temp_dir().join(format!("kscope-profile-{}-{since_epoch}", std::process::id()));
         std::fs::create_dir(&path).with_context(|| format!("creating {}", path.display()))?;
         Ok(RecordFolder { path, keep: false })
     }
