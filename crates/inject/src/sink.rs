@@ -63,7 +63,7 @@ fn open() -> Result<(), String> {
             loop {
                 std::thread::sleep(FLUSH_PERIOD);
                 crate::cupti_flush(false);
-                write_queued();
+                write_queued_now(false);
             }
         })
         .map_err(|error| format!("starting the flusher: {error}"))?;
@@ -140,10 +140,6 @@ pub(crate) fn write_queued_now(from_signal: bool) {
         eprintln!("kscope profile: writing records failed, recording stops: {error}");
         *sink = None;
     }
-}
-
-fn write_queued() {
-    write_queued_now(false);
 }
 
 /// The sink, for CUPTI's buffer thread and the exit handlers.

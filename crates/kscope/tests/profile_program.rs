@@ -279,26 +279,27 @@ fn a_second_process_becomes_a_second_rank() {
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
-/// Per-kernel total bytes of a profile's dispatches, by readable name.
-fn kernel_bytes(profile: &Value) -> BTreeMap<String, u64> {
+/// Per kernel (by its readable name, as `kscope profile` shows it), the
+/// sum of `value` over a profile's dispatches.
+fn per_kernel(profile: &Value, value: impl Fn(&Value) -> u64) -> BTreeMap<String, u64> {
     let mut totals = BTreeMap::new();
     for dispatch in profile["dispatches"].as_array().unwrap() {
         let name = kernelscope::profile::readable_kernel_name(dispatch["kernel"].as_str().unwrap());
-        *totals.entry(name).or_default() += dispatch["bytes"].as_u64().unwrap();
+        *totals.entry(name).or_default() += value(dispatch);
     }
     totals
 }
 
-/// Per-kernel total ns of a profile's dispatches, by name.
+/// Per-kernel total bytes of a profile's dispatches.
+fn kernel_bytes(profile: &Value) -> BTreeMap<String, u64> {
+    per_kernel(profile, |dispatch| dispatch["bytes"].as_u64().unwrap())
+}
+
+/// Per-kernel total ns of a profile's dispatches.
 fn kernel_totals(profile: &Value) -> BTreeMap<String, u64> {
-    let mut totals = BTreeMap::new();
-    for dispatch in profile["dispatches"].as_array().unwrap() {
-        let duration = dispatch["end_ns"].as_u64().unwrap() - dispatch["start_ns"].as_u64().unwrap();
-        *totals
-            .entry(dispatch["kernel"].as_str().unwrap().to_string())
-            .or_default() += duration;
-    }
-    totals
+    per_kernel(profile, |dispatch| {
+        dispatch["end_ns"].as_u64().unwrap() - dispatch["start_ns"].as_u64().unwrap()
+    })
 }
 
 #[test]

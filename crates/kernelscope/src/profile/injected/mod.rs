@@ -176,7 +176,7 @@ pub fn profile_of_program(
             ended,
         }),
     };
-    let mut ranks = built.into_iter().map(Built::into_profile_parts);
+    let mut ranks = built.into_iter().map(|process| process.records);
     let first = ranks.next().expect("one at least");
     let others: Vec<(Profile, i128)> = ranks
         .zip(devices.iter().skip(1))
@@ -261,9 +261,5 @@ impl Built {
             dispatch.start_ns -= epoch;
             dispatch.end_ns -= epoch;
         }
-    }
-
-    fn into_profile_parts(self) -> RankParts {
-        self.records
     }
 }
