@@ -2,8 +2,11 @@
 //! launches (which NVTX range they were made in: the kernel runs later,
 //! outside it), graph launches (a step of a program that replays graphs),
 //! host synchronisations (the steps of a program that has neither), and
-//! copies and sets. Each call becomes one queued [`ApiCall`]; a context's
-//! creation gives its device's name and shape.
+//! copies and sets. Each call becomes one [`ApiCall`], made one of two ways
+//! ([`ApiCallRecording`]): by CUPTI itself, as activity records of these
+//! calls only (the default: cheapest for the program), or by a callback of
+//! ours on the program's thread at each call's entry and exit. A context's
+//! creation gives its device's name and shape either way.
 
 use std::collections::HashSet;
 use std::ffi::{CStr, c_void};
@@ -68,9 +71,48 @@ const DRIVER_CALLS: &[(u32, ApiWhat)] = &[
 /// The resource callback for a context's creation.
 const CONTEXT_CREATED: u32 = 1;
 
-/// Subscribes to CUPTI's callbacks and enables the calls above (a call of a
-/// newer CUDA than this list knows is simply not seen).
-pub(crate) fn subscribe() -> Result<(), String> {
+/// The environment variable choosing how API calls are recorded:
+/// `activity`, `callbacks` or `off` ([`ApiCallRecording`]).
+pub const API_CALLS_ENV_VAR: &str = "KSCOPE_API_CALLS";
+
+/// How the calls above are recorded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ApiCallRecording {
+    /// CUPTI's activity records of these calls alone: CUPTI writes each into
+    /// its buffer; the NVTX range a call was made in is found afterwards
+    /// from its thread and time ([`kernelscope_trace::RANGE_BY_TIME`]).
+    Activity,
+    /// A callback of ours at each call's entry and exit, which reads the
+    /// thread's open range then and there: costs the program more.
+    Callbacks,
+    /// None: kernels, copies and sets only (steps fall back to the whole
+    /// run, kernels have no NVTX scope); for measuring what the rest costs.
+    Off,
+}
+
+impl ApiCallRecording {
+    /// The one `$KSCOPE_API_CALLS` asks for (default: activity); an unknown
+    /// value is said on stderr and the default used.
+    pub(crate) fn from_environment() -> ApiCallRecording {
+        match std::env::var(API_CALLS_ENV_VAR).as_deref() {
+            Err(_) | Ok("activity") => ApiCallRecording::Activity,
+            Ok("callbacks") => ApiCallRecording::Callbacks,
+            Ok("off") => ApiCallRecording::Off,
+            Ok(other) => {
+                eprintln!(
+                    "kscope profile: {API_CALLS_ENV_VAR}={other} is not activity, callbacks or off; recording activity"
+                );
+                ApiCallRecording::Activity
+            }
+        }
+    }
+}
+
+/// Subscribes to CUPTI's callbacks (a context's creation always; the calls
+/// above when `recording` asks for callbacks) or has CUPTI record the calls
+/// above as activity (a call of a newer CUDA than this list knows is simply
+/// not seen).
+pub(crate) fn subscribe(recording: ApiCallRecording) -> Result<(), String> {
     let mut subscriber: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
     // SAFETY: one out-parameter; the callback is an `extern "C"` function of CUPTI's shape.
     let subscribed = unsafe { sys::cuptiSubscribe(&mut subscriber, Some(on_callback), std::ptr::null_mut()) };
@@ -79,14 +121,21 @@ pub(crate) fn subscribe() -> Result<(), String> {
             "CUPTI refused a subscriber ({subscribed:?}): another profiler (Nsight, torch.profiler) holds it"
         ));
     }
-    for (domain, calls) in [(RUNTIME_DOMAIN, RUNTIME_CALLS), (DRIVER_DOMAIN, DRIVER_CALLS)] {
-        for &(callback, _) in calls {
-            // SAFETY: `subscriber` is live; an id this CUDA lacks is refused, not UB.
-            unsafe {
-                let _ = sys::cuptiEnableCallback(1, subscriber, domain_of(domain), callback);
+    match recording {
+        ApiCallRecording::Callbacks => {
+            for (domain, calls) in [(RUNTIME_DOMAIN, RUNTIME_CALLS), (DRIVER_DOMAIN, DRIVER_CALLS)] {
+                for &(callback, _) in calls {
+                    // SAFETY: `subscriber` is live; an id this CUDA lacks is refused, not UB.
+                    unsafe {
+                        let _ = sys::cuptiEnableCallback(1, subscriber, domain_of(domain), callback);
+                    }
+                }
             }
         }
+        ApiCallRecording::Activity => name_threads_by_system_id()?,
+        ApiCallRecording::Off => {}
     }
+    RECORDING.get_or_init(|| recording);
     // SAFETY: as above.
     let resource = unsafe {
         sys::cuptiEnableCallback(
@@ -100,6 +149,67 @@ pub(crate) fn subscribe() -> Result<(), String> {
         return Err(format!("CUPTI refused the context callback ({resource:?})"));
     }
     Ok(())
+}
+
+/// How the calls are recorded, once subscribed.
+static RECORDING: OnceLock<ApiCallRecording> = OnceLock::new();
+
+/// CUPTI's activity records name threads as `gettid` does, as our NVTX ranges do.
+fn name_threads_by_system_id() -> Result<(), String> {
+    // SAFETY: a plain value, set before any record is made.
+    let named = unsafe {
+        sys::cuptiSetThreadIdType(sys::CUpti_ActivityThreadIdType::CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM)
+    };
+    if named != sys::CUptiResult::CUPTI_SUCCESS {
+        return Err(format!(
+            "CUPTI refused to name threads by their system id ({named:?})"
+        ));
+    }
+    Ok(())
+}
+
+/// Starts (`on`) or stops CUPTI writing an activity record of each call
+/// above and of no other call (per-function records without the whole
+/// kind on), when the calls are recorded as activity.
+pub(crate) fn record_calls_as_activity(on: bool) -> Result<(), String> {
+    if RECORDING.get() != Some(&ApiCallRecording::Activity) {
+        return Ok(());
+    }
+    let mut switched = 0;
+    for &(callback, _) in RUNTIME_CALLS {
+        // SAFETY: plain values; an id this CUDA lacks is refused, not UB.
+        let result = unsafe { sys::cuptiActivityEnableRuntimeApi(callback, u8::from(on)) };
+        switched += usize::from(result == sys::CUptiResult::CUPTI_SUCCESS);
+    }
+    for &(callback, _) in DRIVER_CALLS {
+        // SAFETY: as above.
+        let result = unsafe { sys::cuptiActivityEnableDriverApi(callback, u8::from(on)) };
+        switched += usize::from(result == sys::CUptiResult::CUPTI_SUCCESS);
+    }
+    if switched == 0 {
+        return Err(format!(
+            "CUPTI records no single API calls (cuptiActivityEnableRuntimeApi); set {API_CALLS_ENV_VAR}=callbacks"
+        ));
+    }
+    Ok(())
+}
+
+/// CUPTI's activity record of a runtime (`driver` false) or driver call as
+/// an [`ApiCall`] whose range is to be found by time; `None` for a call
+/// that is not one of ours.
+pub(crate) fn api_call_of(record: &sys::CUpti_ActivityAPI, driver: bool) -> Option<ApiCall> {
+    let domain = if driver { DRIVER_DOMAIN } else { RUNTIME_DOMAIN };
+    let what = what_of(domain, record.cbid)?;
+    Some(ApiCall {
+        start_ns: record.start,
+        end_ns: record.end.max(record.start),
+        thread: u64::from(record.threadId),
+        range: kernelscope_trace::RANGE_BY_TIME,
+        correlation: record.correlationId,
+        callback: record.cbid,
+        domain: u32::from(driver),
+        what: what as u32,
+    })
 }
 
 fn domain_of(domain: u32) -> sys::CUpti_CallbackDomain {
@@ -156,6 +266,9 @@ unsafe extern "C" fn on_callback(
                 })
             });
         } else if RUNTIME_DEPTH.with(|depth| depth.get()) > 0 {
+            return;
+        }
+        if !crate::window::collecting() {
             return;
         }
         // SAFETY: for the API domains CUPTI passes a `CUpti_CallbackData`,

@@ -1,7 +1,7 @@
 //! The library `kscope profile` loads into the program it profiles. The
 //! CUDA driver, given `CUDA_INJECTION64_PATH`, loads it inside `cuInit` and
 //! calls [`InitializeInjection`]: it subscribes to CUPTI's activity records
-//! (kernels, copies, sets) and to the API calls a profile needs
+//! (kernels, copies, sets) and of the API calls a profile needs
 //! (`callbacks`). The NVTX library, given `NVTX_INJECTION64_PATH`, loads it
 //! on the program's first NVTX call and calls `InitializeInjectionNvtx2`
 //! (`nvtx`), whose ranges become the profile's scopes and steps. Whichever
@@ -22,15 +22,18 @@ mod nvtx;
 mod pm;
 mod records;
 mod sink;
+mod window;
 
 use std::ffi::c_int;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use cudarc::cupti::{result as cupti, sys};
 use kernelscope_trace::Header;
 
+pub use callbacks::API_CALLS_ENV_VAR;
 pub use sink::{FLUSH_PERIOD, TRACE_DIR_ENV_VAR};
+pub use window::{STEP_ENV_VAR, WINDOW_ENV_VAR};
 
 /// Whether CUPTI's activity records are being collected (what a flush asks for).
 static COLLECTING: AtomicBool = AtomicBool::new(false);
@@ -75,17 +78,66 @@ fn start() -> Result<(), String> {
     }
     cupti::activity::register_callbacks(Some(records::buffer_requested), Some(records::buffer_completed))
         .map_err(|error| format!("CUPTI refused its callbacks: {error}"))?;
-    callbacks::subscribe()?;
-    for kind in [
-        sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-        sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
-        sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
-    ] {
-        cupti::activity::enable(kind)
-            .map_err(|error| format!("CUPTI refused {kind:?} (another profiler attached?): {error}"))?;
+    callbacks::subscribe(callbacks::ApiCallRecording::from_environment())?;
+    let mut collecting = lock_collection();
+    *collecting = Collection::Started { on: false };
+    if window::collecting() {
+        switch_collection(&mut collecting, true)?;
     }
     COLLECTING.store(true, Ordering::SeqCst);
     Ok(())
+}
+
+/// Whether CUPTI is set up, and collecting.
+enum Collection {
+    /// Not set up yet: a window opening now is acted on when it is.
+    NotStarted,
+    Started {
+        on: bool,
+    },
+}
+
+static COLLECTION: Mutex<Collection> = Mutex::new(Collection::NotStarted);
+
+fn lock_collection() -> MutexGuard<'static, Collection> {
+    COLLECTION.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The kinds of activity records collected.
+const KINDS: [sys::CUpti_ActivityKind; 3] = [
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+];
+
+/// Has CUPTI collect (`on`) or stop collecting, once it is set up.
+fn switch_collection(collection: &mut Collection, on: bool) -> Result<(), String> {
+    let Collection::Started { on: now } = collection else {
+        return Ok(());
+    };
+    if *now == on {
+        return Ok(());
+    }
+    for kind in KINDS {
+        let switched = if on {
+            cupti::activity::enable(kind)
+        } else {
+            cupti::activity::disable(kind)
+        };
+        switched.map_err(|error| {
+            format!("CUPTI refused to switch {kind:?} (another profiler attached?): {error}")
+        })?;
+    }
+    callbacks::record_calls_as_activity(on)?;
+    *now = on;
+    Ok(())
+}
+
+/// The window of steps opened (`on`) or closed: CUPTI collects or stops.
+pub(crate) fn set_collecting(on: bool) {
+    if let Err(problem) = switch_collection(&mut lock_collection(), on) {
+        eprintln!("kscope profile: {problem}");
+    }
 }
 
 /// Asks CUPTI for its finished buffers (`forced`: every record, even of

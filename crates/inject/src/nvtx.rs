@@ -68,6 +68,7 @@ struct OpenRange {
 impl OpenRange {
     /// A range beginning now on the calling thread.
     fn begin(parent: u64, message: Cow<'static, str>, domain: &'static str) -> OpenRange {
+        crate::window::range_began(&message);
         OpenRange {
             range: NvtxRange {
                 start_ns: crate::clock::now_ns(),
@@ -84,6 +85,10 @@ impl OpenRange {
     /// Queues it for the sink, ended at `end_ns` with `depth` ranges open around it.
     fn close(mut self, end_ns: u64, depth: usize) {
         (self.range.end_ns, self.range.depth) = (end_ns, depth as u32);
+        crate::window::range_ended(&self.message, end_ns);
+        if !crate::window::keeps_range(self.range.start_ns) {
+            return;
+        }
         #[cfg(test)]
         tests::capture(self.range, &self.message, self.domain);
         crate::sink::push_range(self.range, &self.message, self.domain);
@@ -221,7 +226,8 @@ handlers! {
 fn push(message: Cow<'static, str>, domain: &'static str) -> c_int {
     let level = STACK.try_with(|stack| {
         let mut stack = stack.try_borrow_mut().ok()?;
-        let range = OpenRange::begin(stack.last().map_or(0, |below| below.range.id), message, domain);
+        let mut range = OpenRange::begin(stack.last().map_or(0, |below| below.range.id), message, domain);
+        range.range.stacked = 1;
         TOP.set(range.range.id);
         stack.push(range);
         Some(stack.len() as c_int - 1)

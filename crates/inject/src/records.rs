@@ -1,5 +1,5 @@
 //! CUPTI's activity buffers: lent to CUPTI from a pool, and, when CUPTI
-//! hands one back full of records, turned into kernelscope-trace frames
+//! hands one back full of records (kernels, copies, sets, API calls), turned into kernelscope-trace frames
 //! and written to the process's file in one go.
 
 use std::ffi::CStr;
@@ -102,6 +102,13 @@ pub(crate) unsafe extern "C" fn buffer_completed(
                             stream: set.streamId,
                             graph: set.graphId,
                         })
+                    }
+                    kind @ (sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_RUNTIME
+                    | sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER) => {
+                        let driver = kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER;
+                        let call = &*(record as *const sys::CUpti_ActivityAPI);
+                        crate::callbacks::api_call_of(call, driver)
+                            .map_or(Ok(()), |call| writer.record(&call))
                     }
                     _ => Ok(()),
                 };

@@ -264,3 +264,36 @@ fn launches_without_records_say_another_profiler_took_them() {
         assert!(warning.contains("torch.profiler"), "{warning}");
     }
 }
+
+/// CUPTI's activity records of API calls carry no NVTX range, and show each
+/// runtime call's driver call too: the profile found from them is the one
+/// the callbacks' records give, by every step rule.
+#[test]
+fn calls_recorded_as_activity_give_the_profile_callbacks_give() {
+    for (seed, step) in [(5, Some("step")), (41, None), (77, Some("decode"))] {
+        let shape = ProgramShape {
+            steps: 2 + seed as usize % 5,
+            layers: 1 + seed as usize % 4,
+            ..ProgramShape::default()
+        };
+        let by_time = ProgramShape {
+            calls_by_time: true,
+            ..shape.clone()
+        };
+        let from_callbacks = profile(&[process(&shape, seed)], step);
+        let from_activity = profile(&[process(&by_time, seed)], step);
+        assert!(
+            from_callbacks
+                .dispatches
+                .iter()
+                .any(|dispatch| dispatch.scope.contains("layer."))
+        );
+        assert_eq!(from_activity.tokens, from_callbacks.tokens, "seed {seed}");
+        assert_eq!(from_activity.dispatches, from_callbacks.dispatches, "seed {seed}");
+        assert_eq!(from_activity.counters, from_callbacks.counters, "seed {seed}");
+        assert_eq!(
+            from_activity.conditions.program,
+            from_callbacks.conditions.program
+        );
+    }
+}

@@ -43,6 +43,13 @@ pub struct ProfileArgs {
     /// step, else the work between two host synchronisations, else the run.
     #[arg(long, value_name = "NAME")]
     pub step: Option<String>,
+    /// Record only the steps numbered A to B-1 (counting the --step ranges
+    /// the program opens from 0, e.g. 100..116): CUPTI collects nothing
+    /// before the A-th range opens or after the B-th closes, so the rest
+    /// of a long run pays no profiling cost. The report's tokens 0.. are
+    /// these steps.
+    #[arg(long, value_name = "A..B", value_parser = crate::report::token_window, requires = "step", conflicts_with = "from_records")]
+    pub steps: Option<std::ops::Range<u32>>,
     /// Write the profile as JSON to FILE (`kscope report`, `kscope compare` read it).
     #[arg(long, value_name = "FILE")]
     pub profile_json: Option<PathBuf>,
@@ -74,6 +81,15 @@ pub struct ProfileArgs {
     /// default, turns it off; 10 is a good interval.
     #[arg(long, value_name = "MICROSECONDS", default_value_t = 0)]
     pub dram_bytes_interval: u64,
+    /// How the program's launches, graph launches, synchronisations and
+    /// copies are recorded: `activity` has CUPTI write a record of each
+    /// (the cheapest for the program; the NVTX range a launch was made in
+    /// is found from its thread and time), `callbacks` calls back into
+    /// kscope at each one's entry and exit (costs the program more), `off`
+    /// records none (steps fall back to the whole run and kernels have no
+    /// NVTX scope: for measuring what recording them costs).
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = ApiCalls::Activity)]
+    pub api_calls: ApiCalls,
     /// Read the record files of an earlier run kept with --keep-records
     /// from DIR instead of running a program (to cut them by another
     /// --step, say).
@@ -85,6 +101,18 @@ pub struct ProfileArgs {
     /// The program and its arguments, after `--`.
     #[arg(required_unless_present = "from_records", last = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// How API calls are recorded (`--api-calls`), passed to the injection
+/// library as `KSCOPE_API_CALLS`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiCalls {
+    /// CUPTI's activity records of the calls.
+    Activity,
+    /// A kscope callback at each call.
+    Callbacks,
+    /// None.
+    Off,
 }
 
 /// The child's pid, for the forwarding signal handler (0: none yet).
@@ -139,7 +167,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let library = injection_library(args.injection.as_deref())?;
     let records = RecordFolder::new(args.keep_records.as_deref())?;
 
-    let ended = run_child(&args.command, &library, records.path(), args.dram_bytes_interval)?;
+    let ended = run_child(&args, &library, records.path())?;
     let code = ended.exit_code();
     eprintln!("kscope profile: {} {}", args.command.join(" "), ended.describe());
 
@@ -159,6 +187,12 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         Err(error) => return Err(error.into()),
     };
     let mut profile = profile;
+    if let (Some(window), Some(program)) = (&args.steps, profile.conditions.program.as_mut()) {
+        program.steps = format!(
+            "{}, only steps {}..{} of the program (--steps; the tokens here count from the first)",
+            program.steps, window.start, window.end
+        );
+    }
     measure_ceilings(&mut profile);
     show(&profile, &outputs, &args.shape)?;
     if let Some(kept) = &args.keep_records {
@@ -328,10 +362,11 @@ impl Ended {
     }
 }
 
-/// Runs the program under the injection, sampling DRAM bytes every
-/// `dram_bytes_interval` µs (0: not at all), and waits for it and for any
-/// descendant it left behind (up to [`DESCENDANT_GRACE`]).
-fn run_child(command: &[String], library: &Path, records: &Path, dram_bytes_interval: u64) -> Result<Ended> {
+/// Runs the program under the injection, sampling DRAM bytes and recording
+/// API calls as `args` say, and waits for it and for any descendant it
+/// left behind (up to [`DESCENDANT_GRACE`]).
+fn run_child(args: &ProfileArgs, library: &Path, records: &Path) -> Result<Ended> {
+    let (command, dram_bytes_interval) = (&args.command, args.dram_bytes_interval);
     // SAFETY: prctl with an integer argument; makes orphaned descendants ours to reap.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -341,7 +376,25 @@ fn run_child(command: &[String], library: &Path, records: &Path, dram_bytes_inte
         .args(&command[1..])
         .env("CUDA_INJECTION64_PATH", library)
         .env("NVTX_INJECTION64_PATH", library)
-        .env("KSCOPE_TRACE_DIR", records);
+        .env("KSCOPE_TRACE_DIR", records)
+        .env(
+            "KSCOPE_API_CALLS",
+            match args.api_calls {
+                ApiCalls::Activity => "activity",
+                ApiCalls::Callbacks => "callbacks",
+                ApiCalls::Off => "off",
+            },
+        );
+    match (&args.step, &args.steps) {
+        (Some(step), Some(window)) => {
+            program
+                .env("KSCOPE_STEP", step)
+                .env("KSCOPE_STEP_WINDOW", format!("{}..{}", window.start, window.end));
+        }
+        _ => {
+            program.env_remove("KSCOPE_STEP").env_remove("KSCOPE_STEP_WINDOW");
+        }
+    }
     if dram_bytes_interval > 0 {
         program.env(
             "KSCOPE_PM_INTERVAL_NS",

@@ -50,7 +50,7 @@ impl ReportFlags {
 }
 
 /// `A..B` with A < B, whole numbers.
-fn token_window(text: &str) -> Result<Range<u32>, String> {
+pub(crate) fn token_window(text: &str) -> Result<Range<u32>, String> {
     let problem =
         || format!("`{text}` is not a token window: expected A..B with whole numbers A < B, e.g. 10..12");
     let (start, end) = text.trim().split_once("..").ok_or_else(problem)?;

@@ -71,6 +71,8 @@ fn help_documents_the_command_and_its_flags() {
         "--keep-records",
         "--from-records",
         "--injection",
+        "--steps <A..B>",
+        "--api-calls <HOW>",
         "-- <CMD>",
     ] {
         assert!(stdout.contains(flag), "{flag} missing from:\n{stdout}");
@@ -126,6 +128,16 @@ fn bad_invocations_are_one_line_errors() {
     let (code, _, stderr) = kscope(&["profile", "--from-records", "/tmp", "--", "true"]);
     assert_eq!(code, 2);
     assert!(stderr.contains("cannot be used with"), "{stderr}");
+    // A window counts the --step ranges, so needs them, and must hold a step.
+    let (code, _, stderr) = kscope(&["profile", "--steps", "1..3", "--", "true"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--step <NAME>"), "{stderr}");
+    let (code, _, stderr) = kscope(&["profile", "--step", "s", "--steps", "3..1", "--", "true"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("expected A..B with whole numbers A < B"), "{stderr}");
+    let (code, _, stderr) = kscope(&["profile", "--api-calls", "sometimes", "--", "true"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("activity") && stderr.contains("callbacks"), "{stderr}");
 }
 
 #[test]

@@ -226,6 +226,58 @@ fn a_program_of_known_structure_is_counted_exactly() {
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
+/// `--steps A..B` records those steps alone (CUPTI off before and after),
+/// with their kernels and scopes exactly as a whole run gives them; either
+/// way of recording API calls gives the same profile.
+#[test]
+fn a_window_of_steps_and_either_way_of_recording_calls_count_exactly() {
+    let folder = scratch("window");
+    let Some(program) = nvtx_steps(&folder) else {
+        return;
+    };
+    let program = program.to_str().unwrap();
+    for how in ["activity", "callbacks"] {
+        let flags = ["--step", "step", "--steps", "1..3", "--api-calls", how];
+        let (code, output, profile) = profile_of(&folder, &flags, &[program, "plain"], &[]);
+        assert_eq!(code, 0, "{output}");
+        let profile = profile.expect("a profile");
+        assert_eq!(tokens(&profile), 2, "{how}: {output}");
+        for token in 0..2 {
+            assert_eq!(
+                token_contents(&profile, token),
+                one_step(),
+                "{how}: token {token}"
+            );
+        }
+        // The init kernel ran before the window: not recorded.
+        assert_eq!(
+            profile["dispatches"].as_array().unwrap().len(),
+            2 * one_step().len(),
+            "{how}: {output}"
+        );
+        let steps = profile["conditions"]["program"]["steps"].as_str().unwrap();
+        assert!(steps.contains("only steps 1..3"), "{steps}");
+
+        let (code, output, profile) = profile_of(
+            &folder,
+            &["--step", "step", "--api-calls", how],
+            &[program, "plain"],
+            &[],
+        );
+        assert_eq!(code, 0, "{output}");
+        let profile = profile.expect("a profile");
+        assert_eq!(tokens(&profile), 5, "{how}: {output}");
+        for token in 0..5 {
+            assert_eq!(
+                token_contents(&profile, token),
+                one_step(),
+                "{how}: token {token}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
 #[test]
 fn the_exit_status_passes_through_and_a_dead_child_leaves_its_profile() {
     let folder = scratch("endings");

@@ -262,7 +262,8 @@ pub struct ApiCall {
     pub end_ns: u64,
     /// The host thread.
     pub thread: u64,
-    /// The innermost NVTX push/pop range open on the thread ([`NvtxRange::id`]; 0: none).
+    /// The innermost NVTX push/pop range open on the thread ([`NvtxRange::id`];
+    /// 0: none; [`RANGE_BY_TIME`]: the writer did not know, the reader finds it).
     pub range: u64,
     /// CUPTI's correlation id (the kernels, copies and sets it made carry it).
     pub correlation: u32,
@@ -273,6 +274,11 @@ pub struct ApiCall {
     /// What it did ([`ApiWhat`] as a number).
     pub what: u32,
 }
+
+/// [`ApiCall::range`] of a call recorded without its range (CUPTI's own
+/// API records): the innermost push/pop range of its thread open at its
+/// start is found from the ranges' times.
+pub const RANGE_BY_TIME: u64 = u64::MAX;
 
 impl ApiCall {
     /// What it did, when the writer said something this reader knows.
@@ -323,8 +329,10 @@ pub struct NvtxRange {
     pub message: u32,
     /// Ranges open around it on its thread.
     pub depth: u32,
-    /// Zero: pads the record to whole words.
-    pub padding: u32,
+    /// 1: a push/pop range, on `thread`'s stack (an API call made on that
+    /// thread between its start and end was made inside it); 0: a
+    /// start/end range.
+    pub stacked: u32,
 }
 
 impl Record for NvtxRange {

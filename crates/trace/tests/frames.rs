@@ -112,7 +112,7 @@ fn records(seed: u64, name: u32, message: u32) -> Vec<Frame> {
             domain: 0,
             message,
             depth: random.word() % 4,
-            padding: 0,
+            stacked: 1,
         }),
         Frame::PmSample(PmSample {
             start_ns: random.next(),

@@ -4,7 +4,9 @@
 //! graph launch a step, a synchronous copy closing each step; kernel
 //! durations drawn from a seed.
 
-use kernelscope_trace::{ApiCall, ApiWhat, Device, End, Header, Kernel, Memcpy, NvtxRange, Writer};
+use kernelscope_trace::{
+    ApiCall, ApiWhat, Device, End, Header, Kernel, Memcpy, NvtxRange, RANGE_BY_TIME, Writer,
+};
 
 use crate::rng::SplitMix64;
 
@@ -32,6 +34,10 @@ pub struct ProgramShape {
     /// their launches are not: what another CUPTI user in the process
     /// (torch.profiler) taking the records looks like.
     pub records_taken_from_step: Option<usize>,
+    /// Whether the API calls come as CUPTI's activity records give them:
+    /// without their NVTX range ([`RANGE_BY_TIME`]), each runtime call with
+    /// the driver call it made inside it (its own correlation id, no work).
+    pub calls_by_time: bool,
 }
 
 impl Default for ProgramShape {
@@ -46,6 +52,7 @@ impl Default for ProgramShape {
             pid: 4242,
             ended: true,
             records_taken_from_step: None,
+            calls_by_time: false,
         }
     }
 }
@@ -95,6 +102,10 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
         })
         .expect("memory");
     let thread = 1000 + u64::from(shape.pid);
+    let calls = Calls {
+        thread,
+        by_time: shape.calls_by_time,
+    };
     let (mut now, mut correlation, mut next_range) = (1_000_000_000u64 + between(0, 1000), 1u32, 1u64);
     let mut device_free = now;
     let mut ranges: Vec<(NvtxRange, String)> = Vec::new();
@@ -109,7 +120,7 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
                 domain: 0,
                 message: 0,
                 depth,
-                padding: 0,
+                stacked: 1,
             },
             message,
         ));
@@ -122,12 +133,11 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
             let layer_start = now;
             let layer_range = if shape.ranges { take(&mut next_range) } else { 0 };
             for name in EAGER_KERNELS {
-                let call = launch(
+                let call = calls.launch(
                     &mut writer,
                     &mut now,
                     &mut correlation,
                     layer_range,
-                    thread,
                     ApiWhat::Launch,
                 );
                 let start = device_free.max(call.end_ns) + between(500, 3000);
@@ -151,12 +161,11 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
         if shape.graph {
             let decode_start = now;
             let decode_range = if shape.ranges { take(&mut next_range) } else { 0 };
-            let call = launch(
+            let call = calls.launch(
                 &mut writer,
                 &mut now,
                 &mut correlation,
                 decode_range,
-                thread,
                 ApiWhat::GraphLaunch,
             );
             for (node, name) in GRAPH_KERNEL_NAMES.iter().enumerate() {
@@ -191,7 +200,7 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
                 what: ApiWhat::Sync as u32,
             };
             correlation += 1;
-            writer.record(&call).expect("memory");
+            calls.record(&mut writer, call);
             writer
                 .record(&Memcpy {
                     start_ns: start,
@@ -236,29 +245,67 @@ fn take(next: &mut u64) -> u64 {
     *next - 1
 }
 
-/// Records one API call made inside `range`, 1-2 µs long.
-fn launch(
-    writer: &mut Writer<Vec<u8>>,
-    now: &mut u64,
-    correlation: &mut u32,
-    range: u64,
+/// How the program's API calls are written.
+struct Calls {
     thread: u64,
-    what: ApiWhat,
-) -> ApiCall {
-    let call = ApiCall {
-        start_ns: *now,
-        end_ns: *now + 1_000 + u64::from(*correlation % 7) * 150,
-        thread,
-        range,
-        correlation: *correlation,
-        callback: 211,
-        domain: 0,
-        what: what as u32,
-    };
-    writer.record(&call).expect("memory");
-    *now = call.end_ns + 200;
-    *correlation += 1;
-    call
+    /// See [`ProgramShape::calls_by_time`].
+    by_time: bool,
+}
+
+/// Where the driver calls' correlation ids begin, past the runtime calls'.
+const DRIVER_CORRELATIONS: u32 = 1 << 30;
+
+impl Calls {
+    /// Records one API call made inside `range`, 1-2 µs long.
+    fn launch(
+        &self,
+        writer: &mut Writer<Vec<u8>>,
+        now: &mut u64,
+        correlation: &mut u32,
+        range: u64,
+        what: ApiWhat,
+    ) -> ApiCall {
+        let call = ApiCall {
+            start_ns: *now,
+            end_ns: *now + 1_000 + u64::from(*correlation % 7) * 150,
+            thread: self.thread,
+            range,
+            correlation: *correlation,
+            callback: 211,
+            domain: 0,
+            what: what as u32,
+        };
+        self.record(writer, call);
+        *now = call.end_ns + 200;
+        *correlation += 1;
+        call
+    }
+
+    /// Writes `call` as this program's records give it.
+    fn record(&self, writer: &mut Writer<Vec<u8>>, call: ApiCall) {
+        if !self.by_time {
+            writer.record(&call).expect("memory");
+            return;
+        }
+        writer
+            .record(&ApiCall {
+                range: RANGE_BY_TIME,
+                ..call
+            })
+            .expect("memory");
+        // The runtime makes its call through the driver: seen twice.
+        writer
+            .record(&ApiCall {
+                start_ns: call.start_ns + 100,
+                end_ns: call.end_ns - 100,
+                range: RANGE_BY_TIME,
+                correlation: DRIVER_CORRELATIONS + call.correlation,
+                callback: 307,
+                domain: 1,
+                ..call
+            })
+            .expect("memory");
+    }
 }
 
 /// Records one kernel.

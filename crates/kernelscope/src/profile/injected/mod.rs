@@ -23,6 +23,7 @@
 //!   mark the run as launching early, so the cross-check expects overlaps.
 
 mod bytes;
+mod calls;
 mod names;
 mod process;
 mod records;

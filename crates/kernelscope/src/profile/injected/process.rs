@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kernelscope_trace::{ApiCall, ApiWhat, Ending, Frame, NvtxRange, PmSample};
 
-use super::{Built, ProcessTrace, bytes, names, steps};
+use super::{Built, ProcessTrace, bytes, calls, names, steps};
 use crate::profile::{CounterSnapshot, OpKind};
 
 /// A kernel, copy or set, as read.
@@ -37,7 +37,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
     let trace = &process.trace;
     let pid = trace.header.as_ref().map_or(0, |header| header.pid);
     let mut units = Vec::new();
-    let mut calls: HashMap<u32, ApiCall> = HashMap::new();
+    let mut calls: Vec<ApiCall> = Vec::new();
     let mut ranges: HashMap<u64, (NvtxRange, String)> = HashMap::new();
     let mut devices: BTreeMap<u32, String> = BTreeMap::new();
     let mut samples: Vec<PmSample> = Vec::new();
@@ -95,9 +95,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
                 host_copy: false,
                 kernel: false,
             }),
-            Frame::ApiCall(call) => {
-                calls.entry(call.correlation).or_insert(*call);
-            }
+            Frame::ApiCall(call) => calls.push(*call),
             Frame::NvtxRange(range) => {
                 ranges.insert(range.id, (*range, trace.text(range.message).to_string()));
             }
@@ -117,6 +115,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
             _ => {}
         }
     }
+    let calls = calls::settle(calls, &ranges);
     note_ending(process, pid, warnings);
     note_lost_kernels(&units, &calls, pid, warnings);
     if units.is_empty() {
