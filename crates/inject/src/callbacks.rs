@@ -10,6 +10,7 @@
 
 use std::collections::HashSet;
 use std::ffi::{CStr, c_void};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::cupti::sys;
@@ -121,6 +122,7 @@ pub(crate) fn subscribe(recording: ApiCallRecording) -> Result<(), String> {
             "CUPTI refused a subscriber ({subscribed:?}): another profiler (Nsight, torch.profiler) holds it"
         ));
     }
+    SUBSCRIBER.store(subscriber.cast(), Ordering::Release);
     match recording {
         ApiCallRecording::Callbacks => {
             for (domain, calls) in [(RUNTIME_DOMAIN, RUNTIME_CALLS), (DRIVER_DOMAIN, DRIVER_CALLS)] {
@@ -151,6 +153,32 @@ pub(crate) fn subscribe(recording: ApiCallRecording) -> Result<(), String> {
     Ok(())
 }
 
+/// Our subscriber (null: none).
+static SUBSCRIBER: AtomicPtr<std::ffi::c_void> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Ends our subscription, if there is one.
+pub(crate) fn unsubscribe() {
+    let subscriber = SUBSCRIBER.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !subscriber.is_null() {
+        // SAFETY: the handle `cuptiSubscribe` gave, unsubscribed once (swapped out above).
+        unsafe {
+            let _ = sys::cuptiUnsubscribe(subscriber.cast());
+        }
+    }
+}
+
+/// Describes the device of the calling thread's current context, if any:
+/// for CUPTI attached after the program made its context.
+pub(crate) fn describe_current_device() {
+    let mut context: driver::CUcontext = std::ptr::null_mut();
+    // SAFETY: one out-parameter; the driver is initialised (CUDA started).
+    if unsafe { driver::cuCtxGetCurrent(&mut context) } == driver::CUresult::CUDA_SUCCESS
+        && !context.is_null()
+    {
+        record_device(context);
+    }
+}
+
 /// How the calls are recorded, once subscribed.
 static RECORDING: OnceLock<ApiCallRecording> = OnceLock::new();
 
@@ -169,10 +197,28 @@ fn name_threads_by_system_id() -> Result<(), String> {
 }
 
 /// Starts (`on`) or stops CUPTI writing an activity record of each call
-/// above and of no other call (per-function records without the whole
-/// kind on), when the calls are recorded as activity.
+/// above, when the calls are recorded as activity. A whole run records
+/// these calls alone (per-function records without the whole kind on),
+/// which must be switched on before the first context exists: switched on
+/// later, for a window of steps, CUPTI recorded none on the H100. A window
+/// switches CUPTI's whole runtime and driver kinds instead, and the records
+/// of other calls are dropped as they are read.
 pub(crate) fn record_calls_as_activity(on: bool) -> Result<(), String> {
     if RECORDING.get() != Some(&ApiCallRecording::Activity) {
+        return Ok(());
+    }
+    if crate::window::window().is_some() {
+        for kind in [
+            sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_RUNTIME,
+            sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
+        ] {
+            let switched = if on {
+                cudarc::cupti::result::activity::enable(kind)
+            } else {
+                cudarc::cupti::result::activity::disable(kind)
+            };
+            switched.map_err(|error| format!("CUPTI refused to switch {kind:?}: {error}"))?;
+        }
         return Ok(());
     }
     let mut switched = 0;

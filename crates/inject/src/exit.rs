@@ -66,7 +66,7 @@ fn finish(signal: u32, from_signal: bool) {
     // Kernel records first: disabling the sampler may finalise CUPTI. Its
     // last samples are then queued before the queue is written; a signal
     // handler must not wait on CUPTI's sampler.
-    crate::cupti_flush(true);
+    crate::collection::flush(true);
     if !from_signal {
         crate::pm::stop_all();
     }

@@ -17,6 +17,7 @@
 
 mod callbacks;
 mod clock;
+mod collection;
 mod exit;
 mod nvtx;
 mod pm;
@@ -25,18 +26,14 @@ mod sink;
 mod window;
 
 use std::ffi::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
-use cudarc::cupti::{result as cupti, sys};
+use cudarc::cupti::sys;
 use kernelscope_trace::Header;
 
 pub use callbacks::API_CALLS_ENV_VAR;
 pub use sink::{FLUSH_PERIOD, TRACE_DIR_ENV_VAR};
 pub use window::{STEP_ENV_VAR, WINDOW_ENV_VAR};
-
-/// Whether CUPTI's activity records are being collected (what a flush asks for).
-static COLLECTING: AtomicBool = AtomicBool::new(false);
 
 /// Called by the CUDA driver once it has loaded the library: 1 when
 /// recording started, 0 when it could not (said on stderr).
@@ -63,90 +60,15 @@ pub extern "C" fn InitializeInjection() -> c_int {
     c_int::from(started)
 }
 
-/// Opens the record file (if NVTX has not), puts CUPTI on our clock,
-/// subscribes to its records and callbacks.
+/// Opens the record file (if NVTX has not) and attaches to CUPTI
+/// (`collection`): now, or with a window of steps when the window opens.
 fn start() -> Result<(), String> {
     sink::ensure_open()?;
     // SAFETY: only tries to load the library by its known names.
     if !unsafe { sys::is_culib_present() } {
         return Err("libcupti is not on the loader path".into());
     }
-    // SAFETY: registers a plain `extern "C" fn() -> u64`, before any record is enabled.
-    let clock = unsafe { sys::cuptiActivityRegisterTimestampCallback(Some(clock::cupti_timestamp)) };
-    if clock != sys::CUptiResult::CUPTI_SUCCESS {
-        return Err(format!("CUPTI refused kscope's clock ({clock:?})"));
-    }
-    cupti::activity::register_callbacks(Some(records::buffer_requested), Some(records::buffer_completed))
-        .map_err(|error| format!("CUPTI refused its callbacks: {error}"))?;
-    callbacks::subscribe(callbacks::ApiCallRecording::from_environment())?;
-    let mut collecting = lock_collection();
-    *collecting = Collection::Started { on: false };
-    if window::collecting() {
-        switch_collection(&mut collecting, true)?;
-    }
-    COLLECTING.store(true, Ordering::SeqCst);
-    Ok(())
-}
-
-/// Whether CUPTI is set up, and collecting.
-enum Collection {
-    /// Not set up yet: a window opening now is acted on when it is.
-    NotStarted,
-    Started {
-        on: bool,
-    },
-}
-
-static COLLECTION: Mutex<Collection> = Mutex::new(Collection::NotStarted);
-
-fn lock_collection() -> MutexGuard<'static, Collection> {
-    COLLECTION.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// The kinds of activity records collected.
-const KINDS: [sys::CUpti_ActivityKind; 3] = [
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
-    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
-];
-
-/// Has CUPTI collect (`on`) or stop collecting, once it is set up.
-fn switch_collection(collection: &mut Collection, on: bool) -> Result<(), String> {
-    let Collection::Started { on: now } = collection else {
-        return Ok(());
-    };
-    if *now == on {
-        return Ok(());
-    }
-    for kind in KINDS {
-        let switched = if on {
-            cupti::activity::enable(kind)
-        } else {
-            cupti::activity::disable(kind)
-        };
-        switched.map_err(|error| {
-            format!("CUPTI refused to switch {kind:?} (another profiler attached?): {error}")
-        })?;
-    }
-    callbacks::record_calls_as_activity(on)?;
-    *now = on;
-    Ok(())
-}
-
-/// The window of steps opened (`on`) or closed: CUPTI collects or stops.
-pub(crate) fn set_collecting(on: bool) {
-    if let Err(problem) = switch_collection(&mut lock_collection(), on) {
-        eprintln!("kscope profile: {problem}");
-    }
-}
-
-/// Asks CUPTI for its finished buffers (`forced`: every record, even of
-/// buffers not yet full); nothing when CUPTI is not collecting.
-pub(crate) fn cupti_flush(forced: bool) {
-    if COLLECTING.load(Ordering::SeqCst) {
-        // Without force: completed buffers only, no synchronisation.
-        let _ = cupti::activity::flush_all(u32::from(forced));
-    }
+    collection::cuda_started()
 }
 
 /// Who this process is: the header of its file.

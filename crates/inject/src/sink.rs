@@ -62,7 +62,7 @@ fn open() -> Result<(), String> {
         .spawn(|| {
             loop {
                 std::thread::sleep(FLUSH_PERIOD);
-                crate::cupti_flush(false);
+                crate::collection::flush(false);
                 write_queued_now(false);
             }
         })

@@ -77,7 +77,7 @@ pub(crate) fn range_began(message: &str) {
             .compare_exchange(BEFORE, OPEN, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
     {
-        crate::set_collecting(true);
+        crate::collection::set_collecting(true);
     }
 }
 
@@ -94,7 +94,7 @@ pub(crate) fn range_ended(message: &str, end_ns: u64) {
             .is_ok()
     {
         CLOSED_NS.store(end_ns, Ordering::Release);
-        crate::set_collecting(false);
+        crate::collection::set_collecting(false);
     }
 }
 

@@ -46,9 +46,10 @@ pub struct ProfileArgs {
     /// Record only the steps numbered A to B-1 (counting the --step ranges
     /// the program opens from 0, e.g. 100..116): CUPTI collects nothing
     /// before the A-th range opens or after the B-th closes, so the rest
-    /// of a long run pays no profiling cost. The report's tokens 0.. are
-    /// these steps.
-    #[arg(long, value_name = "A..B", value_parser = crate::report::token_window, requires = "step", conflicts_with = "from_records")]
+    /// of a long run pays no profiling cost (CUPTI is attached when the
+    /// window opens and detached when it closes). The report's tokens 0..
+    /// are these steps. Not with --dram-bytes-interval.
+    #[arg(long, value_name = "A..B", value_parser = crate::report::token_window, requires = "step", conflicts_with_all = ["from_records", "dram_bytes_interval"])]
     pub steps: Option<std::ops::Range<u32>>,
     /// Write the profile as JSON to FILE (`kscope report`, `kscope compare` read it).
     #[arg(long, value_name = "FILE")]
@@ -184,7 +185,16 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             eprintln!("error: {error}");
             return Ok(ExitCode::from(code));
         }
-        Err(error) => return Err(error.into()),
+        Err(error) => {
+            let error = anyhow::Error::from(error);
+            return Err(match (&args.steps, &args.step) {
+                (Some(window), Some(step)) => error.context(format!(
+                    "--steps {}..{}: did the program open {} ranges named \"{step}\"?",
+                    window.start, window.end, window.end
+                )),
+                _ => error,
+            });
+        }
     };
     let mut profile = profile;
     if let (Some(window), Some(program)) = (&args.steps, profile.conditions.program.as_mut()) {

@@ -134,10 +134,29 @@ fn bad_invocations_are_one_line_errors() {
     assert!(stderr.contains("--step <NAME>"), "{stderr}");
     let (code, _, stderr) = kscope(&["profile", "--step", "s", "--steps", "3..1", "--", "true"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("expected A..B with whole numbers A < B"), "{stderr}");
+    assert!(
+        stderr.contains("expected A..B with whole numbers A < B"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = kscope(&[
+        "profile",
+        "--step",
+        "s",
+        "--steps",
+        "1..3",
+        "--dram-bytes-interval",
+        "10",
+        "--",
+        "true",
+    ]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
     let (code, _, stderr) = kscope(&["profile", "--api-calls", "sometimes", "--", "true"]);
     assert_eq!(code, 2);
-    assert!(stderr.contains("activity") && stderr.contains("callbacks"), "{stderr}");
+    assert!(
+        stderr.contains("activity") && stderr.contains("callbacks"),
+        "{stderr}"
+    );
 }
 
 #[test]

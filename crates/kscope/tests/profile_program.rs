@@ -226,7 +226,7 @@ fn a_program_of_known_structure_is_counted_exactly() {
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
-/// `--steps A..B` records those steps alone (CUPTI off before and after),
+/// `--steps A..B` records those steps alone (CUPTI attached for them only),
 /// with their kernels and scopes exactly as a whole run gives them; either
 /// way of recording API calls gives the same profile.
 #[test]
@@ -257,6 +257,9 @@ fn a_window_of_steps_and_either_way_of_recording_calls_count_exactly() {
         );
         let steps = profile["conditions"]["program"]["steps"].as_str().unwrap();
         assert!(steps.contains("only steps 1..3"), "{steps}");
+        // CUPTI attached after the context was made still names its device.
+        let device = profile["conditions"]["device"].as_str().unwrap();
+        assert!(device.contains("NVIDIA"), "{how}: {device}");
 
         let (code, output, profile) = profile_of(
             &folder,

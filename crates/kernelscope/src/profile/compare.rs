@@ -126,6 +126,9 @@ pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Re
         let foreign = base.conditions.program.is_some() || new.conditions.program.is_some();
         let mut keys = vec![("op", KeyKind::Op), ("layer", KeyKind::Layer)];
         if foreign {
+            // Engines name their layers differently (`layer.3`, `layers.3`,
+            // `model.layers.3.mlp`, `blk.3`): numbered layers meet by number.
+            keys[1].1 = KeyKind::NumberedLayer;
             keys.push(("kernel", KeyKind::Kernel));
         }
         for (section, key) in keys {
@@ -195,6 +198,8 @@ fn peak_changes(base: &super::Conditions, new: &super::Conditions) -> Vec<String
 enum KeyKind {
     Op,
     Layer,
+    /// The layer, `layer.N` wherever the scope names a numbered layer.
+    NumberedLayer,
     Kernel,
 }
 
@@ -203,9 +208,28 @@ impl KeyKind {
         match self {
             KeyKind::Op => record.op_kind.name().to_string(),
             KeyKind::Layer => layer_of(&record.scope),
+            KeyKind::NumberedLayer => {
+                numbered_layer_of(&record.scope).unwrap_or_else(|| layer_of(&record.scope))
+            }
             KeyKind::Kernel => record.kernel.to_string(),
         }
     }
+}
+
+/// Words engines put before a layer's number in their scopes: kscope's
+/// `layer`, transformers' module path `layers`, llama.cpp's `blk`, GPT-2's `h`.
+const LAYER_WORDS: [&str; 5] = ["layer", "layers", "blk", "block", "h"];
+
+/// `layer.N` for a scope naming a numbered layer (`layers.3`,
+/// `model.layers.3.self_attn`, `blk.3/attn`), `None` for any other.
+fn numbered_layer_of(scope: &str) -> Option<String> {
+    let parts: Vec<&str> = scope.split(['.', '/', ':']).collect();
+    parts.windows(2).find_map(|pair| {
+        let number: u32 = pair[1].parse().ok()?;
+        LAYER_WORDS
+            .contains(&pair[0].to_ascii_lowercase().as_str())
+            .then(|| format!("layer.{number}"))
+    })
 }
 
 /// Host time of each repetition token, under one key.
@@ -351,4 +375,28 @@ fn compare_counters(base: &Profile, new: &Profile, notes: &mut Vec<String>) -> V
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::numbered_layer_of;
+
+    #[test]
+    fn numbered_layers_of_every_engine_meet_by_number() {
+        for (scope, layer) in [
+            ("layer.3", Some("layer.3")),
+            ("layer.3.attn", Some("layer.3")),
+            ("layers.12", Some("layer.12")),
+            ("model.layers.7.self_attn", Some("layer.7")),
+            ("blk.0/attn_q", Some("layer.0")),
+            ("transformer.h.11.mlp", Some("layer.11")),
+            ("lm_head", None),
+            ("layers", None),
+            ("layers.x", None),
+            ("relayer.4", None),
+            ("", None),
+        ] {
+            assert_eq!(numbered_layer_of(scope).as_deref(), layer, "{scope}");
+        }
+    }
 }

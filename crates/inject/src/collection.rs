@@ -1,0 +1,149 @@
+//! When CUPTI is attached and collecting. A whole run attaches once CUDA
+//! starts and collects to the end. With a window of steps (`window`),
+//! attaching waits for the window to open and CUPTI is detached
+//! (`cuptiFinalize`) when it closes: a process with CUPTI attached pays on
+//! every launch even while no record is collected (eager PyTorch ran as
+//! slowly under a window of 16 steps as under a whole profile, on the
+//! H100), so only the window's steps may pay.
+
+use std::sync::{Mutex, MutexGuard, TryLockError};
+
+use cudarc::cupti::{result as cupti, sys};
+
+/// Where the process is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Collection {
+    /// CUDA has not started (no `InitializeInjection` yet).
+    CudaNotStarted,
+    /// CUDA started; CUPTI waits for the window to open.
+    Waiting,
+    /// CUPTI attached, collecting (`on`) or not.
+    Attached { on: bool },
+    /// CUPTI detached for good, its records written.
+    Detached,
+}
+
+static COLLECTION: Mutex<Collection> = Mutex::new(Collection::CudaNotStarted);
+
+fn lock() -> MutexGuard<'static, Collection> {
+    COLLECTION.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The kinds of activity records collected.
+const KINDS: [sys::CUpti_ActivityKind; 3] = [
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY,
+    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET,
+];
+
+/// CUDA has started (inside `cuInit`): attach and collect now, unless a
+/// window has not opened yet.
+pub(crate) fn cuda_started() -> Result<(), String> {
+    let mut collection = lock();
+    *collection = Collection::Waiting;
+    if crate::window::collecting() {
+        switch(&mut collection, true)?;
+    }
+    Ok(())
+}
+
+/// The window of steps opened (`on`) or closed: CUPTI is attached and
+/// collects, or collects no more and is detached.
+pub(crate) fn set_collecting(on: bool) {
+    if let Err(problem) = switch(&mut lock(), on) {
+        eprintln!("kscope profile: {problem}");
+    }
+}
+
+fn switch(collection: &mut Collection, on: bool) -> Result<(), String> {
+    match (*collection, on) {
+        (Collection::Waiting, true) => {
+            attach(crate::window::window().is_some())?;
+            *collection = Collection::Attached { on: false };
+            switch(collection, true)
+        }
+        (Collection::Attached { on: false }, true) => {
+            switch_records(true)?;
+            *collection = Collection::Attached { on: true };
+            Ok(())
+        }
+        (Collection::Attached { on: true }, false) => {
+            switch_records(false)?;
+            *collection = Collection::Attached { on: false };
+            if crate::window::window().is_some() {
+                detach();
+                *collection = Collection::Detached;
+            }
+            Ok(())
+        }
+        // Before CUDA starts `cuda_started` acts on the window; after a
+        // detach nothing more is collected.
+        _ => Ok(()),
+    }
+}
+
+/// Puts CUPTI on our clock and subscribes to its records and callbacks;
+/// `late`: for a window, after the program made its context (not inside
+/// `cuInit`, where the driver may not be called).
+fn attach(late: bool) -> Result<(), String> {
+    // SAFETY: registers a plain `extern "C" fn() -> u64`, before any record is enabled.
+    let clock = unsafe { sys::cuptiActivityRegisterTimestampCallback(Some(crate::clock::cupti_timestamp)) };
+    if clock != sys::CUptiResult::CUPTI_SUCCESS {
+        return Err(format!("CUPTI refused kscope's clock ({clock:?})"));
+    }
+    cupti::activity::register_callbacks(
+        Some(crate::records::buffer_requested),
+        Some(crate::records::buffer_completed),
+    )
+    .map_err(|error| format!("CUPTI refused its callbacks: {error}"))?;
+    crate::callbacks::subscribe(crate::callbacks::ApiCallRecording::from_environment())?;
+    if late {
+        // The callback of the context's creation came before we were attached.
+        crate::callbacks::describe_current_device();
+    }
+    Ok(())
+}
+
+/// Switches the kernel, copy and set records and the API calls' records.
+fn switch_records(on: bool) -> Result<(), String> {
+    for kind in KINDS {
+        let switched = if on {
+            cupti::activity::enable(kind)
+        } else {
+            cupti::activity::disable(kind)
+        };
+        switched.map_err(|error| {
+            format!("CUPTI refused to switch {kind:?} (another profiler attached?): {error}")
+        })?;
+    }
+    crate::callbacks::record_calls_as_activity(on)
+}
+
+/// Hands every record CUPTI holds to the file, then detaches CUPTI.
+fn detach() {
+    let _ = cupti::activity::flush_all(1);
+    crate::callbacks::unsubscribe();
+    // SAFETY: no record is enabled and the buffers are flushed; CUPTI
+    // detaches from the process and calls none of our functions again.
+    let finalized = unsafe { sys::cuptiFinalize() };
+    if finalized != sys::CUptiResult::CUPTI_SUCCESS {
+        eprintln!(
+            "kscope profile: CUPTI would not detach after the window ({finalized:?}); the rest of the run pays for it"
+        );
+    }
+}
+
+/// Asks CUPTI for its finished buffers (`forced`: every record, even of
+/// buffers not yet full), when attached. Only tries the lock: a signal
+/// handler calls this, and a thread switching the window holds it briefly.
+pub(crate) fn flush(forced: bool) {
+    let collection = match COLLECTION.try_lock() {
+        Ok(collection) => collection,
+        Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(TryLockError::WouldBlock) => return,
+    };
+    if matches!(*collection, Collection::Attached { .. }) {
+        // Without force: completed buffers only, no synchronisation.
+        let _ = cupti::activity::flush_all(u32::from(forced));
+    }
+}
