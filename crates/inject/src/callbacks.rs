@@ -10,7 +10,7 @@
 
 use std::collections::HashSet;
 use std::ffi::{CStr, c_void};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::cupti::sys;
@@ -156,13 +156,34 @@ pub(crate) fn subscribe(recording: ApiCallRecording) -> Result<(), String> {
 /// Our subscriber (null: none).
 static SUBSCRIBER: AtomicPtr<std::ffi::c_void> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Ends our subscription, if there is one.
-pub(crate) fn unsubscribe() {
-    let subscriber = SUBSCRIBER.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    if !subscriber.is_null() {
-        // SAFETY: the handle `cuptiSubscribe` gave, unsubscribed once (swapped out above).
-        unsafe {
-            let _ = sys::cuptiUnsubscribe(subscriber.cast());
+/// Forgets our subscription, which `cuptiFinalize` is about to end.
+pub(crate) fn forget_subscriber() {
+    SUBSCRIBER.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+/// Set when the window has closed: the next API call's exit detaches CUPTI.
+static DETACH_PENDING: AtomicBool = AtomicBool::new(false);
+
+/// Has CUPTI detached at the exit of the program's next API call, as
+/// CUPTI's own sample detaches: every runtime and driver call calls back
+/// until then. Where CUPTI will not call back, it stays attached, its
+/// records off.
+pub(crate) fn detach_at_next_call() {
+    let subscriber: sys::CUpti_SubscriberHandle = SUBSCRIBER.load(Ordering::Acquire).cast();
+    if subscriber.is_null() {
+        return;
+    }
+    DETACH_PENDING.store(true, Ordering::Release);
+    for domain in [
+        sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_RUNTIME_API,
+        sys::CUpti_CallbackDomain::CUPTI_CB_DOMAIN_DRIVER_API,
+    ] {
+        // SAFETY: `subscriber` is ours and live (unsubscribed only by the detach).
+        let enabled = unsafe { sys::cuptiEnableDomain(1, subscriber, domain) };
+        if enabled != sys::CUptiResult::CUPTI_SUCCESS {
+            eprintln!(
+                "kscope profile: CUPTI stays attached after the window, its records off ({enabled:?}); the rest of the run pays for it"
+            );
         }
     }
 }
@@ -295,11 +316,19 @@ unsafe extern "C" fn on_callback(
             }
             return;
         }
+        // SAFETY: for the API domains CUPTI passes a `CUpti_CallbackData`.
+        let site = unsafe { (*(data as *const sys::CUpti_CallbackData)).callbackSite };
+        if DETACH_PENDING.load(Ordering::Acquire) {
+            if site == sys::CUpti_ApiCallbackSite::CUPTI_API_EXIT
+                && DETACH_PENDING.swap(false, Ordering::AcqRel)
+            {
+                crate::collection::detach();
+            }
+            return;
+        }
         let Some(what) = what_of(domain, callback) else {
             return;
         };
-        // SAFETY: for the API domains CUPTI passes a `CUpti_CallbackData`.
-        let site = unsafe { (*(data as *const sys::CUpti_CallbackData)).callbackSite };
         let entering = site == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER;
         if domain == RUNTIME_DOMAIN {
             // The runtime launches through the driver: the driver calls it
@@ -352,6 +381,10 @@ unsafe extern "C" fn on_callback(
 fn pm_interval_ns() -> Option<u64> {
     static INTERVAL: OnceLock<Option<u64>> = OnceLock::new();
     *INTERVAL.get_or_init(|| {
+        // A window detaches CUPTI under the sampler: never both.
+        if crate::window::window().is_some() {
+            return None;
+        }
         let interval: u64 = std::env::var("KSCOPE_PM_INTERVAL_NS").ok()?.trim().parse().ok()?;
         (interval > 0).then_some(interval)
     })

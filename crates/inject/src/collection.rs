@@ -42,43 +42,62 @@ pub(crate) fn cuda_started() -> Result<(), String> {
     let mut collection = lock();
     *collection = Collection::Waiting;
     if crate::window::collecting() {
-        switch(&mut collection, true)?;
+        // Inside cuInit: no driver call, and no context to describe yet
+        // (its creation's callback will come).
+        attach(false)?;
+        *collection = Collection::Attached { on: false };
+        switch_records(true)?;
+        *collection = Collection::Attached { on: true };
     }
     Ok(())
 }
 
-/// The window of steps opened (`on`) or closed: CUPTI is attached and
-/// collects, or collects no more and is detached.
-pub(crate) fn set_collecting(on: bool) {
-    if let Err(problem) = switch(&mut lock(), on) {
+/// The window of steps opened or closed: brings CUPTI to what the window
+/// is now (not to what the caller saw: another thread may have moved it
+/// since), attaching and collecting, or collecting no more.
+pub(crate) fn follow_window() {
+    let mut collection = lock();
+    if let Err(problem) = reconcile(&mut collection) {
         eprintln!("kscope profile: {problem}");
     }
 }
 
-fn switch(collection: &mut Collection, on: bool) -> Result<(), String> {
-    match (*collection, on) {
-        (Collection::Waiting, true) => {
-            attach(crate::window::window().is_some())?;
+fn reconcile(collection: &mut Collection) -> Result<(), String> {
+    let window_open = crate::window::collecting();
+    match *collection {
+        Collection::Waiting if window_open => {
+            attach(true)?;
             *collection = Collection::Attached { on: false };
-            switch(collection, true)
-        }
-        (Collection::Attached { on: false }, true) => {
             switch_records(true)?;
             *collection = Collection::Attached { on: true };
             Ok(())
         }
-        (Collection::Attached { on: true }, false) => {
-            switch_records(false)?;
-            *collection = Collection::Attached { on: false };
-            if crate::window::window().is_some() {
-                detach();
-                *collection = Collection::Detached;
-            }
-            Ok(())
+        Collection::Attached { .. } if !window_open => {
+            // The device may still be running the window's last work, whose
+            // records come only once it ends.
+            synchronize_current_context();
+            let switched = switch_records(false);
+            *collection = Collection::Detached;
+            crate::callbacks::detach_at_next_call();
+            switched
         }
-        // Before CUDA starts `cuda_started` acts on the window; after a
-        // detach nothing more is collected.
+        // Before CUDA starts `cuda_started` acts on the window; after it
+        // closed nothing more is collected.
         _ => Ok(()),
+    }
+}
+
+/// Waits for the calling thread's context's work, if it has a context.
+fn synchronize_current_context() {
+    let mut context: cudarc::driver::sys::CUcontext = std::ptr::null_mut();
+    // SAFETY: one out-parameter, then a synchronisation of that context on
+    // this thread, where it is current; the driver is initialised (CUDA started).
+    unsafe {
+        if cudarc::driver::sys::cuCtxGetCurrent(&mut context) == cudarc::driver::sys::CUresult::CUDA_SUCCESS
+            && !context.is_null()
+        {
+            cudarc::driver::sys::cuCtxSynchronize();
+        }
     }
 }
 
@@ -119,10 +138,15 @@ fn switch_records(on: bool) -> Result<(), String> {
     crate::callbacks::record_calls_as_activity(on)
 }
 
-/// Hands every record CUPTI holds to the file, then detaches CUPTI.
-fn detach() {
+/// Hands every record CUPTI holds to the file, then detaches CUPTI. Called
+/// from CUPTI's callback at the exit of an API call, where CUPTI's own
+/// sample detaches (elsewhere, another thread inside CUDA can crash it).
+pub(crate) fn detach() {
     let _ = cupti::activity::flush_all(1);
-    crate::callbacks::unsubscribe();
+    // Not unsubscribed: we are inside the subscriber's callback, and
+    // cuptiFinalize ends every subscription (as NVIDIA's cupti_finalize
+    // sample detaches).
+    crate::callbacks::forget_subscriber();
     // SAFETY: no record is enabled and the buffers are flushed; CUPTI
     // detaches from the process and calls none of our functions again.
     let finalized = unsafe { sys::cuptiFinalize() };
@@ -142,6 +166,7 @@ pub(crate) fn flush(forced: bool) {
         Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
         Err(TryLockError::WouldBlock) => return,
     };
+    // Detached: its records were flushed when it detached.
     if matches!(*collection, Collection::Attached { .. }) {
         // Without force: completed buffers only, no synchronisation.
         let _ = cupti::activity::flush_all(u32::from(forced));

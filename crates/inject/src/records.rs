@@ -66,6 +66,9 @@ pub(crate) unsafe extern "C" fn buffer_completed(
                 let written = match (*record).kind {
                     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL => {
                         let kernel = &*(record as *const sys::CUpti_ActivityKernel10);
+                        if !complete(kernel.start, kernel.end) {
+                            continue;
+                        }
                         let name = if kernel.name.is_null() {
                             String::new()
                         } else {
@@ -77,6 +80,9 @@ pub(crate) unsafe extern "C" fn buffer_completed(
                     }
                     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY => {
                         let copy = &*(record as *const sys::CUpti_ActivityMemcpy6);
+                        if !complete(copy.start, copy.end) {
+                            continue;
+                        }
                         writer.record(&Memcpy {
                             start_ns: copy.start,
                             end_ns: copy.end,
@@ -91,6 +97,9 @@ pub(crate) unsafe extern "C" fn buffer_completed(
                     }
                     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMSET => {
                         let set = &*(record as *const sys::CUpti_ActivityMemset4);
+                        if !complete(set.start, set.end) {
+                            continue;
+                        }
                         writer.record(&Memset {
                             start_ns: set.start,
                             end_ns: set.end,
@@ -117,6 +126,8 @@ pub(crate) unsafe extern "C" fn buffer_completed(
                     *sink = None;
                 }
             }
+            // Not while holding the file: CUPTI may hold its own locks here.
+            drop(sink);
             let mut dropped = 0usize;
             if sys::cuptiActivityGetNumDroppedRecords(context, stream, &mut dropped)
                 .result()
@@ -131,6 +142,12 @@ pub(crate) unsafe extern "C" fn buffer_completed(
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .push(buffer as usize);
+}
+
+/// Whether a record's work ended before it was handed over: a forced
+/// flush hands over records of work still running, without its times.
+fn complete(start_ns: u64, end_ns: u64) -> bool {
+    start_ns != 0 && end_ns >= start_ns
 }
 
 /// A kernel record of CUPTI's as a trace frame, its name sent as `name`.

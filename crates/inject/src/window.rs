@@ -1,6 +1,7 @@
 //! A window of steps (`kscope profile --step NAME --steps A..B`): CUPTI
-//! collects nothing until the program opens its A-th NVTX range named NAME
-//! (counting from 0), collects until it closes the B-th, and stops again,
+//! collects nothing until the program opens its NVTX range named NAME
+//! numbered A (counting from 0), collects until it closes the one numbered
+//! B-1, and stops again,
 //! so a long run pays the profiler's price only for the steps it looks at.
 //! NVTX ranges that end before the window opens or begin after it closes
 //! are not written either.
@@ -77,7 +78,7 @@ pub(crate) fn range_began(message: &str) {
             .compare_exchange(BEFORE, OPEN, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
     {
-        crate::collection::set_collecting(true);
+        crate::collection::follow_window();
     }
 }
 
@@ -88,13 +89,15 @@ pub(crate) fn range_ended(message: &str, end_ns: u64) {
         return;
     }
     let ended = ENDED.fetch_add(1, Ordering::AcqRel) + 1;
-    if ended >= window.end
-        && STATE
+    if ended >= window.end && STATE.load(Ordering::Acquire) == OPEN {
+        // The time first: a thread that sees the window closed must see when.
+        let _ = CLOSED_NS.compare_exchange(0, end_ns, Ordering::AcqRel, Ordering::Acquire);
+        if STATE
             .compare_exchange(OPEN, CLOSED, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
-    {
-        CLOSED_NS.store(end_ns, Ordering::Release);
-        crate::collection::set_collecting(false);
+        {
+            crate::collection::follow_window();
+        }
     }
 }
 
