@@ -228,7 +228,7 @@ pub(crate) fn record_calls_as_activity(on: bool) -> Result<(), String> {
     if RECORDING.get() != Some(&ApiCallRecording::Activity) {
         return Ok(());
     }
-    if crate::window::window().is_some() {
+    if crate::window::windowed() {
         for kind in [
             sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_RUNTIME,
             sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER,
@@ -382,7 +382,7 @@ fn pm_interval_ns() -> Option<u64> {
     static INTERVAL: OnceLock<Option<u64>> = OnceLock::new();
     *INTERVAL.get_or_init(|| {
         // A window detaches CUPTI under the sampler: never both.
-        if crate::window::window().is_some() {
+        if crate::window::windowed() {
             return None;
         }
         let interval: u64 = std::env::var("KSCOPE_PM_INTERVAL_NS").ok()?.trim().parse().ok()?;
