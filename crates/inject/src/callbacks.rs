@@ -21,7 +21,11 @@ use kernelscope_trace::{ApiCall, ApiWhat, Device};
 const RUNTIME_DOMAIN: u32 = 2;
 const DRIVER_DOMAIN: u32 = 1;
 
-/// Callback ids (stable across CUDA versions: ids are only ever appended).
+/// Callback ids (stable across CUDA versions: ids are only ever appended;
+/// each checked against cudarc's `CUpti_runtime_api_trace_cbid` and
+/// `CUpti_driver_api_trace_cbid`). The runtime's copies are listed beyond
+/// those the profile needs: the driver copy each makes inside it is then
+/// known for the same call seen twice, not taken for a call of its own.
 const RUNTIME_CALLS: &[(u32, ApiWhat)] = &[
     (211, ApiWhat::Launch),      // cudaLaunchKernel_v7000
     (214, ApiWhat::Launch),      // cudaLaunchKernel_ptsz_v7000
@@ -37,6 +41,12 @@ const RUNTIME_CALLS: &[(u32, ApiWhat)] = &[
     (239, ApiWhat::Sync),        // cudaStreamSynchronize_ptsz_v7000
     (137, ApiWhat::Sync),        // cudaEventSynchronize_v3020
     (31, ApiWhat::Sync),         // cudaMemcpy_v3020: waits for the copy
+    (32, ApiWhat::Sync),         // cudaMemcpy2D_v3020
+    (39, ApiWhat::Sync),         // cudaMemcpyToSymbol_v3020
+    (40, ApiWhat::Sync),         // cudaMemcpyFromSymbol_v3020
+    (47, ApiWhat::Memory),       // cudaMemcpyToSymbolAsync_v3020
+    (48, ApiWhat::Memory),       // cudaMemcpyFromSymbolAsync_v3020
+    (161, ApiWhat::Memory),      // cudaMemcpyPeerAsync_v4000
     (41, ApiWhat::Memory),       // cudaMemcpyAsync_v3020
     (44, ApiWhat::Memory),       // cudaMemcpy2DAsync_v3020
     (225, ApiWhat::Memory),      // cudaMemcpyAsync_ptsz_v7000
