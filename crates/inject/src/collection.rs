@@ -17,8 +17,8 @@ enum Collection {
     CudaNotStarted,
     /// CUDA started; CUPTI waits for the window to open.
     Waiting,
-    /// CUPTI attached, collecting (`on`) or not.
-    Attached { on: bool },
+    /// CUPTI attached and collecting (the window's close detaches it).
+    Attached,
     /// CUPTI detached for good, its records written.
     Detached,
 }
@@ -45,9 +45,8 @@ pub(crate) fn cuda_started() -> Result<(), String> {
         // Inside cuInit: no driver call, and no context to describe yet
         // (its creation's callback will come).
         attach(false)?;
-        *collection = Collection::Attached { on: false };
+        *collection = Collection::Attached;
         switch_records(true)?;
-        *collection = Collection::Attached { on: true };
     }
     Ok(())
 }
@@ -67,12 +66,10 @@ fn reconcile(collection: &mut Collection) -> Result<(), String> {
     match *collection {
         Collection::Waiting if window_open => {
             attach(true)?;
-            *collection = Collection::Attached { on: false };
-            switch_records(true)?;
-            *collection = Collection::Attached { on: true };
-            Ok(())
+            *collection = Collection::Attached;
+            switch_records(true)
         }
-        Collection::Attached { .. } if !window_open => {
+        Collection::Attached if !window_open => {
             // The device may still be running the window's last work, whose
             // records come only once it ends.
             synchronize_current_context();
@@ -167,7 +164,7 @@ pub(crate) fn flush(forced: bool) {
         Err(TryLockError::WouldBlock) => return,
     };
     // Detached: its records were flushed when it detached.
-    if matches!(*collection, Collection::Attached { .. }) {
+    if matches!(*collection, Collection::Attached) {
         // Without force: completed buffers only, no synchronisation.
         let _ = cupti::activity::flush_all(u32::from(forced));
     }

@@ -116,6 +116,14 @@ pub enum ApiCalls {
     Off,
 }
 
+/// `--api-calls`' value as typed, which the injection library reads.
+fn api_calls_name(how: ApiCalls) -> String {
+    use clap::ValueEnum;
+    // The derive names every variant (none is skipped).
+    how.to_possible_value()
+        .map_or_else(String::new, |value| value.get_name().to_string())
+}
+
 /// The child's pid, for the forwarding signal handler (0: none yet).
 static CHILD: AtomicI32 = AtomicI32::new(0);
 
@@ -387,14 +395,7 @@ fn run_child(args: &ProfileArgs, library: &Path, records: &Path) -> Result<Ended
         .env("CUDA_INJECTION64_PATH", library)
         .env("NVTX_INJECTION64_PATH", library)
         .env("KSCOPE_TRACE_DIR", records)
-        .env(
-            "KSCOPE_API_CALLS",
-            match args.api_calls {
-                ApiCalls::Activity => "activity",
-                ApiCalls::Callbacks => "callbacks",
-                ApiCalls::Off => "off",
-            },
-        );
+        .env("KSCOPE_API_CALLS", api_calls_name(args.api_calls));
     match (&args.step, &args.steps) {
         (Some(step), Some(window)) => {
             program

@@ -104,17 +104,22 @@ fn without_cuda_the_program_is_not_started() {
     assert!(!Path::new(&marker).exists(), "the program ran");
 }
 
+/// A usage error of clap's (exit 2, its usage lines after the error) naming every needle.
+fn refused(args: &[&str], needles: &[&str]) {
+    let (code, _, stderr) = kscope(args);
+    assert_eq!(code, 2, "args {args:?}: {stderr}");
+    for needle in needles {
+        assert!(stderr.contains(needle), "missing `{needle}` in: {stderr}");
+    }
+}
+
 #[test]
 fn bad_invocations_are_one_line_errors() {
     // Alone, like `kscope` alone: the help on stderr, as a usage error.
-    let (code, _, stderr) = kscope(&["profile"]);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("Usage: kscope profile"), "{stderr}");
-    let (code, _, stderr) = kscope(&["profile", "--step", "x"]);
-    assert_eq!(code, 2);
-    assert!(
-        stderr.contains("required arguments were not provided") && stderr.contains("<CMD>"),
-        "{stderr}"
+    refused(&["profile"], &["Usage: kscope profile"]);
+    refused(
+        &["profile", "--step", "x"],
+        &["required arguments were not provided", "<CMD>"],
     );
     expect_failure(
         &["profile", "--from-records", "/nonexistent-kscope-folder"],
@@ -125,20 +130,17 @@ fn bad_invocations_are_one_line_errors() {
         &["profile", "--from-records", &folder.join("")],
         &["no record files (*.kst)"],
     );
-    let (code, _, stderr) = kscope(&["profile", "--from-records", "/tmp", "--", "true"]);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("cannot be used with"), "{stderr}");
-    // A window counts the --step ranges, so needs them, and must hold a step.
-    let (code, _, stderr) = kscope(&["profile", "--steps", "1..3", "--", "true"]);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("--step <NAME>"), "{stderr}");
-    let (code, _, stderr) = kscope(&["profile", "--step", "s", "--steps", "3..1", "--", "true"]);
-    assert_eq!(code, 2);
-    assert!(
-        stderr.contains("expected A..B with whole numbers A < B"),
-        "{stderr}"
+    refused(
+        &["profile", "--from-records", "/tmp", "--", "true"],
+        &["cannot be used with"],
     );
-    let (code, _, stderr) = kscope(&[
+    // A window counts the --step ranges, so needs them, and must hold a step.
+    refused(&["profile", "--steps", "1..3", "--", "true"], &["--step <NAME>"]);
+    refused(
+        &["profile", "--step", "s", "--steps", "3..1", "--", "true"],
+        &["expected A..B with whole numbers A < B"],
+    );
+    let dram_and_window = [
         "profile",
         "--step",
         "s",
@@ -148,14 +150,11 @@ fn bad_invocations_are_one_line_errors() {
         "10",
         "--",
         "true",
-    ]);
-    assert_eq!(code, 2);
-    assert!(stderr.contains("cannot be used with"), "{stderr}");
-    let (code, _, stderr) = kscope(&["profile", "--api-calls", "sometimes", "--", "true"]);
-    assert_eq!(code, 2);
-    assert!(
-        stderr.contains("activity") && stderr.contains("callbacks"),
-        "{stderr}"
+    ];
+    refused(&dram_and_window, &["cannot be used with"]);
+    refused(
+        &["profile", "--api-calls", "sometimes", "--", "true"],
+        &["activity", "callbacks"],
     );
 }
 

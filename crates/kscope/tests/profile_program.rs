@@ -156,6 +156,13 @@ fn one_step() -> BTreeMap<(String, String), usize> {
     .collect()
 }
 
+/// Tokens 0..`count` each hold exactly [`one_step`]; `what` names the run in a failure.
+fn each_token_holds_one_step(profile: &Value, count: u64, what: &str) {
+    for token in 0..count {
+        assert_eq!(token_contents(profile, token), one_step(), "{what} token {token}");
+    }
+}
+
 fn tokens(profile: &Value) -> usize {
     profile["tokens"].as_array().unwrap().len()
 }
@@ -171,9 +178,7 @@ fn a_program_of_known_structure_is_counted_exactly() {
     assert_eq!(code, 0, "{output}");
     let profile = profile.expect("a profile");
     assert_eq!(tokens(&profile), 5, "{output}");
-    for token in 0..5 {
-        assert_eq!(token_contents(&profile, token), one_step(), "token {token}");
-    }
+    each_token_holds_one_step(&profile, 5, "");
     let outside: Vec<&str> = profile["dispatches"]
         .as_array()
         .unwrap()
@@ -242,13 +247,7 @@ fn a_window_of_steps_and_either_way_of_recording_calls_count_exactly() {
         assert_eq!(code, 0, "{output}");
         let profile = profile.expect("a profile");
         assert_eq!(tokens(&profile), 2, "{how}: {output}");
-        for token in 0..2 {
-            assert_eq!(
-                token_contents(&profile, token),
-                one_step(),
-                "{how}: token {token}"
-            );
-        }
+        each_token_holds_one_step(&profile, 2, how);
         // The init kernel ran before the window: not recorded.
         assert_eq!(
             profile["dispatches"].as_array().unwrap().len(),
@@ -270,13 +269,7 @@ fn a_window_of_steps_and_either_way_of_recording_calls_count_exactly() {
         assert_eq!(code, 0, "{output}");
         let profile = profile.expect("a profile");
         assert_eq!(tokens(&profile), 5, "{how}: {output}");
-        for token in 0..5 {
-            assert_eq!(
-                token_contents(&profile, token),
-                one_step(),
-                "{how}: token {token}"
-            );
-        }
+        each_token_holds_one_step(&profile, 5, how);
     }
     std::fs::remove_dir_all(&folder).unwrap();
 }
@@ -297,9 +290,7 @@ fn the_exit_status_passes_through_and_a_dead_child_leaves_its_profile() {
     assert_eq!(code, 128 + 11, "{output}");
     let profile = profile.expect("a crashed program's profile");
     assert_eq!(tokens(&profile), 3, "{output}");
-    for token in 0..3 {
-        assert_eq!(token_contents(&profile, token), one_step(), "token {token}");
-    }
+    each_token_holds_one_step(&profile, 3, "");
     assert!(output.contains("ended by signal 11"), "{output}");
 
     let (code, output, profile) = profile_of(&folder, &["--step", "step"], &[program, "kill-after-3"], &[]);
