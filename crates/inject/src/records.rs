@@ -78,6 +78,15 @@ pub(crate) unsafe extern "C" fn buffer_completed(
                             .text(&name)
                             .and_then(|name| writer.record(&kernel_record(kernel, name)))
                     }
+                    sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_GRAPH_TRACE => {
+                        let graph = &*(record as *const sys::CUpti_ActivityGraphTrace2);
+                        if !complete(graph.start, graph.end) {
+                            continue;
+                        }
+                        writer
+                            .text(&kernelscope_trace::whole_graph_name(graph.graphId))
+                            .and_then(|name| writer.record(&whole_graph_record(graph, name)))
+                    }
                     sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_MEMCPY => {
                         let copy = &*(record as *const sys::CUpti_ActivityMemcpy6);
                         if !complete(copy.start, copy.end) {
@@ -167,5 +176,25 @@ fn kernel_record(kernel: &sys::CUpti_ActivityKernel10, name: u32) -> Kernel {
         block: [kernel.blockX, kernel.blockY, kernel.blockZ].map(positive),
         registers: u32::from(kernel.registersPerThread),
         shared_bytes: positive(kernel.staticSharedMemory) + positive(kernel.dynamicSharedMemory),
+    }
+}
+
+/// A whole graph launch's execution as a kernel record named by
+/// `whole_graph_name`: no node, grid or block. CUPTI gives the device and
+/// context of its first node, or `i32::MAX` where the graph began on the
+/// host; then those of its last node stand in.
+fn whole_graph_record(graph: &sys::CUpti_ActivityGraphTrace2, name: u32) -> Kernel {
+    const ON_THE_HOST: u32 = i32::MAX as u32;
+    let first_or_last = |first: u32, last: u32| if first == ON_THE_HOST { last } else { first };
+    Kernel {
+        start_ns: graph.start,
+        end_ns: graph.end,
+        correlation: graph.correlationId,
+        name,
+        device: first_or_last(graph.deviceId, graph.endDeviceId),
+        context: first_or_last(graph.contextId, graph.endContextId),
+        stream: graph.streamId,
+        graph: graph.graphId,
+        ..Kernel::default()
     }
 }

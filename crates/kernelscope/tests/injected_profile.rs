@@ -297,3 +297,64 @@ fn calls_recorded_as_activity_give_the_profile_callbacks_give() {
         );
     }
 }
+
+/// Graphs traced whole (`--graphs whole`) give each graph launch one
+/// dispatch, of kind `WholeGraph`, where its launch was made and spanning
+/// the nodes a node-by-node trace of the same run shows; everything outside
+/// graphs is unchanged, and steps are found the same way.
+#[test]
+fn a_graph_traced_whole_is_one_dispatch_spanning_its_nodes() {
+    for (seed, step) in [(8, Some("step")), (23, None)] {
+        let shape = ProgramShape {
+            steps: 2 + seed as usize % 4,
+            calls_by_time: seed % 2 == 1,
+            ..ProgramShape::default()
+        };
+        let whole_shape = ProgramShape {
+            whole_graphs: true,
+            ..shape.clone()
+        };
+        let by_node = profile(&[process(&shape, seed)], step);
+        let whole = profile(&[process(&whole_shape, seed)], step);
+        assert_eq!(whole.tokens.len(), shape.steps, "seed {seed}");
+        assert_eq!(whole.conditions.mode, kernelscope::profile::WHOLE_GRAPHS_MODE);
+        assert_eq!(by_node.conditions.mode, "graph");
+        assert_eq!(
+            whole.conditions.program.as_ref().unwrap().steps,
+            by_node.conditions.program.as_ref().unwrap().steps
+        );
+        let in_graph =
+            |dispatch: &&kernelscope::profile::DispatchRecord| dispatch.label.as_ref() == "graph launch";
+        let outside = |profile: &Profile| -> Vec<_> {
+            profile
+                .dispatches
+                .iter()
+                .filter(|dispatch| !in_graph(dispatch))
+                .map(|dispatch| (dispatch.kernel.clone(), dispatch.start_ns, dispatch.token))
+                .collect()
+        };
+        assert_eq!(outside(&whole), outside(&by_node), "seed {seed}");
+        for token in 0..shape.steps as u32 {
+            let graphs: Vec<_> = whole
+                .dispatches
+                .iter()
+                .filter(|dispatch| dispatch.token == Some(token) && in_graph(dispatch))
+                .collect();
+            assert_eq!(graphs.len(), 1, "seed {seed} token {token}");
+            let graph = graphs[0];
+            assert_eq!(graph.op_kind.to_string(), "WholeGraph");
+            assert_eq!(graph.kernel.as_ref(), "whole CUDA graph 1");
+            if step.is_some() {
+                assert_eq!(graph.scope.as_ref(), "decode");
+            }
+            let nodes: Vec<_> = by_node
+                .dispatches
+                .iter()
+                .filter(|dispatch| dispatch.token == Some(token) && in_graph(dispatch))
+                .collect();
+            assert_eq!(nodes.len(), GRAPH_KERNELS);
+            assert!(nodes.iter().all(|node| graph.start_ns < node.start_ns));
+            assert_eq!(graph.end_ns, nodes.iter().map(|node| node.end_ns).max().unwrap());
+        }
+    }
+}

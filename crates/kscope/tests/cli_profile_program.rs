@@ -73,6 +73,7 @@ fn help_documents_the_command_and_its_flags() {
         "--injection",
         "--steps <A..B>",
         "--api-calls <HOW>",
+        "--graphs <HOW>",
         "-- <CMD>",
     ] {
         assert!(stdout.contains(flag), "{flag} missing from:\n{stdout}");
@@ -155,6 +156,10 @@ fn bad_invocations_are_one_line_errors() {
     refused(
         &["profile", "--api-calls", "sometimes", "--", "true"],
         &["activity", "callbacks"],
+    );
+    refused(
+        &["profile", "--graphs", "some", "--", "true"],
+        &["nodes", "whole"],
     );
 }
 

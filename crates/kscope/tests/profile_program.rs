@@ -274,6 +274,55 @@ fn a_window_of_steps_and_either_way_of_recording_calls_count_exactly() {
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
+/// `--graphs whole`: each step's graph launch is one WholeGraph dispatch
+/// in the scope it was launched from, and everything outside the graph is
+/// recorded exactly as a node-by-node run records it.
+#[test]
+fn a_graph_traced_whole_is_one_dispatch_a_launch() {
+    let folder = scratch("whole-graphs");
+    let Some(program) = nvtx_steps(&folder) else {
+        return;
+    };
+    let program = program.to_str().unwrap();
+    let (code, output, profile) = profile_of(
+        &folder,
+        &["--step", "step", "--graphs", "whole"],
+        &[program, "plain"],
+        &[],
+    );
+    assert_eq!(code, 0, "{output}");
+    let profile = profile.expect("a profile");
+    assert_eq!(tokens(&profile), 5, "{output}");
+    assert_eq!(
+        profile["conditions"]["mode"],
+        kernelscope::profile::WHOLE_GRAPHS_MODE
+    );
+    let mut expected = one_step();
+    expected.retain(|(_, scope), _| scope != "decode");
+    for token in 0..5 {
+        let mut contents = token_contents(&profile, token);
+        let graphs: Vec<(String, String)> = contents
+            .keys()
+            .filter(|(kernel, _)| kernel.starts_with(kernelscope_trace::WHOLE_GRAPH_NAME_PREFIX))
+            .cloned()
+            .collect();
+        assert_eq!(graphs.len(), 1, "token {token}: {contents:?}");
+        assert_eq!(graphs[0].1, "decode", "token {token}");
+        assert_eq!(contents.remove(&graphs[0]), Some(1), "token {token}");
+        assert_eq!(contents, expected, "token {token}");
+    }
+    for dispatch in profile["dispatches"].as_array().unwrap() {
+        if dispatch["label"] == "graph launch" {
+            assert_eq!(dispatch["op_kind"], "WholeGraph", "{dispatch}");
+            assert!(
+                dispatch["end_ns"].as_u64() > dispatch["start_ns"].as_u64(),
+                "{dispatch}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
 #[test]
 fn the_exit_status_passes_through_and_a_dead_child_leaves_its_profile() {
     let folder = scratch("endings");

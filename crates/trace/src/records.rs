@@ -108,7 +108,18 @@ pub struct Header {
     pub devices: Vec<String>,
 }
 
-/// One kernel's execution.
+/// What a whole CUDA graph's execution is named when its nodes are not
+/// traced (`kscope profile --graphs whole`): it is written as one
+/// [`Kernel`] per graph launch, named this followed by the graph's id,
+/// timed from the graph's start to its end, with no grid or block.
+pub const WHOLE_GRAPH_NAME_PREFIX: &str = "whole CUDA graph ";
+
+/// The name of graph `graph`'s whole execution ([`WHOLE_GRAPH_NAME_PREFIX`]).
+pub fn whole_graph_name(graph: u32) -> String {
+    format!("{WHOLE_GRAPH_NAME_PREFIX}{graph}")
+}
+
+/// One kernel's execution (or, named by [`whole_graph_name`], one whole graph's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
 pub struct Kernel {

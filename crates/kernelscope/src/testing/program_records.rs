@@ -38,6 +38,10 @@ pub struct ProgramShape {
     /// without their NVTX range ([`RANGE_BY_TIME`]), each runtime call with
     /// the driver call it made inside it (its own correlation id, no work).
     pub calls_by_time: bool,
+    /// Whether graphs come traced whole (`kscope profile --graphs whole`):
+    /// one record per graph launch, from its first node's start to its last
+    /// node's end, instead of one per node.
+    pub whole_graphs: bool,
 }
 
 impl Default for ProgramShape {
@@ -53,6 +57,7 @@ impl Default for ProgramShape {
             ended: true,
             records_taken_from_step: None,
             calls_by_time: false,
+            whole_graphs: false,
         }
     }
 }
@@ -168,18 +173,25 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
                 decode_range,
                 ApiWhat::GraphLaunch,
             );
+            let graph_start = device_free.max(call.end_ns) + between(300, 1500);
+            device_free = graph_start;
             for (node, name) in GRAPH_KERNEL_NAMES.iter().enumerate() {
-                let start = device_free.max(call.end_ns) + between(300, 1500);
+                let start = device_free + between(300, 1500);
                 device_free = start + between(3_000, 9_000);
-                kernel(
-                    &mut writer,
-                    name,
-                    start,
-                    device_free,
-                    call.correlation,
-                    node as u64 + 1,
-                    9,
-                );
+                if !shape.whole_graphs {
+                    kernel(
+                        &mut writer,
+                        name,
+                        start,
+                        device_free,
+                        call.correlation,
+                        node as u64 + 1,
+                        9,
+                    );
+                }
+            }
+            if shape.whole_graphs {
+                whole_graph(&mut writer, graph_start, device_free, call.correlation);
             }
             if shape.ranges {
                 push_range(decode_start, now, decode_range, step_range, 1, "decode".into());
@@ -334,6 +346,25 @@ fn kernel(
             block: [256, 1, 1],
             registers: 32,
             shared_bytes: 0,
+        })
+        .expect("memory");
+}
+
+/// Records one whole execution of graph 1, as CUPTI's graph trace gives it.
+fn whole_graph(writer: &mut Writer<Vec<u8>>, start: u64, end: u64, correlation: u32) {
+    let name = writer
+        .text(&kernelscope_trace::whole_graph_name(1))
+        .expect("memory");
+    writer
+        .record(&Kernel {
+            start_ns: start,
+            end_ns: end,
+            correlation,
+            name,
+            context: 1,
+            stream: 9,
+            graph: 1,
+            ..Kernel::default()
         })
         .expect("memory");
 }

@@ -101,6 +101,10 @@ impl Program {
     }
 }
 
+/// The mode of a profile whose CUDA graphs were traced whole.
+pub const WHOLE_GRAPHS_MODE: &str =
+    "graph (each graph launch timed whole, the kernels inside it untraced: kscope profile --graphs whole)";
+
 /// The profile of a program from its processes' record files; `step`
 /// names the NVTX ranges that are its steps, if the user gave one.
 pub fn profile_of_program(
@@ -133,7 +137,11 @@ pub fn profile_of_program(
     for process in &mut built {
         process.shift(epoch);
     }
-    let mode = if built.iter().any(|process| process.graphs) {
+    // Said in the mode so that `compare` refuses to set a whole-graph
+    // profile beside a node-by-node one without --force.
+    let mode = if built.iter().any(|process| process.whole_graphs) {
+        WHOLE_GRAPHS_MODE
+    } else if built.iter().any(|process| process.graphs) {
         "graph"
     } else {
         "eager"
@@ -230,6 +238,9 @@ struct Built {
     device: String,
     rule: StepRule,
     graphs: bool,
+    /// Whether its graphs were traced whole (`--graphs whole`), each launch
+    /// one dispatch with the kernels inside it untraced.
+    whole_graphs: bool,
     /// The median length of its DRAM samples, ns, where its kernels' bytes
     /// were measured by PM sampling.
     bytes_measured: Option<u64>,

@@ -92,10 +92,17 @@ const KINDS_BY_WORD: [(&[&str], &str); 14] = [
     ),
 ];
 
+/// The op kind of a whole graph's execution (`kscope profile --graphs
+/// whole`), whose kernels were not traced one by one.
+pub(crate) const WHOLE_GRAPH_KIND: &str = "WholeGraph";
+
 /// The op kind `name` suggests: a known primitive where a word names one
 /// (`MatVec`, `Attention`), a plain group otherwise (`Elementwise`,
 /// `Reduce`), `Kernel` when nothing does.
 pub(crate) fn op_kind(name: &str) -> OpKind {
+    if name.starts_with(kernelscope_trace::WHOLE_GRAPH_NAME_PREFIX) {
+        return WHOLE_GRAPH_KIND.parse().unwrap_or(OpKind::Other);
+    }
     let lower = name.to_ascii_lowercase();
     let kind = KINDS_BY_WORD
         .iter()
@@ -154,6 +161,12 @@ mod tests {
             "Elementwise"
         );
         assert_eq!(op_kind("my_kernel").to_string(), "Kernel");
+        // A whole graph is not guessed from words its id could spell.
+        assert_eq!(
+            op_kind(&kernelscope_trace::whole_graph_name(7)).to_string(),
+            WHOLE_GRAPH_KIND
+        );
+        assert_eq!(op_kind("my_graph_kernel").to_string(), "Kernel");
     }
 
     #[test]

@@ -181,6 +181,9 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
         device,
         rule: found.rule,
         graphs: units.iter().any(|unit| unit.graph != 0),
+        whole_graphs: units
+            .iter()
+            .any(|unit| unit.name.starts_with(kernelscope_trace::WHOLE_GRAPH_NAME_PREFIX)),
         early_launch: launches_early(&units),
         bytes_measured,
         records: (counters, tokens, submissions, dispatches),
