@@ -449,7 +449,9 @@ fn kscope_profiled_from_outside_agrees_with_its_own_profile() {
         let (bytes, other) = (declared[kernel] as f64, measured[kernel] as f64);
         assert!(
             (other / bytes - 1.0).abs() <= 0.10,
-            "{kernel}: measured {other} bytes against {bytes} declared"
+            "{kernel}: measured {other} bytes against {bytes} declared; the profile's warnings: {}; \
+             kscope profile said: {output}",
+            injected["warnings"]
         );
     }
     let (own, injected) = (kernel_totals(&own), kernel_totals(&injected));
