@@ -424,7 +424,8 @@ fn kscope_profiled_from_outside_agrees_with_its_own_profile() {
     let own: Value = serde_json::from_str(&std::fs::read_to_string(&own_path).unwrap()).unwrap();
     let kscope = kscope_binary();
     let command: Vec<&str> = [&[kscope.to_str().unwrap()][..], &run[..]].concat();
-    let (code, output, injected) = profile_of(&folder, &["--dram-bytes-interval", "10"], &command, &[]);
+    // On an H200, samples every 10 µs were lost (12 % of the time uncovered); every 20 µs none were.
+    let (code, output, injected) = profile_of(&folder, &["--dram-bytes-interval", "20"], &command, &[]);
     assert_eq!(code, 0, "{output}");
     let injected = injected.expect("a profile");
     // DRAM bytes measured by PM sampling against the bytes kscope's kernels declare.
@@ -432,6 +433,12 @@ fn kscope_profiled_from_outside_agrees_with_its_own_profile() {
         injected["conditions"]["bytes_measured"].is_string(),
         "no measured bytes: {output}"
     );
+    let lost = injected["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|warning| warning.as_str().unwrap().contains("no sample covers"));
+    assert!(lost.is_none(), "PM samples were lost: {lost:?}");
     let (declared, measured) = (kernel_bytes(&own), kernel_bytes(&injected));
     for (kernel, &bytes) in &declared {
         if let Some(&other) = measured.get(kernel)

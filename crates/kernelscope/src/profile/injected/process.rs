@@ -195,13 +195,19 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
 /// their share of each sample), warns what went to none; the samples'
 /// median length, ns.
 fn measure_bytes(units: &mut [Unit], samples: &[PmSample], pid: u32, warnings: &mut Vec<String>) -> u64 {
+    // A kernel's name is its kind: its calls are expected to move bytes at one rate.
+    let mut kinds: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
     let spans: Vec<bytes::Span> = units
         .iter()
-        .map(|unit| bytes::Span {
-            start_ns: unit.start_ns,
-            end_ns: unit.end_ns,
-            device: unit.device,
-            stream: unit.stream,
+        .map(|unit| {
+            let next = kinds.len() as u32;
+            bytes::Span {
+                start_ns: unit.start_ns,
+                end_ns: unit.end_ns,
+                device: unit.device,
+                stream: unit.stream,
+                kind: *kinds.entry(unit.name.as_str()).or_insert(next),
+            }
         })
         .collect();
     let attribution = bytes::attribute(&spans, samples);
