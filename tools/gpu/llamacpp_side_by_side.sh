@@ -13,7 +13,7 @@
 #           build .gpu-pack/llama.cpp-src.tar.xz (a copy of ../shared/llamacpp/
 #           llama.cpp-src.tar.xz; ~5 min on 16 cores) with the flags of
 #           ../shared/llamacpp/README.md. A fresh build is packed into
-#           $OUT/llamacpp-cuda.tar.xz when OUT is set (split into .00, .01, ... parts
+#           $OUT/llamacpp-cuda.tar.xz when OUT is set (the CUDA build only) (split into .00, .01, ... parts
 #           of $PACK_SPLIT_MIB [15] MiB when larger: files back from a machine are 16 MiB at most):
 #           copy it (joined: `cat PARTS > F`) to .gpu-pack/llamacpp-cuda.tar.xz and the
 #           next machine unpacks it instead of building.
@@ -28,6 +28,8 @@
 #   SHAPES   kscope presets             ["llama-3.2-1b llama-3-8b"]
 #   FORMATS  GGUF file types            ["Q4_K_M Q8_0 Q6_K"] (also BF16, F16, Q4_0, Q5_K_M)
 #   PP TG REPS                          [512 128 3] (PP=0 or TG=0 skips that test)
+#   ROUNDS   llama-bench then kscope bench, this many times over for each file [1]:
+#            a shared machine drifts, so alternating runs keeps their ratio honest
 #   DEVICE   cuda or cpu                [cuda] (cpu: llama.cpp built without CUDA into
 #            ~/llamacpp-cpu, llama-bench -ngl 0, kscope --device cpu; for testing)
 #   OUT      logs: $OUT/side_by_side.log  [/tmp/sbs]; the build's pack only when OUT is set
@@ -70,6 +72,7 @@ read -r -a formats <<<"${FORMATS:-Q4_K_M Q8_0 Q6_K}"
 pp=${PP:-512}
 tg=${TG:-128}
 reps=${REPS:-3}
+rounds=${ROUNDS:-1}
 bench_timeout=${BENCH_TIMEOUT:-400}
 read -r -a llama_extra <<<"${LLAMA_BENCH_ARGS:-}"
 read -r -a kscope_extra <<<"${KSCOPE_BENCH_ARGS:-}"
@@ -146,9 +149,16 @@ build_llamacpp() {
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF
     -DLLAMA_BUILD_TOOLS=ON
     # Shared libraries: llama-bench and llama-perplexity share one libggml-cuda, the
-    # largest part by far, so the pack stays small. Generic x86-64 (AVX2) host code,
-    # not -march=native, so the pack also runs on the next machine's processor.
-    -DBUILD_SHARED_LIBS=ON -DGGML_NATIVE=OFF)
+    # largest part by far, so the pack stays small.
+    -DBUILD_SHARED_LIBS=ON)
+  if [ "$flavor" = cpu ]; then
+    # The CPU build is the baseline kscope's CPU kernels are held to: built for this
+    # machine's processor (AVX-512 BF16, VNNI where it has them), as its users build it.
+    flags+=(-DGGML_NATIVE=ON)
+  else
+    # Generic x86-64 (AVX2) host code, so the pack also runs on the next machine's processor.
+    flags+=(-DGGML_NATIVE=OFF)
+  fi
   if [ "$flavor" = cuda ]; then
     command -v nvcc >/dev/null 2>&1 || die "nvcc not found (PATH, /usr/local/cuda/bin)"
     flags+=(-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DGGML_CUDA_NCCL=OFF)
@@ -167,7 +177,7 @@ build_llamacpp() {
   if command -v strip >/dev/null 2>&1; then
     strip --strip-unneeded "$llama_dir"/bin/* "$llama_dir"/lib/* 2>/dev/null || true
   fi
-  if [ -n "${OUT:-}" ]; then
+  if [ -n "${OUT:-}" ] && [ "$flavor" = cuda ]; then
     local pack=$out/llamacpp-$flavor.tar.xz limit=$((${PACK_SPLIT_MIB:-15} * 1024 * 1024))
     tar -C "$llama_dir" -cf - bin lib | xz -T0 -9 >"$pack"
     if [ "$(stat -c %s "$pack")" -gt "$limit" ]; then
@@ -245,14 +255,16 @@ if want bench; then
         continue
       fi
       size=$(stat -c %s "$f")
-      lrc=0
-      run_bench "llama-$shape-$format" "$llama_bench" -m "$f" -ngl "$ngl" -fa 1 -p "$pp" -n "$tg" -r "$reps" -o md \
-        "${llama_extra[@]}" || lrc=$?
-      krc=0
-      run_bench "kscope-$shape-$format" "${kscope[@]}" bench --model "$f" --device "$device" -p "$pp" -n "$tg" -r "$reps" \
-        --quiet "${kscope_extra[@]}" || krc=$?
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$shape" "$format" "$size" "$lrc" "$raw/llama-$shape-$format.out" \
-        "$krc" "$raw/kscope-$shape-$format.out" >>"$results"
+      for round in $(seq 1 "$rounds"); do
+        lrc=0
+        run_bench "llama-$shape-$format-$round" "$llama_bench" -m "$f" -ngl "$ngl" -fa 1 -p "$pp" -n "$tg" -r "$reps" \
+          -o md "${llama_extra[@]}" || lrc=$?
+        krc=0
+        run_bench "kscope-$shape-$format-$round" "${kscope[@]}" bench --model "$f" --device "$device" -p "$pp" -n "$tg" \
+          -r "$reps" --quiet "${kscope_extra[@]}" || krc=$?
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$shape $round" "$format" "$size" "$lrc" \
+          "$raw/llama-$shape-$format-$round.out" "$krc" "$raw/kscope-$shape-$format-$round.out" >>"$results"
+      done
     done
   done
   python3 - "$results" "$pp" "$tg" "$device" <<'PY' | tee -a "$log"
@@ -307,10 +319,11 @@ def ratio(a, b):
 print()
 print(f"llama.cpp (llama-bench -fa 1) beside kscope bench, device {device}, tokens/s; ratio = kscope / llama.cpp")
 print()
-print(f"| shape | format | file GB | llama.cpp tg{tg} | kscope tg{tg} | ratio | llama.cpp pp{pp} | kscope pp{pp} | ratio |")
-print("|---|---|---|---|---|---|---|---|---|")
+print(f"| shape | round | format | file GB | llama.cpp tg{tg} | kscope tg{tg} | ratio | llama.cpp pp{pp} | kscope pp{pp} | ratio |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for row in open(results, encoding="utf-8"):
-    shape, fmt, size, lrc, lout, krc, kout = row.rstrip("\n").split("\t")
+    shape_round, fmt, size, lrc, lout, krc, kout = row.rstrip("\n").split("\t")
+    shape, _, round_number = shape_round.partition(" ")
     lgot = rates(lout) if lrc != "-" else {}
     kgot = rates(kout) if krc != "-" else {}
     ltg, ltgv = cell(lrc, lgot, f"tg{tg}", tg)
@@ -318,7 +331,7 @@ for row in open(results, encoding="utf-8"):
     lpp, lppv = cell(lrc, lgot, f"pp{pp}", pp)
     kpp, kppv = cell(krc, kgot, f"pp{pp}", pp)
     gb = f"{int(size) / 1e9:.2f}" if int(size) else "–"
-    print(f"| {shape} | {fmt} | {gb} | {ltg} | {ktg} | {ratio(ltgv, ktgv)} | {lpp} | {kpp} | {ratio(lppv, kppv)} |")
+    print(f"| {shape} | {round_number or 1} | {fmt} | {gb} | {ltg} | {ktg} | {ratio(ltgv, ktgv)} | {lpp} | {kpp} | {ratio(lppv, kppv)} |")
 PY
   rm -rf "$raw"
   say "log: $log"
