@@ -332,7 +332,7 @@ mod x86 {
 pub fn describe() -> String {
     match dot_path() {
         DotPath::Avx512Bf16 => format!(
-            "AVX-512 BF16 for bf16 weights (AVX-512 F where x is longer than {PARTS_IN_L1}), AVX2+FMA for the others"
+            "AVX-512 BF16 for bf16 weights (AVX-512 F where x is longer than {PARTS_IN_L1}; prefill GEMM on vdpbf16ps), AVX2+FMA for the others"
         ),
         path => path.name().to_string(),
     }

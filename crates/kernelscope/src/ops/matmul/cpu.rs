@@ -25,7 +25,8 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::ops::WeightElement;
-use crate::runtime::KernelArgs;
+use crate::ops::cpu_dot::{DotPath, dot_path};
+use crate::runtime::{DType, KernelArgs};
 
 use super::{K, M, N, OUT, WEIGHT, X};
 
@@ -71,6 +72,12 @@ pub(super) fn matmul<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
         });
     }
     let (weight, x, out) = (&weight[..n * k], &x[..m * k], &mut out[..m * n]);
+    #[cfg(target_arch = "x86_64")]
+    if uses_bf16_products(W::DTYPE) && m > 0 && n > 0 && k > 0 {
+        let (weight, x) = (bytemuck::cast_slice(weight), bytemuck::cast_slice(x));
+        rayon::scope(|_| super::cpu_bf16::product(weight, x, out, [m, n, k]));
+        return Ok(());
+    }
     let fused = fma_available();
     // On a pool thread, so that the packing and the products that follow
     // start their parallel work without another hand-over from the
@@ -104,6 +111,16 @@ fn product<W: WeightElement>(weight: &[W], x: &[W], out: &mut [f32], [m, n, k]: 
             let weights = &weight[rows.start * k..rows.end * k];
             rows_product(weights, &tokens, m, k, first_row, &output, fused);
         });
+}
+
+/// Whether a mat-mul of `dtype` runs on `vdpbf16ps` (`cpu_bf16`): bf16
+/// weights on the AVX-512 BF16 path, the one the mat-vecs take too, on a
+/// CPU with AVX-512 BW as well (its masked loads).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn uses_bf16_products(dtype: DType) -> bool {
+    dtype == DType::BF16
+        && dot_path() == DotPath::Avx512Bf16
+        && std::arch::is_x86_feature_detected!("avx512bw")
 }
 
 /// Whether the CPU has AVX2 and FMA (always false off x86-64).
@@ -380,7 +397,7 @@ mod avx2 {
 /// writes only its own columns, so no element is touched by two tasks, but
 /// each task's elements are strided across every row, which disjoint slices
 /// cannot express.
-struct Output<'a> {
+pub(super) struct Output<'a> {
     start: *mut f32,
     len: usize,
     columns: usize,
@@ -395,7 +412,7 @@ unsafe impl Sync for Output<'_> {}
 impl<'a> Output<'a> {
     /// `out` `[len / columns, columns]`, exclusively borrowed while the
     /// `Output` lives.
-    fn new(out: &'a mut [f32], columns: usize) -> Self {
+    pub(super) fn new(out: &'a mut [f32], columns: usize) -> Self {
         Output {
             start: out.as_mut_ptr(),
             len: out.len(),
@@ -408,7 +425,7 @@ impl<'a> Output<'a> {
     /// A span past its row or the output is ignored (the callers stay in
     /// range).
     #[inline(always)]
-    fn store(&self, token: usize, first_column: usize, values: &[f32]) {
+    pub(super) fn store(&self, token: usize, first_column: usize, values: &[f32]) {
         let index = token * self.columns + first_column;
         if first_column + values.len() > self.columns || index + values.len() > self.len {
             return;

@@ -2,10 +2,13 @@
 //! once: `out[m, n] = x[m, k] · W[n, k]ᵀ`, W in the checkpoint's dtype and x
 //! in the same dtype (what a tensor-core GEMM takes; the op that produces x
 //! narrows it), f32 accumulation and output. The CPU version is blocked for
-//! cache and registers (see `cpu.rs`); the CUDA kernel is a plain reference,
-//! to be replaced by a library GEMM.
+//! cache and registers (see `cpu.rs`), and for bf16 on a CPU with AVX-512
+//! BF16 runs on `vdpbf16ps` (`cpu_bf16.rs`); on CUDA it is a cuBLASLt GEMM,
+//! with a plain reference kernel beside it.
 
 mod cpu;
+#[cfg(target_arch = "x86_64")]
+mod cpu_bf16;
 
 use super::{
     Arguments, bytes_of, dimensions, expect, expect_rows, kernel_for, register_weight_kernels, rows_of,
