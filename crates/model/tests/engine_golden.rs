@@ -27,14 +27,15 @@ const RECORD: &str = "tests/fixtures/engine_logits.json";
 const BLESS: &str = "KSCOPE_BLESS_ENGINE_LOGITS";
 
 /// The CPU kernel path: the mat-vec and GEMM use fused multiply-adds where
-/// the CPU has AVX2 and FMA, and bf16 mat-vecs `vdpbf16ps` where it has
-/// AVX-512 BF16 (`ops::cpu_dot`); each rounds differently.
+/// the CPU has AVX2 and FMA, and bf16 mat-vecs and GEMMs `vdpbf16ps` where
+/// it has AVX-512 BF16 (`ops::cpu_dot`, `ops::matmul`); each rounds
+/// differently.
 fn cpu_kernel_path() -> String {
     use kernelscope::ops::cpu_dot::{DotPath, dot_path};
     match dot_path() {
         DotPath::Portable => "portable".to_string(),
         DotPath::Avx2Fma => "x86_64 avx2+fma".to_string(),
-        DotPath::Avx512Bf16 => "x86_64 avx2+fma, avx512-bf16 mat-vecs".to_string(),
+        DotPath::Avx512Bf16 => "x86_64 avx2+fma, avx512-bf16 mat-vecs and gemm".to_string(),
     }
 }
 
