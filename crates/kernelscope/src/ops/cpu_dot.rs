@@ -57,9 +57,12 @@ impl DotPath {
                 std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
             }
             #[cfg(target_arch = "x86_64")]
+            // BW for the GEMM's masked loads (`ops::matmul`), which takes
+            // this path too; every CPU with BF16 so far has it.
             DotPath::Avx512Bf16 => {
                 DotPath::Avx2Fma.supported()
                     && std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
                     && std::arch::is_x86_feature_detected!("avx512bf16")
             }
             #[cfg(not(target_arch = "x86_64"))]

@@ -114,13 +114,11 @@ fn product<W: WeightElement>(weight: &[W], x: &[W], out: &mut [f32], [m, n, k]: 
 }
 
 /// Whether a mat-mul of `dtype` runs on `vdpbf16ps` (`cpu_bf16`): bf16
-/// weights on the AVX-512 BF16 path, the one the mat-vecs take too, on a
-/// CPU with AVX-512 BW as well (its masked loads).
+/// weights on the AVX-512 BF16 path, the one the mat-vecs take too (which
+/// includes AVX-512 BW, for its masked loads).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn uses_bf16_products(dtype: DType) -> bool {
-    dtype == DType::BF16
-        && dot_path() == DotPath::Avx512Bf16
-        && std::arch::is_x86_feature_detected!("avx512bw")
+    dtype == DType::BF16 && dot_path() == DotPath::Avx512Bf16
 }
 
 /// Whether the CPU has AVX2 and FMA (always false off x86-64).

@@ -31,7 +31,8 @@ const GROUP_TOKENS: usize = 4;
 const STEP: usize = 32;
 
 /// `out[m, n] = x[m, k] · weight[n, k]ᵀ` (slices of exactly those sizes, k
-/// and m and n above zero). Only where the CPU has AVX-512 F, BW and BF16.
+/// and m and n above zero). Only where the CPU has AVX-512 F, BW and BF16
+/// (`DotPath::Avx512Bf16`).
 pub(super) fn product(weight: &[bf16], x: &[bf16], out: &mut [f32], [m, n, k]: [usize; 3]) {
     let padded = k.div_ceil(STEP) * STEP;
     let tokens = pad_tokens(x, m, k, padded);
@@ -50,7 +51,7 @@ pub(super) fn product(weight: &[bf16], x: &[bf16], out: &mut [f32], [m, n, k]: [
                 &tokens[token * padded..(token + 1) * padded]
             });
             // SAFETY: `product` is only called where the CPU has AVX-512 F,
-            // BW and BF16 (`cpu::uses_bf16_products`).
+            // BW and BF16 (`cpu::uses_bf16_products`, `DotPath::supported`).
             let sums = unsafe { x86::tile(&row_slices, &token_slices, k) };
             for (index, sums) in sums.iter().enumerate().take(GROUP_TOKENS.min(m - first_token)) {
                 output.store(first_token + index, first_row, &sums[..rows]);

@@ -166,50 +166,51 @@ fn split_by_rates(units: &[Span], shares: &[SampleShare], overlaps: &[(usize, u6
     for unit in units {
         time[unit.kind as usize] += length(unit) as f64;
     }
-    // (read, write) bytes a ns of each kind; equal at first: a split by time.
-    let mut rates = vec![(1f64, 1f64); kinds];
+    // Bytes a ns of each kind, read and written; equal at first: a split by time.
+    let (mut read_rates, mut write_rates) = (vec![1f64; kinds], vec![1f64; kinds]);
     let (mut read, mut write) = (vec![0f64; units.len()], vec![0f64; units.len()]);
     for round in 0..=REFINEMENTS {
         read.fill(0.0);
         write.fill(0.0);
         for share in shares {
             let inside = &overlaps[share.overlaps.clone()];
-            let weight = |rate: fn(&(f64, f64)) -> f64| -> Vec<f64> {
-                let weights: Vec<f64> = inside
-                    .iter()
-                    .map(|&(unit, overlap)| overlap as f64 * rate(&rates[units[unit].kind as usize]))
-                    .collect();
-                let total: f64 = weights.iter().sum();
-                if total > 0.0 {
-                    weights.iter().map(|weight| weight / total).collect()
-                } else {
-                    // Every kind here was found to move nothing: by time, then.
-                    let time: f64 = inside.iter().map(|&(_, overlap)| overlap as f64).sum();
-                    inside.iter().map(|&(_, overlap)| overlap as f64 / time).collect()
-                }
-            };
-            for (&(unit, _), part) in inside.iter().zip(weight(|rate| rate.0)) {
-                read[unit] += share.read as f64 * part;
-            }
-            for (&(unit, _), part) in inside.iter().zip(weight(|rate| rate.1)) {
-                write[unit] += share.write as f64 * part;
-            }
+            spread(share.read, inside, units, &read_rates, &mut read);
+            spread(share.write, inside, units, &write_rates, &mut write);
         }
         if round == REFINEMENTS {
             break;
         }
-        let mut moved = vec![(0f64, 0f64); kinds];
-        for (unit, span) in units.iter().enumerate() {
-            moved[span.kind as usize].0 += read[unit];
-            moved[span.kind as usize].1 += write[unit];
-        }
-        for ((rate, moved), &time) in rates.iter_mut().zip(&moved).zip(&time) {
-            if time > 0.0 {
-                *rate = (moved.0 / time, moved.1 / time);
+        for (rates, split) in [(&mut read_rates, &read), (&mut write_rates, &write)] {
+            let mut moved = vec![0f64; kinds];
+            for (unit, span) in units.iter().enumerate() {
+                moved[span.kind as usize] += split[unit];
+            }
+            for ((rate, moved), &time) in rates.iter_mut().zip(&moved).zip(&time) {
+                if time > 0.0 {
+                    *rate = moved / time;
+                }
             }
         }
     }
     (read, write)
+}
+
+/// Adds to `split` a sample's `bytes`, shared among the units `inside` it
+/// by their time in it times their kind's rate, or by time alone where
+/// every kind there was found to move nothing.
+fn spread(bytes: u64, inside: &[(usize, u64)], units: &[Span], rates: &[f64], split: &mut [f64]) {
+    let weight = |unit: usize, overlap: u64| overlap as f64 * rates[units[unit].kind as usize];
+    let total: f64 = inside.iter().map(|&(unit, overlap)| weight(unit, overlap)).sum();
+    if total > 0.0 {
+        for &(unit, overlap) in inside {
+            split[unit] += bytes as f64 * (weight(unit, overlap) / total);
+        }
+    } else {
+        let time: f64 = inside.iter().map(|&(_, overlap)| overlap as f64).sum();
+        for &(unit, overlap) in inside {
+            split[unit] += bytes as f64 * (overlap as f64 / time);
+        }
+    }
 }
 
 /// The time between the first of `samples` (in start order) and the last
