@@ -58,11 +58,13 @@ impl DotPath {
             }
             #[cfg(target_arch = "x86_64")]
             // BW for the GEMM's masked loads (`ops::matmul`), which takes
-            // this path too; every CPU with BF16 so far has it.
+            // this path too, and VL for its register allocation; every CPU
+            // with BF16 so far has both.
             DotPath::Avx512Bf16 => {
                 DotPath::Avx2Fma.supported()
                     && std::arch::is_x86_feature_detected!("avx512f")
                     && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
                     && std::arch::is_x86_feature_detected!("avx512bf16")
             }
             #[cfg(not(target_arch = "x86_64"))]

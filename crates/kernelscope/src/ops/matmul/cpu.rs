@@ -115,7 +115,7 @@ fn product<W: WeightElement>(weight: &[W], x: &[W], out: &mut [f32], [m, n, k]: 
 
 /// Whether a mat-mul of `dtype` runs on `vdpbf16ps` (`cpu_bf16`): bf16
 /// weights on the AVX-512 BF16 path, the one the mat-vecs take too (which
-/// includes AVX-512 BW, for its masked loads).
+/// includes AVX-512 BW and VL, for its masked loads and its registers).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn uses_bf16_products(dtype: DType) -> bool {
     dtype == DType::BF16 && dot_path() == DotPath::Avx512Bf16
@@ -433,6 +433,21 @@ impl<'a> Output<'a> {
             // and only the task owning these columns writes them, so no
             // other reference to these elements exists during the write.
             unsafe { self.start.add(index + offset).write(value) };
+        }
+    }
+
+    /// `out[token, first_column..first_column + values.len()] += values`,
+    /// under the same rules as [`Output::store`].
+    #[inline(always)]
+    pub(super) fn accumulate(&self, token: usize, first_column: usize, values: &[f32]) {
+        let index = token * self.columns + first_column;
+        if first_column + values.len() > self.columns || index + values.len() > self.len {
+            return;
+        }
+        for (offset, &value) in values.iter().enumerate() {
+            // SAFETY: as in `store`: in the borrowed slice, and written only
+            // by the task owning these columns.
+            unsafe { *self.start.add(index + offset) += value };
         }
     }
 }

