@@ -63,7 +63,10 @@ fn run(model: &mut Model, prompt: &[u32], tokens: usize) -> (Vec<u32>, Vec<Vec<f
 }
 
 /// Every way the engine can run a request on `devices`, compared with the
-/// unsplit model on `reference`.
+/// unsplit model on `reference`: the same tokens and logits within
+/// `tolerance`, except that a step whose top two logits are within the
+/// tolerance of each other may pick either, and the rows after it (fed
+/// another token) are not compared.
 fn split_matches_unsplit(
     build: &dyn Fn(&[Device]) -> Model,
     reference: &Device,
@@ -92,9 +95,31 @@ fn split_matches_unsplit(
                 let (expected_tokens, expected_logits) = run(&mut unsplit, &prompt, 6);
                 let (tokens, logits) = run(&mut split, &prompt, 6);
                 assert_eq!(logits.len(), prompt.len() + 5, "{what}: rows");
-                let error = worst_relative_error(&logits, &expected_logits);
+                // Generation feeds back its own tokens: past a step where a
+                // near-tie picks another token, the inputs differ and so
+                // do the logits. Every row up to that step is compared,
+                // and the step itself must be a near-tie.
+                let compared = match tokens.iter().zip(&expected_tokens).position(|(a, b)| a != b) {
+                    None => logits.len(),
+                    Some(step) => {
+                        let row = prompt.len() - 1 + step;
+                        for (logits, side) in [(&logits[row], "split"), (&expected_logits[row], "unsplit")] {
+                            let scale = logits.iter().fold(0f32, |m, v| m.max(v.abs()));
+                            let gap = (logits[tokens[step] as usize]
+                                - logits[expected_tokens[step] as usize])
+                                .abs();
+                            assert!(
+                                gap <= tolerance * scale,
+                                "{what}: token {step} differs ({} against {}) though the {side} logits are {gap} apart, not a near-tie",
+                                tokens[step],
+                                expected_tokens[step]
+                            );
+                        }
+                        row + 1
+                    }
+                };
+                let error = worst_relative_error(&logits[..compared], &expected_logits[..compared]);
                 assert!(error <= tolerance, "{what}: logits differ by {error}");
-                assert_eq!(tokens, expected_tokens, "{what}: tokens");
             }
         }
     }

@@ -36,6 +36,7 @@ pub mod ceilings;
 pub mod collective;
 pub mod copy;
 pub mod cpu_dot;
+mod cpu_exp;
 pub mod embedding;
 pub mod head_norm;
 pub mod kv_append;

@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::ops::WeightElement;
+use crate::ops::cpu_exp::exp;
 use crate::runtime::KernelArgs;
 
 use super::{
@@ -37,29 +38,62 @@ pub(super) fn prefill_attention<C: WeightElement, O: WeightElement>(args: &Kerne
     let group = query_heads / kv_heads;
     let kv_dim = kv_heads * dim;
     let scale = 1.0 / (dim as f32).sqrt();
-    out.par_chunks_mut(dim).enumerate().for_each(|(entry, out_head)| {
-        let (row, head) = (entry / query_heads, entry % query_heads);
-        let position = positions[first + row] as usize;
-        let q = &query[entry * dim..(entry + 1) * dim];
-        let kv_offset = (head / group) * dim;
-        let scores: Vec<f32> = (0..=position)
-            .map(|p| {
-                let k = &key_cache[p * kv_dim + kv_offset..p * kv_dim + kv_offset + dim];
-                q.iter().zip(k).map(|(a, b)| a * scale * b.to_f32()).sum::<f32>()
-            })
-            .collect();
-        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut total = 0.0;
-        let mut sum = vec![0f32; dim];
-        for (p, score) in scores.iter().enumerate() {
-            let weight = (score - max).exp();
-            total += weight;
-            let v = &value_cache[p * kv_dim + kv_offset..p * kv_dim + kv_offset + dim];
-            sum.iter_mut().zip(v).for_each(|(s, v)| *s += weight * v.to_f32());
-        }
-        for (o, s) in out_head.iter_mut().zip(&sum) {
-            *o = O::from_f32(s / total);
-        }
-    });
+    // Scratch per task, not per (row, head): the scores and the weighted sum.
+    let scratch = || (Vec::<f32>::new(), vec![0f32; dim]);
+    out.par_chunks_mut(dim)
+        .enumerate()
+        .for_each_init(scratch, |(scores, sum), (entry, out_head)| {
+            let (row, head) = (entry / query_heads, entry % query_heads);
+            let position = positions[first + row] as usize;
+            let q = &query[entry * dim..(entry + 1) * dim];
+            let kv_offset = (head / group) * dim;
+            let at = |p: usize| p * kv_dim + kv_offset..p * kv_dim + kv_offset + dim;
+            scores.clear();
+            scores.extend((0..=position).map(|p| dot(q, &key_cache[at(p)]) * scale));
+            let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut total = 0.0;
+            sum.fill(0.0);
+            for (p, score) in scores.iter().enumerate() {
+                let weight = exp(score - max);
+                total += weight;
+                sum.iter_mut()
+                    .zip(&value_cache[at(p)])
+                    .for_each(|(s, v)| *s += weight * v.to_f32());
+            }
+            for (o, s) in out_head.iter_mut().zip(sum.iter()) {
+                *o = O::from_f32(s / total);
+            }
+        });
     Ok(())
+}
+
+/// Σ `q[i]·k[i]` in [`LANES`] interleaved partial sums, which the compiler
+/// keeps in vector registers, rather than one chain of dependent adds that
+/// it may not reorder (the chain made prefill attention 7 % of a 64-token
+/// prefill).
+fn dot<C: WeightElement>(q: &[f32], k: &[C]) -> f32 {
+    const LANES: usize = 16;
+    let mut lanes = [0f32; LANES];
+    let (q_chunks, k_chunks) = (q.chunks_exact(LANES), k.chunks_exact(LANES));
+    let rest: f32 = q_chunks
+        .remainder()
+        .iter()
+        .zip(k_chunks.remainder())
+        .map(|(a, b)| a * b.to_f32())
+        .sum();
+    for (q, k) in q_chunks.zip(k_chunks) {
+        for ((lane, a), b) in lanes.iter_mut().zip(q).zip(k) {
+            *lane += a * b.to_f32();
+        }
+    }
+    // Halving, so the lanes are summed in four vector adds rather than a
+    // chain of fifteen.
+    let mut width = LANES;
+    while width > 1 {
+        width /= 2;
+        for lane in 0..width {
+            lanes[lane] += lanes[lane + width];
+        }
+    }
+    lanes[0] + rest
 }
