@@ -13,83 +13,26 @@
 //! off by far more), and against the CPU's f32 reference within the bound
 //! that the 8-bit rounding of x allows (half a step per element). The CUDA
 //! tests say they skipped without a GPU (and fail under
-//! KSCOPE_REQUIRE_GPU=1); the last test is the CPU's chunk product.
+//! KSCOPE_REQUIRE_GPU=1). The last test is the CPU's chunk product on bf16
+//! tiles; its integer chunk product is `quantized_int8_chunks.rs`'s (a
+//! binary of its own, as it forces the CPU off the bf16 path).
 
 use kernelscope::ops::quantized_embedding::QuantizedEmbedding;
 use kernelscope::ops::quantized_linear::fused::QuantizedFused;
-use kernelscope::ops::quantized_linear::{Activations, BlockLayout, GEMM_ROWS, QuantizedLinear};
+use kernelscope::ops::quantized_linear::{Activations, GEMM_ROWS, QuantizedLinear};
 use kernelscope::ops::{self, rms_norm::RmsNorm};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::quant::QuantFormat;
-use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
 use kernelscope::{Buffer, DType, Device, DeviceOptions, OpKind};
+
+mod common;
+use common::quantized::{Matrix, assert_matches, exact_products, poisoned, random, random_matrix, read};
 
 const EPS: f32 = 1e-5;
 
 fn cuda() -> Option<Device> {
     Backend::Cuda.device(DeviceOptions::new().profile(ProfileLevel::Dispatch))
-}
-
-/// A quantized matrix: its ggml blocks and what they dequantize to.
-struct Matrix {
-    format: QuantFormat,
-    n: usize,
-    k: usize,
-    blocks: Vec<u8>,
-    values: Vec<f32>,
-}
-
-/// `n` random rows of `blocks_per_row` blocks of `format`, each block of
-/// 32 at its own scale (1e-3, 1 or 40; every fifth all positive).
-fn random_matrix(format: QuantFormat, n: usize, blocks_per_row: usize, seed: u64) -> Matrix {
-    let k = blocks_per_row * format.block_elements();
-    let mut rng = SplitMix64::new(seed);
-    let mut raw = rng.vec_f32(n * k, -1.0, 1.0);
-    for (index, block) in raw.chunks_mut(32).enumerate() {
-        let scale = [1e-3f32, 1.0, 40.0][(index * 7 + seed as usize) % 3];
-        let positive = index % 5 == 2;
-        for value in block {
-            *value = if positive { value.abs() + 0.5 } else { *value } * scale;
-        }
-    }
-    let row_bytes = format.row_bytes(k).unwrap();
-    let mut blocks = vec![0u8; n * row_bytes];
-    let mut values = vec![0.0f32; n * k];
-    for row in 0..n {
-        let stored = &mut blocks[row * row_bytes..(row + 1) * row_bytes];
-        format.quantize_row(&raw[row * k..(row + 1) * k], stored).unwrap();
-        format
-            .dequantize_row(stored, &mut values[row * k..(row + 1) * k])
-            .unwrap();
-    }
-    Matrix {
-        format,
-        n,
-        k,
-        blocks,
-        values,
-    }
-}
-
-impl Matrix {
-    fn row_bytes(&self) -> usize {
-        self.blocks.len() / self.n
-    }
-
-    /// The matrix on `device` in the layout its kernels read.
-    fn upload(&self, device: &Device) -> Buffer {
-        let layout = BlockLayout::of(device);
-        let row_bytes = self.row_bytes();
-        let arranged = layout.arrange(self.format, self.n, |row| {
-            &self.blocks[row * row_bytes..(row + 1) * row_bytes]
-        });
-        let buffer = device
-            .alloc(DType::U8, &[self.n, arranged.len() / self.n])
-            .unwrap();
-        buffer.write_bytes(&arranged).unwrap();
-        buffer
-    }
 }
 
 /// x as the CUDA kernels stage it: blocks of 32 at scale max|x| / 127,
@@ -104,54 +47,6 @@ fn staged(x: &[f32]) -> Vec<f32> {
         out.extend(block.iter().map(|v| (v * inverse).round() * scale));
     }
     out
-}
-
-/// For each row of `m`: the exact product with `x` (f64), and the sum of
-/// the magnitudes of its terms (what rounding errors scale with).
-fn exact_products(m: &Matrix, x: &[f32]) -> Vec<(f64, f64)> {
-    (0..m.n)
-        .map(|row| {
-            let w = &m.values[row * m.k..(row + 1) * m.k];
-            w.iter().zip(x).fold((0.0, 0.0), |(sum, size), (&w, &x)| {
-                let term = w as f64 * x as f64;
-                (sum + term, size + term.abs())
-            })
-        })
-        .collect()
-}
-
-/// `actual` against the exact products of the 8-bit x: within
-/// `relative` of each row's magnitude.
-fn assert_matches(actual: &[f32], expected: &[(f64, f64)], relative: f64, what: &str) {
-    assert_eq!(actual.len(), expected.len(), "{what}: length");
-    let bad: Vec<String> = actual
-        .iter()
-        .zip(expected)
-        .enumerate()
-        .filter(|(_, (a, (e, size)))| {
-            let error = (**a as f64 - e).abs();
-            error.is_nan() || error > relative * size + 1e-6
-        })
-        .take(5)
-        .map(|(i, (a, (e, size)))| format!("[{i}] expected {e:e} (terms {size:e}), got {a:e}"))
-        .collect();
-    assert!(bad.is_empty(), "{what}: {}", bad.join("; "));
-}
-
-fn read(buffer: &Buffer) -> Vec<f32> {
-    buffer.to_vec::<f32>().unwrap()
-}
-
-fn poisoned(device: &Device, len: usize) -> Buffer {
-    device.buffer_from_slice(&vec![f32::NAN; len], &[len]).unwrap()
-}
-
-fn random(seed: u64, count: usize, scale: f32) -> Vec<f32> {
-    SplitMix64::new(seed)
-        .vec_f32(count, -1.0, 1.0)
-        .iter()
-        .map(|v| v * scale)
-        .collect()
 }
 
 /// (rows, blocks per row) of every format's cases: one block; odd rows;
@@ -473,12 +368,23 @@ fn cuda_quantized_embedding_matches_the_dequantized_rows() {
     }
 }
 
-/// The CPU's chunk product with 8-bit activations (`matmul_<format>_q8`)
-/// gives each row exactly what the mat-vec gives it alone: every input row
-/// quantized once the same way, the same integer products per weight row.
-/// Odd row counts, more rows than a task holds.
+/// On a CPU with AVX-512 BF16 a chunk product with 8-bit activations runs
+/// on bf16 tiles (`matmul_<format>_bf16`): each weight and each activation
+/// rounded to bf16 (half a unit in the 8th bit: 2^-9 of each), the
+/// products exact, summed in f32, so each output is within about 2^-8 of
+/// its terms' magnitudes of the exact product of the dequantized weights
+/// and x. A row or layout slip is off by the magnitude itself. Shapes:
+/// partial groups of six rows, depths past one 2048-value pass, and more
+/// tokens than one block of 128, ending in a partial tile.
 #[test]
-fn cpu_int8_chunk_products_equal_the_mat_vec_row_by_row() {
+fn cpu_bf16_tile_chunk_products_match_the_exact_product() {
+    use kernelscope::ops::cpu_dot::{DotPath, dot_path};
+    if dot_path() != DotPath::Avx512Bf16 {
+        eprintln!(
+            "SKIPPED cpu_bf16_tile_chunk_products_match_the_exact_product: this CPU has no AVX-512 BF16 path"
+        );
+        return;
+    }
     let cpu = Device::cpu_with(DeviceOptions::new().profile(ProfileLevel::Dispatch));
     let registry = ops::registry();
     for format in QuantFormat::ALL
@@ -486,37 +392,26 @@ fn cpu_int8_chunk_products_equal_the_mat_vec_row_by_row() {
         .filter(|format| format.int8_block().is_some())
     {
         let op = QuantizedLinear::new(&registry, &cpu, format, Activations::Int8).unwrap();
-        for (n, blocks, rows) in [(37usize, 3usize, 5usize), (70, 8, 3)] {
-            let m = random_matrix(format, n, blocks, 900 + n as u64);
-            let weight = m.upload(&cpu);
-            let x = random(n as u64 + 5, rows * m.k, 2.0);
+        let long = 2304 / format.block_elements();
+        for (n, blocks, rows) in [(13usize, long, 5usize), (8, 1, 131), (7, long, 3)] {
+            let m = random_matrix(format, n, blocks, 700 + n as u64 + rows as u64);
+            let x = random(n as u64 + 11, rows * m.k, 2.0);
             let out = poisoned(&cpu, rows * n);
             cpu.profiler().reset();
             let mut encoder = cpu.command_encoder();
             op.encode(
                 &mut encoder,
-                &weight,
+                &m.upload(&cpu),
                 &cpu.buffer_from_slice(&x, &[rows, m.k]).unwrap(),
                 &out,
             )
             .unwrap();
             encoder.commit_and_wait().unwrap();
-            let kernel = format!("matmul_{}_q8", format.name());
-            assert_eq!(&*cpu.profiler().dispatches()[0].kernel, kernel.as_str());
-            let chunk = read(&out);
-            for (r, row) in x.chunks(m.k).enumerate() {
-                let single = poisoned(&cpu, n);
-                let mut encoder = cpu.command_encoder();
-                op.encode(
-                    &mut encoder,
-                    &weight,
-                    &cpu.buffer_from_slice(row, &[m.k]).unwrap(),
-                    &single,
-                )
-                .unwrap();
-                encoder.commit_and_wait().unwrap();
-                assert_eq!(&chunk[r * n..(r + 1) * n], &read(&single)[..], "{format} row {r}");
-            }
+            let what = format!("{format} n {n} k {} rows {rows}", m.k);
+            let kernel = format!("matmul_{}_bf16", format.name());
+            assert_eq!(&*cpu.profiler().dispatches()[0].kernel, kernel.as_str(), "{what}");
+            let expected: Vec<(f64, f64)> = x.chunks(m.k).flat_map(|row| exact_products(&m, row)).collect();
+            assert_matches(&read(&out), &expected, 4.5e-3, &what);
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use super::blocks::{self, read_f16, scale_min_k4};
 
+#[inline(always)]
 pub(super) fn q4_0(block: &[u8; blocks::q4_0::BYTES], out: &mut [f32; 32]) {
     use blocks::q4_0::{D, QS};
     let d = read_f16(block, D);
@@ -14,6 +15,7 @@ pub(super) fn q4_0(block: &[u8; blocks::q4_0::BYTES], out: &mut [f32; 32]) {
     }
 }
 
+#[inline(always)]
 pub(super) fn q4_1(block: &[u8; blocks::q4_1::BYTES], out: &mut [f32; 32]) {
     use blocks::q4_1::{D, M, QS};
     let d = read_f16(block, D);
@@ -42,6 +44,7 @@ fn five_bit_pair(low_nibbles: u8, high_bits: u32, j: usize) -> (u8, u8) {
     (first, second)
 }
 
+#[inline(always)]
 pub(super) fn q5_0(block: &[u8; blocks::q5_0::BYTES], out: &mut [f32; 32]) {
     use blocks::q5_0::{D, QH, QS};
     let d = read_f16(block, D);
@@ -53,6 +56,7 @@ pub(super) fn q5_0(block: &[u8; blocks::q5_0::BYTES], out: &mut [f32; 32]) {
     }
 }
 
+#[inline(always)]
 pub(super) fn q5_1(block: &[u8; blocks::q5_1::BYTES], out: &mut [f32; 32]) {
     use blocks::q5_1::{D, M, QH, QS};
     let d = read_f16(block, D);
@@ -65,6 +69,7 @@ pub(super) fn q5_1(block: &[u8; blocks::q5_1::BYTES], out: &mut [f32; 32]) {
     }
 }
 
+#[inline(always)]
 pub(super) fn q8_0(block: &[u8; blocks::q8_0::BYTES], out: &mut [f32; 32]) {
     use blocks::q8_0::{D, QS};
     let d = read_f16(block, D);
@@ -75,6 +80,7 @@ pub(super) fn q8_0(block: &[u8; blocks::q8_0::BYTES], out: &mut [f32; 32]) {
 
 /// The scales and minimums of a Q4_K or Q5_K block, multiplied out:
 /// `(d × scale, dmin × min)` per sub-block.
+#[inline(always)]
 fn k_sub_block_scales<const BYTES: usize>(block: &[u8; BYTES]) -> [(f32, f32); 8] {
     // Q4_K and Q5_K share the header, so either's offsets do.
     use blocks::q4_k::{D, DMIN, SCALES};
@@ -87,6 +93,7 @@ fn k_sub_block_scales<const BYTES: usize>(block: &[u8; BYTES]) -> [(f32, f32); 8
     })
 }
 
+#[inline(always)]
 pub(super) fn q4_k(block: &[u8; blocks::q4_k::BYTES], out: &mut [f32; 256]) {
     use blocks::q4_k::QS;
     let scales = k_sub_block_scales(block);
@@ -102,6 +109,7 @@ pub(super) fn q4_k(block: &[u8; blocks::q4_k::BYTES], out: &mut [f32; 256]) {
     }
 }
 
+#[inline(always)]
 pub(super) fn q5_k(block: &[u8; blocks::q5_k::BYTES], out: &mut [f32; 256]) {
     use blocks::q5_k::{QH, QS};
     let scales = k_sub_block_scales(block);
@@ -122,6 +130,7 @@ pub(super) fn q5_k(block: &[u8; blocks::q5_k::BYTES], out: &mut [f32; 256]) {
     }
 }
 
+#[inline(always)]
 pub(super) fn q6_k(block: &[u8; blocks::q6_k::BYTES], out: &mut [f32; 256]) {
     use blocks::q6_k::{D, QH, QL, SCALES};
     let d = read_f16(block, D);

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod quantized;
+
 use kernelscope::rng::SplitMix64;
 use kernelscope::runtime::LaunchGrid;
 use kernelscope::{Buffer, Dispatch, Kernel, KernelRegistry};

@@ -22,13 +22,15 @@
 //! - A parallel task owns one group of rows and writes their columns of
 //!   `out`.
 
+use std::ops::Range;
+
 use half::bf16;
 use rayon::prelude::*;
 
 use super::cpu::Output;
 
 /// Weight rows per register tile.
-const GROUP_ROWS: usize = 6;
+pub(crate) const GROUP_ROWS: usize = 6;
 /// Tokens per register tile.
 const GROUP_TOKENS: usize = 4;
 /// Values of depth per step: one 512-bit vector of bf16.
@@ -37,72 +39,132 @@ const STEP: usize = 32;
 /// Values of depth per pass over a block of tokens: six rows of 2048 bf16
 /// are 24 KiB, half of this machine's 48 KiB L1 (measured: 2048 was the
 /// fastest of 1024-8192 on the 8192-deep down projection).
-const DEPTH_CHUNK: usize = 2048;
+pub(crate) const DEPTH_CHUNK: usize = 2048;
 /// Tokens per block: 128 tokens of a 2048-value pass are 512 KiB, half of
 /// a 1 MiB L2 (measured at 512 tokens: 64, 128 and unblocked, 128 fastest).
 const BLOCK_TOKENS: usize = 128;
+
+/// Where a group of weight rows comes from as bf16: read in place (bf16
+/// weights), or dequantized into the task's scratch (quantized weights).
+pub(crate) trait Bf16Rows: Sync {
+    /// A task's scratch, made once per task.
+    type Scratch: Default + Send;
+    /// Whether the rows are read from memory where they lie (then the
+    /// first tile of a block prefetches them).
+    const IN_PLACE: bool;
+    /// Rows `first_row..first_row + count` (`count` ≤ [`GROUP_ROWS`]),
+    /// values `depth` of each, then the last of them again to fill the
+    /// group.
+    fn rows<'a>(
+        &'a self,
+        first_row: usize,
+        count: usize,
+        depth: Range<usize>,
+        scratch: &'a mut Self::Scratch,
+    ) -> [&'a [bf16]; GROUP_ROWS];
+}
+
+/// bf16 weights `[n, k]`, read where they lie.
+struct InPlace<'a> {
+    weight: &'a [bf16],
+    k: usize,
+}
+
+impl Bf16Rows for InPlace<'_> {
+    type Scratch = ();
+    const IN_PLACE: bool = true;
+
+    fn rows<'a>(
+        &'a self,
+        first_row: usize,
+        count: usize,
+        depth: Range<usize>,
+        _: &'a mut (),
+    ) -> [&'a [bf16]; GROUP_ROWS] {
+        std::array::from_fn(|index| {
+            let row = first_row + index.min(count - 1);
+            &self.weight[row * self.k + depth.start..row * self.k + depth.end]
+        })
+    }
+}
 
 /// `out[m, n] = x[m, k] · weight[n, k]ᵀ` (slices of exactly those sizes, k
 /// and m and n above zero). Only where the CPU has AVX-512 F, BW, VL and
 /// BF16 (`DotPath::Avx512Bf16`).
 pub(super) fn product(weight: &[bf16], x: &[bf16], out: &mut [f32], [m, n, k]: [usize; 3]) {
+    product_of(&InPlace { weight, k }, x, out, [m, n, k]);
+}
+
+/// `out[m, n] = x[m, k] · Wᵀ`, W's `n` rows of `k` values coming from
+/// `weights` a pass at a time (passes of [`DEPTH_CHUNK`] values, so a
+/// quantized format's blocks must divide it). Only where the CPU has
+/// AVX-512 F, BW, VL and BF16 (`DotPath::Avx512Bf16`).
+pub(crate) fn product_of<R: Bf16Rows>(weights: &R, x: &[bf16], out: &mut [f32], [m, n, k]: [usize; 3]) {
     let output = Output::new(out, n);
     for first_token in (0..m).step_by(BLOCK_TOKENS) {
         let tokens = first_token..m.min(first_token + BLOCK_TOKENS);
-        (0..n.div_ceil(GROUP_ROWS)).into_par_iter().for_each(|group| {
-            let first_row = group * GROUP_ROWS;
-            let rows = GROUP_ROWS.min(n - first_row);
-            for depth_start in (0..k).step_by(DEPTH_CHUNK) {
-                let depth = depth_start..k.min(depth_start + DEPTH_CHUNK);
-                // A partial group repeats its last row; only real rows are stored.
-                let row_slices: [&[bf16]; GROUP_ROWS] = std::array::from_fn(|index| {
-                    let row = first_row + index.min(rows - 1);
-                    &weight[row * k + depth.start..row * k + depth.end]
-                });
-                let token_slice = |token: usize| &x[token * k + depth.start..token * k + depth.end];
-                let mut token = tokens.start;
-                while token < tokens.end {
-                    let count = GROUP_TOKENS.min(tokens.end - token);
-                    // The block's first tile brings the weights in from memory.
-                    let first = token == tokens.start;
-                    let mut sums = [[0.0f32; GROUP_ROWS]; GROUP_TOKENS];
-                    // SAFETY: `product` is only called where the CPU has
-                    // AVX-512 F, BW, VL and BF16 (`cpu::uses_bf16_products`,
-                    // `DotPath::supported`).
-                    unsafe {
-                        match count {
-                            1 => x86::tile::<1>(&row_slices, [token_slice(token)], first, &mut sums),
-                            2 => x86::tile::<2>(
-                                &row_slices,
-                                std::array::from_fn(|i| token_slice(token + i)),
-                                first,
-                                &mut sums,
-                            ),
-                            3 => x86::tile::<3>(
-                                &row_slices,
-                                std::array::from_fn(|i| token_slice(token + i)),
-                                first,
-                                &mut sums,
-                            ),
-                            _ => x86::tile::<4>(
-                                &row_slices,
-                                std::array::from_fn(|i| token_slice(token + i)),
-                                first,
-                                &mut sums,
-                            ),
+        (0..n.div_ceil(GROUP_ROWS))
+            .into_par_iter()
+            .for_each_init(R::Scratch::default, |scratch, group| {
+                let first_row = group * GROUP_ROWS;
+                let rows = GROUP_ROWS.min(n - first_row);
+                for depth_start in (0..k).step_by(DEPTH_CHUNK) {
+                    let depth = depth_start..k.min(depth_start + DEPTH_CHUNK);
+                    let row_slices = weights.rows(first_row, rows, depth.clone(), scratch);
+                    let token_slice = |token: usize| &x[token * k + depth.start..token * k + depth.end];
+                    let mut token = tokens.start;
+                    while token < tokens.end {
+                        let count = GROUP_TOKENS.min(tokens.end - token);
+                        // The block's first tile brings in-place weights in from memory.
+                        let first = R::IN_PLACE && token == tokens.start;
+                        let mut sums = [[0.0f32; GROUP_ROWS]; GROUP_TOKENS];
+                        // SAFETY: `product_of` is only called where the CPU
+                        // has AVX-512 F, BW, VL and BF16
+                        // (`cpu::uses_bf16_products`, `DotPath::supported`).
+                        unsafe {
+                            match count {
+                                1 => x86::tile::<1>(&row_slices, [token_slice(token)], first, &mut sums),
+                                2 => x86::tile::<2>(
+                                    &row_slices,
+                                    std::array::from_fn(|i| token_slice(token + i)),
+                                    first,
+                                    &mut sums,
+                                ),
+                                3 => x86::tile::<3>(
+                                    &row_slices,
+                                    std::array::from_fn(|i| token_slice(token + i)),
+                                    first,
+                                    &mut sums,
+                                ),
+                                _ => x86::tile::<4>(
+                                    &row_slices,
+                                    std::array::from_fn(|i| token_slice(token + i)),
+                                    first,
+                                    &mut sums,
+                                ),
+                            }
                         }
-                    }
-                    for (index, sums) in sums.iter().enumerate().take(count) {
-                        if depth.start == 0 {
-                            output.store(token + index, first_row, &sums[..rows]);
-                        } else {
-                            output.accumulate(token + index, first_row, &sums[..rows]);
+                        for (index, sums) in sums.iter().enumerate().take(count) {
+                            if depth.start == 0 {
+                                output.store(token + index, first_row, &sums[..rows]);
+                            } else {
+                                output.accumulate(token + index, first_row, &sums[..rows]);
+                            }
                         }
+                        token += count;
                     }
-                    token += count;
                 }
-            }
-        });
+            });
+    }
+}
+
+/// `values` rounded to nearest bf16, ties to even (as `bf16::from_f32`),
+/// NaN kept a NaN, in a loop the compiler turns into vector instructions.
+pub(crate) fn round_to_bf16(values: &[f32], out: &mut [bf16]) {
+    for (out, value) in out.iter_mut().zip(values) {
+        let bits = value.to_bits();
+        let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+        *out = bf16::from_bits(if value.is_nan() { 0x7fc0 } else { rounded as u16 });
     }
 }
 

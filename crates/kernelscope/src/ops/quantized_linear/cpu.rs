@@ -20,20 +20,24 @@ use super::{K, N, OUT, ROWS, WEIGHT, X};
 const ROWS_PER_TASK: usize = 16;
 
 /// A quantized product's operands, checked against its scalars.
-struct Operands<'a> {
-    weight: &'a [u8],
-    x: &'a [f32],
-    out: &'a mut [f32],
-    n: usize,
-    k: usize,
-    rows: usize,
-    row_bytes: usize,
+pub(super) struct Operands<'a> {
+    pub(super) weight: &'a [u8],
+    pub(super) x: &'a [f32],
+    pub(super) out: &'a mut [f32],
+    pub(super) n: usize,
+    pub(super) k: usize,
+    pub(super) rows: usize,
+    pub(super) row_bytes: usize,
 }
 
 /// The operands of `kernel`'s dispatch: `n` weight rows of `k` elements in
 /// `format`'s blocks, `rows` input and output rows, each buffer at least
 /// as long as its shape.
-fn operands<'a>(format: QuantFormat, kernel: &str, args: &'a KernelArgs<'_>) -> Result<Operands<'a>> {
+pub(super) fn operands<'a>(
+    format: QuantFormat,
+    kernel: &str,
+    args: &'a KernelArgs<'_>,
+) -> Result<Operands<'a>> {
     let weight = args.input::<u8>(WEIGHT)?;
     let x = args.input::<f32>(X)?;
     let out = args.output::<f32>(OUT)?;

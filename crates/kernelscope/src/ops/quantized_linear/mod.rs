@@ -8,6 +8,10 @@
 //! which format each product read, and the bytes declared are the blocks'
 //! own (values and scales).
 //!
+//! On a CPU with AVX-512 BF16 a chunk of rows with 8-bit activations runs
+//! on bf16 tiles instead (`matmul_<format>_bf16`, `cpu_bf16_tiles.rs`):
+//! weights dequantized a few rows at a time, the bf16 GEMM's kernel.
+//!
 //! The CPU reads ggml's blocks as the file holds them; CUDA reads rows laid
 //! out in planes ([`crate::quant::planes`], [`BlockLayout`]), and fuses
 //! decode as the dense mat-vecs do (`fused`: RMSNorm into the mat-vecs that
@@ -19,6 +23,8 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 mod cpu;
+#[cfg(target_arch = "x86_64")]
+mod cpu_bf16_tiles;
 pub mod fused;
 pub(crate) mod gemm;
 pub(crate) mod stage;
@@ -146,7 +152,9 @@ pub(crate) fn weight_blocks(
 
 /// Registers, for every format, on the CPU `matvec_<format>_f32`,
 /// `matmul_<format>` and, where the format has the integer product,
-/// `matvec_<format>_q8` and `matmul_<format>_q8`; on CUDA the integer products of every format
+/// `matvec_<format>_q8` and `matmul_<format>_q8`, and on x86-64
+/// `matmul_<format>_bf16` (bf16 tiles, where the CPU has AVX-512 BF16);
+/// on CUDA the integer products of every format
 /// (`matvec_<format>_q8`, `matmul_<format>` and the fused kernels of
 /// `fused`), the embedding lookup and the dequantization to f32.
 pub fn register(registry: &mut KernelRegistry) {
@@ -162,6 +170,10 @@ pub fn register(registry: &mut KernelRegistry) {
                 cpu::quantized_matmul_int8(format, args)
             });
         }
+        #[cfg(target_arch = "x86_64")]
+        registry.register_cpu(&format!("matmul_{}_bf16", format.name()), move |args| {
+            cpu_bf16_tiles::quantized_matmul_bf16(format, args)
+        });
         let source: std::sync::Arc<str> = cuda_source(format).into();
         for kernel in CUDA_KERNELS {
             let name = kernel.replace("{}", format.name());
@@ -293,6 +305,22 @@ pub struct QuantizedLinear {
     gemm: Option<gemm::DequantizedGemm>,
 }
 
+/// Whether the CPU runs a chunk of `format` rows on bf16 tiles
+/// (`cpu_bf16_tiles.rs`): where it has the bf16 GEMM's instructions and the
+/// format's blocks divide the GEMM's passes.
+fn bf16_tiles(format: QuantFormat) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::ops::matmul::uses_bf16_products(DType::BF16)
+            && crate::ops::matmul::cpu_bf16::DEPTH_CHUNK.is_multiple_of(format.block_elements())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = format;
+        false
+    }
+}
+
 impl QuantizedLinear {
     /// The op for weights of `format` on `device`, its mat-vec taking
     /// `activations` as asked (f32 where the format has no integer product
@@ -311,7 +339,11 @@ impl QuantizedLinear {
         let (matvec, matmul) = match (activations, layout) {
             (Activations::Int8, BlockLayout::Blocks) if integer => (
                 format!("matvec_{}_q8", format.name()),
-                format!("matmul_{}_q8", format.name()),
+                if bf16_tiles(format) {
+                    format!("matmul_{}_bf16", format.name())
+                } else {
+                    format!("matmul_{}_q8", format.name())
+                },
             ),
             (Activations::Int8, _) if integer => (
                 format!("matvec_{}_q8", format.name()),

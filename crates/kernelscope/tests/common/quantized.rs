@@ -1,0 +1,116 @@
+//! What the quantized-kernel tests share: random quantized matrices and
+//! their exact products.
+
+use kernelscope::ops::quantized_linear::BlockLayout;
+use kernelscope::quant::QuantFormat;
+use kernelscope::rng::SplitMix64;
+use kernelscope::{Buffer, DType, Device};
+
+/// A quantized matrix: its ggml blocks and what they dequantize to.
+pub struct Matrix {
+    pub format: QuantFormat,
+    pub n: usize,
+    pub k: usize,
+    pub blocks: Vec<u8>,
+    pub values: Vec<f32>,
+}
+
+/// `n` random rows of `blocks_per_row` blocks of `format`, each block of
+/// 32 at its own scale (1e-3, 1 or 40; every fifth all positive).
+pub fn random_matrix(format: QuantFormat, n: usize, blocks_per_row: usize, seed: u64) -> Matrix {
+    let k = blocks_per_row * format.block_elements();
+    let mut rng = SplitMix64::new(seed);
+    let mut raw = rng.vec_f32(n * k, -1.0, 1.0);
+    for (index, block) in raw.chunks_mut(32).enumerate() {
+        let scale = [1e-3f32, 1.0, 40.0][(index * 7 + seed as usize) % 3];
+        let positive = index % 5 == 2;
+        for value in block {
+            *value = if positive { value.abs() + 0.5 } else { *value } * scale;
+        }
+    }
+    let row_bytes = format.row_bytes(k).unwrap();
+    let mut blocks = vec![0u8; n * row_bytes];
+    let mut values = vec![0.0f32; n * k];
+    for row in 0..n {
+        let stored = &mut blocks[row * row_bytes..(row + 1) * row_bytes];
+        format.quantize_row(&raw[row * k..(row + 1) * k], stored).unwrap();
+        format
+            .dequantize_row(stored, &mut values[row * k..(row + 1) * k])
+            .unwrap();
+    }
+    Matrix {
+        format,
+        n,
+        k,
+        blocks,
+        values,
+    }
+}
+
+impl Matrix {
+    pub fn row_bytes(&self) -> usize {
+        self.blocks.len() / self.n
+    }
+
+    /// The matrix on `device` in the layout its kernels read.
+    pub fn upload(&self, device: &Device) -> Buffer {
+        let layout = BlockLayout::of(device);
+        let row_bytes = self.row_bytes();
+        let arranged = layout.arrange(self.format, self.n, |row| {
+            &self.blocks[row * row_bytes..(row + 1) * row_bytes]
+        });
+        let buffer = device
+            .alloc(DType::U8, &[self.n, arranged.len() / self.n])
+            .unwrap();
+        buffer.write_bytes(&arranged).unwrap();
+        buffer
+    }
+}
+
+/// For each row of `m`: the exact product with `x` (f64), and the sum of
+/// the magnitudes of its terms (what rounding errors scale with).
+pub fn exact_products(m: &Matrix, x: &[f32]) -> Vec<(f64, f64)> {
+    (0..m.n)
+        .map(|row| {
+            let w = &m.values[row * m.k..(row + 1) * m.k];
+            w.iter().zip(x).fold((0.0, 0.0), |(sum, size), (&w, &x)| {
+                let term = w as f64 * x as f64;
+                (sum + term, size + term.abs())
+            })
+        })
+        .collect()
+}
+
+/// `actual` against the exact products of the 8-bit x: within
+/// `relative` of each row's magnitude.
+pub fn assert_matches(actual: &[f32], expected: &[(f64, f64)], relative: f64, what: &str) {
+    assert_eq!(actual.len(), expected.len(), "{what}: length");
+    let bad: Vec<String> = actual
+        .iter()
+        .zip(expected)
+        .enumerate()
+        .filter(|(_, (a, (e, size)))| {
+            let error = (**a as f64 - e).abs();
+            error.is_nan() || error > relative * size + 1e-6
+        })
+        .take(5)
+        .map(|(i, (a, (e, size)))| format!("[{i}] expected {e:e} (terms {size:e}), got {a:e}"))
+        .collect();
+    assert!(bad.is_empty(), "{what}: {}", bad.join("; "));
+}
+
+pub fn read(buffer: &Buffer) -> Vec<f32> {
+    buffer.to_vec::<f32>().unwrap()
+}
+
+pub fn poisoned(device: &Device, len: usize) -> Buffer {
+    device.buffer_from_slice(&vec![f32::NAN; len], &[len]).unwrap()
+}
+
+pub fn random(seed: u64, count: usize, scale: f32) -> Vec<f32> {
+    SplitMix64::new(seed)
+        .vec_f32(count, -1.0, 1.0)
+        .iter()
+        .map(|v| v * scale)
+        .collect()
+}
