@@ -57,8 +57,10 @@ pub struct ModelArgs {
     #[arg(long, value_name = "LIST", conflicts_with = "device", value_delimiter = ',')]
     pub devices: Option<Vec<String>>,
     /// The CPU's mat-vec kernels: auto (the widest instructions the CPU
-    /// has), avx512-bf16 (bf16 weights times x rounded to bf16, vdpbf16ps),
-    /// avx2 (weights widened to f32) or portable. The profile names the one used.
+    /// has), avx512-bf16 (bf16 weights times x split into two bf16 parts,
+    /// vdpbf16ps: 16 bits of x, at the memory's rate), avx512-bf16-exact
+    /// (x in three parts: an exact f32 product, slower), avx2 (weights
+    /// widened to f32) or portable. The profile names the one used.
     #[arg(long, default_value = "auto", value_name = "SET", value_parser = parse_cpu_kernels)]
     pub cpu_kernels: CpuKernels,
     /// No progress bar while loading.
@@ -408,8 +410,13 @@ fn parse_cpu_kernels(text: &str) -> std::result::Result<CpuKernels, String> {
     Ok(match text {
         "auto" => CpuKernels::Auto,
         "avx512-bf16" => CpuKernels::Forced(DotPath::Avx512Bf16),
+        "avx512-bf16-exact" => CpuKernels::Forced(DotPath::Avx512Bf16Exact),
         "avx2" => CpuKernels::Forced(DotPath::Avx2Fma),
         "portable" => CpuKernels::Forced(DotPath::Portable),
-        other => return Err(format!("`{other}`: expected auto, avx512-bf16, avx2 or portable")),
+        other => {
+            return Err(format!(
+                "`{other}`: expected auto, avx512-bf16, avx512-bf16-exact, avx2 or portable"
+            ));
+        }
     })
 }

@@ -291,7 +291,7 @@ fn bad_run_arguments_are_refused() {
     expect_failure(&["run", "--top-p", "1.5"], &["--top-p"]);
     expect_failure(
         &["run", "--cpu-kernels", "sse9"],
-        &["`sse9`", "avx512-bf16, avx2 or portable"],
+        &["`sse9`", "avx512-bf16, avx512-bf16-exact, avx2 or portable"],
     );
     expect_failure(
         &[

@@ -4,15 +4,22 @@
 //! portable Rust. A bf16 mat-vec on AVX2 spends as many instructions
 //! widening weights as on the multiply-adds themselves, and on the 2-core
 //! development machine read its weights at 53 to 80 % of the read ceiling;
-//! `vdpbf16ps` does the widening in the multiply. x is not rounded to bf16:
-//! it is split once per product into three bf16 parts, x = high + middle +
-//! low (each the bf16 rounding of what the parts before it left), which
-//! hold all 24 bits of an f32's mantissa, and each row is dotted with all
-//! three; a bf16 weight times a bf16 part is exact in f32, so the result
-//! is an f32 dot product accumulated in another order. Rounding x to bf16
-//! alone moved the 1B's logits by up to 0.6 (of a spread of 26) and failed
-//! the mat-vec's exact-product test; two parts (16 bits) missed the
-//! transformers parity tests' 1e-5. Every path is tested against the exact
+//! `vdpbf16ps` does the widening in the multiply.
+//!
+//! x is not rounded to bf16: it is split once per product into bf16 parts,
+//! x = high + middle (+ low), each the bf16 rounding of what the parts
+//! before it left, and each row is dotted with every part; a bf16 weight
+//! times a bf16 part is exact in f32. Three parts hold all 24 bits of an
+//! f32's mantissa, so the result is an f32 dot product summed in another
+//! order (`DotPath::Avx512Bf16Exact`, the reference, which the transformers
+//! parity tests take). Two parts hold 16 bits (`DotPath::Avx512Bf16`, the
+//! default): a decode of the 1B moved its logits by at most 0.24 (mean
+//! 0.026) from the AVX2 f32 path's, where the exact three parts differ from
+//! that path by 0.15 (mean 0.015) through summation order alone, and it
+//! reads the weights at the memory's rate where three parts ran 15-25 %
+//! below it (17.4-17.7 against 13.5-14.7 tok/s, docs/PERF.md). Rounding x
+//! to bf16 alone (one part, llama.cpp's way) moved them by 0.95 (mean
+//! 0.14) and was no faster than two. Every path is tested against the exact
 //! product on random data, each forced in turn.
 
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -30,21 +37,46 @@ pub enum DotPath {
     Portable,
     /// The same loop compiled for AVX2 and FMA.
     Avx2Fma,
-    /// bf16 weights: `vdpbf16ps` on x split into three bf16 parts (other
-    /// weight dtypes take AVX2 + FMA, which the CPU then has).
+    /// bf16 weights: `vdpbf16ps` on x split into three bf16 parts, an
+    /// exact f32 product (other weight dtypes take AVX2 + FMA, which the
+    /// CPU then has).
+    Avx512Bf16Exact,
+    /// As [`DotPath::Avx512Bf16Exact`] with x in two parts (16 bits of its
+    /// mantissa): the memory's rate, within f32 summation noise.
     Avx512Bf16,
 }
 
 impl DotPath {
     /// Every path, slowest first.
-    pub const ALL: [DotPath; 3] = [DotPath::Portable, DotPath::Avx2Fma, DotPath::Avx512Bf16];
+    pub const ALL: [DotPath; 4] = [
+        DotPath::Portable,
+        DotPath::Avx2Fma,
+        DotPath::Avx512Bf16Exact,
+        DotPath::Avx512Bf16,
+    ];
 
     /// The instruction set as a reader would look it up.
     pub fn name(self) -> &'static str {
         match self {
             DotPath::Portable => "portable",
             DotPath::Avx2Fma => "AVX2+FMA",
+            DotPath::Avx512Bf16Exact => "AVX-512 BF16 (x in three parts)",
             DotPath::Avx512Bf16 => "AVX-512 BF16",
+        }
+    }
+
+    /// Whether bf16 weights take `vdpbf16ps` on this path (its mat-vecs,
+    /// and the prefill GEMM, `ops::matmul`).
+    pub fn takes_bf16_products(self) -> bool {
+        matches!(self, DotPath::Avx512Bf16Exact | DotPath::Avx512Bf16)
+    }
+
+    /// How many bf16 parts x is split into on this path (0: not split).
+    fn x_parts(self) -> usize {
+        match self {
+            DotPath::Avx512Bf16Exact => 3,
+            DotPath::Avx512Bf16 => 2,
+            _ => 0,
         }
     }
 
@@ -60,7 +92,7 @@ impl DotPath {
             // BW for the GEMM's masked loads (`ops::matmul`), which takes
             // this path too, and VL for its register allocation; every CPU
             // with BF16 so far has both.
-            DotPath::Avx512Bf16 => {
+            DotPath::Avx512Bf16Exact | DotPath::Avx512Bf16 => {
                 DotPath::Avx2Fma.supported()
                     && std::arch::is_x86_feature_detected!("avx512f")
                     && std::arch::is_x86_feature_detected!("avx512bw")
@@ -125,11 +157,12 @@ pub fn force_dot_path(path: DotPath) -> Result<()> {
 }
 
 /// x made ready for many dot products with rows of one weight dtype: on the
-/// AVX-512 BF16 path with bf16 weights, x split into three bf16 parts once,
+/// AVX-512 BF16 paths with bf16 weights, x split into bf16 parts once,
 /// or, where x is too long for its parts to stay in L1, widened weights
 /// against x in AVX-512 F.
 pub(crate) struct PreparedX<'a> {
     x: &'a [f32],
+    /// Three parts, or two and an empty one.
     parts: Option<[Vec<bf16>; 3]>,
     /// bf16 weights on the AVX-512 BF16 path with x longer than
     /// [`PARTS_IN_L1`]: dotted by `x86::dot_bf16_f32`.
@@ -137,7 +170,7 @@ pub(crate) struct PreparedX<'a> {
     path: DotPath,
 }
 
-/// The longest x whose three bf16 parts (6 bytes an element) stay in a
+/// The longest x whose bf16 parts (4 or 6 bytes an element) stay in a
 /// 32 KiB L1 beside the rows' stream. Longer, x's parts were read back from
 /// L2 for every row: down_proj's (8,192 long, 48 KiB of parts) ran at 0.66
 /// to 0.71 of the fused norm mat-vecs' bandwidth in the same profile, and
@@ -164,11 +197,15 @@ impl<'a> PreparedX<'a> {
 
     /// `x` for rows of `W` on `path` (which must be supported).
     pub(crate) fn on<W: WeightElement>(x: &'a [f32], path: DotPath) -> PreparedX<'a> {
-        let bf16_path = path == DotPath::Avx512Bf16 && W::DTYPE == DType::BF16;
+        let bf16_path = path.takes_bf16_products() && W::DTYPE == DType::BF16;
         let widened = bf16_path && x.len() > PARTS_IN_L1;
         let parts = (bf16_path && !widened).then(|| {
             let mut rest = x.to_vec();
-            [(); 3].map(|_| {
+            let count = path.x_parts();
+            std::array::from_fn(|part| {
+                if part >= count {
+                    return Vec::new();
+                }
                 rest.iter_mut()
                     .map(|value| {
                         let part = bf16::from_f32(*value);
@@ -198,10 +235,15 @@ impl<'a> PreparedX<'a> {
             }
             if let Some(parts) = &self.parts {
                 let row: &[bf16] = bytemuck::cast_slice(row);
-                // SAFETY: the parts exist only on the AVX-512 BF16 path,
+                // SAFETY: the parts exist only on the AVX-512 BF16 paths,
                 // which `force_dot_path` and `DotPath::best` take only where
                 // the CPU has AVX-512 F and BF16.
-                return unsafe { x86::dot_bf16_parts(row, parts) };
+                return unsafe {
+                    match parts {
+                        [high, middle, low] if low.is_empty() => x86::dot_bf16_parts(row, [high, middle]),
+                        [high, middle, low] => x86::dot_bf16_parts(row, [high, middle, low]),
+                    }
+                };
             }
             if self.path != DotPath::Portable {
                 // SAFETY: every path but the portable one needs AVX2 and
@@ -259,23 +301,23 @@ mod x86 {
         total
     }
 
-    /// `row · (parts[0] + parts[1] + parts[2])` for a bf16 row and parts of
-    /// its length: 32 pairs an instruction, each part into its own f32
+    /// `row · (parts[0] + parts[1] + ...)` for a bf16 row and parts of its
+    /// length: 32 pairs an instruction, each part into its own f32
     /// accumulators (two chains each), then the rest one element at a time.
     #[target_feature(enable = "avx512f,avx512bf16")]
-    pub(super) fn dot_bf16_parts(row: &[bf16], parts: &[Vec<bf16>; 3]) -> f32 {
+    pub(super) fn dot_bf16_parts<const PARTS: usize>(row: &[bf16], parts: [&Vec<bf16>; PARTS]) -> f32 {
         const LANES: usize = 32;
         let length = parts
             .iter()
             .fold(row.len(), |length, part| length.min(part.len()));
-        let mut sums = [_mm512_setzero_ps(); 6];
+        let mut sums = [[_mm512_setzero_ps(); PARTS]; 2];
         let mut start = 0;
         while start + 2 * LANES <= length {
             prefetch_ahead(row, start);
             for (chain, at) in [start, start + LANES].into_iter().enumerate() {
                 let weights = load(row, at);
                 for (part, values) in parts.iter().enumerate() {
-                    let sum = &mut sums[3 * chain + part];
+                    let sum = &mut sums[chain][part];
                     *sum = _mm512_dpbf16_ps(*sum, weights, load(values, at));
                 }
             }
@@ -284,12 +326,13 @@ mod x86 {
         if start + LANES <= length {
             let weights = load(row, start);
             for (part, values) in parts.iter().enumerate() {
-                sums[part] = _mm512_dpbf16_ps(sums[part], weights, load(values, start));
+                sums[0][part] = _mm512_dpbf16_ps(sums[0][part], weights, load(values, start));
             }
             start += LANES;
         }
         let total = sums
             .iter()
+            .flatten()
             .fold(_mm512_setzero_ps(), |total, sum| _mm512_add_ps(total, *sum));
         let mut total = _mm512_reduce_add_ps(total);
         for (at, weight) in row.iter().enumerate().take(length).skip(start) {
@@ -336,8 +379,9 @@ mod x86 {
 /// What the CPU mat-vecs run on, for a profile's conditions.
 pub fn describe() -> String {
     match dot_path() {
-        DotPath::Avx512Bf16 => format!(
-            "AVX-512 BF16 for bf16 weights (AVX-512 F where x is longer than {PARTS_IN_L1}; prefill GEMM on vdpbf16ps), AVX2+FMA for the others"
+        path if path.takes_bf16_products() => format!(
+            "AVX-512 BF16 for bf16 weights (x in {} bf16 parts; AVX-512 F where x is longer than {PARTS_IN_L1}; prefill GEMM on vdpbf16ps, quantized prefill on dequantized bf16 tiles), AVX2+FMA for the others",
+            path.x_parts()
         ),
         path => path.name().to_string(),
     }

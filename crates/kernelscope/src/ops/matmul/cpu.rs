@@ -25,7 +25,7 @@ use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::ops::WeightElement;
-use crate::ops::cpu_dot::{DotPath, dot_path};
+use crate::ops::cpu_dot::dot_path;
 use crate::runtime::{DType, KernelArgs};
 
 use super::{K, M, N, OUT, WEIGHT, X};
@@ -118,7 +118,7 @@ fn product<W: WeightElement>(weight: &[W], x: &[W], out: &mut [f32], [m, n, k]: 
 /// includes AVX-512 BW and VL, for its masked loads and its registers).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn uses_bf16_products(dtype: DType) -> bool {
-    dtype == DType::BF16 && dot_path() == DotPath::Avx512Bf16
+    dtype == DType::BF16 && dot_path().takes_bf16_products()
 }
 
 /// Whether the CPU has AVX2 and FMA (always false off x86-64).
