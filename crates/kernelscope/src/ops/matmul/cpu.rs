@@ -419,35 +419,44 @@ impl<'a> Output<'a> {
         }
     }
 
+    /// Where `out[token, first_column..first_column + length]` starts, or
+    /// `None` for a span past its row or the output (the callers stay in
+    /// range, so nothing is written there).
+    #[inline(always)]
+    fn span(&self, token: usize, first_column: usize, length: usize) -> Option<*mut f32> {
+        let index = token * self.columns + first_column;
+        if first_column + length > self.columns || index + length > self.len {
+            return None;
+        }
+        // SAFETY: `index + length <= len` (checked above), so the offset
+        // stays inside the borrowed slice.
+        Some(unsafe { self.start.add(index) })
+    }
+
     /// `out[token, first_column..first_column + values.len()] = values`.
-    /// A span past its row or the output is ignored (the callers stay in
-    /// range).
     #[inline(always)]
     pub(super) fn store(&self, token: usize, first_column: usize, values: &[f32]) {
-        let index = token * self.columns + first_column;
-        if first_column + values.len() > self.columns || index + values.len() > self.len {
+        let Some(start) = self.span(token, first_column, values.len()) else {
             return;
-        }
+        };
         for (offset, &value) in values.iter().enumerate() {
-            // SAFETY: the span is inside the borrowed slice (checked above),
-            // and only the task owning these columns writes them, so no
-            // other reference to these elements exists during the write.
-            unsafe { self.start.add(index + offset).write(value) };
+            // SAFETY: the span is inside the borrowed slice (`span`), and
+            // only the task owning these columns writes them, so no other
+            // reference to these elements exists during the write.
+            unsafe { start.add(offset).write(value) };
         }
     }
 
-    /// `out[token, first_column..first_column + values.len()] += values`,
-    /// under the same rules as [`Output::store`].
+    /// `out[token, first_column..first_column + values.len()] += values`.
     #[inline(always)]
     pub(super) fn accumulate(&self, token: usize, first_column: usize, values: &[f32]) {
-        let index = token * self.columns + first_column;
-        if first_column + values.len() > self.columns || index + values.len() > self.len {
+        let Some(start) = self.span(token, first_column, values.len()) else {
             return;
-        }
+        };
         for (offset, &value) in values.iter().enumerate() {
             // SAFETY: as in `store`: in the borrowed slice, and written only
             // by the task owning these columns.
-            unsafe { *self.start.add(index + offset) += value };
+            unsafe { *start.add(offset) += value };
         }
     }
 }

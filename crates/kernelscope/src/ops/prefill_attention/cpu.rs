@@ -48,6 +48,7 @@ pub(super) fn prefill_attention<C: WeightElement, O: WeightElement>(args: &Kerne
         .map(|&position| position as usize + 1)
         .max()
         .unwrap_or(0);
+    let build = Build::of_this_cpu();
     // Each KV head's keys (transposed) and values in f32, widened once for
     // every row and query head that reads them.
     let heads: Vec<WidenedHead> = (0..kv_heads)
@@ -57,7 +58,6 @@ pub(super) fn prefill_attention<C: WeightElement, O: WeightElement>(args: &Kerne
     out.par_chunks_mut(query_heads * dim)
         .zip(query.par_chunks(query_heads * dim))
         .zip(rows_positions.par_iter())
-        .take(rows)
         .for_each_init(
             || (Vec::new(), vec![0f32; dim]),
             |(scores, sum), ((out_row, query_row), &position)| {
@@ -67,7 +67,7 @@ pub(super) fn prefill_attention<C: WeightElement, O: WeightElement>(args: &Kerne
                     .zip(query_row.chunks_exact(dim))
                     .enumerate()
                 {
-                    attend(&heads[head / group], q, length, scale, scores, sum);
+                    attend(build, &heads[head / group], q, length, scale, scores, sum);
                     for (o, s) in out_head.iter_mut().zip(sum.iter()) {
                         *o = O::from_f32(*s);
                     }
@@ -114,23 +114,54 @@ impl WidenedHead {
     }
 }
 
+/// The widest build of [`attend`] this CPU runs, found once per dispatch
+/// rather than once per row and head.
+#[derive(Clone, Copy)]
+enum Build {
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Plain,
+}
+
+impl Build {
+    fn of_this_cpu() -> Build {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                return Build::Avx512;
+            }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                return Build::Avx2;
+            }
+        }
+        Build::Plain
+    }
+}
+
 /// `sum` = softmax(scale · q · keysᵀ) · values over the first `length`
 /// positions of `head`, with `scores` as scratch: compiled for AVX-512 or
-/// AVX2 where the CPU has them (no fused multiply-add, so every build
-/// rounds alike), which turn its loops into vector instructions.
-fn attend(head: &WidenedHead, q: &[f32], length: usize, scale: f32, scores: &mut Vec<f32>, sum: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU has AVX-512 F (checked just above).
-            return unsafe { attend_avx512(head, q, length, scale, scores, sum) };
-        }
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe { attend_avx2(head, q, length, scale, scores, sum) };
-        }
+/// AVX2 where the CPU has them (`build`; no fused multiply-add, so every
+/// build rounds alike), which turn its loops into vector instructions.
+fn attend(
+    build: Build,
+    head: &WidenedHead,
+    q: &[f32],
+    length: usize,
+    scale: f32,
+    scores: &mut Vec<f32>,
+    sum: &mut [f32],
+) {
+    match build {
+        // SAFETY: `Build::of_this_cpu` chose it where the CPU has AVX-512 F.
+        #[cfg(target_arch = "x86_64")]
+        Build::Avx512 => unsafe { attend_avx512(head, q, length, scale, scores, sum) },
+        // SAFETY: `Build::of_this_cpu` chose it where the CPU has AVX2.
+        #[cfg(target_arch = "x86_64")]
+        Build::Avx2 => unsafe { attend_avx2(head, q, length, scale, scores, sum) },
+        Build::Plain => attend_body(head, q, length, scale, scores, sum),
     }
-    attend_body(head, q, length, scale, scores, sum);
 }
 
 #[cfg(target_arch = "x86_64")]
