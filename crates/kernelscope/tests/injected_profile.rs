@@ -265,6 +265,47 @@ fn launches_without_records_say_another_profiler_took_them() {
     }
 }
 
+/// A program that captures its graph (launches that leave no record) and
+/// then only replays it, with no eager kernel after the capture, is missing
+/// nothing: the replays' records come after the captured launches.
+#[test]
+fn launches_captured_into_a_replayed_graph_are_not_called_lost() {
+    for (seed, steps) in [(8, 3), (19, 40)] {
+        let shape = ProgramShape {
+            steps,
+            layers: 0,
+            captured_launches: GRAPH_KERNELS * (1 + seed as usize % 3),
+            ..ProgramShape::default()
+        };
+        let replayed = profile(&[process(&shape, seed)], Some("step"));
+        assert_eq!(replayed.tokens.len(), steps, "seed {seed}");
+        assert!(
+            !replayed
+                .warnings
+                .iter()
+                .any(|warning| warning.contains("left no kernel record")),
+            "seed {seed}: {:?}",
+            replayed.warnings
+        );
+        // The same program with every record taken after its first step is missing kernels.
+        let taken = ProgramShape {
+            layers: 1,
+            records_taken_from_step: Some(1),
+            ..shape.clone()
+        };
+        let missing = profile(&[process(&taken, seed)], Some("step"));
+        let lost = (steps - 1) * EAGER_KERNELS.len();
+        assert!(
+            missing
+                .warnings
+                .iter()
+                .any(|warning| warning.contains(&format!("the last {lost} of "))),
+            "seed {seed}: {:?}",
+            missing.warnings
+        );
+    }
+}
+
 /// CUPTI's activity records of API calls carry no NVTX range, and show each
 /// runtime call's driver call too: the profile found from them is the one
 /// the callbacks' records give, by every step rule.

@@ -30,10 +30,14 @@ pub struct ProgramShape {
     pub pid: u32,
     /// Whether the file ends with its end frame (false: the process died).
     pub ended: bool,
-    /// From this step on, its eager kernels' records are missing though
-    /// their launches are not: what another CUPTI user in the process
-    /// (torch.profiler) taking the records looks like.
+    /// From this step on, its kernels' records (eager and graph) are
+    /// missing though their launches are not: what another CUPTI user in
+    /// the process (torch.profiler) taking the records looks like.
     pub records_taken_from_step: Option<usize>,
+    /// Kernel launches made before the first step that leave no kernel
+    /// record: what capturing the steps' graph looks like (a captured
+    /// launch runs nothing; the graph's replays leave the records).
+    pub captured_launches: usize,
     /// Whether the API calls come as CUPTI's activity records give them:
     /// without their NVTX range ([`RANGE_BY_TIME`]), each runtime call with
     /// the driver call it made inside it (its own correlation id, no work).
@@ -56,6 +60,7 @@ impl Default for ProgramShape {
             pid: 4242,
             ended: true,
             records_taken_from_step: None,
+            captured_launches: 0,
             calls_by_time: false,
             whole_graphs: false,
         }
@@ -130,6 +135,9 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
             message,
         ));
     };
+    for _ in 0..shape.captured_launches {
+        calls.launch(&mut writer, &mut now, &mut correlation, 0, ApiWhat::Launch);
+    }
     for step in 0..shape.steps {
         let taken = shape.records_taken_from_step.is_some_and(|from| step >= from);
         let step_start = now;
@@ -178,7 +186,7 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
             for (node, name) in GRAPH_KERNEL_NAMES.iter().enumerate() {
                 let start = device_free + between(300, 1500);
                 device_free = start + between(3_000, 9_000);
-                if !shape.whole_graphs {
+                if !shape.whole_graphs && !taken {
                     kernel(
                         &mut writer,
                         name,
@@ -190,7 +198,7 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
                     );
                 }
             }
-            if shape.whole_graphs {
+            if shape.whole_graphs && !taken {
                 whole_graph(&mut writer, graph_start, device_free, call.correlation);
             }
             if shape.ranges {

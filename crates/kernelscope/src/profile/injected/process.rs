@@ -195,8 +195,9 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
 /// their share of each sample), warns what went to none; the samples'
 /// median length, ns.
 fn measure_bytes(units: &mut [Unit], samples: &[PmSample], pid: u32, warnings: &mut Vec<String>) -> u64 {
-    // A kernel's name is its kind: its calls are expected to move bytes at one rate.
-    let mut kinds: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    // A kernel's name is its kind: the fit tells slow kinds (norms, ropes,
+    // attention at decode) from those that stream memory.
+    let mut kinds: HashMap<&str, u32> = HashMap::new();
     let spans: Vec<bytes::Span> = units
         .iter()
         .map(|unit| {
@@ -300,15 +301,19 @@ fn launches_early(units: &[Unit]) -> bool {
 /// last one that did: another CUPTI user in the process (a
 /// `torch.profiler` session, Nsight) took CUPTI's records, which are one set
 /// per process. Launches captured into a graph leave no record either, but
-/// they come before the graph's replays, which do.
+/// they come before the graph's replays, which do: a graph launch whose
+/// nodes left records counts as the latest recorded launch (a program that
+/// captures its decode after its prefill has every launch after its
+/// prefill's last kernel captured, and is not missing any).
 fn note_lost_kernels(units: &[Unit], calls: &HashMap<u32, ApiCall>, pid: u32, warnings: &mut Vec<String>) {
     let recorded: std::collections::HashSet<u32> = units.iter().map(|unit| unit.correlation).collect();
     let launches: Vec<&ApiCall> = calls
         .values()
         .filter(|call| call.what() == Some(ApiWhat::Launch))
         .collect();
-    let last_recorded = launches
-        .iter()
+    let last_recorded = calls
+        .values()
+        .filter(|call| matches!(call.what(), Some(ApiWhat::Launch | ApiWhat::GraphLaunch)))
         .filter(|call| recorded.contains(&call.correlation))
         .map(|call| call.start_ns)
         .max()
