@@ -73,7 +73,7 @@ pub struct ProfileArgs {
     pub injection: Option<PathBuf>,
     /// Measure each kernel's DRAM bytes (read and written) by sampling
     /// every device's DRAM counters every MICROSECONDS (CUPTI PM sampling;
-    /// each sample's bytes go to the kernels running in it, by time), which
+    /// each sample's bytes go to the kernels running in it by their time in it, less to kernels a fit over every sample finds barely moving memory), which
     /// places the program's kernels on the roofline. Needs profiling rights:
     /// root, or for other users the nvidia module loaded with
     /// `NVreg_RestrictProfilingToAdminUsers=0`; without them each process

@@ -174,7 +174,7 @@ pub fn profile_of_program(
             .find_map(|process| process.bytes_measured)
             .map(|sample_ns| {
                 format!(
-                    "DRAM bytes by PM sampling ({} samples) attributed to kernels by time",
+                    "DRAM bytes by PM sampling ({} samples) attributed to kernels by time, slow kinds weighted down",
                     bytes::microseconds(sample_ns)
                 )
             }),

@@ -22,6 +22,8 @@ use std::collections::BTreeSet;
 
 use kernelscope_trace::PmSample;
 
+mod rates;
+
 /// A unit of device work, as attribution sees it: when and where it ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Span {
@@ -67,11 +69,6 @@ pub(super) struct Attribution {
     pub(super) sampled_span_ns: u64,
 }
 
-/// Rounds of refining each kind's rate (see [`attribute`]): each round moves
-/// the split part of the way to where it settles; 12 rounds left a slow
-/// kind beside a fast one 3.5 % off in the tests, 30 within 3 %.
-const REFINEMENTS: usize = 32;
-
 /// One sample's bytes and where, in the flat list of (unit, time inside
 /// the sample) pairs, the units that ran in it are.
 struct SampleShare {
@@ -82,19 +79,15 @@ struct SampleShare {
 
 /// Gives each sample's bytes to the units of its device that ran during it,
 /// in proportion to the traffic each is expected to make inside it: its
-/// time inside the sample times its kind's rate (bytes a ns), found from
-/// the whole run. The first split is by time alone; each kind's rate is
-/// then its units' bytes over their time, and the samples are split again
-/// by those rates, [`REFINEMENTS`] times. A sample's bytes are never more
+/// time inside the sample times its kind's rate (bytes a ns), the rates
+/// that fit every sample of the run best (`rates`). A sample's bytes are never more
 /// or fewer than it holds; what changes is which of its units gets them, so
 /// a short normalisation next to a mat-vec no longer takes half the
 /// mat-vec's traffic because it ran half the sample.
 pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
-    let (mut unattributed_read, mut unattributed_write) = (0u64, 0u64);
     let mut low_confidence = 0;
     let (mut unsampled_ns, mut sampled_span_ns) = (0u64, 0u64);
-    let mut shares: Vec<SampleShare> = Vec::new();
-    let mut overlaps: Vec<(usize, u64)> = Vec::new();
+    let mut by_device: Vec<(Vec<&PmSample>, Vec<usize>)> = Vec::new();
     let devices: BTreeSet<u32> = samples.iter().map(|sample| sample.device).collect();
     for device in devices {
         let mut device_samples: Vec<&PmSample> =
@@ -109,36 +102,11 @@ pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
             .iter()
             .filter(|&&unit| length(&units[unit]) < interval.saturating_mul(2))
             .count();
-        // One pass over samples and units both in start order: `running`
-        // holds the units begun before the sample's end and not ended
-        // before its start.
-        let mut next = 0;
-        let mut running: Vec<usize> = Vec::new();
-        for sample in device_samples {
-            while next < order.len() && units[order[next]].start_ns < sample.end_ns {
-                running.push(order[next]);
-                next += 1;
-            }
-            running.retain(|&unit| units[unit].end_ns > sample.start_ns);
-            let first = overlaps.len();
-            overlaps.extend(running.iter().filter_map(|&unit| {
-                let overlap = overlap(&units[unit], sample.start_ns, sample.end_ns);
-                (overlap > 0).then_some((unit, overlap))
-            }));
-            if overlaps.len() == first {
-                unattributed_read += sample.dram_read_bytes;
-                unattributed_write += sample.dram_write_bytes;
-                continue;
-            }
-            shares.push(SampleShare {
-                read: sample.dram_read_bytes,
-                write: sample.dram_write_bytes,
-                overlaps: first..overlaps.len(),
-            });
-        }
+        by_device.push((device_samples, order));
     }
-    let (read, write) = split_by_rates(units, &shares, &overlaps);
     let sample_ns = median_length(&samples.iter().collect::<Vec<_>>());
+    let gathered = gather(units, &by_device);
+    let (read, write) = split_by_rates(units, &gathered);
     Attribution {
         units: read
             .iter()
@@ -148,8 +116,8 @@ pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
                 write: write.round() as u64,
             })
             .collect(),
-        unattributed_read,
-        unattributed_write,
+        unattributed_read: gathered.unattributed_read,
+        unattributed_write: gathered.unattributed_write,
         shared: shared_units(units),
         low_confidence,
         sample_ns,
@@ -158,48 +126,110 @@ pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
     }
 }
 
-/// Each unit's (read, written) bytes: the samples split by time, then by
-/// each kind's rates, refined [`REFINEMENTS`] times.
-fn split_by_rates(units: &[Span], shares: &[SampleShare], overlaps: &[(usize, u64)]) -> (Vec<f64>, Vec<f64>) {
-    let kinds = units.iter().map(|unit| unit.kind as usize + 1).max().unwrap_or(0);
-    let mut time = vec![0f64; kinds];
-    for unit in units {
-        time[unit.kind as usize] += length(unit) as f64;
+/// The samples of every device, each with the units that ran in it.
+struct Gathered {
+    shares: Vec<SampleShare>,
+    overlaps: Vec<(usize, u64)>,
+    /// Bytes of samples in which no unit ran, read and written.
+    unattributed_read: u64,
+    unattributed_write: u64,
+}
+
+/// Each device's samples with the units that ran in them.
+fn gather(units: &[Span], by_device: &[(Vec<&PmSample>, Vec<usize>)]) -> Gathered {
+    let mut gathered = Gathered {
+        shares: Vec::new(),
+        overlaps: Vec::new(),
+        unattributed_read: 0,
+        unattributed_write: 0,
+    };
+    for (device_samples, order) in by_device {
+        // One pass over samples and units both in start order: `running`
+        // holds the units begun before the sample's end and not ended
+        // before its start.
+        let mut next = 0;
+        let mut running: Vec<usize> = Vec::new();
+        for sample in device_samples {
+            let (start_ns, end_ns) = (sample.start_ns, sample.end_ns);
+            while next < order.len() && units[order[next]].start_ns < end_ns {
+                running.push(order[next]);
+                next += 1;
+            }
+            running.retain(|&unit| units[unit].end_ns > start_ns);
+            let first = gathered.overlaps.len();
+            gathered.overlaps.extend(running.iter().filter_map(|&unit| {
+                let overlap = overlap(&units[unit], start_ns, end_ns);
+                (overlap > 0).then_some((unit, overlap))
+            }));
+            if gathered.overlaps.len() == first {
+                gathered.unattributed_read += sample.dram_read_bytes;
+                gathered.unattributed_write += sample.dram_write_bytes;
+                continue;
+            }
+            gathered.shares.push(SampleShare {
+                read: sample.dram_read_bytes,
+                write: sample.dram_write_bytes,
+                overlaps: first..gathered.overlaps.len(),
+            });
+        }
     }
-    // Bytes a ns of each kind, read and written; equal at first: a split by time.
-    let (mut read_rates, mut write_rates) = (vec![1f64; kinds], vec![1f64; kinds]);
+    gathered
+}
+
+/// The share of the run's average rate below which a kind counts as slow
+/// (see [`split_by_rates`]).
+const SLOW_KIND: f64 = 0.5;
+
+/// Each unit's (read, written) bytes: each sample split by its units' time
+/// in it, weighted down for kinds that the fit over every sample (`rates`)
+/// finds slow. A kind at [`SLOW_KIND`] of the run's average rate or more
+/// weighs 1, a slower one its rate over that. Why not weigh by the fitted
+/// rates themselves: the fit tells reliably which kinds barely move DRAM
+/// bytes (norms, ropes, attention at decode), but not how two kinds that
+/// stream memory compare, because their rate is not steady inside a run
+/// (lower while its blocks ramp up and drain). On an H100, 20 µs samples of
+/// a 1B decode (kscope's own, graph-replayed, serially launched and eager):
+/// weighed by fitted rates, `matvec_add_bf16` came out 19-31 % short; by
+/// time alone, every mat-vec 4-6 % short (the slow kinds beside them took
+/// that); weighed so, within 3 %.
+fn split_by_rates(units: &[Span], gathered: &Gathered) -> (Vec<f64>, Vec<f64>) {
+    let (shares, overlaps) = (&gathered.shares, &gathered.overlaps);
+    let kinds = units.iter().map(|unit| unit.kind as usize + 1).max().unwrap_or(0);
+    let design = rates::Design::new(
+        shares.iter().map(|share| {
+            overlaps[share.overlaps.clone()]
+                .iter()
+                .map(|&(unit, overlap)| (units[unit].kind as usize, overlap as f64))
+                .collect()
+        }),
+        kinds,
+    );
+    let busy_ns: f64 = overlaps.iter().map(|&(_, overlap)| overlap as f64).sum();
+    let weights = |bytes: Vec<f64>| -> Vec<f64> {
+        let average = bytes.iter().sum::<f64>() / busy_ns.max(1.0);
+        let slow = SLOW_KIND * average;
+        design
+            .rates(&bytes)
+            .iter()
+            .map(|&rate| if slow > 0.0 { (rate / slow).min(1.0) } else { 1.0 })
+            .collect()
+    };
+    let read_weights = weights(shares.iter().map(|share| share.read as f64).collect());
+    let write_weights = weights(shares.iter().map(|share| share.write as f64).collect());
     let (mut read, mut write) = (vec![0f64; units.len()], vec![0f64; units.len()]);
-    for round in 0..=REFINEMENTS {
-        read.fill(0.0);
-        write.fill(0.0);
-        for share in shares {
-            let inside = &overlaps[share.overlaps.clone()];
-            spread(share.read, inside, units, &read_rates, &mut read);
-            spread(share.write, inside, units, &write_rates, &mut write);
-        }
-        if round == REFINEMENTS {
-            break;
-        }
-        for (rates, split) in [(&mut read_rates, &read), (&mut write_rates, &write)] {
-            let mut moved = vec![0f64; kinds];
-            for (unit, span) in units.iter().enumerate() {
-                moved[span.kind as usize] += split[unit];
-            }
-            for ((rate, moved), &time) in rates.iter_mut().zip(&moved).zip(&time) {
-                if time > 0.0 {
-                    *rate = moved / time;
-                }
-            }
-        }
+    for share in shares {
+        let inside = &overlaps[share.overlaps.clone()];
+        spread(share.read, inside, units, &read_weights, &mut read);
+        spread(share.write, inside, units, &write_weights, &mut write);
     }
     (read, write)
 }
 
 /// Adds to `split` a sample's `bytes`, shared among the units `inside` it
-/// by their time in it times their kind's rate, or by time alone where
-/// every kind there was found to move nothing.
-fn spread(bytes: u64, inside: &[(usize, u64)], units: &[Span], rates: &[f64], split: &mut [f64]) {
-    let weight = |unit: usize, overlap: u64| overlap as f64 * rates[units[unit].kind as usize];
+/// by their time in it times their kind's weight, or by time alone where
+/// every kind there weighs nothing.
+fn spread(bytes: u64, inside: &[(usize, u64)], units: &[Span], weights: &[f64], split: &mut [f64]) {
+    let weight = |unit: usize, overlap: u64| overlap as f64 * weights[units[unit].kind as usize];
     let total: f64 = inside.iter().map(|&(unit, overlap)| weight(unit, overlap)).sum();
     if total > 0.0 {
         for &(unit, overlap) in inside {
@@ -233,7 +263,8 @@ impl Attribution {
     pub(super) fn describe(&self, pid: u32) -> String {
         format!(
             "process {pid}: DRAM bytes measured by PM sampling ({} samples), each sample's bytes \
-             given to the kernels, copies and sets running in it by their time in it; given to none \
+             given to the kernels, copies and sets running in it by their time in it, less to kinds \
+             the fit over every sample finds slow; given to none \
              (this process ran nothing on the device: another process's traffic, or idle): {} read, \
              {} written; units that ran beside work on another stream (a share by time, not measured \
              alone): {}; units shorter than two samples (low confidence): {}{}",
