@@ -57,11 +57,86 @@ fn graphs_whole() -> bool {
     })
 }
 
-/// The kinds of records collected: [`KINDS`], and graph launches' times
-/// when graphs are traced whole (CUPTI then leaves out their nodes).
+/// Parts of the recording left out to measure what each costs the program
+/// (a comma-separated list, read once): `clock` keeps CUPTI's own clock
+/// (its records then do not line up with NVTX ranges and API calls: the
+/// profile's steps and scopes are wrong), `copies` records no copies or
+/// sets, `flusher` starts no thread handing records to the file every
+/// [`crate::FLUSH_PERIOD`] (they are written at exit). Not for profiles
+/// anyone reads: for finding where an overhead comes from.
+pub const OMIT_ENV_VAR: &str = "KSCOPE_INJECT_OMIT";
+
+/// CUPTI's device buffer for records, in MiB (`CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE`;
+/// unset: CUPTI's default), read once: for measuring whether a larger one
+/// costs a program of many short kernels less.
+pub const DEVICE_BUFFER_ENV_VAR: &str = "KSCOPE_CUPTI_DEVICE_BUFFER_MB";
+
+/// What [`OMIT_ENV_VAR`] leaves out.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Omitted {
+    pub(crate) clock: bool,
+    pub(crate) copies: bool,
+    pub(crate) flusher: bool,
+}
+
+/// [`OMIT_ENV_VAR`], read once; an unknown part is said on stderr and ignored.
+pub(crate) fn omitted() -> Omitted {
+    static OMITTED: OnceLock<Omitted> = OnceLock::new();
+    *OMITTED.get_or_init(|| {
+        let mut omitted = Omitted::default();
+        let text = std::env::var(OMIT_ENV_VAR).unwrap_or_default();
+        for part in text.split(',').map(str::trim).filter(|part| !part.is_empty()) {
+            match part {
+                "clock" => omitted.clock = true,
+                "copies" => omitted.copies = true,
+                "flusher" => omitted.flusher = true,
+                other => eprintln!(
+                    "kscope profile: {OMIT_ENV_VAR} part {other:?} is not clock, copies or flusher; ignored"
+                ),
+            }
+        }
+        omitted
+    })
+}
+
+/// The kinds of records collected: [`KINDS`] (less copies and sets when
+/// [`OMIT_ENV_VAR`] says so), and graph launches' times when graphs are
+/// traced whole (CUPTI then leaves out their nodes).
 fn kinds() -> impl Iterator<Item = sys::CUpti_ActivityKind> {
     let whole = graphs_whole().then_some(sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
-    whole.into_iter().chain(KINDS)
+    let copies = !omitted().copies;
+    whole.into_iter().chain(KINDS.into_iter().filter(move |&kind| {
+        copies || kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+    }))
+}
+
+/// Sets CUPTI's device buffer to [`DEVICE_BUFFER_ENV_VAR`] MiB, when set.
+fn size_device_buffer() -> Result<(), String> {
+    let Ok(text) = std::env::var(DEVICE_BUFFER_ENV_VAR) else {
+        return Ok(());
+    };
+    let megabytes: usize = text
+        .trim()
+        .parse()
+        .ok()
+        .filter(|&megabytes| megabytes > 0)
+        .ok_or_else(|| format!("{DEVICE_BUFFER_ENV_VAR}={text} is not a whole number of MiB above 0"))?;
+    let mut bytes: usize = megabytes << 20;
+    let mut size = std::mem::size_of::<usize>();
+    // SAFETY: the attribute takes a size_t, passed by pointer with its size.
+    let set = unsafe {
+        sys::cuptiActivitySetAttribute(
+            sys::CUpti_ActivityAttribute::CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE,
+            &mut size,
+            (&mut bytes as *mut usize).cast(),
+        )
+    };
+    if set != sys::CUptiResult::CUPTI_SUCCESS {
+        return Err(format!(
+            "CUPTI refused a device buffer of {megabytes} MiB ({set:?})"
+        ));
+    }
+    Ok(())
 }
 
 /// CUDA has started (inside `cuInit`): attach and collect now, unless a
@@ -130,11 +205,15 @@ fn synchronize_current_context() {
 /// `late`: for a window, after the program made its context (not inside
 /// `cuInit`, where the driver may not be called).
 fn attach(late: bool) -> Result<(), String> {
-    // SAFETY: registers a plain `extern "C" fn() -> u64`, before any record is enabled.
-    let clock = unsafe { sys::cuptiActivityRegisterTimestampCallback(Some(crate::clock::cupti_timestamp)) };
-    if clock != sys::CUptiResult::CUPTI_SUCCESS {
-        return Err(format!("CUPTI refused kscope's clock ({clock:?})"));
+    if !omitted().clock {
+        // SAFETY: registers a plain `extern "C" fn() -> u64`, before any record is enabled.
+        let clock =
+            unsafe { sys::cuptiActivityRegisterTimestampCallback(Some(crate::clock::cupti_timestamp)) };
+        if clock != sys::CUptiResult::CUPTI_SUCCESS {
+            return Err(format!("CUPTI refused kscope's clock ({clock:?})"));
+        }
     }
+    size_device_buffer()?;
     cupti::activity::register_callbacks(
         Some(crate::records::buffer_requested),
         Some(crate::records::buffer_completed),

@@ -32,7 +32,7 @@ use cudarc::cupti::sys;
 use kernelscope_trace::Header;
 
 pub use callbacks::API_CALLS_ENV_VAR;
-pub use collection::GRAPHS_ENV_VAR;
+pub use collection::{DEVICE_BUFFER_ENV_VAR, GRAPHS_ENV_VAR, OMIT_ENV_VAR};
 pub use sink::{FLUSH_PERIOD, TRACE_DIR_ENV_VAR};
 pub use window::{STEP_ENV_VAR, WINDOW_ENV_VAR};
 

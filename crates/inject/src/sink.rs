@@ -57,6 +57,9 @@ fn open() -> Result<(), String> {
     let writer =
         Writer::new(file, &crate::header(pid)).map_err(|error| format!("{}: {error}", path.display()))?;
     *lock(&SINK) = Some(writer);
+    if crate::collection::omitted().flusher {
+        return crate::exit::install();
+    }
     std::thread::Builder::new()
         .name("kscope-flush".into())
         .spawn(|| {
