@@ -325,4 +325,44 @@ mod tests {
             }
         }
     }
+
+    /// Whole mat-vecs through `rows_int8` equal the portable rows, row by
+    /// row, for several row counts and widths.
+    #[test]
+    fn avx2_row_groups_equal_the_portable_rows() {
+        if !super::available() {
+            eprintln!("SKIPPED: this CPU has no AVX2");
+            return;
+        }
+        let mut rng = SplitMix64::new(0x4a);
+        for format in [QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K] {
+            for (rows, columns) in [(4usize, 256usize), (7, 512), (13, 1024), (1, 256)] {
+                let row_bytes = format.row_bytes(columns).unwrap();
+                let mut blocks = vec![0u8; rows * row_bytes];
+                let mut magnitudes = Vec::new();
+                let x: Vec<f32> = (0..columns).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+                for row in 0..rows {
+                    let weights: Vec<f32> = (0..columns).map(|_| rng.next_f32() * 4.0 - 2.0).collect();
+                    magnitudes.push(weights.iter().zip(&x).map(|(w, x)| (w * x).abs()).sum::<f32>());
+                    format
+                        .quantize_row(&weights, &mut blocks[row * row_bytes..(row + 1) * row_bytes])
+                        .unwrap();
+                }
+                let mut activations = Int8Activations::default();
+                quantize_activations(&x, format.int8_block().unwrap(), &mut activations);
+                let mut out = vec![f32::NAN; rows];
+                // SAFETY: AVX2 was checked above.
+                unsafe { super::rows_int8(format, &blocks, row_bytes, &activations, &mut out) };
+                for (row, (&fast, magnitude)) in out.iter().zip(&magnitudes).enumerate() {
+                    let portable = format
+                        .dot_row_int8(&blocks[row * row_bytes..(row + 1) * row_bytes], &activations)
+                        .unwrap();
+                    assert!(
+                        (fast - portable).abs() <= 1e-5 * magnitude,
+                        "{format} {rows}x{columns} row {row}: {fast} vs {portable}"
+                    );
+                }
+            }
+        }
+    }
 }
