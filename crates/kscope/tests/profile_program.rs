@@ -425,7 +425,21 @@ fn kscope_profiled_from_outside_agrees_with_its_own_profile() {
     let kscope = kscope_binary();
     let command: Vec<&str> = [&[kscope.to_str().unwrap()][..], &run[..]].concat();
     // On an H200, samples every 10 µs were lost (12 % of the time uncovered); every 20 µs none were.
-    let (code, output, injected) = profile_of(&folder, &["--dram-bytes-interval", "20"], &command, &[]);
+    // The records stay in the scratch folder when the test fails, to be read again
+    // (`kscope profile --from-records`): a shortfall once seen in one suite run alone could
+    // not be examined without them.
+    let records = folder.join("records");
+    let (code, output, injected) = profile_of(
+        &folder,
+        &[
+            "--dram-bytes-interval",
+            "20",
+            "--keep-records",
+            records.to_str().unwrap(),
+        ],
+        &command,
+        &[],
+    );
     assert_eq!(code, 0, "{output}");
     let injected = injected.expect("a profile");
     // DRAM bytes measured by PM sampling against the bytes kscope's kernels declare.
@@ -456,8 +470,9 @@ fn kscope_profiled_from_outside_agrees_with_its_own_profile() {
         let (bytes, other) = (declared[kernel] as f64, measured[kernel] as f64);
         assert!(
             (other / bytes - 1.0).abs() <= 0.10,
-            "{kernel}: measured {other} bytes against {bytes} declared; the profile's warnings: {}; \
-             kscope profile said: {output}",
+            "{kernel}: measured {other} bytes against {bytes} declared (records kept in {}); the \
+             profile's warnings: {}; kscope profile said: {output}",
+            records.display(),
             injected["warnings"]
         );
     }
