@@ -8,10 +8,10 @@
 //! one kernel, an idle gap and the start of the next holds almost no
 //! traffic from the gap, so dividing by its length would lose 4 % of a
 //! 1 GiB copy kernel's bytes at 100 µs samples, measured on an H100),
-//! weighted by how fast each unit's kind moves bytes, learnt from the whole
-//! run ([`attribute`]). On an H200 a 1B model's mat-vecs last less than a
-//! usable sample (samples every 10 µs were lost): split by time alone, a
-//! norm or rope kernel beside a mat-vec took much of its traffic.
+//! weighted down for the kinds a fit over the whole run finds slow
+//! ([`attribute`], [`split_by_rates`]): split by time alone, the norm, rope
+//! and attention kernels of a 1B decode, shorter than a sample, took 4-6 %
+//! of the mat-vecs beside them on an H100.
 //! Counters are device-wide: units of two streams that run together share
 //! their samples' bytes, and so are flagged; a unit shorter than two
 //! samples is flagged as low confidence. Samples during which this process
@@ -78,9 +78,8 @@ struct SampleShare {
 }
 
 /// Gives each sample's bytes to the units of its device that ran during it,
-/// in proportion to the traffic each is expected to make inside it: its
-/// time inside the sample times its kind's rate (bytes a ns), the rates
-/// that fit every sample of the run best (`rates`). A sample's bytes are never more
+/// by their time inside it, weighted down for kinds the fit over every
+/// sample finds slow ([`split_by_rates`]). A sample's bytes are never more
 /// or fewer than it holds; what changes is which of its units gets them, so
 /// a short normalisation next to a mat-vec no longer takes half the
 /// mat-vec's traffic because it ran half the sample.
