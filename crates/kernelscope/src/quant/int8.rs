@@ -108,7 +108,7 @@ fn half(bytes: &[u8], at: usize) -> f32 {
     f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32()
 }
 
-/// Σ a[i] × b[i] of 32 signed bytes, exactly.
+/// `Σ a[i] × b[i]` of 32 signed bytes, exactly.
 #[inline(always)]
 fn dot32(a: &[i8; 32], b: &[i8]) -> i32 {
     let b: &[i8; 32] = b.try_into().expect("32 quants");

@@ -51,7 +51,7 @@ pub(super) fn norm_matvec<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()>
     Ok(())
 }
 
-/// `out[i]` = silu(gate[i] · h) * (up[i] · h), `h = rmsnorm(x) * norm_weight`,
+/// `out[i] = silu(gate[i] · h) * (up[i] · h)`, `h = rmsnorm(x) * norm_weight`,
 /// with SiLU·mul's own expression.
 pub(super) fn norm_matvec_silu<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
     use super::silu::{EPS, GATE, K, NORM_WEIGHT, OUT, UP, X};
