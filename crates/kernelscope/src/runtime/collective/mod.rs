@@ -79,7 +79,14 @@ impl Communicator {
             }
         }
         let group: Arc<dyn GroupBackend> = match &devices[0] {
-            Device::Cpu(_) => Arc::new(Arc::new(InProcessGroup::new(devices.len()))),
+            Device::Cpu(_) => {
+                for device in devices {
+                    if let Device::Cpu(cpu) = device {
+                        cpu.join_group();
+                    }
+                }
+                Arc::new(Arc::new(InProcessGroup::new(devices.len())))
+            }
             Device::Cuda(_) => {
                 let cuda: Vec<&super::CudaDevice> = devices
                     .iter()

@@ -2,6 +2,7 @@
 //! name, its profiler and the execution lock. Apart from the device itself
 //! so that memory can hold it without depending on the backend above it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::profile::Profiler;
@@ -14,6 +15,11 @@ pub(crate) struct CpuShared {
     /// Held while kernels run and while the host copies in or out, so a
     /// kernel's exclusive view of its output is never observed half-written.
     execution: Mutex<()>,
+    /// Set once the device is a rank of a collective group: its collective
+    /// kernels block until every rank arrives, which a thread of rayon's pool
+    /// must never do (a rank waiting there could hold the thread another
+    /// rank's work needs), so a grouped device runs on the caller's thread.
+    grouped: AtomicBool,
 }
 
 impl CpuShared {
@@ -23,6 +29,7 @@ impl CpuShared {
             name: cpu_name(),
             profiler,
             execution: Mutex::new(()),
+            grouped: AtomicBool::new(false),
         }
     }
 
@@ -33,6 +40,16 @@ impl CpuShared {
 
     pub(super) fn profiler(&self) -> &Profiler {
         &self.profiler
+    }
+
+    /// Marks the device as a rank of a collective group, for good.
+    pub(super) fn mark_grouped(&self) {
+        self.grouped.store(true, Ordering::Relaxed);
+    }
+
+    /// Whether the device is a rank of a collective group.
+    pub(super) fn is_grouped(&self) -> bool {
+        self.grouped.load(Ordering::Relaxed)
     }
 
     /// The device to oneself: kernels run, and host copies happen, under it.
