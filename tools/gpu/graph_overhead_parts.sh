@@ -11,12 +11,15 @@ rounds=${ROUNDS:-2}
 tokens=${TOKENS:-256}
 kscope="kscope profile --graphs whole --step forward"
 nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1 || true)
+minimal="env KSCOPE_INJECT_OMIT=clock,copies,flusher"
 unders=(
   --under "kscope-whole=$kscope --"
   --under "kscope-whole-no-api=$kscope --api-calls off --"
-  --under "kscope-whole-no-nvtx=$kscope -- env -u NVTX_INJECTION64_PATH"
-  --under "kscope-whole-own-clock=env KSCOPE_INJECT_OMIT=clock $kscope --"
-  --under "kscope-whole-minimal=env KSCOPE_INJECT_OMIT=clock,copies,flusher $kscope --api-calls off -- env -u NVTX_INJECTION64_PATH"
+  --under "kscope-whole-minimal=$minimal $kscope --api-calls off -- env -u NVTX_INJECTION64_PATH"
+  # Graph launches' times only: no kernel, copy or API records.
+  --under "kscope-graph-trace-only=$minimal,kernels $kscope --api-calls off -- env -u NVTX_INJECTION64_PATH"
+  # CUPTI attached and nothing recorded: what attaching alone costs.
+  --under "kscope-attached-only=$minimal,kernels kscope profile --graphs nodes --step forward --api-calls off -- env -u NVTX_INJECTION64_PATH"
 )
 if [ -n "$nsys_bin" ]; then
   unders+=(--under "nsys-graph=$nsys_bin profile -t cuda,nvtx -s none --cpuctxsw=none -o /tmp/nsys%p --force-overwrite true")

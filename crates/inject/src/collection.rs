@@ -62,7 +62,10 @@ fn graphs_whole() -> bool {
 /// (its records then do not line up with NVTX ranges and API calls: the
 /// profile's steps and scopes are wrong), `copies` records no copies or
 /// sets, `flusher` starts no thread handing records to the file every
-/// [`crate::FLUSH_PERIOD`] (they are written at exit). Not for profiles
+/// [`crate::FLUSH_PERIOD`] (they are written at exit), `kernels` records no
+/// kernels (graph launches are still recorded when graphs are traced whole;
+/// with nodes traced, nothing is timed and only CUPTI's attachment is
+/// paid for). Not for profiles
 /// anyone reads: for finding where an overhead comes from.
 pub const OMIT_ENV_VAR: &str = "KSCOPE_INJECT_OMIT";
 
@@ -77,6 +80,7 @@ pub(crate) struct Omitted {
     pub(crate) clock: bool,
     pub(crate) copies: bool,
     pub(crate) flusher: bool,
+    pub(crate) kernels: bool,
 }
 
 /// [`OMIT_ENV_VAR`], read once; an unknown part is said on stderr and ignored.
@@ -90,8 +94,9 @@ pub(crate) fn omitted() -> Omitted {
                 "clock" => omitted.clock = true,
                 "copies" => omitted.copies = true,
                 "flusher" => omitted.flusher = true,
+                "kernels" => omitted.kernels = true,
                 other => eprintln!(
-                    "kscope profile: {OMIT_ENV_VAR} part {other:?} is not clock, copies or flusher; ignored"
+                    "kscope profile: {OMIT_ENV_VAR} part {other:?} is not clock, copies, flusher or kernels; ignored"
                 ),
             }
         }
@@ -99,14 +104,18 @@ pub(crate) fn omitted() -> Omitted {
     })
 }
 
-/// The kinds of records collected: [`KINDS`] (less copies and sets when
-/// [`OMIT_ENV_VAR`] says so), and graph launches' times when graphs are
-/// traced whole (CUPTI then leaves out their nodes).
+/// The kinds of records collected: [`KINDS`] (less what [`OMIT_ENV_VAR`]
+/// leaves out), and graph launches' times when graphs are traced whole
+/// (CUPTI then leaves out their nodes).
 fn kinds() -> impl Iterator<Item = sys::CUpti_ActivityKind> {
     let whole = graphs_whole().then_some(sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
-    let copies = !omitted().copies;
+    let omitted = omitted();
     whole.into_iter().chain(KINDS.into_iter().filter(move |&kind| {
-        copies || kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+        if kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL {
+            !omitted.kernels
+        } else {
+            !omitted.copies
+        }
     }))
 }
 
