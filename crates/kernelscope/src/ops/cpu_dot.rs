@@ -376,14 +376,18 @@ mod x86 {
     }
 }
 
-/// What the CPU mat-vecs run on, for a profile's conditions.
+/// What the CPU mat-vecs run on, for a profile's conditions, with the
+/// quantized mat-vecs' 8-bit integer products where they differ from it.
 pub fn describe() -> String {
+    let integer = crate::ops::quantized_linear::integer_path();
     match dot_path() {
         path if path.takes_bf16_products() => format!(
-            "AVX-512 BF16 for bf16 weights (x in {} bf16 parts; AVX-512 F where x is longer than {PARTS_IN_L1}; prefill GEMM on vdpbf16ps, quantized prefill on dequantized bf16 tiles), AVX2+FMA for the others",
-            path.x_parts()
+            "AVX-512 BF16 for bf16 weights (x in {} bf16 parts; AVX-512 F where x is longer than {PARTS_IN_L1}; prefill GEMM on vdpbf16ps, quantized prefill on dequantized bf16 tiles), AVX2+FMA for the others; 8-bit integer products (quantized decode): {}",
+            path.x_parts(),
+            integer.name()
         ),
-        path => path.name().to_string(),
+        DotPath::Portable => DotPath::Portable.name().to_string(),
+        path => format!("{} (8-bit integer products: {})", path.name(), integer.name()),
     }
 }
 

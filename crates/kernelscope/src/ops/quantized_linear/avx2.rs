@@ -14,8 +14,11 @@ pub(super) unsafe fn rows_int8(
     row_bytes: usize,
     x: &Int8Activations,
     out: &mut [f32],
+    vnni: bool,
 ) {
     let row_avx2 = match format {
+        // SAFETY (of calling it below): the caller says VNNI is present.
+        QuantFormat::Q8_0 if vnni => super::avx512::q8_0_row,
         QuantFormat::Q8_0 => q8_0_row,
         QuantFormat::Q4_K => q4_k_row,
         QuantFormat::Q6_K => q6_k_row,
@@ -40,7 +43,7 @@ const PREFETCH_AHEAD: usize = 2048;
 /// `at`, which may lie past the row and its allocation.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn prefetch_ahead(at: *const u8, bytes: usize) {
+pub(super) fn prefetch_ahead(at: *const u8, bytes: usize) {
     use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
     let ahead = at.wrapping_add(PREFETCH_AHEAD);
     for line in (0..bytes).step_by(64) {
@@ -350,16 +353,32 @@ mod tests {
     }
 
     /// Whole mat-vecs through `rows_int8` equal the portable rows, row by
-    /// row, for several row counts and widths.
+    /// row, for several row counts and widths, with AVX2's Q8_0 kernel and,
+    /// where the CPU has VNNI, with AVX-512's (odd block counts among them,
+    /// for its one-block tail).
     #[test]
     fn avx2_row_groups_equal_the_portable_rows() {
         if !super::available() {
             eprintln!("SKIPPED: this CPU has no AVX2");
             return;
         }
+        let vnni_paths: &[bool] = if super::super::avx512::available() {
+            &[false, true]
+        } else {
+            eprintln!("SKIPPED (the VNNI half): this CPU has no AVX-512 VNNI");
+            &[false]
+        };
         let mut rng = SplitMix64::new(0x4a);
-        for format in [QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K] {
-            for (rows, columns) in [(4usize, 256usize), (7, 512), (13, 1024), (1, 256)] {
+        let formats = [QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K];
+        for (&vnni, format) in vnni_paths
+            .iter()
+            .flat_map(|vnni| formats.iter().map(move |format| (vnni, *format)))
+        {
+            let mut shapes = vec![(4usize, 256usize), (7, 512), (13, 1024), (1, 256)];
+            if format == QuantFormat::Q8_0 {
+                shapes.extend([(3, 32), (5, 96), (2, 2080)]);
+            }
+            for (rows, columns) in shapes {
                 let row_bytes = format.row_bytes(columns).unwrap();
                 let mut blocks = vec![0u8; rows * row_bytes];
                 let mut magnitudes = Vec::new();
@@ -374,15 +393,15 @@ mod tests {
                 let mut activations = Int8Activations::default();
                 quantize_activations(&x, format.int8_block().unwrap(), &mut activations);
                 let mut out = vec![f32::NAN; rows];
-                // SAFETY: AVX2 was checked above.
-                unsafe { super::rows_int8(format, &blocks, row_bytes, &activations, &mut out) };
+                // SAFETY: AVX2 was checked above, and VNNI where asked for.
+                unsafe { super::rows_int8(format, &blocks, row_bytes, &activations, &mut out, vnni) };
                 for (row, (&fast, magnitude)) in out.iter().zip(&magnitudes).enumerate() {
                     let portable = format
                         .dot_row_int8(&blocks[row * row_bytes..(row + 1) * row_bytes], &activations)
                         .unwrap();
                     assert!(
                         (fast - portable).abs() <= 1e-5 * magnitude,
-                        "{format} {rows}x{columns} row {row}: {fast} vs {portable}"
+                        "{format} {rows}x{columns} row {row} (VNNI {vnni}): {fast} vs {portable}"
                     );
                 }
             }

@@ -2,12 +2,14 @@
 //! read in its blocks. One position dots the row's blocks with x directly;
 //! a chunk of rows dequantizes each weight row once into a scratch row and
 //! dots it with every input row, so the weights are read once per chunk.
-//! The 8-bit integer products (`_q8`) run the AVX2 row kernels of `avx2`
-//! where the CPU has them, the portable ones of `quant::int8` elsewhere.
+//! The 8-bit integer products (`_q8`) run the row kernels of
+//! [`integer_path`]: AVX-512 VNNI for Q8_0 and AVX2 for the rest where the
+//! CPU has them, the portable ones of `quant::int8` elsewhere.
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
+use crate::ops::cpu_dot::{DotPath, dot_path};
 use crate::ops::dot;
 use crate::quant::{Int8Activations, QuantFormat, quantize_activations};
 use crate::runtime::KernelArgs;
@@ -15,6 +17,48 @@ use crate::runtime::KernelArgs;
 #[cfg(target_arch = "x86_64")]
 use super::avx2;
 use super::{K, N, OUT, ROWS, WEIGHT, X};
+
+/// The instructions the 8-bit integer products run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntegerPath {
+    /// `quant::int8`'s loops in plain Rust.
+    Portable,
+    /// `maddubs` and `madd` over whole blocks (`avx2`).
+    Avx2,
+    /// Q8_0 on `vpdpbusd`, two blocks a 512-bit register (`avx512`); the
+    /// other formats as [`IntegerPath::Avx2`], whose scales `madd` applies
+    /// in the same instruction that VNNI would save.
+    Avx512Vnni,
+}
+
+impl IntegerPath {
+    /// How a profile names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntegerPath::Portable => "portable",
+            IntegerPath::Avx2 => "AVX2",
+            IntegerPath::Avx512Vnni => "AVX-512 VNNI for Q8_0, AVX2 for the others",
+        }
+    }
+}
+
+/// The integer products' path: the widest this CPU has within the mat-vecs'
+/// [`dot_path`], so `--cpu-kernels avx2` or `portable` holds them to those
+/// instructions as well (as a CPU without AVX-512 would).
+pub fn integer_path() -> IntegerPath {
+    #[cfg(target_arch = "x86_64")]
+    match dot_path() {
+        DotPath::Portable => {}
+        DotPath::Avx2Fma if avx2::available() => return IntegerPath::Avx2,
+        DotPath::Avx2Fma => {}
+        _ if super::avx512::available() => return IntegerPath::Avx512Vnni,
+        _ if avx2::available() => return IntegerPath::Avx2,
+        _ => {}
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = dot_path();
+    IntegerPath::Portable
+}
 
 /// Weight rows per parallel task.
 const ROWS_PER_TASK: usize = 16;
@@ -214,7 +258,7 @@ pub(super) fn quantized_matmul_int8(format: QuantFormat, args: &KernelArgs<'_>) 
             let mut values = vec![0.0f32; rows * (last - first)];
             let mut done = 0;
             #[cfg(target_arch = "x86_64")]
-            if format == QuantFormat::Q4_K && avx2::available() {
+            if format == QuantFormat::Q4_K && integer_path() != IntegerPath::Portable {
                 // Four input rows per pass over a weight row.
                 let width = last - first;
                 while done + 4 <= rows {
@@ -248,16 +292,18 @@ pub(super) fn quantized_matmul_int8(format: QuantFormat, args: &KernelArgs<'_>) 
     Ok(())
 }
 
-/// `out[r]` for the rows of `weight` (row r at `r × row_bytes`), compiled
-/// for AVX2 where the CPU has it: the integer loops vectorise there.
+/// `out[r]` for the rows of `weight` (row r at `r × row_bytes`) on the
+/// [`integer_path`].
 fn rows_int8(format: QuantFormat, weight: &[u8], row_bytes: usize, x: &Int8Activations, out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if avx2::available() {
-        // SAFETY: the CPU has AVX2, FMA and F16C (checked once at run time).
-        unsafe { avx2::rows_int8(format, weight, row_bytes, x, out) };
-        return;
+    match integer_path() {
+        #[cfg(target_arch = "x86_64")]
+        path @ (IntegerPath::Avx2 | IntegerPath::Avx512Vnni) => {
+            // SAFETY: the CPU has AVX2, FMA and F16C, and AVX-512 F, BW, VL
+            // and VNNI on that path (`integer_path` checked, once).
+            unsafe { avx2::rows_int8(format, weight, row_bytes, x, out, path == IntegerPath::Avx512Vnni) };
+        }
+        _ => rows_int8_portable(format, weight, row_bytes, x, out),
     }
-    rows_int8_portable(format, weight, row_bytes, x, out);
 }
 
 #[inline(always)]

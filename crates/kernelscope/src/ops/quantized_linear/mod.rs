@@ -22,6 +22,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 mod cpu;
 #[cfg(target_arch = "x86_64")]
 mod cpu_bf16_tiles;
@@ -29,6 +31,7 @@ pub mod fused;
 pub(crate) mod gemm;
 pub(crate) mod stage;
 
+pub use cpu::{IntegerPath, integer_path};
 pub use gemm::GEMM_ROWS;
 
 use super::{Arguments, bytes_of, dimensions, expect, expect_rows, kernel_arguments, rows_of};
