@@ -61,7 +61,7 @@ pub struct ModelArgs {
     /// vdpbf16ps: 16 bits of x, at the memory's rate), avx512-bf16-exact
     /// (x in three parts: an exact f32 product, slower), avx2 (weights
     /// widened to f32) or portable. Quantized weights' 8-bit integer
-    /// products follow: AVX-512 VNNI for Q8_0 on the AVX-512 paths, AVX2 on
+    /// products follow: AVX-512 VNNI for Q8_0 and Q4_K on the AVX-512 paths, AVX2 on
     /// avx2, portable on portable. The profile names the ones used.
     #[arg(long, default_value = "auto", value_name = "SET", value_parser = parse_cpu_kernels)]
     pub cpu_kernels: CpuKernels,

@@ -20,6 +20,7 @@ pub(super) unsafe fn rows_int8(
         // SAFETY (of calling it below): the caller says VNNI is present.
         QuantFormat::Q8_0 if vnni => super::avx512::q8_0_row,
         QuantFormat::Q8_0 => q8_0_row,
+        QuantFormat::Q4_K if vnni => super::avx512::q4_k_row,
         QuantFormat::Q4_K => q4_k_row,
         QuantFormat::Q6_K => q6_k_row,
         _ => {

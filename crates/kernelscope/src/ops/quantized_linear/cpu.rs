@@ -3,7 +3,7 @@
 //! a chunk of rows dequantizes each weight row once into a scratch row and
 //! dots it with every input row, so the weights are read once per chunk.
 //! The 8-bit integer products (`_q8`) run the row kernels of
-//! [`integer_path`]: AVX-512 VNNI for Q8_0 and AVX2 for the rest where the
+//! [`integer_path`]: AVX-512 VNNI for Q8_0 and Q4_K, AVX2 for the rest where the
 //! CPU has them, the portable ones of `quant::int8` elsewhere.
 
 use rayon::prelude::*;
@@ -25,9 +25,10 @@ pub enum IntegerPath {
     Portable,
     /// `maddubs` and `madd` over whole blocks (`avx2`).
     Avx2,
-    /// Q8_0 on `vpdpbusd`, two blocks a 512-bit register (`avx512`); the
-    /// other formats as [`IntegerPath::Avx2`], whose scales `madd` applies
-    /// in the same instruction that VNNI would save.
+    /// Q8_0 on `vpdpbusd`, two blocks a 512-bit register, and Q4_K four
+    /// sub-blocks a register with `vpdpwssd` applying their scales
+    /// (`avx512`); the other formats (Q6_K) and a prefill chunk's
+    /// several-row Q4_K products as [`IntegerPath::Avx2`].
     Avx512Vnni,
 }
 
@@ -37,7 +38,7 @@ impl IntegerPath {
         match self {
             IntegerPath::Portable => "portable",
             IntegerPath::Avx2 => "AVX2",
-            IntegerPath::Avx512Vnni => "AVX-512 VNNI for Q8_0, AVX2 for the others",
+            IntegerPath::Avx512Vnni => "AVX-512 VNNI for Q8_0 and Q4_K, AVX2 for the others",
         }
     }
 }
