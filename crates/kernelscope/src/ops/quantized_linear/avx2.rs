@@ -150,13 +150,7 @@ pub(crate) unsafe fn q4_k_rows<const R: usize>(blocks: &[u8], xs: [&Int8Activati
                 let scale = *x.scales.get_unchecked(index);
                 // Minimums: mins[s] × (the sum of sub-block s's 32 quants).
                 let group_sums = x.sums.as_ptr().add(index * 16);
-                let pairs = _mm256_permute4x64_epi64(
-                    _mm256_hadd_epi32(
-                        _mm256_loadu_si256(group_sums as *const __m256i),
-                        _mm256_loadu_si256(group_sums.add(8) as *const __m256i),
-                    ),
-                    0b11_01_10_00,
-                );
+                let pairs = sub_block_sums(group_sums);
                 minimum_sums[r] = _mm256_fmadd_ps(
                     _mm256_cvtepi32_ps(_mm256_mullo_epi32(mins, pairs)),
                     _mm256_set1_ps(dmin * scale),
@@ -168,6 +162,26 @@ pub(crate) unsafe fn q4_k_rows<const R: usize>(blocks: &[u8], xs: [&Int8Activati
     }
     // SAFETY: AVX2 is present (this function's own requirement).
     std::array::from_fn(|r| unsafe { sum_lanes(_mm256_sub_ps(sums[r], minimum_sums[r])) })
+}
+
+/// The sums of a Q8_K block's activations over each of Q4_K's eight
+/// 32-element sub-blocks (its sixteen 16-element sums added in pairs), in
+/// order, as eight 32-bit lanes.
+///
+/// # Safety
+/// `group_sums` points at sixteen readable `i32`s.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn sub_block_sums(group_sums: *const i32) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    // SAFETY: sixteen readable i32s at `group_sums` (the caller's promise), unaligned loads.
+    let (first, second) = unsafe {
+        (
+            _mm256_loadu_si256(group_sums as *const __m256i),
+            _mm256_loadu_si256(group_sums.add(8) as *const __m256i),
+        )
+    };
+    _mm256_permute4x64_epi64(_mm256_hadd_epi32(first, second), 0b11_01_10_00)
 }
 
 /// One Q6_K row against Q8_K activations with AVX2, as llama.cpp's

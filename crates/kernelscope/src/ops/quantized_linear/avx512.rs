@@ -149,13 +149,7 @@ pub(crate) unsafe fn q4_k_row(blocks: &[u8], x: &Int8Activations) -> f32 {
             // Minimums: mins[s] × (the sum of sub-block s's 32 quants).
             let mins = _mm256_cvtepu8_epi32(_mm_set1_epi64x(i64::from_le_bytes(mins)));
             let group_sums = x.sums.as_ptr().add(index * 16);
-            let pairs = _mm256_permute4x64_epi64(
-                _mm256_hadd_epi32(
-                    _mm256_loadu_si256(group_sums as *const __m256i),
-                    _mm256_loadu_si256(group_sums.add(8) as *const __m256i),
-                ),
-                0b11_01_10_00,
-            );
+            let pairs = super::avx2::sub_block_sums(group_sums);
             minimum_sums = _mm256_fmadd_ps(
                 _mm256_cvtepi32_ps(_mm256_mullo_epi32(mins, pairs)),
                 _mm256_set1_ps(dmin * scale),
