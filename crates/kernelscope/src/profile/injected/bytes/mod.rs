@@ -52,6 +52,11 @@ pub(super) struct Attribution {
     pub(super) unattributed_read: u64,
     /// Bytes written during samples that overlapped no unit.
     pub(super) unattributed_write: u64,
+    /// Of the unattributed bytes, those read and written in samples that
+    /// began after the process's last unit on their device had ended: its
+    /// exit (the driver clearing the memory it freed: 2.5 GB written after
+    /// a 1B's bf16 decode) or another process, not a kernel of this one.
+    pub(super) after_last_unit: (u64, u64),
     /// Units that ran while a unit of another stream ran on their device:
     /// their bytes are a share by time, not what each moved.
     pub(super) shared: usize,
@@ -117,6 +122,7 @@ pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
             .collect(),
         unattributed_read: gathered.unattributed_read,
         unattributed_write: gathered.unattributed_write,
+        after_last_unit: gathered.after_last_unit,
         shared: shared_units(units),
         low_confidence,
         sample_ns,
@@ -132,6 +138,8 @@ struct Gathered {
     /// Bytes of samples in which no unit ran, read and written.
     unattributed_read: u64,
     unattributed_write: u64,
+    /// The part of them after the device's last unit: read, written.
+    after_last_unit: (u64, u64),
 }
 
 /// Each device's samples with the units that ran in them.
@@ -141,8 +149,10 @@ fn gather(units: &[Span], by_device: &[(Vec<&PmSample>, Vec<usize>)]) -> Gathere
         overlaps: Vec::new(),
         unattributed_read: 0,
         unattributed_write: 0,
+        after_last_unit: (0, 0),
     };
     for (device_samples, order) in by_device {
+        let last_end = order.iter().map(|&unit| units[unit].end_ns).max().unwrap_or(0);
         // One pass over samples and units both in start order: `running`
         // holds the units begun before the sample's end and not ended
         // before its start.
@@ -163,6 +173,10 @@ fn gather(units: &[Span], by_device: &[(Vec<&PmSample>, Vec<usize>)]) -> Gathere
             if gathered.overlaps.len() == first {
                 gathered.unattributed_read += sample.dram_read_bytes;
                 gathered.unattributed_write += sample.dram_write_bytes;
+                if start_ns >= last_end {
+                    gathered.after_last_unit.0 += sample.dram_read_bytes;
+                    gathered.after_last_unit.1 += sample.dram_write_bytes;
+                }
                 continue;
             }
             gathered.shares.push(SampleShare {
@@ -265,11 +279,15 @@ impl Attribution {
              given to the kernels, copies and sets running in it by their time in it, less to kinds \
              the fit over every sample finds slow; given to none \
              (this process ran nothing on the device: another process's traffic, or idle): {} read, \
-             {} written; units that ran beside work on another stream (a share by time, not measured \
-             alone): {}; units shorter than two samples (low confidence): {}{}",
+             {} written, of which after its last kernel, copy or set (its exit: the driver clearing \
+             the memory it freed, or another process) {} read, {} written; units that ran beside \
+             work on another stream (a share by time, not measured alone): {}; units shorter than \
+             two samples (low confidence): {}{}",
             microseconds(self.sample_ns),
             decimal_bytes(self.unattributed_read),
             decimal_bytes(self.unattributed_write),
+            decimal_bytes(self.after_last_unit.0),
+            decimal_bytes(self.after_last_unit.1),
             self.shared,
             self.low_confidence,
             self.describe_holes()

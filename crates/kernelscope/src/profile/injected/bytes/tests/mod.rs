@@ -140,6 +140,16 @@ fn samples_with_no_unit_running_are_unattributed() {
     assert_eq!(pairs(&attribution), [(500, 600)]);
     let unattributed = (attribution.unattributed_read, attribution.unattributed_write);
     assert_eq!(unattributed, (1_111, 2_222));
+    assert_eq!(
+        attribution.after_last_unit,
+        (1_000, 2_000),
+        "the sample after the unit ended"
+    );
+    let warning = attribution.describe(7);
+    assert!(
+        warning.contains("1111 B read, 2222 B written, of which after its last kernel, copy or set (its exit: the driver clearing the memory it freed, or another process) 1000 B read, 2000 B written"),
+        "{warning}"
+    );
 }
 
 #[test]
@@ -310,7 +320,14 @@ fn the_warning_names_what_went_to_no_one() {
         text.starts_with("process 42: DRAM bytes measured by PM sampling (10 µs samples)"),
         "{text}"
     );
-    assert!(text.contains("idle): 2.500 GB read, 12.5 MB written;"), "{text}");
+    assert!(
+        text.contains("idle): 2.500 GB read, 12.5 MB written, of which after its last kernel"),
+        "{text}"
+    );
+    assert!(
+        text.contains("or another process) 0 B read, 0 B written;"),
+        "{text}"
+    );
     assert!(
         text.contains("alone): 0;") && text.contains("(low confidence): 1"),
         "{text}"
