@@ -139,3 +139,50 @@ fn groups_larger_than_the_pool_finish() {
         }
     }
 }
+
+/// Threads committing to one device at once, with kernels whose parallel
+/// loops wait for each other's halves: a pool thread waiting so may pick up
+/// another submission's whole job, and must not then wait for the device it
+/// already holds. A hang fails here after a minute.
+#[test]
+fn concurrent_submissions_with_parallel_kernels_finish() {
+    use rayon::prelude::*;
+    let (done, finished) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut registry = KernelRegistry::new();
+        registry.register_cpu("negate_in_parallel", |args| {
+            let input = args.input::<f32>(0)?;
+            let output = args.output::<f32>(1)?;
+            output
+                .par_chunks_mut(7)
+                .zip(input.par_chunks(7))
+                .for_each(|(out, values)| out.iter_mut().zip(values).for_each(|(out, value)| *out = -value));
+            Ok(())
+        });
+        let device = Device::cpu();
+        let kernel = registry.kernel(&device, "negate_in_parallel").unwrap();
+        std::thread::scope(|scope| {
+            for thread in 0..(rayon::current_num_threads() + 2) {
+                let (device, kernel) = (&device, &kernel);
+                scope.spawn(move || {
+                    let data = random_f32(60 + thread as u64, 1 << 16);
+                    let source = device.buffer_from_slice(&data, &[1 << 16]).unwrap();
+                    let result = device.alloc(DType::F32, &[1 << 16]).unwrap();
+                    for _ in 0..200 {
+                        let mut encoder = device.command_encoder();
+                        encoder
+                            .dispatch(Dispatch::new(kernel).read(&source).write(&result))
+                            .unwrap();
+                        encoder.commit_and_wait().unwrap();
+                    }
+                    let negated: Vec<f32> = data.iter().map(|value| -value).collect();
+                    assert_eq!(result.to_vec::<f32>().unwrap(), negated, "thread {thread}");
+                });
+            }
+        });
+        done.send(()).unwrap();
+    });
+    finished
+        .recv_timeout(Duration::from_secs(60))
+        .expect("concurrent submissions to one CPU device hung");
+}

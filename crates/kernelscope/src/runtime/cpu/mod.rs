@@ -55,12 +55,12 @@ impl CpuDevice {
         self.shared.mark_grouped();
     }
 
-    /// Runs `commands` in order, timing them as the profiler asks.
+    /// Runs `commands` in order, timing them as the profiler asks; the
+    /// caller holds the device's execution lock.
     fn run(&self, commands: &[Command], label: &Arc<str>) -> Result<()> {
         let profiler = self.shared.profiler();
         let time_submission = profiler.times_submissions();
         let time_dispatches = profiler.times_dispatches();
-        let _exclusive = self.shared.lock_execution();
         let submission = if time_submission {
             profiler.next_submission_id()
         } else {
@@ -203,7 +203,14 @@ impl Backend for CpuDevice {
     /// switched contexts 61,000 times before, 7,000 after). A rank of a
     /// collective group stays on the caller's thread: see
     /// [`CpuShared`]'s `grouped`.
+    ///
+    /// The committing thread takes the execution lock and holds it while
+    /// the pool runs the commands: a pool thread waiting inside one
+    /// kernel's parallel loop may pick up another thread's whole
+    /// submission and run it there, which must then not wait for a lock
+    /// that thread already holds (`tests/cpu_queue_threads.rs` hung so).
     fn execute(&self, commands: &[Command], label: &Arc<str>) -> Result<()> {
+        let _exclusive = self.shared.lock_execution();
         if self.shared.is_grouped() || rayon::current_thread_index().is_some() {
             self.run(commands, label)
         } else {
