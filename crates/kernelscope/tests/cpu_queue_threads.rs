@@ -1,8 +1,9 @@
 //! Where the CPU queue runs its kernels: a lone device on a thread of rayon's
 //! pool (so the kernels' parallel loops find the pool awake between kernels),
 //! a rank of a collective group on the thread that committed (its collectives
-//! block, which a pool thread must not), and groups with more ranks than the
-//! pool has threads still finish.
+//! block, which a pool thread must not); groups with more ranks than the
+//! pool has threads, and several threads committing parallel kernels to one
+//! device, still finish.
 
 use std::sync::Mutex;
 use std::sync::mpsc;
