@@ -255,6 +255,30 @@ impl<'a> PreparedX<'a> {
     }
 }
 
+/// How far ahead of the weights being dotted the CPU mat-vecs (bf16 here,
+/// the quantized ones' integer rows too) ask for the next, in bytes: past a
+/// short row, into the next, which lies after it. The hardware prefetcher
+/// alone left a 2-thread mat-vec of three-part dots at 70-75 % of a plain
+/// read loop's rate on the 2-core EPYC; asking 2 KiB ahead raised it to
+/// about 89 % (1 to 16 KiB ahead were tried; docs/PERF.md).
+#[cfg(target_arch = "x86_64")]
+const PREFETCH_AHEAD: usize = 2048;
+
+/// Asks for the `bytes` (whole 64-byte lines) [`PREFETCH_AHEAD`] past `at`,
+/// which may lie past its row and its allocation: the address is computed
+/// with `wrapping_add`, and only a prefetch touches it.
+#[cfg(target_arch = "x86_64")]
+#[inline]
+#[target_feature(enable = "sse")]
+pub(crate) fn prefetch_ahead(at: *const u8, bytes: usize) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    let ahead = at.wrapping_add(PREFETCH_AHEAD);
+    for line in (0..bytes).step_by(64) {
+        // A prefetch never faults and changes no memory, whatever the address.
+        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
@@ -342,25 +366,12 @@ mod x86 {
         total
     }
 
-    /// How far ahead of the weights being dotted the next are asked for, in
-    /// bf16 (2 KiB: past a short row, into the next, which lies after it).
-    /// The hardware prefetcher alone left a 2-thread mat-vec of three-part
-    /// dots at 70-75 % of a plain read loop's rate on the 2-core EPYC; asking
-    /// 2 KiB ahead raised it to about 89 % (1 to 16 KiB ahead were tried;
-    /// docs/PERF.md).
-    const PREFETCH_AHEAD: usize = 1024;
-
-    /// Asks for the 128 bytes of weights [`PREFETCH_AHEAD`] past `at` in
-    /// `row`, which may lie past the row's end.
+    /// Asks for the 128 bytes of weights [`super::PREFETCH_AHEAD`] bytes
+    /// past element `at` of `row`, which may lie past the row's end.
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn prefetch_ahead(row: &[bf16], at: usize) {
-        // Computed with wrapping_add: past the slice's end, the address may
-        // belong to no allocation, which only a prefetch may touch.
-        let ahead = row.as_ptr().wrapping_add(at + PREFETCH_AHEAD).cast::<i8>();
-        // A prefetch never faults and changes no memory, whatever the address.
-        _mm_prefetch::<_MM_HINT_T0>(ahead);
-        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64));
+        super::prefetch_ahead(row.as_ptr().wrapping_add(at).cast(), 128);
     }
 
     /// The 32 bf16 of `values` from `at` (which must leave 32 in bounds).

@@ -5,6 +5,7 @@
 //! portable products of `quant::int8`. x86-64 only; `available` says
 //! whether this CPU runs them, checked once.
 
+use crate::ops::cpu_dot::prefetch_ahead;
 use crate::quant::{Int8Activations, QuantFormat};
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -32,24 +33,6 @@ pub(super) unsafe fn rows_int8(
         let blocks = &weight[row * row_bytes..(row + 1) * row_bytes];
         // SAFETY: AVX2, FMA and F16C are present (the caller checked).
         *value = unsafe { row_avx2(blocks, x) };
-    }
-}
-
-/// How far ahead of the block being dotted the row kernels ask for the
-/// weights' bytes (as the bf16 mat-vecs do, `ops/cpu_dot.rs`: the hardware
-/// prefetcher alone leaves a 2-thread mat-vec short of the read rate).
-const PREFETCH_AHEAD: usize = 2048;
-
-/// Asks for the `bytes` (whole 64-byte lines) [`PREFETCH_AHEAD`] past
-/// `at`, which may lie past the row and its allocation.
-#[inline]
-#[target_feature(enable = "avx2")]
-pub(super) fn prefetch_ahead(at: *const u8, bytes: usize) {
-    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-    let ahead = at.wrapping_add(PREFETCH_AHEAD);
-    for line in (0..bytes).step_by(64) {
-        // A prefetch never faults and changes no memory, whatever the address.
-        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
     }
 }
 

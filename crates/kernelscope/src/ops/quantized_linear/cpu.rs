@@ -200,11 +200,13 @@ pub(super) fn quantized_product_int8(format: QuantFormat, args: &KernelArgs<'_>)
     };
     let mut activations = Int8Activations::default();
     quantize_activations(&x[..k], block, &mut activations);
+    let path = integer_path();
     out[..n]
         .par_chunks_mut(ROWS_PER_TASK)
         .enumerate()
         .for_each(|(task, chunk)| {
             rows_int8(
+                path,
                 format,
                 &weight[task * ROWS_PER_TASK * row_bytes..],
                 row_bytes,
@@ -249,6 +251,7 @@ pub(super) fn quantized_matmul_int8(format: QuantFormat, args: &KernelArgs<'_>) 
             activations
         })
         .collect();
+    let path = integer_path();
     let results: Vec<Vec<f32>> = (0..n.div_ceil(ROWS_PER_TASK))
         .into_par_iter()
         .map(|task| {
@@ -259,7 +262,7 @@ pub(super) fn quantized_matmul_int8(format: QuantFormat, args: &KernelArgs<'_>) 
             let mut values = vec![0.0f32; rows * (last - first)];
             let mut done = 0;
             #[cfg(target_arch = "x86_64")]
-            if format == QuantFormat::Q4_K && integer_path() != IntegerPath::Portable {
+            if format == QuantFormat::Q4_K && path != IntegerPath::Portable {
                 // Four input rows per pass over a weight row.
                 let width = last - first;
                 while done + 4 <= rows {
@@ -284,7 +287,7 @@ pub(super) fn quantized_matmul_int8(format: QuantFormat, args: &KernelArgs<'_>) 
                 .iter()
                 .zip(values[done * (last - first)..].chunks_exact_mut(last - first))
             {
-                rows_int8(format, weights, row_bytes, input, chunk);
+                rows_int8(path, format, weights, row_bytes, input, chunk);
             }
             values
         })
@@ -293,10 +296,17 @@ pub(super) fn quantized_matmul_int8(format: QuantFormat, args: &KernelArgs<'_>) 
     Ok(())
 }
 
-/// `out[r]` for the rows of `weight` (row r at `r × row_bytes`) on the
-/// [`integer_path`].
-fn rows_int8(format: QuantFormat, weight: &[u8], row_bytes: usize, x: &Int8Activations, out: &mut [f32]) {
-    match integer_path() {
+/// `out[r]` for the rows of `weight` (row r at `r × row_bytes`) on `path`,
+/// the [`integer_path`] its kernel found once.
+fn rows_int8(
+    path: IntegerPath,
+    format: QuantFormat,
+    weight: &[u8],
+    row_bytes: usize,
+    x: &Int8Activations,
+    out: &mut [f32],
+) {
+    match path {
         #[cfg(target_arch = "x86_64")]
         path @ (IntegerPath::Avx2 | IntegerPath::Avx512Vnni) => {
             // SAFETY: the CPU has AVX2, FMA and F16C, and AVX-512 F, BW, VL
