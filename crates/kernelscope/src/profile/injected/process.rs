@@ -192,7 +192,8 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
 
 /// Sets each kernel's bytes to the DRAM bytes its samples give it (copies
 /// and sets keep what CUPTI says they moved, which is exact, but still take
-/// their share of each sample), warns what went to none; the samples'
+/// their share of each sample; a kernel samples did not cover whole has
+/// none), warns what went to none and what was not covered; the samples'
 /// median length, ns.
 fn measure_bytes(units: &mut [Unit], samples: &[PmSample], pid: u32, warnings: &mut Vec<String>) -> u64 {
     // A kernel's name is its kind: the fit tells slow kinds (norms, ropes,
@@ -214,8 +215,12 @@ fn measure_bytes(units: &mut [Unit], samples: &[PmSample], pid: u32, warnings: &
     let attribution = bytes::attribute(&spans, samples);
     for (unit, measured) in units.iter_mut().zip(&attribution.units) {
         if unit.kernel {
-            unit.bytes = measured.read + measured.write;
-            unit.bytes_written = measured.write;
+            // An uncovered kernel's share would be a part of its bytes shown as the whole.
+            (unit.bytes, unit.bytes_written) = if measured.covered {
+                (measured.read + measured.write, measured.write)
+            } else {
+                (0, 0)
+            };
         }
     }
     warnings.push(attribution.describe(pid));

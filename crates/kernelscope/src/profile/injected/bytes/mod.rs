@@ -41,7 +41,17 @@ pub(super) struct Span {
 pub(super) struct Measured {
     pub(super) read: u64,
     pub(super) write: u64,
+    /// Whether samples covered the whole time the unit ran ([`COVERED`]).
+    /// One that ran before its device's sampler started, after it stopped,
+    /// or on a device never sampled has only part of its bytes, or none:
+    /// it has no measured bytes, rather than too few.
+    pub(super) covered: bool,
 }
+
+/// The share of a unit's time samples must cover for its bytes to count as
+/// measured: timestamps round, so a unit inside contiguous samples may show
+/// a few ns uncovered.
+const COVERED: f64 = 0.99;
 
 /// What a process's samples say about its units.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,6 +82,14 @@ pub(super) struct Attribution {
     pub(super) unsampled_ns: u64,
     /// Time from each device's first sample to its last, ns, summed.
     pub(super) sampled_span_ns: u64,
+    /// Units not [`Measured::covered`], and how long they ran, ns.
+    pub(super) uncovered: (usize, u64),
+    /// How long every unit ran, ns.
+    pub(super) unit_ns: u64,
+    /// The longest a device ran units before its first sample, ns: a
+    /// sampler that started late (it starts on a thread of its own once the
+    /// device's context exists, which took 640 ms on a loaded host).
+    pub(super) sampler_late_ns: u64,
 }
 
 /// One sample's bytes and where, in the flat list of (unit, time inside
@@ -90,7 +108,7 @@ struct SampleShare {
 /// mat-vec's traffic because it ran half the sample.
 pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
     let mut low_confidence = 0;
-    let (mut unsampled_ns, mut sampled_span_ns) = (0u64, 0u64);
+    let (mut unsampled_ns, mut sampled_span_ns, mut sampler_late_ns) = (0u64, 0u64, 0u64);
     let mut by_device: Vec<(Vec<&PmSample>, Vec<usize>)> = Vec::new();
     let devices: BTreeSet<u32> = samples.iter().map(|sample| sample.device).collect();
     for device in devices {
@@ -102,6 +120,10 @@ pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
         unsampled_ns += unsampled;
         sampled_span_ns += span;
         let order = by_start(units, device);
+        if let (Some(&first_unit), Some(first_sample)) = (order.first(), device_samples.first()) {
+            sampler_late_ns =
+                sampler_late_ns.max(first_sample.start_ns.saturating_sub(units[first_unit].start_ns));
+        }
         low_confidence += order
             .iter()
             .filter(|&&unit| length(&units[unit]) < interval.saturating_mul(2))
@@ -111,13 +133,23 @@ pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
     let sample_ns = median_length(&samples.iter().collect::<Vec<_>>());
     let gathered = gather(units, &by_device);
     let (read, write) = split_by_rates(units, &gathered);
+    let mut covered_ns = vec![0u64; units.len()];
+    for &(unit, overlap) in &gathered.overlaps {
+        covered_ns[unit] += overlap;
+    }
+    let covered = |unit: usize| covered_ns[unit] as f64 >= COVERED * length(&units[unit]) as f64;
+    let uncovered = (0..units.len())
+        .filter(|&unit| !covered(unit))
+        .fold((0, 0), |(count, ns), unit| (count + 1, ns + length(&units[unit])));
     Attribution {
         units: read
             .iter()
             .zip(&write)
-            .map(|(&read, &write)| Measured {
+            .enumerate()
+            .map(|(unit, (&read, &write))| Measured {
                 read: read.round() as u64,
                 write: write.round() as u64,
+                covered: covered(unit),
             })
             .collect(),
         unattributed_read: gathered.unattributed_read,
@@ -128,6 +160,9 @@ pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
         sample_ns,
         unsampled_ns,
         sampled_span_ns,
+        uncovered,
+        unit_ns: units.iter().map(length).sum(),
+        sampler_late_ns,
     }
 }
 
@@ -291,6 +326,28 @@ impl Attribution {
             self.shared,
             self.low_confidence,
             self.describe_holes()
+        ) + &self.describe_uncovered()
+    }
+
+    /// Units samples did not cover, when there are any: they have no
+    /// measured bytes, and the profile must say so rather than show them short.
+    fn describe_uncovered(&self) -> String {
+        let (count, ns) = self.uncovered;
+        if count == 0 {
+            return String::new();
+        }
+        let late = if self.sampler_late_ns > 0 {
+            format!(
+                " (the sampler's first sample came {:.1} ms after the first of them began)",
+                self.sampler_late_ns as f64 / 1e6
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "; {count} units ({:.1} % of the device time) ran where no sample covered them whole \
+             (before the sampler started, after it stopped, or in lost samples){late}: they have no measured bytes",
+            100.0 * ns as f64 / self.unit_ns.max(1) as f64
         )
     }
 
@@ -303,7 +360,7 @@ impl Attribution {
         }
         format!(
             "; no sample covers {:.1} % of the time from the first sample to the last (samples lost: \
-             the measured bytes are short by about as much; a longer --dram-bytes-interval loses fewer)",
+             the units that ran then have no measured bytes; a longer --dram-bytes-interval loses fewer)",
             100.0 * share
         )
     }

@@ -218,7 +218,8 @@ fn a_program_with_samples_has_measured_kernel_bytes() {
     use kernelscope_trace::{End, Header, Kernel, Memset, Writer};
     let mut writer = Writer::new(Vec::new(), &Header::default()).unwrap();
     let name = writer.text("copy_kernel").unwrap();
-    for (correlation, start_ns) in [(1, 100_000), (2, 300_000)] {
+    // The third kernel runs after the last sample: it has no measured bytes.
+    for (correlation, start_ns) in [(1, 100_000), (2, 300_000), (4, 600_000)] {
         let end_ns = start_ns + 100_000;
         let kernel = Kernel {
             start_ns,
@@ -259,7 +260,7 @@ fn a_program_with_samples_has_measured_kernel_bytes() {
         .map(|dispatch| (dispatch.bytes, dispatch.bytes_written))
         .collect();
     // The first kernel's 10 samples of 1 000 + 500; the second's of 2 000 + 1 000.
-    assert_eq!(bytes, [(15_000, 5_000), (5, 5), (30_000, 10_000)]);
+    assert_eq!(bytes, [(15_000, 5_000), (5, 5), (30_000, 10_000), (0, 0)]);
     let how = profile.conditions.bytes_measured.as_deref();
     assert_eq!(
         how,
@@ -272,6 +273,10 @@ fn a_program_with_samples_has_measured_kernel_bytes() {
         .iter()
         .any(|warning| warning.contains("idle): 48000 B read, 24000 B"));
     assert!(warned, "{:?}", profile.warnings);
+    let uncovered = profile.warnings.iter().any(|warning| {
+        warning.contains("; 1 units (32.3 % of the device time) ran where no sample covered them whole")
+    });
+    assert!(uncovered, "{:?}", profile.warnings);
 }
 
 #[test]
@@ -332,4 +337,92 @@ fn the_warning_names_what_went_to_no_one() {
         text.contains("alone): 0;") && text.contains("(low confidence): 1"),
         "{text}"
     );
+}
+
+/// Units that ran before the first sample, across its start, after the
+/// last, in a lost sample, or on a device never sampled have no measured
+/// bytes, and the warning says how many, how long, and how late the
+/// sampler started; units inside contiguous samples are measured.
+#[test]
+fn units_the_samples_do_not_cover_have_no_measured_bytes() {
+    let mut random = SplitMix64::new(0x6c61_7465);
+    for _ in 0..50 {
+        let interval = between(&mut random, 5_000, 20_000);
+        let first_unit = between(&mut random, 0, 100_000);
+        let late = between(&mut random, 1, 2_000_000);
+        let sampling_starts = first_unit + late;
+        let count = between(&mut random, 20, 200);
+        let lost = between(&mut random, 1, count - 1);
+        let mut samples = Vec::new();
+        for index in 0..count {
+            let start = sampling_starts + index * interval;
+            if index != lost {
+                samples.push(sample(
+                    start,
+                    start + interval,
+                    between(&mut random, 1, 1 << 20),
+                    7,
+                ));
+            }
+        }
+        let sampling_ends = sampling_starts + count * interval;
+        let lost_at = sampling_starts + lost * interval;
+        let mut units = vec![span(first_unit, first_unit + between(&mut random, 1, late), 1)];
+        let mut expected = vec![false];
+        for _ in 0..30 {
+            let start = between(&mut random, first_unit, sampling_ends + 100_000);
+            let end = start + between(&mut random, 100, 3 * interval);
+            units.push(span(start, end, 1));
+            let inside = start >= sampling_starts && end <= sampling_ends;
+            let misses_the_lost_one = end <= lost_at || start >= lost_at + interval;
+            expected.push(inside && misses_the_lost_one);
+        }
+        let mut elsewhere = span(sampling_starts, sampling_starts + interval, 1);
+        elsewhere.device = 1;
+        units.push(elsewhere);
+        expected.push(false);
+        let attribution = attribute(&units, &samples);
+        let covered: Vec<bool> = attribution
+            .units
+            .iter()
+            .map(|measured| measured.covered)
+            .collect();
+        // A unit of 100 ns reaching under 1 ns into a gap would still count: none here does.
+        for ((unit, &got), &want) in units.iter().zip(&covered).zip(&expected) {
+            assert_eq!(
+                got, want,
+                "{unit:?} with samples {sampling_starts}..{sampling_ends}, lost at {lost_at}"
+            );
+        }
+        let uncovered: Vec<&Span> = units
+            .iter()
+            .zip(&expected)
+            .filter(|(_, covered)| !**covered)
+            .map(|(unit, _)| unit)
+            .collect();
+        let uncovered_ns: u64 = uncovered.iter().map(|unit| unit.end_ns - unit.start_ns).sum();
+        assert_eq!(attribution.uncovered, (uncovered.len(), uncovered_ns));
+        assert_eq!(attribution.sampler_late_ns, late);
+        let text = attribution.describe(3);
+        let share = 100.0 * uncovered_ns as f64 / attribution.unit_ns as f64;
+        assert!(
+            text.contains(&format!(
+                "; {} units ({share:.1} % of the device time) ran where no sample",
+                uncovered.len()
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "the sampler's first sample came {:.1} ms after",
+                late as f64 / 1e6
+            )),
+            "{text}"
+        );
+    }
+    // Units wholly inside back-to-back samples: nothing said.
+    let samples = [sample(0, 10_000, 5, 5), sample(10_000, 20_000, 5, 5)];
+    let attribution = attribute(&[span(0, 20_000, 1), span(5_000, 6_000, 1)], &samples);
+    assert!(attribution.units.iter().all(|measured| measured.covered));
+    assert!(!attribution.describe(7).contains("no sample covered"));
 }
