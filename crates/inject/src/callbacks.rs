@@ -122,8 +122,20 @@ impl ApiCallRecording {
 /// Subscribes to CUPTI's callbacks (a context's creation always; the calls
 /// above when `recording` asks for callbacks) or has CUPTI record the calls
 /// above as activity (a call of a newer CUDA than this list knows is simply
-/// not seen).
-pub(crate) fn subscribe(recording: ApiCallRecording) -> Result<(), String> {
+/// not seen). Without `with_subscriber` (an overhead experiment's
+/// [`crate::OMIT_ENV_VAR`]) only the activity records are set up.
+pub(crate) fn subscribe(recording: ApiCallRecording, with_subscriber: bool) -> Result<(), String> {
+    if !with_subscriber {
+        if recording == ApiCallRecording::Activity {
+            name_threads_by_system_id()?;
+        }
+        let recording = match recording {
+            ApiCallRecording::Callbacks => ApiCallRecording::Off,
+            other => other,
+        };
+        RECORDING.get_or_init(|| recording);
+        return Ok(());
+    }
     let mut subscriber: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
     // SAFETY: one out-parameter; the callback is an `extern "C"` function of CUPTI's shape.
     let subscribed = unsafe { sys::cuptiSubscribe(&mut subscriber, Some(on_callback), std::ptr::null_mut()) };
@@ -148,6 +160,9 @@ pub(crate) fn subscribe(recording: ApiCallRecording) -> Result<(), String> {
         ApiCallRecording::Off => {}
     }
     RECORDING.get_or_init(|| recording);
+    if pm_interval_ns().is_some() {
+        hold_calls_for_samplers(true);
+    }
     // SAFETY: as above.
     let resource = unsafe {
         sys::cuptiEnableCallback(
@@ -162,6 +177,34 @@ pub(crate) fn subscribe(recording: ApiCallRecording) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Has CUPTI call back (`on`) at every launch, copy, set and
+/// synchronisation, or no more (unless the calls are recorded by callbacks),
+/// so that the program's work waits for a DRAM sampler being started
+/// ([`crate::sampler_gate`]). The sampler starts on a thread of its
+/// own after the device's context exists, which took 640 ms on a loaded
+/// two-GPU host: the program's first 1,881 kernels ran unsampled, and the
+/// profile gave them no bytes, or a part of their bytes, without a word.
+pub(crate) fn hold_calls_for_samplers(on: bool) {
+    let subscriber: sys::CUpti_SubscriberHandle = SUBSCRIBER.load(Ordering::Acquire).cast();
+    if subscriber.is_null()
+        || (!on && RECORDING.get() == Some(&ApiCallRecording::Callbacks))
+        || HOLDING.swap(on, Ordering::AcqRel) == on
+    {
+        return;
+    }
+    for (domain, calls) in [(RUNTIME_DOMAIN, RUNTIME_CALLS), (DRIVER_DOMAIN, DRIVER_CALLS)] {
+        for &(callback, _) in calls {
+            // SAFETY: `subscriber` is ours and live; an id this CUDA lacks is refused, not UB.
+            unsafe {
+                let _ = sys::cuptiEnableCallback(u32::from(on), subscriber, domain_of(domain), callback);
+            }
+        }
+    }
+}
+
+/// Whether the calls call back for the samplers ([`hold_calls_for_samplers`]).
+static HOLDING: AtomicBool = AtomicBool::new(false);
 
 /// Our subscriber (null: none).
 static SUBSCRIBER: AtomicPtr<std::ffi::c_void> = AtomicPtr::new(std::ptr::null_mut());
@@ -328,12 +371,19 @@ unsafe extern "C" fn on_callback(
         }
         // SAFETY: for the API domains CUPTI passes a `CUpti_CallbackData`.
         let site = unsafe { (*(data as *const sys::CUpti_CallbackData)).callbackSite };
+        if site == sys::CUpti_ApiCallbackSite::CUPTI_API_ENTER {
+            crate::sampler_gate::wait();
+        }
         if DETACH_PENDING.load(Ordering::Acquire) {
             if site == sys::CUpti_ApiCallbackSite::CUPTI_API_EXIT
                 && DETACH_PENDING.swap(false, Ordering::AcqRel)
             {
                 crate::collection::detach();
             }
+            return;
+        }
+        // The calls may call back only to wait for the samplers.
+        if RECORDING.get() != Some(&ApiCallRecording::Callbacks) {
             return;
         }
         let Some(what) = what_of(domain, callback) else {
@@ -456,10 +506,14 @@ fn record_device(context: driver::CUcontext) {
         // Not here: setting up the sampler inside CUPTI's own callback, on
         // the thread creating the context, hung. A thread of its own does it
         // with the new context current, a moment later.
+        // The program's calls wait for it (`hold_calls_for_samplers`).
         let context = context as usize;
+        crate::sampler_gate::starting();
+        hold_calls_for_samplers(true);
         let started = std::thread::Builder::new()
             .name("kscope-pm-start".into())
             .spawn(move || {
+                crate::sampler_gate::starter_thread();
                 // SAFETY: the context CUPTI just reported created, made
                 // current on this thread only; it lives until the program
                 // destroys it, after the sampler is set up or not.
@@ -467,9 +521,11 @@ fn record_device(context: driver::CUcontext) {
                 if let Err(problem) = crate::pm::start(ordinal, interval) {
                     eprintln!("kscope profile: no DRAM bytes for device {ordinal}: {problem}");
                 }
+                crate::sampler_gate::started();
             });
         if let Err(error) = started {
             eprintln!("kscope profile: no DRAM bytes for device {ordinal}: starting a thread: {error}");
+            crate::sampler_gate::started();
         }
     }
 }

@@ -65,8 +65,11 @@ fn graphs_whole() -> bool {
 /// [`crate::FLUSH_PERIOD`] (they are written at exit), `kernels` records no
 /// kernels (graph launches are still recorded when graphs are traced whole;
 /// with nodes traced, nothing is timed and only CUPTI's attachment is
-/// paid for). Not for profiles
-/// anyone reads: for finding where an overhead comes from.
+/// paid for), `subscriber` makes no CUPTI subscriber (no context callback:
+/// devices go undescribed and no DRAM sampler starts; API calls can only
+/// be recorded as activity), `cupti` never attaches CUPTI at all (only the
+/// library's loading and NVTX are paid for). Not for profiles anyone reads:
+/// for finding where an overhead comes from.
 pub const OMIT_ENV_VAR: &str = "KSCOPE_INJECT_OMIT";
 
 /// CUPTI's device buffer for records, in MiB (`CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE`;
@@ -81,6 +84,8 @@ pub(crate) struct Omitted {
     pub(crate) copies: bool,
     pub(crate) flusher: bool,
     pub(crate) kernels: bool,
+    pub(crate) subscriber: bool,
+    pub(crate) cupti: bool,
 }
 
 /// [`OMIT_ENV_VAR`], read once; an unknown part is said on stderr and ignored.
@@ -95,8 +100,10 @@ pub(crate) fn omitted() -> Omitted {
                 "copies" => omitted.copies = true,
                 "flusher" => omitted.flusher = true,
                 "kernels" => omitted.kernels = true,
+                "subscriber" => omitted.subscriber = true,
+                "cupti" => omitted.cupti = true,
                 other => eprintln!(
-                    "kscope profile: {OMIT_ENV_VAR} part {other:?} is not clock, copies, flusher or kernels; ignored"
+                    "kscope profile: {OMIT_ENV_VAR} part {other:?} is not clock, copies, flusher, kernels, subscriber or cupti; ignored"
                 ),
             }
         }
@@ -153,6 +160,9 @@ fn size_device_buffer() -> Result<(), String> {
 pub(crate) fn cuda_started() -> Result<(), String> {
     let mut collection = lock();
     *collection = Collection::Waiting;
+    if omitted().cupti {
+        return Ok(());
+    }
     if crate::window::collecting() {
         // Inside cuInit: no driver call, and no context to describe yet
         // (its creation's callback will come).
@@ -174,6 +184,9 @@ pub(crate) fn follow_window() {
 }
 
 fn reconcile(collection: &mut Collection) -> Result<(), String> {
+    if omitted().cupti {
+        return Ok(());
+    }
     let window_open = crate::window::collecting();
     match *collection {
         Collection::Waiting if window_open => {
@@ -228,7 +241,10 @@ fn attach(late: bool) -> Result<(), String> {
         Some(crate::records::buffer_completed),
     )
     .map_err(|error| format!("CUPTI refused its callbacks: {error}"))?;
-    crate::callbacks::subscribe(crate::callbacks::ApiCallRecording::from_environment())?;
+    crate::callbacks::subscribe(
+        crate::callbacks::ApiCallRecording::from_environment(),
+        !omitted().subscriber,
+    )?;
     if late {
         // The callback of the context's creation came before we were attached.
         crate::callbacks::describe_current_device();

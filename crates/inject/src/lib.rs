@@ -22,6 +22,7 @@ mod exit;
 mod nvtx;
 mod pm;
 mod records;
+mod sampler_gate;
 mod sink;
 mod window;
 
