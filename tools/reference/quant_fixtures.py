@@ -37,11 +37,11 @@ Example (from the repository root):
         --out crates/kernelscope/tests/fixtures/quant
 
 To see which block differs after the sweep's hash test fails, write the
-whole sweep out and run the ignored test that compares it block by block:
+whole sweep out and run the example that compares it block by block:
 
     python3 tools/reference/quant_fixtures.py --llama-cpp /path/to/llama.cpp \\
         --out /tmp/quant-sweep --rows 2600
-    QUANT_SWEEP_DIR=/tmp/quant-sweep cargo test -p kernelscope --test quant_formats -- --ignored
+    cargo run --release -p kernelscope --example quant_sweep_diff -- /tmp/quant-sweep
 """
 
 import argparse

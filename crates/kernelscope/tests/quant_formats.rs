@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use kernelscope::hash::Fnv1a64;
 use kernelscope::quant::{QuantError, QuantFormat};
 use kernelscope::rng::SplitMix64;
+use kernelscope::testing::quant_sweep::compare_with_llama_cpp;
 use kernelscope::testing::random_f32;
 
 /// Elements per row of `quantize_input.f32` and of the sweep.
@@ -141,31 +142,10 @@ fn dequantize(format: QuantFormat, blocks: &[u8]) -> Vec<f32> {
     values
 }
 
-/// Compares `format`'s quantizer with the bytes in `dir` (fixtures, or a
-/// larger sweep made by the same script), naming the first block that
-/// differs with its input.
+/// Compares `format`'s quantizer with the bytes in `dir`, naming the first
+/// block that differs with its input.
 fn check_quantize_against(dir: &Path, format: QuantFormat) -> usize {
-    let input = floats(&read(dir, "quantize_input.f32"));
-    let expected = read(dir, &format!("{}.quantized.bin", format.name()));
-    assert!(input.len().is_multiple_of(INPUT_ROW) && input.iter().any(|&x| x != 0.0));
-    assert_eq!(expected.len(), format.row_bytes(input.len()).unwrap(), "{format}");
-    let (bytes, elements) = (format.block_bytes(), format.block_elements());
-    for (row, values) in input.chunks(INPUT_ROW).enumerate() {
-        let actual = quantize(format, values);
-        let expected = &expected[row * actual.len()..(row + 1) * actual.len()];
-        if actual != expected {
-            let block = (0..actual.len() / bytes)
-                .find(|&b| actual[b * bytes..(b + 1) * bytes] != expected[b * bytes..(b + 1) * bytes])
-                .unwrap();
-            panic!(
-                "{format}: row {row} block {block} differs from llama.cpp\n  input    {:?}\n  expected {:?}\n  actual   {:?}",
-                &values[block * elements..(block + 1) * elements],
-                &expected[block * bytes..(block + 1) * bytes],
-                &actual[block * bytes..(block + 1) * bytes],
-            );
-        }
-    }
-    input.len() / INPUT_ROW
+    compare_with_llama_cpp(dir, format, INPUT_ROW).unwrap_or_else(|difference| panic!("{difference}"))
 }
 
 #[test]
@@ -245,24 +225,10 @@ fn quantize_matches_llama_cpp_over_the_hashed_sweep() {
             hash.finish(),
             expected,
             "{format}: the sweep's bytes differ from llama.cpp's; to find the block, write the sweep \
-             out with tools/reference/quant_fixtures.py --rows {} and run the ignored test \
-             quantize_matches_a_larger_llama_cpp_sweep",
+             out with tools/reference/quant_fixtures.py --rows {} and run the example \
+             quant_sweep_diff on it",
             rows.len()
         );
-    }
-}
-
-/// The sweep compared block by block, run by hand to find what the hashed
-/// comparison above only detects: write the sweep out with
-/// `python3 tools/reference/quant_fixtures.py --llama-cpp DIR --out SWEEP --rows 2600`
-/// then `QUANT_SWEEP_DIR=SWEEP cargo test -p kernelscope --test quant_formats -- --ignored`.
-#[test]
-#[ignore = "needs QUANT_SWEEP_DIR, a sweep made by tools/reference/quant_fixtures.py"]
-fn quantize_matches_a_larger_llama_cpp_sweep() {
-    let dir = PathBuf::from(std::env::var("QUANT_SWEEP_DIR").expect("QUANT_SWEEP_DIR"));
-    for format in QuantFormat::ALL {
-        let rows = check_quantize_against(&dir, format);
-        eprintln!("{format}: {rows} rows identical");
     }
 }
 

@@ -291,3 +291,4 @@ pub fn inc_one_registry() -> crate::KernelRegistry {
 }
 
 pub mod program_records;
+pub mod quant_sweep;
