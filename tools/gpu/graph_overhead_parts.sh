@@ -29,9 +29,11 @@ declare -A prefixes=(
   [kscope-graph-trace-no-subscriber]="$minimal,kernels,subscriber $kscope --api-calls off -- env -u NVTX_INJECTION64_PATH"
   # The library loaded and NVTX handled, CUPTI never attached.
   [kscope-no-cupti]="env KSCOPE_INJECT_OMIT=cupti $kscope --"
+  # Graph launches timed by CUDA events around cudaGraphLaunch, CUPTI never attached.
+  [kscope-events]="kscope profile --graphs events --step forward --"
 )
 order=(kscope-whole kscope-whole-no-api kscope-whole-minimal kscope-graph-trace-only kscope-attached-only
-  kscope-whole-no-subscriber kscope-graph-trace-no-subscriber kscope-no-cupti)
+  kscope-whole-no-subscriber kscope-graph-trace-no-subscriber kscope-no-cupti kscope-events)
 read -r -a chosen <<< "${VARIANTS:-${order[*]} nsys-graph}"
 unders=()
 for name in "${chosen[@]}"; do

@@ -458,50 +458,16 @@ thread_local! {
 /// Devices already described.
 static DESCRIBED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
 
-/// Queues the name and shape of `context`'s device, once per device.
+/// Describes `context`'s device, once per device, and starts its DRAM sampler when asked.
 fn record_device(context: driver::CUcontext) {
     let mut ordinal = 0u32;
     // SAFETY: `context` is the one CUPTI just reported created; one out-parameter.
     if unsafe { sys::cuptiGetDeviceId(context, &mut ordinal) } != sys::CUptiResult::CUPTI_SUCCESS {
         return;
     }
-    let mut described = DESCRIBED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if !described.get_or_insert_with(HashSet::new).insert(ordinal) {
+    if !describe_device(ordinal) {
         return;
     }
-    drop(described);
-    let mut device: driver::CUdevice = 0;
-    let mut name = [0 as std::ffi::c_char; 256];
-    let mut memory = 0usize;
-    let attribute = |attribute: driver::CUdevice_attribute, device: driver::CUdevice| {
-        let mut value = 0;
-        // SAFETY: one out-parameter for a device the driver gave us.
-        unsafe { driver::cuDeviceGetAttribute(&mut value, attribute, device) };
-        value.max(0) as u32
-    };
-    // SAFETY: the driver is loaded and initialised (a context exists);
-    // `name` holds 256 bytes and is NUL-terminated by the driver.
-    let name = unsafe {
-        if driver::cuDeviceGet(&mut device, ordinal as i32) != driver::CUresult::CUDA_SUCCESS {
-            return;
-        }
-        driver::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device);
-        driver::cuDeviceTotalMem_v2(&mut memory, device);
-        CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned()
-    };
-    use driver::CUdevice_attribute as Attribute;
-    crate::sink::push_device(
-        Device {
-            memory_bytes: memory as u64,
-            ordinal,
-            name: 0,
-            major: attribute(Attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
-            minor: attribute(Attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
-            multiprocessors: attribute(Attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
-            padding: 0,
-        },
-        &name,
-    );
     if let Some(interval) = pm_interval_ns() {
         // Not here: setting up the sampler inside CUPTI's own callback, on
         // the thread creating the context, hung. A thread of its own does it
@@ -528,4 +494,52 @@ fn record_device(context: driver::CUcontext) {
             crate::sampler_gate::started();
         }
     }
+}
+
+/// Queues the name and shape of device `ordinal`, once per device: whether
+/// it was new. The driver is initialised (a context exists).
+pub(crate) fn describe_device(ordinal: u32) -> bool {
+    // SAFETY: only tries to load the driver by its known names (a program
+    // timed by events may run on a runtime without one: the tests' stand-in).
+    if !unsafe { driver::is_culib_present() } {
+        return false;
+    }
+    let mut described = DESCRIBED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !described.get_or_insert_with(HashSet::new).insert(ordinal) {
+        return false;
+    }
+    drop(described);
+    let mut device: driver::CUdevice = 0;
+    let mut name = [0 as std::ffi::c_char; 256];
+    let mut memory = 0usize;
+    let attribute = |attribute: driver::CUdevice_attribute, device: driver::CUdevice| {
+        let mut value = 0;
+        // SAFETY: one out-parameter for a device the driver gave us.
+        unsafe { driver::cuDeviceGetAttribute(&mut value, attribute, device) };
+        value.max(0) as u32
+    };
+    // SAFETY: the driver is loaded and initialised (a context exists);
+    // `name` holds 256 bytes and is NUL-terminated by the driver.
+    let name = unsafe {
+        if driver::cuDeviceGet(&mut device, ordinal as i32) != driver::CUresult::CUDA_SUCCESS {
+            return true;
+        }
+        driver::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device);
+        driver::cuDeviceTotalMem_v2(&mut memory, device);
+        CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned()
+    };
+    use driver::CUdevice_attribute as Attribute;
+    crate::sink::push_device(
+        Device {
+            memory_bytes: memory as u64,
+            ordinal,
+            name: 0,
+            major: attribute(Attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+            minor: attribute(Attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+            multiprocessors: attribute(Attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+            padding: 0,
+        },
+        &name,
+    );
+    true
 }

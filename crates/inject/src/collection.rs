@@ -38,23 +38,46 @@ const KINDS: [sys::CUpti_ActivityKind; 3] = [
 
 /// How CUDA graphs are recorded: `nodes` (the default) records every
 /// kernel, copy and set a graph launch runs; `whole` records one time per
-/// graph launch instead ([`kernelscope_trace::whole_graph_name`]). Tracing
+/// graph launch instead ([`kernelscope_trace::whole_graph_name`]); `events`
+/// times each graph launch by CUDA events without attaching CUPTI, and
+/// records nothing else on the device ([`crate::graph_events`]). Tracing
 /// each node cost a PyTorch decode replaying one graph of 240 small kernels
 /// per token about 20 % of its speed on an H100 (Nsight Systems' node
 /// tracing about 16 %); tracing graphs whole costs it a few percent.
 pub const GRAPHS_ENV_VAR: &str = "KSCOPE_GRAPHS";
 
-/// Whether graphs are traced whole ([`GRAPHS_ENV_VAR`]), read once.
-fn graphs_whole() -> bool {
-    static WHOLE: OnceLock<bool> = OnceLock::new();
-    *WHOLE.get_or_init(|| match std::env::var(GRAPHS_ENV_VAR).as_deref() {
-        Ok("whole") => true,
-        Err(_) | Ok("nodes") => false,
+/// How CUDA graphs are recorded ([`GRAPHS_ENV_VAR`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GraphTracing {
+    Nodes,
+    Whole,
+    Events,
+}
+
+/// [`GRAPHS_ENV_VAR`], read once.
+pub(crate) fn graph_tracing() -> GraphTracing {
+    static TRACING: OnceLock<GraphTracing> = OnceLock::new();
+    *TRACING.get_or_init(|| match std::env::var(GRAPHS_ENV_VAR).as_deref() {
+        Ok("whole") => GraphTracing::Whole,
+        Ok("events") => GraphTracing::Events,
+        Err(_) | Ok("nodes") => GraphTracing::Nodes,
         Ok(other) => {
-            eprintln!("kscope profile: {GRAPHS_ENV_VAR}={other} is not nodes or whole; tracing every node");
-            false
+            eprintln!(
+                "kscope profile: {GRAPHS_ENV_VAR}={other} is not nodes, whole or events; tracing every node"
+            );
+            GraphTracing::Nodes
         }
     })
+}
+
+fn graphs_whole() -> bool {
+    graph_tracing() == GraphTracing::Whole
+}
+
+/// Whether CUPTI is ever to be attached: not when graph launches are timed
+/// by events (nor when an overhead experiment leaves it out).
+pub(crate) fn attaches() -> bool {
+    !omitted().cupti && graph_tracing() != GraphTracing::Events
 }
 
 /// Parts of the recording left out to measure what each costs the program
@@ -160,7 +183,7 @@ fn size_device_buffer() -> Result<(), String> {
 pub(crate) fn cuda_started() -> Result<(), String> {
     let mut collection = lock();
     *collection = Collection::Waiting;
-    if omitted().cupti {
+    if !attaches() {
         return Ok(());
     }
     if crate::window::collecting() {
@@ -184,7 +207,7 @@ pub(crate) fn follow_window() {
 }
 
 fn reconcile(collection: &mut Collection) -> Result<(), String> {
-    if omitted().cupti {
+    if !attaches() {
         return Ok(());
     }
     let window_open = crate::window::collecting();

@@ -69,6 +69,7 @@ fn finish(signal: u32, from_signal: bool) {
     crate::collection::flush(true);
     if !from_signal {
         crate::pm::stop_all();
+        crate::graph_events::resolve(true);
     }
     crate::sink::write_queued_now(from_signal);
     let sink = if from_signal {
@@ -82,7 +83,7 @@ fn finish(signal: u32, from_signal: bool) {
         let end = End {
             at_ns: crate::clock::now_ns(),
             signal,
-            dropped: crate::records::dropped(),
+            dropped: crate::records::dropped() + crate::graph_events::lost(),
         };
         if let Err(error) = writer.end(&end) {
             eprintln!("kscope profile: writing the end of this process's records: {error}");

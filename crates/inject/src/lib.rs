@@ -19,6 +19,7 @@ mod callbacks;
 mod clock;
 mod collection;
 mod exit;
+mod graph_events;
 mod nvtx;
 mod pm;
 mod records;
@@ -67,7 +68,7 @@ pub extern "C" fn InitializeInjection() -> c_int {
 fn start() -> Result<(), String> {
     sink::ensure_open()?;
     // SAFETY: only tries to load the library by its known names.
-    if !unsafe { sys::is_culib_present() } {
+    if collection::attaches() && !unsafe { sys::is_culib_present() } {
         return Err("libcupti is not on the loader path".into());
     }
     collection::cuda_started()

@@ -8,7 +8,7 @@ use std::fs::{File, OpenOptions};
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::Duration;
 
-use kernelscope_trace::{ApiCall, Device, NvtxRange, PmSample, Writer};
+use kernelscope_trace::{ApiCall, Device, Kernel, NvtxRange, PmSample, Writer};
 
 /// The environment variable naming the directory the records go to.
 pub const TRACE_DIR_ENV_VAR: &str = "KSCOPE_TRACE_DIR";
@@ -26,6 +26,9 @@ struct Queued {
     devices: Vec<(Device, String)>,
     /// DRAM samples of the performance monitor.
     samples: Vec<PmSample>,
+    /// Kernels timed here rather than by CUPTI (graph launches timed by
+    /// events), with their names.
+    kernels: Vec<(Kernel, String)>,
 }
 
 static SINK: Mutex<Option<Writer<File>>> = Mutex::new(None);
@@ -34,6 +37,7 @@ static QUEUED: Mutex<Queued> = Mutex::new(Queued {
     ranges: Vec::new(),
     devices: Vec::new(),
     samples: Vec::new(),
+    kernels: Vec::new(),
 });
 
 /// Opens the file, starts the flusher and registers the exit handlers, once
@@ -66,6 +70,7 @@ fn open() -> Result<(), String> {
             loop {
                 std::thread::sleep(FLUSH_PERIOD);
                 crate::collection::flush(false);
+                crate::graph_events::resolve(false);
                 write_queued_now(false);
             }
         })
@@ -90,6 +95,11 @@ pub(crate) fn push_range(range: NvtxRange, message: &str, domain: &str) {
 /// Queues one device; its `name` field is filled from `name` when written.
 pub(crate) fn push_device(device: Device, name: &str) {
     lock(&QUEUED).devices.push((device, name.to_string()));
+}
+
+/// Queues one kernel timed here; its `name` field is filled from `name` when written.
+pub(crate) fn push_kernel(kernel: Kernel, name: &str) {
+    lock(&QUEUED).kernels.push((kernel, name.to_string()));
 }
 
 /// Queues DRAM samples of the performance monitor.
@@ -136,6 +146,10 @@ pub(crate) fn write_queued_now(from_signal: bool) {
         }
         for sample in &taken.samples {
             writer.record(sample)?;
+        }
+        for (mut kernel, name) in taken.kernels {
+            kernel.name = writer.text(&name)?;
+            writer.record(&kernel)?;
         }
         Ok::<(), kernelscope_trace::TraceError>(())
     })();

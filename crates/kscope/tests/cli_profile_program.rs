@@ -159,8 +159,30 @@ fn bad_invocations_are_one_line_errors() {
     );
     refused(
         &["profile", "--graphs", "some", "--", "true"],
-        &["nodes", "whole"],
+        &["nodes", "whole", "events"],
     );
+    // Graph launches timed by events leave CUPTI out: nothing that needs it, before anything starts.
+    let folder = Folder::new("events");
+    let marker = folder.join("started");
+    for (flags, needles) in [
+        (
+            &["--dram-bytes-interval", "20"][..],
+            ["--dram-bytes-interval", "--graphs events"],
+        ),
+        (
+            &["--step", "s", "--steps", "1..3"][..],
+            ["--steps", "--graphs events"],
+        ),
+    ] {
+        let args: Vec<&str> = [
+            &["profile", "--graphs", "events"][..],
+            flags,
+            &["--", "touch", &marker],
+        ]
+        .concat();
+        expect_failure(&args, &[needles[0], needles[1], "The program was not started"]);
+        assert!(!Path::new(&marker).exists(), "the program ran");
+    }
 }
 
 #[test]

@@ -23,6 +23,11 @@ use serde_json::Value;
 /// The test program, compiled once per test into `folder`; `None` (after
 /// a loud skip) without a GPU.
 fn nvtx_steps(folder: &Path) -> Option<PathBuf> {
+    nvtx_steps_built(folder, &[])
+}
+
+/// [`nvtx_steps`] built with `flags` added to nvcc's.
+fn nvtx_steps_built(folder: &Path, flags: &[&str]) -> Option<PathBuf> {
     Backend::Cuda.device(DeviceOptions::new())?;
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/nvtx_steps.cu");
     let nvcc = ["nvcc", "/usr/local/cuda/bin/nvcc"]
@@ -31,6 +36,7 @@ fn nvtx_steps(folder: &Path) -> Option<PathBuf> {
         .expect("a GPU machine has nvcc (on PATH or in /usr/local/cuda/bin)");
     let binary = folder.join("nvtx_steps");
     let output = Command::new(nvcc)
+        .args(flags)
         .args(["-O2", "-arch=native", "-o"])
         .arg(&binary)
         .arg(&source)
@@ -334,6 +340,52 @@ fn a_graph_traced_whole_is_one_dispatch_a_launch() {
             );
         }
     }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// `--graphs events`: CUPTI never attached, each graph launch through the shared CUDA
+/// runtime timed by two events, in the scope it was launched from, and nothing else
+/// recorded; a program on nvcc's default static runtime shows no launch, and is told why.
+#[test]
+fn graph_launches_timed_by_events_are_one_dispatch_a_launch() {
+    let _gpu = gpu_alone();
+    let folder = scratch("event-graphs");
+    let Some(program) = nvtx_steps_built(&folder, &["-cudart", "shared"]) else {
+        return;
+    };
+    let events = ["--step", "step", "--graphs", "events"];
+    let (code, output, profile) = profile_of(&folder, &events, &[program.to_str().unwrap(), "plain"], &[]);
+    assert_eq!(code, 0, "{output}");
+    let profile = profile.expect("a profile");
+    assert_eq!(tokens(&profile), 5, "{output}");
+    assert_eq!(
+        profile["conditions"]["mode"],
+        kernelscope::profile::EVENT_TIMED_GRAPHS_MODE
+    );
+    for token in 0..5 {
+        let contents = token_contents(&profile, token);
+        assert_eq!(contents.len(), 1, "token {token}: {contents:?}");
+        let ((kernel, scope), count) = contents.into_iter().next().unwrap();
+        assert!(
+            kernel.starts_with(kernelscope_trace::WHOLE_GRAPH_NAME_PREFIX),
+            "{kernel}"
+        );
+        assert_eq!((scope.as_str(), count), ("decode", 1), "token {token}");
+    }
+    for dispatch in profile["dispatches"].as_array().unwrap() {
+        let took = dispatch["end_ns"].as_u64().unwrap() - dispatch["start_ns"].as_u64().unwrap();
+        // Three small kernels: more than nothing, far less than 10 ms.
+        assert!(took > 0 && took < 10_000_000, "{dispatch}");
+    }
+    let static_runtime = nvtx_steps(&folder).unwrap();
+    let (code, output, _) = profile_of(
+        &folder,
+        &events,
+        &[static_runtime.to_str().unwrap(), "plain"],
+        &[],
+    );
+    assert_ne!(code, 0, "{output}");
+    assert!(output.contains("--graphs events saw no graph launch"), "{output}");
     std::fs::remove_dir_all(&folder).unwrap();
 }
 

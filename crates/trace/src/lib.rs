@@ -28,8 +28,9 @@ mod write;
 pub use error::TraceError;
 pub use read::{Ending, Frame, Trace, read};
 pub use records::{
-    ApiCall, ApiWhat, Device, End, EndReason, ExternalCorrelation, Header, Kernel, Kind, Memcpy, Memset,
-    NvtxRange, PmSample, RANGE_BY_TIME, Record, Sync, WHOLE_GRAPH_NAME_PREFIX, whole_graph_name,
+    ApiCall, ApiWhat, Device, EVENT_TIMED_CONTEXT, End, EndReason, ExternalCorrelation, Header, Kernel, Kind,
+    Memcpy, Memset, NvtxRange, PmSample, RANGE_BY_TIME, Record, Sync, WHOLE_GRAPH_NAME_PREFIX,
+    whole_graph_name,
 };
 pub use write::{TextId, Writer};
 

@@ -119,6 +119,10 @@ pub fn whole_graph_name(graph: u32) -> String {
     format!("{WHOLE_GRAPH_NAME_PREFIX}{graph}")
 }
 
+/// The context of a [`Kernel`] timed by CUDA events in the program
+/// (`kscope profile --graphs events`): CUPTI numbers contexts from 1.
+pub const EVENT_TIMED_CONTEXT: u32 = 0;
+
 /// One kernel's execution (or, named by [`whole_graph_name`], one whole graph's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 #[repr(C)]
@@ -135,7 +139,8 @@ pub struct Kernel {
     pub name: u32,
     /// The device's ordinal.
     pub device: u32,
-    /// CUPTI's context id.
+    /// CUPTI's context id; [`EVENT_TIMED_CONTEXT`] for a whole graph timed
+    /// by CUDA events in the program rather than by CUPTI.
     pub context: u32,
     /// CUPTI's stream id.
     pub stream: u32,

@@ -47,7 +47,8 @@ pub use experts::{ExpertRouting, LayerRouting, routing_changes};
 pub use fold::{FOLD_TOLERANCE_FLOOR, FoldInput, Folded, fold, fold_inputs, outliers};
 pub use idle::{SubmissionIdle, idle_before_by, idle_gaps, submission_idle};
 pub use injected::{
-    ProcessTrace, Program, StepRule, WHOLE_GRAPHS_MODE, profile_of_program, readable_kernel_name,
+    EVENT_TIMED_GRAPHS_MODE, ProcessTrace, Program, StepRule, WHOLE_GRAPHS_MODE, profile_of_program,
+    readable_kernel_name,
 };
 pub use level::{PROFILE_ENV_VAR, ProfileLevel};
 pub use op_kind::{MAX_FUSED_PARTS, MAX_UNKNOWN_KINDS, MAX_UNKNOWN_NAME_BYTES, OpKind, Primitive};

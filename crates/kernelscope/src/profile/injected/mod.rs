@@ -105,6 +105,9 @@ impl Program {
 pub const WHOLE_GRAPHS_MODE: &str =
     "graph (each graph launch timed whole, the kernels inside it untraced: kscope profile --graphs whole)";
 
+/// The mode of a profile whose graph launches were timed by CUDA events.
+pub const EVENT_TIMED_GRAPHS_MODE: &str = "graph (each graph launch timed whole by CUDA events around cudaGraphLaunch, CUPTI not attached, nothing else on the device recorded: kscope profile --graphs events)";
+
 /// The profile of a program from its processes' record files; `step`
 /// names the NVTX ranges that are its steps, if the user gave one.
 pub fn profile_of_program(
@@ -139,7 +142,10 @@ pub fn profile_of_program(
     }
     // Said in the mode so that `compare` refuses to set a whole-graph
     // profile beside a node-by-node one without --force.
-    let mode = if built.iter().any(|process| process.whole_graphs) {
+    let events_timed = built.iter().any(|process| process.events_timed);
+    let mode = if events_timed {
+        EVENT_TIMED_GRAPHS_MODE
+    } else if built.iter().any(|process| process.whole_graphs) {
         WHOLE_GRAPHS_MODE
     } else if built.iter().any(|process| process.graphs) {
         "graph"
@@ -152,7 +158,13 @@ pub fn profile_of_program(
             .push("the program's processes were cut into steps by different rules; rank 0's is named".into());
     }
     let devices: Vec<String> = built.iter().map(|process| process.device.clone()).collect();
-    let timing = TimingMethod::current(TimingMechanism::CuptiInjected);
+    let timing = if events_timed {
+        TimingMethod::current(TimingMechanism::CudaEvents).with_note(
+            "around each cudaGraphLaunch, injected into the program (kscope profile --graphs events)",
+        )
+    } else {
+        TimingMethod::current(TimingMechanism::CuptiInjected)
+    };
     let conditions = Conditions {
         device: devices[0].clone(),
         backend: "cuda".into(),
@@ -241,6 +253,8 @@ struct Built {
     /// Whether its graphs were traced whole (`--graphs whole`), each launch
     /// one dispatch with the kernels inside it untraced.
     whole_graphs: bool,
+    /// Its graph launches were timed by CUDA events in the program, CUPTI not attached.
+    events_timed: bool,
     /// The median length of its DRAM samples, ns, where its kernels' bytes
     /// were measured by PM sampling.
     bytes_measured: Option<u64>,

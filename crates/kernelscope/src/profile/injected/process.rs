@@ -41,10 +41,13 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
     let mut ranges: HashMap<u64, (NvtxRange, String)> = HashMap::new();
     let mut devices: BTreeMap<u32, String> = BTreeMap::new();
     let mut samples: Vec<PmSample> = Vec::new();
+    let mut events_timed = false;
     for frame in &trace.frames {
         match frame {
             Frame::Kernel(kernel) => {
                 let name = names::readable(trace.text(kernel.name));
+                events_timed |= kernel.context == kernelscope_trace::EVENT_TIMED_CONTEXT
+                    && name.starts_with(kernelscope_trace::WHOLE_GRAPH_NAME_PREFIX);
                 units.push(Unit {
                     start_ns: kernel.start_ns,
                     end_ns: kernel.end_ns.max(kernel.start_ns),
@@ -184,6 +187,7 @@ pub(super) fn build(process: &ProcessTrace, step: Option<&str>, warnings: &mut V
         whole_graphs: units
             .iter()
             .any(|unit| unit.name.starts_with(kernelscope_trace::WHOLE_GRAPH_NAME_PREFIX)),
+        events_timed,
         early_launch: launches_early(&units),
         bytes_measured,
         records: (counters, tokens, submissions, dispatches),

@@ -1,0 +1,37 @@
+// A stand-in for the CUDA runtime, for testing `kscope profile --graphs
+// events` without a GPU: events hold the CLOCK_MONOTONIC moment they were
+// recorded, a graph launch sleeps for the time the program set, stream
+// 0x99 is being captured. Built as libcudart.so.13 by graph_events_stand_in.rs.
+#include <stdlib.h>
+#include <time.h>
+
+typedef struct { long long ns; } Event;
+
+static long long now_ns(void) {
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+long stand_in_launch_us = 0;
+int stand_in_launches = 0;
+
+int cudaEventCreate(void **event) { *event = calloc(1, sizeof(Event)); return *event ? 0 : 2; }
+int cudaEventRecord(void *event, void *stream) { (void)stream; ((Event *)event)->ns = now_ns(); return 0; }
+int cudaEventQuery(void *event) { return ((Event *)event)->ns ? 0 : 600; }
+int cudaEventSynchronize(void *event) { (void)event; return 0; }
+int cudaEventElapsedTime(float *ms, void *start, void *end) {
+  *ms = (float)((((Event *)end)->ns - ((Event *)start)->ns) / 1e6);
+  return 0;
+}
+int cudaStreamIsCapturing(void *stream, int *capturing) { *capturing = stream == (void *)0x99; return 0; }
+int cudaGetDevice(int *device) { *device = 0; return 0; }
+int cudaSetDevice(int device) { (void)device; return 0; }
+int cudaStreamCreateWithFlags(void **stream, unsigned flags) { (void)flags; *stream = (void *)0x77; return 0; }
+int cudaGraphLaunch(void *exec, void *stream) {
+  (void)exec; (void)stream;
+  struct timespec pause = {stand_in_launch_us / 1000000, (stand_in_launch_us % 1000000) * 1000};
+  nanosleep(&pause, NULL);
+  stand_in_launches++;
+  return 0;
+}
