@@ -3,7 +3,8 @@
 //! for `cudaGraphLaunch` of a stand-in CUDA runtime (`programs/
 //! stand_in_cudart.c`, whose events are moments on CLOCK_MONOTONIC and whose
 //! launches sleep), and `kscope profile --from-records` turns the records
-//! into one whole-graph dispatch per launch, timed as long as it slept.
+//! into one whole-graph dispatch per launch, timed at least as long as it
+//! slept and at most as long as the program saw the call take.
 //! The launch on a stream being captured is left untimed.
 
 mod common;
@@ -101,10 +102,20 @@ fn graph_launches_timed_by_events_become_whole_graph_dispatches() {
             dispatch["start_ns"].as_u64().unwrap(),
             dispatch["end_ns"].as_u64().unwrap(),
         );
-        let took_us = (end - start) / 1_000;
+        // At least the sleep, at most the whole call as the program timed it (the events lie inside).
+        let call_ns: u64 = stdout
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix(&format!("call {}: ", index + 1))?
+                    .strip_suffix(" ns")?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or_else(|| panic!("no call {} in {stdout}", index + 1));
+        let took_ns = end - start;
         assert!(
-            took_us >= length_us && took_us < length_us + 2_000,
-            "launch {index}: slept {length_us} µs, timed {took_us} µs"
+            took_ns >= length_us * 1_000 && took_ns <= call_ns + 1_000,
+            "launch {index}: slept {length_us} µs, timed {took_ns} ns, the call took {call_ns} ns"
         );
         assert!(
             start >= previous_end,

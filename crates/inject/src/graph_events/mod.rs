@@ -21,6 +21,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use kernelscope_trace::{ApiCall, ApiWhat, Kernel, RANGE_BY_TIME};
+use runtime::{Runtime, next_definition, runtime};
+
+mod runtime;
 
 type Event = *mut c_void;
 type Stream = *mut c_void;
@@ -42,10 +45,6 @@ const GRAPH_LAUNCH_PER_THREAD_CALLBACK: u32 = 312;
 /// How often a new anchor is taken: an event's time is read as an f32 of
 /// milliseconds from its anchor, whose step at 256 ms is 30 ns.
 const ANCHOR_PERIOD_NS: u64 = 200_000_000;
-
-use runtime::{Runtime, next_definition, runtime};
-
-mod runtime;
 
 /// Whether graph launches are timed by events ([`crate::GRAPHS_ENV_VAR`] `events`).
 pub(crate) fn timing() -> bool {
@@ -89,8 +88,9 @@ struct State {
     lost: u32,
 }
 
-// SAFETY: the pointers are CUDA handles (events, streams), not thread-bound;
-// every use is under the STATE lock.
+// SAFETY: the pointers are CUDA handles (events, streams), not bound to a
+// thread; each is used under the STATE lock, or by the one thread that took
+// it out from under the lock (a launch's events, while the flusher reads them).
 unsafe impl Send for State {}
 
 static STATE: OnceLock<Mutex<State>> = OnceLock::new();
@@ -165,13 +165,22 @@ unsafe fn launch_timed(
     callback: u32,
 ) -> c_int {
     let Some(real) = real else {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "kscope profile: the CUDA runtime's cudaGraphLaunch is not found beside kscope's; graph launches fail"
+            )
+        });
         return UNKNOWN;
     };
-    let runtime = match runtime() {
-        Some(runtime) if timing() => runtime,
+    let runtime = match timing().then(runtime).flatten() {
+        Some(runtime) => runtime,
         // SAFETY: as the caller promises.
-        _ => return unsafe { real(exec, stream) },
+        None => return unsafe { real(exec, stream) },
     };
+    // The thread's last error is the program's to read: one our calls leave is cleared below.
+    // SAFETY: reads the calling thread's last error.
+    let error_before = unsafe { (runtime.peek_at_last_error)() };
     // Nothing of ours may unwind into the program: a failure leaves the launch untimed.
     // SAFETY: `events_stream` is the launch's stream.
     let started = std::panic::catch_unwind(|| unsafe { before_launch(runtime, events_stream) })
@@ -184,6 +193,12 @@ unsafe fn launch_timed(
             // SAFETY: the events are ours, of the current device.
             unsafe { after_launch(runtime, started, result, exec, events_stream, callback) }
         });
+    }
+    // SAFETY: reads, then clears, the calling thread's last error.
+    unsafe {
+        if error_before == SUCCESS && result == SUCCESS && (runtime.peek_at_last_error)() != SUCCESS {
+            (runtime.get_last_error)();
+        }
     }
     result
 }
@@ -366,7 +381,7 @@ fn moment_ns(anchor_ns: u64, elapsed_ms: f32) -> u64 {
 /// whole-graph kernel records; `wait`: waits for every launch to end (at exit).
 /// Runs on the flusher thread, and at exit.
 pub(crate) fn resolve(wait: bool) {
-    let Some(runtime) = runtime().filter(|_| timing()) else {
+    let Some(runtime) = timing().then(runtime).flatten() else {
         return;
     };
     // Read without the lock: the program's launches take it.

@@ -19,6 +19,8 @@ pub(super) struct Runtime {
     pub(super) get_device: unsafe extern "C" fn(*mut c_int) -> c_int,
     pub(super) set_device: unsafe extern "C" fn(c_int) -> c_int,
     pub(super) stream_create: unsafe extern "C" fn(*mut Stream, u32) -> c_int,
+    pub(super) peek_at_last_error: unsafe extern "C" fn() -> c_int,
+    pub(super) get_last_error: unsafe extern "C" fn() -> c_int,
 }
 
 /// The CUDA runtime's own `name`: the next definition after this
@@ -45,7 +47,8 @@ pub(super) fn next_definition(name: &CStr) -> Option<*mut c_void> {
     })
 }
 
-/// The paths of the loaded CUDA runtimes (`libcudart.so*`).
+/// The paths of the loaded CUDA runtimes (`libcudart.so*`, or a wheel's
+/// `libcudart-HASH.so*`).
 fn loaded_runtimes() -> Vec<std::ffi::CString> {
     unsafe extern "C" fn visit(info: *mut libc::dl_phdr_info, _size: usize, found: *mut c_void) -> c_int {
         // SAFETY: the loader passes a valid entry whose name, when not null, is NUL-terminated;
@@ -54,7 +57,7 @@ fn loaded_runtimes() -> Vec<std::ffi::CString> {
             let name = (*info).dlpi_name;
             if !name.is_null() {
                 let name = CStr::from_ptr(name);
-                if name.to_bytes().windows(10).any(|window| window == b"libcudart.") {
+                if name.to_bytes().windows(9).any(|window| window == b"libcudart") {
                     (*found.cast::<Vec<std::ffi::CString>>()).push(name.to_owned());
                 }
             }
@@ -93,6 +96,8 @@ pub(super) fn runtime() -> Option<&'static Runtime> {
                 stream_create: function!(
                     c"cudaStreamCreateWithFlags" as unsafe extern "C" fn(*mut Stream, u32) -> c_int
                 ),
+                peek_at_last_error: function!(c"cudaPeekAtLastError" as unsafe extern "C" fn() -> c_int),
+                get_last_error: function!(c"cudaGetLastError" as unsafe extern "C" fn() -> c_int),
             })
         })
         .as_ref()
