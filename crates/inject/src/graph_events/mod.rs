@@ -20,9 +20,11 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+use anchors::{ANCHOR_PERIOD_NS, Anchor, anchor_before, moment_ns, take_anchor};
 use kernelscope_trace::{ApiCall, ApiWhat, Kernel, RANGE_BY_TIME};
 use runtime::{Runtime, next_definition, runtime};
 
+mod anchors;
 mod runtime;
 
 type Event = *mut c_void;
@@ -42,10 +44,6 @@ const PER_THREAD_STREAM: usize = 2;
 const GRAPH_LAUNCH_CALLBACK: u32 = 311;
 const GRAPH_LAUNCH_PER_THREAD_CALLBACK: u32 = 312;
 
-/// How often a new anchor is taken: an event's time is read as an f32 of
-/// milliseconds from its anchor, whose step at 256 ms is 30 ns.
-const ANCHOR_PERIOD_NS: u64 = 200_000_000;
-
 /// Whether graph launches are timed by events ([`crate::GRAPHS_ENV_VAR`] `events`).
 pub(crate) fn timing() -> bool {
     crate::collection::graph_tracing() == crate::collection::GraphTracing::Events
@@ -62,15 +60,6 @@ struct Pending {
     correlation: u32,
     graph: u32,
     stream: u32,
-}
-
-/// An event whose moment on the process's clock is known: recorded on a
-/// stream of ours with nothing before it, and seen complete at `host_ns`
-/// (a microsecond or so after it completed).
-#[derive(Clone, Copy)]
-struct Anchor {
-    event: Event,
-    host_ns: u64,
 }
 
 /// What the timing keeps between launches.
@@ -334,47 +323,6 @@ unsafe fn events_for(runtime: &Runtime, device: c_int) -> Option<(Event, Event)>
             None
         }
     }
-}
-
-/// Records an event on `stream` (ours, idle) and waits, spinning, until it
-/// completes: its moment on the process's clock.
-///
-/// # Safety
-/// `stream` is ours, on the calling thread's current device.
-unsafe fn take_anchor(runtime: &Runtime, stream: Stream) -> Option<Anchor> {
-    let mut event: Event = std::ptr::null_mut();
-    // SAFETY: one out-parameter, then the event on our stream.
-    unsafe {
-        if (runtime.event_create)(&mut event) != SUCCESS || (runtime.event_record)(event, stream) != SUCCESS {
-            return None;
-        }
-        loop {
-            match (runtime.event_query)(event) {
-                SUCCESS => break,
-                NOT_READY => std::hint::spin_loop(),
-                _ => return None,
-            }
-        }
-    }
-    Some(Anchor {
-        event,
-        host_ns: crate::clock::now_ns(),
-    })
-}
-
-/// The newest anchor taken before `launched_ns` (the first one otherwise).
-fn anchor_before(anchors: &[Anchor], launched_ns: u64) -> Option<Anchor> {
-    anchors
-        .iter()
-        .rev()
-        .find(|anchor| anchor.host_ns <= launched_ns)
-        .or(anchors.first())
-        .copied()
-}
-
-/// An event `elapsed_ms` after an anchor seen at `anchor_ns`, ns on the process's clock.
-fn moment_ns(anchor_ns: u64, elapsed_ms: f32) -> u64 {
-    (anchor_ns as f64 + f64::from(elapsed_ms) * 1e6).max(0.0).round() as u64
 }
 
 /// Reads the times of the launches that have ended and queues them as
