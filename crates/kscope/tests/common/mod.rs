@@ -65,11 +65,17 @@ pub fn expect_failure(args: &[&str], needles: &[&str]) {
 }
 
 /// The injection library beside the kscope binary (cargo's target folder,
-/// or the GPU bundle's bin folder, found through PATH).
+/// or the GPU bundle's bin folder, found through PATH), or beside the test.
 pub fn injection_library() -> PathBuf {
     const NAME: &str = "libkscope_inject.so";
     let binary = kscope_binary();
     let mut folders: Vec<PathBuf> = binary.parent().map(PathBuf::from).into_iter().collect();
+    // `cargo test --workspace` builds it (for its doctests) beside the test binaries, in deps/.
+    folders.extend(
+        std::env::current_exe()
+            .ok()
+            .and_then(|test| test.parent().map(PathBuf::from)),
+    );
     if let Some(path) = std::env::var_os("PATH") {
         folders.extend(std::env::split_paths(&path));
     }
@@ -79,7 +85,7 @@ pub fn injection_library() -> PathBuf {
         .find(|candidate| candidate.is_file())
         .unwrap_or_else(|| {
             panic!(
-                "{NAME} is neither beside {} nor on PATH: build the workspace",
+                "{NAME} is neither beside {} nor the test nor on PATH: run cargo test --workspace, or cargo build -p kernelscope-inject",
                 binary.display()
             )
         })
