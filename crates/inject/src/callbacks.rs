@@ -8,14 +8,12 @@
 //! ours on the program's thread at each call's entry and exit. A context's
 //! creation gives its device's name and shape either way.
 
-use std::collections::HashSet;
-use std::ffi::{CStr, c_void};
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::cupti::sys;
-use cudarc::driver::sys as driver;
-use kernelscope_trace::{ApiCall, ApiWhat, Device};
+use kernelscope_trace::{ApiCall, ApiWhat};
 
 /// `CUpti_CallbackDomain` values.
 const RUNTIME_DOMAIN: u32 = 2;
@@ -160,7 +158,7 @@ pub(crate) fn subscribe(recording: ApiCallRecording, with_subscriber: bool) -> R
         ApiCallRecording::Off => {}
     }
     RECORDING.get_or_init(|| recording);
-    if pm_interval_ns().is_some() {
+    if crate::devices::pm_interval_ns().is_some() {
         hold_calls_for_samplers(true);
     }
     // SAFETY: as above.
@@ -186,6 +184,9 @@ pub(crate) fn subscribe(recording: ApiCallRecording, with_subscriber: bool) -> R
 /// two-GPU host: the program's first 1,881 kernels ran unsampled, and the
 /// profile gave them no bytes, or a part of their bytes, without a word.
 pub(crate) fn hold_calls_for_samplers(on: bool) {
+    // One switch at a time: two interleaved would leave some calls on and some off.
+    static SWITCHING: Mutex<()> = Mutex::new(());
+    let _switching = SWITCHING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let subscriber: sys::CUpti_SubscriberHandle = SUBSCRIBER.load(Ordering::Acquire).cast();
     if subscriber.is_null()
         || (!on && RECORDING.get() == Some(&ApiCallRecording::Callbacks))
@@ -238,18 +239,6 @@ pub(crate) fn detach_at_next_call() {
                 "kscope profile: CUPTI stays attached after the window, its records off ({enabled:?}); the rest of the run pays for it"
             );
         }
-    }
-}
-
-/// Describes the device of the calling thread's current context, if any:
-/// for CUPTI attached after the program made its context.
-pub(crate) fn describe_current_device() {
-    let mut context: driver::CUcontext = std::ptr::null_mut();
-    // SAFETY: one out-parameter; the driver is initialised (CUDA started).
-    if unsafe { driver::cuCtxGetCurrent(&mut context) } == driver::CUresult::CUDA_SUCCESS
-        && !context.is_null()
-    {
-        record_device(context);
     }
 }
 
@@ -365,7 +354,7 @@ unsafe extern "C" fn on_callback(
             if callback == CONTEXT_CREATED {
                 // SAFETY: for the resource domain CUPTI passes a `CUpti_ResourceData`.
                 let context = unsafe { (*(data as *const sys::CUpti_ResourceData)).context };
-                record_device(context);
+                crate::devices::record_device(context);
             }
             return;
         }
@@ -436,110 +425,7 @@ unsafe extern "C" fn on_callback(
     });
 }
 
-/// The DRAM sampling interval `kscope profile` asked for
-/// (`KSCOPE_PM_INTERVAL_NS`), read once; `None` when it asked for none.
-fn pm_interval_ns() -> Option<u64> {
-    static INTERVAL: OnceLock<Option<u64>> = OnceLock::new();
-    *INTERVAL.get_or_init(|| {
-        // A window detaches CUPTI under the sampler: never both.
-        if crate::window::windowed() {
-            return None;
-        }
-        let interval: u64 = std::env::var("KSCOPE_PM_INTERVAL_NS").ok()?.trim().parse().ok()?;
-        (interval > 0).then_some(interval)
-    })
-}
-
 thread_local! {
     /// Runtime calls of ours under way on the thread (entered, not exited).
     static RUNTIME_DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Devices already described.
-static DESCRIBED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
-
-/// Describes `context`'s device, once per device, and starts its DRAM sampler when asked.
-fn record_device(context: driver::CUcontext) {
-    let mut ordinal = 0u32;
-    // SAFETY: `context` is the one CUPTI just reported created; one out-parameter.
-    if unsafe { sys::cuptiGetDeviceId(context, &mut ordinal) } != sys::CUptiResult::CUPTI_SUCCESS {
-        return;
-    }
-    if !describe_device(ordinal) {
-        return;
-    }
-    if let Some(interval) = pm_interval_ns() {
-        // Not here: setting up the sampler inside CUPTI's own callback, on
-        // the thread creating the context, hung. A thread of its own does it
-        // with the new context current, a moment later.
-        // The program's calls wait for it (`hold_calls_for_samplers`).
-        let context = context as usize;
-        crate::sampler_gate::starting();
-        hold_calls_for_samplers(true);
-        let started = std::thread::Builder::new()
-            .name("kscope-pm-start".into())
-            .spawn(move || {
-                crate::sampler_gate::starter_thread();
-                // SAFETY: the context CUPTI just reported created, made
-                // current on this thread only; it lives until the program
-                // destroys it, after the sampler is set up or not.
-                unsafe { driver::cuCtxSetCurrent(context as driver::CUcontext) };
-                if let Err(problem) = crate::pm::start(ordinal, interval) {
-                    eprintln!("kscope profile: no DRAM bytes for device {ordinal}: {problem}");
-                }
-                crate::sampler_gate::started();
-            });
-        if let Err(error) = started {
-            eprintln!("kscope profile: no DRAM bytes for device {ordinal}: starting a thread: {error}");
-            crate::sampler_gate::started();
-        }
-    }
-}
-
-/// Queues the name and shape of device `ordinal`, once per device: whether
-/// it was new. The driver is initialised (a context exists).
-pub(crate) fn describe_device(ordinal: u32) -> bool {
-    // SAFETY: only tries to load the driver by its known names (a program
-    // timed by events may run on a runtime without one: the tests' stand-in).
-    if !unsafe { driver::is_culib_present() } {
-        return false;
-    }
-    let mut described = DESCRIBED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if !described.get_or_insert_with(HashSet::new).insert(ordinal) {
-        return false;
-    }
-    drop(described);
-    let mut device: driver::CUdevice = 0;
-    let mut name = [0 as std::ffi::c_char; 256];
-    let mut memory = 0usize;
-    let attribute = |attribute: driver::CUdevice_attribute, device: driver::CUdevice| {
-        let mut value = 0;
-        // SAFETY: one out-parameter for a device the driver gave us.
-        unsafe { driver::cuDeviceGetAttribute(&mut value, attribute, device) };
-        value.max(0) as u32
-    };
-    // SAFETY: the driver is loaded and initialised (a context exists);
-    // `name` holds 256 bytes and is NUL-terminated by the driver.
-    let name = unsafe {
-        if driver::cuDeviceGet(&mut device, ordinal as i32) != driver::CUresult::CUDA_SUCCESS {
-            return true;
-        }
-        driver::cuDeviceGetName(name.as_mut_ptr(), name.len() as i32, device);
-        driver::cuDeviceTotalMem_v2(&mut memory, device);
-        CStr::from_ptr(name.as_ptr()).to_string_lossy().into_owned()
-    };
-    use driver::CUdevice_attribute as Attribute;
-    crate::sink::push_device(
-        Device {
-            memory_bytes: memory as u64,
-            ordinal,
-            name: 0,
-            major: attribute(Attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
-            minor: attribute(Attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
-            multiprocessors: attribute(Attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
-            padding: 0,
-        },
-        &name,
-    );
-    true
 }

@@ -270,7 +270,7 @@ fn attach(late: bool) -> Result<(), String> {
     )?;
     if late {
         // The callback of the context's creation came before we were attached.
-        crate::callbacks::describe_current_device();
+        crate::devices::describe_current_device();
     }
     Ok(())
 }

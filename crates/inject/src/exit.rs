@@ -60,6 +60,10 @@ pub(crate) fn install() -> Result<(), String> {
 
 /// Writes everything and the end frame, once; `signal` 0 for an exit.
 fn finish(signal: u32, from_signal: bool) {
+    // A forked child's exit: the file, its queue and CUPTI are the parent's.
+    if !crate::sink::opened_here() {
+        return;
+    }
     if ENDED.swap(true, Ordering::SeqCst) {
         return;
     }
@@ -83,7 +87,7 @@ fn finish(signal: u32, from_signal: bool) {
         let end = End {
             at_ns: crate::clock::now_ns(),
             signal,
-            dropped: crate::records::dropped() + crate::graph_events::lost(),
+            dropped: crate::records::dropped(),
         };
         if let Err(error) = writer.end(&end) {
             eprintln!("kscope profile: writing the end of this process's records: {error}");

@@ -18,6 +18,7 @@
 mod callbacks;
 mod clock;
 mod collection;
+mod devices;
 mod exit;
 mod graph_events;
 mod nvtx;

@@ -11,26 +11,33 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long the program waits for its samplers at most; past it, the work
-/// runs unsampled and the profile says so (units no sample covered).
+/// How long the program waits for its samplers at most, from the first
+/// start; past it, the gate gives up for good (said once), the work runs
+/// unsampled and the profile says so (units no sample covered).
 const LONGEST_WAIT: Duration = Duration::from_secs(10);
 
 /// Samplers being started.
 static STARTING: AtomicUsize = AtomicUsize::new(0);
-static LOCK: Mutex<()> = Mutex::new(());
+/// When waiting ends, set by the first of the samplers now starting.
+static LOCK: Mutex<Option<Instant>> = Mutex::new(None);
 static STARTED: Condvar = Condvar::new();
-/// Whether a wait past [`LONGEST_WAIT`] was said.
-static TOLD: AtomicBool = AtomicBool::new(false);
+/// Set once [`LONGEST_WAIT`] has passed: nothing waits any more.
+static GAVE_UP: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     /// Set on the threads that start samplers: they must never wait for themselves.
     static STARTER: Cell<bool> = const { Cell::new(false) };
 }
 
-/// A sampler is about to be started (by a thread that calls [`started`]).
+/// A sampler is about to be started (by a thread that calls [`started`]):
+/// the program's calls call back, and wait.
 pub(crate) fn starting() {
-    let _guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    STARTING.fetch_add(1, Ordering::AcqRel);
+    {
+        let mut deadline = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        STARTING.fetch_add(1, Ordering::AcqRel);
+        deadline.get_or_insert_with(|| Instant::now() + LONGEST_WAIT);
+    }
+    crate::callbacks::hold_calls_for_samplers(true);
 }
 
 /// Marks the calling thread as one that starts a sampler.
@@ -42,29 +49,47 @@ pub(crate) fn starter_thread() {
 /// program's calls go on and stop calling back for it.
 pub(crate) fn started() {
     let none_left = {
-        let _guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut deadline = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let before = STARTING.fetch_sub(1, Ordering::AcqRel);
         STARTED.notify_all();
+        if before == 1 {
+            *deadline = None;
+        }
         before == 1
     };
     if none_left {
         crate::callbacks::hold_calls_for_samplers(false);
+        // Another device's sampler may have begun starting meanwhile.
+        if STARTING.load(Ordering::Acquire) > 0 {
+            crate::callbacks::hold_calls_for_samplers(true);
+        }
+    }
+}
+
+/// Calls [`started`] when dropped: a starting thread that panics still lets the program go on.
+pub(crate) struct StartedOnDrop;
+
+impl Drop for StartedOnDrop {
+    fn drop(&mut self) {
+        started();
     }
 }
 
 /// Waits, on a program's thread at a call's entry, until no sampler is
 /// starting or [`LONGEST_WAIT`] has passed.
 pub(crate) fn wait() {
-    if STARTING.load(Ordering::Acquire) == 0 || STARTER.with(Cell::get) {
+    if STARTING.load(Ordering::Acquire) == 0 || STARTER.with(Cell::get) || GAVE_UP.load(Ordering::Acquire) {
         return;
     }
-    let deadline = Instant::now() + LONGEST_WAIT;
     let mut guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     while STARTING.load(Ordering::Acquire) > 0 {
         let now = Instant::now();
+        let deadline = guard.unwrap_or(now);
         if now >= deadline {
-            if !TOLD.swap(true, Ordering::AcqRel) {
-                eprintln!(
+            if !GAVE_UP.swap(true, Ordering::AcqRel) {
+                use std::io::Write;
+                let _ = writeln!(
+                    std::io::stderr(),
                     "kscope profile: the DRAM sampler took over {} s to start; the program goes on, \
                      and its work until the sampler runs has no measured bytes",
                     LONGEST_WAIT.as_secs()

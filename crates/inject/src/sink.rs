@@ -61,6 +61,7 @@ fn open() -> Result<(), String> {
     let writer =
         Writer::new(file, &crate::header(pid)).map_err(|error| format!("{}: {error}", path.display()))?;
     *lock(&SINK) = Some(writer);
+    OWNER.store(pid, std::sync::atomic::Ordering::Release);
     if crate::collection::omitted().flusher {
         return crate::exit::install();
     }
@@ -76,6 +77,16 @@ fn open() -> Result<(), String> {
         })
         .map_err(|error| format!("starting the flusher: {error}"))?;
     crate::exit::install()
+}
+
+/// The process that opened the file: a child forked from it inherits the
+/// open file, the queue and the exit handlers, and must write none of it
+/// (its `exit()` once wrote an end frame into the middle of the parent's).
+static OWNER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// Whether this process opened the file (not a child forked from the one that did).
+pub(crate) fn opened_here() -> bool {
+    OWNER.load(std::sync::atomic::Ordering::Acquire) == std::process::id()
 }
 
 /// Queues one API call.
@@ -110,6 +121,9 @@ pub(crate) fn push_samples(samples: &[PmSample]) {
 /// Writes what is queued. Never blocks on a lock when `from_signal` (a
 /// crashed thread may hold it): then nothing is written.
 pub(crate) fn write_queued_now(from_signal: bool) {
+    if !opened_here() {
+        return;
+    }
     let taken = if from_signal {
         match QUEUED.try_lock() {
             Ok(mut queued) => std::mem::take(&mut *queued),

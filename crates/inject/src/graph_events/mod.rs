@@ -20,17 +20,19 @@ use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-use anchors::{ANCHOR_PERIOD_NS, Anchor, anchor_before, moment_ns, take_anchor};
-use kernelscope_trace::{ApiCall, ApiWhat, Kernel, RANGE_BY_TIME};
-use runtime::{Runtime, next_definition, runtime};
+use anchors::{Anchor, take_anchor};
+use kernelscope_trace::{ApiCall, ApiWhat, RANGE_BY_TIME};
+use runtime::{Launch, Runtime, launch_through_driver, next_definition, real_launch, runtime};
 
 mod anchors;
+mod resolve;
 mod runtime;
+
+pub(crate) use resolve::resolve;
 
 type Event = *mut c_void;
 type Stream = *mut c_void;
 type GraphExec = *mut c_void;
-type Launch = unsafe extern "C" fn(GraphExec, Stream) -> c_int;
 
 /// `cudaSuccess` and `cudaErrorNotReady`.
 const SUCCESS: c_int = 0;
@@ -44,9 +46,15 @@ const PER_THREAD_STREAM: usize = 2;
 const GRAPH_LAUNCH_CALLBACK: u32 = 311;
 const GRAPH_LAUNCH_PER_THREAD_CALLBACK: u32 = 312;
 
-/// Whether graph launches are timed by events ([`crate::GRAPHS_ENV_VAR`] `events`).
+/// Whether graph launches are timed by events ([`crate::GRAPHS_ENV_VAR`]
+/// `events`) in this process: not in a child forked from one that was (it
+/// inherits our state, and its exit must not touch the parent's file).
 pub(crate) fn timing() -> bool {
-    crate::collection::graph_tracing() == crate::collection::GraphTracing::Events
+    static TIMED_PROCESS: OnceLock<Option<u32>> = OnceLock::new();
+    let timed = *TIMED_PROCESS.get_or_init(|| {
+        (crate::collection::graph_tracing() == crate::collection::GraphTracing::Events).then(std::process::id)
+    });
+    timed == Some(std::process::id())
 }
 
 /// A launch whose events have not been read yet.
@@ -62,14 +70,22 @@ struct Pending {
     stream: u32,
 }
 
+/// A device's stream for anchors, its anchors (oldest first) and when a
+/// graph was last launched on it (no launch since the newest anchor: no
+/// new one is needed).
+struct DeviceAnchors {
+    stream: Stream,
+    anchors: Vec<Anchor>,
+    last_launch_ns: u64,
+}
+
 /// What the timing keeps between launches.
 #[derive(Default)]
 struct State {
     pending: Vec<Pending>,
     /// Unused events of each device.
     spare: HashMap<c_int, Vec<Event>>,
-    /// Each device's anchors, oldest first, and its stream for them.
-    anchors: HashMap<c_int, (Stream, Vec<Anchor>)>,
+    anchors: HashMap<c_int, DeviceAnchors>,
     /// Small numbers for graph executables and streams, as CUPTI's ids are.
     graphs: HashMap<usize, u32>,
     streams: HashMap<usize, u32>,
@@ -99,13 +115,10 @@ static CORRELATION: AtomicU32 = AtomicU32::new(1);
 /// As the CUDA runtime's: `exec` an instantiated graph, `stream` a stream or 0.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cudaGraphLaunch(exec: GraphExec, stream: Stream) -> c_int {
-    static REAL: OnceLock<Option<Launch>> = OnceLock::new();
-    // SAFETY: the runtime's cudaGraphLaunch, of this signature.
-    let real = REAL.get_or_init(|| {
-        next_definition(c"cudaGraphLaunch").map(|f| unsafe { std::mem::transmute::<*mut c_void, Launch>(f) })
-    });
+    static REAL: OnceLock<Launch> = OnceLock::new();
+    let real = real_launch(c"cudaGraphLaunch", &REAL);
     // SAFETY: as the caller promises.
-    unsafe { launch_timed(*real, exec, stream, stream, GRAPH_LAUNCH_CALLBACK) }
+    unsafe { launch_timed(real, exec, stream, stream, GRAPH_LAUNCH_CALLBACK) }
 }
 
 /// The CUDA runtime's `cudaGraphLaunch_ptsz` (a program built with the
@@ -115,12 +128,8 @@ pub unsafe extern "C" fn cudaGraphLaunch(exec: GraphExec, stream: Stream) -> c_i
 /// As [`cudaGraphLaunch`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn cudaGraphLaunch_ptsz(exec: GraphExec, stream: Stream) -> c_int {
-    static REAL: OnceLock<Option<Launch>> = OnceLock::new();
-    // SAFETY: the runtime's cudaGraphLaunch_ptsz, of this signature.
-    let real = REAL.get_or_init(|| {
-        next_definition(c"cudaGraphLaunch_ptsz")
-            .map(|f| unsafe { std::mem::transmute::<*mut c_void, Launch>(f) })
-    });
+    static REAL: OnceLock<Launch> = OnceLock::new();
+    let real = real_launch(c"cudaGraphLaunch_ptsz", &REAL);
     let events_stream = if stream.is_null() {
         PER_THREAD_STREAM as Stream
     } else {
@@ -129,7 +138,7 @@ pub unsafe extern "C" fn cudaGraphLaunch_ptsz(exec: GraphExec, stream: Stream) -
     // SAFETY: as the caller promises.
     unsafe {
         launch_timed(
-            *real,
+            real,
             exec,
             stream,
             events_stream,
@@ -138,11 +147,39 @@ pub unsafe extern "C" fn cudaGraphLaunch_ptsz(exec: GraphExec, stream: Stream) -
     }
 }
 
-/// `cudaErrorUnknown`: what a launch returns when the runtime's own function cannot be found.
-const UNKNOWN: c_int = 999;
+/// The CUDA runtime's `cudaDeviceReset`: the current device's launches are
+/// read first, and its events and stream forgotten (the reset frees them).
+///
+/// # Safety
+/// As the CUDA runtime's.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn cudaDeviceReset() -> c_int {
+    type Reset = unsafe extern "C" fn() -> c_int;
+    static REAL: OnceLock<Option<Reset>> = OnceLock::new();
+    let real = *REAL.get_or_init(|| {
+        // SAFETY: the runtime's cudaDeviceReset, of this signature.
+        next_definition(c"cudaDeviceReset")
+            .map(|function| unsafe { std::mem::transmute::<*mut c_void, Reset>(function) })
+    });
+    let Some(real) = real else {
+        return runtime::UNKNOWN;
+    };
+    if let Some(runtime) = timing().then(runtime).flatten() {
+        let _ = std::panic::catch_unwind(|| {
+            let mut device: c_int = 0;
+            // SAFETY: one out-parameter.
+            if runtime.relaxed(|| unsafe { (runtime.get_device)(&mut device) }) == SUCCESS {
+                resolve::forget_device(runtime, device);
+            }
+        });
+    }
+    // SAFETY: as the caller promises.
+    unsafe { real() }
+}
 
-/// Launches through `real`, between two events on `events_stream` when
-/// timing and the stream is not being captured.
+/// Launches through `real` (or the driver, where the runtime's own launch
+/// is not found), between two events on `events_stream` when timing and
+/// the stream is not being captured.
 ///
 /// # Safety
 /// `exec` and `stream` as the runtime's launch takes them.
@@ -153,34 +190,33 @@ unsafe fn launch_timed(
     events_stream: Stream,
     callback: u32,
 ) -> c_int {
-    let Some(real) = real else {
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| {
-            eprintln!(
-                "kscope profile: the CUDA runtime's cudaGraphLaunch is not found beside kscope's; graph launches fail"
-            )
-        });
-        return UNKNOWN;
+    let per_thread = callback == GRAPH_LAUNCH_PER_THREAD_CALLBACK;
+    // SAFETY: as the caller promises.
+    let launch = |exec, stream| unsafe {
+        match real {
+            Some(real) => real(exec, stream),
+            None => launch_through_driver(exec, stream, per_thread),
+        }
     };
     let runtime = match timing().then(runtime).flatten() {
         Some(runtime) => runtime,
-        // SAFETY: as the caller promises.
-        None => return unsafe { real(exec, stream) },
+        None => return launch(exec, stream),
     };
     // The thread's last error is the program's to read: one our calls leave is cleared below.
     // SAFETY: reads the calling thread's last error.
     let error_before = unsafe { (runtime.peek_at_last_error)() };
     // Nothing of ours may unwind into the program: a failure leaves the launch untimed.
     // SAFETY: `events_stream` is the launch's stream.
-    let started = std::panic::catch_unwind(|| unsafe { before_launch(runtime, events_stream) })
-        .ok()
-        .flatten();
-    // SAFETY: as the caller promises.
-    let result = unsafe { real(exec, stream) };
+    let started =
+        std::panic::catch_unwind(|| runtime.relaxed(|| unsafe { before_launch(runtime, events_stream) }))
+            .ok()
+            .flatten();
+    let result = launch(exec, stream);
     if let Some(started) = started {
         let _ = std::panic::catch_unwind(|| {
             // SAFETY: the events are ours, of the current device.
-            unsafe { after_launch(runtime, started, result, exec, events_stream, callback) }
+            runtime
+                .relaxed(|| unsafe { after_launch(runtime, started, result, exec, events_stream, callback) })
         });
     }
     // SAFETY: reads, then clears, the calling thread's last error.
@@ -207,11 +243,6 @@ struct Started {
 /// `events_stream` is a stream of the calling thread's current device.
 unsafe fn before_launch(runtime: &Runtime, events_stream: Stream) -> Option<Started> {
     crate::sink::ensure_open().ok()?;
-    static EARLY_EXIT: std::sync::Once = std::sync::Once::new();
-    // SAFETY: registers a plain `extern "C" fn()`. Registered now, after the
-    // runtime started, it runs before the runtime's own exit handler, while
-    // the events can still be read.
-    EARLY_EXIT.call_once(|| _ = unsafe { libc::atexit(resolve_at_exit) });
     let (mut capturing, mut device): (c_int, c_int) = (0, 0);
     // SAFETY: out-parameters; the stream is the program's.
     unsafe {
@@ -222,11 +253,15 @@ unsafe fn before_launch(runtime: &Runtime, events_stream: Stream) -> Option<Star
             return None;
         }
     }
+    resolve::exit_handler_registered();
     // SAFETY: `device` is current.
     let (start, end) = unsafe { events_for(runtime, device) }?;
     let launched_ns = crate::clock::now_ns();
     // SAFETY: our event, the program's stream.
-    unsafe { (runtime.event_record)(start, events_stream) };
+    if unsafe { (runtime.event_record)(start, events_stream) } != SUCCESS {
+        state().spare.entry(device).or_default().extend([start, end]);
+        return None;
+    }
     Some(Started {
         device,
         start,
@@ -255,7 +290,7 @@ unsafe fn after_launch(
         launched_ns,
     } = started;
     // SAFETY: our event, the program's stream.
-    unsafe { (runtime.event_record)(end, events_stream) };
+    let recorded = unsafe { (runtime.event_record)(end, events_stream) } == SUCCESS;
     let correlation = CORRELATION.fetch_add(1, Ordering::Relaxed);
     crate::sink::push_call(ApiCall {
         start_ns: launched_ns,
@@ -268,7 +303,9 @@ unsafe fn after_launch(
         what: ApiWhat::GraphLaunch as u32,
     });
     let mut state = state();
-    if result != SUCCESS {
+    if result != SUCCESS || !recorded {
+        // A spare event keeps its last time: an end never recorded would read as an old one.
+        state.lost += u32::from(result == SUCCESS);
         state.spare.entry(device).or_default().extend([start, end]);
         return;
     }
@@ -276,6 +313,9 @@ unsafe fn after_launch(
     let graph = *state.graphs.entry(exec as usize).or_insert(next);
     let next = state.streams.len() as u32 + 1;
     let stream = *state.streams.entry(events_stream as usize).or_insert(next);
+    if let Some(device) = state.anchors.get_mut(&device) {
+        device.last_launch_ns = launched_ns;
+    }
     state.pending.push(Pending {
         device,
         start,
@@ -288,7 +328,8 @@ unsafe fn after_launch(
 }
 
 /// Two events of `device`: spare ones, or new. The device's first launch
-/// also takes its first anchor and describes it.
+/// also makes its anchors' stream, tries its first anchor (the flusher
+/// takes it if this one does not complete at once) and describes it.
 ///
 /// # Safety
 /// `device` is the calling thread's current device.
@@ -301,10 +342,14 @@ unsafe fn events_for(runtime: &Runtime, device: c_int) -> Option<(Event, Event)>
             return None;
         }
         // SAFETY: the stream is ours, on this device.
-        let anchor = unsafe { take_anchor(runtime, stream) }?;
-        vacant.insert((stream, vec![anchor]));
+        let anchor = unsafe { take_anchor(runtime, stream, anchors::FIRST_ANCHOR_WAIT) };
+        vacant.insert(DeviceAnchors {
+            stream,
+            anchors: anchor.into_iter().collect(),
+            last_launch_ns: 0,
+        });
         drop(state);
-        crate::callbacks::describe_device(device as u32);
+        crate::devices::describe_device(device as u32);
         state = crate::graph_events::state();
     }
     let spare = state.spare.entry(device).or_default();
@@ -323,125 +368,6 @@ unsafe fn events_for(runtime: &Runtime, device: c_int) -> Option<(Event, Event)>
             None
         }
     }
-}
-
-/// Reads the times of the launches that have ended and queues them as
-/// whole-graph kernel records; `wait`: waits for every launch to end (at exit).
-/// Runs on the flusher thread, and at exit.
-pub(crate) fn resolve(wait: bool) {
-    let Some(runtime) = timing().then(runtime).flatten() else {
-        return;
-    };
-    // Read without the lock: the program's launches take it.
-    let (pending, anchors) = {
-        let mut state = state();
-        let anchors: HashMap<c_int, (Stream, Vec<Anchor>)> = state.anchors.clone();
-        (std::mem::take(&mut state.pending), anchors)
-    };
-    let (mut kept, mut spare, mut lost) = (Vec::new(), Vec::new(), 0);
-    let mut current_device: Option<c_int> = None;
-    for launch in pending {
-        // SAFETY: the events are ours, of `launch.device`, made current on this thread first.
-        let read = unsafe {
-            if current_device != Some(launch.device) {
-                (runtime.set_device)(launch.device);
-                current_device = Some(launch.device);
-            }
-            if wait {
-                (runtime.event_synchronize)(launch.end);
-            }
-            match (runtime.event_query)(launch.end) {
-                NOT_READY => {
-                    kept.push(launch);
-                    continue;
-                }
-                SUCCESS => anchors
-                    .get(&launch.device)
-                    .and_then(|(_, anchors)| read_times(runtime, anchors, &launch)),
-                _ => None,
-            }
-        };
-        match read {
-            Some((start_ns, end_ns)) => crate::sink::push_kernel(
-                Kernel {
-                    start_ns,
-                    end_ns,
-                    correlation: launch.correlation,
-                    device: launch.device as u32,
-                    context: kernelscope_trace::EVENT_TIMED_CONTEXT,
-                    stream: launch.stream,
-                    graph: launch.graph,
-                    ..Kernel::default()
-                },
-                &kernelscope_trace::whole_graph_name(launch.graph),
-            ),
-            None => lost += 1,
-        }
-        spare.push((launch.device, [launch.start, launch.end]));
-    }
-    // A fresh anchor for each device whose newest is old.
-    let now = crate::clock::now_ns();
-    let mut fresh = Vec::new();
-    for (&device, (stream, device_anchors)) in &anchors {
-        if device_anchors
-            .last()
-            .is_some_and(|anchor| now.saturating_sub(anchor.host_ns) > ANCHOR_PERIOD_NS)
-        {
-            // SAFETY: our stream of `device`, made current on this thread first.
-            let anchor = unsafe {
-                (runtime.set_device)(device);
-                take_anchor(runtime, *stream)
-            };
-            fresh.extend(anchor.map(|anchor| (device, anchor)));
-        }
-    }
-    let mut state = state();
-    for (device, events) in spare {
-        state.spare.entry(device).or_default().extend(events);
-    }
-    for (device, anchor) in fresh {
-        if let Some((_, device_anchors)) = state.anchors.get_mut(&device) {
-            device_anchors.push(anchor);
-        }
-    }
-    state.lost += lost;
-    kept.append(&mut state.pending);
-    state.pending = kept;
-}
-
-/// At exit, before the CUDA runtime's own exit handler: every launch read and queued.
-extern "C" fn resolve_at_exit() {
-    let _ = std::panic::catch_unwind(|| {
-        resolve(true);
-        crate::sink::write_queued_now(false);
-    });
-}
-
-/// A finished launch's start and end on the process's clock.
-///
-/// # Safety
-/// The launch's events are complete, on the current device.
-unsafe fn read_times(runtime: &Runtime, anchors: &[Anchor], launch: &Pending) -> Option<(u64, u64)> {
-    let anchor = anchor_before(anchors, launch.launched_ns)?;
-    let (mut since_anchor, mut length) = (0f32, 0f32);
-    // SAFETY: out-parameters; the events are complete and timed (no DISABLE_TIMING flag).
-    unsafe {
-        if (runtime.elapsed)(&mut since_anchor, anchor.event, launch.start) != SUCCESS
-            || (runtime.elapsed)(&mut length, launch.start, launch.end) != SUCCESS
-        {
-            return None;
-        }
-    }
-    let start_ns = moment_ns(anchor.host_ns, since_anchor);
-    Some((
-        start_ns,
-        start_ns + (f64::from(length.max(0.0)) * 1e6).round() as u64,
-    ))
-}
-
-/// Launches whose times could not be read (their events failed), told in the end frame.
-pub(crate) fn lost() -> u32 {
-    STATE.get().map_or(0, |_| state().lost)
 }
 
 #[cfg(test)]

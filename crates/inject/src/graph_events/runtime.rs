@@ -13,7 +13,7 @@ pub(super) struct Runtime {
     pub(super) event_create: unsafe extern "C" fn(*mut Event) -> c_int,
     pub(super) event_record: unsafe extern "C" fn(Event, Stream) -> c_int,
     pub(super) event_query: unsafe extern "C" fn(Event) -> c_int,
-    pub(super) event_synchronize: unsafe extern "C" fn(Event) -> c_int,
+    pub(super) event_destroy: unsafe extern "C" fn(Event) -> c_int,
     pub(super) elapsed: unsafe extern "C" fn(*mut f32, Event, Event) -> c_int,
     pub(super) is_capturing: unsafe extern "C" fn(Stream, *mut c_int) -> c_int,
     pub(super) get_device: unsafe extern "C" fn(*mut c_int) -> c_int,
@@ -21,6 +21,30 @@ pub(super) struct Runtime {
     pub(super) stream_create: unsafe extern "C" fn(*mut Stream, u32) -> c_int,
     pub(super) peek_at_last_error: unsafe extern "C" fn() -> c_int,
     pub(super) get_last_error: unsafe extern "C" fn() -> c_int,
+    exchange_capture_mode: unsafe extern "C" fn(*mut c_int) -> c_int,
+}
+
+/// `cudaStreamCaptureModeRelaxed`.
+const RELAXED_CAPTURE: c_int = 2;
+
+impl Runtime {
+    /// Runs `calls` (ours, on the runtime) with the calling thread in the
+    /// relaxed capture mode: in the default (global) mode, a call such as
+    /// `cudaEventQuery` from any thread while another thread captures a
+    /// graph invalidates that capture (PyTorch's NCCL watchdog hit exactly
+    /// this), and a program that captures after it replayed, as
+    /// `torch.compile(mode="reduce-overhead")` does for a new shape, would fail.
+    pub(super) fn relaxed<T>(&self, calls: impl FnOnce() -> T) -> T {
+        let mut mode = RELAXED_CAPTURE;
+        // SAFETY: exchanges the calling thread's capture mode with `mode`, then back.
+        let exchanged = unsafe { (self.exchange_capture_mode)(&mut mode) } == 0;
+        let result = calls();
+        if exchanged {
+            // SAFETY: as above: restores the thread's own mode.
+            unsafe { (self.exchange_capture_mode)(&mut mode) };
+        }
+        result
+    }
 }
 
 /// The CUDA runtime's own `name`: the next definition after this
@@ -84,7 +108,7 @@ pub(super) fn runtime() -> Option<&'static Runtime> {
                 event_create: function!(c"cudaEventCreate" as unsafe extern "C" fn(*mut Event) -> c_int),
                 event_record: function!(c"cudaEventRecord" as unsafe extern "C" fn(Event, Stream) -> c_int),
                 event_query: function!(c"cudaEventQuery" as unsafe extern "C" fn(Event) -> c_int),
-                event_synchronize: function!(c"cudaEventSynchronize" as unsafe extern "C" fn(Event) -> c_int),
+                event_destroy: function!(c"cudaEventDestroy" as unsafe extern "C" fn(Event) -> c_int),
                 elapsed: function!(
                     c"cudaEventElapsedTime" as unsafe extern "C" fn(*mut f32, Event, Event) -> c_int
                 ),
@@ -98,7 +122,56 @@ pub(super) fn runtime() -> Option<&'static Runtime> {
                 ),
                 peek_at_last_error: function!(c"cudaPeekAtLastError" as unsafe extern "C" fn() -> c_int),
                 get_last_error: function!(c"cudaGetLastError" as unsafe extern "C" fn() -> c_int),
+                exchange_capture_mode: function!(
+                    c"cudaThreadExchangeStreamCaptureMode" as unsafe extern "C" fn(*mut c_int) -> c_int
+                ),
             })
         })
         .as_ref()
+}
+
+/// A graph launch of the runtime's (`cudaGraphLaunch` or `_ptsz`).
+pub(super) type Launch = unsafe extern "C" fn(*mut c_void, Stream) -> c_int;
+
+/// The runtime's own launch `name`, found once it can be (not cached while
+/// it cannot: a runtime loaded later is still found).
+pub(super) fn real_launch(name: &CStr, found: &OnceLock<Launch>) -> Option<Launch> {
+    if let Some(&launch) = found.get() {
+        return Some(launch);
+    }
+    let function = next_definition(name)?;
+    // SAFETY: the runtime's graph launch, of this signature.
+    let launch = unsafe { std::mem::transmute::<*mut c_void, Launch>(function) };
+    Some(*found.get_or_init(|| launch))
+}
+
+/// `cudaErrorUnknown`.
+pub(super) const UNKNOWN: c_int = 999;
+
+/// Where the runtime's own launch is not found (a library of the program
+/// built with the static runtime exports `cudaGraphLaunch` too, and binds
+/// to ours), the driver's: the runtime's graphs and streams are the
+/// driver's. A null stream is the legacy default stream, or with
+/// `per_thread` the thread's own. Any failure reads as `cudaErrorUnknown`.
+///
+/// # Safety
+/// `exec` an instantiated graph, `stream` a stream or 0.
+pub(super) unsafe fn launch_through_driver(exec: *mut c_void, stream: Stream, per_thread: bool) -> c_int {
+    use cudarc::driver::sys as driver;
+    // SAFETY: only tries to load the driver by its known names.
+    if !unsafe { driver::is_culib_present() } {
+        return UNKNOWN;
+    }
+    let stream = if stream.is_null() && per_thread {
+        super::PER_THREAD_STREAM as Stream
+    } else {
+        stream
+    };
+    // SAFETY: as the caller promises; the handles are the driver's.
+    let result = unsafe { driver::cuGraphLaunch(exec.cast(), stream.cast()) };
+    if result == driver::CUresult::CUDA_SUCCESS {
+        0
+    } else {
+        UNKNOWN
+    }
 }

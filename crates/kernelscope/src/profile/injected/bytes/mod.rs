@@ -53,6 +53,11 @@ pub(super) struct Measured {
 /// a few ns uncovered.
 const COVERED: f64 = 0.99;
 
+/// Uncovered time that never counts against a unit, ns: the few ns between
+/// one sample's end and the next's start, which a unit of 100 ns straddling
+/// them would otherwise lose its bytes to.
+const UNCOVERED_SLACK_NS: u64 = 100;
+
 /// What a process's samples say about its units.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Attribution {
@@ -82,8 +87,9 @@ pub(super) struct Attribution {
     pub(super) unsampled_ns: u64,
     /// Time from each device's first sample to its last, ns, summed.
     pub(super) sampled_span_ns: u64,
-    /// Units not [`Measured::covered`], and how long they ran, ns.
-    pub(super) uncovered: (usize, u64),
+    /// Units not [`Measured::covered`], how long they ran, ns, and the
+    /// samples' bytes the split had given them (given to none now).
+    pub(super) uncovered: (usize, u64, u64),
     /// How long every unit ran, ns.
     pub(super) unit_ns: u64,
     /// The longest a device ran units before its first sample, ns: a
@@ -137,10 +143,18 @@ pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
     for &(unit, overlap) in &gathered.overlaps {
         covered_ns[unit] += overlap;
     }
-    let covered = |unit: usize| covered_ns[unit] as f64 >= COVERED * length(&units[unit]) as f64;
-    let uncovered = (0..units.len())
-        .filter(|&unit| !covered(unit))
-        .fold((0, 0), |(count, ns), unit| (count + 1, ns + length(&units[unit])));
+    let covered = |unit: usize| {
+        let length = length(&units[unit]);
+        let missing = length.saturating_sub(covered_ns[unit]);
+        missing <= UNCOVERED_SLACK_NS || covered_ns[unit] as f64 >= COVERED * length as f64
+    };
+    let uncovered =
+        (0..units.len())
+            .filter(|&unit| !covered(unit))
+            .fold((0, 0, 0), |(count, ns, bytes), unit| {
+                let given = (read[unit] + write[unit]).round() as u64;
+                (count + 1, ns + length(&units[unit]), bytes + given)
+            });
     Attribution {
         units: read
             .iter()
@@ -332,11 +346,12 @@ impl Attribution {
     /// Units samples did not cover, when there are any: they have no
     /// measured bytes, and the profile must say so rather than show them short.
     fn describe_uncovered(&self) -> String {
-        let (count, ns) = self.uncovered;
+        let (count, ns, bytes) = self.uncovered;
         if count == 0 {
             return String::new();
         }
-        let late = if self.sampler_late_ns > 0 {
+        // Later than one sample: a sampler started late, not a phase.
+        let late = if self.sampler_late_ns > self.sample_ns {
             format!(
                 " (the sampler's first sample came {:.1} ms after the first of them began)",
                 self.sampler_late_ns as f64 / 1e6
@@ -346,8 +361,10 @@ impl Attribution {
         };
         format!(
             "; {count} units ({:.1} % of the device time) ran where no sample covered them whole \
-             (before the sampler started, after it stopped, or in lost samples){late}: they have no measured bytes",
-            100.0 * ns as f64 / self.unit_ns.max(1) as f64
+             (before the sampler started, after it stopped, or in lost samples){late}: they have no \
+             measured bytes, and the {} of the samples' traffic that fell in their time went to none",
+            100.0 * ns as f64 / self.unit_ns.max(1) as f64,
+            decimal_bytes(bytes)
         )
     }
 
