@@ -62,7 +62,10 @@ pub(crate) fn graph_tracing() -> GraphTracing {
         Ok("events") => GraphTracing::Events,
         Err(_) | Ok("nodes") => GraphTracing::Nodes,
         Ok(other) => {
-            eprintln!(
+            // Not eprintln: asked from the program's graph launches, where a closed stderr must not panic.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
                 "kscope profile: {GRAPHS_ENV_VAR}={other} is not nodes, whole or events; tracing every node"
             );
             GraphTracing::Nodes
