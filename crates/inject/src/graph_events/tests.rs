@@ -3,6 +3,13 @@
 use super::anchors::{ANCHOR_PERIOD_NS, anchor_before, moment_ns, prune};
 use super::*;
 
+/// The next draw of a 64-bit linear congruential generator (Knuth's MMIX constants).
+fn next(random: u64) -> u64 {
+    random
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407)
+}
+
 fn anchor(host_ns: u64) -> Anchor {
     Anchor {
         event: std::ptr::null_mut(),
@@ -14,9 +21,7 @@ fn anchor(host_ns: u64) -> Anchor {
 fn a_launch_is_read_against_the_newest_anchor_before_it() {
     let mut random = 0x5eed_u64;
     for _ in 0..200 {
-        random = random
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        random = next(random);
         let first = random >> 40;
         let anchors: Vec<Anchor> = (0..5)
             .map(|index| anchor(first + index * ANCHOR_PERIOD_NS))
@@ -50,9 +55,7 @@ fn moments_are_the_anchor_plus_the_elapsed_time() {
 fn only_the_anchors_unread_launches_need_are_kept() {
     let mut random = 0x7072_756e_u64;
     for _ in 0..200 {
-        random = random
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        random = next(random);
         let count = 1 + (random >> 60) as usize;
         let first = (random >> 30) % 1_000_000;
         let mut anchors: Vec<Anchor> = (0..count as u64)
