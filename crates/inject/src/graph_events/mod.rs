@@ -162,7 +162,8 @@ pub unsafe extern "C" fn cudaDeviceReset() -> c_int {
             .map(|function| unsafe { std::mem::transmute::<*mut c_void, Reset>(function) })
     });
     let Some(real) = real else {
-        return runtime::UNKNOWN;
+        // SAFETY: as the caller promises.
+        return unsafe { runtime::reset_through_driver() };
     };
     if let Some(runtime) = timing().then(runtime).flatten() {
         let _ = std::panic::catch_unwind(|| {

@@ -145,6 +145,27 @@ pub(super) fn real_launch(name: &CStr, found: &OnceLock<Launch>) -> Option<Launc
     Some(*found.get_or_init(|| launch))
 }
 
+/// Where the runtime's own `cudaDeviceReset` is not found: the driver's
+/// reset of the current device's primary context, which is what the
+/// runtime's does. Any failure reads as `cudaErrorUnknown`.
+///
+/// # Safety
+/// As `cudaDeviceReset`.
+pub(super) unsafe fn reset_through_driver() -> c_int {
+    use cudarc::driver::sys as driver;
+    // SAFETY: only tries to load the driver by its known names.
+    if !unsafe { driver::is_culib_present() } {
+        return UNKNOWN;
+    }
+    let mut device: driver::CUdevice = 0;
+    // SAFETY: one out-parameter, then the reset of that device's primary context.
+    let reset = unsafe {
+        driver::cuCtxGetDevice(&mut device) == driver::CUresult::CUDA_SUCCESS
+            && driver::cuDevicePrimaryCtxReset_v2(device) == driver::CUresult::CUDA_SUCCESS
+    };
+    if reset { 0 } else { UNKNOWN }
+}
+
 /// `cudaErrorUnknown`.
 pub(super) const UNKNOWN: c_int = 999;
 
