@@ -92,10 +92,11 @@ fn graph_launches_timed_by_events_become_whole_graph_dispatches() {
         json.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{out}{err}");
-    // The forked child's exit left the parent's file whole.
+    // The forked child's exit left the parent's file whole (the warnings go to stderr).
+    let said = format!("{out}{err}");
     assert!(
-        !out.contains("garbled") && !out.contains("ended without finishing"),
-        "{out}"
+        !said.contains("garbled") && !said.contains("ended without finishing"),
+        "{said}"
     );
     let profile: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let dispatches = profile["dispatches"].as_array().unwrap();

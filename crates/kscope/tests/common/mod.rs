@@ -69,24 +69,30 @@ pub fn expect_failure(args: &[&str], needles: &[&str]) {
 pub fn injection_library() -> PathBuf {
     const NAME: &str = "libkscope_inject.so";
     let binary = kscope_binary();
-    let mut folders: Vec<PathBuf> = binary.parent().map(PathBuf::from).into_iter().collect();
-    // `cargo test --workspace` builds it (for its doctests) beside the test binaries, in deps/.
-    folders.extend(
+    // Beside kscope (`cargo build`) and beside the test binaries in deps/ (`cargo test
+    // --workspace` builds it there for its doctests): the newer of the two, since the other
+    // may be left from an earlier build.
+    let built = [
+        binary.parent().map(PathBuf::from),
         std::env::current_exe()
             .ok()
             .and_then(|test| test.parent().map(PathBuf::from)),
-    );
-    if let Some(path) = std::env::var_os("PATH") {
-        folders.extend(std::env::split_paths(&path));
-    }
-    folders
-        .into_iter()
-        .map(|folder| folder.join(NAME))
-        .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "{NAME} is neither beside {} nor the test nor on PATH: run cargo test --workspace, or cargo build -p kernelscope-inject",
-                binary.display()
-            )
-        })
+    ]
+    .into_iter()
+    .flatten()
+    .map(|folder| folder.join(NAME))
+    .filter_map(|candidate| Some((std::fs::metadata(&candidate).ok()?.modified().ok()?, candidate)))
+    .max()
+    .map(|(_, newest)| newest);
+    let on_path = || {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|folder| folder.join(NAME))
+            .find(|candidate| candidate.is_file())
+    };
+    built.or_else(on_path).unwrap_or_else(|| {
+        panic!(
+            "{NAME} is neither beside {} nor the test nor on PATH: run cargo test --workspace, or cargo build -p kernelscope-inject",
+            binary.display()
+        )
+    })
 }
