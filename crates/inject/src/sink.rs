@@ -5,6 +5,7 @@
 //! every [`FLUSH_PERIOD`], so the program never waits on the file.
 
 use std::fs::{File, OpenOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::Duration;
 
@@ -61,7 +62,9 @@ fn open() -> Result<(), String> {
     let writer =
         Writer::new(file, &crate::header(pid)).map_err(|error| format!("{}: {error}", path.display()))?;
     *lock(&SINK) = Some(writer);
-    OWNER.store(pid, std::sync::atomic::Ordering::Release);
+    OPENED.store(true, Ordering::Release);
+    // SAFETY: registers a plain `extern "C" fn()` that only sets an atomic.
+    unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
     if crate::collection::omitted().flusher {
         return crate::exit::install();
     }
@@ -79,14 +82,27 @@ fn open() -> Result<(), String> {
     crate::exit::install()
 }
 
-/// The process that opened the file: a child forked from it inherits the
-/// open file, the queue and the exit handlers, and must write none of it
-/// (its `exit()` once wrote an end frame into the middle of the parent's).
-static OWNER: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+/// Whether the file was opened (by this process or the one it was forked from).
+static OPENED: AtomicBool = AtomicBool::new(false);
+
+/// Set in a child forked after the file was opened. It inherits the open
+/// file, the queue, the exit handlers and the graph timing's state, and
+/// must write none of it (its `exit()` once wrote an end frame into the
+/// middle of the parent's file).
+static INHERITED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn forked_child() {
+    INHERITED.store(true, Ordering::Release);
+}
 
 /// Whether this process opened the file (not a child forked from the one that did).
 pub(crate) fn opened_here() -> bool {
-    OWNER.load(std::sync::atomic::Ordering::Acquire) == std::process::id()
+    OPENED.load(Ordering::Acquire) && !inherited()
+}
+
+/// Whether this process is a child forked after the file was opened: nothing recorded here is its own.
+pub(crate) fn inherited() -> bool {
+    INHERITED.load(Ordering::Acquire)
 }
 
 /// Queues one API call.
