@@ -73,10 +73,6 @@ pub(crate) fn graph_tracing() -> GraphTracing {
     })
 }
 
-fn graphs_whole() -> bool {
-    graph_tracing() == GraphTracing::Whole
-}
-
 /// Whether CUPTI is ever to be attached: not when graph launches are timed
 /// by events (nor when an overhead experiment leaves it out).
 pub(crate) fn attaches() -> bool {
@@ -141,7 +137,8 @@ pub(crate) fn omitted() -> Omitted {
 /// leaves out), and graph launches' times when graphs are traced whole
 /// (CUPTI then leaves out their nodes).
 fn kinds() -> impl Iterator<Item = sys::CUpti_ActivityKind> {
-    let whole = graphs_whole().then_some(sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+    let whole = (graph_tracing() == GraphTracing::Whole)
+        .then_some(sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
     let omitted = omitted();
     whole.into_iter().chain(KINDS.into_iter().filter(move |&kind| {
         if kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL {

@@ -255,9 +255,6 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             program.steps, window.start, window.end
         );
     }
-    if events {
-        profile.warnings.push(EVENTS_WARNING.to_string());
-    }
     measure_ceilings(&mut profile);
     show(&profile, &outputs, &args.shape)?;
     if let Some(kept) = &args.keep_records {
@@ -265,9 +262,6 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     }
     Ok(ExitCode::from(code))
 }
-
-/// What a profile of graph launches timed by events leaves out.
-const EVENTS_WARNING: &str = "graph launches timed by CUDA events around cudaGraphLaunch (--graphs events), CUPTI not attached: nothing else the program ran on the device is recorded (eager kernels, copies, sets), nor graph launches through the driver API or a statically linked CUDA runtime";
 
 /// Puts the ceilings of the program's (rank 0's) GPU into `profile`,
 /// measured now that the program has ended, as `kscope run` measures its

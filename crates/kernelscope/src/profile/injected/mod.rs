@@ -108,6 +108,9 @@ pub const WHOLE_GRAPHS_MODE: &str =
 /// The mode of a profile whose graph launches were timed by CUDA events.
 pub const EVENT_TIMED_GRAPHS_MODE: &str = "graph (each graph launch timed whole by CUDA events around cudaGraphLaunch, CUPTI not attached, nothing else on the device recorded: kscope profile --graphs events)";
 
+/// What a profile of graph launches timed by events leaves out.
+const EVENTS_WARNING: &str = "graph launches timed by CUDA events around cudaGraphLaunch (--graphs events), CUPTI not attached: nothing else the program ran on the device is recorded (eager kernels, copies, sets), nor graph launches through the driver API or a statically linked CUDA runtime";
+
 /// The profile of a program from its processes' record files; `step`
 /// names the NVTX ranges that are its steps, if the user gave one.
 pub fn profile_of_program(
@@ -143,6 +146,10 @@ pub fn profile_of_program(
     // Said in the mode so that `compare` refuses to set a whole-graph
     // profile beside a node-by-node one without --force.
     let events_timed = built.iter().any(|process| process.events_timed);
+    if events_timed {
+        // Here, not in the CLI: a profile read again from kept records says it too.
+        warnings.push(EVENTS_WARNING.into());
+    }
     let mode = if events_timed {
         EVENT_TIMED_GRAPHS_MODE
     } else if built.iter().any(|process| process.whole_graphs) {
