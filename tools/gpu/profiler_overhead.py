@@ -27,10 +27,10 @@ import time
 RATE = re.compile(r"([0-9]+(?:\.[0-9]+)?) (?:tok/s|t/s)")
 
 
-def rate_of(output: str):
+def rate_of(output: str, rate=RATE):
     """The last rate the program printed, ignoring kscope's own decode line."""
     lines = [line for line in output.splitlines() if not line.startswith("decode:")]
-    found = RATE.findall("\n".join(lines))
+    found = rate.findall("\n".join(lines))
     return float(found[-1]) if found else None
 
 
@@ -39,6 +39,12 @@ def main():
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--under", action="append", default=[], metavar="NAME=PREFIX")
     parser.add_argument("--json", metavar="FILE")
+    parser.add_argument(
+        "--rate",
+        metavar="REGEX",
+        help="where the rate is: a regular expression whose one group is the number "
+        "(default: the last 'N tok/s' or 'N t/s'; llama-bench's table: 'tg[0-9]+ +\\| +([0-9.]+) ')",
+    )
     parser.add_argument("--timeout", type=float, default=600, help="seconds a run may take (default 600)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
@@ -64,7 +70,7 @@ def main():
                 output = done.stdout + done.stderr
             except subprocess.TimeoutExpired as expired:
                 output = f"timed out after {expired.timeout} s"
-            rate = rate_of(output)
+            rate = rate_of(output, re.compile(args.rate) if args.rate else RATE)
             took = time.monotonic() - started
             print(f"round {round_index + 1} {name}: {rate if rate is not None else '?'} ({took:.0f} s)", flush=True)
             if rate is None:
