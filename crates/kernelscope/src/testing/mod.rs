@@ -21,12 +21,13 @@ pub fn required_gpus() -> usize {
         .unwrap_or(0)
 }
 
-/// Prints a skip straight to stderr, so the harness's capture cannot hide it.
-fn say_skipped(why: &str) {
+/// Prints a skip straight to stderr, so the harness's capture cannot hide it;
+/// `gpus` is how many GPUs the test needs, the value that makes it fail instead.
+fn say_skipped(why: &str, gpus: usize) {
     use std::io::Write;
     let _ = writeln!(
         std::io::stderr(),
-        "SKIPPED {} ({why}; set {REQUIRE_GPU_ENV_VAR} to fail instead)",
+        "SKIPPED {} ({why}; set {REQUIRE_GPU_ENV_VAR}={gpus} to fail instead)",
         std::thread::current().name().unwrap_or("test")
     );
 }
@@ -53,7 +54,7 @@ impl Backend {
                     if required_gpus() >= 1 {
                         panic!("{REQUIRE_GPU_ENV_VAR} is set but no CUDA device: {error}");
                     }
-                    say_skipped(&format!("no CUDA device: {error}"));
+                    say_skipped(&format!("no CUDA device: {error}"), 1);
                     None
                 }
             },
@@ -78,7 +79,7 @@ impl Backend {
                     if required_gpus() >= count {
                         panic!("{REQUIRE_GPU_ENV_VAR}={} but {why}", required_gpus());
                     }
-                    say_skipped(&why);
+                    say_skipped(&why, count);
                     return None;
                 }
                 let devices = (0..count)
