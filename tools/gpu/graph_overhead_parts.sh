@@ -11,7 +11,7 @@ python=${PYTHON:-/opt/torch/.venv/bin/python3}
 rounds=${ROUNDS:-2}
 tokens=${TOKENS:-256}
 kscope="kscope profile --graphs whole --step forward"
-nsys_bin=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1 || true)
+source tools/gpu/nsys_under.sh
 minimal="env KSCOPE_INJECT_OMIT=clock,copies,flusher"
 # name=prefix, in the order they are measured; VARIANTS (names separated by
 # spaces) picks some, default all.
@@ -38,11 +38,8 @@ read -r -a chosen <<< "${VARIANTS:-${order[*]} nsys-graph}"
 unders=()
 for name in "${chosen[@]}"; do
   if [ "$name" = nsys-graph ]; then
-    if [ -n "$nsys_bin" ]; then
-      unders+=(--under "nsys-graph=$nsys_bin profile -t cuda,nvtx -s none --cpuctxsw=none -o /tmp/nsys%p --force-overwrite true")
-    else
-      echo "graph_overhead_parts: no nsys found; Nsight Systems not measured" >&2
-    fi
+    nsys=$(nsys_under graph_overhead_parts)
+    [ -z "$nsys" ] || unders+=(--under "$nsys")
   elif [ -n "${prefixes[$name]:-}" ]; then
     unders+=(--under "$name=${prefixes[$name]}")
   else

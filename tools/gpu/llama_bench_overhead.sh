@@ -37,12 +37,13 @@ done
 "$python" tools/gpu/graph_times_compare.py "$out/llama-whole.json" "$out/llama-events.json"
 
 echo "== 3. what each costs llama-bench's tg$tg"
-nsys_bin=$(command -v nsys || ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
+source tools/gpu/nsys_under.sh
+nsys=$(nsys_under llama_bench_overhead)
 "$python" tools/gpu/profiler_overhead.py --rounds "${ROUNDS:-3}" --timeout 150 \
   --rate "tg[0-9]+ +\| +([0-9.]+) " --json "$out/overhead.json" \
   --under "kscope-nodes=kscope profile --graphs nodes --" \
   --under "kscope-whole=kscope profile --graphs whole --" \
   --under "kscope-events=kscope profile --graphs events --" \
-  --under "nsys-graph=$nsys_bin profile -t cuda,nvtx -s none --cpuctxsw=none -o /tmp/nsys%p --force-overwrite true" \
+  ${nsys:+--under "$nsys"} \
   -- "${bench[@]}" > "$out/overhead.log" 2>&1
 echo "rc $?"; grep -E "median|slower|no rate" "$out/overhead.log"

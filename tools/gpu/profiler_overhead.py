@@ -48,6 +48,10 @@ def main():
     parser.add_argument("--timeout", type=float, default=600, help="seconds a run may take (default 600)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
+    try:
+        rate_pattern = re.compile(args.rate) if args.rate else RATE
+    except re.error as error:
+        parser.error(f"--rate {args.rate!r}: {error}")
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         sys.exit("profiler_overhead: no -- CMD given")
@@ -70,7 +74,7 @@ def main():
                 output = done.stdout + done.stderr
             except subprocess.TimeoutExpired as expired:
                 output = f"timed out after {expired.timeout} s"
-            rate = rate_of(output, re.compile(args.rate) if args.rate else RATE)
+            rate = rate_of(output, rate_pattern)
             took = time.monotonic() - started
             print(f"round {round_index + 1} {name}: {rate if rate is not None else '?'} ({took:.0f} s)", flush=True)
             if rate is None:
