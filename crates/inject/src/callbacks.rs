@@ -123,15 +123,16 @@ impl ApiCallRecording {
 /// not seen). Without `with_subscriber` (an overhead experiment's
 /// [`crate::OMIT_ENV_VAR`]) only the activity records are set up.
 pub(crate) fn subscribe(recording: ApiCallRecording, with_subscriber: bool) -> Result<(), String> {
+    // Without a subscriber nothing calls back, so calls asked of callbacks go unrecorded.
+    let recording = match recording {
+        ApiCallRecording::Callbacks if !with_subscriber => ApiCallRecording::Off,
+        other => other,
+    };
+    if recording == ApiCallRecording::Activity {
+        name_threads_by_system_id()?;
+    }
+    RECORDING.get_or_init(|| recording);
     if !with_subscriber {
-        if recording == ApiCallRecording::Activity {
-            name_threads_by_system_id()?;
-        }
-        let recording = match recording {
-            ApiCallRecording::Callbacks => ApiCallRecording::Off,
-            other => other,
-        };
-        RECORDING.get_or_init(|| recording);
         return Ok(());
     }
     let mut subscriber: sys::CUpti_SubscriberHandle = std::ptr::null_mut();
@@ -143,21 +144,9 @@ pub(crate) fn subscribe(recording: ApiCallRecording, with_subscriber: bool) -> R
         ));
     }
     SUBSCRIBER.store(subscriber.cast(), Ordering::Release);
-    match recording {
-        ApiCallRecording::Callbacks => {
-            for (domain, calls) in [(RUNTIME_DOMAIN, RUNTIME_CALLS), (DRIVER_DOMAIN, DRIVER_CALLS)] {
-                for &(callback, _) in calls {
-                    // SAFETY: `subscriber` is live; an id this CUDA lacks is refused, not UB.
-                    unsafe {
-                        let _ = sys::cuptiEnableCallback(1, subscriber, domain_of(domain), callback);
-                    }
-                }
-            }
-        }
-        ApiCallRecording::Activity => name_threads_by_system_id()?,
-        ApiCallRecording::Off => {}
+    if recording == ApiCallRecording::Callbacks {
+        switch_calls(subscriber, true);
     }
-    RECORDING.get_or_init(|| recording);
     if crate::devices::pm_interval_ns().is_some() {
         hold_calls_for_samplers(true);
     }
@@ -186,7 +175,7 @@ pub(crate) fn subscribe(recording: ApiCallRecording, with_subscriber: bool) -> R
 pub(crate) fn hold_calls_for_samplers(on: bool) {
     // One switch at a time: two interleaved would leave some calls on and some off.
     static SWITCHING: Mutex<()> = Mutex::new(());
-    let _switching = SWITCHING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _switching = crate::lock(&SWITCHING);
     let subscriber: sys::CUpti_SubscriberHandle = SUBSCRIBER.load(Ordering::Acquire).cast();
     if subscriber.is_null()
         || (!on && RECORDING.get() == Some(&ApiCallRecording::Callbacks))
@@ -194,6 +183,11 @@ pub(crate) fn hold_calls_for_samplers(on: bool) {
     {
         return;
     }
+    switch_calls(subscriber, on);
+}
+
+/// Has CUPTI call back at every call above (`on`), or no more.
+fn switch_calls(subscriber: sys::CUpti_SubscriberHandle, on: bool) {
     for (domain, calls) in [(RUNTIME_DOMAIN, RUNTIME_CALLS), (DRIVER_DOMAIN, DRIVER_CALLS)] {
         for &(callback, _) in calls {
             // SAFETY: `subscriber` is ours and live; an id this CUDA lacks is refused, not UB.

@@ -26,7 +26,7 @@ enum Collection {
 static COLLECTION: Mutex<Collection> = Mutex::new(Collection::CudaNotStarted);
 
 fn lock() -> MutexGuard<'static, Collection> {
-    COLLECTION.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::lock(&COLLECTION)
 }
 
 /// The kinds of activity records collected.
@@ -178,14 +178,11 @@ fn size_device_buffer() -> Result<(), String> {
     Ok(())
 }
 
-/// CUDA has started (inside `cuInit`): attach and collect now, unless a
-/// window has not opened yet.
+/// CUDA has started (inside `cuInit`) and CUPTI [`attaches`]: attach and
+/// collect now, unless a window has not opened yet.
 pub(crate) fn cuda_started() -> Result<(), String> {
     let mut collection = lock();
     *collection = Collection::Waiting;
-    if !attaches() {
-        return Ok(());
-    }
     if crate::window::collecting() {
         // Inside cuInit: no driver call, and no context to describe yet
         // (its creation's callback will come).
@@ -207,9 +204,6 @@ pub(crate) fn follow_window() {
 }
 
 fn reconcile(collection: &mut Collection) -> Result<(), String> {
-    if !attaches() {
-        return Ok(());
-    }
     let window_open = crate::window::collecting();
     match *collection {
         Collection::Waiting if window_open => {
@@ -226,8 +220,9 @@ fn reconcile(collection: &mut Collection) -> Result<(), String> {
             crate::callbacks::detach_at_next_call();
             switched
         }
-        // Before CUDA starts `cuda_started` acts on the window; after it
-        // closed nothing more is collected.
+        // Before CUDA starts (for good, where CUPTI never attaches)
+        // `cuda_started` acts on the window; after it closed nothing more
+        // is collected.
         _ => Ok(()),
     }
 }

@@ -76,15 +76,23 @@ pub(crate) fn record_device(context: driver::CUcontext) {
     }
 }
 
+/// Whether the CUDA driver library loads, tried once (each try opens and
+/// closes it, too much for every graph launch on the driver's fallbacks).
+/// A program timed by events may run on a runtime without one: the tests'
+/// stand-in.
+pub(crate) fn driver_present() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: only tries to load the driver by its known names.
+    *PRESENT.get_or_init(|| unsafe { driver::is_culib_present() })
+}
+
 /// Queues the name and shape of device `ordinal`, once per device: whether
-/// it was new. The driver is initialised (a context exists).
+/// it was new. The driver is initialised (a context exists) where it loads.
 pub(crate) fn describe_device(ordinal: u32) -> bool {
-    // SAFETY: only tries to load the driver by its known names (a program
-    // timed by events may run on a runtime without one: the tests' stand-in).
-    if !unsafe { driver::is_culib_present() } {
+    if !driver_present() {
         return false;
     }
-    let mut described = DESCRIBED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut described = crate::lock(&DESCRIBED);
     if !described.get_or_insert_with(HashSet::new).insert(ordinal) {
         return false;
     }

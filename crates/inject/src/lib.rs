@@ -29,7 +29,7 @@ mod sink;
 mod window;
 
 use std::ffi::c_int;
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use cudarc::cupti::sys;
 use kernelscope_trace::Header;
@@ -68,8 +68,13 @@ pub extern "C" fn InitializeInjection() -> c_int {
 /// (`collection`): now, or with a window of steps when the window opens.
 fn start() -> Result<(), String> {
     sink::ensure_open()?;
+    // Graph launches timed by events (or CUPTI left out): CUPTI is never
+    // touched, and the collection stays where a window cannot move it.
+    if !collection::attaches() {
+        return Ok(());
+    }
     // SAFETY: only tries to load the library by its known names.
-    if collection::attaches() && !unsafe { sys::is_culib_present() } {
+    if !unsafe { sys::is_culib_present() } {
         return Err("libcupti is not on the loader path".into());
     }
     collection::cuda_started()
@@ -97,4 +102,11 @@ fn header(pid: u32) -> Header {
         cupti_version: version_known.then_some(cupti_version),
         devices: Vec::new(),
     }
+}
+
+/// `mutex`'s guard, poisoned or not: a panic is caught at every entry point
+/// (none may cross the C boundary), and each update under the library's
+/// locks leaves its data whole, so the program goes on profiled.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -12,8 +12,9 @@ use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::mem::offset_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::{LazyLock, Mutex};
 
+use crate::lock;
 use kernelscope_trace::NvtxRange;
 
 /// `NvtxGetExportTableFunc_t` (nvtxTypes.h).
@@ -311,11 +312,6 @@ fn intern(text: Cow<'_, str>) -> *const c_void {
 unsafe fn interned(handle: *const c_void) -> &'static str {
     // SAFETY: interned texts are leaked, so they live as long as the process.
     unsafe { handle.cast::<String>().as_ref() }.map_or("", String::as_str)
-}
-
-/// Locks `mutex`, ignoring poison: every update under it is one insert or remove, so it is whole.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

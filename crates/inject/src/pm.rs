@@ -10,9 +10,10 @@
 use std::ffi::{CStr, CString};
 use std::ptr::null_mut;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
+use std::sync::{Mutex, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
+use crate::lock;
 use cudarc::cupti::sys;
 use kernelscope_trace::PmSample;
 
@@ -408,11 +409,6 @@ impl Drop for Sampler {
             let _ = call!(cuptiProfilerHostDeinitialize; pHostObject: host);
         }
     }
-}
-
-/// `mutex`'s guard, poisoned or not (a panic elsewhere leaves the samplers usable).
-fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[cfg(test)]

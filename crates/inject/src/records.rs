@@ -31,10 +31,7 @@ pub(crate) unsafe extern "C" fn buffer_requested(
     size: *mut usize,
     max_records: *mut usize,
 ) {
-    let reused = SPARE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .pop();
+    let reused = crate::lock(&SPARE).pop();
     // 8-byte aligned, as CUPTI requires; returned to the pool in `buffer_completed`.
     let pointer = reused.unwrap_or_else(|| {
         let words: Box<[u64]> = vec![0u64; BUFFER_BYTES / 8].into_boxed_slice();
@@ -147,10 +144,7 @@ pub(crate) unsafe extern "C" fn buffer_completed(
         }
     });
     // Every buffer is BUFFER_BYTES long (ours); keep it for the next request.
-    SPARE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
-        .push(buffer as usize);
+    crate::lock(&SPARE).push(buffer as usize);
 }
 
 /// Whether a record's work ended before it was handed over: a forced

@@ -33,7 +33,7 @@ thread_local! {
 /// the program's calls call back, and wait.
 pub(crate) fn starting() {
     {
-        let mut deadline = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut deadline = crate::lock(&LOCK);
         STARTING.fetch_add(1, Ordering::AcqRel);
         deadline.get_or_insert_with(|| Instant::now() + LONGEST_WAIT);
     }
@@ -49,7 +49,7 @@ pub(crate) fn starter_thread() {
 /// program's calls go on and stop calling back for it.
 pub(crate) fn started() {
     let none_left = {
-        let mut deadline = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut deadline = crate::lock(&LOCK);
         let before = STARTING.fetch_sub(1, Ordering::AcqRel);
         STARTED.notify_all();
         if before == 1 {
@@ -81,7 +81,7 @@ pub(crate) fn wait() {
     if STARTING.load(Ordering::Acquire) == 0 || STARTER.with(Cell::get) || GAVE_UP.load(Ordering::Acquire) {
         return;
     }
-    let mut guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut guard = crate::lock(&LOCK);
     while STARTING.load(Ordering::Acquire) > 0 {
         let now = Instant::now();
         let deadline = guard.unwrap_or(now);

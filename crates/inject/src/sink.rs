@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::Duration;
 
+use crate::lock;
 use kernelscope_trace::{ApiCall, Device, Kernel, NvtxRange, PmSample, Writer};
 
 /// The environment variable naming the directory the records go to.
@@ -197,10 +198,6 @@ pub(crate) fn sink() -> MutexGuard<'static, Option<Writer<File>>> {
 /// The sink unless another thread holds it (a signal handler must not wait).
 pub(crate) fn try_sink() -> Option<MutexGuard<'static, Option<Writer<File>>>> {
     try_lock(&SINK)
-}
-
-fn lock<T>(mutex: &'static Mutex<T>) -> MutexGuard<'static, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn try_lock<T>(mutex: &'static Mutex<T>) -> Option<MutexGuard<'static, T>> {

@@ -98,10 +98,7 @@ unsafe impl Send for State {}
 static STATE: OnceLock<Mutex<State>> = OnceLock::new();
 
 fn state() -> MutexGuard<'static, State> {
-    STATE
-        .get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    crate::lock(STATE.get_or_init(Mutex::default))
 }
 
 static CORRELATION: AtomicU32 = AtomicU32::new(1);
@@ -188,17 +185,16 @@ unsafe fn launch_timed(
     events_stream: Stream,
     callback: u32,
 ) -> c_int {
-    let per_thread = callback == GRAPH_LAUNCH_PER_THREAD_CALLBACK;
     // SAFETY: as the caller promises.
-    let launch = |exec, stream| unsafe {
+    let launch = || unsafe {
         match real {
             Some(real) => real(exec, stream),
-            None => launch_through_driver(exec, stream, per_thread),
+            None => launch_through_driver(exec, events_stream),
         }
     };
     let runtime = match timing().then(runtime).flatten() {
         Some(runtime) => runtime,
-        None => return launch(exec, stream),
+        None => return launch(),
     };
     // The thread's last error is the program's to read: one our calls leave is cleared below.
     // SAFETY: reads the calling thread's last error.
@@ -209,7 +205,7 @@ unsafe fn launch_timed(
         std::panic::catch_unwind(|| runtime.relaxed(|| unsafe { before_launch(runtime, events_stream) }))
             .ok()
             .flatten();
-    let result = launch(exec, stream);
+    let result = launch();
     if let Some(started) = started {
         let _ = std::panic::catch_unwind(|| {
             // SAFETY: the events are ours, of the current device.

@@ -35,7 +35,7 @@ pub(crate) fn resolve(wait: bool) {
         return;
     }
     let Some(runtime) = runtime() else { return };
-    let _pass = PASS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _pass = crate::lock(&PASS);
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: every handle the pass uses is ours, taken out of the state.
         runtime.relaxed(|| unsafe { pass(runtime, wait, None) })
@@ -74,7 +74,7 @@ extern "C" fn resolve_at_exit() {
 /// Before `cudaDeviceReset` on `device`: its launches read (waiting for
 /// them), its anchors, stream and events forgotten.
 pub(super) fn forget_device(runtime: &Runtime, device: c_int) {
-    let _pass = PASS.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let _pass = crate::lock(&PASS);
     // SAFETY: as in `resolve`.
     runtime.relaxed(|| unsafe { pass(runtime, true, Some(device)) });
     let mut state = state();

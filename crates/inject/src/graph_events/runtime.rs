@@ -153,8 +153,7 @@ pub(super) fn real_launch(name: &CStr, found: &OnceLock<Launch>) -> Option<Launc
 /// As `cudaDeviceReset`.
 pub(super) unsafe fn reset_through_driver() -> c_int {
     use cudarc::driver::sys as driver;
-    // SAFETY: only tries to load the driver by its known names.
-    if !unsafe { driver::is_culib_present() } {
+    if !crate::devices::driver_present() {
         return UNKNOWN;
     }
     let mut device: driver::CUdevice = 0;
@@ -172,22 +171,17 @@ pub(super) const UNKNOWN: c_int = 999;
 /// Where the runtime's own launch is not found (a library of the program
 /// built with the static runtime exports `cudaGraphLaunch` too, and binds
 /// to ours), the driver's: the runtime's graphs and streams are the
-/// driver's. A null stream is the legacy default stream, or with
-/// `per_thread` the thread's own. Any failure reads as `cudaErrorUnknown`.
+/// driver's. `stream` is as the events take it: a null stream is the
+/// legacy default stream, and the per-thread one is already named. Any
+/// failure reads as `cudaErrorUnknown`.
 ///
 /// # Safety
 /// `exec` an instantiated graph, `stream` a stream or 0.
-pub(super) unsafe fn launch_through_driver(exec: *mut c_void, stream: Stream, per_thread: bool) -> c_int {
+pub(super) unsafe fn launch_through_driver(exec: *mut c_void, stream: Stream) -> c_int {
     use cudarc::driver::sys as driver;
-    // SAFETY: only tries to load the driver by its known names.
-    if !unsafe { driver::is_culib_present() } {
+    if !crate::devices::driver_present() {
         return UNKNOWN;
     }
-    let stream = if stream.is_null() && per_thread {
-        super::PER_THREAD_STREAM as Stream
-    } else {
-        stream
-    };
     // SAFETY: as the caller promises; the handles are the driver's.
     let result = unsafe { driver::cuGraphLaunch(exec.cast(), stream.cast()) };
     if result == driver::CUresult::CUDA_SUCCESS {

@@ -148,24 +148,25 @@ pub(super) fn attribute(units: &[Span], samples: &[PmSample]) -> Attribution {
         let missing = length.saturating_sub(covered_ns[unit]);
         missing <= UNCOVERED_SLACK_NS || covered_ns[unit] as f64 >= COVERED * length as f64
     };
-    let uncovered =
-        (0..units.len())
-            .filter(|&unit| !covered(unit))
-            .fold((0, 0, 0), |(count, ns, bytes), unit| {
-                let given = (read[unit] + write[unit]).round() as u64;
-                (count + 1, ns + length(&units[unit]), bytes + given)
-            });
+    let measured: Vec<Measured> = read
+        .iter()
+        .zip(&write)
+        .enumerate()
+        .map(|(unit, (&read, &write))| Measured {
+            read: read.round() as u64,
+            write: write.round() as u64,
+            covered: covered(unit),
+        })
+        .collect();
+    let uncovered = (0..units.len()).filter(|&unit| !measured[unit].covered).fold(
+        (0, 0, 0),
+        |(count, ns, bytes), unit| {
+            let given = (read[unit] + write[unit]).round() as u64;
+            (count + 1, ns + length(&units[unit]), bytes + given)
+        },
+    );
     Attribution {
-        units: read
-            .iter()
-            .zip(&write)
-            .enumerate()
-            .map(|(unit, (&read, &write))| Measured {
-                read: read.round() as u64,
-                write: write.round() as u64,
-                covered: covered(unit),
-            })
-            .collect(),
+        units: measured,
         unattributed_read: gathered.unattributed_read,
         unattributed_write: gathered.unattributed_write,
         after_last_unit: gathered.after_last_unit,
