@@ -42,7 +42,8 @@
 #   KSCOPE   the kscope binary to run   [bash .gpu/run.sh kscope]
 #   BENCH_TIMEOUT       seconds per bench run   [400]
 #   LLAMA_BENCH_ARGS, KSCOPE_BENCH_ARGS  extra arguments of each bench (split on spaces)
-# The build packs bin/llama-bench and bin/llama-perplexity (for `--kl-divergence`)
+# The build packs bin/llama-bench, bin/llama-perplexity (for `--kl-divergence`) and
+# bin/llama-quantize (the gap account's files)
 # with the shared libraries they load (lib/: ggml, llama, common); CUDA's own
 # (cudart, cublas) come from the machine's toolkit and are found through
 # LD_LIBRARY_PATH. A bench that fails shows "failed (see log)" in its cell.
@@ -165,13 +166,13 @@ build_llamacpp() {
   fi
   local t0=$SECONDS
   if ! { cmake -S "$src" -B "$src/build" "${flags[@]}" &&
-         cmake --build "$src/build" -j"$(nproc)" --target llama-bench llama-perplexity; } >"$blog" 2>&1; then
+         cmake --build "$src/build" -j"$(nproc)" --target llama-bench llama-perplexity llama-quantize; } >"$blog" 2>&1; then
     tail -40 "$blog" | tee -a "$log"
     die "llama.cpp build failed (whole output: $blog)"
   fi
   say "built in $((SECONDS - t0)) s"
   rm -rf "$llama_dir" && mkdir -p "$llama_dir/bin" "$llama_dir/lib"
-  cp "$src/build/bin/llama-bench" "$src/build/bin/llama-perplexity" "$llama_dir/bin/"
+  cp "$src/build/bin/llama-bench" "$src/build/bin/llama-perplexity" "$src/build/bin/llama-quantize" "$llama_dir/bin/"
   # cp -P keeps the soname links (libllama.so.0 -> libllama.so.0.0.N)
   find "$src/build/bin" -maxdepth 1 -name 'lib*.so*' -exec cp -P {} "$llama_dir/lib/" \;
   if command -v strip >/dev/null 2>&1; then

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{DispatchRecord, OpKind};
+use super::{DispatchRecord, OpKind, Roles};
 
 /// What the encoder knows of a dispatch before it runs; joined with its
 /// times to make a [`DispatchRecord`].
@@ -22,6 +22,8 @@ pub(crate) struct DispatchMeta {
     pub bytes_written: u64,
     /// Floating-point operations it declares.
     pub flops: u64,
+    /// What it does for the model.
+    pub roles: Roles,
     /// How the cost grows with the position it runs at, when it does.
     pub per_position: Option<PositionCost>,
 }
@@ -81,6 +83,7 @@ impl DispatchMeta {
             bytes: self.bytes,
             bytes_written: self.bytes_written,
             flops: self.flops,
+            roles: self.roles,
         }
     }
 }

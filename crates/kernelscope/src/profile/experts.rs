@@ -231,6 +231,7 @@ mod tests {
             bytes: 1,
             bytes_written: 1,
             flops: 1,
+            roles: Default::default(),
         }
     }
 

@@ -11,6 +11,7 @@
 //! the analysis exported here.
 
 mod aggregate;
+mod anatomy;
 mod ceilings;
 mod compare;
 mod counters;
@@ -35,6 +36,7 @@ mod token_selection;
 mod validation;
 
 pub use aggregate::{Aggregate, aggregate, layer_of, scope_of};
+pub use anatomy::{Role, Roles};
 pub use ceilings::{BandwidthBasis, Ceiling, Ceilings};
 pub use compare::{Comparison, ComparisonRow, Verdict, compare};
 pub use counters::{CounterSnapshot, Counters};

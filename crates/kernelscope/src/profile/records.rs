@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::CounterSnapshot;
 use super::OpKind;
+use super::Roles;
 use super::SubmissionIdle;
 
 /// Whether a token was part of prompt processing or of generation.
@@ -111,6 +112,12 @@ pub struct DispatchRecord {
     pub bytes_written: u64,
     /// Floating-point operations the dispatch declares.
     pub flops: u64,
+    /// What it does for the model (q/k/v projection, attention, ...):
+    /// several for a fused kernel, none where nothing said (a library
+    /// user's dispatch; a program's before its roles are found). Absent
+    /// (none) from profiles written before roles were recorded.
+    #[serde(default, skip_serializing_if = "Roles::is_empty")]
+    pub roles: Roles,
 }
 
 impl DispatchRecord {

@@ -3,7 +3,7 @@
 //! bytes and flops it moves for the roofline.
 
 use super::{Buffer, Kernel, MemRange, OpKind};
-use crate::profile::PositionCost;
+use crate::profile::{PositionCost, Role, Roles};
 
 /// How a kernel uses a buffer argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,6 +137,8 @@ pub struct Dispatch {
     pub(crate) flops: u64,
     pub(crate) per_position: Option<PositionCost>,
     pub(crate) op_kind: Option<OpKind>,
+    /// Roles the kernel plays whatever step it was encoded for.
+    pub(crate) roles: Roles,
 }
 
 impl Dispatch {
@@ -151,6 +153,7 @@ impl Dispatch {
             flops: 0,
             per_position: None,
             op_kind: None,
+            roles: Roles::NONE,
         }
     }
 
@@ -213,6 +216,14 @@ impl Dispatch {
             bytes,
             flops,
         });
+        self
+    }
+
+    /// Declares a role the kernel plays whatever step it was encoded for
+    /// (a kernel that quantizes activations: `Role::ActivationQuantization`),
+    /// added to those the encoder gives it.
+    pub fn role(mut self, role: Role) -> Self {
+        self.roles = self.roles.with(role);
         self
     }
 

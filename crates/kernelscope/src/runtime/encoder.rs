@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::command::{Command, GraphNode, RecordedDispatch};
 use super::{Arg, Device, Dispatch, Graph, MemRanges, OpKind};
 use crate::error::{Error, Result};
-use crate::profile::{Counters, DispatchMeta};
+use crate::profile::{Counters, DispatchMeta, Roles};
 
 /// The label of submissions committed without one.
 pub const UNLABELED: &str = "(unlabeled)";
@@ -44,6 +44,7 @@ pub struct CommandEncoder {
     dispatches_since_barrier: usize,
     pending_op_kind: Option<OpKind>,
     scope: Arc<str>,
+    roles: Roles,
     auto_barriers: bool,
 }
 
@@ -66,6 +67,7 @@ impl CommandEncoder {
             dispatches_since_barrier: 0,
             pending_op_kind: None,
             scope: Arc::from(""),
+            roles: Roles::NONE,
             auto_barriers: true,
         }
     }
@@ -114,6 +116,43 @@ impl CommandEncoder {
     /// The current scope.
     pub fn scope(&self) -> &str {
         &self.scope
+    }
+
+    /// Sets the roles (what they do for the model: `Role::QkvProjection`)
+    /// of the dispatches that follow.
+    pub fn set_roles(&mut self, roles: impl Into<Roles>) {
+        self.roles = roles.into();
+    }
+
+    /// Where the next dispatch will go: a mark for
+    /// [`set_roles_since`](Self::set_roles_since).
+    pub fn position(&self) -> usize {
+        self.capture.as_ref().map_or(self.queue.len(), Vec::len)
+    }
+
+    /// Gives `roles` to every dispatch encoded since `position` (from
+    /// [`position`](Self::position)): for a fused kernel, whose roles are
+    /// known only once the steps it covered are, after it was encoded.
+    pub fn set_roles_since(&mut self, position: usize, roles: Roles) {
+        let retag = |recorded: &mut Arc<RecordedDispatch>| {
+            // A dispatch just encoded is held here alone; a shared one
+            // (never, before its commit) keeps its roles.
+            if let Some(recorded) = Arc::get_mut(recorded) {
+                recorded.meta.roles = roles.for_kind(recorded.meta.op_kind, recorded.dispatch.roles);
+            }
+        };
+        match &mut self.capture {
+            Some(nodes) => nodes.iter_mut().skip(position).for_each(|node| {
+                if let GraphNode::Dispatch { recorded, .. } = node {
+                    retag(recorded);
+                }
+            }),
+            None => self.queue.iter_mut().skip(position).for_each(|command| {
+                if let Command::Dispatch(recorded) = command {
+                    retag(recorded);
+                }
+            }),
+        }
     }
 
     /// Tags the next dispatch with `kind` (consumed by it; later ones are
@@ -195,6 +234,7 @@ impl CommandEncoder {
             kernel: dispatch.kernel().shared_name(),
             op_kind,
             scope: self.scope.clone(),
+            roles: self.roles.for_kind(op_kind, dispatch.roles),
             bytes: dispatch.bytes,
             bytes_written: dispatch.bytes_written,
             flops: dispatch.flops,

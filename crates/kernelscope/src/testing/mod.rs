@@ -238,6 +238,7 @@ pub fn synthetic_layered_profile(
                     // A mat-vec writes a sliver of what it reads.
                     bytes_written: 1 << 12,
                     flops: 1 << 19,
+                    roles: Default::default(),
                 });
                 index += 1;
                 now += duration + 500;

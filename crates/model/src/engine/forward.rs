@@ -6,6 +6,7 @@
 //! it only encodes it.
 
 use kernelscope::ops::sample::Sampling;
+use kernelscope::profile::Role;
 use kernelscope::{Buffer, CommandEncoder};
 
 use super::layer::{self, Activations, PassShape, Step};
@@ -56,6 +57,7 @@ impl Forward<'_> {
     pub fn encode(&self, encoder: &mut CommandEncoder, position: usize) -> Result<()> {
         let state = self.state;
         encoder.set_scope("embed");
+        encoder.set_roles(Role::Embedding);
         self.encode_embedding(encoder, &state.step, TOKEN_SLOT, &state.hidden)?;
         let activations = self.step_activations(position, state.hidden.clone());
         for (index, layer) in self.weights.layers.iter().enumerate() {
@@ -133,6 +135,7 @@ impl Forward<'_> {
     pub fn encode_choice(&self, encoder: &mut CommandEncoder, choice: Choice) -> Result<()> {
         let (ops, state) = (self.ops, self.state);
         encoder.set_scope("sample");
+        encoder.set_roles(Role::Sampling);
         match choice {
             Choice::Greedy => ops
                 .argmax
@@ -155,6 +158,7 @@ impl Forward<'_> {
     /// choice back.
     pub fn encode_feedback(&self, encoder: &mut CommandEncoder) -> Result<()> {
         encoder.set_scope("sample");
+        encoder.set_roles(Role::Sampling);
         let token_slot = self.state.step.slice(TOKEN_SLOT, 1)?;
         self.ops
             .copy

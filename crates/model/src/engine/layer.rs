@@ -9,6 +9,7 @@
 
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::norm_matvec;
+use kernelscope::profile::{Role, Roles};
 use kernelscope::{Buffer, CommandEncoder, DType};
 
 pub(super) use super::activations::{Activations, PassShape, Slot};
@@ -59,6 +60,40 @@ pub(super) enum Step<'w> {
 }
 
 impl Step<'_> {
+    /// What the step does for the model, inside `scope` (the last
+    /// [`Step::Scope`] before it): a norm is the attention's, the MLP's or
+    /// the final one by where it stands, a residual add belongs to the
+    /// projection before it. `None` for a scope marker.
+    pub(super) fn role(&self, scope: Option<Scope>) -> Option<Role> {
+        use Slot::*;
+        Some(match *self {
+            Step::Scope(_) => return None,
+            Step::Norm { .. } => match scope {
+                Some(Scope::Attention { .. }) => Role::AttentionNorm,
+                Some(Scope::Mlp { .. }) => Role::MlpNorm,
+                Some(Scope::LmHead) | None => Role::FinalNorm,
+            },
+            Step::Linear { input, output, .. } => match output {
+                Query | Key | Value => Role::QkvProjection,
+                Projected if input == Attention => Role::OutputProjection,
+                Projected => Role::Down,
+                Gate | Up => Role::GateUp,
+                RouterLogits => Role::Router,
+                Logits => Role::LmHead,
+                Normed | Attention | Activated => Role::Other,
+            },
+            Step::HeadNorm { .. } | Step::Rope { .. } | Step::AppendKeyValue { .. } => Role::RopeKvWrite,
+            Step::Attention { .. } => Role::Attention,
+            Step::SiluMul => Role::GateUp,
+            Step::AddResidual => match scope {
+                Some(Scope::Attention { .. }) => Role::OutputProjection,
+                _ => Role::Down,
+            },
+            Step::Route { .. } => Role::Router,
+            Step::ExpertsGateUp { .. } | Step::ExpertsDown { .. } => Role::Experts,
+        })
+    }
+
     /// Whether the step reads activation `slot` (a fused kernel that keeps
     /// a slot in registers only may not cover a step that reads it later).
     pub(super) fn reads(&self, slot: Slot) -> bool {
@@ -207,16 +242,41 @@ impl Forward<'_> {
             && self.ops.fusion
             && norm_matvec::fits(self.config.hidden_size);
         let mut next = 0;
+        // The scope each step stands in, for its role.
+        let mut scope = None;
+        let roles_of = |steps: &[Step<'_>], mut scope: Option<Scope>| {
+            steps.iter().fold(Roles::NONE, |roles, step| {
+                if let Step::Scope(inner) = step {
+                    scope = Some(*inner);
+                }
+                step.role(scope).map_or(roles, |role| roles.with(role))
+            })
+        };
         while next < steps.len() {
+            let mark = encoder.position();
             let fused = if fusing {
                 self.encode_fused(encoder, &steps[next..], activations)?
             } else {
                 0
             };
             if fused == 0 {
+                if let Step::Scope(inner) = steps[next] {
+                    scope = Some(inner);
+                }
+                encoder.set_roles(roles_of(&steps[next..=next], scope));
                 self.encode_step(encoder, &steps[next], activations)?;
                 next += 1;
             } else {
+                // A fused kernel's roles are those of the steps it covered,
+                // known once it is encoded.
+                encoder.set_roles_since(mark, roles_of(&steps[next..next + fused], scope));
+                if let Some(Step::Scope(inner)) = steps[next..next + fused]
+                    .iter()
+                    .rev()
+                    .find(|step| matches!(step, Step::Scope(_)))
+                {
+                    scope = Some(*inner);
+                }
                 next += fused;
             }
         }

@@ -6,6 +6,7 @@
 //! outputs) is written in the dtype the GEMM takes: the weights' own, or
 //! bf16 for quantized weights on CUDA ([`Ops::gemm_input`](super::state::Ops::gemm_input)).
 
+use kernelscope::profile::Role;
 use kernelscope::{Buffer, CommandEncoder, DType, Device};
 
 use super::forward::Forward;
@@ -216,6 +217,7 @@ impl Forward<'_> {
         };
 
         encoder.set_scope("embed");
+        encoder.set_roles(Role::Embedding);
         self.encode_embedding(encoder, &chunk.tokens, 0, &activations.hidden)?;
         for (index, layer) in self.weights.layers.iter().enumerate() {
             self.encode_steps(encoder, &layer::decoder_layer(index, layer), &activations)?;

@@ -17,6 +17,7 @@ use super::gemm::scratch_view;
 use super::{BlockLayout, ROWS_PER_WARP, quantized_kernel, staged_bytes, weight_blocks};
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
+use crate::profile::Role;
 use crate::quant::QuantFormat;
 use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
@@ -328,6 +329,7 @@ pub(crate) fn stage_input(
             )
             .op_kind(OpKind::Copy),
     };
+    let dispatch = dispatch.role(Role::ActivationQuantization);
     encoder.dispatch(dispatch.grid(LaunchGrid {
         blocks: [total.div_ceil(QUANTIZED_PER_BLOCK) as u32, 1, 1],
         threads_per_block: [QUANTIZE_THREADS, 1, 1],

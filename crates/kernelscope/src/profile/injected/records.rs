@@ -83,6 +83,7 @@ pub(super) fn submissions_of(
                 bytes: unit.bytes,
                 bytes_written: unit.bytes_written,
                 flops: 0,
+                roles: Default::default(),
             });
         }
     }
