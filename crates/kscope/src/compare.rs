@@ -17,9 +17,9 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 use clap::Args;
-use kernelscope::profile::{Comparison, Conditions, Profile, compare};
+use kernelscope::profile::{Comparison, Conditions, GapAccount, Profile, annotate, compare, gap_account};
 use kernelscope_model::Config;
-use kernelscope_report::{render_comparison, render_comparison_html};
+use kernelscope_report::{render_comparison, render_comparison_html, render_gap_account, render_gap_html};
 
 use crate::output::OutputFile;
 
@@ -44,8 +44,13 @@ pub struct CompareArgs {
     /// by side.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
-    /// Overwrite the --html file if it exists.
-    #[arg(long, requires = "html")]
+    /// Also write the gap account as JSON to FILE (`-`: standard output):
+    /// both sides, the layers found, each role's µs per decode token and
+    /// the roles merged into it, the totals.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Overwrite the --html or --json file if it exists.
+    #[arg(long)]
     pub overwrite: bool,
 }
 
@@ -66,20 +71,91 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         .as_deref()
         .map(|path| OutputFile::check_with(path, "--html", args.overwrite, None, "--overwrite"))
         .transpose()?;
-    if let Some(file) = &html {
+    let json = args
+        .json
+        .as_deref()
+        .filter(|path| *path != Path::new("-"))
+        .map(|path| OutputFile::check_with(path, "--json", args.overwrite, None, "--overwrite"))
+        .transpose()?;
+    for file in html.iter().chain(&json) {
         let same = |input: &Path| {
             std::fs::canonicalize(input).ok() == std::fs::canonicalize(file.path()).ok()
                 && std::fs::canonicalize(input).is_ok()
         };
         if same(&args.base) || same(&args.new) {
             bail!(
-                "--html {}: one of the profiles being compared; write the page elsewhere",
+                "{}: one of the profiles being compared; write it elsewhere",
                 file.path().display()
             );
         }
     }
-    let base = Profile::load(&args.base)?;
+    let mut base = Profile::load(&args.base)?;
     let mut new = Profile::load(&args.new)?;
+    // Profiles written before roles were recorded, or by a kscope that
+    // did not find them, get their layers and roles now.
+    let mut found = Vec::new();
+    for (name, profile) in [("base", &mut base), ("new", &mut new)] {
+        if profile.conditions.anatomy.is_none() || !has_roles(profile) {
+            let anatomy = annotate(profile);
+            found.push(format!("{name}: {}", anatomy.describe()));
+        }
+    }
+    let programs = (program_of(&base.conditions), program_of(&new.conditions));
+    let account = (has_roles(&base) || has_roles(&new)).then(|| gap_account(&base, &new));
+    if programs.0 != programs.1 {
+        // Two engines: the account is the comparison. What the hardware
+        // differs in is said first, and refuses without --force.
+        let hardware: Vec<String> = base
+            .conditions
+            .differences(&new.conditions)
+            .into_iter()
+            .filter(|difference| {
+                ["device:", "backend:", "driver:"]
+                    .iter()
+                    .any(|name| difference.starts_with(name))
+            })
+            .filter(|difference| !difference.starts_with("driver:") || !difference.contains("none"))
+            .collect();
+        if !hardware.is_empty() && !args.force {
+            return Err(kernelscope::Error::ConditionsDiffer {
+                differences: hardware.join(", "),
+            }
+            .into());
+        }
+        println!(
+            "base: {} ({}, {})",
+            args.base.display(),
+            programs.0,
+            describe_run(&base.conditions)
+        );
+        println!(
+            "new:  {} ({}, {})",
+            args.new.display(),
+            programs.1,
+            describe_run(&new.conditions)
+        );
+        if !hardware.is_empty() {
+            println!("compared despite different hardware: {}", hardware.join(", "));
+        }
+        for line in &found {
+            println!("{line}");
+        }
+        let Some(account) = account else {
+            bail!(
+                "neither profile has roles to line up ({}), so there is no account to give",
+                found.join("; ")
+            );
+        };
+        print!("{}", render_gap_account(&account));
+        write_account(&account, args.json.as_deref(), json.as_ref())?;
+        if let Some(file) = &html {
+            let name = |path: &Path| path.display().to_string();
+            let page = render_gap_html(&base, &new, &account, (&name(&args.base), &name(&args.new)));
+            file.write(page.as_bytes())?;
+            println!("gap account written to {}", file.path().display());
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let comparison = compare_models(&base, &mut new, args.threshold, args.force)?;
     println!(
         "base: {} ({})",
@@ -87,6 +163,14 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         describe_run(&base.conditions)
     );
     println!("new:  {} ({})", args.new.display(), describe_run(&new.conditions));
+    for line in &found {
+        println!("{line}");
+    }
+    if let Some(account) = &account {
+        print!("{}", render_gap_account(account));
+        write_account(account, args.json.as_deref(), json.as_ref())?;
+        println!();
+    }
     print!("{}", render_comparison(&comparison));
     if let Some(file) = &html {
         let name = |path: &std::path::Path| path.display().to_string();
@@ -99,6 +183,36 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// Whether any dispatch of the profile has a role.
+fn has_roles(profile: &Profile) -> bool {
+    profile
+        .dispatches
+        .iter()
+        .any(|dispatch| !dispatch.roles.is_empty())
+}
+
+/// What ran, for telling two engines apart: the program profiled from
+/// outside, or kscope's engine.
+fn program_of(conditions: &Conditions) -> String {
+    conditions.program.as_ref().map_or_else(
+        || "kscope's engine".to_string(),
+        kernelscope::profile::Program::name,
+    )
+}
+
+/// Writes the account's JSON to `--json` (standard output for `-`).
+fn write_account(account: &GapAccount, path: Option<&Path>, file: Option<&OutputFile>) -> Result<()> {
+    match (path, file) {
+        (Some(path), None) if path == Path::new("-") => println!("{}", account.to_json()),
+        (_, Some(file)) => {
+            file.write(account.to_json().as_bytes())?;
+            println!("gap account (JSON) written to {}", file.path().display());
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// The device a profile ran on and, where recorded, its weights' format.

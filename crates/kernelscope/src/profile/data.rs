@@ -92,6 +92,12 @@ pub struct Conditions {
     /// kscope's own runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub program: Option<super::Program>,
+    /// How the layers and roles of the dispatches were found (kscope's
+    /// engine names them; a program's are found from its records, see
+    /// [`annotate`](super::annotate)). Absent from profiles written before
+    /// roles were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anatomy: Option<String>,
 }
 
 impl Conditions {

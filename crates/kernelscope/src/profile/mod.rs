@@ -20,6 +20,7 @@ mod data;
 mod dispatch_meta;
 mod experts;
 mod fold;
+mod gap;
 mod idle;
 mod injected;
 mod level;
@@ -36,7 +37,7 @@ mod token_selection;
 mod validation;
 
 pub use aggregate::{Aggregate, aggregate, layer_of, scope_of};
-pub use anatomy::{Role, Roles};
+pub use anatomy::{Anatomy, LayersFrom, Role, Roles, annotate};
 pub use ceilings::{BandwidthBasis, Ceiling, Ceilings};
 pub use compare::{Comparison, ComparisonRow, Verdict, compare};
 pub use counters::{CounterSnapshot, Counters};
@@ -47,6 +48,9 @@ pub use data::{Conditions, MAX_PROFILE_BYTES, PROFILE_SCHEMA_VERSION, Profile};
 pub(crate) use dispatch_meta::{DispatchMeta, PositionCost};
 pub use experts::{ExpertRouting, LayerRouting, routing_changes};
 pub use fold::{FOLD_TOLERANCE_FLOOR, FoldInput, Folded, fold, fold_inputs, outliers};
+pub use gap::{
+    GapAccount, GapKernel, GapKernels, GapLayer, GapLayerCounts, GapRow, GapSide, GapTotal, gap_account,
+};
 pub use idle::{SubmissionIdle, idle_before_by, idle_gaps, submission_idle};
 pub use injected::{
     EVENT_TIMED_GRAPHS_MODE, ProcessTrace, Program, StepRule, WHOLE_GRAPHS_MODE, profile_of_program,

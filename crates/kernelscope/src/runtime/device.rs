@@ -210,6 +210,7 @@ impl Device {
             profiled_tokens: Some(self.profiler().token_selection()).filter(|selection| !selection.is_all()),
             bytes_measured: None,
             program: None,
+            anatomy: None,
         }
     }
 

@@ -173,6 +173,7 @@ fn empty_synthetic_profile() -> crate::profile::Profile {
             profiled_tokens: None,
             bytes_measured: None,
             program: None,
+            anatomy: None,
         },
         counters: CounterSnapshot::default(),
         tokens: Vec::new(),

@@ -8,6 +8,7 @@
 mod comparison;
 mod deltas;
 mod experts;
+mod gap;
 mod layers;
 mod markup;
 mod roofline;
@@ -20,6 +21,7 @@ use std::fmt::Write;
 use kernelscope::profile::Profile;
 
 pub use comparison::render_comparison_html;
+pub use gap::render_gap_html;
 
 use crate::summary::Summary;
 use crate::text::{ReportOptions, render_report_with};

@@ -10,6 +10,7 @@ mod comparison;
 mod dispatches;
 mod experts;
 mod folds;
+mod gap;
 mod idle;
 mod ranks;
 pub(crate) mod submissions;
@@ -22,6 +23,7 @@ use std::fmt::Write;
 use kernelscope::profile::{BandwidthBasis, Ceilings, Profile, fold_inputs, layer_of};
 
 pub use comparison::render_comparison;
+pub use gap::render_gap_account;
 
 use crate::summary::Summary;
 use crate::tables::counter_table;

@@ -203,6 +203,7 @@ pub fn profile_of_program(
             processes: built.len(),
             ended,
         }),
+        anatomy: None,
     };
     let mut ranks = built.into_iter().map(|process| process.records);
     let first = ranks.next().expect("one at least");
@@ -226,7 +227,10 @@ pub fn profile_of_program(
         };
         profile = profile.with_ranks(topology, others);
     }
-    let profile = profile.with_idle();
+    let mut profile = profile.with_idle();
+    // A decoder's layers and roles, found from its kernels (said in
+    // conditions.anatomy), so its report and `compare` line up by role.
+    super::annotate(&mut profile);
     profile
         .check()
         .map_err(|problem| no_profile(format!("the records do not hold together: {problem}")))?;
