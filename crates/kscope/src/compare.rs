@@ -44,6 +44,12 @@ pub struct CompareArgs {
     /// by side.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// The model both profiles ran (a GGUF file or a Hugging Face
+    /// directory): a profile's kernels that declare no bytes (a program
+    /// profiled from outside without `--model`) get each role's bytes and
+    /// flops from its tensors, for the account's GB/s.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub model: Option<PathBuf>,
     /// Also write the gap account as JSON to FILE (`-`: standard output):
     /// both sides, the layers found, each role's µs per decode token and
     /// the roles merged into it, the totals.
@@ -98,6 +104,13 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
         if profile.conditions.anatomy.is_none() || !has_roles(profile) {
             let anatomy = annotate(profile);
             found.push(format!("{name}: {}", anatomy.describe()));
+        }
+    }
+    if let Some(model) = &args.model {
+        for profile in [&mut base, &mut new] {
+            if profile.conditions.program.is_some() {
+                crate::profile_program::describe_model(profile, Some(model))?;
+            }
         }
     }
     let programs = (program_of(&base.conditions), program_of(&new.conditions));

@@ -35,13 +35,13 @@ struct Cli {
 enum Command {
     /// Generate tokens with a model; --profile shows where every microsecond went.
     Run(run::RunArgs),
-    /// Profile any CUDA program (PyTorch, llama.cpp, vLLM): `kscope profile -- CMD ARGS...`; the same report, JSON, HTML and trace as `run --profile`.
+    /// Profile any CUDA program (PyTorch, llama.cpp, vLLM): `kscope profile -- CMD ARGS...`; the same report, JSON, HTML and trace as `run --profile`, a decoder's layers and roles found from its kernels (--model for bytes and flops).
     Profile(profile_program::ProfileArgs),
     /// Prompt-processing and generation tokens/s (mean ± stddev) against the bandwidth roofline, and the peak compute rate.
     Bench(bench::BenchArgs),
     /// The report of a saved JSON profile: text, an HTML page (--html), a Chrome trace (--trace).
     Report(report::ReportArgs),
-    /// Compare two JSON profiles (text, or an HTML page with --html); exit 1 on a regression.
+    /// Compare two JSON profiles: two engines (kscope against llama.cpp or PyTorch) as a gap account by role and layer; two runs of one program also by op and layer, exit 1 on a regression.
     Compare(compare::CompareArgs),
     /// Write a synthetic model with seeded weights for a preset shape: a Hugging Face checkpoint, or a GGUF file (--out F.gguf --quant TYPE).
     GenModel(gen_model::GenModelArgs),

@@ -13,6 +13,7 @@
 
 mod chat;
 mod config;
+mod costs;
 mod engine;
 mod error;
 mod feed_forward;
@@ -32,6 +33,7 @@ mod weights;
 pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, GenerationPrompt, TextStream};
 pub use config::shard::Partition;
 pub use config::{Architecture, Config, ExpertLayout, Experts, MAX_CONFIG_BYTES, MAX_EXPERTS, MAX_LAYERS};
+pub use costs::model_costs;
 pub use engine::{DEFAULT_PREFILL_CHUNK, ExecutionMode, Generation, GenerationRequest, Model, StepTiming};
 pub use error::{MemoryRemedy, ModelError, Result};
 pub use hub::{HubCacheEnvironment, HubSnapshot, looks_like_repo_id, resolve_hub_model, resolve_in_cache};

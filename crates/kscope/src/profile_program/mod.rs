@@ -38,6 +38,14 @@ const INJECTION_LIBRARY: &str = "libkscope_inject.so";
 #[derive(Args, Debug)]
 #[command(arg_required_else_help = true)]
 pub struct ProfileArgs {
+    /// The model the program runs (a GGUF file or a Hugging Face
+    /// directory): each role's bytes and flops per token come from its
+    /// tensors' shapes and formats, shared among the role's kernels by
+    /// time, so the roofline and the gap account's GB/s work for a program
+    /// that declares none. Without it, a `.gguf` file named in the command
+    /// (llama-bench's `-m FILE`) is used, and said.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub model: Option<PathBuf>,
     /// NVTX ranges of this name are the steps (the report's tokens), e.g.
     /// `--step decode` for `torch.cuda.nvtx.range("decode")`. Without it (or
     /// when the program opens no such range) each CUDA graph launch is a
@@ -185,7 +193,8 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             .map(|header| header.command.clone())
             .unwrap_or_default();
         let ended = format!("recorded earlier, read from {}", folder.display());
-        let profile = profile_of_program(&processes, args.step.as_deref(), command, ended, TOOL)?;
+        let mut profile = profile_of_program(&processes, args.step.as_deref(), command, ended, TOOL)?;
+        describe_model(&mut profile, args.model.as_deref())?;
         show(&profile, &outputs, &args.shape)?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -257,6 +266,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         );
     }
     measure_ceilings(&mut profile);
+    describe_model(&mut profile, args.model.as_deref())?;
     show(&profile, &outputs, &args.shape)?;
     if let Some(kept) = &args.keep_records {
         println!("record files kept in {}", kept.display());
@@ -276,6 +286,11 @@ fn measure_ceilings(profile: &mut Profile) {
     else {
         return;
     };
+    if profile.conditions.driver.is_none()
+        && let Ok((device, _)) = kernelscope::Device::open(&format!("cuda:{ordinal}"), Default::default())
+    {
+        profile.conditions.driver = device.conditions("eager", None).driver;
+    }
     match crate::ceilings::measure(&format!("cuda:{ordinal}"), None, None) {
         Ok(measured) => profile.conditions.ceilings = measured.ceilings,
         Err(error) => profile.warnings.push(format!(
@@ -283,6 +298,56 @@ fn measure_ceilings(profile: &mut Profile) {
             crate::errors::one_line(&error)
         )),
     }
+}
+
+/// Gives the profile the model's bytes and flops per role (`--model`, or
+/// the one `.gguf` file the command names), its name, format and shape.
+pub fn describe_model(profile: &mut Profile, model: Option<&Path>) -> Result<()> {
+    let named = profile.conditions.program.as_ref().and_then(|program| {
+        let files: Vec<&String> = program
+            .command
+            .iter()
+            .filter(|argument| argument.ends_with(".gguf") && Path::new(argument).is_file())
+            .collect();
+        (files.len() == 1).then(|| PathBuf::from(files[0]))
+    });
+    let (path, guessed) = match (model, named) {
+        (Some(path), _) => (path.to_path_buf(), false),
+        (None, Some(path)) => (path, true),
+        (None, None) => return Ok(()),
+    };
+    let (costs, config, format) = kernelscope_model::model_costs(&path)
+        .with_context(|| format!("--model {}: reading its tensors", path.display()))?;
+    let given = kernelscope::profile::apply_model_costs(profile, &costs);
+    let conditions = &mut profile.conditions;
+    conditions.model = Some(path.display().to_string());
+    conditions.weight_format = Some(format);
+    conditions.model_shape = Some(crate::compare::model_shape(&config));
+    if conditions.bytes_measured.is_none() {
+        conditions.bytes_measured = Some(format!(
+            "bytes and flops of the model's tensors ({}{}), each role's shared among its kernels by time",
+            path.display(),
+            if guessed {
+                ", the .gguf file the command names"
+            } else {
+                ""
+            }
+        ));
+    }
+    let layers = costs.layers();
+    let found = profile.conditions.anatomy.clone().unwrap_or_default();
+    if !found.starts_with(&format!("{layers} layers")) {
+        profile.warnings.push(format!(
+            "the model has {layers} layers, the profile's anatomy says: {found}"
+        ));
+    }
+    if given == 0 {
+        profile.warnings.push(format!(
+            "--model {}: no kernel of the profile was given bytes (no projection role found)",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 /// The tool named in profiles.

@@ -10,11 +10,13 @@
 //! (`layer.N`), so the report, the per-layer chart and `compare` line
 //! two engines up layer by layer.
 
+mod costs;
 mod role;
 mod structure;
 
 use std::collections::HashMap;
 
+pub use costs::{ModelCosts, TensorCost, apply_model_costs};
 pub use role::{Role, Roles};
 use structure::{Class, Template, Unit, classify, head_roles, layer_roles, symbol_name, tail_roles};
 

@@ -476,3 +476,136 @@ pub(crate) fn tail_roles(units: &[Unit]) -> Vec<Roles> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    /// A unit of `class` named `name`, interned in `names`.
+    fn unit(names: &mut Vec<String>, name: &str, class: Class) -> Unit {
+        let symbol = match names.iter().position(|known| known == name) {
+            Some(position) => position,
+            None => {
+                names.push(name.to_string());
+                names.len() - 1
+            }
+        } as u32;
+        Unit {
+            symbol,
+            class,
+            quantizes: false,
+            routes: false,
+            finishes_projection: false,
+            normalises: false,
+        }
+    }
+
+    /// A random decoder token: a random head, `layers` copies of a random
+    /// layer (norm, one to three q/k/v projections with random kernels
+    /// between, attention of one or two kernels, the output projection,
+    /// the MLP norm, one or two gate/up projections with an activation,
+    /// the down projection), then a final norm, the LM head and sampling.
+    /// Returns the units and where each layer begins.
+    fn random_token(rng: &mut SplitMix64, layers: usize) -> (Vec<Unit>, Vec<usize>) {
+        let mut names = Vec::new();
+        let tag = rng.next_u64() % 1000;
+        let name = |what: &str| format!("{what}_{tag}");
+        let mut units = Vec::new();
+        for head in 0..rng.next_u64() % 3 {
+            units.push(unit(&mut names, &name(&format!("head{head}")), Class::Other));
+        }
+        let qkv = 1 + (rng.next_u64() % 3) as usize;
+        let between = (rng.next_u64() % 3) as usize;
+        let attention = 1 + (rng.next_u64() % 2) as usize;
+        let gate_up = 1 + (rng.next_u64() % 2) as usize;
+        let mut starts = Vec::new();
+        for _ in 0..layers {
+            starts.push(units.len());
+            units.push(unit(&mut names, &name("norm"), Class::Norm));
+            for projection in 0..qkv {
+                units.push(unit(
+                    &mut names,
+                    &name(&format!("gemv{projection}")),
+                    Class::Projection,
+                ));
+                for other in 0..between {
+                    units.push(unit(&mut names, &name(&format!("rope{other}")), Class::Other));
+                }
+            }
+            for part in 0..attention {
+                units.push(unit(
+                    &mut names,
+                    &name(&format!("attention{part}")),
+                    Class::Attention,
+                ));
+            }
+            units.push(unit(&mut names, &name("gemv_o"), Class::Projection));
+            units.push(unit(&mut names, &name("norm"), Class::Norm));
+            for projection in 0..gate_up {
+                units.push(unit(
+                    &mut names,
+                    &name(&format!("gemv_up{projection}")),
+                    Class::Projection,
+                ));
+            }
+            units.push(unit(&mut names, &name("silu"), Class::Other));
+            units.push(unit(&mut names, &name("gemv_down"), Class::Projection));
+        }
+        units.push(unit(&mut names, &name("norm"), Class::Norm));
+        units.push(unit(&mut names, &name("gemv_head"), Class::Projection));
+        for sample in 0..rng.next_u64() % 3 {
+            units.push(unit(&mut names, &name(&format!("argmax{sample}")), Class::Sample));
+        }
+        (units, starts)
+    }
+
+    #[test]
+    fn random_decoders_split_into_exactly_their_layers() {
+        let mut rng = SplitMix64::new(0x6a9);
+        for case in 0..200 {
+            let layers = 2 + (rng.next_u64() % 39) as usize;
+            let (units, starts) = random_token(&mut rng, layers);
+            let template = template(&units).unwrap_or_else(|| panic!("case {case}: no template"));
+            let found = super::layers(&units, &template);
+            let numbered: Vec<usize> = found.iter().flatten().copied().collect();
+            assert_eq!(
+                numbered.iter().max().map(|last| last + 1),
+                Some(layers),
+                "case {case}: {layers} layers"
+            );
+            for (layer, &start) in starts.iter().enumerate() {
+                assert_eq!(
+                    found[start],
+                    Some(layer),
+                    "case {case}: layer {layer} starts at {start}"
+                );
+                if start > 0 {
+                    assert_ne!(
+                        found[start - 1],
+                        Some(layer),
+                        "case {case}: layer {layer} starts early"
+                    );
+                }
+            }
+            // The final norm and the LM head are outside every layer.
+            let head = units
+                .iter()
+                .rposition(|unit| unit.class == Class::Projection)
+                .unwrap();
+            assert_eq!(found[head], None, "case {case}");
+            assert_eq!(found[head - 1], None, "case {case}");
+        }
+    }
+
+    #[test]
+    fn symbols_drop_template_arguments_and_compiler_numbers() {
+        assert_eq!(symbol_name("mul_mat_vec_q<(ggml_type)12, 1>"), "mul_mat_vec_q<>");
+        assert_eq!(symbol_name("mul_mat_vec_q<(ggml_type)14, 1>"), "mul_mat_vec_q<>");
+        assert_eq!(
+            symbol_name("triton_red_fused__to_copy_add_mean_rsqrt_17"),
+            "triton_red_fused__to_copy_add_mean_rsqrt"
+        );
+        assert_eq!(symbol_name("sm90_gemm_128x64"), "sm90_gemm_128x64");
+    }
+}
