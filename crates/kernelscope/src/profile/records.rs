@@ -116,7 +116,7 @@ pub struct DispatchRecord {
     /// several for a fused kernel, none where nothing said (a library
     /// user's dispatch; a program's before its roles are found). Absent
     /// (none) from profiles written before roles were recorded.
-    #[serde(default, skip_serializing_if = "Roles::is_empty")]
+    #[serde(default, skip_serializing_if = "Roles::is_none")]
     pub roles: Roles,
 }
 

@@ -179,8 +179,14 @@ impl Roles {
     }
 
     /// Whether there is none.
-    pub const fn is_empty(&self) -> bool {
+    pub const fn is_empty(self) -> bool {
         self.0 == 0
+    }
+
+    /// Whether there is none, for serde's `skip_serializing_if` (which
+    /// passes a reference).
+    pub fn is_none(roles: &Roles) -> bool {
+        roles.is_empty()
     }
 
     /// Whether `role` is among them.
@@ -224,7 +230,7 @@ impl Roles {
             .covers()
             .iter()
             .map(|&primitive| roles_of_primitive(primitive))
-            .fold(Some(Roles::NONE), |all, roles| Some(all?.union(roles?)));
+            .try_fold(Roles::NONE, |all, roles| Some(all.union(roles?)));
         let kept = match doable {
             Some(doable) if !kind.covers().is_empty() => Roles(self.0 & doable.0),
             _ => self,

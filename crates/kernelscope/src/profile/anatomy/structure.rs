@@ -70,9 +70,10 @@ pub(crate) fn classify(name: &str, op_kind: &str) -> Unit {
         Class::Norm
     } else if quantizes {
         Class::Quantize
-    } else if has(&["splitkreduce", "splitk_reduce"]) {
-        Class::Projection
-    } else if op_kind.contains("MatVec") || op_kind.contains("MatMul") {
+    } else if has(&["splitkreduce", "splitk_reduce"])
+        || op_kind.contains("MatVec")
+        || op_kind.contains("MatMul")
+    {
         Class::Projection
     } else if op_kind.contains("Attention") || op_kind == "Softmax" {
         Class::Attention
