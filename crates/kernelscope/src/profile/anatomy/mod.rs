@@ -10,15 +10,17 @@
 //! (`layer.N`), so the report, the per-layer chart and `compare` line
 //! two engines up layer by layer.
 
+mod classes;
 mod costs;
 mod role;
 mod structure;
 
 use std::collections::HashMap;
 
+use classes::{Class, Unit, classify, symbol_name};
 pub use costs::{ModelCosts, TensorCost, apply_model_costs};
 pub use role::{Role, Roles};
-use structure::{Class, Template, Unit, classify, head_roles, layer_roles, symbol_name, tail_roles};
+use structure::{Template, head_roles, layer_roles, tail_roles};
 
 use super::{DispatchRecord, Profile, TokenRecord};
 
