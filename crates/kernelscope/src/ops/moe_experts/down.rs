@@ -126,7 +126,8 @@ impl MoeDownAdd {
                     bytes_of(rows * hidden_size, DType::F32),
                     (chosen * hidden_size * (2 * expert_rows + 1)) as u64,
                 )
-                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd])),
+                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd]))
+                .role(crate::profile::Role::Experts),
         )
     }
 }

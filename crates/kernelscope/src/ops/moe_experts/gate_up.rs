@@ -115,7 +115,8 @@ impl MoeGateUp {
                     bytes_of(chosen * expert_rows, DType::F32),
                     (chosen * expert_rows * (4 * hidden + 5)) as u64,
                 )
-                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul])),
+                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]))
+                .role(crate::profile::Role::Experts),
         )
     }
 }

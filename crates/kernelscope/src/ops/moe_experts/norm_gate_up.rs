@@ -105,7 +105,8 @@ impl MoeNormGateUp {
                     Primitive::RmsNorm,
                     Primitive::MatVec,
                     Primitive::SiluMul,
-                ])),
+                ]))
+                .role(crate::profile::Role::Experts),
         )
     }
 }

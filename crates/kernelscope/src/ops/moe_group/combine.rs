@@ -90,7 +90,8 @@ impl MoeCombine {
                     bytes_of(rows * width, DType::F32),
                     (2 * rows_times_k * width) as u64,
                 )
-                .op_kind(OpKind::fused(&[Primitive::ElemMul, Primitive::ElemAdd])),
+                .op_kind(OpKind::fused(&[Primitive::ElemMul, Primitive::ElemAdd]))
+                .role(crate::profile::Role::Experts),
         )
     }
 }

@@ -91,7 +91,8 @@ impl MoeGather {
                     bytes_of(positions * width, self.output),
                     0,
                 )
-                .op_kind(OpKind::Copy),
+                .op_kind(OpKind::Copy)
+                .role(crate::profile::Role::Experts),
         )
     }
 }

@@ -147,7 +147,8 @@ impl MoeQuantized {
                     bytes_of(chosen * expert_rows, DType::F32),
                     (chosen * expert_rows * (4 * hidden + 5)) as u64,
                 )
-                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul])),
+                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]))
+                .role(crate::profile::Role::Experts),
         )
     }
 
@@ -206,7 +207,8 @@ impl MoeQuantized {
                     bytes_of(rows * hidden_size, DType::F32),
                     (chosen * hidden_size * (2 * expert_rows + 2)) as u64,
                 )
-                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd])),
+                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd]))
+                .role(crate::profile::Role::Experts),
         )
     }
 

@@ -113,7 +113,8 @@ impl MoeRoute {
                         + bytes_of(rows * self.k, DType::U32),
                     ((3 + self.k) * rows * self.experts) as u64,
                 )
-                .op_kind(OpKind::Softmax),
+                .op_kind(OpKind::Softmax)
+                .role(crate::profile::Role::Router),
         )
     }
 }

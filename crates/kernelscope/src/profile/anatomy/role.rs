@@ -224,7 +224,11 @@ impl Roles {
     /// quantizing activations) added: of the steps' roles, those work of
     /// that kind can do (a norm kernel in a fused norm + mat-vec group is
     /// the norm, not the projection), all of them where the kind says
-    /// nothing (an unknown or `Other` kind) or none of them fits.
+    /// nothing (an unknown or `Other` kind) or none of them fits. A
+    /// projection the op declares is the only projection it does (an
+    /// experts' kernel in a group with the router is the experts'); the
+    /// experts are only ever declared, since a plain mat-vec beside them is
+    /// the router's.
     pub fn for_kind(self, kind: super::super::OpKind, declared: Roles) -> Roles {
         let doable = kind
             .covers()
@@ -237,6 +241,13 @@ impl Roles {
         };
         let kept = if kept.is_empty() && declared.is_empty() {
             self
+        } else {
+            kept
+        };
+        let kept = if declared.iter().any(Role::is_projection) {
+            kept.iter()
+                .filter(|role| !role.is_projection())
+                .fold(Roles::NONE, Roles::with)
         } else {
             kept
         };
@@ -253,7 +264,6 @@ fn roles_of_primitive(primitive: super::super::Primitive) -> Option<Roles> {
         Role::GateUp,
         Role::Down,
         Role::Router,
-        Role::Experts,
         Role::LmHead,
     ]);
     Some(match primitive {
@@ -262,8 +272,8 @@ fn roles_of_primitive(primitive: super::super::Primitive) -> Option<Roles> {
         MatVec | MatMul | AllReduce | AllGather => projections,
         Rope | Copy => Roles::one(Role::RopeKvWrite),
         Attention | Softmax => Roles::one(Role::Attention),
-        SiluMul => Roles::of(&[Role::GateUp, Role::Experts]),
-        ElemAdd => Roles::of(&[Role::OutputProjection, Role::Down, Role::Experts]),
+        SiluMul => Roles::one(Role::GateUp),
+        ElemAdd => Roles::of(&[Role::OutputProjection, Role::Down]),
         Argmax | Sample => Roles::one(Role::Sampling),
         ElemMul | Other => return None,
     })
@@ -349,5 +359,34 @@ mod tests {
             Roles::one(Role::Router)
         );
         assert_eq!(group.for_kind(OpKind::Other, Roles::NONE), group);
+    }
+
+    #[test]
+    fn a_mixture_of_experts_group_tells_the_router_from_the_experts() {
+        use crate::profile::{OpKind, Primitive};
+        // kscope's fused MoE block: norm + router mat-vec, route, the experts.
+        let group = Roles::of(&[Role::MlpNorm, Role::Router, Role::Experts]);
+        let norm_matvec = OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec]);
+        assert_eq!(
+            group.for_kind(norm_matvec, Roles::NONE),
+            Roles::of(&[Role::MlpNorm, Role::Router])
+        );
+        let route = group.for_kind(OpKind::Softmax, Roles::one(Role::Router));
+        assert_eq!(route, Roles::one(Role::Router));
+        let gate_up = OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]);
+        assert_eq!(
+            group.for_kind(gate_up, Roles::one(Role::Experts)),
+            Roles::one(Role::Experts)
+        );
+        let norm_gate_up = OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec, Primitive::SiluMul]);
+        assert_eq!(
+            group.for_kind(norm_gate_up, Roles::one(Role::Experts)),
+            Roles::of(&[Role::MlpNorm, Role::Experts])
+        );
+        // Prefill's experts run through plain GEMMs, encoded one step at a time.
+        assert_eq!(
+            Roles::one(Role::Experts).for_kind(OpKind::MatMul, Roles::NONE),
+            Roles::one(Role::Experts)
+        );
     }
 }
