@@ -33,22 +33,31 @@ fn layer_number(dispatch: &DispatchRecord) -> Option<usize> {
     layer_of(&dispatch.scope).strip_prefix("layer.")?.parse().ok()
 }
 
-/// The roles a dense layer must show, however the engine fuses.
-const LAYER_ROLES: [Role; 8] = [
+/// The roles every layer must show, however the engine fuses.
+const LAYER_ROLES: [Role; 6] = [
     Role::AttentionNorm,
     Role::QkvProjection,
     Role::RopeKvWrite,
     Role::Attention,
     Role::OutputProjection,
     Role::MlpNorm,
-    Role::GateUp,
-    Role::Down,
 ];
+
+/// A dense MLP's roles.
+const DENSE: [Role; 2] = [Role::GateUp, Role::Down];
+
+/// A mixture of experts' roles.
+const MIXTURE: [Role; 2] = [Role::Router, Role::Experts];
 
 /// Checks the found layers of every token: `layers` of them, numbered in
 /// order, each holding every role and one attention anchor, nothing but
 /// the LM head's and sampling's work after the last.
 fn check_layers(profile: &Profile, layers: usize, first_kernel: &str) {
+    check_layers_with(profile, layers, first_kernel, DENSE)
+}
+
+/// [`check_layers`] for layers whose MLP has the roles `mlp`.
+fn check_layers_with(profile: &Profile, layers: usize, first_kernel: &str, mlp: [Role; 2]) {
     for record in &profile.tokens {
         let dispatches = token(profile, record.index);
         let numbers: Vec<Option<usize>> = dispatches.iter().map(|d| layer_number(d)).collect();
@@ -74,7 +83,7 @@ fn check_layers(profile: &Profile, layers: usize, first_kernel: &str) {
             let roles = members
                 .iter()
                 .fold(Roles::NONE, |roles, dispatch| roles.union(dispatch.roles));
-            for role in LAYER_ROLES {
+            for role in LAYER_ROLES.into_iter().chain(mlp) {
                 assert!(
                     roles.contains(role),
                     "layer {layer} has no {role}: {}",
@@ -132,6 +141,37 @@ fn llama_cpp_layers_are_found_by_their_period_without_nvtx() {
     let mut eight = fixture("llamacpp-8b-bf16.json");
     assert_eq!(annotate(&mut eight).layers, 32);
     check_layers(&eight, 32, "rms_norm_f32");
+}
+
+#[test]
+fn llama_cpp_mixture_of_experts_shows_its_router_and_experts() {
+    let mut profile = fixture("llamacpp-30b-a3b-q4_k_m.json");
+    let anatomy = annotate(&mut profile);
+    assert_eq!(anatomy.layers, 48);
+    assert!(matches!(anatomy.layers_from, LayersFrom::Period { .. }));
+    check_layers_with(&profile, 48, "rms_norm_f32", MIXTURE);
+    let only = |kernel: &str| -> BTreeSet<String> {
+        token(&profile, 0)
+            .iter()
+            .filter(|d| layer_number(d).is_some() && d.kernel.starts_with(kernel))
+            .map(|d| d.roles.describe())
+            .collect()
+    };
+    // Its top-k choice is the router's, the experts' weighted sum theirs,
+    // and Qwen3's per-head norms, fused with rope, are rope's.
+    assert_eq!(only("topk_moe"), BTreeSet::from(["router".to_string()]));
+    assert_eq!(
+        only("moe_weighted_reduction"),
+        BTreeSet::from(["experts".to_string()])
+    );
+    assert_eq!(
+        only("rms_norm_mul_rope"),
+        BTreeSet::from(["rope + KV write".to_string()])
+    );
+    // The quantize before the LM head is in its scope.
+    let first = token(&profile, 0);
+    let last_layer = first.iter().rposition(|d| layer_number(d).is_some()).unwrap();
+    assert!(first[last_layer + 1..].iter().all(|d| !d.scope.is_empty()));
 }
 
 #[test]

@@ -59,6 +59,10 @@ pub(crate) fn classify(name: &str, op_kind: &str) -> Unit {
         Class::Transfer
     } else if projects {
         Class::Projection
+    } else if has(&["rope"]) {
+        // A per-head norm fused with rope (llama.cpp's
+        // `rms_norm_mul_rope_f32`, Qwen3's q/k norms) is rope's work.
+        Class::Other
     } else if norm_words || op_kind == "RmsNorm" || op_kind == "Norm" {
         Class::Norm
     } else if quantizes {

@@ -18,7 +18,7 @@ mod structure;
 use std::collections::HashMap;
 
 use classes::{Class, Unit, classify, symbol_name};
-pub use costs::{ModelCosts, TensorCost, apply_model_costs};
+pub use costs::{GivenCosts, ModelCosts, TensorCost, apply_model_costs};
 pub use role::{Role, Roles};
 use structure::{Template, head_roles, layer_roles, tail_roles};
 
@@ -212,12 +212,14 @@ fn annotate_records(dispatches: &mut [DispatchRecord], tokens: &[TokenRecord]) -
         if decode.contains(token) {
             *layer_counts.entry(layers).or_default() += 1;
         }
+        let mut after_layers = false;
         for (&position, (&layer, &roles)) in positions.iter().zip(layer_of.iter().zip(&roles)) {
             let dispatch = &mut dispatches[position];
             dispatch.roles = roles;
+            after_layers |= layer.is_some();
             dispatch.scope = match layer {
                 Some(layer) => layer_scope(layer, &dispatch.scope),
-                None if dispatch.scope.is_empty() => outside_scope(roles).into(),
+                None if dispatch.scope.is_empty() => outside_scope(roles, after_layers).into(),
                 None => dispatch.scope.clone(),
             };
         }
@@ -299,11 +301,13 @@ fn layer_scope(layer: usize, scope: &str) -> std::sync::Arc<str> {
 }
 
 /// The scope of unscoped work outside the layers, as kscope's engine
-/// names its own: `embed` before them, `lm_head` and `sample` after.
-fn outside_scope(roles: Roles) -> &'static str {
+/// names its own: `embed` before them, `lm_head` and `sample` after; an
+/// activation quantization joins the scope of the projection it feeds.
+fn outside_scope(roles: Roles, after_layers: bool) -> &'static str {
     match roles.first() {
         Some(Role::Embedding) => "embed",
         Some(Role::FinalNorm | Role::LmHead) => "lm_head",
+        Some(Role::ActivationQuantization) if after_layers => "lm_head",
         Some(Role::Sampling) => "sample",
         _ => "",
     }
