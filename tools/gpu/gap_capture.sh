@@ -20,10 +20,14 @@
 #             --compile --graph, under `kscope profile --step forward`.
 #   dram      llama-bench on the first shape's Q4_K_M under --dram-bytes-interval 20
 #             (measured bytes beside the model's), then what PM sampling costs its tg rate:
-#             bare, under kscope profile, and with --dram-bytes-interval 20, in turns.
+#             bare, under kscope profile without DRAM sampling, and with it (the default),
+#             in turns.
+#   moe       a mixture of experts ($MOE, kscope's own Q4_K_M file by `kscope gen-model
+#             --quant q4_k_m`: one file of its size fits the disk, its BF16 source does
+#             not), then the llama and kscope stages on it (router and experts rows).
 #   pack      every profile and record folder into $OUT/gap-profiles.tar.xz.
 # Environment: SHAPES ["llama-3.2-1b llama-3-8b"], FORMATS ["Q4_K_M BF16"], TG [32],
-#   OUT [/tmp/gap], WORK [$HOME/sbs-models], ROUNDS (dram) [3].
+#   OUT [/tmp/gap], WORK [$HOME/sbs-models], ROUNDS (dram) [3], MOE [qwen3-30b-a3b].
 set -uo pipefail
 root=$PWD
 out=${OUT:-/tmp/gap}
@@ -120,15 +124,29 @@ for stage in "$@"; do
     step "what PM sampling costs llama-bench"
     "$python" tools/gpu/profiler_overhead.py --rounds "${ROUNDS:-3}" --timeout 150 \
       --rate "tg[0-9]+ +\| +([0-9.]+) " --json "$keep/dram-overhead.json" \
+      --under "kscope-no-dram=${root}/.gpu/bin/kscope profile --dram-bytes-interval 0 --" \
       --under "kscope=${root}/.gpu/bin/kscope profile --" \
-      --under "kscope-dram=${root}/.gpu/bin/kscope profile --dram-bytes-interval 20 --" \
       -- "$llama_bench" -m "$f" -ngl 99 -fa 1 -p 0 -n 128 -r 3 > "$keep/dram-overhead.log" 2>&1
     echo "rc $?"; grep -E "median|slower|no rate" "$keep/dram-overhead.log"
+    ;;
+  moe)
+    moe=${MOE:-qwen3-30b-a3b}
+    f=$(file_of "$moe" Q4_K_M)
+    if [ -s "$f" ]; then
+      echo "$f already there"
+    else
+      step "kscope gen-model $moe Q4_K_M"
+      t0=$SECONDS
+      "${kscope[@]}" gen-model --preset "$moe" --out "$f.part.gguf" --quant q4_k_m --quiet > "$out/gen-$moe.log" 2>&1 \
+        && mv "$f.part.gguf" "$f" || { echo "gen-model $moe failed"; tail -5 "$out/gen-$moe.log"; exit 1; }
+      echo "gen-model $moe Q4_K_M: $((SECONDS - t0)) s, $(du -h "$f" | cut -f1)"
+    fi
+    OUT=$out WORK=$work SHAPES=$moe FORMATS=Q4_K_M bash "$0" llama kscope || exit 1
     ;;
   pack)
     tar -C "$keep" -cf - . | xz -T0 -6 > "$out/gap-profiles.tar.xz"
     ls -la "$out"
     ;;
-  *) echo "unknown stage $stage (setup llama kscope torch dram pack)"; exit 2 ;;
+  *) echo "unknown stage $stage (setup llama kscope torch dram moe pack)"; exit 2 ;;
   esac
 done

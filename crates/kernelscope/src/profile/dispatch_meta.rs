@@ -84,6 +84,7 @@ impl DispatchMeta {
             bytes_written: self.bytes_written,
             flops: self.flops,
             roles: self.roles,
+            measured_bytes: 0,
         }
     }
 }

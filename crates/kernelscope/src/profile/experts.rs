@@ -232,6 +232,7 @@ mod tests {
             bytes_written: 1,
             flops: 1,
             roles: Default::default(),
+            measured_bytes: 0,
         }
     }
 

@@ -37,7 +37,9 @@ mod token_selection;
 mod validation;
 
 pub use aggregate::{Aggregate, aggregate, layer_of, scope_of};
-pub use anatomy::{Anatomy, LayersFrom, ModelCosts, Role, Roles, TensorCost, annotate, apply_model_costs};
+pub use anatomy::{
+    Anatomy, GivenCosts, LayersFrom, ModelCosts, Role, Roles, TensorCost, annotate, apply_model_costs,
+};
 pub use ceilings::{BandwidthBasis, Ceiling, Ceilings};
 pub use compare::{Comparison, ComparisonRow, Verdict, compare};
 pub use counters::{CounterSnapshot, Counters};

@@ -118,6 +118,16 @@ pub struct DispatchRecord {
     /// (none) from profiles written before roles were recorded.
     #[serde(default, skip_serializing_if = "Roles::is_none")]
     pub roles: Roles,
+    /// DRAM bytes measured for it (read plus written, PM sampling), kept
+    /// beside `bytes` where `--model` replaced them with the bytes of the
+    /// model's tensors it reads; 0 (absent) otherwise.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub measured_bytes: u64,
+}
+
+/// Whether a count is 0 (left out of the JSON).
+fn is_zero(count: &u64) -> bool {
+    *count == 0
 }
 
 impl DispatchRecord {

@@ -240,6 +240,7 @@ pub fn synthetic_layered_profile(
                     bytes_written: 1 << 12,
                     flops: 1 << 19,
                     roles: Default::default(),
+                    measured_bytes: 0,
                 });
                 index += 1;
                 now += duration + 500;

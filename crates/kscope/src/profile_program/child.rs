@@ -42,7 +42,7 @@ impl Ended {
 /// API calls as `args` say, and waits for it and for any descendant it
 /// left behind (up to [`DESCENDANT_GRACE`]).
 pub(super) fn run_child(args: &ProfileArgs, library: &Path, records: &Path) -> Result<Ended> {
-    let (command, dram_bytes_interval) = (&args.command, args.dram_bytes_interval);
+    let (command, dram_bytes_interval) = (&args.command, args.dram_sampling_interval());
     // SAFETY: prctl with an integer argument; makes orphaned descendants ours to reap.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);

@@ -20,147 +20,22 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
 use kernelscope::profile::{ProcessTrace, Profile, profile_of_program};
 use kernelscope_report::render_report_with;
 
 use crate::output::OutputFile;
 use crate::report::{ReportFlags, write_trace_and_page};
 
+mod args;
 mod child;
 
+use args::Graphs;
+pub use args::ProfileArgs;
+use args::value_name;
 use child::run_child;
 
 /// The library's file name, looked for beside the kscope executable.
 const INJECTION_LIBRARY: &str = "libkscope_inject.so";
-
-/// Arguments of `kscope profile`.
-#[derive(Args, Debug)]
-#[command(arg_required_else_help = true)]
-pub struct ProfileArgs {
-    /// The model the program runs (a GGUF file or a Hugging Face
-    /// directory): each role's bytes and flops per token come from its
-    /// tensors' shapes and formats, shared among the role's kernels by
-    /// time, so the roofline and the gap account's GB/s work for a program
-    /// that declares none. Without it, a `.gguf` file named in the command
-    /// (llama-bench's `-m FILE`) is used, and said.
-    #[arg(long, value_name = "FILE|DIR")]
-    pub model: Option<PathBuf>,
-    /// NVTX ranges of this name are the steps (the report's tokens), e.g.
-    /// `--step decode` for `torch.cuda.nvtx.range("decode")`. Without it (or
-    /// when the program opens no such range) each CUDA graph launch is a
-    /// step, else the work between two host synchronisations, else the run.
-    #[arg(long, value_name = "NAME")]
-    pub step: Option<String>,
-    /// Record only the steps numbered A to B-1 (counting the --step ranges
-    /// the program opens from 0, e.g. 100..116): CUPTI collects nothing
-    /// before the A-th range opens or after the B-th closes, so the rest
-    /// of a long run pays no profiling cost (CUPTI is attached when the
-    /// window opens and detached when it closes). The report's tokens 0..
-    /// are these steps. Not with --dram-bytes-interval.
-    #[arg(long, value_name = "A..B", value_parser = crate::report::token_window, requires = "step", conflicts_with_all = ["from_records", "dram_bytes_interval"])]
-    pub steps: Option<std::ops::Range<u32>>,
-    /// Write the profile as JSON to FILE (`kscope report`, `kscope compare` read it).
-    #[arg(long, value_name = "FILE")]
-    pub profile_json: Option<PathBuf>,
-    /// Also write the report as one self-contained HTML page to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// Write a Chrome trace (Perfetto, chrome://tracing) of the run to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub trace: Option<PathBuf>,
-    #[command(flatten)]
-    pub shape: ReportFlags,
-    /// Keep each process's record file (`<pid>.kst`) in DIR, which must be
-    /// empty or absent; by default they are deleted once read.
-    #[arg(long, value_name = "DIR")]
-    pub keep_records: Option<PathBuf>,
-    /// The injection library to load into CMD (default: libkscope_inject.so
-    /// beside the kscope executable; `cargo build --release -p
-    /// kernelscope-inject` builds it).
-    #[arg(long, value_name = "FILE")]
-    pub injection: Option<PathBuf>,
-    /// Measure each kernel's DRAM bytes (read and written) by sampling
-    /// every device's DRAM counters every MICROSECONDS (CUPTI PM sampling;
-    /// each sample's bytes go to the kernels running in it by their time in it, less to kernels a fit over every sample finds barely moving memory), which
-    /// places the program's kernels on the roofline. Needs profiling rights:
-    /// root, or for other users the nvidia module loaded with
-    /// `NVreg_RestrictProfilingToAdminUsers=0`; without them each process
-    /// says why on stderr and its kernels have no bytes. Intervals below 5
-    /// are raised to 5 (shorter ones lose samples silently). 0, the
-    /// default, turns it off; 20 is a good interval (on an H200, samples
-    /// every 10 µs were lost, and the profile says when they are).
-    #[arg(long, value_name = "MICROSECONDS", default_value_t = 0)]
-    pub dram_bytes_interval: u64,
-    /// How the program's launches, graph launches, synchronisations and
-    /// copies are recorded: `activity` has CUPTI write a record of each
-    /// (the cheapest for the program; the NVTX range a launch was made in
-    /// is found from its thread and time), `callbacks` calls back into
-    /// kscope at each one's entry and exit (costs the program more), `off`
-    /// records none (steps fall back to the whole run and kernels have no
-    /// NVTX scope: for measuring what recording them costs).
-    #[arg(long, value_enum, value_name = "HOW", default_value_t = ApiCalls::Activity)]
-    pub api_calls: ApiCalls,
-    /// How CUDA graphs are traced: `nodes` times every kernel, copy and
-    /// set a graph launch runs; `whole` times each graph launch as one
-    /// dispatch (kind WholeGraph) and leaves the kernels inside it
-    /// untraced, which costs a program that replays graphs of many small
-    /// kernels far less (on an H100, a PyTorch decode of 240 kernels a
-    /// graph ran about 20 % slower with nodes traced); `events` times each
-    /// graph launch by two CUDA events around `cudaGraphLaunch` without
-    /// attaching CUPTI at all (the injection library is preloaded), and
-    /// records nothing else on the device: no eager kernel, copy or set,
-    /// and no launch made through the driver API or a statically linked
-    /// CUDA runtime (nvcc's default). It leaves CUPTI out because CUPTI's
-    /// graph trace alone cost that decode 3-4 % on an H100 and an H200;
-    /// events cost it 1.2 % on an H200.
-    #[arg(long, value_enum, value_name = "HOW", default_value_t = Graphs::Nodes)]
-    pub graphs: Graphs,
-    /// Read the record files of an earlier run kept with --keep-records
-    /// from DIR instead of running a program (to cut them by another
-    /// --step, say).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["command", "keep_records", "injection"])]
-    pub from_records: Option<PathBuf>,
-    /// Overwrite --profile-json, --html and --trace files that exist.
-    #[arg(long)]
-    pub force: bool,
-    /// The program and its arguments, after `--`.
-    #[arg(required_unless_present = "from_records", last = true, value_name = "CMD")]
-    pub command: Vec<String>,
-}
-
-/// How API calls are recorded (`--api-calls`), passed to the injection
-/// library as `KSCOPE_API_CALLS`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApiCalls {
-    /// CUPTI's activity records of the calls.
-    Activity,
-    /// A kscope callback at each call.
-    Callbacks,
-    /// None.
-    Off,
-}
-
-/// How CUDA graphs are traced (`--graphs`), passed to the injection
-/// library as `KSCOPE_GRAPHS`.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Graphs {
-    /// Every kernel, copy and set inside a graph.
-    Nodes,
-    /// One time per graph launch.
-    Whole,
-    /// One time per graph launch, by CUDA events, without CUPTI.
-    Events,
-}
-
-/// A value of `--api-calls` or `--graphs` as typed, which the injection
-/// library reads.
-fn value_name(value: impl clap::ValueEnum) -> String {
-    // The derive names every variant (none is skipped).
-    value
-        .to_possible_value()
-        .map_or_else(String::new, |value| value.get_name().to_string())
-}
 
 pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let check = |path: &Option<PathBuf>, flag| {
@@ -205,7 +80,7 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         );
     }
     let events = args.graphs == Graphs::Events;
-    if events && args.dram_bytes_interval > 0 {
+    if events && args.dram_bytes_interval.is_some_and(|interval| interval > 0) {
         bail!(
             "--dram-bytes-interval samples through CUPTI, which --graphs events leaves out; use --graphs whole. The program was not started"
         );
@@ -323,17 +198,24 @@ pub fn describe_model(profile: &mut Profile, model: Option<&Path>) -> Result<()>
     conditions.model = Some(path.display().to_string());
     conditions.weight_format = Some(format);
     conditions.model_shape = Some(crate::compare::model_shape(&config));
-    if conditions.bytes_measured.is_none() {
-        conditions.bytes_measured = Some(format!(
-            "bytes and flops of the model's tensors ({}{}), each role's shared among its kernels by time",
-            path.display(),
-            if guessed {
-                ", the .gguf file the command names"
-            } else {
-                ""
-            }
-        ));
-    }
+    let source = format!(
+        "{}{}",
+        path.display(),
+        if guessed {
+            ", the .gguf file the command names"
+        } else {
+            ""
+        }
+    );
+    conditions.bytes_measured = Some(match conditions.bytes_measured.take() {
+        None => format!(
+            "bytes and flops of the model's tensors ({source}), each role's shared among its kernels by time"
+        ),
+        Some(measured) => format!(
+            "projections and the embedding: the model's tensors ({source}; the DRAM traffic measured for the same kernels is {:.1} % of them, kept as each kernel's measured_bytes); the other kernels: {measured}",
+            100.0 * given.measured_bytes as f64 / given.bytes.max(1) as f64,
+        ),
+    });
     let layers = costs.layers();
     let found = profile.conditions.anatomy.clone().unwrap_or_default();
     if !found.starts_with(&format!("{layers} layers")) {
@@ -341,7 +223,7 @@ pub fn describe_model(profile: &mut Profile, model: Option<&Path>) -> Result<()>
             "the model has {layers} layers, the profile's anatomy says: {found}"
         ));
     }
-    if given == 0 {
+    if given.dispatches == 0 {
         profile.warnings.push(format!(
             "--model {}: no kernel of the profile was given bytes (no projection role found)",
             path.display()

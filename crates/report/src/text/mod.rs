@@ -108,9 +108,13 @@ pub fn render_report_with(profile: &Profile, options: ReportOptions) -> String {
 fn render_conditions(profile: &Profile, out: &mut String) {
     let conditions = &profile.conditions;
     let _ = writeln!(out, "kernelscope profile ({})", profile.tool);
+    let driver = conditions
+        .driver
+        .as_deref()
+        .map_or_else(String::new, |driver| format!(" | driver: {driver}"));
     let _ = writeln!(
         out,
-        "device: {} | backend: {} | mode: {} | profiling: {}",
+        "device: {}{driver} | backend: {} | mode: {} | profiling: {}",
         conditions.device, conditions.backend, conditions.mode, conditions.profiling
     );
     let _ = writeln!(

@@ -63,12 +63,28 @@ impl ModelCosts {
     }
 }
 
+/// What [`apply_model_costs`] gave.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GivenCosts {
+    /// Dispatches that got the model's bytes.
+    pub dispatches: usize,
+    /// The model's bytes they got, all tokens together.
+    pub bytes: u64,
+    /// The DRAM bytes measured for those dispatches before (kept in
+    /// their `measured_bytes`); 0 where none were measured.
+    pub measured_bytes: u64,
+}
+
 /// Gives each projection-role dispatch of `profile` its share of its
 /// (token, layer, role)'s bytes and flops from `costs`, by time, where it
-/// declares none; returns how many dispatches got bytes. Only roles
-/// whose work is reading weights are given costs (projections, the
-/// embedding row); a fused kernel's roles are summed.
-pub fn apply_model_costs(profile: &mut Profile, costs: &ModelCosts) -> usize {
+/// declares none: where its bytes were measured (PM sampling), the
+/// model's replace them and the measured ones are kept beside
+/// (`measured_bytes`), so the roofline places the kernel by the weights
+/// it must read. Only roles whose work is reading weights are given
+/// costs (projections, the embedding row); a fused kernel's roles are
+/// summed.
+pub fn apply_model_costs(profile: &mut Profile, costs: &ModelCosts) -> GivenCosts {
+    let measured = profile.conditions.bytes_measured.is_some();
     let by_role = costs.by_role();
     let layer_number = |scope: &str| {
         layer_of(scope)
@@ -78,7 +94,8 @@ pub fn apply_model_costs(profile: &mut Profile, costs: &ModelCosts) -> usize {
     // (token, layer, roles) → total ns of its dispatches.
     let mut totals: HashMap<(u32, Option<usize>, super::Roles), u64> = HashMap::new();
     let eligible = |dispatch: &crate::profile::DispatchRecord| {
-        dispatch.bytes == 0
+        (dispatch.bytes == 0 || measured)
+            && dispatch.flops == 0
             && dispatch.token.is_some()
             && dispatch
                 .roles
@@ -93,7 +110,7 @@ pub fn apply_model_costs(profile: &mut Profile, costs: &ModelCosts) -> usize {
         );
         *totals.entry(key).or_default() += dispatch.duration_ns().max(1);
     }
-    let mut given = 0;
+    let mut given = GivenCosts::default();
     for dispatch in profile.dispatches.iter_mut() {
         if !eligible(dispatch) {
             continue;
@@ -110,10 +127,13 @@ pub fn apply_model_costs(profile: &mut Profile, costs: &ModelCosts) -> usize {
             continue;
         }
         let share = dispatch.duration_ns().max(1) as f64 / total as f64;
+        dispatch.measured_bytes = dispatch.bytes;
         dispatch.bytes = (bytes as f64 * share).round() as u64;
         dispatch.bytes_written = 0;
         dispatch.flops = (flops as f64 * share).round() as u64;
-        given += 1;
+        given.dispatches += 1;
+        given.bytes += dispatch.bytes;
+        given.measured_bytes += dispatch.measured_bytes;
     }
     given
 }

@@ -84,6 +84,7 @@ pub(super) fn submissions_of(
                 bytes_written: unit.bytes_written,
                 flops: 0,
                 roles: Default::default(),
+                measured_bytes: 0,
             });
         }
     }

@@ -1,0 +1,190 @@
+//! The flags of `kscope profile`, and what they decide before the program
+//! starts: how DRAM bytes are sampled, how API calls and graphs are traced.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::report::ReportFlags;
+
+/// Arguments of `kscope profile`.
+#[derive(Args, Debug)]
+#[command(arg_required_else_help = true)]
+pub struct ProfileArgs {
+    /// The model the program runs (a GGUF file or a Hugging Face
+    /// directory): each role's bytes and flops per token come from its
+    /// tensors' shapes and formats, shared among the role's kernels by
+    /// time, so the roofline and the gap account's GB/s work for a program
+    /// that declares none. Where DRAM bytes were measured, the model's
+    /// replace them for those kernels and the measured ones are kept
+    /// beside (the `bytes:` line compares the two). Without it, a `.gguf`
+    /// file named in the command (llama-bench's `-m FILE`) is used, and
+    /// said.
+    #[arg(long, value_name = "FILE|DIR")]
+    pub model: Option<PathBuf>,
+    /// NVTX ranges of this name are the steps (the report's tokens), e.g.
+    /// `--step decode` for `torch.cuda.nvtx.range("decode")`. Without it (or
+    /// when the program opens no such range) each CUDA graph launch is a
+    /// step, else the work between two host synchronisations, else the run.
+    #[arg(long, value_name = "NAME")]
+    pub step: Option<String>,
+    /// Record only the steps numbered A to B-1 (counting the --step ranges
+    /// the program opens from 0, e.g. 100..116): CUPTI collects nothing
+    /// before the A-th range opens or after the B-th closes, so the rest
+    /// of a long run pays no profiling cost (CUPTI is attached when the
+    /// window opens and detached when it closes). The report's tokens 0..
+    /// are these steps. Not with --dram-bytes-interval.
+    #[arg(long, value_name = "A..B", value_parser = crate::report::token_window, requires = "step", conflicts_with_all = ["from_records", "dram_bytes_interval"])]
+    pub steps: Option<std::ops::Range<u32>>,
+    /// Write the profile as JSON to FILE (`kscope report`, `kscope compare` read it).
+    #[arg(long, value_name = "FILE")]
+    pub profile_json: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write a Chrome trace (Perfetto, chrome://tracing) of the run to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub shape: ReportFlags,
+    /// Keep each process's record file (`<pid>.kst`) in DIR, which must be
+    /// empty or absent; by default they are deleted once read.
+    #[arg(long, value_name = "DIR")]
+    pub keep_records: Option<PathBuf>,
+    /// The injection library to load into CMD (default: libkscope_inject.so
+    /// beside the kscope executable; `cargo build --release -p
+    /// kernelscope-inject` builds it).
+    #[arg(long, value_name = "FILE")]
+    pub injection: Option<PathBuf>,
+    /// Measure each kernel's DRAM bytes (read and written) by sampling
+    /// every device's DRAM counters every MICROSECONDS (CUPTI PM sampling;
+    /// each sample's bytes go to the kernels running in it by their time
+    /// in it, less to kernels a fit over every sample finds barely moving
+    /// memory), which places the program's kernels on the roofline. On by
+    /// default, every 20 µs: on an H200 it cost llama-bench's decode 0.2
+    /// points of tokens per second beyond what tracing its kernels costs
+    /// (docs/PERF.md). Off by default with --steps or --graphs events,
+    /// which it cannot run beside. Needs profiling rights: root, or for
+    /// other users the nvidia module loaded with
+    /// `NVreg_RestrictProfilingToAdminUsers=0`; without them each process
+    /// says why in one line on stderr and its kernels have no measured
+    /// bytes. Intervals below 5 are raised to 5 (shorter ones lose samples
+    /// silently; on an H200, samples every 10 µs were lost, and the
+    /// profile says when they are). 0 turns it off.
+    #[arg(long, value_name = "MICROSECONDS")]
+    pub dram_bytes_interval: Option<u64>,
+    /// How the program's launches, graph launches, synchronisations and
+    /// copies are recorded: `activity` has CUPTI write a record of each
+    /// (the cheapest for the program; the NVTX range a launch was made in
+    /// is found from its thread and time), `callbacks` calls back into
+    /// kscope at each one's entry and exit (costs the program more), `off`
+    /// records none (steps fall back to the whole run and kernels have no
+    /// NVTX scope: for measuring what recording them costs).
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = ApiCalls::Activity)]
+    pub api_calls: ApiCalls,
+    /// How CUDA graphs are traced: `nodes` times every kernel, copy and
+    /// set a graph launch runs; `whole` times each graph launch as one
+    /// dispatch (kind WholeGraph) and leaves the kernels inside it
+    /// untraced, which costs a program that replays graphs of many small
+    /// kernels far less (on an H100, a PyTorch decode of 240 kernels a
+    /// graph ran about 20 % slower with nodes traced); `events` times each
+    /// graph launch by two CUDA events around `cudaGraphLaunch` without
+    /// attaching CUPTI at all (the injection library is preloaded), and
+    /// records nothing else on the device: no eager kernel, copy or set,
+    /// and no launch made through the driver API or a statically linked
+    /// CUDA runtime (nvcc's default). It leaves CUPTI out because CUPTI's
+    /// graph trace alone cost that decode 3-4 % on an H100 and an H200;
+    /// events cost it 1.2 % on an H200.
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = Graphs::Nodes)]
+    pub graphs: Graphs,
+    /// Read the record files of an earlier run kept with --keep-records
+    /// from DIR instead of running a program (to cut them by another
+    /// --step, say).
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["command", "keep_records", "injection"])]
+    pub from_records: Option<PathBuf>,
+    /// Overwrite --profile-json, --html and --trace files that exist.
+    #[arg(long)]
+    pub force: bool,
+    /// The program and its arguments, after `--`.
+    #[arg(required_unless_present = "from_records", last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// DRAM bytes are sampled every 20 µs unless asked otherwise.
+const DEFAULT_DRAM_BYTES_INTERVAL_US: u64 = 20;
+
+impl ProfileArgs {
+    /// How often DRAM bytes are sampled, in microseconds (0: not at all):
+    /// as asked, else the default where nothing else rules sampling out.
+    pub(super) fn dram_sampling_interval(&self) -> u64 {
+        match self.dram_bytes_interval {
+            Some(interval) => interval,
+            None if self.steps.is_some() || self.graphs == Graphs::Events => 0,
+            None => DEFAULT_DRAM_BYTES_INTERVAL_US,
+        }
+    }
+}
+
+/// How API calls are recorded (`--api-calls`), passed to the injection
+/// library as `KSCOPE_API_CALLS`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiCalls {
+    /// CUPTI's activity records of the calls.
+    Activity,
+    /// A kscope callback at each call.
+    Callbacks,
+    /// None.
+    Off,
+}
+
+/// How CUDA graphs are traced (`--graphs`), passed to the injection
+/// library as `KSCOPE_GRAPHS`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Graphs {
+    /// Every kernel, copy and set inside a graph.
+    Nodes,
+    /// One time per graph launch.
+    Whole,
+    /// One time per graph launch, by CUDA events, without CUPTI.
+    Events,
+}
+
+/// A value of `--api-calls` or `--graphs` as typed, which the injection
+/// library reads.
+pub(super) fn value_name(value: impl clap::ValueEnum) -> String {
+    // The derive names every variant (none is skipped).
+    value
+        .to_possible_value()
+        .map_or_else(String::new, |value| value.get_name().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Command {
+        #[command(flatten)]
+        profile: ProfileArgs,
+    }
+
+    fn interval(flags: &[&str]) -> u64 {
+        let words = ["kscope"].iter().chain(flags).chain(&["--", "true"]);
+        Command::try_parse_from(words)
+            .expect("the flags parse")
+            .profile
+            .dram_sampling_interval()
+    }
+
+    #[test]
+    fn dram_bytes_are_sampled_unless_asked_not_to_or_ruled_out() {
+        assert_eq!(interval(&[]), DEFAULT_DRAM_BYTES_INTERVAL_US);
+        assert_eq!(interval(&["--dram-bytes-interval", "0"]), 0);
+        assert_eq!(interval(&["--dram-bytes-interval", "37"]), 37);
+        assert_eq!(interval(&["--graphs", "events"]), 0);
+        assert_eq!(interval(&["--graphs", "whole"]), DEFAULT_DRAM_BYTES_INTERVAL_US);
+        assert_eq!(interval(&["--step", "decode", "--steps", "2..5"]), 0);
+        assert_eq!(interval(&["--step", "decode"]), DEFAULT_DRAM_BYTES_INTERVAL_US);
+    }
+}
