@@ -55,7 +55,7 @@ fn layer_number(scope: &str) -> Option<usize> {
 
 #[test]
 fn measured_bytes_stay_beside_the_models_for_projections_and_alone_elsewhere() {
-    let mut random = SplitMix64::new(0x6d6f_6465_6c);
+    let mut random = SplitMix64::new(0x006d_6f64_656c);
     for round in 0..4 {
         let costs = random_costs(&mut random);
         let mut profile = llama_cpp_profile();
@@ -73,14 +73,14 @@ fn measured_bytes_stay_beside_the_models_for_projections_and_alone_elsewhere() {
         let mut sums: HashMap<(u32, Option<usize>, Role), u64> = HashMap::new();
         for (after, was) in profile.dispatches.iter().zip(&before.dispatches) {
             let projection = after.roles.iter().any(|role| role.is_projection());
-            if projection && after.token.is_some() {
+            if let (true, Some(token)) = (projection, after.token) {
                 let role = after.roles.iter().find(|role| role.is_projection()).unwrap();
                 let layer = if role == Role::LmHead {
                     None
                 } else {
                     layer_number(&after.scope)
                 };
-                *sums.entry((after.token.unwrap(), layer, role)).or_default() += after.bytes;
+                *sums.entry((token, layer, role)).or_default() += after.bytes;
                 assert_eq!(after.measured_bytes, if measured { was.bytes } else { 0 });
                 assert!(after.flops > 0);
             } else {
