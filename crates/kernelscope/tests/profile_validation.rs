@@ -407,17 +407,16 @@ fn readers_of_a_forged_profile_saturate_rather_than_wrap_or_panic() {
 }
 
 #[test]
-fn a_profile_of_many_tokens_and_scopes_compares_in_reasonable_time() {
-    // Each dispatch in its own scope, over many tokens: the per-layer totals
-    // used to hold a value per (scope, token) pair and scan the token list
-    // once per token, which grows with the square of the profile.
+fn a_profile_of_many_tokens_and_scopes_compares_row_by_row() {
+    // Each dispatch in its own scope, over many tokens: every scope is a
+    // row. How fast is benches/large_profiles.rs's to say (the per-layer
+    // totals once grew with the square of such a profile).
     let mut many = profile(2_000, 13);
     for (position, dispatch) in many.dispatches.iter_mut().enumerate() {
         dispatch.scope = format!("layer.{position}.attn").into();
     }
     let text = many.to_json();
     let loaded = Profile::from_json(&text, Path::new("many.json")).unwrap();
-    let started = std::time::Instant::now();
     let comparison = compare(&loaded, &loaded, 0.05, false).unwrap();
     assert!(!comparison.regressed());
     assert!(
@@ -427,11 +426,6 @@ fn a_profile_of_many_tokens_and_scopes_compares_in_reasonable_time() {
             .filter(|row| row.section == "layer")
             .count()
             >= 12_000
-    );
-    assert!(
-        started.elapsed().as_secs() < 20,
-        "compare took {:?}",
-        started.elapsed()
     );
 }
 

@@ -44,22 +44,17 @@ fn a_forged_profile_renders_without_panic_or_wrap() {
 }
 
 #[test]
-fn a_profile_of_many_tokens_and_scopes_renders_in_reasonable_time() {
-    // Each dispatch in its own scope, over many tokens: the token lines
-    // used to scan a token's records once per layer.
+fn a_profile_of_many_tokens_and_scopes_renders_every_scope() {
+    // Each dispatch in its own scope, over many tokens. How fast is
+    // benches/large_profiles.rs's to say (the token lines once scanned a
+    // token's records once per layer).
     let mut many = synthetic_profile(2_000, 1.0, 13);
     for (position, dispatch) in many.dispatches.iter_mut().enumerate() {
         dispatch.scope = format!("layer.{position}.attn").into();
     }
     let loaded = Profile::from_json(&many.to_json(), Path::new("many.json")).unwrap();
-    let started = std::time::Instant::now();
     let report = render_report(&loaded);
     assert!(report.contains("layer.11999"));
-    assert!(
-        started.elapsed().as_secs() < 20,
-        "the report took {:?}",
-        started.elapsed()
-    );
 }
 
 #[test]

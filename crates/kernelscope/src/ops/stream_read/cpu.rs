@@ -32,7 +32,7 @@ pub(super) fn stream_read(args: &KernelArgs<'_>) -> Result<()> {
 /// The XOR of every word, across the threads: one contiguous share each,
 /// as a plain read loop splits it. Tasks of 4 MiB taken in turns read 29 to
 /// 31 GB/s on the 2-core development machine where halves read 32 to 34.5,
-/// six paired rounds (`tests/ceilings.rs`): each thread's hardware
+/// six paired rounds (then a test; now `benches/read_ceiling.rs`): each thread's hardware
 /// prefetcher follows one long stream better than a new one every 4 MiB.
 fn fold_parallel(words: &[u32]) -> u32 {
     let share = words.len().div_ceil(rayon::current_num_threads().max(1)).max(1);
