@@ -153,6 +153,8 @@ fn file_type_of(dtype: DType) -> GgufFileType {
 
 fn run_gguf(args: &GenModelArgs, config: &kernelscope_model::Config) -> Result<ExitCode> {
     let output = crate::output::OutputFile::check(&args.out, "--out", args.force, None)?;
+    crate::gguf_output::remove_left_temporaries(output.path());
+    crate::gguf_output::stop_on_signals();
     let file_type = args.quant.unwrap_or_else(|| file_type_of(args.dtype));
     let seed = args.seed;
     let name = format!("{} (synthetic, seed {seed})", args.preset);

@@ -8,6 +8,7 @@ mod ceilings;
 mod compare;
 mod errors;
 mod gen_model;
+mod gguf_output;
 mod info;
 mod kl;
 mod model_args;
@@ -110,7 +111,11 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(error) => {
             eprintln!("error: {}", errors::one_line(&error));
-            ExitCode::from(2)
+            // Stopped by a signal: the shell's code for SIGINT.
+            match error.downcast_ref::<kernelscope_model::ModelError>() {
+                Some(kernelscope_model::ModelError::Interrupted { .. }) => ExitCode::from(130),
+                _ => ExitCode::from(2),
+            }
         }
     }
 }

@@ -47,6 +47,8 @@ pub fn run(args: QuantizeArgs) -> Result<ExitCode> {
         );
     }
     let output = crate::output::OutputFile::check(&args.out, "--out", args.force, Some(&args.directory))?;
+    crate::gguf_output::remove_left_temporaries(output.path());
+    crate::gguf_output::stop_on_signals();
     let notes = quantize_checkpoint(&args.directory, output.path(), args.quant, args.quiet)?;
     for note in notes {
         println!("note: {note}");

@@ -104,6 +104,23 @@ pub enum ModelError {
         /// The tensor's dtype.
         found: String,
     },
+    /// A tensor to be quantized holds a NaN or an infinity, which no
+    /// block's scale can represent (llama-quantize refuses them too).
+    #[error(
+        "tensor `{name}`: element {index} (row {row}, column {column}) is {value}; a quantized block cannot hold it (llama-quantize refuses such tensors too): fix the checkpoint, or write f32, f16 or bf16"
+    )]
+    NonFiniteWeight {
+        /// The tensor name.
+        name: String,
+        /// The first non-finite element, counted from 0.
+        index: usize,
+        /// Its row.
+        row: usize,
+        /// Its column.
+        column: usize,
+        /// The value: NaN, inf or -inf.
+        value: f32,
+    },
     /// A token id is not below the vocabulary size.
     #[error("token id {token} is out of range: the vocabulary has {vocab} tokens (ids 0..{vocab})")]
     TokenOutOfRange {
@@ -257,6 +274,13 @@ pub enum ModelError {
         repo_id: String,
         /// What is wrong, and the command that downloads it where that helps.
         problem: String,
+    },
+    /// Writing a file was stopped (SIGINT or SIGTERM) before it was
+    /// complete; nothing was left at the path.
+    #[error("{path}: interrupted before it was complete; nothing was written there")]
+    Interrupted {
+        /// The file that was being written.
+        path: PathBuf,
     },
     /// An I/O error on a named file.
     #[error("{path}: {source}")]

@@ -11,6 +11,8 @@ mod command_line;
 mod config;
 mod gguf;
 mod helpers;
+mod interrupted;
+mod non_finite;
 mod outputs;
 mod profiles;
 mod weights;

@@ -45,7 +45,7 @@ pub use reader::{GgufHeader, read_gguf_header};
 pub use tensors::TensorInfo;
 pub use types::TensorType;
 pub use value::{Array, Value, ValueType};
-pub use writer::{GgufTensorWriter, GgufWriter};
+pub use writer::{GgufTensorWriter, GgufWriter, stop_writing};
 
 /// The four bytes every GGUF file begins with.
 pub const MAGIC: [u8; 4] = *b"GGUF";

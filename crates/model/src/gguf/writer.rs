@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::error::{ModelError, Result, shown};
 
@@ -182,7 +182,7 @@ impl GgufWriter {
             .create_new(true)
             .open(&temporary)
             .map_err(|source| ModelError::Io {
-                path: temporary.clone(),
+                path: self.path.clone(),
                 source,
             })?;
         let mut sink = Sink {
@@ -193,7 +193,7 @@ impl GgufWriter {
             drop(sink);
             let _ = std::fs::remove_file(&temporary);
             return Err(ModelError::Io {
-                path: temporary,
+                path: self.path,
                 source,
             });
         }
@@ -283,14 +283,15 @@ impl GgufTensorWriter {
         }
     }
 
-    /// Runs `write` on the file; an I/O error names the temporary file and
+    /// Runs `write` on the file; an I/O error names the file the user asked
+    /// for (not the temporary one it goes to first) and
     /// stops the writer.
     fn io(&mut self, write: impl FnOnce(&mut Sink) -> std::io::Result<()>) -> Result<()> {
         let sink = self.sink.as_mut().expect("the file is open until finish");
         write(sink).map_err(|source| {
             self.failed = true;
             ModelError::Io {
-                path: self.temporary.clone(),
+                path: self.path.clone(),
                 source,
             }
         })
@@ -306,6 +307,11 @@ impl GgufTensorWriter {
     fn next_planned(&self) -> Result<PlannedTensor> {
         if self.failed {
             return Err(self.error("an earlier write failed; the file was not written".into()));
+        }
+        if STOP.load(Ordering::Relaxed) {
+            return Err(ModelError::Interrupted {
+                path: self.path.clone(),
+            });
         }
         self.tensors.get(self.next).cloned().ok_or_else(|| {
             self.error(format!(
@@ -366,7 +372,7 @@ impl GgufTensorWriter {
         if let Err(source) = result {
             self.failed = true;
             return Err(ModelError::Io {
-                path: self.temporary.clone(),
+                path: self.path.clone(),
                 source,
             });
         }
@@ -390,7 +396,7 @@ impl GgufTensorWriter {
         }
         let sink = self.sink.take().expect("the file is open until finish");
         let io_error = |source: std::io::Error| ModelError::Io {
-            path: self.temporary.clone(),
+            path: self.path.clone(),
             source,
         };
         let file = sink
@@ -418,6 +424,17 @@ impl Drop for GgufTensorWriter {
 
 /// A hidden name in the target's folder (so the rename is atomic), unique
 /// per process and writer.
+/// Set by [`stop_writing`]: every GGUF writer stops before its next
+/// tensor, and its temporary file is deleted when it is dropped.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+/// Asks every GGUF file being written to stop before its next tensor
+/// (a program's SIGINT or SIGTERM handler calls it: a store to an atomic
+/// is all it does, which is safe in a signal handler).
+pub fn stop_writing() {
+    STOP.store(true, Ordering::Relaxed);
+}
+
 fn temporary_beside(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path

@@ -192,6 +192,9 @@ fn write_gguf_with(
     }
     for (spec, tensor_type) in plan {
         let values = values(&spec.name, &spec.shape)?;
+        if matches!(tensor_type.format(), Some(WeightFormat::Quantized(_))) {
+            refuse_non_finite(&spec.name, &values, &spec.shape)?;
+        }
         let bytes = encode_tensor(
             &values,
             &spec.shape,
@@ -203,6 +206,22 @@ fn write_gguf_with(
     }
     progress.finish_and_clear();
     tensors.finish()
+}
+
+/// Refuses a tensor to be quantized that holds a NaN or an infinity,
+/// naming its first one.
+fn refuse_non_finite(name: &str, values: &[f32], shape: &[usize]) -> Result<()> {
+    let Some(index) = values.iter().position(|value| !value.is_finite()) else {
+        return Ok(());
+    };
+    let columns = shape.last().copied().unwrap_or(1).max(1);
+    Err(ModelError::NonFiniteWeight {
+        name: name.to_string(),
+        index,
+        row: index / columns,
+        column: index % columns,
+        value: values[index],
+    })
 }
 
 /// A tensor's bytes in `tensor_type`, its rows interleaved for `heads`
