@@ -32,7 +32,7 @@ pub struct CompareArgs {
     pub new: PathBuf,
     /// Relative slowdown that counts as a regression, e.g. `5%` (a bare
     /// number is read as percent). Must also exceed the repetitions' noise.
-    #[arg(long, default_value = "5%", value_parser = parse_threshold)]
+    #[arg(long, default_value = "5%", value_parser = parse_threshold, allow_hyphen_values = true)]
     pub threshold: f64,
     /// Compare even when device, backend, mode, profiling level or model
     /// differ (one model in another weight format, which both profiles
@@ -97,6 +97,8 @@ pub fn run(args: CompareArgs) -> Result<ExitCode> {
     }
     let mut base = Profile::load(&args.base)?;
     let mut new = Profile::load(&args.new)?;
+    kernelscope::profile::require_timed_work("base", &base)?;
+    kernelscope::profile::require_timed_work("new", &new)?;
     // Profiles written before roles were recorded, or by a kscope that
     // did not find them, get their layers and roles now.
     let mut found = Vec::new();

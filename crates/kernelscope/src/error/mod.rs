@@ -196,6 +196,23 @@ pub enum Error {
         problem: String,
     },
 
+    /// A profile to compare holds no time at all (no token, submission or
+    /// dispatch that took any): any comparison with it would read as "no
+    /// regression".
+    #[error(
+        "the {side} profile holds no timed work ({tokens} tokens, {submissions} submissions, {dispatches} dispatches, every one of 0 ns): nothing to compare"
+    )]
+    NothingTimed {
+        /// `base` or `new`.
+        side: &'static str,
+        /// Its tokens.
+        tokens: usize,
+        /// Its submissions.
+        submissions: usize,
+        /// Its dispatches.
+        dispatches: usize,
+    },
+
     /// Two profiles were taken under different conditions; comparing them
     /// anyway is [`Remedy::Force`].
     #[error("profiles were taken under different conditions ({differences}){}", Suffix(&[Remedy::Force]))]

@@ -88,9 +88,35 @@ impl Comparison {
     }
 }
 
+/// Refuses a profile (the `side` of a comparison) in which no token,
+/// submission or dispatch took any time: compared, it would read as
+/// "no regression" whatever the other held.
+pub fn require_timed_work(side: &'static str, profile: &Profile) -> Result<()> {
+    let timed = profile.tokens.iter().any(|token| token.duration_ns() > 0)
+        || profile
+            .submissions
+            .iter()
+            .any(|submission| submission.duration_ns() > 0)
+        || profile
+            .dispatches
+            .iter()
+            .any(|dispatch| dispatch.duration_ns() > 0);
+    if timed {
+        return Ok(());
+    }
+    Err(Error::NothingTimed {
+        side,
+        tokens: profile.tokens.len(),
+        submissions: profile.submissions.len(),
+        dispatches: profile.dispatches.len(),
+    })
+}
+
 /// Compares `new` against `base`. `threshold` is relative (0.05 = 5%).
 /// Refuses profiles taken under different conditions unless `force`.
 pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Result<Comparison> {
+    require_timed_work("base", base)?;
+    require_timed_work("new", new)?;
     let differences = base.conditions.differences(&new.conditions);
     let mut notes = Vec::new();
     if !differences.is_empty() {

@@ -41,7 +41,7 @@ pub use anatomy::{
     Anatomy, GivenCosts, LayersFrom, ModelCosts, Role, Roles, TensorCost, annotate, apply_model_costs,
 };
 pub use ceilings::{BandwidthBasis, Ceiling, Ceilings};
-pub use compare::{Comparison, ComparisonRow, Verdict, compare};
+pub use compare::{Comparison, ComparisonRow, Verdict, compare, require_timed_work};
 pub use counters::{CounterSnapshot, Counters};
 pub use cross_check::{
     CLOCK_DRIFT_RATE, CLOCK_RESOLUTION_NS, CrossCheck, Disagreement, clock_resolution_ns, cross_check,

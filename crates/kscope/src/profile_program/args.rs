@@ -9,7 +9,6 @@ use crate::report::ReportFlags;
 
 /// Arguments of `kscope profile`.
 #[derive(Args, Debug)]
-#[command(arg_required_else_help = true)]
 pub struct ProfileArgs {
     /// The model the program runs (a GGUF file or a Hugging Face
     /// directory): each role's bytes and flops per token come from its
