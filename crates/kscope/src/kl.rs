@@ -232,7 +232,16 @@ fn teacher_forced(
         model
             .step(token, position, Phase::Decode, Sampling::GREEDY, 0.0)
             .with_context(|| format!("{what}: position {position}"))?;
-        each(position, &model.logits()?)?;
+        let logits = model.logits()?;
+        if let Some(index) = logits.iter().position(|value| !value.is_finite()) {
+            let count = logits.iter().filter(|value| !value.is_finite()).count();
+            bail!(
+                "{what}: position {position}: the logits hold {count} non-finite values of {} (the first, of token {index}, is {}): a KL divergence needs numbers (`kscope run` of the {what} names the weight they come from)",
+                logits.len(),
+                logits[index]
+            );
+        }
+        each(position, &logits)?;
         progress.inc(1);
     }
     progress.finish_and_clear();

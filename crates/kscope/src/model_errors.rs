@@ -72,6 +72,34 @@ pub fn model_error_message(error: &ModelError) -> String {
     }
 }
 
+/// Where a run's logits came out non-finite and the model is a GGUF file,
+/// names the first weight holding a NaN or an infinity (or says every
+/// weight is finite, so an op's arithmetic overflowed); any other error
+/// as it was.
+pub fn locate_non_finite(error: anyhow::Error, gguf: Option<&std::path::Path>) -> anyhow::Error {
+    let (Some(ModelError::NonFiniteLogits { .. }), Some(path)) = (error.downcast_ref::<ModelError>(), gguf)
+    else {
+        return error;
+    };
+    let found = kernelscope_model::gguf_model::GgufModel::open(path)
+        .and_then(|model| model.first_non_finite_weight());
+    match found {
+        Ok(Some(weight)) => error.context(format!(
+            "{}: tensor `{}` holds {} non-finite values, the first at element {} ({})",
+            path.display(),
+            weight.tensor,
+            weight.count,
+            weight.element,
+            weight.value
+        )),
+        Ok(None) => error.context(format!(
+            "{}: every weight is finite, so an op's arithmetic overflowed",
+            path.display()
+        )),
+        Err(_) => error,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

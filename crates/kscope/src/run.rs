@@ -451,7 +451,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         &stop_tokens,
         tokenizer.as_ref(),
         logits_out.is_some(),
-    )?;
+    )
+    .map_err(|error| {
+        let gguf = location.as_ref().and_then(|location| location.gguf.as_deref());
+        crate::model_errors::locate_non_finite(error, gguf)
+    })?;
     print_generation(&generation, tokenizer.as_ref())?;
     if let Some(file) = &logits_out {
         write_logits(file, &generation, model.config().vocab_size)?;

@@ -148,3 +148,47 @@ fn token_ids_from_a_file_are_the_sequence() {
     assert!(stderr.contains("--first-scored 8 leaves no position"), "{stderr}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Sets every `stride`-th f32 of tensor `name` in GGUF file `path`, from
+/// element `first`, to `value`.
+fn poke_f32(path: &str, name: &str, first: usize, stride: usize, value: f32) {
+    let (offset, len) = {
+        let file = kernelscope_model::gguf::GgufFile::open(Path::new(path)).unwrap();
+        let tensor = file.tensor(name).unwrap();
+        (tensor.file_offset(), tensor.byte_len())
+    };
+    let mut bytes = std::fs::read(path).unwrap();
+    for at in (offset + 4 * first..offset + len).step_by(4 * stride) {
+        bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    }
+    std::fs::write(path, bytes).unwrap();
+}
+
+#[test]
+fn non_finite_logits_on_either_side_are_refused_not_scored() {
+    let dir = folder("non-finite");
+    let clean = gguf(&dir, "f32");
+    // One NaN in a down projection (every logit NaN after it), and a norm
+    // weight of +inf every 7th element.
+    let nan = dir.join("nan.gguf");
+    std::fs::copy(&clean, &nan).unwrap();
+    let nan = nan.to_str().unwrap().to_string();
+    poke_f32(&nan, "blk.2.ffn_down.weight", 333, usize::MAX / 8, f32::NAN);
+    let inf = dir.join("inf.gguf");
+    std::fs::copy(&clean, &inf).unwrap();
+    let inf = inf.to_str().unwrap().to_string();
+    poke_f32(&inf, "blk.0.ffn_norm.weight", 3, 7, f32::INFINITY);
+    for broken in [&nan, &inf] {
+        for (model, reference, side) in [(broken, &clean, "model"), (&clean, broken, "reference")] {
+            let stderr = kl_refused(model, reference, &["--tokens", "6", "--quiet"]);
+            assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+            assert!(
+                stderr.contains(&format!("{side}: position 0: the logits hold"))
+                    && stderr.contains("non-finite")
+                    && !stderr.contains("identical"),
+                "{side} {broken}: {stderr}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

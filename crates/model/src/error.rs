@@ -121,6 +121,23 @@ pub enum ModelError {
         /// The value: NaN, inf or -inf.
         value: f32,
     },
+    /// A step's logits hold NaN or infinity: its next token would be
+    /// chosen among numbers that mean nothing.
+    #[error(
+        "the logits after {phase} hold {count} non-finite values of {vocab} (the first, of token {index}, is {value}): the model's weights hold NaN or infinity, or its arithmetic overflowed"
+    )]
+    NonFiniteLogits {
+        /// `the prompt` or `the last generated token`.
+        phase: &'static str,
+        /// How many logits are not finite.
+        count: usize,
+        /// How many there are.
+        vocab: usize,
+        /// The first non-finite one's token.
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
     /// A token id is not below the vocabulary size.
     #[error("token id {token} is out of range: the vocabulary has {vocab} tokens (ids 0..{vocab})")]
     TokenOutOfRange {

@@ -65,6 +65,17 @@ pub fn quantize_activations(x: &[f32], block: usize, out: &mut Int8Activations) 
     out.scales.clear();
     out.sums.clear();
     for (values, quants) in x.chunks_exact(block).zip(out.quants.chunks_exact_mut(block)) {
+        // A NaN makes the block's scale NaN, so every product over it is
+        // NaN as the f32 product's would be: dropped by the maximum, it
+        // would quantize to numbers and a NaN in the model would vanish.
+        if values.iter().any(|value| value.is_nan()) {
+            quants.fill(0);
+            out.scales.push(f32::NAN);
+            if block != 32 {
+                out.sums.extend(std::iter::repeat_n(0, block / 16));
+            }
+            continue;
+        }
         if block == 32 {
             let largest = values.iter().fold(0.0f32, |m, v| m.max(v.abs()));
             let scale = largest / 127.0;

@@ -55,3 +55,116 @@ fn quantize_refuses_a_tensor_that_holds_nan_or_infinity() {
         }
     }
 }
+
+/// Writes `preset` as a GGUF file of `quant` into `dir`.
+fn gguf(dir: &Path, preset: &str, quant: &str) -> std::path::PathBuf {
+    let path = dir.join(format!("{preset}-{quant}.gguf"));
+    let (code, _, stderr) = crate::common::kscope(&[
+        "gen-model",
+        "--preset",
+        preset,
+        "--quant",
+        quant,
+        "--quiet",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    path
+}
+
+/// Overwrites bytes of tensor `name` in GGUF file `path`: `at` bytes into
+/// its data, every `stride` bytes `times` times, with `bytes`.
+fn poke_gguf(path: &Path, name: &str, at: usize, stride: usize, times: usize, bytes: &[u8]) {
+    let offset = {
+        let file = kernelscope_model::gguf::GgufFile::open(path).unwrap();
+        let tensor = file.tensor(name).unwrap_or_else(|| panic!("no tensor {name}"));
+        assert!(at + stride * (times - 1) + bytes.len() <= tensor.byte_len());
+        tensor.file_offset()
+    };
+    let mut data = std::fs::read(path).unwrap();
+    for time in 0..times {
+        let start = offset + at + time * stride;
+        data[start..start + bytes.len()].copy_from_slice(bytes);
+    }
+    std::fs::write(path, data).unwrap();
+}
+
+#[test]
+fn non_finite_logits_are_an_error_naming_the_weight_they_came_from() {
+    let scratch = Scratch::new("nan-logits");
+    let dir = &scratch.0;
+    // An embedding all NaN (f32); one NaN block scale (Q8_0: the f16 scale
+    // leads each 34-byte block); one +inf in a norm weight of an f16 file.
+    let embedding = gguf(dir, "tiny", "f32");
+    let rows = 128 * 2048;
+    poke_gguf(
+        &embedding,
+        "token_embd.weight",
+        0,
+        4,
+        rows,
+        &f32::NAN.to_le_bytes(),
+    );
+    let scale = gguf(dir, "tiny", "q8_0");
+    poke_gguf(
+        &scale,
+        "blk.1.attn_q.weight",
+        34 * 5,
+        34,
+        1,
+        &0x7e00u16.to_le_bytes(),
+    );
+    let norm = gguf(dir, "tiny", "f16");
+    poke_gguf(
+        &norm,
+        "blk.0.attn_norm.weight",
+        4 * 17,
+        4,
+        1,
+        &f32::INFINITY.to_le_bytes(),
+    );
+    for (file, needles) in [
+        (
+            &embedding,
+            vec![
+                "token_embd.weight",
+                &format!("{rows} non-finite values"),
+                "element 0 (NaN)",
+            ],
+        ),
+        (
+            &scale,
+            vec!["blk.1.attn_q.weight", "32 non-finite values", "element 160 (NaN)"],
+        ),
+        (
+            &norm,
+            vec![
+                "blk.0.attn_norm.weight",
+                "1 non-finite values",
+                "element 17 (inf)",
+            ],
+        ),
+    ] {
+        // Every path a prompt can take: the batched product, one position
+        // at a time, and the portable kernels.
+        for extra in [&[][..], &["--prefill-chunk", "1"], &["--cpu-kernels", "portable"]] {
+            let mut args = vec![
+                "run",
+                "--model",
+                file.to_str().unwrap(),
+                "--device",
+                "cpu",
+                "--token-ids",
+                "1,2,3",
+                "--max-tokens",
+                "3",
+            ];
+            args.extend_from_slice(extra);
+            scratch.refuses(
+                &args,
+                &[&needles[..], &["the logits after the prompt hold"]].concat(),
+            );
+        }
+    }
+}

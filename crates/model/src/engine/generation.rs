@@ -332,6 +332,7 @@ impl Shard {
             &mut || chooser.next(),
             &mut |duration, output| generation.record(Phase::Prefill, duration, output),
         )?;
+        self.require_finite_logits("the prompt")?;
         generation.generated.push(next);
         on_token(next)?;
         generation.stopped_at_eos = stops(next);
@@ -362,6 +363,28 @@ impl Shard {
                 Ok(!generation.stopped_at_eos)
             },
         )?;
+        if generation.generated.len() > 1 {
+            self.require_finite_logits("the last generated token")?;
+        }
         Ok(generation)
+    }
+
+    /// Refuses logits holding NaN or infinity (read once after the prompt
+    /// and once after the last token: a model whose weights or arithmetic
+    /// give them gives them at every step, and two reads of the logits
+    /// cost a generation next to nothing).
+    fn require_finite_logits(&self, phase: &'static str) -> Result<()> {
+        let logits = self.state.vocab_logits.to_vec::<f32>()?;
+        let count = logits.iter().filter(|value| !value.is_finite()).count();
+        match logits.iter().position(|value| !value.is_finite()) {
+            None => Ok(()),
+            Some(index) => Err(ModelError::NonFiniteLogits {
+                phase,
+                count,
+                vocab: logits.len(),
+                index,
+                value: logits[index],
+            }),
+        }
     }
 }

@@ -9,6 +9,7 @@
 //! are dequantized to bf16 at load, and the model's name says so.
 
 mod config;
+mod finite;
 mod weights;
 
 use std::path::Path;
@@ -20,6 +21,7 @@ use crate::tokenizer::{GgufVocabulary, Tokenizer};
 
 pub(crate) use config::widen;
 use config::{read_config, read_vocabulary};
+pub use finite::NonFiniteWeight;
 pub use weights::gguf_names;
 pub(crate) use weights::{file_row, gguf_name, permuted_heads};
 

@@ -65,14 +65,22 @@ __device__ __forceinline__ int4 staged16(const Staged& x, u32 offset) {
 // Shared memory of a block staging k activations.
 __device__ __forceinline__ u32 staged_bytes(u32 k) { return k + 8 * (k / 32); }
 
+// The larger of two magnitudes, NaN where either is: fmaxf drops a NaN,
+// and a block holding one would quantize to numbers (its NaN lost); with a
+// NaN scale every product over the block is NaN, as in f32.
+__device__ __forceinline__ float larger_keeping_nan(float a, float b) {
+    return isnan(a) ? a : (isnan(b) ? b : fmaxf(a, b));
+}
+
 // Quantizes the four values `v` of a lane to 8 bits within their block of
 // 32 (eight neighbouring lanes, aligned, hold one block): returns the four
 // as packed bytes, and sets the block's scale (largest / 127) and its scale
 // times the sum of its quantized values. Every lane of the warp calls it.
 __device__ __forceinline__ u32 quantize_four(float4 v, float* scale, float* scaled_sum) {
-    float largest = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    float largest = larger_keeping_nan(larger_keeping_nan(fabsf(v.x), fabsf(v.y)),
+                                       larger_keeping_nan(fabsf(v.z), fabsf(v.w)));
     for (int offset = 4; offset > 0; offset >>= 1)
-        largest = fmaxf(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+        largest = larger_keeping_nan(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
     *scale = largest / 127.0f;
     const float inverse = *scale != 0.0f ? 1.0f / *scale : 0.0f;
     const int q0 = (int)roundf(v.x * inverse), q1 = (int)roundf(v.y * inverse);

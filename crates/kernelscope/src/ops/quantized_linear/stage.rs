@@ -15,9 +15,15 @@ const STAGE_BLOCK: usize = 32;
 /// One block of 32 quantized as `quantize_four` does: the values, the
 /// scale (largest magnitude / 127) and the scale times the values' sum.
 fn quantize_block(values: &[f32]) -> ([i8; STAGE_BLOCK], f32, f32) {
-    let largest = values
-        .iter()
-        .fold(0.0f32, |largest, value| largest.max(value.abs()));
+    // A NaN makes the scale NaN (f32::max would drop it, and the block
+    // would quantize to numbers), so every product over the block is NaN.
+    let largest = values.iter().fold(0.0f32, |largest, value| {
+        if largest.is_nan() || value.is_nan() {
+            f32::NAN
+        } else {
+            largest.max(value.abs())
+        }
+    });
     let scale = largest / 127.0;
     let inverse = if scale != 0.0 { 1.0 / scale } else { 0.0 };
     let mut quantized = [0i8; STAGE_BLOCK];
