@@ -81,8 +81,11 @@ pub enum ModelError {
         name: String,
     },
     /// A tensor's shape does not match the config.
-    #[error("{path}: tensor `{name}` has shape {found:?}, expected {expected:?} from config.json")]
+    #[error("{path}: tensor `{name}` has shape {found:?}, expected {expected:?} from {described_by}")]
     TensorShape {
+        /// What the expected shape comes from: `config.json`, or a GGUF
+        /// file's metadata.
+        described_by: &'static str,
         /// The file holding it.
         path: PathBuf,
         /// The tensor name.

@@ -276,6 +276,7 @@ impl Checkpoint {
         let path = self.files[location.file].0.clone();
         if location.shape != shape {
             return Err(ModelError::TensorShape {
+                described_by: "config.json",
                 path,
                 name: name.to_string(),
                 expected: shape.to_vec(),

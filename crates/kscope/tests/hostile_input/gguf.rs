@@ -289,3 +289,40 @@ fn broken_tensor_infos_are_refused_by_tensor() {
         );
     }
 }
+
+#[test]
+fn metadata_that_disagrees_with_the_tensors_is_refused() {
+    let file = GgufScratch::new("gguf-accounted", "f32");
+    // block_count 2 of a file holding 4 layers' tensors: not 2 layers run silently.
+    let (_, value) = file.key("llama.block_count");
+    file.refuses(
+        &file.edited(|bytes| bytes[value..value + 4].copy_from_slice(&2u32.to_le_bytes())),
+        &[
+            "tensors the metadata does not account for",
+            "block_count 2",
+            "`blk.2.",
+        ],
+    );
+    // An embedding of 1,000 rows against 2,048 tokens: where the metadata
+    // says 2,048 too, the shape is named (the metadata, not a config.json);
+    // where it says 1,000 as well, the tokens are.
+    let (_, dims, ..) = *file
+        .layout
+        .tensors
+        .iter()
+        .find(|(name, ..)| name == "token_embd.weight")
+        .unwrap();
+    let rows = |bytes: &mut Vec<u8>| bytes[dims + 12..dims + 20].copy_from_slice(&1000u64.to_le_bytes());
+    file.refuses(
+        &file.edited(rows),
+        &["token_embd.weight", "[1000, 128]", "the file's metadata"],
+    );
+    let (_, vocab) = file.key("llama.vocab_size");
+    file.refuses(
+        &file.edited(|bytes| {
+            rows(bytes);
+            bytes[vocab..vocab + 4].copy_from_slice(&1000u32.to_le_bytes());
+        }),
+        &["tokenizer.ggml.tokens", "2048 tokens", "vocabulary is 1000"],
+    );
+}

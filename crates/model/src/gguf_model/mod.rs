@@ -37,12 +37,52 @@ pub struct GgufModel {
     pub chat_template: Option<String>,
 }
 
+/// Refuses a file whose tensors the metadata does not account for (a
+/// `block_count` below the layers it holds would run fewer layers,
+/// silently), and a vocabulary of another size than the embedding's rows:
+/// llama.cpp refuses both ("wrong number of tensors", "wrong shape").
+fn check_accounted(file: &GgufFile, config: &Config, vocabulary: Option<&GgufVocabulary>) -> Result<()> {
+    let invalid = |problem: String| crate::error::ModelError::Gguf {
+        path: file.path().to_path_buf(),
+        problem,
+    };
+    let expected: std::collections::HashSet<String> = gguf_names(config)
+        .into_iter()
+        .map(|(_, gguf)| gguf)
+        .chain(["rope_freqs.weight".to_string(), "output.weight".to_string()])
+        .collect();
+    let unaccounted: Vec<&str> = file
+        .tensors()
+        .iter()
+        .map(|tensor| tensor.name())
+        .filter(|name| !expected.contains(*name))
+        .collect();
+    if let Some(first) = unaccounted.first() {
+        return Err(invalid(format!(
+            "{} tensors the metadata does not account for (block_count {}), the first `{first}`: the file and its metadata disagree",
+            unaccounted.len(),
+            config.num_layers
+        )));
+    }
+    if let Some(vocabulary) = vocabulary
+        && vocabulary.tokens.len() != config.vocab_size
+    {
+        return Err(invalid(format!(
+            "`tokenizer.ggml.tokens` holds {} tokens but the vocabulary is {} (`token_embd.weight`'s rows): the file and its metadata disagree",
+            vocabulary.tokens.len(),
+            config.vocab_size
+        )));
+    }
+    Ok(())
+}
+
 impl GgufModel {
     /// Opens `path` and reads the configuration from its metadata.
     pub fn open(path: &Path) -> Result<GgufModel> {
         let file = GgufFile::open(path)?;
         let config = read_config(&file)?;
         let vocabulary = read_vocabulary(&file)?;
+        check_accounted(&file, &config, vocabulary.as_ref())?;
         let chat_template = file
             .metadata()
             .get_str_opt("tokenizer.chat_template")?

@@ -283,6 +283,7 @@ fn place(
     };
     if found != expected_shape {
         return Err(ModelError::TensorShape {
+            described_by: "the file's metadata",
             path: file.path().to_path_buf(),
             name: info.name().to_string(),
             expected: expected_shape,
