@@ -158,6 +158,10 @@ pub struct Opened {
     pub device_reason: String,
     pub model: Model,
     pub tokenizer: Option<Tokenizer>,
+    /// Why the model's vocabulary gave no tokenizer, where it has one that
+    /// cannot tokenize: said only where text is encoded or decoded, so
+    /// `--token-ids`, `bench` and `kl` run such a model.
+    pub tokenizer_problem: Option<String>,
     /// The model directory, for a model read from files.
     pub directory: Option<PathBuf>,
 }
@@ -306,7 +310,25 @@ impl ModelArgs {
             Some(ModelLocation { gguf: Some(path), .. }) => {
                 let gguf = GgufModel::open(path)?;
                 let model = Model::load_gguf(&gguf, &devices, LoadOptions { quiet: self.quiet })?;
-                let tokenizer = gguf.tokenizer()?;
+                let tokenizer = gguf.tokenizer();
+                let lossy = gguf.file.metadata().lossy_strings();
+                if let Some(first) = lossy.first() {
+                    eprintln!(
+                        "warning: {}: {} metadata strings are not UTF-8 and are read with U+FFFD for their invalid bytes, as llama.cpp loads them (the first: {first})",
+                        path.display(),
+                        lossy.len()
+                    );
+                }
+                if let (Ok(Some(_)), Some(vocabulary)) = (&tokenizer, &gguf.vocabulary) {
+                    let unusable = vocabulary.unusable_merges();
+                    if let Some(first) = unusable.first() {
+                        eprintln!(
+                            "warning: {}: {} of tokenizer.ggml.merges name or make a token the vocabulary does not hold (the first {first:?}); left out, as llama.cpp never applies them",
+                            path.display(),
+                            unusable.len()
+                        );
+                    }
+                }
                 if let Some(source) = &gguf.chat_template {
                     let token = |id: Option<u32>| {
                         let vocabulary = gguf.vocabulary.as_ref()?;
@@ -325,7 +347,7 @@ impl ModelArgs {
             Some(location) => {
                 let directory = &location.directory;
                 let model = Model::load_split(directory, &devices, LoadOptions { quiet: self.quiet })?;
-                (model, Tokenizer::from_directory(directory)?)
+                (model, Tokenizer::from_directory(directory))
             }
             None => {
                 let name = self.preset.as_deref().unwrap_or("tiny");
@@ -336,8 +358,12 @@ impl ModelArgs {
                 };
                 let model = Model::from_preset_split(name, &devices, options)
                     .with_context(|| format!("building preset {name}"))?;
-                (model, None)
+                (model, Ok(None))
             }
+        };
+        let (tokenizer, tokenizer_problem) = match tokenizer {
+            Ok(tokenizer) => (tokenizer, None),
+            Err(error) => (None, Some(crate::model_errors::model_error_message(&error))),
         };
         let mut model = model;
         model.set_prefill_chunk(self.prefill_chunk)?;
@@ -349,6 +375,7 @@ impl ModelArgs {
             device_reason,
             model,
             tokenizer,
+            tokenizer_problem,
             gguf_chat,
             directory: location
                 .filter(|location| location.gguf.is_none())

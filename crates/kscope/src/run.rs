@@ -117,6 +117,9 @@ pub struct RunArgs {
 /// model's chat template, then encoded as they are (the template writes BOS
 /// and the other special tokens itself).
 fn chat_prompt(args: &RunArgs, source: PromptSource<'_>) -> Result<Vec<u32>> {
+    if let Some(problem) = source.tokenizer_problem {
+        bail!("--chat needs the model's tokenizer, which cannot be built: {problem}");
+    }
     let template = match (source.gguf_chat, source.directory, source.tokenizer) {
         (Some(chat), _, Some(_)) => {
             ChatTemplate::from_source(&chat.source, &chat.path, chat.bos.as_deref(), chat.eos.as_deref())?
@@ -288,6 +291,8 @@ fn execution_mode(args: &RunArgs, device: &Device) -> ExecutionMode {
 struct PromptSource<'a> {
     directory: Option<&'a Path>,
     tokenizer: Option<&'a Tokenizer>,
+    /// Why the model's vocabulary gave no tokenizer, where it has one.
+    tokenizer_problem: Option<&'a str>,
     gguf_chat: Option<&'a crate::model_args::GgufChat>,
 }
 
@@ -296,6 +301,11 @@ struct PromptSource<'a> {
 fn prompt_tokens(args: &RunArgs, source: PromptSource<'_>) -> Result<Vec<u32>> {
     if !args.chat.is_empty() {
         return chat_prompt(args, source);
+    }
+    if let (Some(_), Some(problem)) = (&args.prompt, source.tokenizer_problem) {
+        bail!(
+            "--prompt needs the model's tokenizer, which cannot be built: {problem}; pass --token-ids instead"
+        );
     }
     Ok(match (&args.prompt, &args.token_ids, source.tokenizer) {
         (Some(text), _, Some(tokenizer)) => tokenizer.encode(text)?,
@@ -435,6 +445,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let source = PromptSource {
         directory: opened.directory.as_deref(),
         tokenizer: tokenizer.as_ref(),
+        tokenizer_problem: opened.tokenizer_problem.as_deref(),
         gguf_chat: opened.gguf_chat.as_ref(),
     };
     let prompt = prompt_tokens(&args, source)?;
@@ -457,6 +468,9 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         crate::model_errors::locate_non_finite(error, gguf)
     })?;
     print_generation(&generation, tokenizer.as_ref())?;
+    if let Some(problem) = &opened.tokenizer_problem {
+        println!("text: not decoded, the model's tokenizer cannot be built: {problem}");
+    }
     if let Some(file) = &logits_out {
         write_logits(file, &generation, model.config().vocab_size)?;
     }

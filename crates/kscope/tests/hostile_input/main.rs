@@ -15,4 +15,5 @@ mod interrupted;
 mod non_finite;
 mod outputs;
 mod profiles;
+mod vocabulary;
 mod weights;

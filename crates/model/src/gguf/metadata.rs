@@ -16,6 +16,7 @@ pub struct Metadata {
     path: PathBuf,
     entries: Vec<(String, Value)>,
     index: HashMap<String, usize>,
+    lossy: Vec<String>,
 }
 
 impl Metadata {
@@ -25,7 +26,21 @@ impl Metadata {
             path: path.to_path_buf(),
             entries: Vec::new(),
             index: HashMap::new(),
+            lossy: Vec::new(),
         }
+    }
+
+    /// Records that an element of a string array was not UTF-8 and is held
+    /// with U+FFFD in place of its invalid bytes (`what`: which, where).
+    pub(crate) fn note_lossy(&mut self, what: String) {
+        self.lossy.push(what);
+    }
+
+    /// The string-array elements that were not UTF-8 (a vocabulary's byte
+    /// tokens, say), each held with U+FFFD in place of its invalid bytes,
+    /// as llama.cpp loads such a file: for its reader to say.
+    pub fn lossy_strings(&self) -> &[String] {
+        &self.lossy
     }
 
     /// Adds `key`; `false` (and nothing added) when it is already there.

@@ -63,6 +63,7 @@ pub fn read_gguf_header(bytes: &[u8], path: &Path) -> Result<GgufHeader> {
         bytes,
         position: 0,
         path,
+        lossy: Vec::new(),
     };
     let version = read_preamble(&mut cursor)?;
     let tensor_count = cursor.u64(&|| "the tensor count".into())?;
@@ -89,6 +90,8 @@ pub(super) struct Cursor<'a> {
     pub(super) bytes: &'a [u8],
     pub(super) position: usize,
     pub(super) path: &'a Path,
+    /// String-array elements read that were not UTF-8 (see `Metadata::lossy_strings`).
+    pub(super) lossy: Vec<String>,
 }
 
 /// What is being read, built only when a message needs it (a vocabulary
@@ -147,6 +150,30 @@ impl<'a> Cursor<'a> {
                 self.position
             ))),
         }
+    }
+
+    /// A string whose bytes need not be UTF-8: the text with U+FFFD for
+    /// invalid bytes, and the offset of the first invalid byte if any.
+    pub(super) fn string_lossy(&mut self, what: What) -> Result<(String, Option<usize>)> {
+        let length = self.u64(&|| format!("the length of {}", what()))?;
+        let length = match usize::try_from(length) {
+            Ok(length) if length <= self.remaining() => length,
+            _ => return Err(self.error(format!(
+                "{}: a string of {length} bytes at offset {} runs past the end of the file ({} bytes left)",
+                what(),
+                self.position,
+                self.remaining()
+            ))),
+        };
+        let start = self.position;
+        let bytes = self.take(length, what)?;
+        Ok(match std::str::from_utf8(bytes) {
+            Ok(text) => (text.to_string(), None),
+            Err(error) => (
+                String::from_utf8_lossy(bytes).into_owned(),
+                Some(start + error.valid_up_to()),
+            ),
+        })
     }
 
     pub(super) fn string(&mut self, what: What) -> Result<String> {
@@ -232,6 +259,9 @@ fn read_metadata(cursor: &mut Cursor, entry_count: u64) -> Result<Metadata> {
         }
         metadata.insert(key, value);
     }
+    for what in std::mem::take(&mut cursor.lossy) {
+        metadata.note_lossy(what);
+    }
     Ok(metadata)
 }
 
@@ -298,9 +328,19 @@ fn read_array(cursor: &mut Cursor, what: What) -> Result<Array> {
         ValueType::F64 => Array::F64(numbers(cursor, count, what, f64::from_le_bytes)?),
         ValueType::Bool => Array::Bool(numbers(cursor, count, what, |[byte]: [u8; 1]| byte != 0)?),
         ValueType::String => {
+            // An element that is not UTF-8 is kept (U+FFFD for its invalid
+            // bytes) and noted: llama.cpp loads a vocabulary holding one.
             let mut strings = Vec::with_capacity(count);
             for index in 0..count {
-                strings.push(cursor.string(&|| format!("element {index} of {}", what()))?);
+                let element = || format!("element {index} of {}", what());
+                let (text, invalid) = cursor.string_lossy(&element)?;
+                if let Some(offset) = invalid {
+                    cursor.lossy.push(format!(
+                        "{} is not UTF-8 (invalid byte at offset {offset})",
+                        element()
+                    ));
+                }
+                strings.push(text);
             }
             Array::String(strings)
         }

@@ -33,6 +33,10 @@ pub struct GgufModel {
     pub config: Config,
     /// Its vocabulary, when it has one.
     pub vocabulary: Option<GgufVocabulary>,
+    /// Why its vocabulary could not be read (a token that is not UTF-8):
+    /// the weights run without it (`--token-ids`), and
+    /// [`tokenizer`](Self::tokenizer) says this where text is needed.
+    pub vocabulary_problem: Option<String>,
     /// `tokenizer.chat_template`, when present.
     pub chat_template: Option<String>,
 }
@@ -81,7 +85,10 @@ impl GgufModel {
     pub fn open(path: &Path) -> Result<GgufModel> {
         let file = GgufFile::open(path)?;
         let config = read_config(&file)?;
-        let vocabulary = read_vocabulary(&file)?;
+        let (vocabulary, vocabulary_problem) = match read_vocabulary(&file) {
+            Ok(vocabulary) => (vocabulary, None),
+            Err(error) => (None, Some(error.to_string())),
+        };
         check_accounted(&file, &config, vocabulary.as_ref())?;
         let chat_template = file
             .metadata()
@@ -91,6 +98,7 @@ impl GgufModel {
             file,
             config,
             vocabulary,
+            vocabulary_problem,
             chat_template,
         })
     }
@@ -102,6 +110,9 @@ impl GgufModel {
 
     /// The tokenizer of the file's vocabulary, if it has one.
     pub fn tokenizer(&self) -> Result<Option<Tokenizer>> {
+        if let Some(problem) = &self.vocabulary_problem {
+            return Err(crate::error::ModelError::Tokenizer(problem.clone()));
+        }
         self.vocabulary
             .as_ref()
             .map(|vocabulary| Tokenizer::from_gguf(vocabulary, &self.path().display().to_string()))

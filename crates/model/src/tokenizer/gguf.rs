@@ -123,8 +123,10 @@ impl GgufVocabulary {
                 let Some(merges) = &self.merges else {
                     return Err(refuse("a gpt2 vocabulary without tokenizer.ggml.merges".into()));
                 };
+                let unusable: std::collections::HashSet<&str> = self.unusable_merges().into_iter().collect();
                 let merges = merges
                     .iter()
+                    .filter(|merge| !unusable.contains(merge.as_str()))
                     .map(|merge| match merge.split_once(' ') {
                         Some((left, right)) if !right.contains(' ') => Ok(json!([left, right])),
                         _ => Err(refuse(format!(
@@ -237,6 +239,28 @@ impl GgufVocabulary {
 
     /// Token → id. A token listed twice keeps its last id, as a Python
     /// dict built from the list would.
+    /// The merges no text can use: naming a token the vocabulary does not
+    /// hold, or making one it does not. llama.cpp never applies them;
+    /// the tokenizer leaves them out (its caller may say so).
+    pub fn unusable_merges(&self) -> Vec<&str> {
+        let Some(merges) = &self.merges else {
+            return Vec::new();
+        };
+        let known: std::collections::HashSet<&str> = self.tokens.iter().map(String::as_str).collect();
+        merges
+            .iter()
+            .filter(|merge| match merge.split_once(' ') {
+                Some((left, right)) => {
+                    !known.contains(left)
+                        || !known.contains(right)
+                        || !known.contains(format!("{left}{right}").as_str())
+                }
+                None => false,
+            })
+            .map(String::as_str)
+            .collect()
+    }
+
     fn vocabulary(&self) -> serde_json::Map<String, Value> {
         self.tokens
             .iter()
