@@ -221,6 +221,15 @@ impl Profile {
             path: path.to_path_buf(),
             problem,
         };
+        // Opening a FIFO waits for a writer: what is not a plain file is
+        // refused before it is opened.
+        let metadata = std::fs::metadata(path).map_err(|error| problem(format!("cannot read: {error}")))?;
+        if !metadata.is_file() {
+            return Err(problem(format!(
+                "not a regular file ({})",
+                file_kind(&metadata.file_type())
+            )));
+        }
         let file = std::fs::File::open(path).map_err(|error| problem(format!("cannot read: {error}")))?;
         let text = read_at_most(file, MAX_PROFILE_BYTES).map_err(|error| match error {
             TooLarge::Io(error) => problem(format!("cannot read: {error}")),
@@ -448,5 +457,21 @@ mod tests {
         );
         let binary: &[u8] = &[b'{', 0xff, 0xfe];
         assert!(matches!(read_stream_at_most(binary, 4096), Err(TooLarge::Io(_))));
+    }
+}
+
+/// What a file that is not a regular one is, in words.
+pub fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "not a plain file"
     }
 }

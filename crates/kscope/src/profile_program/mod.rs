@@ -56,6 +56,23 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
             keep: true,
         };
         let processes = records.read()?;
+        // Files a user hands over must be record files; a live run's
+        // process that died before its first frame is only said.
+        for process in &processes {
+            if process.trace.header.is_none() {
+                let problem = match &process.trace.ending {
+                    kernelscope_trace::Ending::Garbled { at, problem } => format!("at byte {at}, {problem}"),
+                    kernelscope_trace::Ending::Cut { at } => {
+                        format!("it ends at byte {at}, before a whole first frame")
+                    }
+                    kernelscope_trace::Ending::Ended(_) => "its first frame is not a header".into(),
+                };
+                bail!(
+                    "{}: not a kscope record file (its first frame should be the process's header: {problem})",
+                    process.path.display()
+                );
+            }
+        }
         if processes.is_empty() {
             bail!(
                 "--from-records {}: no record files (*.kst) there",
@@ -331,6 +348,16 @@ impl RecordFolder {
         paths
             .into_iter()
             .map(|path| {
+                // Reading a FIFO would wait for a writer.
+                let metadata =
+                    std::fs::metadata(&path).with_context(|| format!("reading {}", path.display()))?;
+                if !metadata.is_file() {
+                    bail!(
+                        "{}: not a regular file ({})",
+                        path.display(),
+                        kernelscope::profile::file_kind(&metadata.file_type())
+                    );
+                }
                 let bytes = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
                 Ok(ProcessTrace {
                     trace: kernelscope_trace::read(&bytes),

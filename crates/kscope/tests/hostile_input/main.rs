@@ -15,5 +15,6 @@ mod interrupted;
 mod non_finite;
 mod outputs;
 mod profiles;
+mod special_files;
 mod vocabulary;
 mod weights;
