@@ -2,7 +2,6 @@
 //! would wait for a writer forever), random bytes, a torn header. Each is
 //! refused at once, naming the file and what is wrong.
 
-use crate::common::kscope;
 use crate::helpers::{Scratch, make_fifo, refused};
 
 #[test]
