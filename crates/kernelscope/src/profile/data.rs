@@ -439,6 +439,22 @@ fn read_stream_at_most(source: impl Read, limit: u64) -> std::result::Result<Str
     Ok(text)
 }
 
+/// What a file that is not a regular one is, in words.
+pub fn file_kind(kind: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_block_device() || kind.is_char_device() {
+        "a device"
+    } else {
+        "not a plain file"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -457,21 +473,5 @@ mod tests {
         );
         let binary: &[u8] = &[b'{', 0xff, 0xfe];
         assert!(matches!(read_stream_at_most(binary, 4096), Err(TooLarge::Io(_))));
-    }
-}
-
-/// What a file that is not a regular one is, in words.
-pub fn file_kind(kind: &std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_block_device() || kind.is_char_device() {
-        "a device"
-    } else {
-        "not a plain file"
     }
 }
