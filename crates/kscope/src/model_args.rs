@@ -234,7 +234,15 @@ impl ModelArgs {
                 model.display()
             );
         }
-        let snapshot = resolve_hub_model(&text, self.revision.as_deref())?;
+        // ORG/NAME is also a relative path: one not found is both a missing
+        // local folder and a repository not in the cache, and says both.
+        let snapshot = resolve_hub_model(&text, self.revision.as_deref()).map_err(|error| {
+            anyhow::anyhow!(
+                "{}: no such local file or directory, and as a Hugging Face repository: {}",
+                model.display(),
+                crate::model_errors::model_error_message(&error)
+            )
+        })?;
         let gguf = pick_gguf(
             &snapshot.directory,
             &snapshot.repo_root,

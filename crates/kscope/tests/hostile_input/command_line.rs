@@ -120,3 +120,16 @@ fn a_reader_that_goes_away_ends_kscope_without_a_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_ne!(output.status.code(), Some(101), "{stderr}");
 }
+
+#[test]
+fn a_mistyped_local_path_is_said_to_be_missing_as_both() {
+    // ORG/NAME or a relative path: neither exists, and the message says both.
+    refused(
+        &["run", "--model", "cases/does_not_exist", "--max-tokens", "1"],
+        &[
+            "cases/does_not_exist",
+            "no such local file or directory",
+            "not in the Hugging Face cache",
+        ],
+    );
+}
