@@ -467,3 +467,30 @@ fn split_profiles_are_checked_rank_by_rank() {
     token.end_ns = token.start_ns - 1;
     assert_contains(&refusal(&broken), &["ranks[0] (rank 1)", "tokens[1]"]);
 }
+
+#[test]
+fn a_stored_idle_split_is_recomputed_not_refused() {
+    // Idle is derived from the dispatches: one stored 1 ns off (rounding in
+    // another tool), or made up, is replaced on load, never an error.
+    let original = profile(6, 23);
+    let expected: Vec<_> = original
+        .submissions
+        .iter()
+        .map(|submission| submission.idle)
+        .collect();
+    assert!(expected.iter().all(Option::is_some));
+    let mut edited = original.clone();
+    if let Some(idle) = edited.submissions[0].idle.as_mut() {
+        idle.busy_ns += 1;
+    }
+    if let Some(idle) = edited.submissions[1].idle.as_mut() {
+        idle.between_ns += 1_000_000;
+    }
+    let loaded = Profile::from_json(&edited.to_json(), Path::new("runs/edited.json")).unwrap();
+    let found: Vec<_> = loaded
+        .submissions
+        .iter()
+        .map(|submission| submission.idle)
+        .collect();
+    assert_eq!(found, expected);
+}

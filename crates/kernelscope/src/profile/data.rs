@@ -276,6 +276,8 @@ impl Profile {
             serde_json::from_value(value).map_err(|error| format!("malformed profile: {error}"))?;
         profile.check()?;
         profile.check_ranks()?;
+        // Idle is derived from the dispatches: recomputed, never trusted
+        // (a stored split 1 ns off by rounding is not an error).
         Ok(profile.with_idle())
     }
 

@@ -34,32 +34,7 @@ impl Profile {
         }
         self.check_tokens()?;
         let submissions = self.check_submissions()?;
-        self.check_dispatches(&submissions)?;
-        self.check_idle()
-    }
-
-    /// Each submission's recorded idle accounting is the one its dispatch
-    /// records give (a profile from before it was recorded has none, and is
-    /// given it on load).
-    fn check_idle(&self) -> Checked {
-        let by_submission = super::idle::dispatches_by_submission(&self.dispatches);
-        for (position, submission) in self.submissions.iter().enumerate() {
-            let Some(recorded) = submission.idle else {
-                continue;
-            };
-            let records = by_submission.get(&submission.submission);
-            let computed = records.and_then(|records| super::submission_idle(submission, records));
-            if computed != Some(recorded) {
-                return Err(format!(
-                    "submissions[{position}]: idle {recorded:?} is not what its dispatch records give ({})",
-                    computed.map_or_else(
-                        || "none: not all of them were timed".to_string(),
-                        |idle| format!("{idle:?}")
-                    )
-                ));
-            }
-        }
-        Ok(())
+        self.check_dispatches(&submissions)
     }
 
     /// The ceilings, where known, are positive and finite.
