@@ -95,6 +95,12 @@ fn unimplemented_math_is_refused_by_name() {
             json!({"rope_type": "linear", "rope_theta": 10000.0}),
             vec!["rope_parameters.factor", "missing"],
         ),
+        // A frequency the settings make infinite: the settings in words.
+        (
+            "rope_parameters",
+            json!({"rope_type": "linear", "rope_theta": 10000.0, "factor": 1e-40}),
+            vec!["RoPE frequency", "linear scaling (factor"],
+        ),
         ("hidden_act", json!("gelu"), vec!["hidden_act", "gelu"]),
         ("mlp_bias", json!(true), vec!["mlp_bias"]),
         ("partial_rotary_factor", json!(0.5), vec!["partial_rotary_factor"]),

@@ -112,6 +112,8 @@ pub fn refused(args: &[&str], needles: &[&str]) {
     assert_eq!(code, 2, "args {args:?}\nstdout: {stdout}\nstderr: {stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
     assert!(stderr.starts_with("error: "), "{stderr}");
+    // No message shows Rust's debug format.
+    assert!(!stderr.contains("Some(") && !stderr.contains("_ns: "), "{stderr}");
     for needle in needles {
         assert!(
             stderr.contains(needle),

@@ -216,7 +216,8 @@ impl Config {
             .find(|frequency| !frequency.is_finite() || **frequency <= 0.0)
         {
             return Err(fields.invalid(format!(
-                "the rope settings (theta {rope_theta}, {scaling:?}) give a RoPE frequency of {bad}"
+                "the rope settings (theta {rope_theta}, {}) give a RoPE frequency of {bad}",
+                kernelscope::ops::rope::describe_scaling(scaling)
             )));
         }
         Ok(())

@@ -266,8 +266,9 @@ fn reconcile(fields: &Fields<'_>, legacy: RopeSettings, mut modern: RopeSettings
         && (legacy.scaling, legacy.attention_scaling) != (modern.scaling, modern.attention_scaling)
     {
         return Err(fields.invalid(format!(
-            "`rope_scaling` ({:?}) and `rope_parameters` ({:?}) disagree",
-            legacy.scaling, modern.scaling
+            "`rope_scaling` ({}) and `rope_parameters` ({}) disagree",
+            kernelscope::ops::rope::describe_scaling(legacy.scaling),
+            kernelscope::ops::rope::describe_scaling(modern.scaling)
         )));
     }
     Ok(modern)

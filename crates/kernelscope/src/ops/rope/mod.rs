@@ -71,6 +71,37 @@ pub enum RopeScaling {
     Yarn(YarnScaling),
 }
 
+impl std::fmt::Display for RopeScaling {
+    /// As config.json names it: `llama3 scaling (factor 8, ...)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RopeScaling::Linear { factor } => write!(f, "linear scaling (factor {factor})"),
+            RopeScaling::Llama3(scaling) => write!(
+                f,
+                "llama3 scaling (factor {}, low_freq_factor {}, high_freq_factor {}, original_max_position_embeddings {})",
+                scaling.factor,
+                scaling.low_freq_factor,
+                scaling.high_freq_factor,
+                scaling.original_max_position_embeddings
+            ),
+            RopeScaling::Yarn(scaling) => write!(
+                f,
+                "yarn scaling (factor {}, original_max_position_embeddings {}, beta_fast {}, beta_slow {}, truncate {})",
+                scaling.factor,
+                scaling.original_max_position_embeddings,
+                scaling.beta_fast,
+                scaling.beta_slow,
+                scaling.truncate
+            ),
+        }
+    }
+}
+
+/// `scaling` in words, `no scaling` where there is none.
+pub fn describe_scaling(scaling: Option<RopeScaling>) -> String {
+    scaling.map_or_else(|| "no scaling".to_string(), |scaling| scaling.to_string())
+}
+
 /// `inv_freq[i] = theta^(-2i/head_dim)` for `i < head_dim/2`, rescaled as
 /// Hugging Face's `_compute_*_parameters` do when `scaling` is given. Powers
 /// are taken in f32 like transformers (`base ** (arange(0, d, 2).float() / d)`).
