@@ -313,7 +313,15 @@ fn shape_change(base: &str, new: &str) -> String {
 /// why. `new`'s model is set to `base`'s for the comparison only.
 fn compare_models(base: &Profile, new: &mut Profile, threshold: f64, force: bool) -> Result<Comparison> {
     let (base_conditions, new_conditions) = (&base.conditions, &new.conditions);
-    let models = (base_conditions.model != new_conditions.model)
+    // One file reached by two paths (`./m.gguf` and `m.gguf`, or from
+    // another folder) is one model.
+    let one_file = match (&base_conditions.model, &new_conditions.model) {
+        (Some(base_model), Some(new_model)) if base_model != new_model => {
+            one_model_file(base_model, new_model)
+        }
+        _ => false,
+    };
+    let models = (base_conditions.model != new_conditions.model && !one_file)
         .then(|| judge_models(base_conditions, new_conditions));
     // The other differences, the library's own judgement of them.
     let mut differences = base_conditions.differences(&Conditions {
@@ -334,7 +342,7 @@ fn compare_models(base: &Profile, new: &mut Profile, threshold: f64, force: bool
         .into());
     }
     let format_note = format_change(base_conditions, new_conditions);
-    let comparison = if models == Some(Models::OtherFormat) {
+    let comparison = if models == Some(Models::OtherFormat) || one_file {
         let model = std::mem::replace(&mut new.conditions.model, base.conditions.model.clone());
         let comparison = compare(base, new, threshold, force);
         new.conditions.model = model;
@@ -345,6 +353,20 @@ fn compare_models(base: &Profile, new: &mut Profile, threshold: f64, force: bool
     let mut comparison = comparison?;
     comparison.notes.splice(0..0, format_note);
     Ok(comparison)
+}
+
+/// Whether two models' names (a path, then what it holds in brackets:
+/// `m.gguf (Q8_0: 58 Q8_0, 17 F32)`) name one file that holds the same.
+fn one_model_file(base: &str, new: &str) -> bool {
+    let split = |model: &str| match model.rsplit_once(" (") {
+        Some((path, held)) if model.ends_with(')') => (path.to_string(), held.to_string()),
+        _ => (model.to_string(), String::new()),
+    };
+    let ((base_path, base_held), (new_path, new_held)) = (split(base), split(new));
+    match (std::fs::canonicalize(base_path), std::fs::canonicalize(new_path)) {
+        (Ok(base_file), Ok(new_file)) => base_file == new_file && base_held == new_held,
+        _ => false,
+    }
 }
 
 /// The note that the weights' format changed, where both profiles record

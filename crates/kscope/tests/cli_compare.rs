@@ -511,6 +511,16 @@ fn runs_of_one_gguf_model_in_two_formats_compare() {
         stderr.contains("another model: 8 layers vs 4 layers, hidden 256 vs hidden 128"),
         "{stderr}"
     );
+    // One file reached by another path is one model: compared, not refused.
+    let again = run(&[&format!("{}/./q8_0.gguf", scratch.0.display())], "again.json");
+    let (code, stdout, stderr) = kscope(&[&q8, &again]);
+    assert!(code == 0 || code == 1, "{code}: {stdout}{stderr}");
+    // Two files of one shape and format are still two models.
+    std::fs::copy(path("q8_0.gguf"), path("copy.gguf")).unwrap();
+    let copy = run(&[&path("copy.gguf")], "copy.json");
+    let (code, _, stderr) = kscope(&[&q8, &copy]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("another model or file"), "{stderr}");
 }
 
 #[test]
