@@ -15,6 +15,18 @@ use serde_json::{Value, json};
 /// fresh handle without CUPTI, so call it before anything in this process
 /// profiles at dispatch level.
 pub fn measure(spec: &str, bandwidth_mib: Option<usize>, compute_size: Option<usize>) -> Result<Measured> {
+    if let (Some(mib), Some(available)) = (bandwidth_mib, available_memory_mib()) {
+        // The host holds the probe's pattern; on the CPU the device's
+        // buffers are host memory too (the read's input, a copy's two)
+        // (`auto` may be the CPU: counted as it.)
+        let copies = if spec.starts_with("cuda") { 1 } else { 3 };
+        let needed = mib.saturating_mul(copies);
+        if needed > available {
+            anyhow::bail!(
+                "--bandwidth-mib {mib}: the probes of {spec} hold about {needed} MiB of host memory and {available} MiB are available; pass a smaller --bandwidth-mib"
+            );
+        }
+    }
     measure_ceilings(
         spec,
         CeilingProbes {
@@ -23,6 +35,32 @@ pub fn measure(spec: &str, bandwidth_mib: Option<usize>, compute_size: Option<us
         },
     )
     .with_context(|| format!("measuring the ceilings of {spec}"))
+}
+
+/// The host memory available to a new allocation, in MiB: the system's
+/// (`MemAvailable` of /proc/meminfo), less where this process's address
+/// space is limited (`ulimit -v`) to what is left of that limit; `None`
+/// where the system does not say.
+fn available_memory_mib() -> Option<usize> {
+    let kib_of = |file: &str, key: &str| -> Option<usize> {
+        let text = std::fs::read_to_string(file).ok()?;
+        let line = text.lines().find(|line| line.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    };
+    let system = kib_of("/proc/meminfo", "MemAvailable:")? / 1024;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the one struct it is given.
+    let limited =
+        unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0 && limit.rlim_cur != libc::RLIM_INFINITY;
+    if !limited {
+        return Some(system);
+    }
+    let used = kib_of("/proc/self/status", "VmSize:").unwrap_or(0) / 1024;
+    let left = (limit.rlim_cur / (1 << 20)) as usize;
+    Some(system.min(left.saturating_sub(used)))
 }
 
 /// The ceilings as indented lines: each measured figure and its method,

@@ -133,3 +133,25 @@ fn a_mistyped_local_path_is_said_to_be_missing_as_both() {
         ],
     );
 }
+
+#[test]
+fn bandwidth_probes_larger_than_memory_are_refused_not_aborted() {
+    // Under `ulimit -v` 2 GiB, CPU probes of 1 GiB (about 3 GiB held) would
+    // abort on a failed allocation: refused first, naming the flag.
+    for command in ["info", "calibrate"] {
+        let output = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v 2097152; exec {} {command} --bandwidth-mib 1024",
+                kscope_binary().display()
+            ))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.starts_with("error: --bandwidth-mib 1024") && stderr.contains("MiB are available"),
+            "{command}: {stderr}"
+        );
+    }
+}
