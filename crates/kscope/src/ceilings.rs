@@ -17,8 +17,8 @@ use serde_json::{Value, json};
 pub fn measure(spec: &str, bandwidth_mib: Option<usize>, compute_size: Option<usize>) -> Result<Measured> {
     if let (Some(mib), Some(available)) = (bandwidth_mib, available_memory_mib()) {
         // The host holds the probe's pattern; on the CPU the device's
-        // buffers are host memory too (the read's input, a copy's two)
-        // (`auto` may be the CPU: counted as it.)
+        // buffers are host memory too (the read's input, a copy's two).
+        // `auto` may be the CPU, so it is counted as one.
         let copies = if spec.starts_with("cuda") { 1 } else { 3 };
         let needed = mib.saturating_mul(copies);
         if needed > available {
