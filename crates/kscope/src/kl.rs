@@ -79,6 +79,7 @@ pub fn run(args: KlArgs) -> Result<ExitCode> {
 
     let (mut reference, reference_name) = open(&reference_args)?;
     let vocabulary = reference.config().vocab_size;
+    let reference_shape = crate::compare::model_shape(reference.config());
     let tokens = match &args.token_ids {
         Some(path) => read_token_ids(path, args.tokens, vocabulary)?,
         None => random_tokens(args.seed, args.tokens, vocabulary),
@@ -98,6 +99,12 @@ pub fn run(args: KlArgs) -> Result<ExitCode> {
         bail!(
             "{model_name} has a vocabulary of {} tokens and the reference {reference_name} {vocabulary}: KL divergence needs one vocabulary",
             model.config().vocab_size
+        );
+    }
+    let model_shape = crate::compare::model_shape(model.config());
+    if model_shape != reference_shape {
+        eprintln!(
+            "warning: {model_name} ({model_shape}) and the reference {reference_name} ({reference_shape}) are two models of one vocabulary, not one model in two formats: the divergence measures how different they are"
         );
     }
     let mut divergences = Vec::with_capacity(reference_log_probabilities.len());

@@ -192,3 +192,57 @@ fn non_finite_logits_on_either_side_are_refused_not_scored() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn two_models_of_one_vocabulary_are_said_to_be_two() {
+    let dir = folder("two-models");
+    let reference = gguf(&dir, "f32");
+    let quantized = gguf(&dir, "q8_0");
+    let other = dir.join("tiny.gguf");
+    let (code, _, stderr) = kscope(&[
+        "gen-model",
+        "--preset",
+        "tiny",
+        "--quant",
+        "f32",
+        "--quiet",
+        "--out",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let run = |model: &str| {
+        kscope(&[
+            "kl",
+            "--model",
+            model,
+            "--reference",
+            &reference,
+            "--device",
+            "cpu",
+            "--tokens",
+            "6",
+            "--quiet",
+            "--json",
+        ])
+    };
+    let (code, stdout, stderr) = run(other.to_str().unwrap());
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        serde_json::from_str::<serde_json::Value>(&stdout).is_ok(),
+        "{stdout}"
+    );
+    let warnings: Vec<&str> = stderr
+        .lines()
+        .filter(|line| line.starts_with("warning:"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stderr}");
+    assert!(
+        warnings[0].contains("two models of one vocabulary") && warnings[0].contains("4 layers"),
+        "{stderr}"
+    );
+    // One model in two formats: no such word.
+    let (code, _, stderr) = run(&quantized);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("warning:"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
