@@ -355,6 +355,9 @@ impl ModelArgs {
             Some(location) => {
                 let directory = &location.directory;
                 let model = Model::load_split(directory, &devices, LoadOptions { quiet: self.quiet })?;
+                for note in kernelscope_model::checkpoint_notes(directory, model.config())? {
+                    eprintln!("warning: {note}");
+                }
                 (model, Tokenizer::from_directory(directory))
             }
             None => {

@@ -12,6 +12,7 @@
 #![warn(missing_docs)]
 
 mod chat;
+mod checkpoint_notes;
 mod config;
 mod costs;
 mod engine;
@@ -31,6 +32,7 @@ mod tokenizer;
 mod weights;
 
 pub use chat::{ChatMessage, ChatTemplate, GenerationConfig, GenerationPrompt, TextStream};
+pub use checkpoint_notes::checkpoint_notes;
 pub use config::shard::Partition;
 pub use config::{Architecture, Config, ExpertLayout, Experts, MAX_CONFIG_BYTES, MAX_EXPERTS, MAX_LAYERS};
 pub use costs::model_costs;

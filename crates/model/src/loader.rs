@@ -262,6 +262,11 @@ impl Checkpoint {
         })
     }
 
+    /// The names of every tensor the files hold.
+    pub(crate) fn tensor_names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.keys().map(String::as_str)
+    }
+
     /// Bytes in all of the checkpoint's files.
     pub fn total_bytes(&self) -> u64 {
         self.files.iter().map(|(_, map)| map.len() as u64).sum()
