@@ -192,7 +192,26 @@ impl Weights {
         // Before listing tensors or allocating: the config must describe no
         // more than the files hold, and the weights must fit the device.
         let config_path = directory.join("config.json");
+        // Where a whole-model check fails, the first tensor that differs
+        // says why, by name: looked up, not loaded, and never more of them
+        // than the files hold.
+        let first_differing = || {
+            config
+                .tensors()
+                .take(checkpoint.tensors.len() + 1)
+                .find_map(|spec| {
+                    let name = checkpoint.resolve_name(config, &spec);
+                    let stacked =
+                        matches!(spec.role, TensorRole::Layer { tensor, .. } if tensor.is_stacked_experts());
+                    (!stacked)
+                        .then(|| checkpoint.locate(&name, &spec.shape, dtype).err())
+                        .flatten()
+                })
+        };
         if config.tensor_count() > checkpoint.tensors.len() {
+            if let Some(error) = first_differing() {
+                return Err(error);
+            }
             return Err(ModelError::ConfigInvalid {
                 path: config_path,
                 problem: format!(
@@ -207,6 +226,9 @@ impl Weights {
             .checked_parameter_bytes(dtype.size_in_bytes() as u64)
             .expect("checked when the config was validated");
         if weight_bytes > checkpoint.total_bytes() {
+            if let Some(error) = first_differing() {
+                return Err(error);
+            }
             return Err(ModelError::ConfigInvalid {
                 path: config_path,
                 problem: format!(

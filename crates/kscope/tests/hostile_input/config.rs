@@ -234,3 +234,21 @@ fn absurd_context_is_refused_before_allocating() {
         &["KV cache", "MiB", "free", "--max-tokens"],
     );
 }
+
+#[test]
+fn a_config_the_weights_do_not_match_names_the_first_tensor_that_differs() {
+    let scratch = Scratch::new("first-differing");
+    let original = scratch.config();
+    // More bytes than the files hold: the first tensor of another shape.
+    scratch.with_field("hidden_size", json!(256));
+    scratch.run_refuses(&[
+        "model.embed_tokens.weight",
+        "[2048, 128]",
+        "[2048, 256]",
+        "config.json",
+    ]);
+    // More tensors than the files hold: the first one missing.
+    scratch.set_config(&original);
+    scratch.with_field("num_hidden_layers", json!(6));
+    scratch.run_refuses(&["model.layers.4.input_layernorm.weight", "missing"]);
+}
