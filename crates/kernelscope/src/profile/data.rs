@@ -254,26 +254,38 @@ impl Profile {
     }
 
     fn parse(text: &str) -> std::result::Result<Profile, String> {
-        let mut value: serde_json::Value =
-            serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))?;
-        let schema = value
-            .get("schema")
+        // A profile of the current schema is read straight into its structs:
+        // a JSON tree of a 600 MB profile first took several times its size
+        // (and aborted under a 4 GB limit). Older schemas go through the
+        // tree, where their upgrades rewrite it.
+        serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|error| format!("not JSON: {error}"))?;
+        #[derive(serde::Deserialize)]
+        struct SchemaOnly {
+            schema: Option<serde_json::Value>,
+        }
+        let schema = serde_json::from_str::<SchemaOnly>(text)
+            .ok()
+            .and_then(|head| head.schema)
             .ok_or("not a kernelscope profile: no \"schema\" field")?;
-        match schema.as_u64() {
-            Some(version) if version == u64::from(PROFILE_SCHEMA_VERSION) => {}
-            Some(2) => super::schema_2::upgrade(&mut value)?,
-            Some(1) => {
-                super::schema_1::upgrade(&mut value)?;
+        let profile: Profile = match schema.as_u64() {
+            Some(version) if version == u64::from(PROFILE_SCHEMA_VERSION) => {
+                serde_json::from_str(text).map_err(|error| format!("malformed profile: {error}"))?
+            }
+            Some(old @ (1 | 2)) => {
+                let mut value: serde_json::Value =
+                    serde_json::from_str(text).map_err(|error| format!("not JSON: {error}"))?;
+                if old == 1 {
+                    super::schema_1::upgrade(&mut value)?;
+                }
                 super::schema_2::upgrade(&mut value)?;
+                serde_json::from_value(value).map_err(|error| format!("malformed profile: {error}"))?
             }
             _ => {
                 return Err(format!(
                     "profile schema {schema} is not supported (this kscope reads schemas 1 to {PROFILE_SCHEMA_VERSION})"
                 ));
             }
-        }
-        let profile: Profile =
-            serde_json::from_value(value).map_err(|error| format!("malformed profile: {error}"))?;
+        };
         profile.check()?;
         profile.check_ranks()?;
         // Idle is derived from the dispatches: recomputed, never trusted
