@@ -77,12 +77,15 @@ pub fn run(args: KlArgs) -> Result<ExitCode> {
     reference_args.model = Some(args.reference.clone());
     reference_args.preset = None;
 
+    // The ids file is read (bounded, a regular file) before any model is
+    // opened: a bad one is said at once.
+    let id_text = args.token_ids.as_deref().map(read_ids_file).transpose()?;
     let (mut reference, reference_name) = open(&reference_args)?;
     let vocabulary = reference.config().vocab_size;
     let reference_shape = crate::compare::model_shape(reference.config());
-    let tokens = match &args.token_ids {
-        Some(path) => read_token_ids(path, args.tokens, vocabulary)?,
-        None => random_tokens(args.seed, args.tokens, vocabulary),
+    let tokens = match (&args.token_ids, &id_text) {
+        (Some(path), Some(text)) => token_ids_of(path, text, args.tokens, vocabulary)?,
+        _ => random_tokens(args.seed, args.tokens, vocabulary),
     };
     let mut reference_log_probabilities = Vec::with_capacity(args.tokens - args.first_scored);
     let quiet = args.model.quiet;
@@ -186,9 +189,31 @@ fn random_tokens(seed: u64, count: usize, vocabulary: usize) -> Vec<u32> {
 }
 
 /// The first `count` token ids of `path`, each below `vocabulary`.
-fn read_token_ids(path: &std::path::Path, count: usize, vocabulary: usize) -> Result<Vec<u32>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("--token-ids {}", path.display()))?;
-    let ids = parse_token_ids(&text)
+/// The text of the ids file `path`: a regular file (a FIFO would wait for
+/// a writer) of at most a few bytes per id `--tokens` can ask for.
+fn read_ids_file(path: &std::path::Path) -> Result<String> {
+    const MAX_BYTES: u64 = 24 * MAX_TOKENS as u64;
+    let metadata = std::fs::metadata(path).with_context(|| format!("--token-ids {}", path.display()))?;
+    if !metadata.is_file() {
+        bail!(
+            "--token-ids {}: not a regular file ({})",
+            path.display(),
+            kernelscope::profile::file_kind(&metadata.file_type())
+        );
+    }
+    if metadata.len() > MAX_BYTES {
+        bail!(
+            "--token-ids {}: {} bytes, more than the {MAX_BYTES} that {MAX_TOKENS} ids take",
+            path.display(),
+            metadata.len()
+        );
+    }
+    std::fs::read_to_string(path).with_context(|| format!("--token-ids {}", path.display()))
+}
+
+/// The first `count` ids of `text` (read from `path`), each below `vocabulary`.
+fn token_ids_of(path: &std::path::Path, text: &str, count: usize, vocabulary: usize) -> Result<Vec<u32>> {
+    let ids = parse_token_ids(text)
         .map_err(|number| anyhow::anyhow!("--token-ids {}: {number} is not a token id", path.display()))?;
     if ids.len() < count {
         bail!(

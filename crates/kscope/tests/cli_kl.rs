@@ -246,3 +246,31 @@ fn two_models_of_one_vocabulary_are_said_to_be_two() {
     assert!(!stderr.contains("warning:"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn an_ids_file_that_is_a_fifo_or_too_large_is_refused_before_any_model_loads() {
+    let dir = folder("ids-files");
+    let fifo = dir.join("ids.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let big = dir.join("big.txt");
+    std::fs::write(&big, "7 ".repeat(200_000)).unwrap();
+    // The models named need not exist: the ids file is refused first.
+    for (file, needle) in [(&fifo, "a FIFO"), (&big, "400000 bytes")] {
+        let stderr = kl_refused(
+            "no-such-model.gguf",
+            "no-such-reference.gguf",
+            &["--token-ids", file.to_str().unwrap()],
+        );
+        assert!(
+            stderr.contains("--token-ids") && stderr.contains(needle),
+            "{stderr}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
