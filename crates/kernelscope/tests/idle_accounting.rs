@@ -50,17 +50,17 @@ fn idle_inside_submissions_is_measured_and_adds_up() {
     assert!(!check.flagged, "idle time is reported, never flagged: {check:?}");
 
     // The JSON keeps each submission's account; one that disagrees with its
-    // dispatch records is refused naming the submission; a profile written
-    // before accounts were kept gets them on load.
+    // dispatch records (rounding in another tool, or forged) is recomputed
+    // from them on load, as is a profile written before accounts were kept.
     let text = profile.to_json();
     assert!(text.contains("\"between_ns\": 2500"), "{text}");
     assert_eq!(Profile::from_json(&text, Path::new("p.json")).unwrap(), profile);
     let mut forged = profile.clone();
     forged.submissions[1].idle.as_mut().unwrap().between_ns += 1;
-    let error = Profile::from_json(&forged.to_json(), Path::new("p.json"))
-        .unwrap_err()
-        .to_string();
-    assert!(error.starts_with("p.json: submissions[1]: idle"), "{error}");
+    assert_eq!(
+        Profile::from_json(&forged.to_json(), Path::new("p.json")).unwrap(),
+        profile
+    );
     let mut older = profile.clone();
     older
         .submissions

@@ -8,42 +8,13 @@ use std::process::Command;
 
 mod common;
 
-use common::kscope_binary;
+use common::{ScratchFolder as Scratch, kscope_binary};
 use kernelscope::testing::synthetic_profile;
 
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("kscope-cli-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn file(&self, name: &str, contents: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, contents).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
+/// `kscope compare ARGS...`: exit code, stdout, stderr.
 fn kscope(args: &[&Path]) -> (i32, String, String) {
-    let output = Command::new(kscope_binary())
-        .arg("compare")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        output.status.code().expect("exited normally"),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
+    let args: Vec<&str> = args.iter().map(|path| path.to_str().unwrap()).collect();
+    common::kscope(&[&["compare"][..], &args].concat())
 }
 
 #[test]
@@ -521,68 +492,4 @@ fn runs_of_one_gguf_model_in_two_formats_compare() {
     let (code, _, stderr) = kscope(&[&q8, &copy]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("another model or file"), "{stderr}");
-}
-
-#[test]
-fn a_negative_threshold_is_refused_as_a_value() {
-    let scratch = Scratch::new("negative-threshold");
-    let base = scratch.file("base.json", &synthetic_profile(4, 1.0, 5).to_json());
-    let output = Command::new(kscope_binary())
-        .args(["compare", "--threshold", "-5%"])
-        .args([&base, &base])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    // Not clap's tip to write `-- -5`, which does not work here.
-    assert!(!stderr.contains("-- -5"), "{stderr}");
-    assert!(
-        stderr.contains("-5%") && stderr.contains("non-negative"),
-        "{stderr}"
-    );
-}
-
-#[test]
-fn a_profile_without_timed_work_is_refused_not_passed() {
-    let scratch = Scratch::new("untimed");
-    let timed = synthetic_profile(6, 1.0, 9);
-    let base = scratch.file("base.json", &timed.to_json());
-    // Every duration 0: tokens, submissions and dispatches end where they start.
-    let mut zero = timed.clone();
-    for token in &mut zero.tokens {
-        token.end_ns = token.start_ns;
-    }
-    for submission in &mut zero.submissions {
-        submission.end_ns = submission.start_ns;
-        submission.idle = None;
-    }
-    for dispatch in &mut zero.dispatches {
-        dispatch.end_ns = dispatch.start_ns;
-    }
-    // And nothing at all.
-    let mut empty = timed.clone();
-    empty.tokens.clear();
-    empty.submissions.clear();
-    empty.dispatches.clear();
-    for (name, profile) in [("zero.json", &zero), ("empty.json", &empty)] {
-        let untimed = scratch.file(name, &profile.to_json());
-        for (args, side) in [([&base, &untimed], "new"), ([&untimed, &base], "base")] {
-            let (code, stdout, stderr) = kscope(&[args[0].as_path(), args[1].as_path()]);
-            assert_eq!(code, 2, "{name} as {side}: {stdout}{stderr}");
-            assert!(
-                stderr.contains(&format!("the {side} profile holds no timed work")) || stderr.contains(name),
-                "{name} as {side}: {stderr}"
-            );
-            assert!(!stdout.contains("no regression"), "{stdout}");
-        }
-    }
-}
-
-#[test]
-fn profile_without_a_command_says_what_is_missing() {
-    let output = Command::new(kscope_binary()).arg("profile").output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2));
-    assert!(stderr.starts_with("error: "), "{stderr}");
-    assert!(stderr.contains("<CMD>"), "{stderr}");
 }

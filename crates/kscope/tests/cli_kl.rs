@@ -199,17 +199,7 @@ fn two_models_of_one_vocabulary_are_said_to_be_two() {
     let reference = gguf(&dir, "f32");
     let quantized = gguf(&dir, "q8_0");
     let other = dir.join("tiny.gguf");
-    let (code, _, stderr) = kscope(&[
-        "gen-model",
-        "--preset",
-        "tiny",
-        "--quant",
-        "f32",
-        "--quiet",
-        "--out",
-        other.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    common::gen_gguf("tiny", "f32", &other);
     let run = |model: &str| {
         kscope(&[
             "kl",

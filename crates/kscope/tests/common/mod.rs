@@ -96,3 +96,44 @@ pub fn injection_library() -> PathBuf {
         )
     })
 }
+
+/// A scratch folder of a test's own (`kscope-cli-NAME-PID` in the temporary
+/// folder), removed when dropped.
+pub struct ScratchFolder(pub PathBuf);
+
+impl ScratchFolder {
+    pub fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("kscope-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        ScratchFolder(dir)
+    }
+
+    /// Writes `contents` to the file `name` in the folder; its path.
+    pub fn file(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).unwrap();
+        path
+    }
+}
+
+impl Drop for ScratchFolder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes preset `preset` as a GGUF file of type `quant` at `path`
+/// (quietly), failing the test if gen-model fails.
+pub fn gen_gguf(preset: &str, quant: &str, path: &Path) {
+    let (code, _, stderr) = kscope(&[
+        "gen-model",
+        "--preset",
+        preset,
+        "--quant",
+        quant,
+        "--quiet",
+        "--out",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+}

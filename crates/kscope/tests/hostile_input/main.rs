@@ -8,6 +8,7 @@
 mod common;
 
 mod command_line;
+mod comparisons;
 mod config;
 mod gguf;
 mod helpers;

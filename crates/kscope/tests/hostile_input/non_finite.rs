@@ -59,17 +59,7 @@ fn quantize_refuses_a_tensor_that_holds_nan_or_infinity() {
 /// Writes `preset` as a GGUF file of `quant` into `dir`.
 fn gguf(dir: &Path, preset: &str, quant: &str) -> std::path::PathBuf {
     let path = dir.join(format!("{preset}-{quant}.gguf"));
-    let (code, _, stderr) = crate::common::kscope(&[
-        "gen-model",
-        "--preset",
-        preset,
-        "--quant",
-        quant,
-        "--quiet",
-        "--out",
-        path.to_str().unwrap(),
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+    crate::common::gen_gguf(preset, quant, &path);
     path
 }
 

@@ -13,17 +13,7 @@ use crate::helpers::Scratch;
 fn edited(dir: &Path, name: &str, old: &[u8], new: &[u8]) -> String {
     let clean = dir.join("clean.gguf");
     if !clean.exists() {
-        let (code, _, stderr) = kscope(&[
-            "gen-model",
-            "--preset",
-            "tiny",
-            "--quant",
-            "f32",
-            "--quiet",
-            "--out",
-            clean.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{stderr}");
+        crate::common::gen_gguf("tiny", "f32", &clean);
     }
     assert_eq!(old.len(), new.len());
     let mut bytes = std::fs::read(&clean).unwrap();

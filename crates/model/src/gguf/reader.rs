@@ -177,26 +177,11 @@ impl<'a> Cursor<'a> {
     }
 
     pub(super) fn string(&mut self, what: What) -> Result<String> {
-        let length = self.u64(&|| format!("the length of {}", what()))?;
-        let length = match usize::try_from(length) {
-            Ok(length) if length <= self.remaining() => length,
-            _ => {
-                return Err(self.error(format!(
-                    "{}: a string of {length} bytes at offset {} runs past the end of the file ({} bytes left)",
-                    what(),
-                    self.position,
-                    self.remaining()
-                )));
-            }
-        };
-        let start = self.position;
-        let bytes = self.take(length, what)?;
-        match std::str::from_utf8(bytes) {
-            Ok(text) => Ok(text.to_string()),
-            Err(error) => Err(self.error(format!(
-                "{} is not UTF-8 (invalid byte at offset {})",
-                what(),
-                start + error.valid_up_to()
+        match self.string_lossy(what)? {
+            (text, None) => Ok(text),
+            (_, Some(offset)) => Err(self.error(format!(
+                "{} is not UTF-8 (invalid byte at offset {offset})",
+                what()
             ))),
         }
     }
