@@ -285,18 +285,7 @@ fn gguf_repositories_in_the_cache_run_the_file_asked_for() {
     std::fs::create_dir_all(repository.join("refs")).unwrap();
     std::fs::write(repository.join("refs/main"), commit).unwrap();
     let write = |quant: &str| {
-        let path = snapshot.join(format!("tiny-{quant}.gguf"));
-        let (code, _, stderr) = kscope(&[
-            "gen-model",
-            "--preset",
-            "tiny",
-            "--quant",
-            quant,
-            "--quiet",
-            "--out",
-            path.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{stderr}");
+        common::gen_gguf("tiny", quant, &snapshot.join(format!("tiny-{quant}.gguf")));
     };
     let environment = [("HF_HUB_CACHE", cache.as_path())];
     let run = |extra: &[&str]| {

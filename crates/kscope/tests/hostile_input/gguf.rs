@@ -9,7 +9,6 @@
 
 use std::path::PathBuf;
 
-use crate::common::kscope;
 use crate::helpers::Scratch;
 
 /// Where the parts of a GGUF header lie, found by walking it.
@@ -91,17 +90,7 @@ impl GgufScratch {
     fn new(name: &str, quant: &str) -> GgufScratch {
         let scratch = Scratch::new(name);
         let path = scratch.0.join("model.gguf");
-        let (code, _, stderr) = kscope(&[
-            "gen-model",
-            "--preset",
-            "tiny",
-            "--quant",
-            quant,
-            "--quiet",
-            "--out",
-            path.to_str().unwrap(),
-        ]);
-        assert_eq!(code, 0, "{stderr}");
+        crate::common::gen_gguf("tiny", quant, &path);
         let good = std::fs::read(&path).unwrap();
         let layout = layout(&good);
         GgufScratch {
