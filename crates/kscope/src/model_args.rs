@@ -311,6 +311,15 @@ impl ModelArgs {
     /// (split over them with more than one).
     pub fn open(&self, options: DeviceOptions) -> Result<Opened> {
         let location = self.location()?;
+        if self.tp > 1 {
+            // A split the model cannot take is said before any device opens.
+            let config = match &location {
+                Some(ModelLocation { gguf: Some(path), .. }) => GgufModel::open(path)?.config,
+                Some(location) => kernelscope_model::Config::from_directory(&location.directory)?,
+                None => kernelscope_model::preset(self.preset.as_deref().unwrap_or("tiny"))?,
+            };
+            kernelscope_model::Partition::all(&config, self.tp)?;
+        }
         let (devices, device_reason) = self.open_devices(options)?;
         let device = devices[0].clone();
         let mut gguf_chat = None;

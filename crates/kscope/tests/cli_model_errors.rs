@@ -35,6 +35,22 @@ fn a_split_the_heads_refuse_names_tp_and_the_values_that_work() {
     ] {
         assert!(line.contains(needle), "missing `{needle}` in: {line}");
     }
+    // Said before any device opens: three GPUs that are not there (no
+    // CUDA here, or not three of them) are never asked for.
+    let line = error_line(&[
+        "run",
+        "--device",
+        "cuda",
+        "--tp",
+        "3",
+        "--max-tokens",
+        "1",
+        "--quiet",
+    ]);
+    assert!(
+        line.contains("cannot split the model over 3 ranks (--tp 3)"),
+        "{line}"
+    );
 }
 
 #[test]
