@@ -252,3 +252,14 @@ fn a_config_the_weights_do_not_match_names_the_first_tensor_that_differs() {
     scratch.with_field("num_hidden_layers", json!(6));
     scratch.run_refuses(&["model.layers.4.input_layernorm.weight", "missing"]);
 }
+
+#[test]
+fn a_key_given_twice_is_named() {
+    let scratch = Scratch::new("repeated-key");
+    let path = scratch.model().join("config.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    // JSON keeps the last of two: the second vocab_size would run, silently.
+    let repeated = text.replacen('{', "{\n  \"vocab_size\": 4096,", 1);
+    std::fs::write(&path, repeated).unwrap();
+    scratch.run_refuses(&["config.json", "`vocab_size` is given twice"]);
+}

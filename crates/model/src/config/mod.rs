@@ -4,6 +4,7 @@
 //! of its fields, `rope` the RoPE settings of either layout, `tensors` the
 //! checkpoint's tensor list; here are the config and what follows from it.
 
+mod duplicates;
 mod expert_layout;
 mod experts;
 mod fields;

@@ -61,6 +61,11 @@ impl Config {
         };
         let value: Value = serde_json::from_str(text)
             .map_err(|error| invalid(format!("malformed config.json: {}", one_line(&error.to_string()))))?;
+        if let Some(key) = super::duplicates::first_repeated_key(text) {
+            return Err(invalid(format!(
+                "`{key}` is given twice (JSON keeps the last, silently): say it once"
+            )));
+        }
         let map = value
             .as_object()
             .ok_or_else(|| invalid("config.json must hold a JSON object".into()))?;
