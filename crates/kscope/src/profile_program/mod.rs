@@ -59,6 +59,14 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         // Files a user hands over must be record files; a live run's
         // process that died before its first frame is only said.
         for process in &processes {
+            if let (Some(_), kernelscope_trace::Ending::Garbled { at, problem }) =
+                (&process.trace.header, &process.trace.ending)
+            {
+                bail!(
+                    "{}: a record file garbled at byte {at}: {problem}",
+                    process.path.display()
+                );
+            }
             if process.trace.header.is_none() {
                 let problem = match &process.trace.ending {
                     kernelscope_trace::Ending::Garbled { at, problem } => format!("at byte {at}, {problem}"),

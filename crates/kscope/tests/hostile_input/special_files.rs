@@ -37,4 +37,20 @@ fn fifos_and_garbage_are_refused_not_waited_on() {
         &["profile", "--from-records", folder],
         &["4242.kst", "not a kscope record file"],
     );
+    // A whole record file whose kernel-name text frame is not UTF-8.
+    let mut records_bytes = kernelscope::testing::program_records::program_records(
+        &kernelscope::testing::program_records::ProgramShape::default(),
+        5,
+    );
+    let name = kernelscope::testing::program_records::GRAPH_KERNEL_NAMES[1].as_bytes();
+    let at = records_bytes
+        .windows(name.len())
+        .position(|window| window == name)
+        .expect("the kernel's name is in the file");
+    records_bytes[at] = 0xff;
+    std::fs::write(&record, &records_bytes).unwrap();
+    refused(
+        &["profile", "--from-records", folder],
+        &["4242.kst", "garbled at byte", "text that is not UTF-8"],
+    );
 }
