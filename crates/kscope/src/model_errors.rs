@@ -93,7 +93,7 @@ pub fn locate_non_finite(error: anyhow::Error, gguf: Option<&std::path::Path>) -
             weight.value
         )),
         Ok(None) => error.context(format!(
-            "{}: every weight is finite, so an op's arithmetic overflowed",
+            "{}: every weight is finite, so an op's arithmetic overflowed (`--device cpu --check-finite` names the first kernel whose output is not finite)",
             path.display()
         )),
         Err(_) => error,

@@ -98,6 +98,12 @@ pub struct RunArgs {
     /// reference path, for checking and for `kscope compare`.
     #[arg(long)]
     pub unfused: bool,
+    /// After every kernel, check each float output for NaN or +infinity and
+    /// stop at the first, naming the kernel and its layer: where a model's
+    /// numbers first stop being numbers. The CPU only (`--device cpu`);
+    /// slow, for finding a fault.
+    #[arg(long)]
+    pub check_finite: bool,
     /// Launch each kernel of a CUDA graph only after the previous one has
     /// finished. By default graphs launch kernels early, under the previous
     /// kernel's tail (programmatic dependent launch; GPUs of compute
@@ -221,6 +227,15 @@ fn device_options(args: &RunArgs, profiling: bool) -> Result<DeviceOptions> {
     }
     if args.serial_launch {
         options = options.serial_launch();
+    }
+    if args.check_finite {
+        if args.model.device != "cpu" {
+            bail!(
+                "--check-finite reads each kernel's outputs on the CPU's queue only: run it with --device cpu (--device {} asked)",
+                args.model.device
+            );
+        }
+        options = options.check_finite(true);
     }
     if let Some(selection) = args.profile_tokens {
         if options.profile_level() == ProfileLevel::Off {

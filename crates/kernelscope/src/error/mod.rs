@@ -88,6 +88,28 @@ pub enum Error {
         problem: String,
     },
 
+    /// A dispatch wrote NaN or +infinity (`DeviceOptions::check_finite`):
+    /// the first place a run's numbers stopped being numbers.
+    #[error(
+        "the first non-finite output: kernel `{kernel}` in {scope} wrote {count} non-finite values of {len} to argument {argument} (the first, at {index}, is {value})"
+    )]
+    NonFiniteOutput {
+        /// The kernel.
+        kernel: String,
+        /// Where in the model it ran (`layer.3.attn`), or `(unscoped)`.
+        scope: String,
+        /// The buffer argument's position.
+        argument: usize,
+        /// How many of its values are not finite.
+        count: usize,
+        /// How many values it has.
+        len: usize,
+        /// The first non-finite value's position.
+        index: usize,
+        /// That value.
+        value: f32,
+    },
+
     /// A kernel reported a failure while running.
     #[error("kernel `{kernel}` failed: {message}")]
     KernelFailed {

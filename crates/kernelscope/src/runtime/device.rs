@@ -31,6 +31,7 @@ impl Device {
             options.profile,
             options.token_selection,
             options.dispatch_timing_unsupported,
+            options.check_finite,
         ))
     }
 

@@ -11,6 +11,7 @@ pub struct DeviceOptions {
     pub(crate) dispatch_timing_unsupported: Option<String>,
     pub(crate) serial_launch: bool,
     pub(crate) token_selection: TokenSelection,
+    pub(crate) check_finite: bool,
 }
 
 impl DeviceOptions {
@@ -39,6 +40,21 @@ impl DeviceOptions {
     pub fn profile_tokens(mut self, selection: TokenSelection) -> Self {
         self.token_selection = selection;
         self
+    }
+
+    /// After every dispatch, checks each float buffer it wrote for NaN or
+    /// +infinity and stops at the first, naming the kernel, its scope (the
+    /// layer and step) and the argument (`run --check-finite`): where a
+    /// model's numbers first stop being numbers. The CPU's queue only;
+    /// it reads every output, so it is for finding a fault, not for speed.
+    pub fn check_finite(mut self, check: bool) -> Self {
+        self.check_finite = check;
+        self
+    }
+
+    /// Whether outputs are checked for non-finite values.
+    pub fn checks_finite(&self) -> bool {
+        self.check_finite
     }
 
     /// The tokens profiled.

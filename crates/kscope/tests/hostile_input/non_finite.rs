@@ -157,4 +157,43 @@ fn non_finite_logits_are_an_error_naming_the_weight_they_came_from() {
             );
         }
     }
+    // --check-finite names the first kernel whose output stopped being
+    // numbers, and where it ran.
+    for (file, scope) in [
+        (&embedding, "in embed"),
+        (&scale, "in layer.1.attn"),
+        (&norm, "in layer.0.attn"),
+    ] {
+        scratch.refuses(
+            &[
+                "run",
+                "--model",
+                file.to_str().unwrap(),
+                "--device",
+                "cpu",
+                "--check-finite",
+                "--token-ids",
+                "1,2,3",
+                "--max-tokens",
+                "3",
+            ],
+            &["the first non-finite output: kernel `", scope],
+        );
+    }
+    // A clean file runs through every check (minus infinity, which kernels
+    // write on purpose, is no fault).
+    let clean = gguf(dir, "tiny", "q4_k_m");
+    let (code, _, stderr) = crate::common::kscope(&[
+        "run",
+        "--model",
+        clean.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--check-finite",
+        "--token-ids",
+        "1,2,3",
+        "--max-tokens",
+        "4",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
 }

@@ -6,6 +6,7 @@
 //! Barriers order nothing on an in-order queue, but are still counted where
 //! the encoder issues them, so counters read the same on every backend.
 
+mod finite;
 pub(super) mod kernel_args;
 mod memory;
 mod shared;
@@ -39,13 +40,17 @@ impl CpuDevice {
         level: ProfileLevel,
         selection: TokenSelection,
         dispatch_timing_unsupported: Option<String>,
+        check_finite: bool,
     ) -> Self {
         let dispatch_timing = match dispatch_timing_unsupported {
             None => DispatchTiming::supported(TimingMechanism::HostClock),
             Some(reason) => DispatchTiming::Unsupported { reason },
         };
         CpuDevice {
-            shared: Arc::new(CpuShared::new(Profiler::new(level, selection, dispatch_timing))),
+            shared: Arc::new(CpuShared::new(
+                Profiler::new(level, selection, dispatch_timing),
+                check_finite,
+            )),
         }
     }
 
@@ -92,6 +97,9 @@ impl CpuDevice {
                 remedies: &[],
             })?;
             function(&KernelArgs::new(kernel.name(), recorded.dispatch.args()))?;
+            if self.shared.checks_finite() {
+                finite::check_outputs(kernel.name(), &recorded.meta.scope, recorded.dispatch.args())?;
+            }
             if time_dispatches {
                 let end = profiler.now_ns();
                 records.push(recorded.meta.at_context(context).record(

@@ -20,17 +20,25 @@ pub(crate) struct CpuShared {
     /// must never do (a rank waiting there could hold the thread another
     /// rank's work needs), so a grouped device runs on the caller's thread.
     grouped: AtomicBool,
+    /// Whether each dispatch's float outputs are checked (`DeviceOptions::check_finite`).
+    check_finite: bool,
 }
 
 impl CpuShared {
     /// The host's CPU, profiled by `profiler`.
-    pub(super) fn new(profiler: Profiler) -> CpuShared {
+    pub(super) fn new(profiler: Profiler, check_finite: bool) -> CpuShared {
         CpuShared {
             name: cpu_name(),
             profiler,
             execution: Mutex::new(()),
             grouped: AtomicBool::new(false),
+            check_finite,
         }
+    }
+
+    /// Whether each dispatch's float outputs are checked for non-finite values.
+    pub(super) fn checks_finite(&self) -> bool {
+        self.check_finite
     }
 
     /// `cpu: <model name> (<n> threads)`.
