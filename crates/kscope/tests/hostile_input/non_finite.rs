@@ -139,20 +139,8 @@ fn non_finite_logits_are_an_error_naming_the_weight_they_came_from() {
         // Every path a prompt can take: the batched product, one position
         // at a time, and the portable kernels.
         for extra in [&[][..], &["--prefill-chunk", "1"], &["--cpu-kernels", "portable"]] {
-            let mut args = vec![
-                "run",
-                "--model",
-                file.to_str().unwrap(),
-                "--device",
-                "cpu",
-                "--token-ids",
-                "1,2,3",
-                "--max-tokens",
-                "3",
-            ];
-            args.extend_from_slice(extra);
             scratch.refuses(
-                &args,
+                &run_args(file, extra),
                 &[&needles[..], &["the logits after the prompt hold"]].concat(),
             );
         }
@@ -165,35 +153,30 @@ fn non_finite_logits_are_an_error_naming_the_weight_they_came_from() {
         (&norm, "in layer.0.attn"),
     ] {
         scratch.refuses(
-            &[
-                "run",
-                "--model",
-                file.to_str().unwrap(),
-                "--device",
-                "cpu",
-                "--check-finite",
-                "--token-ids",
-                "1,2,3",
-                "--max-tokens",
-                "3",
-            ],
+            &run_args(file, &["--check-finite"]),
             &["the first non-finite output: kernel `", scope],
         );
     }
     // A clean file runs through every check (minus infinity, which kernels
     // write on purpose, is no fault).
     let clean = gguf(dir, "tiny", "q4_k_m");
-    let (code, _, stderr) = crate::common::kscope(&[
+    let (code, _, stderr) = crate::common::kscope(&run_args(&clean, &["--check-finite"]));
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// `kscope run` of `file` on the CPU with three prompt ids and `extra`.
+fn run_args<'a>(file: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
         "run",
         "--model",
-        clean.to_str().unwrap(),
+        file.to_str().unwrap(),
         "--device",
         "cpu",
-        "--check-finite",
         "--token-ids",
         "1,2,3",
         "--max-tokens",
-        "4",
-    ]);
-    assert_eq!(code, 0, "{stderr}");
+        "3",
+    ];
+    args.extend_from_slice(extra);
+    args
 }
