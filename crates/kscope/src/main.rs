@@ -16,6 +16,7 @@ mod model_errors;
 mod numbers;
 mod output;
 mod profile_program;
+mod prompt;
 mod quantize;
 mod report;
 mod run;

@@ -66,22 +66,34 @@ pub fn model_costs(path: &Path) -> Result<(ModelCosts, Config, String)> {
     Ok((costs, model.config.clone(), model.file_type_name()))
 }
 
+/// `name` as `PREFIX<layer>.<rest>`: the layer and the rest, or, for a
+/// name outside the layers, the role `outside` gives it (none for a name
+/// it does not list, or a layer that is not a number).
+fn split_layer<'a>(
+    name: &'a str,
+    prefix: &str,
+    outside: &[(&str, Role)],
+) -> Result<(usize, &'a str), Option<Role>> {
+    let Some(rest) = name.strip_prefix(prefix) else {
+        return Err(outside
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|&(_, role)| role));
+    };
+    let (layer, tensor) = rest.split_once('.').ok_or(None)?;
+    Ok((layer.parse::<usize>().map_err(|_| None)?, tensor))
+}
+
 /// Where a GGUF tensor sits: its layer and its name within the layer.
 fn gguf_role(name: &str) -> (Option<usize>, Option<Role>) {
-    let Some(rest) = name.strip_prefix("blk.") else {
-        let role = match name {
-            "token_embd.weight" => Some(Role::Embedding),
-            "output_norm.weight" => Some(Role::FinalNorm),
-            "output.weight" => Some(Role::LmHead),
-            _ => None,
-        };
-        return (None, role);
-    };
-    let Some((layer, tensor)) = rest.split_once('.') else {
-        return (None, None);
-    };
-    let Ok(layer) = layer.parse::<usize>() else {
-        return (None, None);
+    const OUTSIDE: [(&str, Role); 3] = [
+        ("token_embd.weight", Role::Embedding),
+        ("output_norm.weight", Role::FinalNorm),
+        ("output.weight", Role::LmHead),
+    ];
+    let (layer, tensor) = match split_layer(name, "blk.", &OUTSIDE) {
+        Ok(split) => split,
+        Err(role) => return (None, role),
     };
     let part = tensor.trim_end_matches(".weight").trim_end_matches(".bias");
     let role = match part {
@@ -101,21 +113,15 @@ fn gguf_role(name: &str) -> (Option<usize>, Option<Role>) {
 
 /// Where a Hugging Face tensor sits.
 fn hub_role(name: &str) -> (Option<usize>, Option<Role>) {
+    const OUTSIDE: [(&str, Role); 3] = [
+        ("embed_tokens.weight", Role::Embedding),
+        ("norm.weight", Role::FinalNorm),
+        ("lm_head.weight", Role::LmHead),
+    ];
     let name = name.strip_prefix("model.").unwrap_or(name);
-    let Some(rest) = name.strip_prefix("layers.") else {
-        let role = match name {
-            "embed_tokens.weight" => Some(Role::Embedding),
-            "norm.weight" => Some(Role::FinalNorm),
-            "lm_head.weight" => Some(Role::LmHead),
-            _ => None,
-        };
-        return (None, role);
-    };
-    let Some((layer, tensor)) = rest.split_once('.') else {
-        return (None, None);
-    };
-    let Ok(layer) = layer.parse::<usize>() else {
-        return (None, None);
+    let (layer, tensor) = match split_layer(name, "layers.", &OUTSIDE) {
+        Ok(split) => split,
+        Err(role) => return (None, role),
     };
     let has = |part: &str| tensor.contains(part);
     let role = if tensor.starts_with("input_layernorm") {
