@@ -5,6 +5,7 @@
 mod bench;
 mod calibrate;
 mod ceilings;
+mod chat_render;
 mod compare;
 mod errors;
 mod gen_model;
@@ -78,6 +79,12 @@ fn main() -> ExitCode {
     // valid disposition for SIGPIPE.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|first| first == chat_render::CHILD_ARGUMENT)
+    {
+        return chat_render::serve_child();
     }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,

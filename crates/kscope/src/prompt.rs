@@ -5,7 +5,9 @@
 use std::path::Path;
 
 use anyhow::{Result, bail};
-use kernelscope_model::{ChatMessage, ChatTemplate, GenerationConfig, GenerationPrompt, Model, Tokenizer};
+use kernelscope_model::{ChatMessage, ChatTemplate, GenerationConfig, Model, Tokenizer};
+
+use crate::chat_render::{self, TemplateOrigin};
 
 use crate::run::RunArgs;
 
@@ -50,12 +52,20 @@ fn chat_prompt(args: &RunArgs, source: PromptSource<'_>) -> Result<Vec<u32>> {
     if let Some(problem) = source.tokenizer_problem {
         bail!("--chat needs the model's tokenizer, which cannot be built: {problem}");
     }
-    let template = match (source.gguf_chat, source.directory, source.tokenizer) {
+    // The template is compiled here too, so that a file without one, or
+    // with a syntax error, is named before any process starts.
+    let origin = match (source.gguf_chat, source.directory, source.tokenizer) {
         (Some(chat), _, Some(_)) => {
-            ChatTemplate::from_source(&chat.source, &chat.path, chat.bos.as_deref(), chat.eos.as_deref())?
+            ChatTemplate::from_source(&chat.source, &chat.path, chat.bos.as_deref(), chat.eos.as_deref())?;
+            TemplateOrigin::Gguf {
+                source: &chat.source,
+                path: &chat.path,
+                bos: chat.bos.as_deref(),
+                eos: chat.eos.as_deref(),
+            }
         }
         (None, Some(directory), Some(_)) => match ChatTemplate::from_directory(directory)? {
-            Some(template) => template,
+            Some(_) => TemplateOrigin::Directory(directory),
             None => bail!(
                 "--chat: {} has no chat template (tokenizer_config.json `chat_template` or chat_template.jinja); pass --prompt instead",
                 directory.display()
@@ -77,7 +87,7 @@ fn chat_prompt(args: &RunArgs, source: PromptSource<'_>) -> Result<Vec<u32>> {
         let role = if turn % 2 == 0 { "user" } else { "assistant" };
         messages.push(ChatMessage::new(role, text));
     }
-    let rendered = template.render(&messages, GenerationPrompt::Add)?;
+    let rendered = chat_render::render(&origin, &messages)?;
     Ok(tokenizer.encode_without_special_tokens(&rendered)?)
 }
 

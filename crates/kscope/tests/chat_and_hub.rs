@@ -190,6 +190,40 @@ fn chat_refuses_what_it_cannot_render() {
 }
 
 #[test]
+fn a_template_that_grows_a_string_without_writing_it_is_refused_naming_its_file() {
+    // Doubling a string thirty times takes a few hundred instructions (the
+    // fuel cannot see it) and writes nothing (nor can the output bound);
+    // under `ulimit -v` 4 GiB it aborted kscope allocating 2 GiB.
+    let chat = ChatModel::new("runaway");
+    let model = chat.arg();
+    let doubling = "{% set ns = namespace(text='ab' * 1000) %}{% for i in range(40) %}\
+        {% set ns.text = ns.text ~ ns.text %}{% endfor %}{{ ns.text | length }}";
+    let repeating = "{% set ns = namespace(text='x' * 100000000) %}{% for i in range(40) %}\
+        {% set ns.text = ns.text + ns.text %}{% endfor %}{{ ns.text[:10] }}";
+    for template in [doubling, repeating] {
+        std::fs::write(chat.model().join("chat_template.jinja"), template).unwrap();
+        let output = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v 4194304; exec {} run --model {model} --quiet --max-tokens 1 --chat hi",
+                common::kscope_binary().display()
+            ))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with("error: the chat template of")
+                && stderr.contains("chat_template.jinja")
+                && stderr.contains("MiB while rendering")
+                && !stderr.contains("memory allocation of"),
+            "{stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    }
+}
+
+#[test]
 fn org_name_runs_from_the_hugging_face_cache() {
     let chat = ChatModel::new("hub");
     let cache = chat.0.join("hub");

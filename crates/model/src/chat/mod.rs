@@ -207,6 +207,11 @@ impl ChatTemplate {
     /// (UTC), and a `tojson` that spaces like Python's `json.dumps`. The text
     /// usually starts with BOS: encode it with
     /// [`Tokenizer::encode_without_special_tokens`](crate::Tokenizer::encode_without_special_tokens).
+    ///
+    /// The render's instructions (fuel) and output are bounded, but not the
+    /// memory of values it never writes (a string doubled in a loop): a
+    /// template from a file nobody checked belongs in a process with a
+    /// memory limit, which is how `kscope` renders it.
     pub fn render(&self, messages: &[ChatMessage], prompt: GenerationPrompt) -> Result<String> {
         let fuel = FUEL_BASE + FUEL_PER_MESSAGE * messages.len() as u64;
         let mut environment = self.environment.clone();
