@@ -87,6 +87,12 @@ impl OutputFile {
     /// Writes `bytes` whole: into a temporary file in the same folder, then
     /// renamed over the target.
     pub fn write(&self, bytes: &[u8]) -> Result<()> {
+        self.write_with(|file| file.write_all(bytes))
+    }
+
+    /// Writes what `produce` writes, as [`write`](Self::write) does, without
+    /// holding it in memory first (a trace of a million kernels).
+    pub fn write_with(&self, produce: impl FnOnce(&mut dyn Write) -> std::io::Result<()>) -> Result<()> {
         // Again: something may have appeared there while the model ran.
         Self::check_with(
             &self.path,
@@ -101,11 +107,13 @@ impl OutputFile {
             .path
             .with_file_name(format!(".{name}.kscope-{}.tmp", std::process::id()));
         let written = (|| -> std::io::Result<()> {
-            let mut file = std::fs::OpenOptions::new()
+            let file = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&temporary)?;
-            file.write_all(bytes)?;
+            let mut buffered = std::io::BufWriter::new(file);
+            produce(&mut buffered)?;
+            let file = buffered.into_inner().map_err(|error| error.into_error())?;
             file.sync_all()?;
             std::fs::rename(&temporary, &self.path)
         })();

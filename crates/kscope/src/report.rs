@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 use kernelscope::profile::Profile;
-use kernelscope_report::{ReportOptions, chrome_trace_of_tokens, render_html, render_report_with};
+use kernelscope_report::{ReportOptions, render_html, render_report_with, write_chrome_trace};
 
 use crate::numbers;
 use crate::output::OutputFile;
@@ -62,10 +62,9 @@ pub(crate) fn token_window(text: &str) -> Result<Range<u32>, String> {
     Ok(start..end)
 }
 
-/// The Chrome trace of `profile` (the tokens of `window` only, when given)
-/// as JSON text; a window that holds none of the profile's tokens is an
-/// error naming the tokens there are.
-pub fn trace_text(profile: &Profile, window: Option<&Range<u32>>) -> Result<String> {
+/// Refuses a trace window (`--trace-tokens`) that holds none of the
+/// profile's tokens, naming the tokens there are.
+pub fn check_trace_window(profile: &Profile, window: Option<&Range<u32>>) -> Result<()> {
     if let Some(window) = window {
         let tokens: Vec<u32> = profile.tokens.iter().map(|token| token.index).collect();
         if !tokens.iter().any(|token| window.contains(token)) {
@@ -84,10 +83,7 @@ pub fn trace_text(profile: &Profile, window: Option<&Range<u32>>) -> Result<Stri
             }
         }
     }
-    Ok(serde_json::to_string(&chrome_trace_of_tokens(
-        profile,
-        window.cloned(),
-    ))?)
+    Ok(())
 }
 
 /// Arguments of `kscope report`.
@@ -149,7 +145,9 @@ pub fn write_trace_and_page(
     shape: &ReportFlags,
 ) -> Result<()> {
     if let Some(file) = trace {
-        file.write(trace_text(profile, shape.trace_tokens.as_ref())?.as_bytes())?;
+        check_trace_window(profile, shape.trace_tokens.as_ref())?;
+        let window = shape.trace_tokens.clone();
+        file.write_with(|writer| write_chrome_trace(profile, window, writer))?;
         println!(
             "trace written to {} (open in https://ui.perfetto.dev)",
             file.path().display()

@@ -68,7 +68,7 @@ pub struct RunArgs {
     /// profiling flag (--profile, --profile-json, --trace, --html).
     #[arg(long, value_name = "TOKENS", value_parser = numbers::token_selection)]
     pub profile_tokens: Option<kernelscope::profile::TokenSelection>,
-    /// Write the JSON profile (schema 1) to FILE.
+    /// Write the JSON profile (schema 3) to FILE.
     #[arg(long, value_name = "FILE")]
     pub profile_json: Option<PathBuf>,
     /// Write a Chrome trace (chrome://tracing, Perfetto) to FILE.
@@ -408,7 +408,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             print!("\n{}", render_report_with(&profile, args.report.options()));
         }
         if let Some(file) = &profile_json {
-            file.write(profile.to_json().as_bytes())?;
+            file.write_with(|writer| profile.write_json(writer))?;
             println!("profile written to {}", file.path().display());
         }
         crate::report::write_trace_and_page(&profile, trace.as_ref(), html.as_ref(), &args.report)?;

@@ -39,4 +39,4 @@ mod trace;
 
 pub use html::{render_comparison_html, render_gap_html, render_html};
 pub use text::{ReportOptions, render_comparison, render_gap_account, render_report, render_report_with};
-pub use trace::{chrome_trace, chrome_trace_of_tokens};
+pub use trace::{chrome_trace, chrome_trace_of_tokens, write_chrome_trace};

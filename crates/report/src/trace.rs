@@ -4,6 +4,7 @@
 //! epoch. A split run has a process per rank (device), all on rank 0's clock.
 //! A window of tokens keeps a long run's trace small enough to open.
 
+use std::io::Write;
 use std::ops::Range;
 
 use kernelscope::profile::{DispatchRecord, Profile, SubmissionRecord, TokenRecord};
@@ -26,6 +27,40 @@ pub fn chrome_trace(profile: &Profile) -> Value {
 /// a trace of a few tokens of a long run stays small.
 pub fn chrome_trace_of_tokens(profile: &Profile, window: Option<Range<u32>>) -> Value {
     let mut events = Vec::new();
+    let collected = each_event(profile, window, &mut |event| {
+        events.push(event);
+        Ok(())
+    });
+    collected.expect("collecting into memory cannot fail");
+    json!({ "traceEvents": events, "displayTimeUnit": "ns" })
+}
+
+/// Writes the JSON text of [`chrome_trace_of_tokens`] to `writer` one event
+/// at a time: a trace of a million kernels holds one event in memory, not
+/// a tree of them all (several GB).
+pub fn write_chrome_trace(
+    profile: &Profile,
+    window: Option<Range<u32>>,
+    writer: &mut dyn Write,
+) -> std::io::Result<()> {
+    writer.write_all(b"{\"traceEvents\":[")?;
+    let mut first = true;
+    each_event(profile, window, &mut |event| {
+        if !first {
+            writer.write_all(b",")?;
+        }
+        first = false;
+        serde_json::to_writer(&mut *writer, &event).map_err(std::io::Error::other)
+    })?;
+    writer.write_all(b"],\"displayTimeUnit\":\"ns\"}")
+}
+
+/// Hands every event of the trace to `emit`, in file order.
+fn each_event(
+    profile: &Profile,
+    window: Option<Range<u32>>,
+    emit: &mut dyn FnMut(Value) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let split = !profile.ranks.is_empty();
     let name = |rank: usize, device: &str| {
         if split {
@@ -43,7 +78,7 @@ pub fn chrome_trace_of_tokens(profile: &Profile, window: Option<Range<u32>>) -> 
         dispatches: &profile.dispatches,
         window: window.clone(),
     };
-    rank_zero.events(1, &mut events);
+    rank_zero.events(1, emit)?;
     for records in &profile.ranks {
         let track = Track {
             name: name(records.rank, &records.device),
@@ -53,9 +88,9 @@ pub fn chrome_trace_of_tokens(profile: &Profile, window: Option<Range<u32>>) -> 
             dispatches: &records.dispatches,
             window: window.clone(),
         };
-        track.events(records.rank as u32 + 1, &mut events);
+        track.events(records.rank as u32 + 1, emit)?;
     }
-    json!({ "traceEvents": events, "displayTimeUnit": "ns" })
+    Ok(())
 }
 
 /// One device's records, as one process of the trace.
@@ -77,11 +112,15 @@ impl Track<'_> {
         }
     }
 
-    fn events(&self, process: u32, events: &mut Vec<Value>) {
-        events.push(json!({
+    fn events(
+        &self,
+        process: u32,
+        emit: &mut dyn FnMut(Value) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
+        emit(json!({
             "name": "process_name", "ph": "M", "pid": process, "tid": 0,
             "args": { "name": &self.name },
-        }));
+        }))?;
         let mut streams: Vec<u32> = self
             .submissions
             .iter()
@@ -91,35 +130,35 @@ impl Track<'_> {
         streams.sort_unstable();
         streams.dedup();
         for stream in &streams {
-            events.push(json!({
+            emit(json!({
                 "name": "thread_name", "ph": "M", "pid": process, "tid": stream,
                 "args": { "name": format!("{} stream {stream}", self.backend) },
-            }));
+            }))?;
         }
         if !self.tokens.is_empty() {
-            events.push(json!({
+            emit(json!({
                 "name": "thread_name", "ph": "M", "pid": process, "tid": TOKEN_TRACK,
                 "args": { "name": "tokens" },
-            }));
+            }))?;
         }
         for token in self.tokens.iter().filter(|token| self.kept(Some(token.index))) {
-            events.push(json!({
+            emit(json!({
                 "name": format!("token {} ({:?})", token.index, token.phase),
                 "cat": "token", "ph": "X", "pid": process, "tid": TOKEN_TRACK,
                 "ts": micros(token.start_ns), "dur": micros(token.duration_ns()),
                 "args": { "counters": token.counters },
-            }));
+            }))?;
         }
         for submission in self.submissions.iter().filter(|record| self.kept(record.token)) {
-            events.push(json!({
-            "name": &*submission.label, "cat": "submission", "ph": "X", "pid": process,
-            "tid": submission.stream, "ts": micros(submission.start_ns),
-            "dur": micros(submission.duration_ns()),
-            "args": { "submission": submission.submission, "dispatches": submission.dispatches, "token": submission.token },
-        }));
+            emit(json!({
+                "name": &*submission.label, "cat": "submission", "ph": "X", "pid": process,
+                "tid": submission.stream, "ts": micros(submission.start_ns),
+                "dur": micros(submission.duration_ns()),
+                "args": { "submission": submission.submission, "dispatches": submission.dispatches, "token": submission.token },
+            }))?;
         }
         for dispatch in self.dispatches.iter().filter(|record| self.kept(record.token)) {
-            events.push(json!({
+            emit(json!({
                 "name": &*dispatch.kernel, "cat": "dispatch", "ph": "X", "pid": process,
                 "tid": dispatch.stream, "ts": micros(dispatch.start_ns),
                 "dur": micros(dispatch.duration_ns()),
@@ -128,7 +167,8 @@ impl Track<'_> {
                     "submission": dispatch.submission, "index": dispatch.index, "token": dispatch.token,
                     "bytes": dispatch.bytes, "bytes_written": dispatch.bytes_written, "flops": dispatch.flops,
                 },
-            }));
+            }))?;
         }
+        Ok(())
     }
 }

@@ -3,6 +3,7 @@
 //! they are not comparable).
 
 use std::io::Read;
+use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -205,9 +206,19 @@ impl Profile {
         serde_json::to_string_pretty(self).expect("a profile is always serialisable")
     }
 
+    /// Writes the pretty JSON of [`to_json`](Self::to_json) to `writer` as
+    /// it goes, so a profile of millions of dispatches never stands whole
+    /// in memory as text.
+    pub fn write_json(&self, writer: impl std::io::Write) -> std::io::Result<()> {
+        let mut writer = std::io::BufWriter::new(writer);
+        serde_json::to_writer_pretty(&mut writer, self).map_err(std::io::Error::other)?;
+        writer.flush()
+    }
+
     /// Writes the profile as JSON to `path`.
     pub fn save(&self, path: &Path) -> Result<()> {
-        std::fs::write(path, self.to_json()).map_err(|source| Error::Io {
+        let written = std::fs::File::create(path).and_then(|file| self.write_json(file));
+        written.map_err(|source| Error::Io {
             context: format!("writing profile {}", path.display()),
             source,
         })

@@ -271,7 +271,7 @@ struct Outputs {
 fn show(profile: &Profile, outputs: &Outputs, shape: &ReportFlags) -> Result<()> {
     print!("{}", render_report_with(profile, shape.options()));
     if let Some(file) = &outputs.json {
-        file.write(profile.to_json().as_bytes())?;
+        file.write_with(|writer| profile.write_json(writer))?;
         println!("profile written to {}", file.path().display());
     }
     write_trace_and_page(profile, outputs.trace.as_ref(), outputs.html.as_ref(), shape)
