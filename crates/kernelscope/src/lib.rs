@@ -51,6 +51,7 @@
 
 pub mod error;
 pub mod hash;
+pub mod host_memory;
 pub mod ops;
 pub mod profile;
 pub mod quant;

@@ -37,30 +37,9 @@ pub fn measure(spec: &str, bandwidth_mib: Option<usize>, compute_size: Option<us
     .with_context(|| format!("measuring the ceilings of {spec}"))
 }
 
-/// The host memory available to a new allocation, in MiB: the system's
-/// (`MemAvailable` of /proc/meminfo), less where this process's address
-/// space is limited (`ulimit -v`) to what is left of that limit; `None`
-/// where the system does not say.
+/// [`kernelscope::host_memory::available_bytes`] in MiB.
 fn available_memory_mib() -> Option<usize> {
-    let kib_of = |file: &str, key: &str| -> Option<usize> {
-        let text = std::fs::read_to_string(file).ok()?;
-        let line = text.lines().find(|line| line.starts_with(key))?;
-        line.split_whitespace().nth(1)?.parse().ok()
-    };
-    let system = kib_of("/proc/meminfo", "MemAvailable:")? / 1024;
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes the one struct it is given.
-    let limited =
-        unsafe { libc::getrlimit(libc::RLIMIT_AS, &mut limit) } == 0 && limit.rlim_cur != libc::RLIM_INFINITY;
-    if !limited {
-        return Some(system);
-    }
-    let used = kib_of("/proc/self/status", "VmSize:").unwrap_or(0) / 1024;
-    let left = (limit.rlim_cur / (1 << 20)) as usize;
-    Some(system.min(left.saturating_sub(used)))
+    kernelscope::host_memory::available_bytes().map(|bytes| (bytes >> 20) as usize)
 }
 
 /// The ceilings as indented lines: each measured figure and its method,

@@ -106,3 +106,67 @@ fn vocabularies_llama_cpp_loads_run() {
         &["--prompt", "tokenizer.ggml.merges", "--token-ids"],
     );
 }
+
+#[test]
+fn a_vocabulary_larger_than_memory_is_refused_before_it_is_read() {
+    // Three million short tokens take 40 MB of file and, read and made a
+    // tokenizer, over 400 MB of memory: under `ulimit -v` 300 MB the read
+    // aborted ("memory allocation of N bytes failed"). Now the count is
+    // weighed against the memory there is before a string is read.
+    use kernelscope_model::gguf::{Array, GgufFile, GgufWriter, Value};
+    let scratch = Scratch::new("vocabulary-memory");
+    let clean = scratch.0.join("clean.gguf");
+    crate::common::gen_gguf("tiny", "f32", &clean);
+    let source = GgufFile::open(&clean).unwrap();
+    let count = 3_000_000;
+    let seed = u64::from(std::process::id());
+    let path = scratch.0.join("huge-vocabulary.gguf");
+    let mut writer = GgufWriter::new(&path);
+    for (key, value) in source.metadata().iter() {
+        let value = match key {
+            "tokenizer.ggml.tokens" => Value::Array(Array::String(
+                (0..count)
+                    .map(|index| format!("t{:x}", index as u64 ^ seed))
+                    .collect(),
+            )),
+            "tokenizer.ggml.scores" => {
+                Value::Array(Array::F32((0..count).map(|index| -(index as f32)).collect()))
+            }
+            "tokenizer.ggml.token_type" => Value::Array(Array::I32(vec![1; count])),
+            "general.alignment" => continue,
+            _ => value.clone(),
+        };
+        writer.add_metadata(key, value).unwrap();
+    }
+    for tensor in source.tensors() {
+        writer
+            .add_tensor_info(tensor.name(), tensor.dims(), tensor.tensor_type())
+            .unwrap();
+    }
+    let mut data = writer.write_header().unwrap();
+    for tensor in source.tensors() {
+        data.write_tensor(source.tensor_bytes(tensor)).unwrap();
+    }
+    data.finish().unwrap();
+    for text in ["--token-ids 1,2", "--prompt hello"] {
+        let output = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v 307200; exec {} run --model {} --max-tokens 1 {text}",
+                crate::common::kscope_binary().display(),
+                path.display()
+            ))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{text}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ")
+                && stderr.contains("huge-vocabulary.gguf")
+                && stderr.contains("`tokenizer.ggml.tokens`: 3000000 strings need about")
+                && stderr.contains("MiB available"),
+            "{text}: {stderr}"
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{text}: {stderr}");
+    }
+}

@@ -17,6 +17,12 @@ use super::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAGIC};
 /// The fewest bytes a metadata entry takes: a key of one byte with its u64
 /// length, the u32 type, a one-byte value.
 const MIN_ENTRY_BYTES: usize = 8 + 1 + 4 + 1;
+/// Host memory one string element costs once read and turned into a
+/// tokenizer: its `String` (24 bytes and an allocation of at least 32),
+/// the vocabulary's copy, and the tokenizer's maps of it. An element takes
+/// 8 bytes of the file, so a file of short tokens asks for some 30 times
+/// its size; this is checked against the memory there is before reading.
+const STRING_ELEMENT_MEMORY_BYTES: u64 = 256;
 
 /// Everything before a GGUF file's tensor data, checked against the file.
 #[derive(Clone, Debug)]
@@ -313,6 +319,17 @@ fn read_array(cursor: &mut Cursor, what: What) -> Result<Array> {
         ValueType::F64 => Array::F64(numbers(cursor, count, what, f64::from_le_bytes)?),
         ValueType::Bool => Array::Bool(numbers(cursor, count, what, |[byte]: [u8; 1]| byte != 0)?),
         ValueType::String => {
+            let needed = count as u64 * STRING_ELEMENT_MEMORY_BYTES;
+            if let Some(available) = kernelscope::host_memory::available_bytes()
+                && needed > available
+            {
+                return Err(cursor.error(format!(
+                    "{}: {count} strings need about {} MiB of memory once read, more than the {} MiB available (the system's, or `ulimit -v`)",
+                    what(),
+                    needed >> 20,
+                    available >> 20
+                )));
+            }
             // An element that is not UTF-8 is kept (U+FFFD for its invalid
             // bytes) and noted: llama.cpp loads a vocabulary holding one.
             let mut strings = Vec::with_capacity(count);
