@@ -6,7 +6,7 @@
 #   bash .gpu/run.sh                           # every test binary, GPU tests required (KSCOPE_REQUIRE_GPU=1)
 #   bash .gpu/run.sh kscope info               # or one packed binary with its arguments
 #   bash .gpu/run.sh 02_graph_launch_lead      # (examples are packed beside kscope)
-#   bash tools/gpu/perf_run.sh                 # the GPU figures of docs/PERF.md
+#   bash tools/gpu/decode_run.sh               # a figure script (docs/PERF.md lists each and its runs)
 #
 # Usage, from the project root:  bash tools/gpu/bundle.sh [cargo test args]
 # Default cargo args: --workspace --release --all-features

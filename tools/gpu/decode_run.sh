@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Produces the decode figures of docs/PERF.md (fused kernels, roofline,
-# profiling overhead, cross-check) on the GPU machine, kscope and PyTorch in
-# one run: run from the repository root there, with the bundle from
-# `bash tools/gpu/bundle.sh` in .gpu/. Logs go to $OUT.
+# Decode on the GPU machine (fused and unfused, early and serial launch,
+# roofline), profiling overhead, cross-check and `kscope calibrate` (run B of
+# docs/PERF.md), kscope and PyTorch in one run: run from the repository root
+# there, with the bundle from `bash tools/gpu/bundle.sh` in .gpu/. Logs go to
+# $OUT. The torch section's `hf_bench.py --compile` crashes on torch 2.11 with
+# transformers 5.17 (docs/PERF.md, "PyTorch"); its exit status is logged.
 #   bash tools/gpu/decode_run.sh [sections...]
 # Sections (default: all): models bench torch overhead profile calibrate
 set -u

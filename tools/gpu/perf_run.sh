@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Produces the GPU figures of docs/PERF.md on the GPU machine: run from the
+# Bench, profiling cost and cross-check per preset on the GPU machine (the
+# first GPU figures: docs/perf-history.md, 2026-11-22): run from the
 # repository root there, with the bundle from `bash tools/gpu/bundle.sh`
 # in .gpu/ (kscope built with --features cuda). Writes logs to $OUT.
 #   bash tools/gpu/perf_run.sh [presets...]   (default: llama-3.2-1b llama-3-8b)

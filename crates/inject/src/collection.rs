@@ -5,6 +5,19 @@
 //! every launch even while no record is collected (eager PyTorch ran as
 //! slowly under a window of 16 steps as under a whole profile, on the
 //! H100), so only the window's steps may pay.
+//!
+//! With `--graphs whole` (`KSCOPE_GRAPHS`) CUPTI's graph trace is switched on
+//! beside the kernel records: one record per graph launch and none for the
+//! nodes in it, written as a kernel named `whole CUDA graph N`
+//! (`kernelscope_trace::whole_graph_name`), which the profile makes a
+//! dispatch of kind `WholeGraph`. Timing every node costs a program that
+//! replays graphs far more than one record per launch (docs/PERF.md).
+//!
+//! To find what the recording itself costs, `KSCOPE_INJECT_OMIT` (a comma
+//! list of `clock`, `copies`, `flusher`, `kernels`, `subscriber`, `cupti`)
+//! leaves parts out and `KSCOPE_CUPTI_DEVICE_BUFFER_MB` sizes CUPTI's device
+//! buffer; `tools/gpu/graph_overhead_parts.sh` runs each against the bare
+//! program. Diagnostics, not for profiles anyone reads.
 
 use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
 

@@ -2,7 +2,7 @@
 //! (12.6+): the device's monitors count the bytes its DRAM reads and writes every
 //! few microseconds; a thread decodes them into [`PmSample`] frames, whose bytes
 //! kscope gives to the kernels that ran in each (kernelscope's
-//! `profile/injected/bytes.rs`), the only bytes a foreign kernel has. It needs
+//! `profile/injected/bytes/`), the only bytes a foreign kernel has. It needs
 //! profiling rights, a GA10x or later GPU and the device to itself (one sampler
 //! per device, machine-wide); without them [`start`] says why and the program
 //! runs on without bytes. Sample times are on the process's clock (CUPTI's).

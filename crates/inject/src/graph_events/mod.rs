@@ -14,6 +14,20 @@
 //! made through a dynamically linked CUDA runtime are seen: a program
 //! built with nvcc's default static runtime, or launching graphs through
 //! the driver API, shows none.
+//!
+//! Every call the library makes runs in the relaxed stream-capture mode (in
+//! the default mode a `cudaEventQuery` from the flusher invalidates a
+//! capture under way on another thread), and the program's last CUDA error
+//! is left as it was. Each launch is read against the newest anchor taken
+//! before it (a new one every 200 ms while graphs launch), and written as a
+//! whole-graph kernel of context `kernelscope_trace::EVENT_TIMED_CONTEXT`
+//! (CUPTI numbers contexts from 1). At exit the last pairs are read (5 s at
+//! most, the rest counted lost); `cudaDeviceReset` is stood in for, to read
+//! a device's launches before their events are freed; a child forked from
+//! the process writes nothing. Where the runtime's own launch is not found,
+//! the driver's `cuGraphLaunch` launches. kscope's
+//! `tests/graph_events_stand_in.rs` runs it end to end without a GPU against
+//! a stand-in runtime (`tests/programs/stand_in_cudart.c`).
 
 use std::collections::HashMap;
 use std::ffi::{c_int, c_void};

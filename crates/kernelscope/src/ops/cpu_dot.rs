@@ -17,7 +17,7 @@
 //! 0.026) from the AVX2 f32 path's, where the exact three parts differ from
 //! that path by 0.15 (mean 0.015) through summation order alone, and it
 //! reads the weights at the memory's rate where three parts ran 15-25 %
-//! below it (17.4-17.7 against 13.5-14.7 tok/s, docs/PERF.md). Rounding x
+//! below it (17.65 / 17.38 against 13.48 / 14.68 tok/s, docs/PERF.md). Rounding x
 //! to bf16 alone (one part, llama.cpp's way) moved them by 0.95 (mean
 //! 0.14) and was no faster than two. Every path is tested against the exact
 //! product on random data, each forced in turn.
@@ -172,9 +172,9 @@ pub(crate) struct PreparedX<'a> {
 
 /// The longest x whose bf16 parts (4 or 6 bytes an element) stay in a
 /// 32 KiB L1 beside the rows' stream. Longer, x's parts were read back from
-/// L2 for every row: down_proj's (8,192 long, 48 KiB of parts) ran at 0.66
+/// L2 for every row: down_proj's (8,192 long, 48 KiB of parts) ran at 0.63
 /// to 0.71 of the fused norm mat-vecs' bandwidth in the same profile, and
-/// 0.73 to 0.79 with x in f32 (32 KiB) against widened weights, four
+/// 0.73 to 0.86 with x in f32 (32 KiB) against widened weights, four
 /// alternations on the 2-core EPYC (docs/PERF.md).
 pub(crate) const PARTS_IN_L1: usize = 4096;
 
@@ -260,7 +260,9 @@ impl<'a> PreparedX<'a> {
 /// short row, into the next, which lies after it. The hardware prefetcher
 /// alone left a 2-thread mat-vec of three-part dots at 70-75 % of a plain
 /// read loop's rate on the 2-core EPYC; asking 2 KiB ahead raised it to
-/// about 89 % (1 to 16 KiB ahead were tried; docs/PERF.md).
+/// about 89 % (1 to 16 KiB ahead were tried; docs/perf-history.md,
+/// 2026-11-26, the loop's table in `git show fb4b29a:docs/PERF.md`) and
+/// BF16 decode by 10 % (docs/PERF.md).
 #[cfg(target_arch = "x86_64")]
 const PREFETCH_AHEAD: usize = 2048;
 

@@ -28,6 +28,16 @@
 //! must hold the elements the op needs, either in the op's shape or flat
 //! ([`expect`]). Either way a wrong buffer is [`Error::ShapeMismatch`], never
 //! a panic.
+//!
+//! Every `.cu` is prefixed at registration with `prelude.cuh`: bf16 and f16
+//! as 16-bit storage widened by hand (so NVRTC needs no CUDA header), warp
+//! and block reductions, and `wait_for_previous_kernel()`, which a kernel
+//! calls first to be launched early (`runtime::early_launch`). Kernels keep
+//! loop bounds and branches that guard shuffles or `mma`s provably
+//! warp-uniform (a bound broadcast with `__shfl_sync(…, 0)`, no early return
+//! before them): otherwise the compiler wraps each one in a collective loop
+//! (`WARPSYNC … ENDCOLLECTIVE` in the SASS), which once doubled the decode
+//! attention kernel's instructions and made it spill.
 
 pub mod add;
 pub mod argmax;

@@ -1,5 +1,14 @@
 //! Always-on counters. Each is a relaxed atomic: counting costs an increment,
 //! never a lock, so they stay on even with profiling off.
+//!
+//! They are bumped where work is issued (the command encoder, a buffer's
+//! copies), so every backend counts alike: a dispatch when it is encoded
+//! eagerly or replayed in a graph (capturing counts nothing), and a
+//! concurrent one when no barrier separates it from the dispatch before; a
+//! barrier (automatic or explicit) only when issued after at least one
+//! dispatch; a submission per non-empty commit; a graph launch per replay; a
+//! sync per host wait (an encoder's wait, a read back); a host-device copy
+//! per copy into or out of a buffer.
 
 use std::ops::{Add, Sub};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,6 +2,14 @@
 //! costs something on every kernel (CUPTI's records); timing a window or
 //! every n-th token keeps the table of each timed token whole while the
 //! others run as if profiling were off, their counters still exact.
+//!
+//! The profiler sets one flag as each token begins and ends, and its
+//! `times_*` checks read it, so untimed tokens (and work outside tokens) run
+//! as at `off`; `TokenRecord::timed` marks the timed ones, over which
+//! per-token means are taken. On CUDA, CUPTI's kernel records are
+//! process-wide: each device says when it wants them, and collection is
+//! switched off when none does, after the stream is drained and every record
+//! taken (`runtime/cuda/state.rs`, `cupti.rs`).
 
 use std::fmt;
 use std::str::FromStr;

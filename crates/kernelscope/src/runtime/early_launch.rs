@@ -4,6 +4,14 @@
 //! `wait_for_previous_kernel()` (ops/prelude.cuh). The kernel's source says
 //! so by making that call its first statement; the launcher reads it here,
 //! so the kernel and its launch cannot disagree.
+//!
+//! The CUDA backend launches kernels so in graphs where the GPU has
+//! programmatic dependent launch (compute capability 9.0 or later), unless
+//! the device was opened with `DeviceOptions::serial_launch` (kscope's
+//! `--serial-launch`). `ops/tests.rs` requires the call as the first
+//! statement of every kernel but the calibration spin. A kernel launched
+//! early is timed from its predecessor's end (`cuda/matching.rs`), so the
+//! wait counts once, in the kernel waited for.
 // Read by the CUDA backend alone (and the tests).
 #![cfg_attr(not(feature = "cuda"), allow(dead_code))]
 

@@ -1,6 +1,29 @@
 //! The runtime: devices, typed buffers, the kernel registry, the command
 //! encoder with its dataflow barriers, and captured graphs. Every device
 //! owns a [`Profiler`](crate::profile::Profiler) that the encoder feeds.
+//!
+//! A device is opened by `Device::open` from `auto` (CUDA where a GPU is
+//! usable, else the CPU, saying which), `cpu`, `cuda` or `cuda:N`, with
+//! `DeviceOptions` fixed for its life. What a backend can do is data
+//! (`Capabilities`: how it times submissions and dispatches, graph launch,
+//! files mapped in place, early launch), and callers choose by capability,
+//! never by backend name.
+//!
+//! A dispatch may declare that its bytes and flops grow with the position
+//! (`Dispatch::cost_per_position`: attention over the KV cache); a graph
+//! captured at one position and replayed with `CommandEncoder::replay_at`
+//! records such a dispatch at the replay's position, so its GB/s stays true
+//! in graph mode.
+//!
+//! The files are layered, and `tests/module_structure.rs` fails on any import
+//! cycle a file of `runtime/` is part of: plain data first (`dtype`,
+//! `mem_ranges`, `kernel`, `memory`, `buffer`, `dispatch`; `arguments`
+//! (`kernel_arguments!`), then `library` and `collective/group`, which
+//! declare their argument lists with it; `command`), then the backend
+//! contract (`backend`, which takes the CPU kernel's signature from
+//! `cpu/kernel_args`), the backends (`cpu/`, `cuda/`), the public `device`,
+//! and on top `registry`, `encoder`, `graph` and `collective` (the
+//! `Communicator`).
 
 pub(crate) mod arguments;
 mod backend;

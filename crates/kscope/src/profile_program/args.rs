@@ -60,9 +60,9 @@ pub struct ProfileArgs {
     /// each sample's bytes go to the kernels running in it by their time
     /// in it, less to kernels a fit over every sample finds barely moving
     /// memory), which places the program's kernels on the roofline. On by
-    /// default, every 20 µs: on an H200 it cost llama-bench's decode 0.2
-    /// points of tokens per second beyond what tracing its kernels costs
-    /// (docs/PERF.md). Off by default with --steps or --graphs events,
+    /// default, every 20 µs: on an H200 it cost llama-bench's decode
+    /// nothing measurable beyond what tracing its kernels costs
+    /// (docs/PERF.md, run S). Off by default with --steps or --graphs events,
     /// which it cannot run beside. Needs profiling rights: root, or for
     /// other users the nvidia module loaded with
     /// `NVreg_RestrictProfilingToAdminUsers=0`; without them each process

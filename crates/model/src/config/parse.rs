@@ -1,5 +1,18 @@
 //! Reading and validating `config.json`: what the engine can run is
 //! accepted, everything else refused by name, never defaulted.
+//!
+//! Refused by name, never defaulted, is every field that changes the math
+//! and is not implemented: `mlp_bias` = true, a `partial_rotary_factor`
+//! other than 1, a `hidden_act` other than silu, `quantization_config`,
+//! per-layer-type rope parameters, other families' fields
+//! (`attn_logit_softcapping`, ...), and RoPE types other than default,
+//! linear, llama3 and yarn (`rope.rs`). A sliding window in use
+//! (`sliding_window`, Qwen2's `use_sliding_window` with `max_window_layers`,
+//! or `layer_types`) is not implemented either: the usable context then stops
+//! at the window, where windowed and full attention agree
+//! (`Config::context_length`). Every number that reaches the math is checked
+//! (dimensions and layer count bounded, θ and ε positive and finite in f32,
+//! every `eos_token_id` below `vocab_size`).
 
 use std::path::Path;
 

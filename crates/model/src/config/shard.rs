@@ -10,6 +10,20 @@
 //! (those whose query heads share it, as vLLM and Megatron do); intermediate
 //! rows and vocabulary ids go in shares of ⌈n / ranks⌉, the last rank taking
 //! what is left.
+//!
+//! Experts split by their intermediate rows: every rank holds its rows of
+//! every expert's gate and up and those columns of every down; routers are
+//! whole. Every rank routes every row itself (the same logits, the same
+//! choice), computes its share of each chosen expert and adds its partial
+//! sum into the residual stream before one all-reduce, so the ranks are
+//! balanced by construction whatever the routing. A GGUF file's quantized
+//! matrix splits its columns only on whole blocks; a split that would cut
+//! one is refused naming the tensor.
+//!
+//! Per layer that is two all-reduces of the residual stream, after o_proj
+//! and after down_proj. The embedding adds one (each rank writes zeros for
+//! ids it does not hold), and the LM head's shares of the logits are
+//! all-gathered, so every rank chooses the same token from the same bits.
 
 use std::ops::Range;
 

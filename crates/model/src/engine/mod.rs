@@ -19,6 +19,19 @@
 //! callbacks; the others follow its decision to go on or stop, sent per
 //! token, so they never queue a step (and its collectives) that rank 0 does
 //! not. A rank that fails aborts the group, so no rank waits forever.
+//!
+//! ```text
+//! Model ── Shard (one per rank) ── Forward { config, weights, ops, state }
+//!                                     │
+//!       forward.rs (one position) ────┼──── prefill.rs (a chunk of rows)
+//!                                     ▼
+//!       layer.rs   decoder_layer(i) / lm_head → [Step] ──encode_steps──▶ dispatches
+//!                     │ each Step::Linear holds a Linear { weight, format, bias, parallel }
+//!                     ▼
+//!       fusion.rs  a pattern at the head of the steps → one fused kernel
+//!       state.rs   Ops: the dense LinearKernels of the weights' dtype, a
+//!                  QuantizedLinear per block format the weights hold, the other ops
+//! ```
 
 mod activations;
 mod construct;

@@ -3,6 +3,13 @@
 //! its per-token decision to the others, and a rank that fails aborts the
 //! group first so no rank waits forever; an aborted group is rebuilt once
 //! every rank has returned.
+//!
+//! Not built: ranks on several hosts. They would be one process per GPU, as
+//! NCCL expects: rank 0 makes an `ncclUniqueId` that a launcher (torchrun,
+//! mpirun, Slurm) hands to every process, each calling `ncclCommInitRank`
+//! instead of `ncclCommInitAll`, and rank 0's per-token decision travels
+//! over the launcher's channel. Each process would write its own profile on
+//! its host's clock, so merging them needs the clocks aligned first.
 
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};

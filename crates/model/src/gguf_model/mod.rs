@@ -1,7 +1,8 @@
 //! A GGUF file as the engine runs it: the [`Config`] its metadata
-//! describes (`general.architecture` `llama`, `qwen2` or `qwen3`, every
+//! describes (`general.architecture` `llama`, `qwen2`, `qwen3` or
+//! `qwen3moe`, and `llama` with `llama.expert_count` as Mixtral; every
 //! hyper-parameter read from its key), its vocabulary, and its tensors
-//! placed as [`Weights`]. llama.cpp's converter permutes the rows of
+//! placed as `Weights`. llama.cpp's converter permutes the rows of
 //! `attn_q` and `attn_k` of the `llama` architecture for its interleaved
 //! RoPE; the engine's RoPE rotates halves, as transformers does, so those
 //! rows are put back on load. Quantized matrices stay in their blocks where

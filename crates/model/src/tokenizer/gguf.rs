@@ -7,6 +7,13 @@
 //! names) and `llama` (SentencePiece: `▁` for spaces, a space before each
 //! stretch of text as llama.cpp adds it, merges by score, `<0xNN>` byte
 //! fallback). Anything else is refused by name.
+//!
+//! What llama.cpp loads loads: a token that is not UTF-8 is read with U+FFFD
+//! (`Metadata::lossy_strings` says which), merges naming or making a token
+//! the vocabulary lacks are left out (`GgufVocabulary::unusable_merges`),
+//! and a vocabulary that cannot tokenize at all fails only where text is
+//! encoded or decoded, so `--token-ids`, `bench` and `kl` still run such a
+//! file.
 
 use std::collections::HashMap;
 

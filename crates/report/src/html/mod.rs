@@ -4,6 +4,12 @@
 //! side by side. No network and no files beside it: the styles and the
 //! little script are in the page, and a content security policy forbids it
 //! any request, so it opens the same offline, from a mail or an archive.
+//!
+//! `tests/html_report.rs` opens pages in headless Chromium with the network
+//! off and checks the DOM, where the script has counted errors and loaded
+//! resources (`data-errors`, `data-resources` on `<html>`). The screenshots
+//! in `docs/images` are such pages of real runs, taken with `chromium
+//! --headless --screenshot`.
 
 mod comparison;
 mod deltas;

@@ -3,6 +3,15 @@
 //! engine, which knows each dispatch's role as it encodes it, and by the
 //! profiles of other programs, whose roles are found from their kernels'
 //! names and order. Two engines line up role by role in the gap account.
+//!
+//! kscope's engine sets the roles as it encodes (`Step::role` in the model's
+//! `engine/layer.rs`): the encoder gives a dispatch those of the steps it
+//! covered that its op kind can do (`Roles::for_kind`), and an op may
+//! declare one of its own (`Dispatch::role`: the kernels that quantize
+//! activations, the MoE router's and experts' kernels). A dispatch keeps its
+//! roles (`DispatchRecord::roles`, absent in older profiles); for a program
+//! profiled from outside `annotate` finds them. The model's
+//! `tests/engine_roles.rs` checks a dense and a mixture-of-experts token.
 
 use std::fmt;
 

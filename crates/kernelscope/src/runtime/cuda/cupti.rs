@@ -4,6 +4,12 @@
 //! by CUPTI's (context id, stream id), and each device takes those of its own
 //! stream after a flush. Enabled only for devices created with dispatch-level
 //! profiling: CUPTI adds a little to every launch.
+//!
+//! Under `kscope profile` (`KSCOPE_TRACE_DIR` set) CUPTI's activity
+//! callbacks, one set per process, belong to the injection library: a kscope
+//! run profiled that way leaves CUPTI alone and times its dispatches as
+//! without CUPTI (event pairs around eager launches), saying why
+//! (`CuptiUnavailable::HeldByKscopeProfile`).
 
 use std::collections::HashMap;
 use std::ffi::CStr;
