@@ -98,7 +98,8 @@ pub struct RunArgs {
     pub unfused: bool,
     /// After every kernel, check each float output for NaN or +infinity and
     /// stop at the first, naming the kernel and its layer: where a model's
-    /// numbers first stop being numbers. The CPU only (`--device cpu`);
+    /// numbers first stop being numbers. On a GPU each output is copied to
+    /// the host after its kernel, and the step runs eagerly (no graph);
     /// slow, for finding a fault.
     #[arg(long)]
     pub check_finite: bool,
@@ -189,12 +190,6 @@ fn device_options(args: &RunArgs, profiling: bool) -> Result<DeviceOptions> {
         options = options.serial_launch();
     }
     if args.check_finite {
-        if args.model.device != "cpu" {
-            bail!(
-                "--check-finite reads each kernel's outputs on the CPU's queue only: run it with --device cpu (--device {} asked)",
-                args.model.device
-            );
-        }
         options = options.check_finite(true);
     }
     if let Some(selection) = args.profile_tokens {
@@ -224,7 +219,9 @@ fn execution_mode(args: &RunArgs, device: &Device) -> ExecutionMode {
     // gains nothing from replay, so it runs eagerly. Where dispatches inside
     // graphs cannot be timed (no CUPTI), dispatch-level profiling runs the
     // step eagerly, and says so: the mode is part of the profile's conditions.
-    let mode = if args.eager {
+    // A graph runs whole, so its kernels' outputs could only be checked
+    // after the last one: --check-finite checks each kernel as it ends.
+    let mode = if args.eager || args.check_finite {
         ExecutionMode::Eager
     } else {
         ExecutionMode::fastest_on(device)

@@ -37,6 +37,7 @@ mod dispatch;
 mod dtype;
 pub(crate) mod early_launch;
 mod encoder;
+mod finite;
 mod graph;
 mod kernel;
 pub(crate) mod library;

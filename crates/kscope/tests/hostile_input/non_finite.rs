@@ -80,12 +80,11 @@ fn poke_gguf(path: &Path, name: &str, at: usize, stride: usize, times: usize, by
     std::fs::write(path, data).unwrap();
 }
 
-#[test]
-fn non_finite_logits_are_an_error_naming_the_weight_they_came_from() {
-    let scratch = Scratch::new("nan-logits");
-    let dir = &scratch.0;
-    // An embedding all NaN (f32); one NaN block scale (Q8_0: the f16 scale
-    // leads each 34-byte block); one +inf in a norm weight of an f16 file.
+/// Three GGUF files in `dir` whose logits come out non-finite: an
+/// embedding all NaN (f32); one NaN block scale (Q8_0: the f16 scale leads
+/// each 34-byte block); one +inf in a norm weight of an f16 file. With the
+/// scope `--check-finite` names for each.
+fn poisoned_files(dir: &Path) -> [(std::path::PathBuf, &'static str); 3] {
     let embedding = gguf(dir, "tiny", "f32");
     let rows = 128 * 2048;
     poke_gguf(
@@ -114,6 +113,20 @@ fn non_finite_logits_are_an_error_naming_the_weight_they_came_from() {
         1,
         &f32::INFINITY.to_le_bytes(),
     );
+    [
+        (embedding, "in embed"),
+        (scale, "in layer.1.attn"),
+        (norm, "in layer.0.attn"),
+    ]
+}
+
+#[test]
+fn non_finite_logits_are_an_error_naming_the_weight_they_came_from() {
+    let scratch = Scratch::new("nan-logits");
+    let dir = &scratch.0;
+    let files = poisoned_files(dir);
+    let [(embedding, _), (scale, _), (norm, _)] = &files;
+    let rows = 128 * 2048;
     for (file, needles) in [
         (
             &embedding,
@@ -147,11 +160,7 @@ fn non_finite_logits_are_an_error_naming_the_weight_they_came_from() {
     }
     // --check-finite names the first kernel whose output stopped being
     // numbers, and where it ran.
-    for (file, scope) in [
-        (&embedding, "in embed"),
-        (&scale, "in layer.1.attn"),
-        (&norm, "in layer.0.attn"),
-    ] {
+    for (file, scope) in &files {
         scratch.refuses(
             &run_args(file, &["--check-finite"]),
             &["the first non-finite output: kernel `", scope],
@@ -164,14 +173,48 @@ fn non_finite_logits_are_an_error_naming_the_weight_they_came_from() {
     assert_eq!(code, 0, "{stderr}");
 }
 
+#[test]
+fn check_finite_on_a_gpu_names_the_layer_the_cpu_names() {
+    // Each kernel's outputs are copied back after it, the step eager.
+    let scratch = Scratch::new("nan-gpu");
+    let files = poisoned_files(&scratch.0);
+    let probe = run_args_on("cuda", &files[0].0, &["--check-finite"]);
+    let (_, _, stderr) = crate::common::kscope(&probe);
+    if stderr.contains("no CUDA support") || stderr.contains("backend unavailable") {
+        assert!(
+            std::env::var("KSCOPE_REQUIRE_GPU").as_deref() != Ok("1"),
+            "KSCOPE_REQUIRE_GPU=1 but kscope cannot open a GPU: {stderr}"
+        );
+        eprintln!(
+            "SKIPPED check_finite_on_a_gpu_names_the_layer_the_cpu_names: no usable GPU ({})",
+            stderr.trim()
+        );
+        return;
+    }
+    for (file, scope) in &files {
+        scratch.refuses(
+            &run_args_on("cuda", file, &["--check-finite"]),
+            &["the first non-finite output: kernel `", scope],
+        );
+    }
+    let clean = gguf(&scratch.0, "tiny", "q4_k_m");
+    let (code, _, stderr) = crate::common::kscope(&run_args_on("cuda", &clean, &["--check-finite"]));
+    assert_eq!(code, 0, "{stderr}");
+}
+
 /// `kscope run` of `file` on the CPU with three prompt ids and `extra`.
 fn run_args<'a>(file: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    run_args_on("cpu", file, extra)
+}
+
+/// `kscope run` of `file` on `device` with three prompt ids and `extra`.
+fn run_args_on<'a>(device: &'a str, file: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "run",
         "--model",
         file.to_str().unwrap(),
         "--device",
-        "cpu",
+        device,
         "--token-ids",
         "1,2,3",
         "--max-tokens",

@@ -5,13 +5,20 @@
 //! parallel loops find the pool's other threads awake.
 //! Barriers order nothing on an in-order queue, but are still counted where
 //! the encoder issues them, so counters read the same on every backend.
+//!
+//! Kernels reach memory only through `KernelArgs`: shared slices for what
+//! they read, exclusive ones for what they write, each output handed out once
+//! per run. The encoder refuses a dispatch whose written range overlaps
+//! another of its arguments, and host copies take the execution lock too;
+//! together that makes the exclusive slices sound.
 
-mod finite;
 pub(super) mod kernel_args;
 mod memory;
 mod shared;
 
 use std::sync::Arc;
+
+use half::{bf16, f16};
 
 pub use kernel_args::{CpuKernelFn, KernelArgs};
 use memory::CpuMemory;
@@ -98,7 +105,27 @@ impl CpuDevice {
             })?;
             function(&KernelArgs::new(kernel.name(), recorded.dispatch.args()))?;
             if self.shared.checks_finite() {
-                finite::check_outputs(kernel.name(), &recorded.meta.scope, recorded.dispatch.args())?;
+                let views = KernelArgs::new(kernel.name(), recorded.dispatch.args());
+                crate::runtime::finite::check_outputs(
+                    kernel.name(),
+                    &recorded.meta.scope,
+                    recorded.dispatch.args(),
+                    |argument, buffer| {
+                        Ok(match buffer.dtype() {
+                            DType::BF16 => views
+                                .output::<bf16>(argument)?
+                                .iter()
+                                .map(|value| value.to_f32())
+                                .collect(),
+                            DType::F16 => views
+                                .output::<f16>(argument)?
+                                .iter()
+                                .map(|value| value.to_f32())
+                                .collect(),
+                            _ => views.output::<f32>(argument)?.to_vec(),
+                        })
+                    },
+                )?;
             }
             if time_dispatches {
                 let end = profiler.now_ns();

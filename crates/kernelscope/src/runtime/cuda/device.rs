@@ -257,6 +257,7 @@ impl CudaDevice {
             profiler,
             arch,
             early_launch,
+            check_finite: options.check_finite,
             driver,
             modules: super::modules::ModuleCache::of_gpu(ordinal),
             timings: Timings::new(epoch, cupti),

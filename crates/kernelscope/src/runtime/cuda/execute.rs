@@ -205,6 +205,9 @@ fn enqueue_dispatch(
         None
     };
     let launched = launch(state, recorded, Order::Serial)?;
+    if state.checks_finite() {
+        check_finite(recorded)?;
+    }
     if let Some(before) = before {
         expected.timed_by_events(recorded, (before, stream.record_event()?));
     } else if timing.cupti {
@@ -213,6 +216,17 @@ fn enqueue_dispatch(
         expected.untimed();
     }
     Ok(())
+}
+
+/// Reads back the float outputs of `recorded`, which has been launched,
+/// and refuses NaN or +infinity in them (`DeviceOptions::check_finite`).
+fn check_finite(recorded: &RecordedDispatch) -> Result<()> {
+    crate::runtime::finite::check_outputs(
+        recorded.dispatch.kernel().name(),
+        &recorded.meta.scope,
+        recorded.dispatch.args(),
+        |_, buffer| crate::runtime::finite::read_to_host(buffer),
+    )
 }
 
 /// Launches a captured graph and expects its dispatches' records, costed at
@@ -231,6 +245,14 @@ fn enqueue_replay(
         );
     }
     let launched = launch_recording(state, recording)?;
+    if state.checks_finite() {
+        // A graph runs whole: its outputs are checked after it, in launch
+        // order, so a buffer a later node overwrote shows only its last
+        // value. `kscope run --check-finite` runs eagerly for that reason.
+        for recorded in recording.dispatches() {
+            check_finite(recorded)?;
+        }
+    }
     for (recorded, &launched) in recording.dispatches().zip(launched) {
         if timing.cupti {
             expected.timed_by_cupti(recorded, launched, context);

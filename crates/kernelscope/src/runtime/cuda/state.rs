@@ -24,6 +24,9 @@ pub(crate) struct DeviceState {
     arch: &'static str,
     /// Whether graphs launch kernels early (programmatic dependent launch).
     early_launch: bool,
+    /// Whether each dispatch's float outputs are read back and checked
+    /// (`DeviceOptions::check_finite`).
+    check_finite: bool,
     driver: String,
     /// The GPU's modules, shared by every device of it in the process.
     modules: Arc<ModuleCache>,
@@ -49,6 +52,7 @@ pub(crate) struct DeviceParts {
     pub(super) profiler: Profiler,
     pub(super) arch: &'static str,
     pub(super) early_launch: bool,
+    pub(super) check_finite: bool,
     pub(super) driver: String,
     pub(super) modules: Arc<ModuleCache>,
     pub(super) timings: Timings,
@@ -63,6 +67,7 @@ impl DeviceState {
             profiler,
             arch,
             early_launch,
+            check_finite,
             driver,
             modules,
             timings,
@@ -74,6 +79,7 @@ impl DeviceState {
             profiler,
             arch,
             early_launch,
+            check_finite,
             driver,
             modules,
             blas: OnceLock::new(),
@@ -103,6 +109,12 @@ impl DeviceState {
     /// `runtime::early_launch`).
     pub(crate) fn early_launch(&self) -> bool {
         self.early_launch
+    }
+
+    /// Whether each dispatch's float outputs are checked for NaN and
+    /// +infinity after it runs.
+    pub(crate) fn checks_finite(&self) -> bool {
+        self.check_finite
     }
 
     pub(crate) fn driver(&self) -> &str {
