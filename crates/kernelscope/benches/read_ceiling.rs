@@ -9,7 +9,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use kernelscope::ops::copy::Copy;
-use kernelscope::ops::stream_read::StreamRead;
+use kernelscope::probes::stream_read::StreamRead;
 use kernelscope::rng::SplitMix64;
 use kernelscope::{DType, Device};
 use rayon::prelude::*;
@@ -19,7 +19,7 @@ const BYTES: usize = 256 << 20;
 
 fn bench_reads(criterion: &mut Criterion) {
     let device = Device::cpu();
-    let registry = kernelscope::ops::registry();
+    let registry = kernelscope::probes::registry();
     let mut random = SplitMix64::new(0x7265_6164);
     let words: Vec<u32> = (0..BYTES / 4).map(|_| random.next_u64() as u32).collect();
     let input = device.buffer_from_slice(&words, &[words.len()]).unwrap();

@@ -49,10 +49,14 @@
 
 #![warn(missing_docs)]
 
+pub mod cpu_simd;
 pub mod error;
 pub mod hash;
 pub mod host_memory;
+#[cfg(test)]
+mod kernel_sources_tests;
 pub mod ops;
+pub mod probes;
 pub mod profile;
 pub mod quant;
 pub mod rng;

@@ -10,7 +10,7 @@
 //! that the table is complete.
 
 use kernelscope::DeviceOptions;
-use kernelscope::ops::spin::{TARGETS_US, allowed_error_ns, calibrate};
+use kernelscope::probes::spin::{TARGETS_US, allowed_error_ns, calibrate};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::testing::Backend;
 

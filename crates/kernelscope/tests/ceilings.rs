@@ -4,7 +4,7 @@
 //! benchmark's to say (`cargo bench -p kernelscope --bench read_ceiling`):
 //! a test of a speed fails on a busy machine.
 
-use kernelscope::ops::ceilings::{CeilingProbes, measure_ceilings, measure_on};
+use kernelscope::probes::ceilings::{CeilingProbes, measure_ceilings, measure_on};
 use kernelscope::profile::{BandwidthBasis, ProfileLevel};
 use kernelscope::testing::Backend;
 use kernelscope::{Device, DeviceOptions};

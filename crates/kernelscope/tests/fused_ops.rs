@@ -32,7 +32,7 @@ const EPS: f32 = 1e-5;
 /// CUDA result exact to f32 just outside the tolerance; the exact path is
 /// forced for the whole binary (fused and unfused CPU ops alike).
 fn profiled_device(backend: Backend) -> Option<Device> {
-    use kernelscope::ops::cpu_dot::{DotPath, dot_path, force_dot_path};
+    use kernelscope::cpu_simd::dot::{DotPath, dot_path, force_dot_path};
     if dot_path() == DotPath::Avx512Bf16 {
         force_dot_path(DotPath::Avx512Bf16Exact).unwrap();
     }

@@ -2,7 +2,7 @@
 //! flops over its fastest timed submission, as the device's own profiler
 //! recorded it, and sizes or dtypes it cannot run are refused by name.
 
-use kernelscope::ops::matmul::{
+use kernelscope::probes::{
     COMPUTE_PROBE_LABEL, MAX_COMPUTE_PROBE_SIZE, default_compute_size, measure_compute,
 };
 use kernelscope::profile::ProfileLevel;

@@ -4,8 +4,8 @@
 //! takes the integer product even on a CPU that would run bf16 tiles
 //! (`quantized_kernels.rs` tests those).
 
+use kernelscope::cpu_simd::dot::{DotPath, force_dot_path};
 use kernelscope::ops;
-use kernelscope::ops::cpu_dot::{DotPath, force_dot_path};
 use kernelscope::ops::quantized_linear::{Activations, QuantizedLinear};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::quant::QuantFormat;

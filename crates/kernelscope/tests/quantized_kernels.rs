@@ -378,7 +378,7 @@ fn cuda_quantized_embedding_matches_the_dequantized_rows() {
 /// tokens than one block of 128, ending in a partial tile.
 #[test]
 fn cpu_bf16_tile_chunk_products_match_the_exact_product() {
-    use kernelscope::ops::cpu_dot::dot_path;
+    use kernelscope::cpu_simd::dot::dot_path;
     if !dot_path().takes_bf16_products() {
         eprintln!(
             "SKIPPED cpu_bf16_tile_chunk_products_match_the_exact_product: this CPU has no AVX-512 BF16 path"

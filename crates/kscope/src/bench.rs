@@ -13,7 +13,7 @@ use kernelscope::rng::SplitMix64;
 use kernelscope::{Device, DeviceOptions};
 use kernelscope_model::{ExecutionMode, Model};
 
-use kernelscope::ops::ceilings::Measured;
+use kernelscope::probes::ceilings::Measured;
 
 use crate::model_args::ModelArgs;
 
@@ -350,7 +350,7 @@ fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row]
         args.profile
     );
     if device.backend() == "cpu" {
-        println!("cpu kernels: {}", kernelscope::ops::cpu_dot::describe());
+        println!("cpu kernels: {}", kernelscope::ops::describe_cpu_kernels());
     }
     let dtype = model.weight_format();
     let device_name = device_name(device, model);

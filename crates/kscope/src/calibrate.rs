@@ -11,8 +11,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use kernelscope::ops::ceilings::Measured;
-use kernelscope::ops::spin::{Calibration, allowed_error_ns, calibrate};
+use kernelscope::probes::ceilings::Measured;
+use kernelscope::probes::spin::{Calibration, allowed_error_ns, calibrate};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::{Device, DeviceOptions};
 

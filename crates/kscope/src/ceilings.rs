@@ -1,10 +1,10 @@
 //! The ceilings every subcommand reads rates against (`info`, `bench`,
 //! `run --profile`, `calibrate`): measured once per device per process by
-//! `kernelscope::ops::ceilings`, printed the same way everywhere, with the
+//! `kernelscope::probes::ceilings`, printed the same way everywhere, with the
 //! method of each figure and the physical limit beside the measured ones.
 
 use anyhow::{Context, Result};
-use kernelscope::ops::ceilings::{CeilingProbes, Measured, measure_ceilings};
+use kernelscope::probes::ceilings::{CeilingProbes, Measured, measure_ceilings};
 use kernelscope::profile::Ceilings;
 use serde_json::{Value, json};
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use kernelscope::ops::ceilings::Measured;
+use kernelscope::probes::ceilings::Measured;
 use kernelscope::{Device, DeviceOptions};
 use serde_json::json;
 

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use clap::Args;
-use kernelscope::ops::matmul::MAX_COMPUTE_PROBE_SIZE;
+use kernelscope::probes::MAX_COMPUTE_PROBE_SIZE;
 use kernelscope::{DType, Device, DeviceOptions};
 use kernelscope_model::gguf_model::GgufModel;
 use kernelscope_model::{
@@ -269,7 +269,7 @@ impl ModelArgs {
     /// device was chosen.
     pub fn open_devices(&self, options: DeviceOptions) -> Result<(Vec<Device>, String)> {
         if let CpuKernels::Forced(path) = self.cpu_kernels {
-            kernelscope::ops::cpu_dot::force_dot_path(path).context("--cpu-kernels")?;
+            kernelscope::cpu_simd::dot::force_dot_path(path).context("--cpu-kernels")?;
         }
         if let Some(specs) = &self.devices {
             if self.tp != 1 && self.tp != specs.len() {
@@ -451,11 +451,11 @@ pub enum CpuKernels {
     /// The widest instructions the CPU has.
     Auto,
     /// This path, refused where the CPU lacks it.
-    Forced(kernelscope::ops::cpu_dot::DotPath),
+    Forced(kernelscope::cpu_simd::dot::DotPath),
 }
 
 fn parse_cpu_kernels(text: &str) -> std::result::Result<CpuKernels, String> {
-    use kernelscope::ops::cpu_dot::DotPath;
+    use kernelscope::cpu_simd::dot::DotPath;
     Ok(match text {
         "auto" => CpuKernels::Auto,
         "avx512-bf16" => CpuKernels::Forced(DotPath::Avx512Bf16),

@@ -398,7 +398,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         conditions.weight_format = Some(model.weight_format());
         conditions.model_shape = Some(crate::compare::model_shape(model.config()));
         if conditions.backend == "cpu" {
-            conditions.cpu_kernels = Some(kernelscope::ops::cpu_dot::describe());
+            conditions.cpu_kernels = Some(kernelscope::ops::describe_cpu_kernels());
         }
         let profile = model.profile(conditions);
         if args.profile {

@@ -28,10 +28,10 @@ const BLESS: &str = "KSCOPE_BLESS_ENGINE_LOGITS";
 
 /// The CPU kernel path: the mat-vec and GEMM use fused multiply-adds where
 /// the CPU has AVX2 and FMA, and bf16 mat-vecs and GEMMs `vdpbf16ps` where
-/// it has AVX-512 BF16 (`ops::cpu_dot`, `ops::matmul`); each rounds
+/// it has AVX-512 BF16 (`cpu_simd::dot`, `ops::matmul`); each rounds
 /// differently.
 fn cpu_kernel_path() -> String {
-    use kernelscope::ops::cpu_dot::{DotPath, dot_path};
+    use kernelscope::cpu_simd::dot::{DotPath, dot_path};
     match dot_path() {
         DotPath::Portable => "portable".to_string(),
         DotPath::Avx2Fma => "x86_64 avx2+fma".to_string(),

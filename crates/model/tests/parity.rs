@@ -24,7 +24,7 @@ const DEFAULT_PATH_TOLERANCE: f32 = 2e-2;
 /// 2e-5 here), this binary takes the exact three-part path; every test
 /// calls this first, before any product, so none runs on both.
 fn exact_cpu_products() {
-    use kernelscope::ops::cpu_dot::{DotPath, dot_path, force_dot_path};
+    use kernelscope::cpu_simd::dot::{DotPath, dot_path, force_dot_path};
     if dot_path() == DotPath::Avx512Bf16 {
         force_dot_path(DotPath::Avx512Bf16Exact).unwrap();
     }

@@ -94,11 +94,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = Device::cpu_with(device_options);
     // The ceilings the roofline divides by: read, write and copy probes of
     // 64 MiB and the CPU's widest multiply-add instructions.
-    let probes = kernelscope::ops::ceilings::CeilingProbes {
+    let probes = kernelscope::probes::ceilings::CeilingProbes {
         bandwidth_bytes: Some(64 << 20),
         compute_size: None,
     };
-    let ceilings = kernelscope::ops::ceilings::measure_on(&device, probes)?.ceilings;
+    let ceilings = kernelscope::probes::ceilings::measure_on(&device, probes)?.ceilings;
     device.profiler().reset();
 
     let registry = registry(options.slowdown_percent);

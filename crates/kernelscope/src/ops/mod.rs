@@ -42,11 +42,8 @@
 pub mod add;
 pub mod argmax;
 pub mod attention;
-pub mod ceilings;
 pub mod collective;
 pub mod copy;
-pub mod cpu_dot;
-mod cpu_exp;
 pub mod embedding;
 pub mod head_norm;
 pub mod kv_append;
@@ -58,7 +55,6 @@ pub mod moe_quantized;
 pub mod moe_route;
 pub mod norm_matvec;
 pub mod prefill_attention;
-mod probe_timing;
 pub mod quantized_embedding;
 pub mod quantized_linear;
 pub mod rms_norm;
@@ -66,18 +62,16 @@ pub mod rope;
 pub mod rope_append;
 pub mod sample;
 pub mod silu_mul;
-pub mod spin;
-pub mod stream_read;
-pub mod stream_write;
 pub mod synthetic;
 mod weight_format;
 
 pub use weight_format::WeightFormat;
 
-use half::{bf16, f16};
+pub use crate::cpu_simd::WeightElement;
+pub(crate) use crate::cpu_simd::dot;
 
 use crate::error::{Error, Remedy, Result};
-use crate::runtime::{Buffer, DType, Device, Element, Kernel, KernelRegistry};
+use crate::runtime::{Buffer, DType, Device, Kernel, KernelRegistry};
 
 pub(crate) use crate::runtime::arguments::{Argument, Arguments, kernel_arguments};
 
@@ -108,60 +102,8 @@ pub fn registry() -> KernelRegistry {
     rope_append::register(&mut registry);
     sample::register(&mut registry);
     silu_mul::register(&mut registry);
-    spin::register(&mut registry);
-    stream_read::register(&mut registry);
-    stream_write::register(&mut registry);
     synthetic::register(&mut registry);
     registry
-}
-
-/// Weight element types the ops read, widened to f32 on load; also the
-/// dtypes an op may narrow its f32 result to (a GEMM's input is kept in the
-/// weights' dtype).
-pub trait WeightElement: Element + Copy {
-    /// The value as f32 (exact for every weight dtype).
-    fn to_f32(self) -> f32;
-
-    /// `value` rounded to nearest, ties to even, as torch's `.to(dtype)`
-    /// and the CUDA prelude's `from_f32` do; NaN stays NaN.
-    fn from_f32(value: f32) -> Self;
-}
-
-impl WeightElement for f32 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        self
-    }
-
-    #[inline(always)]
-    fn from_f32(value: f32) -> Self {
-        value
-    }
-}
-
-impl WeightElement for bf16 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        // bf16 is the top half of an f32: widening is a shift (and vectorises).
-        f32::from_bits(u32::from(self.to_bits()) << 16)
-    }
-
-    #[inline(always)]
-    fn from_f32(value: f32) -> Self {
-        bf16::from_f32(value)
-    }
-}
-
-impl WeightElement for f16 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        f16::to_f32(self)
-    }
-
-    #[inline(always)]
-    fn from_f32(value: f32) -> Self {
-        f16::from_f32(value)
-    }
 }
 
 /// The weight dtypes every op supports.
@@ -391,45 +333,23 @@ pub(crate) fn expect_indices(
     Ok(())
 }
 
-/// Dot product of a weight row and an f32 vector, accumulated in f32 over
-/// eight lanes so the compiler can vectorise it, compiled for AVX2 and FMA
-/// where the CPU has them (checked once, `cpu_dot::dot_path`; the build
-/// targets baseline x86-64). Mat-vecs that dot many rows with one x use
-/// `cpu_dot::PreparedX`, which also takes AVX-512 BF16 for bf16 weights.
-#[inline]
-pub(crate) fn dot<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
-    cpu_dot::PreparedX::unrounded(x).dot(row)
-}
-
-/// The eight-lane loop; `FUSED` uses fused multiply-add, which is only fast
-/// where the target has FMA.
-#[inline(always)]
-pub(crate) fn dot_lanes<W: WeightElement, const FUSED: bool>(row: &[W], x: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let row_chunks = row.chunks_exact(8);
-    let x_chunks = x.chunks_exact(8);
-    let (row_tail, x_tail) = (row_chunks.remainder(), x_chunks.remainder());
-    for (w, v) in row_chunks.zip(x_chunks) {
-        for lane in 0..8 {
-            lanes[lane] = if FUSED {
-                w[lane].to_f32().mul_add(v[lane], lanes[lane])
-            } else {
-                lanes[lane] + w[lane].to_f32() * v[lane]
-            };
-        }
-    }
-    let mut sum =
-        ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
-    for (w, v) in row_tail.iter().zip(x_tail) {
-        sum += w.to_f32() * v;
-    }
-    sum
-}
-
 /// Bytes of `elements` values of `dtype`, as u64 for the roofline.
 pub(crate) fn bytes_of(elements: usize, dtype: DType) -> u64 {
     (elements * dtype.size_in_bytes()) as u64
 }
 
-#[cfg(test)]
-mod tests;
+/// What the CPU mat-vecs run on, for a profile's conditions, with the
+/// quantized mat-vecs' 8-bit integer products where they differ from it.
+pub fn describe_cpu_kernels() -> String {
+    let integer = quantized_linear::integer_path();
+    match crate::cpu_simd::dot::dot_path() {
+        path if path.takes_bf16_products() => format!(
+            "AVX-512 BF16 for bf16 weights (x in {} bf16 parts; AVX-512 F where x is longer than {}; prefill GEMM on vdpbf16ps, quantized prefill on dequantized bf16 tiles), AVX2+FMA for the others; 8-bit integer products (quantized decode): {}",
+            path.x_parts(),
+            crate::cpu_simd::dot::PARTS_IN_L1,
+            integer.name()
+        ),
+        crate::cpu_simd::dot::DotPath::Portable => crate::cpu_simd::dot::DotPath::Portable.name().to_string(),
+        path => format!("{} (8-bit integer products: {})", path.name(), integer.name()),
+    }
+}

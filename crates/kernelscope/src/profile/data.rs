@@ -72,7 +72,7 @@ pub struct Conditions {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub early_launch: bool,
     /// On a CPU, the instruction set its mat-vecs ran in
-    /// (`ops::cpu_dot::describe`: `AVX-512 BF16 for bf16 weights (...),
+    /// (`cpu_simd::dot::describe`: `AVX-512 BF16 for bf16 weights (...),
     /// AVX2+FMA for the others; 8-bit integer products (quantized decode):
     /// ...`), set by
     /// whoever ran them; absent elsewhere and from profiles written before

@@ -187,7 +187,7 @@ impl Device {
 
     /// The conditions of a run on this device in `mode` (`eager`, `graph`),
     /// with no ceilings: they are measured apart from the device (see
-    /// `ops::ceilings`) and added with [`Conditions::with_ceilings`].
+    /// `probes::ceilings`) and added with [`Conditions::with_ceilings`].
     pub fn conditions(&self, mode: &str, model: Option<String>) -> Conditions {
         let capabilities = self.capabilities();
         Conditions {

@@ -2,7 +2,7 @@
 //! word on top of what it held, at sizes that do and do not fill whole
 //! 16-byte vectors, from a view that is not 16-byte aligned too.
 
-use kernelscope::ops;
+use kernelscope::probes;
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
 use kernelscope::{DType, OpKind};
@@ -13,7 +13,7 @@ fn stream_read_folds_every_word(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
     };
-    let op = ops::stream_read::StreamRead::new(&ops::registry(), &device).unwrap();
+    let op = probes::stream_read::StreamRead::new(&probes::registry(), &device).unwrap();
     for (case, words) in [1usize, 5, 64, 1000, 300_001, 4_194_307].into_iter().enumerate() {
         let mut rng = SplitMix64::new(700 + case as u64);
         // One word more than read, so the view at word 1 is not 16-byte aligned.
@@ -49,7 +49,7 @@ fn read_bandwidth_is_measured(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
     };
-    let gbps = ops::stream_read::measure_read_bandwidth(&device, 8 << 20, 2).unwrap();
+    let gbps = probes::stream_read::measure_read_bandwidth(&device, 8 << 20, 2).unwrap();
     assert!(gbps.is_finite() && gbps > 0.0, "{gbps} GB/s");
 }
 

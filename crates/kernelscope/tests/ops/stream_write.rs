@@ -3,8 +3,8 @@
 //! 16-byte vectors, into a view that is not 16-byte aligned too, and
 //! nothing outside the view is touched.
 
-use kernelscope::ops;
-use kernelscope::ops::stream_write::pattern_word;
+use kernelscope::probes;
+use kernelscope::probes::stream_write::pattern_word;
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
 use kernelscope::{DType, OpKind};
@@ -15,7 +15,7 @@ fn stream_write_writes_the_pattern(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
     };
-    let op = ops::stream_write::StreamWrite::new(&ops::registry(), &device).unwrap();
+    let op = probes::stream_write::StreamWrite::new(&probes::registry(), &device).unwrap();
     for (case, words) in [1usize, 5, 64, 1000, 300_001, 4_194_307].into_iter().enumerate() {
         let mut rng = SplitMix64::new(900 + case as u64);
         for first in [0, 1] {
@@ -46,7 +46,7 @@ fn write_bandwidth_is_measured(backend: Backend) {
     let Some(device) = profiled_device(backend) else {
         return;
     };
-    let gbps = ops::stream_write::measure_write_bandwidth(&device, 8 << 20, 2).unwrap();
+    let gbps = probes::stream_write::measure_write_bandwidth(&device, 8 << 20, 2).unwrap();
     assert!(gbps.is_finite() && gbps > 0.0, "{gbps} GB/s");
 }
 

@@ -39,7 +39,7 @@ pub(super) fn print_json(
                 "mode": model.execution_mode().name(),
                 "fused": model.fusion(),
                 "early_launch": device.capabilities().early_launch_in_graphs,
-                "cpu_kernels": (device.backend() == "cpu").then(kernelscope::ops::cpu_dot::describe),
+                "cpu_kernels": (device.backend() == "cpu").then(kernelscope::ops::describe_cpu_kernels),
                 "profiling": args.profile.name(),
                 "profile_tokens": args.profile_tokens.unwrap_or_default().to_string(),
                 "test": test,

@@ -23,9 +23,9 @@ use std::marker::PhantomData;
 
 use rayon::prelude::*;
 
+use crate::cpu_simd::dot::dot_path;
 use crate::error::{Error, Result};
 use crate::ops::WeightElement;
-use crate::ops::cpu_dot::dot_path;
 use crate::runtime::{DType, KernelArgs};
 
 use super::{K, M, N, OUT, WEIGHT, X};

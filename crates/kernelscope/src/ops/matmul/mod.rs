@@ -85,9 +85,3 @@ impl MatMul {
         )
     }
 }
-
-// The compute probe (the roofline's compute ceiling) lives beside the op it
-// measures; declared down here so it stays apart from the op's own code.
-mod probe;
-
-pub use probe::{COMPUTE_PROBE_LABEL, MAX_COMPUTE_PROBE_SIZE, default_compute_size, measure_compute};

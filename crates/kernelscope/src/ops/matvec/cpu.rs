@@ -1,11 +1,11 @@
 //! CPU references of mat-vec and of mat-vec with the residual add: rows in
-//! parallel, each a dot in the CPU's widest instructions (`ops::cpu_dot`).
+//! parallel, each a dot in the CPU's widest instructions (`cpu_simd::dot`).
 
 use rayon::prelude::*;
 
+use crate::cpu_simd::dot::PreparedX;
 use crate::error::Result;
 use crate::ops::WeightElement;
-use crate::ops::cpu_dot::PreparedX;
 use crate::runtime::KernelArgs;
 
 use super::{K, OUT, WEIGHT, X};

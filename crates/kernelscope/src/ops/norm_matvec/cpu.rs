@@ -4,9 +4,9 @@
 
 use rayon::prelude::*;
 
+use crate::cpu_simd::dot::PreparedX;
 use crate::error::Result;
 use crate::ops::WeightElement;
-use crate::ops::cpu_dot::PreparedX;
 use crate::ops::rms_norm::cpu::scale_of;
 use crate::runtime::KernelArgs;
 

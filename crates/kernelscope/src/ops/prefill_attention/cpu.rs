@@ -8,9 +8,9 @@
 
 use rayon::prelude::*;
 
+use crate::cpu_simd::exp::exp;
 use crate::error::{Error, Result};
 use crate::ops::WeightElement;
-use crate::ops::cpu_exp::exp;
 use crate::runtime::KernelArgs;
 
 use super::{

@@ -5,7 +5,7 @@
 //! portable products of `quant::int8`. x86-64 only; `available` says
 //! whether this CPU runs them, checked once.
 
-use crate::ops::cpu_dot::prefetch_ahead;
+use crate::cpu_simd::dot::prefetch_ahead;
 use crate::quant::{Int8Activations, QuantFormat};
 
 #[target_feature(enable = "avx2,fma,f16c")]

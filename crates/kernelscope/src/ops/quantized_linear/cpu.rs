@@ -8,8 +8,8 @@
 
 use rayon::prelude::*;
 
+use crate::cpu_simd::dot::{DotPath, dot_path};
 use crate::error::{Error, Result};
-use crate::ops::cpu_dot::{DotPath, dot_path};
 use crate::ops::dot;
 use crate::quant::{Int8Activations, QuantFormat, quantize_activations};
 use crate::runtime::KernelArgs;

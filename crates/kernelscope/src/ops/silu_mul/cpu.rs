@@ -1,12 +1,12 @@
 //! CPU reference of SiLU-gate-multiply: both threads, each over whole
 //! chunks, with an `exp` the compiler turns into vector instructions
-//! (`cpu_exp`), compiled for AVX2 where the CPU has it.
+//! (`cpu_simd::exp`), compiled for AVX2 where the CPU has it.
 
 use rayon::prelude::*;
 
+use crate::cpu_simd::exp::exp;
 use crate::error::Result;
 use crate::ops::WeightElement;
-use crate::ops::cpu_exp::exp;
 use crate::runtime::KernelArgs;
 
 use super::{GATE, OUT, UP};

@@ -6,8 +6,8 @@
 
 mod cpu;
 
-use super::{Arguments, kernel_arguments};
 use crate::error::{Error, Result};
+use crate::ops::{Arguments, kernel_arguments};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 /// The kernel's registered name.
@@ -23,7 +23,10 @@ pub fn pattern_word(index: usize, seed: u32) -> u32 {
 /// Registers the write probe's kernels.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu(KERNEL_NAME, cpu::stream_write);
-    registry.register_cuda_source(KERNEL_NAME, super::cuda_source(include_str!("stream_write.cu")));
+    registry.register_cuda_source(
+        KERNEL_NAME,
+        crate::ops::cuda_source(include_str!("stream_write.cu")),
+    );
 }
 
 /// The write probe, bound to a device's kernel.
@@ -74,7 +77,7 @@ pub fn measure_write_bandwidth(device: &Device, bytes: usize, repetitions: usize
     let words = bytes.div_ceil(4).max(1);
     let out = device.alloc(DType::U32, &[words])?;
     let mut seed = 0u32;
-    let best = super::probe_timing::best_seconds(device, "write_bandwidth", repetitions, |encoder| {
+    let best = super::timing::best_seconds(device, "write_bandwidth", repetitions, |encoder| {
         seed = seed.wrapping_add(1);
         write.encode(encoder, &out, seed)
     })?;

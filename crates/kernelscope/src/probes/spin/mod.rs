@@ -17,8 +17,8 @@ mod cpu;
 
 use std::collections::HashMap;
 
-use super::{Arguments, kernel_arguments};
 use crate::error::{Error, Result};
+use crate::ops::{Arguments, kernel_arguments};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 kernel_arguments! { CYCLES: "cycles" U64, RECORD: "record" Write }
@@ -26,7 +26,7 @@ kernel_arguments! { CYCLES: "cycles" U64, RECORD: "record" Write }
 /// Registers `spin_u32` (named by its record's element type).
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("spin_u32", cpu::spin);
-    registry.register_cuda_source("spin_u32", super::cuda_source(include_str!("spin.cu")));
+    registry.register_cuda_source("spin_u32", crate::ops::cuda_source(include_str!("spin.cu")));
 }
 
 /// What one spin recorded: the global timer (ns) when it began and ended,
@@ -52,7 +52,7 @@ impl Spin {
     /// The op on `device`.
     pub fn new(registry: &KernelRegistry, device: &Device) -> Result<Self> {
         Ok(Spin {
-            kernel: super::kernel_for(registry, device, "spin", DType::U32)?,
+            kernel: crate::ops::kernel_for(registry, device, "spin", DType::U32)?,
             record: device.alloc(DType::U32, &[6])?,
         })
     }

@@ -72,7 +72,7 @@ impl DotPath {
     }
 
     /// How many bf16 parts x is split into on this path (0: not split).
-    fn x_parts(self) -> usize {
+    pub(crate) fn x_parts(self) -> usize {
         match self {
             DotPath::Avx512Bf16Exact => 3,
             DotPath::Avx512Bf16 => 2,
@@ -176,7 +176,7 @@ pub(crate) struct PreparedX<'a> {
 /// to 0.71 of the fused norm mat-vecs' bandwidth in the same profile, and
 /// 0.73 to 0.86 with x in f32 (32 KiB) against widened weights, four
 /// alternations on the 2-core EPYC (docs/PERF.md).
-pub(crate) const PARTS_IN_L1: usize = 4096;
+pub const PARTS_IN_L1: usize = 4096;
 
 impl<'a> PreparedX<'a> {
     /// `x` for rows of `W`, on the chosen path.
@@ -287,11 +287,11 @@ mod x86 {
 
     use half::bf16;
 
-    use crate::ops::WeightElement;
+    use super::WeightElement;
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn dot_avx2_fma<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
-        crate::ops::dot_lanes::<W, true>(row, x)
+        crate::cpu_simd::dot_lanes::<W, true>(row, x)
     }
 
     /// `row · x` for a bf16 row and f32 x: each weight widened to f32 (its
@@ -389,27 +389,12 @@ mod x86 {
     }
 }
 
-/// What the CPU mat-vecs run on, for a profile's conditions, with the
-/// quantized mat-vecs' 8-bit integer products where they differ from it.
-pub fn describe() -> String {
-    let integer = crate::ops::quantized_linear::integer_path();
-    match dot_path() {
-        path if path.takes_bf16_products() => format!(
-            "AVX-512 BF16 for bf16 weights (x in {} bf16 parts; AVX-512 F where x is longer than {PARTS_IN_L1}; prefill GEMM on vdpbf16ps, quantized prefill on dequantized bf16 tiles), AVX2+FMA for the others; 8-bit integer products (quantized decode): {}",
-            path.x_parts(),
-            integer.name()
-        ),
-        DotPath::Portable => DotPath::Portable.name().to_string(),
-        path => format!("{} (8-bit integer products: {})", path.name(), integer.name()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use half::{bf16, f16};
 
+    use super::WeightElement;
     use super::{DotPath, PreparedX};
-    use crate::ops::WeightElement;
     use crate::rng::SplitMix64;
 
     /// Every supported path against the exact product, for each weight

@@ -113,7 +113,7 @@ pub fn measure_on(device: &Device, probes: CeilingProbes) -> Result<Measured> {
             method("stream_write probe", "streaming writes (bytes written)"),
         ));
         ceilings.copy = Some(Ceiling::new(
-            super::copy::measure_bandwidth(device, bytes, PROBE_REPETITIONS)?,
+            super::copy_bandwidth::measure_bandwidth(device, bytes, PROBE_REPETITIONS)?,
             method("copy probe", "copies (bytes read + written)"),
         ));
     }
@@ -136,9 +136,9 @@ pub fn measure_on(device: &Device, probes: CeilingProbes) -> Result<Measured> {
                 });
         }
         (Device::Cuda(_), size) => {
-            let size = size.unwrap_or_else(|| super::matmul::default_compute_size(device));
+            let size = size.unwrap_or_else(|| super::compute::default_compute_size(device));
             ceilings.compute = Some(Ceiling::new(
-                super::matmul::measure_compute(device, DType::BF16, size, PROBE_REPETITIONS)?,
+                super::compute::measure_compute(device, DType::BF16, size, PROBE_REPETITIONS)?,
                 format!("bf16 GEMM {size}×{size}×{size} (cuBLASLt), best of {PROBE_REPETITIONS}, {timing}"),
             ));
         }

@@ -5,8 +5,8 @@
 
 use half::{bf16, f16};
 
-use super::MatMul;
 use crate::error::{Error, Result};
+use crate::ops::matmul::MatMul;
 use crate::rng::SplitMix64;
 use crate::runtime::{Buffer, DType, Device};
 
@@ -80,10 +80,9 @@ pub fn measure_compute(device: &Device, dtype: DType, size: usize, repetitions: 
     )?;
     let out = device.alloc(DType::F32, &[size, size])?;
 
-    let best_seconds =
-        crate::ops::probe_timing::best_seconds(device, COMPUTE_PROBE_LABEL, repetitions, |encoder| {
-            matmul.encode(encoder, &weight, &x, &out)
-        })?;
+    let best_seconds = super::timing::best_seconds(device, COMPUTE_PROBE_LABEL, repetitions, |encoder| {
+        matmul.encode(encoder, &weight, &x, &out)
+    })?;
     let flops = 2.0 * (size as f64).powi(3);
     Ok(flops / best_seconds / 1e9)
 }

@@ -1,56 +1,73 @@
-//! The ops' own unit tests: every `.cu` signature against its op's declared
-//! argument list, the collectives' dispatches against theirs (they have no
-//! `.cu`: the runtime reads their arguments by the same list), and the
-//! shared helpers.
+//! Every CUDA source of the ops and the probes against its Rust side: each
+//! `.cu` signature against its op's declared argument list, the
+//! collectives' dispatches against theirs (they have no `.cu`: the runtime
+//! reads their arguments by the same list), and the ops' shared helpers.
 
-use super::{Argument, registry};
+use crate::ops::Argument;
+use crate::probes::registry;
 use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
 const DECLARED: [(&str, &str, &[Argument]); 31] = [
-    ("add", "add", super::add::ARGUMENTS),
-    ("argmax", "argmax", super::argmax::ARGUMENTS),
-    ("attention", "attention", super::attention::ARGUMENTS),
-    ("attention", "combine", super::attention::combine::ARGUMENTS),
-    ("copy", "copy", super::copy::ARGUMENTS),
-    ("embedding", "embedding", super::embedding::ARGUMENTS),
-    ("stream_read", "stream_read", super::stream_read::ARGUMENTS),
-    ("stream_write", "stream_write", super::stream_write::ARGUMENTS),
-    ("kv_append", "kv_append", super::kv_append::ARGUMENTS),
-    ("matmul", "matmul", super::matmul::ARGUMENTS),
-    ("matvec", "matvec", super::matvec::ARGUMENTS),
-    ("matvec", "residual", super::matvec::residual::ARGUMENTS),
-    ("norm_matvec", "norm_matvec", super::norm_matvec::ARGUMENTS),
-    ("norm_matvec", "silu", super::norm_matvec::silu::ARGUMENTS),
+    ("add", "add", crate::ops::add::ARGUMENTS),
+    ("argmax", "argmax", crate::ops::argmax::ARGUMENTS),
+    ("attention", "attention", crate::ops::attention::ARGUMENTS),
+    ("attention", "combine", crate::ops::attention::combine::ARGUMENTS),
+    ("copy", "copy", crate::ops::copy::ARGUMENTS),
+    ("embedding", "embedding", crate::ops::embedding::ARGUMENTS),
+    (
+        "stream_read",
+        "stream_read",
+        crate::probes::stream_read::ARGUMENTS,
+    ),
+    (
+        "stream_write",
+        "stream_write",
+        crate::probes::stream_write::ARGUMENTS,
+    ),
+    ("kv_append", "kv_append", crate::ops::kv_append::ARGUMENTS),
+    ("matmul", "matmul", crate::ops::matmul::ARGUMENTS),
+    ("matvec", "matvec", crate::ops::matvec::ARGUMENTS),
+    ("matvec", "residual", crate::ops::matvec::residual::ARGUMENTS),
+    ("norm_matvec", "norm_matvec", crate::ops::norm_matvec::ARGUMENTS),
+    ("norm_matvec", "silu", crate::ops::norm_matvec::silu::ARGUMENTS),
     (
         "prefill_attention",
         "prefill_attention",
-        super::prefill_attention::ARGUMENTS,
+        crate::ops::prefill_attention::ARGUMENTS,
     ),
-    ("head_norm", "head_norm", super::head_norm::ARGUMENTS),
-    ("moe_route", "moe_route", super::moe_route::ARGUMENTS),
-    ("moe_experts", "gate_up", super::moe_experts::gate_up::ARGUMENTS),
-    ("moe_experts", "down", super::moe_experts::down::ARGUMENTS),
+    ("head_norm", "head_norm", crate::ops::head_norm::ARGUMENTS),
+    ("moe_route", "moe_route", crate::ops::moe_route::ARGUMENTS),
+    (
+        "moe_experts",
+        "gate_up",
+        crate::ops::moe_experts::gate_up::ARGUMENTS,
+    ),
+    ("moe_experts", "down", crate::ops::moe_experts::down::ARGUMENTS),
     (
         "moe_experts",
         "norm_gate_up",
-        super::moe_experts::norm_gate_up::ARGUMENTS,
+        crate::ops::moe_experts::norm_gate_up::ARGUMENTS,
     ),
-    ("moe_group", "gather", super::moe_group::gather::ARGUMENTS),
-    ("moe_group", "combine", super::moe_group::combine::ARGUMENTS),
-    ("rms_norm", "rms_norm", super::rms_norm::ARGUMENTS),
-    ("rope", "rope", super::rope::ARGUMENTS),
-    ("rope_append", "rope_append", super::rope_append::ARGUMENTS),
-    ("rope_append", "normed", super::rope_append::normed::ARGUMENTS),
-    ("sample", "sample", super::sample::ARGUMENTS),
-    ("silu_mul", "silu_mul", super::silu_mul::ARGUMENTS),
-    ("spin", "spin", super::spin::ARGUMENTS),
-    ("synthetic", "synthetic", super::synthetic::ARGUMENTS),
+    ("moe_group", "gather", crate::ops::moe_group::gather::ARGUMENTS),
+    ("moe_group", "combine", crate::ops::moe_group::combine::ARGUMENTS),
+    ("rms_norm", "rms_norm", crate::ops::rms_norm::ARGUMENTS),
+    ("rope", "rope", crate::ops::rope::ARGUMENTS),
+    ("rope_append", "rope_append", crate::ops::rope_append::ARGUMENTS),
+    (
+        "rope_append",
+        "normed",
+        crate::ops::rope_append::normed::ARGUMENTS,
+    ),
+    ("sample", "sample", crate::ops::sample::ARGUMENTS),
+    ("silu_mul", "silu_mul", crate::ops::silu_mul::ARGUMENTS),
+    ("spin", "spin", crate::probes::spin::ARGUMENTS),
+    ("synthetic", "synthetic", crate::ops::synthetic::ARGUMENTS),
     (
         "quantized_linear",
         "narrow",
-        super::quantized_linear::gemm::ARGUMENTS,
+        crate::ops::quantized_linear::gemm::ARGUMENTS,
     ),
 ];
 
@@ -58,32 +75,38 @@ const DECLARED: [(&str, &str, &[Argument]); 31] = [
 /// quantized format (`{format}` in their names, see
 /// `quantized_linear::cuda_source`): each kernel's list by its name.
 const DECLARED_PER_KERNEL: [(&str, &[Argument]); 11] = [
-    ("matvec_{format}_q8", super::quantized_linear::ARGUMENTS),
-    ("matmul_{format}", super::quantized_linear::ARGUMENTS),
-    ("matvec_add_{format}_q8", super::matvec::residual::ARGUMENTS),
+    ("matvec_{format}_q8", crate::ops::quantized_linear::ARGUMENTS),
+    ("matmul_{format}", crate::ops::quantized_linear::ARGUMENTS),
+    ("matvec_add_{format}_q8", crate::ops::matvec::residual::ARGUMENTS),
     (
         "matvecs_{format}_q8",
-        super::quantized_linear::fused::matvecs::ARGUMENTS,
+        crate::ops::quantized_linear::fused::matvecs::ARGUMENTS,
     ),
     (
         "matvec_silu_{format}_q8",
-        super::quantized_linear::fused::silu::ARGUMENTS,
+        crate::ops::quantized_linear::fused::silu::ARGUMENTS,
     ),
-    ("quantize_q8", super::quantized_linear::fused::quantize::ARGUMENTS),
+    (
+        "quantize_q8",
+        crate::ops::quantized_linear::fused::quantize::ARGUMENTS,
+    ),
     (
         "norm_quantize_q8",
-        super::quantized_linear::fused::norm_quantize::ARGUMENTS,
+        crate::ops::quantized_linear::fused::norm_quantize::ARGUMENTS,
     ),
-    ("embedding_{format}", super::embedding::ARGUMENTS),
+    ("embedding_{format}", crate::ops::embedding::ARGUMENTS),
     (
         "dequantize_{format}_bf16",
-        super::quantized_linear::gemm::dequantize::ARGUMENTS,
+        crate::ops::quantized_linear::gemm::dequantize::ARGUMENTS,
     ),
     (
         "moe_gate_up_{format}_q8",
-        super::moe_quantized::gate_up::ARGUMENTS,
+        crate::ops::moe_quantized::gate_up::ARGUMENTS,
     ),
-    ("moe_down_add_{format}_q8", super::moe_quantized::down::ARGUMENTS),
+    (
+        "moe_down_add_{format}_q8",
+        crate::ops::moe_quantized::down::ARGUMENTS,
+    ),
 ];
 
 /// The registered names of a kernel of a `.cu` file: itself, or, for a
@@ -132,26 +155,31 @@ fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {
     kernels
 }
 
-/// Every `ops/<op>/<stem>.cu`: (op, stem, path, source).
+/// Every `<op>/<stem>.cu` under `src/ops` and `src/probes`, in folders at
+/// any depth (a family's ops sit one deeper): (op, stem, path, source),
+/// the op being the file's folder's name.
 fn kernel_files() -> Vec<(String, String, std::path::PathBuf, String)> {
-    let ops_folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/ops");
-    let mut files = Vec::new();
-    for folder in std::fs::read_dir(&ops_folder).unwrap() {
-        let folder = folder.unwrap().path();
-        if !folder.is_dir() {
-            continue;
-        }
-        let op = folder.file_name().unwrap().to_str().unwrap().to_string();
-        for file in std::fs::read_dir(&folder).unwrap() {
-            let file = file.unwrap().path();
-            if file.extension().is_none_or(|extension| extension != "cu") {
-                continue;
+    fn walk(folder: &std::path::Path, files: &mut Vec<(String, String, std::path::PathBuf, String)>) {
+        let mut entries: Vec<_> = std::fs::read_dir(folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        entries.sort();
+        for path in entries {
+            if path.is_dir() {
+                walk(&path, files);
+            } else if path.extension().is_some_and(|extension| extension == "cu") {
+                let op = folder.file_name().unwrap().to_str().unwrap().to_string();
+                let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
+                let source = std::fs::read_to_string(&path).unwrap();
+                files.push((op, stem, path, source));
             }
-            let stem = file.file_stem().unwrap().to_str().unwrap().to_string();
-            let source = std::fs::read_to_string(&file).unwrap();
-            files.push((op.clone(), stem, file, source));
         }
     }
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    walk(&source.join("ops"), &mut files);
+    walk(&source.join("probes"), &mut files);
     files
 }
 
@@ -342,7 +370,7 @@ fn every_declared_list_names_each_argument_once() {
 /// runtime's in-process exchange and NCCL launch read them.
 #[test]
 fn collective_dispatches_follow_their_declared_arguments() {
-    use super::collective::{AllGather, AllReduce};
+    use crate::ops::collective::{AllGather, AllReduce};
     use crate::runtime::{Communicator, DType, Device};
     let device = Device::cpu();
     let communicators = Communicator::group(std::slice::from_ref(&device)).unwrap();

@@ -7,8 +7,8 @@
 
 mod cpu;
 
-use super::{Arguments, kernel_arguments};
 use crate::error::{Error, Result};
+use crate::ops::{Arguments, kernel_arguments};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 /// The kernel's registered name.
@@ -19,7 +19,10 @@ kernel_arguments! { INPUT: "input" Read, OUT: "out" ReadWrite, WORDS: "words" U6
 /// Registers the read probe's kernels.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu(KERNEL_NAME, cpu::stream_read);
-    registry.register_cuda_source(KERNEL_NAME, super::cuda_source(include_str!("stream_read.cu")));
+    registry.register_cuda_source(
+        KERNEL_NAME,
+        crate::ops::cuda_source(include_str!("stream_read.cu")),
+    );
 }
 
 /// The read probe, bound to a device's kernel.
@@ -83,7 +86,7 @@ pub fn measure_read_bandwidth(device: &Device, bytes: usize, repetitions: usize)
         .collect();
     let input = device.buffer_from_slice(&pattern, &[words])?;
     let out = device.alloc(DType::U32, &[1])?;
-    let best = super::probe_timing::best_seconds(device, "read_bandwidth", repetitions, |encoder| {
+    let best = super::timing::best_seconds(device, "read_bandwidth", repetitions, |encoder| {
         read.encode(encoder, &input, &out)
     })?;
     Ok((words * 4) as f64 / best / 1e9)
