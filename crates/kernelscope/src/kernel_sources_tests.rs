@@ -10,64 +10,92 @@ use crate::runtime::arguments::ArgumentKind;
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
 const DECLARED: [(&str, &str, &[Argument]); 31] = [
-    ("add", "add", crate::ops::add::ARGUMENTS),
-    ("argmax", "argmax", crate::ops::argmax::ARGUMENTS),
-    ("attention", "attention", crate::ops::attention::ARGUMENTS),
-    ("attention", "combine", crate::ops::attention::combine::ARGUMENTS),
-    ("copy", "copy", crate::ops::copy::ARGUMENTS),
-    ("embedding", "embedding", crate::ops::embedding::ARGUMENTS),
+    ("ops/add", "add", crate::ops::add::ARGUMENTS),
+    ("ops/argmax", "argmax", crate::ops::argmax::ARGUMENTS),
+    ("ops/attention", "attention", crate::ops::attention::ARGUMENTS),
     (
-        "stream_read",
+        "ops/attention",
+        "combine",
+        crate::ops::attention::combine::ARGUMENTS,
+    ),
+    ("ops/copy", "copy", crate::ops::copy::ARGUMENTS),
+    ("ops/embedding", "embedding", crate::ops::embedding::ARGUMENTS),
+    (
+        "probes/stream_read",
         "stream_read",
         crate::probes::stream_read::ARGUMENTS,
     ),
     (
-        "stream_write",
+        "probes/stream_write",
         "stream_write",
         crate::probes::stream_write::ARGUMENTS,
     ),
-    ("kv_append", "kv_append", crate::ops::kv_append::ARGUMENTS),
-    ("matmul", "matmul", crate::ops::matmul::ARGUMENTS),
-    ("matvec", "matvec", crate::ops::matvec::ARGUMENTS),
-    ("matvec", "residual", crate::ops::matvec::residual::ARGUMENTS),
-    ("norm_matvec", "norm_matvec", crate::ops::norm_matvec::ARGUMENTS),
-    ("norm_matvec", "silu", crate::ops::norm_matvec::silu::ARGUMENTS),
+    ("ops/kv_append", "kv_append", crate::ops::kv_append::ARGUMENTS),
+    ("ops/matmul", "matmul", crate::ops::matmul::ARGUMENTS),
+    ("ops/matvec", "matvec", crate::ops::matvec::ARGUMENTS),
+    ("ops/matvec", "residual", crate::ops::matvec::residual::ARGUMENTS),
     (
-        "prefill_attention",
+        "ops/norm_matvec",
+        "norm_matvec",
+        crate::ops::norm_matvec::ARGUMENTS,
+    ),
+    (
+        "ops/norm_matvec",
+        "silu",
+        crate::ops::norm_matvec::silu::ARGUMENTS,
+    ),
+    (
+        "ops/prefill_attention",
         "prefill_attention",
         crate::ops::prefill_attention::ARGUMENTS,
     ),
-    ("head_norm", "head_norm", crate::ops::head_norm::ARGUMENTS),
-    ("moe_route", "moe_route", crate::ops::moe_route::ARGUMENTS),
+    ("ops/head_norm", "head_norm", crate::ops::head_norm::ARGUMENTS),
+    ("ops/moe/route", "moe_route", crate::ops::moe::route::ARGUMENTS),
     (
-        "moe_experts",
+        "ops/moe/experts",
         "gate_up",
-        crate::ops::moe_experts::gate_up::ARGUMENTS,
+        crate::ops::moe::experts::gate_up::ARGUMENTS,
     ),
-    ("moe_experts", "down", crate::ops::moe_experts::down::ARGUMENTS),
     (
-        "moe_experts",
+        "ops/moe/experts",
+        "down",
+        crate::ops::moe::experts::down::ARGUMENTS,
+    ),
+    (
+        "ops/moe/experts",
         "norm_gate_up",
-        crate::ops::moe_experts::norm_gate_up::ARGUMENTS,
+        crate::ops::moe::experts::norm_gate_up::ARGUMENTS,
     ),
-    ("moe_group", "gather", crate::ops::moe_group::gather::ARGUMENTS),
-    ("moe_group", "combine", crate::ops::moe_group::combine::ARGUMENTS),
-    ("rms_norm", "rms_norm", crate::ops::rms_norm::ARGUMENTS),
-    ("rope", "rope", crate::ops::rope::ARGUMENTS),
-    ("rope_append", "rope_append", crate::ops::rope_append::ARGUMENTS),
     (
+        "ops/moe/group",
+        "gather",
+        crate::ops::moe::group::gather::ARGUMENTS,
+    ),
+    (
+        "ops/moe/group",
+        "combine",
+        crate::ops::moe::group::combine::ARGUMENTS,
+    ),
+    ("ops/rms_norm", "rms_norm", crate::ops::rms_norm::ARGUMENTS),
+    ("ops/rope", "rope", crate::ops::rope::ARGUMENTS),
+    (
+        "ops/rope_append",
         "rope_append",
+        crate::ops::rope_append::ARGUMENTS,
+    ),
+    (
+        "ops/rope_append",
         "normed",
         crate::ops::rope_append::normed::ARGUMENTS,
     ),
-    ("sample", "sample", crate::ops::sample::ARGUMENTS),
-    ("silu_mul", "silu_mul", crate::ops::silu_mul::ARGUMENTS),
-    ("spin", "spin", crate::probes::spin::ARGUMENTS),
-    ("synthetic", "synthetic", crate::ops::synthetic::ARGUMENTS),
+    ("ops/sample", "sample", crate::ops::sample::ARGUMENTS),
+    ("ops/silu_mul", "silu_mul", crate::ops::silu_mul::ARGUMENTS),
+    ("probes/spin", "spin", crate::probes::spin::ARGUMENTS),
+    ("ops/synthetic", "synthetic", crate::ops::synthetic::ARGUMENTS),
     (
-        "quantized_linear",
+        "ops/quantized/linear",
         "narrow",
-        crate::ops::quantized_linear::gemm::ARGUMENTS,
+        crate::ops::quantized::linear::gemm::ARGUMENTS,
     ),
 ];
 
@@ -75,37 +103,37 @@ const DECLARED: [(&str, &str, &[Argument]); 31] = [
 /// quantized format (`{format}` in their names, see
 /// `quantized_linear::cuda_source`): each kernel's list by its name.
 const DECLARED_PER_KERNEL: [(&str, &[Argument]); 11] = [
-    ("matvec_{format}_q8", crate::ops::quantized_linear::ARGUMENTS),
-    ("matmul_{format}", crate::ops::quantized_linear::ARGUMENTS),
+    ("matvec_{format}_q8", crate::ops::quantized::linear::ARGUMENTS),
+    ("matmul_{format}", crate::ops::quantized::linear::ARGUMENTS),
     ("matvec_add_{format}_q8", crate::ops::matvec::residual::ARGUMENTS),
     (
         "matvecs_{format}_q8",
-        crate::ops::quantized_linear::fused::matvecs::ARGUMENTS,
+        crate::ops::quantized::linear::fused::matvecs::ARGUMENTS,
     ),
     (
         "matvec_silu_{format}_q8",
-        crate::ops::quantized_linear::fused::silu::ARGUMENTS,
+        crate::ops::quantized::linear::fused::silu::ARGUMENTS,
     ),
     (
         "quantize_q8",
-        crate::ops::quantized_linear::fused::quantize::ARGUMENTS,
+        crate::ops::quantized::linear::fused::quantize::ARGUMENTS,
     ),
     (
         "norm_quantize_q8",
-        crate::ops::quantized_linear::fused::norm_quantize::ARGUMENTS,
+        crate::ops::quantized::linear::fused::norm_quantize::ARGUMENTS,
     ),
     ("embedding_{format}", crate::ops::embedding::ARGUMENTS),
     (
         "dequantize_{format}_bf16",
-        crate::ops::quantized_linear::gemm::dequantize::ARGUMENTS,
+        crate::ops::quantized::linear::gemm::dequantize::ARGUMENTS,
     ),
     (
         "moe_gate_up_{format}_q8",
-        crate::ops::moe_quantized::gate_up::ARGUMENTS,
+        crate::ops::quantized::experts::gate_up::ARGUMENTS,
     ),
     (
         "moe_down_add_{format}_q8",
-        crate::ops::moe_quantized::down::ARGUMENTS,
+        crate::ops::quantized::experts::down::ARGUMENTS,
     ),
 ];
 
@@ -157,9 +185,13 @@ fn kernel_signatures(source: &str) -> Vec<(String, Vec<(String, String)>)> {
 
 /// Every `<op>/<stem>.cu` under `src/ops` and `src/probes`, in folders at
 /// any depth (a family's ops sit one deeper): (op, stem, path, source),
-/// the op being the file's folder's name.
+/// the op being the file's folder under `src` (`ops/moe/route`).
 fn kernel_files() -> Vec<(String, String, std::path::PathBuf, String)> {
-    fn walk(folder: &std::path::Path, files: &mut Vec<(String, String, std::path::PathBuf, String)>) {
+    fn walk(
+        root: &std::path::Path,
+        folder: &std::path::Path,
+        files: &mut Vec<(String, String, std::path::PathBuf, String)>,
+    ) {
         let mut entries: Vec<_> = std::fs::read_dir(folder)
             .unwrap()
             .map(|entry| entry.unwrap().path())
@@ -167,9 +199,9 @@ fn kernel_files() -> Vec<(String, String, std::path::PathBuf, String)> {
         entries.sort();
         for path in entries {
             if path.is_dir() {
-                walk(&path, files);
+                walk(root, &path, files);
             } else if path.extension().is_some_and(|extension| extension == "cu") {
-                let op = folder.file_name().unwrap().to_str().unwrap().to_string();
+                let op = folder.strip_prefix(root).unwrap().to_str().unwrap().to_string();
                 let stem = path.file_stem().unwrap().to_str().unwrap().to_string();
                 let source = std::fs::read_to_string(&path).unwrap();
                 files.push((op, stem, path, source));
@@ -178,8 +210,8 @@ fn kernel_files() -> Vec<(String, String, std::path::PathBuf, String)> {
     }
     let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = Vec::new();
-    walk(&source.join("ops"), &mut files);
-    walk(&source.join("probes"), &mut files);
+    walk(&source, &source.join("ops"), &mut files);
+    walk(&source, &source.join("probes"), &mut files);
     files
 }
 
@@ -244,7 +276,7 @@ fn every_cuda_signature_matches_its_declared_arguments() {
                 .find(|(name, _)| *name == kernel)
                 .map(|entry| entry.1)
                 .or(file_list)
-                .unwrap_or_else(|| panic!("{kernel} of ops/{op}/{stem}.cu is not in this test's lists"));
+                .unwrap_or_else(|| panic!("{kernel} of {op}/{stem}.cu is not in this test's lists"));
             for name in registered_names(&kernel) {
                 assert!(
                     registry.cuda_source(&name).is_some(),
@@ -256,7 +288,7 @@ fn every_cuda_signature_matches_its_declared_arguments() {
             let declared_names: Vec<&str> = declared.iter().map(|argument| argument.name).collect();
             assert_eq!(
                 names, declared_names,
-                "{kernel}'s parameters against ops/{op}'s ARGUMENTS"
+                "{kernel}'s parameters against {op}'s ARGUMENTS"
             );
             for ((cuda_type, name), argument) in parameters.iter().zip(declared) {
                 assert!(
@@ -271,7 +303,7 @@ fn every_cuda_signature_matches_its_declared_arguments() {
     for op in DECLARED.iter().map(|entry| entry.0) {
         assert!(
             checked_ops.iter().any(|checked| checked == op),
-            "ops/{op} has no .cu kernel"
+            "{op} has no .cu kernel"
         );
     }
 }
@@ -351,7 +383,7 @@ fn follows(dispatch: &crate::runtime::Dispatch, declared: &[Argument]) -> bool {
 fn every_declared_list_names_each_argument_once() {
     let lists = DECLARED
         .iter()
-        .map(|(op, stem, declared)| (format!("ops/{op}/{stem}.cu"), *declared))
+        .map(|(op, stem, declared)| (format!("{op}/{stem}.cu"), *declared))
         .chain(
             DECLARED_WITHOUT_SOURCE
                 .iter()

@@ -38,6 +38,77 @@ fn runtime_files_have_no_import_cycles() {
     assert!(source.depends("runtime/cuda/device", "runtime/cuda/nccl"));
 }
 
+/// The import cycles the crate still holds, each by the first file the
+/// check names: an op's `mod.rs` registers its CPU reference, which takes
+/// the argument constants back from `mod.rs` (the constants are to move to
+/// a file below both), and four older ones. A cycle not listed fails the
+/// test, and so does a listed one that is gone, so that the list only
+/// shrinks.
+const CYCLES_LEFT: [&str; 27] = [
+    "ops/add/cpu.rs",
+    "ops/argmax/cpu.rs",
+    "ops/attention/cpu.rs",
+    "ops/copy/cpu.rs",
+    "ops/embedding/cpu.rs",
+    "ops/head_norm/cpu.rs",
+    "ops/kv_append/cpu.rs",
+    "ops/matmul/cpu.rs",
+    "ops/matvec/cpu.rs",
+    "ops/moe/experts/cpu.rs",
+    "ops/moe/group/combine.rs",
+    "ops/moe/route/cpu.rs",
+    "ops/norm_matvec/cpu.rs",
+    "ops/prefill_attention/cpu.rs",
+    "ops/quantized/experts/cpu.rs",
+    "ops/quantized/linear/avx2.rs",
+    "ops/rms_norm/cpu.rs",
+    "ops/rope/cpu.rs",
+    "ops/rope_append/cpu.rs",
+    "ops/sample/cpu.rs",
+    "ops/silu_mul/cpu.rs",
+    "ops/synthetic/cpu.rs",
+    "probes/spin/cpu.rs",
+    "probes/stream_read/cpu.rs",
+    "probes/stream_write/cpu.rs",
+    "profile/aggregate.rs",
+    "quant/dot.rs",
+];
+
+#[test]
+fn no_file_of_the_crate_is_in_an_import_cycle_but_those_left() {
+    let found = source_crate().cycles(|_| true);
+    let first_file = |cycle: &String| -> String {
+        let members = cycle.trim_start_matches("cycle among ");
+        members
+            .split([',', ':'])
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let new: Vec<&String> = found
+        .iter()
+        .filter(|cycle| !CYCLES_LEFT.contains(&first_file(cycle).as_str()))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "files that depend on each other in new cycles:\n{}",
+        new.iter()
+            .map(|cycle| cycle.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let firsts: Vec<String> = found.iter().map(first_file).collect();
+    let gone: Vec<&&str> = CYCLES_LEFT
+        .iter()
+        .filter(|left| !firsts.iter().any(|first| first == *left))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "these cycles are gone: take them off CYCLES_LEFT: {gone:?}"
+    );
+}
+
 #[test]
 fn profile_runtime_and_ops_depend_only_downward() {
     let found = source_crate().layering_violations();

@@ -9,7 +9,7 @@
 //! under KSCOPE_REQUIRE_GPU=1).
 
 use half::bf16;
-use kernelscope::ops::quantized_linear::{Activations, BlockLayout, GEMM_ROWS, QuantizedLinear};
+use kernelscope::ops::quantized::linear::{Activations, BlockLayout, GEMM_ROWS, QuantizedLinear};
 use kernelscope::ops::registry;
 use kernelscope::profile::ProfileLevel;
 use kernelscope::quant::QuantFormat;

@@ -1,4 +1,4 @@
-//! The quantized expert products (`ops::moe_quantized`) on the CPU and on
+//! The quantized expert products (`ops::quantized::experts`) on the CPU and on
 //! CUDA against an exact reference written here: for every format, the
 //! chosen experts' gate/up + SiLU·mul and down + weighted residual add
 //! over stacked weights quantized by the reference quantizers (each block
@@ -11,8 +11,8 @@
 //! decode's RMSNorm fused into the gate/up input's quantization. Outputs
 //! are poisoned first; the residual add keeps what `hidden` held.
 
-use kernelscope::ops::moe_quantized::MoeQuantized;
-use kernelscope::ops::quantized_linear::{Activations, BlockLayout};
+use kernelscope::ops::quantized::experts::MoeQuantized;
+use kernelscope::ops::quantized::linear::{Activations, BlockLayout};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::quant::QuantFormat;
 use kernelscope::rng::SplitMix64;

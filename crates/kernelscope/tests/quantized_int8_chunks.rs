@@ -6,7 +6,7 @@
 
 use kernelscope::cpu_simd::dot::{DotPath, force_dot_path};
 use kernelscope::ops;
-use kernelscope::ops::quantized_linear::{Activations, QuantizedLinear};
+use kernelscope::ops::quantized::linear::{Activations, QuantizedLinear};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::quant::QuantFormat;
 use kernelscope::{Device, DeviceOptions};

@@ -17,9 +17,9 @@
 //! tiles; its integer chunk product is `quantized_int8_chunks.rs`'s (a
 //! binary of its own, as it forces the CPU off the bf16 path).
 
-use kernelscope::ops::quantized_embedding::QuantizedEmbedding;
-use kernelscope::ops::quantized_linear::fused::QuantizedFused;
-use kernelscope::ops::quantized_linear::{Activations, GEMM_ROWS, QuantizedLinear};
+use kernelscope::ops::quantized::embedding::QuantizedEmbedding;
+use kernelscope::ops::quantized::linear::fused::QuantizedFused;
+use kernelscope::ops::quantized::linear::{Activations, GEMM_ROWS, QuantizedLinear};
 use kernelscope::ops::{self, rms_norm::RmsNorm};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::quant::QuantFormat;

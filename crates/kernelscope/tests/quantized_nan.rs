@@ -7,7 +7,7 @@
 
 use kernelscope::DeviceOptions;
 use kernelscope::ops;
-use kernelscope::ops::quantized_linear::{Activations, QuantizedLinear};
+use kernelscope::ops::quantized::linear::{Activations, QuantizedLinear};
 use kernelscope::quant::QuantFormat;
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;

@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use kernelscope::Device;
-use kernelscope::ops::quantized_linear::Activations;
+use kernelscope::ops::quantized::linear::Activations;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope_model::gguf_export::{GgufFileType, write_gguf};

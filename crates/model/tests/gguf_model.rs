@@ -5,7 +5,7 @@
 //! dense file they were quantized from; the model's name carries the
 //! format mix.
 
-use kernelscope::ops::quantized_linear::Activations;
+use kernelscope::ops::quantized::linear::Activations;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope::{DType, Device};
@@ -246,7 +246,7 @@ fn sixteen_steps(model: &mut Model) -> kernelscope_model::Generation {
 
 /// Prompt rows of [`chunk_steps`]: more than a chunk needs to take the
 /// GEMM on a GPU.
-const CHUNK_PROMPT_ROWS: usize = kernelscope::ops::quantized_linear::GEMM_ROWS + 4;
+const CHUNK_PROMPT_ROWS: usize = kernelscope::ops::quantized::linear::GEMM_ROWS + 4;
 
 /// Every row's logits of a prompt of [`CHUNK_PROMPT_ROWS`] tokens, and
 /// two steps after it.

@@ -7,7 +7,7 @@
 //!
 //! The reference path (position by position, f32 cache, f32 activations
 //! into the quantized products, the experts' too): the F16 files' experts
-//! stay f16, the Q8_0 files' stay in their blocks (`ops::moe_quantized`),
+//! stay f16, the Q8_0 files' stay in their blocks (`ops::quantized::experts`),
 //! and every product is f32, so the logits agree to f32 rounding (1e-5;
 //! 6e-7 seen on the CPU). On CUDA the quantized products take 8-bit
 //! activations, as llama.cpp's do. The prompt is then run again as one
@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use kernelscope::ops::quantized_linear::Activations;
+use kernelscope::ops::quantized::linear::Activations;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope::testing::Backend;

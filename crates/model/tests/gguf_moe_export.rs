@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use kernelscope::ops::WeightFormat;
-use kernelscope::ops::quantized_linear::Activations;
+use kernelscope::ops::quantized::linear::Activations;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope::quant::QuantFormat;

@@ -16,7 +16,7 @@
 use std::path::Path;
 
 use kernelscope::Device;
-use kernelscope::ops::quantized_linear::Activations;
+use kernelscope::ops::quantized::linear::Activations;
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Phase;
 use kernelscope_model::gguf_model::GgufModel;

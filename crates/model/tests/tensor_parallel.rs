@@ -479,7 +479,7 @@ const INT8_TOLERANCE: f32 = 5e-2;
 /// rounding boundary differ).
 #[test]
 fn cpu_split_gguf_models_give_the_unsplit_logits() {
-    use kernelscope::ops::quantized_linear::Activations;
+    use kernelscope::ops::quantized::linear::Activations;
     use kernelscope_model::gguf_export::GgufFileType;
     let folder = std::env::temp_dir().join(format!("kscope-tp-gguf-{}", std::process::id()));
     std::fs::create_dir_all(&folder).unwrap();

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use half::bf16;
 
-use super::WeightElement;
+use super::element::WeightElement;
 use crate::error::{Error, Result};
 use crate::runtime::DType;
 
@@ -251,7 +251,7 @@ impl<'a> PreparedX<'a> {
                 return unsafe { x86::dot_avx2_fma(row, self.x) };
             }
         }
-        super::dot_lanes::<W, false>(row, self.x)
+        super::element::dot_lanes::<W, false>(row, self.x)
     }
 }
 
@@ -291,7 +291,7 @@ mod x86 {
 
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn dot_avx2_fma<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
-        crate::cpu_simd::dot_lanes::<W, true>(row, x)
+        crate::cpu_simd::element::dot_lanes::<W, true>(row, x)
     }
 
     /// `row · x` for a bf16 row and f32 x: each weight widened to f32 (its
@@ -387,6 +387,16 @@ mod x86 {
         // are the words as stored.
         unsafe { std::mem::transmute::<__m512i, __m512bh>(bits) }
     }
+}
+
+/// Dot product of a weight row and an f32 vector, accumulated in f32 over
+/// eight lanes so the compiler can vectorise it, compiled for AVX2 and FMA
+/// where the CPU has them (checked once, `dot_path`; the build
+/// targets baseline x86-64). Mat-vecs that dot many rows with one x use
+/// `PreparedX`, which also takes AVX-512 BF16 for bf16 weights.
+#[inline]
+pub(crate) fn dot<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
+    PreparedX::unrounded(x).dot(row)
 }
 
 #[cfg(test)]

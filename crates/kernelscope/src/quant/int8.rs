@@ -6,7 +6,7 @@
 //! reads each weight byte once and does 4–8 times less float work than
 //! dequantizing to f32. The integer sums are exact, so every instruction
 //! set gives the same bits; the loops are written for the compiler to
-//! vectorise (`ops::quantized_linear` compiles them for AVX2 where the CPU
+//! vectorise (`ops::quantized::linear` compiles them for AVX2 where the CPU
 //! has it). The exact f32 product stays `QuantFormat::dot_row`.
 
 use half::f16;

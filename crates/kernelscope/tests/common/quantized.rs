@@ -1,7 +1,7 @@
 //! What the quantized-kernel tests share: random quantized matrices and
 //! their exact products.
 
-use kernelscope::ops::quantized_linear::BlockLayout;
+use kernelscope::ops::quantized::linear::BlockLayout;
 use kernelscope::quant::QuantFormat;
 use kernelscope::rng::SplitMix64;
 use kernelscope::{Buffer, DType, Device};

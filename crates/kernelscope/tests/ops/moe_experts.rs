@@ -8,7 +8,7 @@
 //! and an id past the last expert (which must contribute nothing). Outputs
 //! are poisoned first; the residual add keeps what `hidden` held.
 
-use kernelscope::ops::moe_experts::{MoeDownAdd, MoeGateUp, MoeNormGateUp};
+use kernelscope::ops::moe::experts::{MoeDownAdd, MoeGateUp, MoeNormGateUp};
 use kernelscope::testing::Backend;
 use kernelscope::{DType, OpKind, Primitive, ops};
 
@@ -48,7 +48,7 @@ fn moe_experts_match_reference(backend: Backend) {
             (4, 2, 6400, 16),
             // The widest x a block stages in shared memory (its launch at
             // the edge of the 48 KiB).
-            (2, 1, 3, ops::moe_experts::MOST_HIDDEN),
+            (2, 1, 3, ops::moe::experts::MOST_HIDDEN),
         ] {
             let seed = (experts * 1000 + expert_rows * 10 + hidden) as u64;
             let gate_values = random(seed, experts * expert_rows * hidden, -0.5, 0.5);

@@ -5,7 +5,7 @@
 //! reference. Random choices (most experts idle at few rows), every row
 //! on the same experts, and an id past the last expert (refused).
 
-use kernelscope::ops::moe_group::{MoeCombine, MoeGather, group_by_expert};
+use kernelscope::ops::moe::group::{MoeCombine, MoeGather, group_by_expert};
 use kernelscope::rng::SplitMix64;
 use kernelscope::testing::Backend;
 use kernelscope::{DType, ops};

@@ -4,7 +4,7 @@
 //! 8 of 128 and odd sizes, at 1, 3 and 17 rows, with ties planted among the
 //! largest logits; outputs poisoned first. Impossible choices are refused.
 
-use kernelscope::ops::moe_route::MoeRoute;
+use kernelscope::ops::moe::route::MoeRoute;
 use kernelscope::testing::Backend;
 use kernelscope::{DType, OpKind, ops};
 

@@ -219,7 +219,20 @@ impl Crate {
     /// Dependencies that go up the layers ops → runtime → profile, by the
     /// top-level module of each file.
     pub fn layering_violations(&self) -> Vec<String> {
-        const FORBIDDEN: [(&str, &str); 3] = [("profile", "runtime"), ("profile", "ops"), ("runtime", "ops")];
+        // Layers from the top: probes, ops, cpu_simd, runtime, profile.
+        const FORBIDDEN: [(&str, &str); 11] = [
+            ("profile", "runtime"),
+            ("profile", "ops"),
+            ("profile", "probes"),
+            ("profile", "cpu_simd"),
+            ("runtime", "ops"),
+            ("runtime", "probes"),
+            ("runtime", "cpu_simd"),
+            ("cpu_simd", "ops"),
+            ("cpu_simd", "probes"),
+            ("ops", "probes"),
+            ("quant", "ops"),
+        ];
         let top = |module: &Module| module.first().cloned().unwrap_or_default();
         let mut found = Vec::new();
         for (from, targets) in &self.edges {

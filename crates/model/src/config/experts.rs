@@ -162,7 +162,7 @@ pub(super) fn read(
     let per_token = fields
         .dimension("num_experts_per_tok")?
         .unwrap_or(default_per_token);
-    let most_chosen = kernelscope::ops::moe_route::MOST_CHOSEN;
+    let most_chosen = kernelscope::ops::moe::route::MOST_CHOSEN;
     if per_token > count || per_token > most_chosen {
         return Err(fields.invalid(format!(
             "`num_experts_per_tok` = {per_token} must be at most `{count_field}` ({count}) and at most {most_chosen}"

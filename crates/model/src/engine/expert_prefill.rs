@@ -8,7 +8,7 @@ use std::sync::Mutex;
 
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::matmul::MatMul;
-use kernelscope::ops::moe_group::{MoeGather, group_by_expert};
+use kernelscope::ops::moe::group::{MoeGather, group_by_expert};
 use kernelscope::ops::silu_mul::SiluMul;
 use kernelscope::{Buffer, CommandEncoder, DType};
 

@@ -7,11 +7,11 @@ use std::sync::Mutex;
 
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::matmul::MatMul;
-use kernelscope::ops::moe_experts::{MoeDownAdd, MoeGateUp, MoeNormGateUp};
-use kernelscope::ops::moe_group::{MoeCombine, MoeGather};
-use kernelscope::ops::moe_quantized::MoeQuantized;
-use kernelscope::ops::moe_route::MoeRoute;
-use kernelscope::ops::quantized_linear::Activations as QuantizedActivations;
+use kernelscope::ops::moe::experts::{MoeDownAdd, MoeGateUp, MoeNormGateUp};
+use kernelscope::ops::moe::group::{MoeCombine, MoeGather};
+use kernelscope::ops::moe::route::MoeRoute;
+use kernelscope::ops::quantized::experts::MoeQuantized;
+use kernelscope::ops::quantized::linear::Activations as QuantizedActivations;
 use kernelscope::ops::silu_mul::SiluMul;
 use kernelscope::quant::QuantFormat;
 use kernelscope::{Buffer, CommandEncoder, DType, Device};

@@ -144,7 +144,7 @@ impl Model {
     /// the dense product of the dequantized weights).
     pub fn set_quantized_activations(
         &mut self,
-        activations: kernelscope::ops::quantized_linear::Activations,
+        activations: kernelscope::ops::quantized::linear::Activations,
     ) -> Result<()> {
         self.on_each(|shard| shard.set_quantized_activations(activations))
     }

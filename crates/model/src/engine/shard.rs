@@ -185,7 +185,7 @@ impl Shard {
     /// How the quantized mat-vecs take their activations.
     pub(super) fn set_quantized_activations(
         &mut self,
-        activations: kernelscope::ops::quantized_linear::Activations,
+        activations: kernelscope::ops::quantized::linear::Activations,
     ) -> Result<()> {
         self.ops.set_quantized_activations(&self.device, activations)?;
         // Captured graphs hold the old kernels.

@@ -267,7 +267,7 @@ fn read_experts(
     let key = |name: &str| format!("{prefix}.{name}");
     let count = metadata.get_u64(&key("expert_count"))? as usize;
     let per_token = metadata.get_u64(&key("expert_used_count"))? as usize;
-    let most_chosen = kernelscope::ops::moe_route::MOST_CHOSEN;
+    let most_chosen = kernelscope::ops::moe::route::MOST_CHOSEN;
     if count == 0 || count > MAX_EXPERTS || per_token == 0 || per_token > count || per_token > most_chosen {
         return Err(invalid(format!(
             "`{}` = {per_token} of `{}` = {count} experts: expected 1..={most_chosen} of 1..={MAX_EXPERTS}",

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use half::{bf16, f16};
 use kernelscope::ops::WeightFormat;
-use kernelscope::ops::quantized_linear::{BlockLayout, QuantizedLinear};
+use kernelscope::ops::quantized::linear::{BlockLayout, QuantizedLinear};
 use kernelscope::quant::QuantFormat;
 use kernelscope::{Buffer, DType, Device};
 use rayon::prelude::*;

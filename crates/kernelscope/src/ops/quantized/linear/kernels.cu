@@ -30,11 +30,6 @@ extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
     wait_for_previous_kernel();
     quantized_matvec_silu<{Format}>(x, gate, up, out, n, k);
 }
-extern "C" __global__ void embedding_{format}(const u8* table, const u32* tokens, float* out, u32 first, u32 rows,
-                                              u32 vocab, u32 hidden, u32 table_first, u32 table_rows) {
-    wait_for_previous_kernel();
-    quantized_embedding<{Format}>(table, tokens, out, first, rows, vocab, hidden, table_first, table_rows);
-}
 extern "C" __global__ void dequantize_{format}_bf16(const u8* weight, bf16* out, u32 n, u32 k) {
     wait_for_previous_kernel();
     quantized_dequantize_bf16<{Format}>(weight, out, n, k);

@@ -10,8 +10,8 @@
 
 pub(crate) mod cpu;
 
-use super::{Arguments, bytes_of, expect_rows, kernel_arguments, rows_of};
 use crate::error::{Error, Result};
+use crate::ops::{Arguments, bytes_of, expect_rows, kernel_arguments, rows_of};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 kernel_arguments! {
@@ -31,7 +31,10 @@ pub const MOST_CHOSEN: usize = 32;
 /// Registers `moe_route_f32`.
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("moe_route_f32", cpu::moe_route);
-    registry.register_cuda_source("moe_route_f32", super::cuda_source(include_str!("moe_route.cu")));
+    registry.register_cuda_source(
+        "moe_route_f32",
+        crate::ops::cuda_source(include_str!("moe_route.cu")),
+    );
 }
 
 /// The router: `k` experts of `experts`, renormalised or not.

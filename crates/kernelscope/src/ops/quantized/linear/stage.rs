@@ -3,7 +3,7 @@
 //! then k / 32 scales, then k / 32 scaled sums), with the same arithmetic,
 //! so CPU and CUDA products over it see the same activations. The CPU's
 //! own quantized mat-vecs quantize x themselves; the expert products
-//! (`ops::moe_quantized`) read x staged this way on both backends.
+//! (`ops::quantized::experts`) read x staged this way on both backends.
 
 use super::fused::quantize::{K, OUT, X};
 use crate::error::{Error, Result};

@@ -34,8 +34,8 @@ pub(crate) mod stage;
 pub use cpu::{IntegerPath, integer_path};
 pub use gemm::GEMM_ROWS;
 
-use super::{Arguments, bytes_of, dimensions, expect, expect_rows, kernel_arguments, rows_of};
 use crate::error::{Error, Remedy, Result};
+use crate::ops::{Arguments, bytes_of, dimensions, expect, expect_rows, kernel_arguments, rows_of};
 use crate::quant::QuantFormat;
 use crate::quant::planes::{planar_blocks, planar_row_bytes, to_planes};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
@@ -159,7 +159,7 @@ pub(crate) fn weight_blocks(
 /// `matmul_<format>_bf16` (bf16 tiles, where the CPU has AVX-512 BF16);
 /// on CUDA the integer products of every format
 /// (`matvec_<format>_q8`, `matmul_<format>` and the fused kernels of
-/// `fused`), the embedding lookup and the dequantization to f32.
+/// `fused`) and the dequantization to bf16.
 pub fn register(registry: &mut KernelRegistry) {
     for format in QuantFormat::ALL {
         let product = move |args: &crate::runtime::KernelArgs<'_>| cpu::quantized_product(format, args);
@@ -189,13 +189,12 @@ pub fn register(registry: &mut KernelRegistry) {
 
 /// The CUDA kernels of each format (`kernels.cu`), `{}` standing for its
 /// name.
-pub(crate) const CUDA_KERNELS: [&str; 7] = [
+pub(crate) const CUDA_KERNELS: [&str; 6] = [
     "matvec_{}_q8",
     "matmul_{}",
     "matvec_add_{}_q8",
     "matvecs_{}_q8",
     "matvec_silu_{}_q8",
-    "embedding_{}",
     "dequantize_{}_bf16",
 ];
 
@@ -214,7 +213,7 @@ pub(crate) fn cuda_source(format: QuantFormat) -> String {
 /// every quantized kernel shares: the prelude, `quantized.cuh`,
 /// `formats.cuh` and `products.cuh` (other ops' quantized kernels too).
 pub(crate) fn cuda_source_with(kernels: &str) -> String {
-    super::cuda_source(&format!(
+    crate::ops::cuda_source(&format!(
         "{}\n{}\n{}\n{kernels}",
         include_str!("quantized.cuh"),
         include_str!("formats.cuh"),

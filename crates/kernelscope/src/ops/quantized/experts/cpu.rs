@@ -10,7 +10,7 @@ use rayon::prelude::*;
 
 use super::{Input, down, gate_up};
 use crate::error::{Error, Result};
-use crate::ops::quantized_linear::stage::staged_row;
+use crate::ops::quantized::linear::stage::staged_row;
 use crate::quant::QuantFormat;
 use crate::runtime::KernelArgs;
 

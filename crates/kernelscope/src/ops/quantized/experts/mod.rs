@@ -1,6 +1,6 @@
 //! A mixture-of-experts layer's experts over block-quantized weights (GGUF's
 //! `ffn_{gate,up,down}_exps` in Q4_0 ... Q6_K), driven by the router's ids
-//! in device memory as `ops::moe_experts` is for dense weights: no host
+//! in device memory as `ops::moe::experts` is for dense weights: no host
 //! sync, only the chosen experts' blocks read, and the bytes declared are
 //! those blocks'. Each product is two dispatches: its input quantized once
 //! to 8-bit blocks of 32 (`quantize_q8`, all rows at once), then
@@ -23,16 +23,16 @@ mod products;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::ops::quantized_linear::fused::stage_input;
-use crate::ops::quantized_linear::gemm::dispatch_dequantize;
-use crate::ops::quantized_linear::{Activations, BlockLayout, CUDA_THREADS, quantized_kernel};
+use crate::ops::quantized::linear::fused::stage_input;
+use crate::ops::quantized::linear::gemm::dispatch_dequantize;
+use crate::ops::quantized::linear::{Activations, BlockLayout, CUDA_THREADS, quantized_kernel};
 use crate::ops::{dimensions, expect};
 use crate::quant::QuantFormat;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry};
 
 /// The arguments of `moe_gate_up_<format>_q8`: the dense gate/up kernels'
 /// names, x the staged input.
-pub(crate) use crate::ops::moe_experts::gate_up;
+pub(crate) use crate::ops::moe::experts::gate_up;
 
 /// The arguments of `moe_down_add_<format>_q8`.
 pub(crate) mod down {
@@ -90,7 +90,7 @@ pub fn register(registry: &mut KernelRegistry) {
         let kernels = include_str!("experts_q8.cu")
             .replace("{format}", format.name())
             .replace("{Format}", &format!("{format:?}"));
-        let source: Arc<str> = crate::ops::quantized_linear::cuda_source_with(&kernels).into();
+        let source: Arc<str> = crate::ops::quantized::linear::cuda_source_with(&kernels).into();
         let gate_up = format!("moe_gate_up_{}_q8", format.name());
         let down = format!("moe_down_add_{}_q8", format.name());
         registry.register_cuda_source(&gate_up, source.clone());

@@ -4,25 +4,33 @@
 //! read from device memory, as the dense embedding reads them, so a
 //! captured graph can be replayed for any token. The CPU reads ggml's
 //! blocks; CUDA reads the table's rows in planes (see
-//! `quantized_linear::BlockLayout`), its kernel in
-//! `quantized_linear/kernels.cu`.
+//! `quantized::linear::BlockLayout`), its kernel in `embedding.cu` over
+//! the family's shared headers.
 
 mod cpu;
 
-use super::embedding::{ARGUMENTS, FIRST, HIDDEN, OUT, ROWS, TABLE, TABLE_FIRST, TABLE_ROWS, TOKENS, VOCAB};
-use super::quantized_linear::BlockLayout;
-use super::{Arguments, dimensions, expect, expect_rows, rows_of};
 use crate::error::{Error, Result};
+use crate::ops::embedding::{
+    ARGUMENTS, FIRST, HIDDEN, OUT, ROWS, TABLE, TABLE_FIRST, TABLE_ROWS, TOKENS, VOCAB,
+};
+use crate::ops::quantized::linear::BlockLayout;
+use crate::ops::{Arguments, dimensions, expect, expect_rows, rows_of};
 use crate::quant::QuantFormat;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 // The dense embedding's arguments, name for name: a table may hold one
 // rank's share of the vocabulary (`table_first`, `table_rows`) as there.
 
-/// Registers `embedding_<format>` for every format on the CPU (CUDA's is
-/// registered with the quantized linear kernels, whose source it shares).
+/// Registers `embedding_<format>` for every format, on the CPU and CUDA.
 pub fn register(registry: &mut KernelRegistry) {
     for format in QuantFormat::ALL {
+        let kernel = include_str!("embedding.cu")
+            .replace("{format}", format.name())
+            .replace("{Format}", &format!("{format:?}"));
+        registry.register_cuda_source(
+            &format!("embedding_{}", format.name()),
+            crate::ops::quantized::linear::cuda_source_with(&kernel),
+        );
         registry.register_cpu(&format!("embedding_{}", format.name()), move |args| {
             cpu::quantized_embedding(format, args)
         });
@@ -40,7 +48,7 @@ pub struct QuantizedEmbedding {
 impl QuantizedEmbedding {
     /// The op for tables of `format` on `device`.
     pub fn new(registry: &KernelRegistry, device: &Device, format: QuantFormat) -> Result<Self> {
-        let kernel = super::quantized_linear::quantized_kernel(
+        let kernel = crate::ops::quantized::linear::quantized_kernel(
             registry,
             device,
             format!("embedding_{}", format.name()),
@@ -97,11 +105,11 @@ impl QuantizedEmbedding {
                 expected: vec![table_rows, self.format.block_bytes()],
                 found: vec![table_rows, row_bytes],
             })?;
-        super::embedding::check_share(OP, table_first, table_rows, vocab)?;
+        crate::ops::embedding::check_share(OP, table_first, table_rows, vocab)?;
         let hidden = blocks * self.format.block_elements();
         let rows = rows_of(OP, "output", out, hidden)?;
         expect_rows(OP, "output", out, DType::F32, rows, &[hidden])?;
-        super::expect_indices(OP, "tokens", tokens, first, rows)?;
+        crate::ops::expect_indices(OP, "tokens", tokens, first, rows)?;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(TABLE, table)

@@ -4,8 +4,8 @@
 
 use super::{MOST_BLOCKS, MoeQuantized, WARPS, down, gate_up};
 use crate::error::{Error, Result};
-use crate::ops::quantized_linear::CUDA_THREADS;
-use crate::ops::quantized_linear::fused::stage_input;
+use crate::ops::quantized::linear::CUDA_THREADS;
+use crate::ops::quantized::linear::fused::stage_input;
 use crate::ops::{Arguments, bytes_of, expect_rows, rows_of};
 use crate::runtime::{Buffer, CommandEncoder, DType, LaunchGrid, OpKind, Primitive};
 

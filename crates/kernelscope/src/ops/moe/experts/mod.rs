@@ -1,5 +1,5 @@
 //! A mixture-of-experts layer's experts on the device, driven by the
-//! router's choice in device memory (`ops::moe_route`): no host sync, so a
+//! router's choice in device memory (`ops::moe::route`): no host sync, so a
 //! decode step stays one graph launch, and only the chosen experts'
 //! weights are read. `gate_up` forms each chosen expert's SiLU-gated
 //! activation, `down` projects each back and adds the weighted sum into
