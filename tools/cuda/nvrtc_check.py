@@ -3,7 +3,7 @@
 runtime does on the device (sm_90, C++17, no fast math), so a kernel's
 compile errors show up before device time is spent.
 
-    pip install nvidia-cuda-nvrtc-cu12
+    pip install nvidia-cuda-nvrtc==13.0.88   # the CUDA the runtime's cudarc is built for
     python3 tools/cuda/nvrtc_check.py [--arch sm_90] [--append TEXT] FILE...
 
 The files are concatenated in order (prelude first, as the runtime prepends
@@ -24,13 +24,18 @@ import sys
 
 
 def load_nvrtc():
-    import nvidia.cuda_nvrtc as package
+    # CUDA 12's wheel installs nvidia/cuda_nvrtc/lib, CUDA 13's nvidia/cu13/lib.
+    import nvidia
 
-    roots = list(getattr(package, "__path__", []))
-    for root in roots:
-        for path in sorted(glob.glob(os.path.join(root, "lib", "libnvrtc.so*"))):
-            return ctypes.CDLL(path)
-    sys.exit("libnvrtc not found: pip install nvidia-cuda-nvrtc-cu12")
+    for root in getattr(nvidia, "__path__", []):
+        for lib in ("cu13", "cuda_nvrtc"):
+            folder = os.path.join(root, lib, "lib")
+            for path in sorted(glob.glob(os.path.join(folder, "libnvrtc.so*"))):
+                # Loaded first, so NVRTC finds its builtins without LD_LIBRARY_PATH.
+                for builtins in glob.glob(os.path.join(folder, "libnvrtc-builtins.so*")):
+                    ctypes.CDLL(builtins, mode=ctypes.RTLD_GLOBAL)
+                return ctypes.CDLL(path)
+    sys.exit("libnvrtc not found: pip install nvidia-cuda-nvrtc==13.0.88 (or nvidia-cuda-nvrtc-cu12)")
 
 
 def main():

@@ -55,6 +55,8 @@ pub use collective::{Collective, Communicator};
 pub use cpu::CpuDevice;
 pub use cpu::{CpuKernelFn, KernelArgs};
 pub use cuda::CudaDevice;
+#[cfg(all(feature = "cuda", feature = "testing"))]
+pub(crate) use cuda::{nvrtc_compile, nvrtc_present, nvrtc_version};
 pub use device::Device;
 pub use dispatch::{Access, Arg, Dispatch, LaunchGrid, Param};
 pub use dtype::{DType, Element};

@@ -71,6 +71,22 @@ impl KernelRegistry {
             .and_then(|entry| entry.cuda_source.as_deref())
     }
 
+    /// Every kernel registered with CUDA source, sorted by name, with its
+    /// source: what NVRTC compiles for it on a GPU (once per distinct
+    /// source). A name that is also a library call
+    /// ([`register_cuda_library`](Self::register_cuda_library)) is listed
+    /// too, though the call is what runs. `tests/nvrtc_compile.rs` compiles
+    /// them all without a GPU.
+    pub fn cuda_sources(&self) -> Vec<(&str, &str)> {
+        let mut sources: Vec<(&str, &str)> = self
+            .entries
+            .iter()
+            .filter_map(|(name, entry)| Some((name.as_str(), entry.cuda_source.as_deref()?)))
+            .collect();
+        sources.sort_unstable_by_key(|(name, _)| *name);
+        sources
+    }
+
     /// The kernel `name`, ready for `device`.
     pub fn kernel(&self, device: &Device, name: &str) -> Result<Kernel> {
         let sources = self.entries.get(name).ok_or_else(|| {

@@ -294,5 +294,7 @@ pub fn inc_one_registry() -> crate::KernelRegistry {
     registry
 }
 
+#[cfg(feature = "cuda")]
+pub mod nvrtc;
 pub mod program_records;
 pub mod quant_sweep;

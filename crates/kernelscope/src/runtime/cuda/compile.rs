@@ -9,14 +9,14 @@ use cudarc::nvrtc::{CompileOptions, Ptx};
 
 use crate::error::{CudaUnavailable, Error, Remedy, Result};
 
-fn nvrtc_version() -> (i32, i32) {
+pub(crate) fn nvrtc_version() -> (i32, i32) {
     let (mut major, mut minor) = (0, 0);
     // SAFETY: writes two ints; only called after NVRTC was found.
     unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
     (major, minor)
 }
 
-fn nvrtc_present() -> bool {
+pub(crate) fn nvrtc_present() -> bool {
     // SAFETY: only tries to load the library by its known names.
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
@@ -42,6 +42,31 @@ fn cache_dir() -> Option<PathBuf> {
     Some(dir)
 }
 
+/// PTX for `source` (whose kernel of interest is `name`), compiled by NVRTC
+/// now, with the options every kernel source is compiled with; no device and
+/// no cache are involved, so a machine without a GPU checks kernels this way
+/// (`kernelscope::testing::nvrtc`).
+pub(crate) fn nvrtc_compile(name: &str, source: &str, arch: &'static str) -> Result<Ptx> {
+    if !nvrtc_present() {
+        return Err(Error::BackendUnavailable {
+            backend: "cuda",
+            ordinal: None,
+            source: CudaUnavailable::NoNvrtc,
+            remedies: &[Remedy::OtherDevice { device: "cpu" }],
+        });
+    }
+    let options = CompileOptions {
+        arch: Some(arch),
+        options: vec!["--std=c++17".into()],
+        name: Some(format!("{name}.cu")),
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(source, options).map_err(|source| Error::CudaCompile {
+        kernel: name.to_string(),
+        source,
+    })
+}
+
 /// PTX for `source` (whose kernel of interest is `name`), from the disk
 /// cache or compiled by NVRTC.
 pub(crate) fn compile(
@@ -58,24 +83,7 @@ pub(crate) fn compile(
     {
         return Ok(Ptx::from_src(text));
     }
-    if !nvrtc_present() {
-        return Err(Error::BackendUnavailable {
-            backend: "cuda",
-            ordinal: None,
-            source: CudaUnavailable::NoNvrtc,
-            remedies: &[Remedy::OtherDevice { device: "cpu" }],
-        });
-    }
-    let options = CompileOptions {
-        arch: Some(arch),
-        options: vec!["--std=c++17".into()],
-        name: Some(format!("{name}.cu")),
-        ..Default::default()
-    };
-    let ptx = cudarc::nvrtc::compile_ptx_with_opts(source, options).map_err(|source| Error::CudaCompile {
-        kernel: name.to_string(),
-        source,
-    })?;
+    let ptx = nvrtc_compile(name, source, arch)?;
     if let Some(path) = cached {
         // Written aside and renamed, so a concurrent or killed run never
         // leaves a half-written file; a cache that cannot be written only

@@ -67,6 +67,10 @@ mod timing;
 
 #[cfg(feature = "cuda")]
 pub use device::CudaDevice;
+// NVRTC as the runtime runs it, without a device: `testing::nvrtc` checks
+// every registered kernel source with it.
+#[cfg(all(feature = "cuda", feature = "testing"))]
+pub(crate) use compile::{nvrtc_compile, nvrtc_present, nvrtc_version};
 #[cfg(feature = "cuda")]
 pub(crate) use device::open_collectives;
 #[cfg(not(feature = "cuda"))]
