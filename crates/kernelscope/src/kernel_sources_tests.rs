@@ -101,7 +101,7 @@ const DECLARED: [(&str, &str, &[Argument]); 31] = [
 
 /// Files holding kernels of several argument lists, instantiated per
 /// quantized format (`{format}` in their names, see
-/// `quantized_linear::cuda_source`): each kernel's list by its name.
+/// `quantized::linear::cuda_source`): each kernel's list by its name.
 const DECLARED_PER_KERNEL: [(&str, &[Argument]); 11] = [
     ("matvec_{format}_q8", crate::ops::quantized::linear::ARGUMENTS),
     ("matmul_{format}", crate::ops::quantized::linear::ARGUMENTS),

@@ -1,4 +1,4 @@
-//! The CUDA quantized kernels (`ops/quantized_linear/kernels.cu`) against
+//! The CUDA quantized kernels (`ops/quantized/linear/kernels.cu`) against
 //! their CPU references, for every format: the mat-vec and the chunk
 //! product (by rows, and dequantized to bf16 for the GEMM), the fused RMSNorm + mat-vecs, RMSNorm + gate/up + SiLU·mul and
 //! mat-vec + residual add, and the embedding lookup. Weights are random

@@ -4,7 +4,7 @@
 //! 16-byte boundary whatever the block's size (Q8_0's 34 bytes, Q6_K's
 //! 210), so a GPU reads them with whole 16-byte loads; the bytes are the
 //! file's, moved, never converted, so a row in planes holds exactly what its
-//! blocks hold. The CUDA kernels (`ops/quantized_linear/formats.cuh`) read
+//! blocks hold. The CUDA kernels (`ops/quantized/linear/formats.cuh`) read
 //! the planes at the offsets [`planes`] lists.
 
 use super::QuantFormat;

@@ -1,5 +1,5 @@
 //! A sparse layer's mixture of experts in the engine: the router's logits,
-//! the device-side choice (`moe_route`), and the chosen experts' kernels,
+//! the device-side choice (`moe::route`), and the chosen experts' kernels,
 //! each row reading its own experts' ids from device memory, so a decode
 //! step needs no host sync and stays one graph launch.
 

@@ -7,7 +7,7 @@
 //! `moe_gate_up_<format>_q8` (gate/up + SiLU·mul) or
 //! `moe_down_add_<format>_q8` (down, weighted into the residual), integer
 //! products as the dense quantized mat-vecs run (CUDA: the formats and row
-//! loops of `quantized_linear`, `experts_q8.cu`). The CPU runs the same
+//! loops of `quantized::linear`, `experts_q8.cu`). The CPU runs the same
 //! two dispatches, its references dequantizing the staged input and
 //! dotting each chosen row's blocks in f32 (`cpu`); with
 //! [`Activations::F32`] it takes the input in f32, one dispatch each

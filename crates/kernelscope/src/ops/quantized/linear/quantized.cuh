@@ -27,7 +27,7 @@ typedef unsigned char u8;
 #define QUANT_THREADS 256
 #define QUANT_WARPS (QUANT_THREADS / 32)
 // Rows a warp reads at once in the one-matrix kernels (`GROUP` below; gate
-// and up already read two): quantized_linear::ROWS_PER_WARP in Rust, which
+// and up already read two): quantized::linear::ROWS_PER_WARP in Rust, which
 // sizes the grid by it. One: two measured slower on an H100 (llama-3.2-1b
 // Q4_K_M 1,063 against 1,109 tok/s; the 8B's q/k/v 15.8 against 13.8 µs),
 // as halving the grid halved the SMs streaming the small matrices.
