@@ -24,10 +24,11 @@
 //! collectives theirs (`runtime::collective::group`).
 //!
 //! Shapes are checked before they are read: an operand whose dimensions an
-//! op uses must have exactly that many ([`dimensions`]); any other operand
-//! must hold the elements the op needs, either in the op's shape or flat
-//! ([`expect`]). Either way a wrong buffer is [`Error::ShapeMismatch`], never
-//! a panic.
+//! op uses must have exactly that many (`shared::dimensions`); any other
+//! operand must hold the elements the op needs, either in the op's shape
+//! or flat (`shared::expect`). Either way a wrong buffer is
+//! [`Error::ShapeMismatch`](crate::error::Error::ShapeMismatch), never a
+//! panic.
 //!
 //! Every `.cu` is prefixed at registration with `prelude.cuh`: bf16 and f16
 //! as 16-bit storage widened by hand (so NVRTC needs no CUDA header), warp

@@ -50,7 +50,7 @@ pub fn default_compute_size(device: &Device) -> usize {
 /// milliseconds at the default sizes). The best run rather than the median:
 /// noise on a quiet machine only ever slows a run down (clock ramp-up,
 /// interrupts, another process), and the copy probe
-/// ([`measure_bandwidth`](crate::ops::copy::measure_bandwidth)) takes its
+/// ([`measure_bandwidth`](super::measure_bandwidth)) takes its
 /// best too, so the ridge point divides like by like.
 ///
 /// `size` must be in `1..=`[`MAX_COMPUTE_PROBE_SIZE`]; a dtype without a
