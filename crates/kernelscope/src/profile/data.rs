@@ -2,8 +2,7 @@
 //! it ran under, so that two runs can be compared later (and refused when
 //! they are not comparable).
 
-use std::io::Read;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -206,9 +205,8 @@ impl Profile {
         serde_json::to_string_pretty(self).expect("a profile is always serialisable")
     }
 
-    /// Writes the pretty JSON of [`to_json`](Self::to_json) to `writer` as
-    /// it goes, so a profile of millions of dispatches never stands whole
-    /// in memory as text.
+    /// Writes [`to_json`](Self::to_json)'s text to `writer` as it goes: a
+    /// profile of millions of dispatches never stands whole in memory.
     pub fn write_json(&self, writer: impl std::io::Write) -> std::io::Result<()> {
         let mut writer = std::io::BufWriter::new(writer);
         serde_json::to_writer_pretty(&mut writer, self).map_err(std::io::Error::other)?;
