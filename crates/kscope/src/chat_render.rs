@@ -259,7 +259,7 @@ fn limit_memory(bytes: u64) -> Result<()> {
     let wanted = (mapped_kib << 10).saturating_add(bytes);
     // A lower limit the user set already (ulimit -v) stays.
     let limit = libc::rlimit {
-        rlim_cur: wanted.min(current.rlim_cur as u64) as libc::rlim_t,
+        rlim_cur: wanted.min(current.rlim_cur),
         rlim_max: current.rlim_max,
     };
     // SAFETY: `limit` is a valid rlimit whose soft limit is at most its hard one.
