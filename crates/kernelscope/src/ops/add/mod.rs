@@ -2,15 +2,15 @@
 //! x) and the projection biases of Qwen2 (y in the checkpoint's dtype, one
 //! row added to every row of x).
 
+mod arguments;
 mod cpu;
+pub(crate) use arguments::{ARGUMENTS, COLUMNS, N, X, Y};
 
-use super::{Arguments, bytes_of, expect_like, kernel_arguments, kernel_for, register_weight_kernels};
+use super::{Arguments, bytes_of, expect_like, kernel_for, register_weight_kernels};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::add;
-
-kernel_arguments! { X: "x" ReadWrite, Y: "y" Read, N: "n" U32, COLUMNS: "columns" U32 }
 
 /// Registers `add_<dtype>` (the dtype of the addend).
 pub fn register(registry: &mut KernelRegistry) {

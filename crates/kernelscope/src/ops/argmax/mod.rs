@@ -7,21 +7,14 @@
 //! blocks it is bandwidth-bound). The op owns the blocks' scratch, whose
 //! counter the last block resets, so a captured graph can replay it.
 
+mod arguments;
 pub(crate) mod cpu;
+pub(crate) use arguments::{ARGUMENTS, LOGITS, N, OUT, PARTIALS};
+use arguments::{LOGITS_PER_BLOCK, MOST_BLOCKS, THREADS};
 
-use super::{Arguments, bytes_of, expect, kernel_arguments};
+use super::{Arguments, bytes_of, expect};
 use crate::error::Result;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-kernel_arguments! { LOGITS: "logits" Read, PARTIALS: "partials" ReadWrite, OUT: "out" Write, N: "n" U32 }
-
-/// Logits each block reduces, at most: a share small enough that a
-/// vocabulary spreads over tens of blocks.
-const LOGITS_PER_BLOCK: usize = 2048;
-/// The most blocks (the scratch holds a value and an index per block).
-const MOST_BLOCKS: usize = 1024;
-/// Threads per block.
-const THREADS: u32 = 256;
 
 /// Registers `argmax_f32`.
 pub fn register(registry: &mut KernelRegistry) {

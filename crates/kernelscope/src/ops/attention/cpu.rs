@@ -8,9 +8,13 @@ use crate::error::{Error, Result};
 use crate::ops::WeightElement;
 use crate::runtime::KernelArgs;
 
+use super::arguments::combine::{
+    DIM as COMBINE_DIM, OUT as COMBINE_OUT, PARTIALS as COMBINE_PARTIALS, QUERY_HEADS as COMBINE_QUERY_HEADS,
+    SPLITS as COMBINE_SPLITS,
+};
 use super::{
-    COMBINE_DIM, COMBINE_OUT, COMBINE_PARTIALS, COMBINE_QUERY_HEADS, COMBINE_SPLITS, DIM, INDEX, KEY_CACHE,
-    KV_HEADS, MAX_POSITIONS, PARTIALS, POSITION_SLOT, QUERY, QUERY_HEADS, SPLITS, VALUE_CACHE,
+    DIM, INDEX, KEY_CACHE, KV_HEADS, MAX_POSITIONS, PARTIALS, POSITION_SLOT, QUERY, QUERY_HEADS, SPLITS,
+    VALUE_CACHE,
 };
 
 /// Per split and query head, `(output before normalising, max, sum)` over

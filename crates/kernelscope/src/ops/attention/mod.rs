@@ -9,12 +9,19 @@
 //! and, where a short cache gives few splits, spread each group's query
 //! heads over more blocks; other geometries take the generic kernel.
 
+mod arguments;
+pub(crate) use arguments::combine;
 mod cpu;
-
-use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, expect, expect_kv_caches, expect_slot, kernel_arguments,
-    kv_caches_aligned,
+pub(crate) use arguments::{
+    ARGUMENTS, DIM, INDEX, KEY_CACHE, KV_HEADS, MAX_POSITIONS, PARTIALS, POSITION_SLOT, QUERY, QUERY_HEADS,
+    SPLITS, VALUE_CACHE,
 };
+use arguments::{
+    COMBINE_THREADS, MAX_GROUP, MAX_HEAD_DIM, MIN_POSITIONS_PER_SPLIT, SPLIT_THREADS, TARGET_BLOCKS,
+    VECTOR_DIMS, VECTOR_GROUPS, VECTOR_THREADS,
+};
+
+use super::{Arguments, WEIGHT_DTYPES, bytes_of, expect, expect_kv_caches, expect_slot, kv_caches_aligned};
 use crate::error::{Error, Result};
 use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
@@ -22,57 +29,10 @@ use crate::runtime::{
 
 use cpu::{attention_combine, attention_split};
 
-kernel_arguments! {
-    QUERY: "query" Read,
-    KEY_CACHE: "key_cache" Read,
-    VALUE_CACHE: "value_cache" Read,
-    POSITION_SLOT: "position_slot" Read,
-    PARTIALS: "partials" Write,
-    INDEX: "index" U32,
-    QUERY_HEADS: "query_heads" U32,
-    KV_HEADS: "kv_heads" U32,
-    DIM: "dim" U32,
-    MAX_POSITIONS: "max_positions" U32,
-    SPLITS: "splits" U32,
-}
-
-/// The arguments of the second step, `attention_combine_f32`.
-pub(crate) mod combine {
-    crate::ops::kernel_arguments! {
-        PARTIALS: "partials" Read,
-        OUT: "out" Write,
-        QUERY_HEADS: "query_heads" U32,
-        DIM: "dim" U32,
-        SPLITS: "splits" U32,
-    }
-}
 use combine::{
     DIM as COMBINE_DIM, OUT as COMBINE_OUT, PARTIALS as COMBINE_PARTIALS, QUERY_HEADS as COMBINE_QUERY_HEADS,
     SPLITS as COMBINE_SPLITS,
 };
-
-/// The most query heads per KV head, and the longest head, the CUDA kernel
-/// keeps in registers (every Llama/Qwen2/Mistral geometry fits).
-const MAX_GROUP: usize = 8;
-const MAX_HEAD_DIM: usize = 256;
-/// Threads of a generic split block (four warps, each walking its share of
-/// the split's positions).
-const SPLIT_THREADS: u32 = 128;
-/// Threads of a vector split block: eight warps, so a block has 64 rows of
-/// K and V in flight.
-const VECTOR_THREADS: u32 = 256;
-/// Threads of a combine block (`COMBINE_WARPS` in combine.cu): eight warps
-/// share a head's splits for 32 of its dims.
-const COMBINE_THREADS: u32 = 256;
-/// The padded head dims and groups the vector kernels are built for,
-/// smallest first: a head or group takes the smallest that holds it.
-const VECTOR_DIMS: [usize; 2] = [64, 128];
-const VECTOR_GROUPS: [usize; 4] = [1, 2, 4, 8];
-/// Blocks the split step aims for at long context, over all KV heads: one
-/// wave of two vector blocks per SM on today's largest GPUs (132 SMs).
-const TARGET_BLOCKS: usize = 264;
-/// The fewest positions worth a split of their own.
-const MIN_POSITIONS_PER_SPLIT: usize = 64;
 
 /// Registers `attention_split_<cache dtype>` and `attention_combine_f32`.
 pub fn register(registry: &mut KernelRegistry) {

@@ -1,16 +1,14 @@
 //! Copy: device memory to device memory. Also the probe `kscope info` uses
 //! to measure a device's memory bandwidth (bytes read plus bytes written).
 
+mod arguments;
 mod cpu;
+pub use arguments::KERNEL_NAME;
+pub(crate) use arguments::{ARGUMENTS, DESTINATION, SOURCE, WORDS};
 
-use super::{Arguments, kernel_arguments};
+use super::Arguments;
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-/// The kernel's registered name.
-pub const KERNEL_NAME: &str = "copy_bytes";
-
-kernel_arguments! { SOURCE: "source" Read, DESTINATION: "destination" Write, WORDS: "words" U64 }
 
 /// Registers the copy kernels.
 pub fn register(registry: &mut KernelRegistry) {

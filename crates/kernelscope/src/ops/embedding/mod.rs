@@ -3,11 +3,16 @@
 //! output row per token: the decode engine embeds one token, a batched
 //! prefill a chunk of the prompt.
 
+mod arguments;
 mod cpu;
+use arguments::THREADS;
+pub(crate) use arguments::{
+    ARGUMENTS, FIRST, HIDDEN, OUT, ROWS, TABLE, TABLE_FIRST, TABLE_ROWS, TOKENS, VOCAB,
+};
 
 use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect, expect_rows, kernel_arguments, kernel_for,
-    register_weight_kernels, rows_of,
+    Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect, expect_rows, kernel_for, register_weight_kernels,
+    rows_of,
 };
 use crate::error::Result;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
@@ -17,21 +22,6 @@ pub fn register(registry: &mut KernelRegistry) {
     register_weight_kernels!(registry, "embedding", embedding, include_str!("embedding.cu"));
 }
 use cpu::embedding;
-
-kernel_arguments! {
-    TABLE: "table" Read,
-    TOKENS: "tokens" Read,
-    OUT: "out" Write,
-    FIRST: "first" U32,
-    ROWS: "rows" U32,
-    VOCAB: "vocab" U32,
-    HIDDEN: "hidden" U32,
-    TABLE_FIRST: "table_first" U32,
-    TABLE_ROWS: "table_rows" U32,
-}
-
-/// Threads per block: one block per row, each thread striding over it.
-const THREADS: u32 = 256;
 
 /// The embedding op for one table dtype.
 #[derive(Clone, Debug)]

@@ -3,21 +3,16 @@
 //! and `k_norm`, applied after the projection and before RoPE. Kernels are
 //! named by the weight's dtype (`head_norm_bf16`); the activations are f32.
 
+mod arguments;
 pub(crate) mod cpu;
+pub(crate) use arguments::{ARGUMENTS, COUNT, EPS, HEAD_DIM, WEIGHT, X};
+use arguments::{MOST_BLOCKS, WARPS};
 
-use super::{Arguments, bytes_of, expect, kernel_arguments, kernel_for};
+use super::{Arguments, bytes_of, expect, kernel_for};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use half::{bf16, f16};
-
-kernel_arguments! {
-    X: "x" ReadWrite,
-    WEIGHT: "weight" Read,
-    EPS: "eps" F32,
-    COUNT: "count" U32,
-    HEAD_DIM: "head_dim" U32,
-}
 
 /// Registers `head_norm_<weight>` for f32, f16 and bf16 weights.
 pub fn register(registry: &mut KernelRegistry) {
@@ -29,11 +24,6 @@ pub fn register(registry: &mut KernelRegistry) {
         registry.register_cuda_source(name, source.clone());
     }
 }
-
-/// Warps of a CUDA block (a warp per head).
-const WARPS: usize = 8;
-/// The most blocks launched (the kernel strides over further heads).
-const MOST_BLOCKS: usize = 4096;
 
 /// The per-head RMSNorm for one weight dtype.
 #[derive(Clone, Debug)]

@@ -3,28 +3,20 @@
 //! at a position held in device memory: decode appends one row at the step's
 //! position, a batched prefill a chunk's rows at theirs.
 
+mod arguments;
 mod cpu;
+pub(crate) use arguments::{
+    ARGUMENTS, FIRST, KEY, KEY_CACHE, KV_DIM, MAX_POSITIONS, POSITIONS, ROWS, VALUE, VALUE_CACHE,
+};
 
 use super::{
     Arguments, WEIGHT_DTYPES, bytes_of, dimensions, expect_indices, expect_kv_caches, expect_rows,
-    kernel_arguments, kernel_for, register_weight_kernels, rows_of,
+    kernel_for, register_weight_kernels, rows_of,
 };
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::kv_append;
-
-kernel_arguments! {
-    KEY: "key" Read,
-    VALUE: "value" Read,
-    KEY_CACHE: "key_cache" ReadWrite,
-    VALUE_CACHE: "value_cache" ReadWrite,
-    POSITIONS: "positions" Read,
-    FIRST: "first" U32,
-    ROWS: "rows" U32,
-    MAX_POSITIONS: "max_positions" U32,
-    KV_DIM: "kv_dim" U32,
-}
 
 /// Registers `kv_append_<cache dtype>`.
 pub fn register(registry: &mut KernelRegistry) {

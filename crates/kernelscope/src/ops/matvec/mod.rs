@@ -5,16 +5,17 @@
 //! the residual add in its epilogue; the RMSNorm-fused forms live in
 //! `ops::norm_matvec` and share this folder's CUDA core (`rows.cuh`).
 
+mod arguments;
 mod cpu;
 pub mod residual;
+pub(crate) use arguments::{ARGUMENTS, K, N, OUT, THREADS, WEIGHT, X};
+use arguments::{MOST_BLOCKS, WARPS};
 
-use super::{Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels};
+use super::{Arguments, bytes_of, dimensions, expect, kernel_for, register_weight_kernels};
 use crate::error::Result;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::matvec;
-
-kernel_arguments! { WEIGHT: "weight" Read, X: "x" Read, OUT: "out" Write, N: "n" U32, K: "k" U32 }
 
 /// Registers `matvec_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -26,12 +27,6 @@ pub fn register(registry: &mut KernelRegistry) {
 pub(crate) fn with_core(kernel_source: &str) -> String {
     format!("{}\n{kernel_source}", include_str!("rows.cuh"))
 }
-
-/// Threads per block of every mat-vec kernel (`MATVEC_THREADS` in
-/// `rows.cuh`): eight warps, each computing whole rows.
-pub(crate) const THREADS: u32 = 256;
-/// Warps of a block.
-const WARPS: usize = THREADS as usize / 32;
 
 /// Warps sharing one row of a matrix of `rows` rows (`warps_per_row` in
 /// `rows.cuh`, which can split a row's k over several warps): one, since
@@ -51,11 +46,6 @@ pub(crate) fn grid(rows: usize, most_blocks: usize, shared_memory_bytes: u32) ->
         shared_memory_bytes,
     }
 }
-
-/// The most blocks a plain mat-vec launches: enough for every row of the
-/// largest projection to have its own warp on today's GPUs (one resident
-/// wave of 8-warp blocks on 132 SMs is about 1,000), beyond which warps loop.
-const MOST_BLOCKS: usize = 4096;
 
 /// The bytes read, bytes written and flops of `out[n] = W[n, k] · x[k]`
 /// with weights of `dtype`.

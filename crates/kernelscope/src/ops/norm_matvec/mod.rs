@@ -9,45 +9,21 @@
 //! ops. The CPU reference is the composition of the RMSNorm and mat-vec
 //! references, which is what the fused kernels are tested against.
 
+mod arguments;
 mod cpu;
 pub mod silu;
+use arguments::MOST_BLOCKS;
+pub(crate) use arguments::{
+    ARGUMENTS, EPS, K, NORM_WEIGHT, OUT, ROWS_A, ROWS_B, ROWS_C, WEIGHT_A, WEIGHT_B, WEIGHT_C, X,
+};
+pub use arguments::{MOST_SHARED_BYTES, STATIC_SHARED_BYTES};
 
 use super::matvec::{cost, grid, with_core};
-use super::{Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels};
+use super::{Arguments, bytes_of, dimensions, expect, kernel_for, register_weight_kernels};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
 use cpu::norm_matvec;
-
-kernel_arguments! {
-    X: "x" Read,
-    NORM_WEIGHT: "norm_weight" Read,
-    WEIGHT_A: "weight_a" Read,
-    WEIGHT_B: "weight_b" Read,
-    WEIGHT_C: "weight_c" Read,
-    OUT: "out" Write,
-    ROWS_A: "rows_a" U32,
-    ROWS_B: "rows_b" U32,
-    ROWS_C: "rows_c" U32,
-    K: "k" U32,
-    EPS: "eps" F32,
-}
-
-/// Shared memory a block may take without opting in to more (48 KiB on
-/// every CUDA GPU): the normalised x is staged there.
-pub const MOST_SHARED_BYTES: usize = 48 << 10;
-
-/// The most blocks a fused mat-vec launches. Each block normalises x once
-/// (k floats read from L2), so past one wave of blocks (4 per SM on a
-/// 132-SM GPU) warps loop over rows instead of more blocks repeating it.
-const MOST_BLOCKS: usize = 528;
-
-/// Static shared memory the fused kernels take beside the staged x (the
-/// warps' partial sums and the block reduction's scratch: 144 bytes as
-/// ptxas reports them for sm_90), rounded up. The staged x and these must
-/// fit in [`MOST_SHARED_BYTES`] together: rows of 12,288 elements filled it
-/// exactly and their launch failed ("invalid argument") on an H100.
-pub const STATIC_SHARED_BYTES: usize = 256;
 
 /// Whether rows of `k` elements can be normalised in shared memory.
 pub fn fits(k: usize) -> bool {

@@ -9,36 +9,23 @@
 //! softmax weights rounded to bf16, as FlashAttention does); otherwise on
 //! CUDA cores in f32.
 
+mod arguments;
 mod cpu;
+pub(crate) use arguments::{
+    ARGUMENTS, DIM, FIRST, KEY_CACHE, KV_HEADS, MAX_POSITIONS, OUT, POSITIONS, QUERY, QUERY_HEADS, ROWS,
+    TILE_KEYS, TILE_ROWS, VALUE_CACHE,
+};
+use arguments::{TENSOR_CORE_DIMS, TENSOR_CORE_TILE, THREADS};
 
 use super::attention::Heads;
 use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, expect_indices, expect_kv_caches, expect_rows, kernel_arguments,
-    kv_caches_aligned, rows_of,
+    Arguments, WEIGHT_DTYPES, bytes_of, expect_indices, expect_kv_caches, expect_rows, kv_caches_aligned,
+    rows_of,
 };
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::prefill_attention;
-
-kernel_arguments! {
-    QUERY: "query" Read,
-    KEY_CACHE: "key_cache" Read,
-    VALUE_CACHE: "value_cache" Read,
-    POSITIONS: "positions" Read,
-    OUT: "out" Write,
-    FIRST: "first" U32,
-    ROWS: "rows" U32,
-    QUERY_HEADS: "query_heads" U32,
-    KV_HEADS: "kv_heads" U32,
-    DIM: "dim" U32,
-    MAX_POSITIONS: "max_positions" U32,
-    TILE_ROWS: "tile_rows" U32,
-    TILE_KEYS: "tile_keys" U32,
-}
-
-/// Threads per block: four warps, each owning a quarter of the block's rows.
-const THREADS: u32 = 128;
 
 /// Registers `prefill_attention_<cache dtype>_<output dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
@@ -80,11 +67,6 @@ pub fn register(registry: &mut KernelRegistry) {
         }
     }
 }
-
-/// Head dimensions the tensor-core kernels are built for (bf16 caches).
-const TENSOR_CORE_DIMS: [usize; 2] = [64, 128];
-/// Query rows and cached positions per tile of the tensor-core kernels.
-const TENSOR_CORE_TILE: usize = 64;
 
 /// Query rows and cached positions one block holds in shared memory for a
 /// head dimension: 16 × 32 up to 128 (41 KiB at 128), 8 × 16 beyond.

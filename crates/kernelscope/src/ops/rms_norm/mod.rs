@@ -7,25 +7,18 @@
 //! (`rms_norm_bf16_bf16`, `rms_norm_f16_f16`, and `rms_norm_f32_bf16` for
 //! the bf16 GEMM inputs of a model whose weights are quantized blocks).
 
+mod arguments;
 pub(crate) mod cpu;
+pub(crate) use arguments::{ARGUMENTS, EPS, N, OUT, ROWS, WEIGHT, X};
 
 use std::sync::Arc;
 
-use super::{Arguments, bytes_of, expect, expect_rows, kernel_arguments, kernel_for, rows_of};
+use super::{Arguments, bytes_of, expect, expect_rows, kernel_for, rows_of};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::rms_norm;
 use half::{bf16, f16};
-
-kernel_arguments! {
-    X: "x" Read,
-    WEIGHT: "weight" Read,
-    OUT: "out" Write,
-    EPS: "eps" F32,
-    N: "n" U32,
-    ROWS: "rows" U32,
-}
 
 /// Registers `rms_norm_<weight>` (f32 output), `rms_norm_<weight>_<weight>`
 /// (output in the weight's dtype) and `rms_norm_f32_bf16`.

@@ -4,22 +4,15 @@
 //! prefill a chunk of the prompt's tokens). The inverse frequencies are computed once on the host
 //! ([`inverse_frequencies`]), including the `rope_scaling` of linear, Llama-3 and YaRN checkpoints.
 
+mod arguments;
 pub(crate) mod cpu;
+pub(crate) use arguments::{
+    ARGUMENTS, ATTENTION_SCALING, FIRST, HEAD_DIM, HEADS, INVERSE_FREQUENCIES, POSITIONS, ROWS, X,
+};
 
-use super::{Arguments, bytes_of, expect, expect_rows, kernel_arguments, rows_of};
+use super::{Arguments, bytes_of, expect, expect_rows, rows_of};
 use crate::error::Result;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-kernel_arguments! {
-    X: "x" ReadWrite,
-    INVERSE_FREQUENCIES: "inverse_frequencies" Read,
-    POSITIONS: "positions" Read,
-    FIRST: "first" U32,
-    ROWS: "rows" U32,
-    HEADS: "heads" U32,
-    HEAD_DIM: "head_dim" U32,
-    ATTENTION_SCALING: "attention_scaling" F32,
-}
 
 /// Registers `rope_f32`.
 pub fn register(registry: &mut KernelRegistry) {

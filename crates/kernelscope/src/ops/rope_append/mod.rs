@@ -5,14 +5,19 @@
 //! it covers (`Rope+Copy`). A prefill chunk keeps the separate ops,
 //! which take many rows.
 
+mod arguments;
 mod cpu;
 pub mod normed;
+pub(crate) use arguments::{
+    ARGUMENTS, ATTENTION_SCALING, FIRST, HEAD_DIM, INVERSE_FREQUENCIES, KEY, KEY_CACHE, KV_HEADS,
+    MAX_POSITIONS, POSITIONS, QUERY, QUERY_HEADS, VALUE, VALUE_CACHE,
+};
 
 use super::attention::Heads;
 use super::rope::RopeFrequencies;
 use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, expect, expect_indices, expect_kv_caches, kernel_arguments,
-    kernel_for, register_weight_kernels,
+    Arguments, WEIGHT_DTYPES, bytes_of, expect, expect_indices, expect_kv_caches, kernel_for,
+    register_weight_kernels,
 };
 use crate::error::{Error, Result};
 use crate::runtime::{
@@ -20,22 +25,6 @@ use crate::runtime::{
 };
 
 use cpu::rope_append;
-
-kernel_arguments! {
-    QUERY: "query" ReadWrite,
-    KEY: "key" Read,
-    VALUE: "value" Read,
-    KEY_CACHE: "key_cache" ReadWrite,
-    VALUE_CACHE: "value_cache" ReadWrite,
-    INVERSE_FREQUENCIES: "inverse_frequencies" Read,
-    POSITIONS: "positions" Read,
-    FIRST: "first" U32,
-    MAX_POSITIONS: "max_positions" U32,
-    QUERY_HEADS: "query_heads" U32,
-    KV_HEADS: "kv_heads" U32,
-    HEAD_DIM: "head_dim" U32,
-    ATTENTION_SCALING: "attention_scaling" F32,
-}
 
 /// Registers `rope_append_<cache dtype>`.
 pub fn register(registry: &mut KernelRegistry) {

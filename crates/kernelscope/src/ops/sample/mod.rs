@@ -2,20 +2,13 @@
 //! logits, given a uniform random number from the host's seeded generator
 //! (so a run is reproducible from its seed). A temperature of 0 is greedy.
 
+mod arguments;
 mod cpu;
+pub(crate) use arguments::{ARGUMENTS, LOGITS, N, OUT, TEMPERATURE, TOP_P, UNIFORM};
 
-use super::{Arguments, bytes_of, expect, kernel_arguments};
+use super::{Arguments, bytes_of, expect};
 use crate::error::Result;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-kernel_arguments! {
-    LOGITS: "logits" Read,
-    OUT: "out" Write,
-    TEMPERATURE: "temperature" F32,
-    TOP_P: "top_p" F32,
-    UNIFORM: "uniform" F32,
-    N: "n" U32,
-}
 
 /// Registers `sample_f32`.
 pub fn register(registry: &mut KernelRegistry) {

@@ -3,17 +3,15 @@
 //! in the weights' dtype (the down projection's GEMM input). Kernels are
 //! named by the output's dtype: `silu_mul_<out>`.
 
+mod arguments;
 mod cpu;
+pub(crate) use arguments::{ARGUMENTS, GATE, N, OUT, UP};
 
-use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, expect_like, kernel_arguments, kernel_for, register_weight_kernels,
-};
+use super::{Arguments, WEIGHT_DTYPES, bytes_of, expect_like, kernel_for, register_weight_kernels};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::silu_mul;
-
-kernel_arguments! { GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32 }
 
 /// Registers `silu_mul_<dtype>` (the dtype of the output).
 pub fn register(registry: &mut KernelRegistry) {

@@ -6,25 +6,17 @@
 //! [`SplitMix64::scale`](crate::rng::SplitMix64::scale)) gives for the same
 //! element of the whole tensor, bit for bit.
 
+mod arguments;
 mod cpu;
+pub(crate) use arguments::{
+    ARGUMENTS, COLUMNS, COUNT, FIRST_COLUMN, FIRST_ROW, HIGH, LOW, OUT, ROW_LENGTH, SEED,
+};
 
-use super::{Arguments, WEIGHT_DTYPES, bytes_of, kernel_arguments, kernel_for, register_weight_kernels};
+use super::{Arguments, WEIGHT_DTYPES, bytes_of, kernel_for, register_weight_kernels};
 use crate::error::{Error, Result};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
 use cpu::synthetic_fill;
-
-kernel_arguments! {
-    OUT: "out" Write,
-    COUNT: "count" U64,
-    SEED: "seed" U64,
-    ROW_LENGTH: "row_length" U64,
-    FIRST_ROW: "first_row" U64,
-    FIRST_COLUMN: "first_column" U64,
-    COLUMNS: "columns" U64,
-    LOW: "low" F32,
-    HIGH: "high" F32,
-}
 
 /// Registers `synthetic_fill_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {

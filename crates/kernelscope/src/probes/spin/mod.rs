@@ -13,15 +13,17 @@
 //! On the CPU a "cycle" is a nanosecond of the host's monotonic clock, so
 //! the same calibration measures what the CPU backend's host timing adds.
 
+mod arguments;
 mod cpu;
+pub use arguments::TARGETS_US;
+pub(crate) use arguments::{ARGUMENTS, CYCLES, RECORD};
+use arguments::{CLOCK_SPIN_NS, REPETITIONS};
 
 use std::collections::HashMap;
 
 use crate::error::{Error, Result};
-use crate::ops::{Arguments, kernel_arguments};
+use crate::ops::Arguments;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-kernel_arguments! { CYCLES: "cycles" U64, RECORD: "record" Write }
 
 /// Registers `spin_u32` (named by its record's element type).
 pub fn register(registry: &mut KernelRegistry) {
@@ -81,15 +83,6 @@ impl Spin {
         })
     }
 }
-
-/// Spins timed at each target duration.
-const REPETITIONS: usize = 15;
-
-/// The durations calibrated, in µs.
-pub const TARGETS_US: [f64; 7] = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0];
-
-/// How long the spins that measure the clock rate last, in ns.
-const CLOCK_SPIN_NS: f64 = 20e6;
 
 /// The largest per-dispatch error the calibration accepts for a known
 /// duration: 2 % of it or 0.1 µs, whichever is larger.

@@ -5,16 +5,14 @@
 //! and folds what it read with XOR into one word, so nothing is optimised
 //! away and the result does not depend on how the work was split.
 
+mod arguments;
 mod cpu;
+pub use arguments::KERNEL_NAME;
+pub(crate) use arguments::{ARGUMENTS, INPUT, OUT, WORDS};
 
 use crate::error::{Error, Result};
-use crate::ops::{Arguments, kernel_arguments};
+use crate::ops::Arguments;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-/// The kernel's registered name.
-pub const KERNEL_NAME: &str = "stream_read";
-
-kernel_arguments! { INPUT: "input" Read, OUT: "out" ReadWrite, WORDS: "words" U64 }
 
 /// Registers the read probe's kernels.
 pub fn register(registry: &mut KernelRegistry) {

@@ -11,7 +11,8 @@ use rayon::prelude::*;
 use crate::error::Result;
 use crate::runtime::KernelArgs;
 
-use super::{OUT, SEED, WORDS, pattern_word};
+use super::arguments::pattern_word;
+use super::{OUT, SEED, WORDS};
 
 /// Words per task: large enough that a task streams for a while, small
 /// enough that both threads stay busy to the end.

@@ -4,21 +4,15 @@
 //! both. The kernel fills a buffer with a pattern the caller can check,
 //! with the widest stores and the streaming hint.
 
+mod arguments;
+pub use arguments::pattern_word;
 mod cpu;
+pub use arguments::KERNEL_NAME;
+pub(crate) use arguments::{ARGUMENTS, OUT, SEED, WORDS};
 
 use crate::error::{Error, Result};
-use crate::ops::{Arguments, kernel_arguments};
+use crate::ops::Arguments;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-/// The kernel's registered name.
-pub const KERNEL_NAME: &str = "stream_write";
-
-kernel_arguments! { OUT: "out" Write, WORDS: "words" U64, SEED: "seed" U32 }
-
-/// Word `index` of the pattern the probe writes.
-pub fn pattern_word(index: usize, seed: u32) -> u32 {
-    (index as u32).wrapping_mul(2_654_435_761) ^ seed
-}
 
 /// Registers the write probe's kernels.
 pub fn register(registry: &mut KernelRegistry) {

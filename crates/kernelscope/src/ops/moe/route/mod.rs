@@ -8,25 +8,14 @@
 //! selected logits is the same renormalisation). Experts are ranked by
 //! logit, ties to the lower index.
 
+mod arguments;
 pub(crate) mod cpu;
+pub use arguments::MOST_CHOSEN;
+pub(crate) use arguments::{ARGUMENTS, COUNTS, EXPERTS, IDS, K, LOGITS, RENORMALIZE, ROWS, WEIGHTS};
 
 use crate::error::{Error, Result};
-use crate::ops::{Arguments, bytes_of, expect_rows, kernel_arguments, rows_of};
+use crate::ops::{Arguments, bytes_of, expect_rows, rows_of};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-kernel_arguments! {
-    LOGITS: "logits" Read,
-    IDS: "ids" Write,
-    WEIGHTS: "weights" Write,
-    COUNTS: "counts" ReadWrite,
-    ROWS: "rows" U32,
-    EXPERTS: "experts" U32,
-    K: "k" U32,
-    RENORMALIZE: "renormalize" U32,
-}
-
-/// The most experts a row may choose (the CUDA kernel's shared lists).
-pub const MOST_CHOSEN: usize = 32;
 
 /// Registers `moe_route_f32`.
 pub fn register(registry: &mut KernelRegistry) {

@@ -17,15 +17,17 @@
 //! Stacked weights are u8 `[experts, rows, row_bytes]`: expert e's rows of
 //! blocks, in the device's [`BlockLayout`].
 
+mod arguments;
 mod cpu;
 mod products;
+use arguments::{MOST_BLOCKS, WARPS};
 
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::ops::quantized::linear::fused::stage_input;
 use crate::ops::quantized::linear::gemm::dispatch_dequantize;
-use crate::ops::quantized::linear::{Activations, BlockLayout, CUDA_THREADS, quantized_kernel};
+use crate::ops::quantized::linear::{Activations, BlockLayout, quantized_kernel};
 use crate::ops::{dimensions, expect};
 use crate::quant::QuantFormat;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry};
@@ -49,11 +51,6 @@ pub(crate) mod down {
         K: "k" U32,
     }
 }
-
-/// Warps of a CUDA block (each computes one row at a time).
-const WARPS: usize = CUDA_THREADS as usize / 32;
-/// Blocks along an expert's (or the hidden) rows at most; warps walk the rest.
-const MOST_BLOCKS: usize = 4096;
 
 /// How a kernel takes its input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
