@@ -1,14 +1,32 @@
 //! The devices of the profiled process: each described once (its name and
 //! shape, for the profile's conditions), and, when DRAM bytes are asked
 //! for, its sampler started on a thread of its own once its context exists.
+//!
+//! Uses `pm` and `sampler_gate` (a sampler's start), `sink`, `settings` and
+//! `locking`; used by `callbacks` (a context's creation), `collection` and
+//! `graph_events` (a device's first timed launch).
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::ffi::CStr;
 use std::sync::{Mutex, OnceLock};
 
 use cudarc::cupti::sys;
 use cudarc::driver::sys as driver;
 use kernelscope_trace::Device;
+
+/// What is known of the devices, process-wide: CUPTI's callback, the
+/// program's graph launches and the sampler threads ask.
+struct Devices {
+    /// Devices already described.
+    described: Mutex<BTreeSet<u32>>,
+    /// Whether the CUDA driver library loads, tried once.
+    driver_present: OnceLock<bool>,
+}
+
+static DEVICES: Devices = Devices {
+    described: Mutex::new(BTreeSet::new()),
+    driver_present: OnceLock::new(),
+};
 
 /// Describes the device of the calling thread's current context, if any:
 /// for CUPTI attached after the program made its context.
@@ -22,23 +40,6 @@ pub(crate) fn describe_current_device() {
     }
 }
 
-/// The DRAM sampling interval `kscope profile` asked for
-/// (`KSCOPE_PM_INTERVAL_NS`), read once; `None` when it asked for none.
-pub(crate) fn pm_interval_ns() -> Option<u64> {
-    static INTERVAL: OnceLock<Option<u64>> = OnceLock::new();
-    *INTERVAL.get_or_init(|| {
-        // A window detaches CUPTI under the sampler: never both.
-        if crate::window::windowed() {
-            return None;
-        }
-        let interval: u64 = std::env::var("KSCOPE_PM_INTERVAL_NS").ok()?.trim().parse().ok()?;
-        (interval > 0).then_some(interval)
-    })
-}
-
-/// Devices already described.
-static DESCRIBED: Mutex<Option<HashSet<u32>>> = Mutex::new(None);
-
 /// Describes `context`'s device, once per device, and starts its DRAM sampler when asked.
 pub(crate) fn record_device(context: driver::CUcontext) {
     let mut ordinal = 0u32;
@@ -49,7 +50,7 @@ pub(crate) fn record_device(context: driver::CUcontext) {
     if !describe_device(ordinal) {
         return;
     }
-    if let Some(interval) = pm_interval_ns() {
+    if let Some(interval) = crate::settings::settings().dram_sampling_interval_ns() {
         // Not here: setting up the sampler inside CUPTI's own callback, on
         // the thread creating the context, hung. A thread of its own does it
         // with the new context current, a moment later.
@@ -81,9 +82,10 @@ pub(crate) fn record_device(context: driver::CUcontext) {
 /// A program timed by events may run on a runtime without one: the tests'
 /// stand-in.
 pub(crate) fn driver_present() -> bool {
-    static PRESENT: OnceLock<bool> = OnceLock::new();
     // SAFETY: only tries to load the driver by its known names.
-    *PRESENT.get_or_init(|| unsafe { driver::is_culib_present() })
+    *DEVICES
+        .driver_present
+        .get_or_init(|| unsafe { driver::is_culib_present() })
 }
 
 /// Queues the name and shape of device `ordinal`, once per device: whether
@@ -92,8 +94,8 @@ pub(crate) fn describe_device(ordinal: u32) -> bool {
     if !driver_present() {
         return false;
     }
-    let mut described = crate::lock(&DESCRIBED);
-    if !described.get_or_insert_with(HashSet::new).insert(ordinal) {
+    let mut described = crate::locking::lock(&DEVICES.described);
+    if !described.insert(ordinal) {
         return false;
     }
     drop(described);

@@ -9,7 +9,11 @@
 //! thread may hold CUPTI's locks or ours): locks are only tried, never
 //! waited on, and `alarm` bounds the whole attempt to [`SIGNAL_FLUSH_SECONDS`],
 //! after which SIGALRM ends the process without the last period's records.
+//!
+//! Near the top: uses `collection`, `pm`, `graph_events`, `records`, `sink`
+//! and `clock` to save what there is; `startup` installs the handlers.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use kernelscope_trace::End;
@@ -28,11 +32,20 @@ const FATAL_SIGNALS: [libc::c_int; 7] = [
     libc::SIGINT,
 ];
 
-/// The disposition each signal had before ours, indexed like [`FATAL_SIGNALS`].
-static mut PREVIOUS: [Option<libc::sigaction>; 7] = [None; 7];
+/// What the handlers keep, process-wide: a signal handler and `atexit`
+/// take no pointer of ours.
+struct Handlers {
+    /// The disposition each signal had before ours, indexed like
+    /// [`FATAL_SIGNALS`] (unset: none known, taken as the default).
+    previous: [OnceLock<libc::sigaction>; FATAL_SIGNALS.len()],
+    /// Set once the end frame is written (or being written).
+    ended: AtomicBool,
+}
 
-/// Set once the end frame is written (or being written).
-static ENDED: AtomicBool = AtomicBool::new(false);
+static HANDLERS: Handlers = Handlers {
+    previous: [const { OnceLock::new() }; FATAL_SIGNALS.len()],
+    ended: AtomicBool::new(false),
+};
 
 /// Registers the exit handler and the signal handlers.
 pub(crate) fn install() -> Result<(), String> {
@@ -41,18 +54,19 @@ pub(crate) fn install() -> Result<(), String> {
         return Err("atexit refused the exit handler".into());
     }
     for (position, &signal) in FATAL_SIGNALS.iter().enumerate() {
-        // SAFETY: `action` is fully initialised before use; the handler is an
-        // `extern "C"` function of the SA_SIGINFO shape; PREVIOUS is written
-        // here, once per signal, before the handler can run for that signal.
-        unsafe {
+        // SAFETY: `action` is fully initialised before use (all zeroes is a
+        // valid sigaction); the handler is an `extern "C"` function of the
+        // SA_SIGINFO shape.
+        let (installed, previous) = unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as *const () as usize;
             action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
             libc::sigemptyset(&mut action.sa_mask);
             let mut previous: libc::sigaction = std::mem::zeroed();
-            if libc::sigaction(signal, &action, &mut previous) == 0 {
-                (*std::ptr::addr_of_mut!(PREVIOUS))[position] = Some(previous);
-            }
+            (libc::sigaction(signal, &action, &mut previous) == 0, previous)
+        };
+        if installed {
+            let _ = HANDLERS.previous[position].set(previous);
         }
     }
     Ok(())
@@ -64,7 +78,7 @@ fn finish(signal: u32, from_signal: bool) {
     if !crate::sink::opened_here() {
         return;
     }
-    if ENDED.swap(true, Ordering::SeqCst) {
+    if HANDLERS.ended.swap(true, Ordering::SeqCst) {
         return;
     }
     // Kernel records first: disabling the sampler may finalise CUPTI. Its
@@ -101,8 +115,7 @@ extern "C" fn at_exit() {
 
 extern "C" fn on_signal(signal: libc::c_int, info: *mut libc::siginfo_t, context: *mut libc::c_void) {
     let position = FATAL_SIGNALS.iter().position(|&fatal| fatal == signal);
-    // SAFETY: PREVIOUS was written before this handler was installed.
-    let previous = position.and_then(|position| unsafe { (*std::ptr::addr_of!(PREVIOUS))[position] });
+    let previous = position.and_then(|position| HANDLERS.previous[position].get().copied());
     let handler = previous.map_or(libc::SIG_DFL, |previous| previous.sa_sigaction);
     if handler == libc::SIG_IGN {
         return;

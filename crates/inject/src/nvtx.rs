@@ -1,24 +1,31 @@
 //! NVTX ranges. The program's NVTX library, given `NVTX_INJECTION64_PATH`, calls
-//! [`InitializeInjectionNvtx2`] on its first call, and we write our handlers into its tables
+//! `InitializeInjectionNvtx2` (lib.rs) on its first call, which opens the record file (`startup`)
+//! and has [`attach`] write our handlers into its tables
 //! (each NVTX copy in the process does, once: torch, NCCL and the program may each carry one).
 //! Push/pop ranges nest on one stack per thread, shared by every domain; start/end ranges may end
 //! on any thread. Each closed range is queued for the sink; a range still open when its thread or
 //! the process ends is never written. Marks and the rest of NVTX stay unhandled, so no-ops.
+//!
+//! Uses `window` (a step range opens or closes the window) and `collection` (which then follows
+//! it), `sink`, `clock`, `threads` (the thread's innermost range, which `callbacks` reads) and
+//! `locking`; used only by the entry point, through `startup`.
 
 use std::borrow::Cow;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
 use std::mem::offset_of;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex};
 
-use crate::lock;
 use kernelscope_trace::NvtxRange;
 
+use crate::locking::lock;
+use crate::threads::set_current_range;
+
 /// `NvtxGetExportTableFunc_t` (nvtxTypes.h).
-type GetExportTable = unsafe extern "C" fn(export_table_id: u32) -> *const c_void;
+pub(crate) type GetExportTable = unsafe extern "C" fn(export_table_id: u32) -> *const c_void;
 /// `NvtxFunctionTable` (nvtxTypes.h): an array of pointers to the slots NVTX calls through.
 type FunctionTable = *const *mut *const c_void;
 
@@ -69,12 +76,14 @@ struct OpenRange {
 impl OpenRange {
     /// A range beginning now on the calling thread.
     fn begin(parent: u64, message: Cow<'static, str>, domain: &'static str) -> OpenRange {
-        crate::window::range_began(&message);
+        if crate::window::range_began(&message) {
+            crate::collection::follow_window();
+        }
         OpenRange {
             range: NvtxRange {
                 start_ns: crate::clock::now_ns(),
-                thread: crate::clock::thread_id(),
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                thread: crate::threads::thread_id(),
+                id: RANGES.next_id.fetch_add(1, Ordering::Relaxed),
                 parent,
                 ..NvtxRange::default()
             },
@@ -86,7 +95,9 @@ impl OpenRange {
     /// Queues it for the sink, ended at `end_ns` with `depth` ranges open around it.
     fn close(mut self, end_ns: u64, depth: usize) {
         (self.range.end_ns, self.range.depth) = (end_ns, depth as u32);
-        crate::window::range_ended(&self.message, end_ns);
+        if crate::window::range_ended(&self.message, end_ns) {
+            crate::collection::follow_window();
+        }
         if !crate::window::keeps_range(self.range.start_ns) {
             return;
         }
@@ -96,44 +107,32 @@ impl OpenRange {
     }
 }
 
-/// The next range id.
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-/// Start/end ranges open anywhere in the process, by id.
-static STARTED: LazyLock<Mutex<HashMap<u64, OpenRange>>> = LazyLock::new(Default::default);
+/// The ranges of the process: NVTX's handlers are called on any thread with
+/// no pointer of ours, and a start/end range may end on another thread.
+#[derive(Default)]
+struct Ranges {
+    /// The next range id.
+    next_id: AtomicU64,
+    /// Start/end ranges open anywhere in the process, by id.
+    started: Mutex<HashMap<u64, OpenRange>>,
+    /// Interned texts (domains, registered strings): the one leaked copy of each ([`intern`]).
+    texts: Mutex<HashMap<String, &'static String>>,
+}
+
+static RANGES: LazyLock<Ranges> = LazyLock::new(|| Ranges {
+    next_id: AtomicU64::new(1),
+    ..Ranges::default()
+});
 
 thread_local! {
-    /// The thread's push/pop ranges, innermost last.
+    /// The thread's push/pop ranges, innermost last (the innermost's id is
+    /// also `threads::current_range`, one load per kernel launch).
     static STACK: RefCell<Vec<OpenRange>> = const { RefCell::new(Vec::new()) };
-    /// The innermost push/pop range's id (0: none): [`current_range`], asked per kernel launch, is one load.
-    static TOP: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The innermost push/pop range open on the calling thread (0: none).
-pub(crate) fn current_range() -> u64 {
-    TOP.get()
-}
-
-/// Called by NVTX on loading us: 1 when our handlers are in its tables, 0 (every call a no-op) if not.
-#[unsafe(no_mangle)]
-pub extern "C" fn InitializeInjectionNvtx2(get_export_table: Option<GetExportTable>) -> c_int {
-    static SAID: AtomicBool = AtomicBool::new(false);
-    guarded(0, || {
-        if let Err(problem) = crate::sink::ensure_open() {
-            // Every NVTX copy asks: one line, unless NVTX's unloading us on 0 forgets it.
-            let pid = std::process::id();
-            if !SAID.swap(true, Ordering::Relaxed) {
-                eprintln!("kscope profile: not recording NVTX ranges of this process ({pid}): {problem}");
-            }
-            return 0;
-        }
-        // SAFETY: NVTX passes its own `nvtxGetExportTable`, which lives as long as the process.
-        c_int::from(unsafe { attach(get_export_table) }.is_some())
-    })
 }
 
 /// Writes our handlers into the calling NVTX copy's tables; None when it offered none.
 /// Safety: `get_export_table` is None or NVTX's `nvtxGetExportTable`.
-unsafe fn attach(get_export_table: Option<GetExportTable>) -> Option<()> {
+pub(crate) unsafe fn attach(get_export_table: Option<GetExportTable>) -> Option<()> {
     // SAFETY: NVTX's getter takes any id (1: NVTX_ETID_CALLBACKS), answering null for those it lacks.
     let callbacks = unsafe { get_export_table?(1) }.cast::<ExportTableCallbacks>();
     // SAFETY: non-null, it is NVTX's static table of both fields, the first its size.
@@ -164,7 +163,7 @@ unsafe fn attach(get_export_table: Option<GetExportTable>) -> Option<()> {
 }
 
 /// Runs a handler's body, answering `neutral` if it panics: unwinding into C is undefined.
-fn guarded<T>(neutral: T, body: impl FnOnce() -> T) -> T {
+pub(crate) fn guarded<T>(neutral: T, body: impl FnOnce() -> T) -> T {
     catch_unwind(AssertUnwindSafe(body)).unwrap_or(neutral)
 }
 
@@ -229,7 +228,7 @@ fn push(message: Cow<'static, str>, domain: &'static str) -> c_int {
         let mut stack = stack.try_borrow_mut().ok()?;
         let mut range = OpenRange::begin(stack.last().map_or(0, |below| below.range.id), message, domain);
         range.range.stacked = 1;
-        TOP.set(range.range.id);
+        set_current_range(range.range.id);
         stack.push(range);
         Some(stack.len() as c_int - 1)
     });
@@ -242,7 +241,7 @@ fn pop() -> c_int {
     let level = STACK.try_with(|stack| {
         let mut stack = stack.try_borrow_mut().ok()?;
         let range = stack.pop()?;
-        TOP.set(stack.last().map_or(0, |below| below.range.id));
+        set_current_range(stack.last().map_or(0, |below| below.range.id));
         range.close(end_ns, stack.len());
         Some(stack.len() as c_int)
     });
@@ -253,14 +252,14 @@ fn pop() -> c_int {
 fn start(message: Cow<'static, str>, domain: &'static str) -> u64 {
     let range = OpenRange::begin(0, message, domain);
     let id = range.range.id;
-    lock(&STARTED).insert(id, range);
+    lock(&RANGES.started).insert(id, range);
     id
 }
 
 /// Closes start/end range `id` on any thread; an unknown id (0, or already ended) is ignored.
 fn end(id: u64) {
     let end_ns = crate::clock::now_ns();
-    let range = lock(&STARTED).remove(&id);
+    let range = lock(&RANGES.started).remove(&id);
     range.into_iter().for_each(|range| range.close(end_ns, 0));
 }
 
@@ -302,9 +301,10 @@ unsafe fn wide(text: *const libc::wchar_t) -> Cow<'static, str> {
 /// A handle for `text`: the address of its one leaked copy, which [`interned`] reads without a
 /// lock. Domains and registered strings are made once and used often: the leak stays small.
 fn intern(text: Cow<'_, str>) -> *const c_void {
-    static TEXTS: LazyLock<Mutex<HashMap<String, &'static String>>> = LazyLock::new(Default::default);
     let leak = |text: &String| &*Box::leak(Box::new(text.clone()));
-    let text = *lock(&TEXTS).entry(text.into_owned()).or_insert_with_key(leak);
+    let text = *lock(&RANGES.texts)
+        .entry(text.into_owned())
+        .or_insert_with_key(leak);
     std::ptr::from_ref(text).cast()
 }
 
@@ -317,6 +317,7 @@ unsafe fn interned(handle: *const c_void) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::threads::current_range;
     use std::ffi::CString;
     use std::hash::{BuildHasher, RandomState};
 
@@ -408,7 +409,7 @@ mod tests {
         assert_eq!(shape(innermost), (inner, 2, texts[0].clone(), texts[2].clone()));
         let [outer, inner, innermost] = [outer, inner, innermost].map(|id| captured(id)[0].0);
         assert!(outer.start_ns <= inner.start_ns && innermost.end_ns <= inner.end_ns);
-        assert!(inner.end_ns <= outer.end_ns && outer.thread == crate::clock::thread_id());
+        assert!(inner.end_ns <= outer.end_ns && outer.thread == crate::threads::thread_id());
     }
 
     /// A start/end range may end on another thread, once, and keeps the thread it started on.
@@ -425,12 +426,12 @@ mod tests {
         let ender = std::thread::spawn(move || unsafe {
             [plain, plain, 0].into_iter().for_each(|id| range_end(id));
             domain_range_end(std::ptr::null(), in_domain);
-            crate::clock::thread_id()
+            crate::threads::thread_id()
         });
-        assert_ne!(ender.join().unwrap(), crate::clock::thread_id());
+        assert_ne!(ender.join().unwrap(), crate::threads::thread_id());
         assert_eq!((captured(plain).len(), captured(0).len()), (1, 0));
         assert_eq!(shape(plain), (0, 0, text.clone(), String::new()));
         assert_eq!(shape(in_domain), (0, 0, text, domain_text));
-        assert_eq!(captured(in_domain)[0].0.thread, crate::clock::thread_id());
+        assert_eq!(captured(in_domain)[0].0.thread, crate::threads::thread_id());
     }
 }

@@ -6,6 +6,9 @@
 //! profiling rights, a GA10x or later GPU and the device to itself (one sampler
 //! per device, machine-wide); without them [`start`] says why and the program
 //! runs on without bytes. Sample times are on the process's clock (CUPTI's).
+//!
+//! Uses `sink`, `clock` and `locking`; `devices` starts a device's sampler,
+//! `exit` stops them all.
 
 use std::ffi::{CStr, CString};
 use std::ptr::null_mut;
@@ -13,9 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
-use crate::lock;
 use cudarc::cupti::sys;
 use kernelscope_trace::PmSample;
+
+use crate::locking::lock;
 
 /// Shorter intervals lose samples with no overflow reported (at 1 µs they
 /// stopped after about 9 ms on an H100), so none is shorter than this, ns.
@@ -109,17 +113,28 @@ struct Sampler {
 }
 
 // SAFETY: the pointers are CUPTI's handles of a device's sampler, not of a thread (kineto and
-// XLA decode on a thread of their own, as here), and every use is under the SAMPLERS lock.
+// XLA decode on a thread of their own, as here), and every use is under the samplers' lock.
 unsafe impl Send for Sampler {}
 
-/// The devices being sampled.
-static SAMPLERS: Mutex<Vec<Sampler>> = Mutex::new(Vec::new());
+/// The process's PM sampling: the sampler threads, the decode thread and
+/// the exit handler reach it, and CUPTI's sampler is one per device per machine.
+struct PmSampling {
+    /// The devices being sampled.
+    samplers: Mutex<Vec<Sampler>>,
+    /// Set by [`stop_all`]: no sampler starts after it, and the decode thread ends.
+    stopped: AtomicBool,
+    /// `cuptiProfilerInitialize`'s answer, asked once for every device.
+    profiler: OnceLock<Result<(), String>>,
+    /// Whether the decode thread started, asked once.
+    decoder: OnceLock<Result<(), String>>,
+}
 
-/// Set by [`stop_all`]: no sampler starts after it, and the decode thread ends.
-static STOPPED: AtomicBool = AtomicBool::new(false);
-
-/// `cuptiProfilerInitialize`'s answer, asked once for every device.
-static PROFILER: OnceLock<Result<(), String>> = OnceLock::new();
+static PM_SAMPLING: PmSampling = PmSampling {
+    samplers: Mutex::new(Vec::new()),
+    stopped: AtomicBool::new(false),
+    profiler: OnceLock::new(),
+    decoder: OnceLock::new(),
+};
 
 /// Samples `dram__bytes_read.sum` and `dram__bytes_write.sum` of device
 /// `device_ordinal` every `interval_ns` (at least 5 µs) from now until
@@ -132,8 +147,8 @@ pub(crate) fn start(device_ordinal: u32, interval_ns: u64) -> Result<(), String>
     let sampler = std::panic::catch_unwind(|| configure(device_ordinal, interval_ns))
         .unwrap_or_else(|_| Err("setting up PM sampling panicked".into()))
         .map_err(named)?;
-    let mut samplers = lock(&SAMPLERS);
-    if STOPPED.load(Ordering::SeqCst) {
+    let mut samplers = lock(&PM_SAMPLING.samplers);
+    if PM_SAMPLING.stopped.load(Ordering::SeqCst) {
         // Dropping it stops and disables it.
         return Err(named("the process is ending".into()));
     }
@@ -148,12 +163,12 @@ pub(crate) fn start(device_ordinal: u32, interval_ns: u64) -> Result<(), String>
 /// 13.0); the process's end releases them. Waits at most [`STOP_WAIT`] for
 /// the decode thread: stuck in CUPTI, it costs the last samples, not a hung exit.
 pub(crate) fn stop_all() {
-    if STOPPED.swap(true, Ordering::SeqCst) {
+    if PM_SAMPLING.stopped.swap(true, Ordering::SeqCst) {
         return;
     }
     let deadline = Instant::now() + STOP_WAIT;
     let stopping = loop {
-        match SAMPLERS.try_lock() {
+        match PM_SAMPLING.samplers.try_lock() {
             Ok(mut samplers) => break std::mem::take(&mut *samplers),
             Err(TryLockError::Poisoned(poisoned)) => break std::mem::take(&mut *poisoned.into_inner()),
             Err(TryLockError::WouldBlock) if Instant::now() > deadline => return,
@@ -174,13 +189,15 @@ pub(crate) fn stop_all() {
 
 /// Starts the decode thread, once per process; its answer to every call.
 fn ensure_decoder() -> Result<(), String> {
-    static DECODER: OnceLock<Result<(), String>> = OnceLock::new();
     let decoder = || {
         let _ = std::panic::catch_unwind(|| {
-            while !STOPPED.load(Ordering::SeqCst) {
+            while !PM_SAMPLING.stopped.load(Ordering::SeqCst) {
                 std::thread::sleep(DECODE_PERIOD);
                 let mut samples = Vec::new();
-                for sampler in lock(&SAMPLERS).iter_mut().filter(|sampler| !sampler.failed) {
+                for sampler in lock(&PM_SAMPLING.samplers)
+                    .iter_mut()
+                    .filter(|sampler| !sampler.failed)
+                {
                     sampler.decode_or_tell(&mut samples);
                 }
                 crate::sink::push_samples(&samples);
@@ -194,7 +211,7 @@ fn ensure_decoder() -> Result<(), String> {
             .map(drop)
             .map_err(|error| format!("starting the PM sampling decode thread: {error}"))
     };
-    DECODER.get_or_init(spawn).clone()
+    PM_SAMPLING.decoder.get_or_init(spawn).clone()
 }
 
 /// `Ok` for success; else the call's failure, saying why where it can.
@@ -220,7 +237,8 @@ fn configure(ordinal: u32, interval_ns: u64) -> Result<Sampler, String> {
     if unsafe { sys::culib().get::<unsafe extern "C" fn()>(b"cuptiPmSamplingEnable\0") }.is_err() {
         return Err("this CUPTI lacks PM sampling (12.6+)".into());
     }
-    PROFILER
+    PM_SAMPLING
+        .profiler
         .get_or_init(|| call!(cuptiProfilerInitialize;).map(drop))
         .clone()?;
     let chip = call!(cuptiDeviceGetChipName; deviceIndex: ordinal as usize)?;

@@ -1,6 +1,9 @@
 //! CUPTI's activity buffers: lent to CUPTI from a pool, and, when CUPTI
 //! hands one back full of records (kernels, copies, sets, API calls), turned into kernelscope-trace frames
 //! and written to the process's file in one go.
+//!
+//! Uses `sink`, `api_calls` and `locking`; `collection` hands its two
+//! callbacks to CUPTI, and `exit` reads how many records CUPTI dropped.
 
 use std::ffi::CStr;
 use std::sync::Mutex;
@@ -10,20 +13,29 @@ use cudarc::cupti::{result as cupti, sys};
 use cudarc::driver::sys as driver;
 use kernelscope_trace::{Kernel, Memcpy, Memset};
 
+use crate::locking::lock;
+
 /// Bytes of one buffer: small enough that the periodic flush hands over
 /// records soon, large enough to hold a decode step's kernels.
 const BUFFER_BYTES: usize = 1 << 20;
 
-/// Buffers CUPTI gave back, lent again (allocating inside a launch would
-/// add to what is measured).
-static SPARE: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+/// The buffers, process-wide: CUPTI's callbacks carry no pointer of ours.
+struct Buffers {
+    /// Buffers CUPTI gave back, lent again (allocating inside a launch
+    /// would add to what is measured).
+    spare: Mutex<Vec<usize>>,
+    /// Records CUPTI said it dropped.
+    dropped: AtomicU32,
+}
 
-/// Records CUPTI said it dropped.
-static DROPPED: AtomicU32 = AtomicU32::new(0);
+static BUFFERS: Buffers = Buffers {
+    spare: Mutex::new(Vec::new()),
+    dropped: AtomicU32::new(0),
+};
 
 /// Records CUPTI reported dropped so far.
 pub(crate) fn dropped() -> u32 {
-    DROPPED.load(Ordering::Relaxed)
+    BUFFERS.dropped.load(Ordering::Relaxed)
 }
 
 pub(crate) unsafe extern "C" fn buffer_requested(
@@ -31,7 +43,7 @@ pub(crate) unsafe extern "C" fn buffer_requested(
     size: *mut usize,
     max_records: *mut usize,
 ) {
-    let reused = crate::lock(&SPARE).pop();
+    let reused = lock(&BUFFERS.spare).pop();
     // 8-byte aligned, as CUPTI requires; returned to the pool in `buffer_completed`.
     let pointer = reused.unwrap_or_else(|| {
         let words: Box<[u64]> = vec![0u64; BUFFER_BYTES / 8].into_boxed_slice();
@@ -122,7 +134,7 @@ pub(crate) unsafe extern "C" fn buffer_completed(
                     | sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER) => {
                         let driver = kind == sys::CUpti_ActivityKind::CUPTI_ACTIVITY_KIND_DRIVER;
                         let call = &*(record as *const sys::CUpti_ActivityAPI);
-                        crate::callbacks::api_call_of(call, driver)
+                        crate::api_calls::api_call_of(call, driver)
                             .map_or(Ok(()), |call| writer.record(&call))
                     }
                     _ => Ok(()),
@@ -139,12 +151,12 @@ pub(crate) unsafe extern "C" fn buffer_completed(
                 .result()
                 .is_ok()
             {
-                DROPPED.fetch_add(dropped as u32, Ordering::Relaxed);
+                BUFFERS.dropped.fetch_add(dropped as u32, Ordering::Relaxed);
             }
         }
     });
     // Every buffer is BUFFER_BYTES long (ours); keep it for the next request.
-    crate::lock(&SPARE).push(buffer as usize);
+    lock(&BUFFERS.spare).push(buffer as usize);
 }
 
 /// Whether a record's work ended before it was handed over: a forced

@@ -4,25 +4,43 @@
 //! took 640 ms on a loaded two-GPU host: the program's first 1,881 kernels
 //! ran unsampled. So while a sampler is starting, the program's launches,
 //! copies, sets and synchronisations wait at their entry (CUPTI calls back
-//! there: `callbacks::hold_calls_for_samplers`), for at most [`LONGEST_WAIT`].
+//! there: `subscriber::hold_calls_for_samplers`), for at most [`LONGEST_WAIT`].
+//!
+//! Uses `subscriber` and `locking`; `devices` opens the gate around a
+//! sampler's start, `callbacks` waits at it.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::locking::lock;
+use crate::subscriber::hold_calls_for_samplers;
+
 /// How long the program waits for its samplers at most, from the first
 /// start; past it, the gate gives up for good (said once), the work runs
 /// unsampled and the profile says so (units no sample covered).
 const LONGEST_WAIT: Duration = Duration::from_secs(10);
 
-/// Samplers being started.
-static STARTING: AtomicUsize = AtomicUsize::new(0);
-/// When waiting ends, set by the first of the samplers now starting.
-static LOCK: Mutex<Option<Instant>> = Mutex::new(None);
-static STARTED: Condvar = Condvar::new();
-/// Set once [`LONGEST_WAIT`] has passed: nothing waits any more.
-static GAVE_UP: AtomicBool = AtomicBool::new(false);
+/// The gate, process-wide: the program's threads wait at it inside CUPTI's
+/// callback, and the sampler threads open it.
+struct Gate {
+    /// Samplers being started.
+    starting: AtomicUsize,
+    /// When waiting ends, set by the first of the samplers now starting.
+    deadline: Mutex<Option<Instant>>,
+    /// Notified as each sampler started (or failed to).
+    started: Condvar,
+    /// Set once [`LONGEST_WAIT`] has passed: nothing waits any more.
+    gave_up: AtomicBool,
+}
+
+static GATE: Gate = Gate {
+    starting: AtomicUsize::new(0),
+    deadline: Mutex::new(None),
+    started: Condvar::new(),
+    gave_up: AtomicBool::new(false),
+};
 
 thread_local! {
     /// Set on the threads that start samplers: they must never wait for themselves.
@@ -33,11 +51,11 @@ thread_local! {
 /// the program's calls call back, and wait.
 pub(crate) fn starting() {
     {
-        let mut deadline = crate::lock(&LOCK);
-        STARTING.fetch_add(1, Ordering::AcqRel);
+        let mut deadline = lock(&GATE.deadline);
+        GATE.starting.fetch_add(1, Ordering::AcqRel);
         deadline.get_or_insert_with(|| Instant::now() + LONGEST_WAIT);
     }
-    crate::callbacks::hold_calls_for_samplers(true);
+    hold_calls_for_samplers(true);
 }
 
 /// Marks the calling thread as one that starts a sampler.
@@ -49,19 +67,19 @@ pub(crate) fn starter_thread() {
 /// program's calls go on and stop calling back for it.
 pub(crate) fn started() {
     let none_left = {
-        let mut deadline = crate::lock(&LOCK);
-        let before = STARTING.fetch_sub(1, Ordering::AcqRel);
-        STARTED.notify_all();
+        let mut deadline = lock(&GATE.deadline);
+        let before = GATE.starting.fetch_sub(1, Ordering::AcqRel);
+        GATE.started.notify_all();
         if before == 1 {
             *deadline = None;
         }
         before == 1
     };
     if none_left {
-        crate::callbacks::hold_calls_for_samplers(false);
+        hold_calls_for_samplers(false);
         // Another device's sampler may have begun starting meanwhile.
-        if STARTING.load(Ordering::Acquire) > 0 {
-            crate::callbacks::hold_calls_for_samplers(true);
+        if GATE.starting.load(Ordering::Acquire) > 0 {
+            hold_calls_for_samplers(true);
         }
     }
 }
@@ -78,15 +96,18 @@ impl Drop for StartedOnDrop {
 /// Waits, on a program's thread at a call's entry, until no sampler is
 /// starting or [`LONGEST_WAIT`] has passed.
 pub(crate) fn wait() {
-    if STARTING.load(Ordering::Acquire) == 0 || STARTER.with(Cell::get) || GAVE_UP.load(Ordering::Acquire) {
+    if GATE.starting.load(Ordering::Acquire) == 0
+        || STARTER.with(Cell::get)
+        || GATE.gave_up.load(Ordering::Acquire)
+    {
         return;
     }
-    let mut guard = crate::lock(&LOCK);
-    while STARTING.load(Ordering::Acquire) > 0 {
+    let mut guard = lock(&GATE.deadline);
+    while GATE.starting.load(Ordering::Acquire) > 0 {
         let now = Instant::now();
         let deadline = guard.unwrap_or(now);
         if now >= deadline {
-            if !GAVE_UP.swap(true, Ordering::AcqRel) {
+            if !GATE.gave_up.swap(true, Ordering::AcqRel) {
                 use std::io::Write;
                 let _ = writeln!(
                     std::io::stderr(),
@@ -97,7 +118,8 @@ pub(crate) fn wait() {
             }
             return;
         }
-        guard = STARTED
+        guard = GATE
+            .started
             .wait_timeout(guard, deadline - now)
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .0;

@@ -2,18 +2,23 @@
 //! are written by its own thread as they complete; records made on the
 //! program's threads (API calls, NVTX ranges, devices) are only queued
 //! there, a push under an uncontended lock, and written by the flusher
-//! every [`FLUSH_PERIOD`], so the program never waits on the file.
+//! (`startup`) every [`FLUSH_PERIOD`], so the program never waits on the
+//! file.
+//!
+//! Uses only the foundations (`settings`, `locking`); every module that
+//! records something uses it. Opening it is `startup`'s, which starts the
+//! flusher and the exit handlers with it.
 
 use std::fs::{File, OpenOptions};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock, TryLockError};
+use std::sync::{Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
-use crate::lock;
-use kernelscope_trace::{ApiCall, Device, Kernel, NvtxRange, PmSample, Writer};
+use cudarc::cupti::sys;
+use kernelscope_trace::{ApiCall, Device, Header, Kernel, NvtxRange, PmSample, Writer};
 
-/// The environment variable naming the directory the records go to.
-pub const TRACE_DIR_ENV_VAR: &str = "KSCOPE_TRACE_DIR";
+use crate::locking::{lock, try_lock};
+use crate::settings::settings;
 
 /// How often finished buffers and queued records are written.
 pub const FLUSH_PERIOD: Duration = Duration::from_millis(100);
@@ -33,106 +38,118 @@ struct Queued {
     kernels: Vec<(Kernel, String)>,
 }
 
-static SINK: Mutex<Option<Writer<File>>> = Mutex::new(None);
-static QUEUED: Mutex<Queued> = Mutex::new(Queued {
-    calls: Vec::new(),
-    ranges: Vec::new(),
-    devices: Vec::new(),
-    samples: Vec::new(),
-    kernels: Vec::new(),
-});
-
-/// Opens the file, starts the flusher and registers the exit handlers, once
-/// per process, whichever entry point (CUDA's or NVTX's) comes first; the
-/// same answer to every later call.
-pub(crate) fn ensure_open() -> Result<(), String> {
-    static OPENED: OnceLock<Result<(), String>> = OnceLock::new();
-    OPENED.get_or_init(open).clone()
+/// The file and its queue, process-wide: CUPTI's buffer callback, the
+/// exit and signal handlers and the fork handler reach it without a
+/// pointer of ours.
+struct RecordFile {
+    /// The file's writer; `None` before it opens, after the end frame, or
+    /// once writing failed.
+    writer: Mutex<Option<Writer<File>>>,
+    queued: Mutex<Queued>,
+    /// Whether the file was opened (by this process or the one it was forked from).
+    opened: AtomicBool,
+    /// Set in a child forked after the file was opened. It inherits the
+    /// open file, the queue, the exit handlers and the graph timing's
+    /// state, and must write none of it (its `exit()` once wrote an end
+    /// frame into the middle of the parent's file).
+    inherited: AtomicBool,
 }
 
-fn open() -> Result<(), String> {
-    let directory =
-        std::env::var_os(TRACE_DIR_ENV_VAR).ok_or_else(|| format!("{TRACE_DIR_ENV_VAR} is not set"))?;
+static RECORD_FILE: RecordFile = RecordFile {
+    writer: Mutex::new(None),
+    queued: Mutex::new(Queued {
+        calls: Vec::new(),
+        ranges: Vec::new(),
+        devices: Vec::new(),
+        samples: Vec::new(),
+        kernels: Vec::new(),
+    }),
+    opened: AtomicBool::new(false),
+    inherited: AtomicBool::new(false),
+};
+
+/// Opens `$KSCOPE_TRACE_DIR/<pid>.kst` and writes its header. Called once
+/// per process, by `startup`.
+pub(crate) fn open() -> Result<(), String> {
+    use kernelscope_trace::injection_settings::TRACE_DIR_VARIABLE;
+    let directory = (settings().injection.trace_dir.as_ref())
+        .ok_or_else(|| format!("{TRACE_DIR_VARIABLE} is not set"))?;
     let pid = std::process::id();
-    let path = std::path::Path::new(&directory).join(format!("{pid}.kst"));
+    let path = directory.join(format!("{pid}.kst"));
     let file = OpenOptions::new()
         .create_new(true)
         .append(true)
         .open(&path)
         .map_err(|error| format!("{}: {error}", path.display()))?;
-    let writer =
-        Writer::new(file, &crate::header(pid)).map_err(|error| format!("{}: {error}", path.display()))?;
-    *lock(&SINK) = Some(writer);
-    OPENED.store(true, Ordering::Release);
+    let writer = Writer::new(file, &header(pid)).map_err(|error| format!("{}: {error}", path.display()))?;
+    *lock(&RECORD_FILE.writer) = Some(writer);
+    RECORD_FILE.opened.store(true, Ordering::Release);
     // SAFETY: registers a plain `extern "C" fn()` that only sets an atomic.
     unsafe { libc::pthread_atfork(None, None, Some(forked_child)) };
-    if crate::collection::omitted().flusher {
-        return crate::exit::install();
-    }
-    std::thread::Builder::new()
-        .name("kscope-flush".into())
-        .spawn(|| {
-            loop {
-                std::thread::sleep(FLUSH_PERIOD);
-                crate::collection::flush(false);
-                crate::graph_events::resolve(false);
-                write_queued_now(false);
-            }
-        })
-        .map_err(|error| format!("starting the flusher: {error}"))?;
-    crate::exit::install()
+    Ok(())
 }
 
-/// Whether the file was opened (by this process or the one it was forked from).
-static OPENED: AtomicBool = AtomicBool::new(false);
-
-/// Set in a child forked after the file was opened. It inherits the open
-/// file, the queue, the exit handlers and the graph timing's state, and
-/// must write none of it (its `exit()` once wrote an end frame into the
-/// middle of the parent's file).
-static INHERITED: AtomicBool = AtomicBool::new(false);
+/// Who this process is: the header of its file.
+fn header(pid: u32) -> Header {
+    let mut cupti_version = 0u32;
+    // SAFETY: one out-parameter; CUPTI may not be loadable yet, then the call fails and the version stays unknown.
+    let version_known =
+        unsafe { sys::is_culib_present() && sys::cuptiGetVersion(&mut cupti_version).result().is_ok() };
+    let settings = settings();
+    Header {
+        pid,
+        // SAFETY: getppid has no preconditions.
+        parent_pid: unsafe { libc::getppid() } as u32,
+        command: std::env::args().collect(),
+        rank: settings.rank,
+        local_rank: settings.local_rank,
+        world_size: settings.world_size,
+        cupti_version: version_known.then_some(cupti_version),
+        devices: Vec::new(),
+    }
+}
 
 extern "C" fn forked_child() {
-    INHERITED.store(true, Ordering::Release);
+    RECORD_FILE.inherited.store(true, Ordering::Release);
 }
 
 /// Whether this process opened the file (not a child forked from the one that did).
 pub(crate) fn opened_here() -> bool {
-    OPENED.load(Ordering::Acquire) && !inherited()
+    RECORD_FILE.opened.load(Ordering::Acquire) && !inherited()
 }
 
 /// Whether this process is a child forked after the file was opened: nothing recorded here is its own.
 pub(crate) fn inherited() -> bool {
-    INHERITED.load(Ordering::Acquire)
+    RECORD_FILE.inherited.load(Ordering::Acquire)
 }
 
 /// Queues one API call.
 pub(crate) fn push_call(call: ApiCall) {
-    lock(&QUEUED).calls.push(call);
+    lock(&RECORD_FILE.queued).calls.push(call);
 }
 
 /// Queues one closed NVTX range; its `message` and `domain` fields are
 /// filled from `message` and `domain` ("" for the default domain) when
 /// written.
 pub(crate) fn push_range(range: NvtxRange, message: &str, domain: &str) {
-    lock(&QUEUED)
+    lock(&RECORD_FILE.queued)
         .ranges
         .push((range, message.to_string(), domain.to_string()));
 }
 
 /// Queues one device; its `name` field is filled from `name` when written.
 pub(crate) fn push_device(device: Device, name: &str) {
-    lock(&QUEUED).devices.push((device, name.to_string()));
+    lock(&RECORD_FILE.queued).devices.push((device, name.to_string()));
 }
 
 /// Queues one kernel timed here; its `name` field is filled from `name` when written.
 pub(crate) fn push_kernel(kernel: Kernel, name: &str) {
-    lock(&QUEUED).kernels.push((kernel, name.to_string()));
+    lock(&RECORD_FILE.queued).kernels.push((kernel, name.to_string()));
 }
 
 /// Queues DRAM samples of the performance monitor.
 pub(crate) fn push_samples(samples: &[PmSample]) {
-    lock(&QUEUED).samples.extend_from_slice(samples);
+    lock(&RECORD_FILE.queued).samples.extend_from_slice(samples);
 }
 
 /// Writes what is queued. Never blocks on a lock when `from_signal` (a
@@ -142,18 +159,18 @@ pub(crate) fn write_queued_now(from_signal: bool) {
         return;
     }
     let taken = if from_signal {
-        match QUEUED.try_lock() {
+        match RECORD_FILE.queued.try_lock() {
             Ok(mut queued) => std::mem::take(&mut *queued),
             Err(TryLockError::Poisoned(poisoned)) => std::mem::take(&mut *poisoned.into_inner()),
             Err(TryLockError::WouldBlock) => return,
         }
     } else {
-        std::mem::take(&mut *lock(&QUEUED))
+        std::mem::take(&mut *lock(&RECORD_FILE.queued))
     };
     let Some(mut sink) = (if from_signal {
-        try_lock(&SINK)
+        try_lock(&RECORD_FILE.writer)
     } else {
-        Some(lock(&SINK))
+        Some(lock(&RECORD_FILE.writer))
     }) else {
         return;
     };
@@ -190,20 +207,12 @@ pub(crate) fn write_queued_now(from_signal: bool) {
     }
 }
 
-/// The sink, for CUPTI's buffer thread and the exit handlers.
+/// The file's writer, for CUPTI's buffer thread and the exit handlers.
 pub(crate) fn sink() -> MutexGuard<'static, Option<Writer<File>>> {
-    lock(&SINK)
+    lock(&RECORD_FILE.writer)
 }
 
-/// The sink unless another thread holds it (a signal handler must not wait).
+/// The file's writer unless another thread holds it (a signal handler must not wait).
 pub(crate) fn try_sink() -> Option<MutexGuard<'static, Option<Writer<File>>>> {
-    try_lock(&SINK)
-}
-
-fn try_lock<T>(mutex: &'static Mutex<T>) -> Option<MutexGuard<'static, T>> {
-    match mutex.try_lock() {
-        Ok(guard) => Some(guard),
-        Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-        Err(TryLockError::WouldBlock) => None,
-    }
+    try_lock(&RECORD_FILE.writer)
 }

@@ -5,25 +5,15 @@
 //! so a long run pays the profiler's price only for the steps it looks at.
 //! NVTX ranges that end before the window opens or begin after it closes
 //! are not written either.
+//!
+//! Tracks the window only: it takes it from `settings` and tells its
+//! callers (`nvtx`, whose ranges move it) when it opened or closed, and
+//! those have `collection` follow it.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
-/// The environment variable naming the steps' NVTX range.
-pub const STEP_ENV_VAR: &str = "KSCOPE_STEP";
-/// The environment variable holding the window, `A..B`.
-pub const WINDOW_ENV_VAR: &str = "KSCOPE_STEP_WINDOW";
-
-/// Which steps are recorded.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Window {
-    /// The steps' NVTX range name.
-    step: String,
-    /// The first step recorded.
-    first: u64,
-    /// The step after the last recorded.
-    end: u64,
-}
+use kernelscope_trace::injection_settings::StepWindow;
 
 /// Before the window, in it, after it.
 const BEFORE: u8 = 0;
@@ -32,7 +22,7 @@ const CLOSED: u8 = 2;
 
 /// A window and where the program is in it; shared by every thread.
 pub(crate) struct Tracker {
-    window: Window,
+    window: StepWindow,
     state: AtomicU8,
     /// Step ranges begun, and ended, so far.
     begun: AtomicU64,
@@ -42,7 +32,7 @@ pub(crate) struct Tracker {
 }
 
 impl Tracker {
-    fn new(window: Window) -> Tracker {
+    fn new(window: StepWindow) -> Tracker {
         Tracker {
             window,
             state: AtomicU8::new(BEFORE),
@@ -97,33 +87,16 @@ impl Tracker {
     }
 }
 
-/// The window `kscope profile` asked for, read once; `None`: every step.
+/// The window `kscope profile` asked for and where the program is in it;
+/// `None`: every step. Process-wide: every thread's NVTX ranges move it.
 fn tracker() -> Option<&'static Tracker> {
     static TRACKER: OnceLock<Option<Tracker>> = OnceLock::new();
     TRACKER
         .get_or_init(|| {
-            let step = std::env::var(STEP_ENV_VAR).ok()?;
-            let text = std::env::var(WINDOW_ENV_VAR).ok()?;
-            let parsed = parse(step, &text);
-            if parsed.is_none() {
-                eprintln!(
-                    "kscope profile: {WINDOW_ENV_VAR}={text} is not A..B with A < B; recording every step"
-                );
-            }
-            parsed.map(Tracker::new)
+            let window = crate::settings::settings().injection.step_window.clone();
+            window.map(Tracker::new)
         })
         .as_ref()
-}
-
-/// Whether a window of steps was asked for.
-pub(crate) fn windowed() -> bool {
-    tracker().is_some()
-}
-
-fn parse(step: String, text: &str) -> Option<Window> {
-    let (first, end) = text.split_once("..")?;
-    let (first, end) = (first.trim().parse().ok()?, end.trim().parse().ok()?);
-    (first < end && !step.is_empty()).then_some(Window { step, first, end })
 }
 
 /// Whether CUPTI should be collecting now: always without a window.
@@ -131,42 +104,22 @@ pub(crate) fn collecting() -> bool {
     tracker().is_none_or(Tracker::open)
 }
 
-/// A range named `message` began: the window opens at its first step.
-pub(crate) fn range_began(message: &str) {
-    if tracker().is_some_and(|tracker| tracker.began(message)) {
-        crate::collection::follow_window();
-    }
+/// A range named `message` began: whether that opened the window (at its
+/// first step), which CUPTI is then to follow.
+pub(crate) fn range_began(message: &str) -> bool {
+    tracker().is_some_and(|tracker| tracker.began(message))
 }
 
-/// A range named `message` ended at `end_ns`: the window closes with its last step.
-pub(crate) fn range_ended(message: &str, end_ns: u64) {
-    if tracker().is_some_and(|tracker| tracker.ended(message, end_ns)) {
-        crate::collection::follow_window();
-    }
+/// A range named `message` ended at `end_ns`: whether that closed the
+/// window (with its last step), which CUPTI is then to follow.
+pub(crate) fn range_ended(message: &str, end_ns: u64) -> bool {
+    tracker().is_some_and(|tracker| tracker.ended(message, end_ns))
 }
 
 /// Whether a range begun at `start_ns` and ending now touches the window,
 /// so is written: every range, without a window.
 pub(crate) fn keeps_range(start_ns: u64) -> bool {
     tracker().is_none_or(|tracker| tracker.keeps(start_ns))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn windows_parse_as_a_before_b() {
-        let window = parse("forward".into(), " 3..9").unwrap();
-        assert_eq!(
-            (window.first, window.end, window.step.as_str()),
-            (3, 9, "forward")
-        );
-        for bad in ["9..3", "4..4", "3", "a..b", "..5", ""] {
-            assert!(parse("forward".into(), bad).is_none(), "{bad}");
-        }
-        assert!(parse(String::new(), "1..2").is_none());
-    }
 }
 
 #[cfg(test)]
@@ -183,7 +136,7 @@ mod tracking {
     /// Every range is pushed and popped through a tracker of `first..end`,
     /// as nvtx.rs does (began at begin; at close: ended, then kept or not).
     fn run(steps: u64, layers: u64, first: u64, end: u64) -> Outcome {
-        let tracker = Tracker::new(parse("forward".into(), &format!("{first}..{end}")).unwrap());
+        let tracker = Tracker::new(StepWindow::parse("forward".into(), &format!("{first}..{end}")).unwrap());
         let mut now = 1u64;
         let mut tick = || {
             now += 10;

@@ -17,15 +17,29 @@
 //! [`Frame::Text`] and referred to by id. The header, written once, is
 //! JSON. A reader skips kinds it does not know, so newer writers can add
 //! records.
+//!
+//! The crate also holds the other half of the protocol between `kscope
+//! profile` and the library: the `KSCOPE_*` environment variables it starts
+//! the program with, each named once, and what they say, typed
+//! ([`injection_settings`]). kscope, the library and kernelscope's runtime
+//! all depend on this crate, so none of them spells a variable's name.
+//!
+//! Its files are layered: `frame` and `error` at the bottom, `records`,
+//! `write` and `read` above, `injection_settings` beside them, and this file
+//! only declares and re-exports them.
 
 #![warn(missing_docs)]
 
 mod error;
+mod frame;
+pub mod injection_settings;
 mod read;
 mod records;
 mod write;
 
 pub use error::TraceError;
+pub use frame::{FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES};
+pub use injection_settings::{InjectionSettings, ParsedSettings};
 pub use read::{Ending, Frame, Trace, read};
 pub use records::{
     ApiCall, ApiWhat, Device, EVENT_TIMED_CONTEXT, End, EndReason, ExternalCorrelation, Header, Kernel, Kind,
@@ -33,10 +47,3 @@ pub use records::{
     whole_graph_name,
 };
 pub use write::{TextId, Writer};
-
-/// Bytes before a frame's payload: its length, kind and version.
-pub const FRAME_HEADER_BYTES: usize = 8;
-
-/// The largest payload a frame may carry (a header with a long command
-/// line, a long NVTX message); a length beyond it is a garbled frame.
-pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;

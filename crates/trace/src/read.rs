@@ -5,12 +5,12 @@
 
 use std::collections::HashMap;
 
+use crate::frame::{FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES};
 use crate::records::{
     ApiCall, Device, End, ExternalCorrelation, Header, Kernel, Kind, Memcpy, Memset, NvtxRange, PmSample,
     Record, Sync,
 };
 use crate::write::TextId;
-use crate::{FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES};
 
 /// One frame read.
 #[derive(Clone, Debug, PartialEq)]

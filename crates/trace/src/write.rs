@@ -5,8 +5,9 @@
 use std::collections::HashMap;
 use std::io::Write;
 
+use crate::error::TraceError;
+use crate::frame::{FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES};
 use crate::records::{End, Header, Kind, Record};
-use crate::{FRAME_HEADER_BYTES, MAX_PAYLOAD_BYTES, TraceError};
 
 /// The id a string was sent under (0 is never one: it means "none").
 pub type TextId = u32;

@@ -2,11 +2,12 @@
 //! recorded on an idle stream of ours and polled until done, each seen
 //! complete at a known moment; a launch's start is read as the time since
 //! the newest anchor taken before it.
+//!
+//! Uses `runtime` and `clock`; used by `state`, `resolve` and the launch.
 
 use std::time::{Duration, Instant};
 
-use super::runtime::Runtime;
-use super::{Event, NOT_READY, SUCCESS, Stream};
+use super::runtime::{Event, NOT_READY, Runtime, SUCCESS, Stream};
 
 /// How often a new anchor is taken: an event's time is read as an f32 of
 /// milliseconds from its anchor, whose step at 256 ms is 30 ns.

@@ -6,10 +6,11 @@
 //! nothing enabled slowed graph launches more still.
 //!
 //! `kscope profile` preloads the library (`LD_PRELOAD`), so that its
-//! [`cudaGraphLaunch`] stands in for the CUDA runtime's: it records an
+//! `cudaGraphLaunch` (an entry point in lib.rs, which calls [`launch`])
+//! stands in for the CUDA runtime's: it records an
 //! event before and after the real launch on the launch's stream, and the
 //! flusher thread later reads each pair's times against an anchor event
-//! whose moment on the process's clock it saw ([`Anchor`]). Nothing else on
+//! whose moment on the process's clock it saw ([`anchors::Anchor`]). Nothing else on
 //! the device is recorded (eager kernels, copies, sets), and only launches
 //! made through a dynamically linked CUDA runtime are seen: a program
 //! built with nvcc's default static runtime, or launching graphs through
@@ -28,29 +29,27 @@
 //! the driver's `cuGraphLaunch` launches. kscope's
 //! `tests/graph_events_stand_in.rs` runs it end to end without a GPU against
 //! a stand-in runtime (`tests/programs/stand_in_cudart.c`).
+//!
+//! The files, bottom up: `runtime` (the runtime's functions and handle
+//! types), `anchors` (placing events on the process's clock), `state` (what
+//! is kept between a launch and its reading), `resolve` (reading the
+//! launches), and this file, the launch itself. From outside it uses
+//! `settings`, `sink`, `devices`, `clock`, `threads` and `locking`; lib.rs's
+//! stand-ins call it, and the flusher (`startup`) and `exit` call [`resolve`].
 
-use std::collections::HashMap;
-use std::ffi::{c_int, c_void};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::ffi::c_int;
 
-use anchors::{Anchor, take_anchor};
+use anchors::take_anchor;
 use kernelscope_trace::{ApiCall, ApiWhat, RANGE_BY_TIME};
-use runtime::{Launch, Runtime, launch_through_driver, next_definition, real_launch, runtime};
+use runtime::{Event, GraphExec, Launch, Runtime, SUCCESS, Stream, launch_through_driver, runtime};
+use state::{DeviceAnchors, Pending, state, timing};
 
 mod anchors;
 mod resolve;
 mod runtime;
+mod state;
 
 pub(crate) use resolve::resolve;
-
-type Event = *mut c_void;
-type Stream = *mut c_void;
-type GraphExec = *mut c_void;
-
-/// `cudaSuccess` and `cudaErrorNotReady`.
-const SUCCESS: c_int = 0;
-const NOT_READY: c_int = 600;
 
 /// `cudaStreamPerThread`: stream 0 of a `_ptsz` launch.
 const PER_THREAD_STREAM: usize = 2;
@@ -60,116 +59,47 @@ const PER_THREAD_STREAM: usize = 2;
 const GRAPH_LAUNCH_CALLBACK: u32 = 311;
 const GRAPH_LAUNCH_PER_THREAD_CALLBACK: u32 = 312;
 
-/// Whether graph launches are timed by events ([`crate::GRAPHS_ENV_VAR`]
-/// `events`) in this process: not in a child forked from one that was (it
-/// inherits our state, and its exit must not touch the parent's file). On
-/// every launch: two atomic loads, no system call.
-pub(crate) fn timing() -> bool {
-    crate::collection::graph_tracing() == crate::collection::GraphTracing::Events && !crate::sink::inherited()
+/// Which of the runtime's graph launches is stood in for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum GraphLaunch {
+    /// `cudaGraphLaunch`.
+    Default,
+    /// `cudaGraphLaunch_ptsz`, of a program built with the per-thread
+    /// default stream: its stream 0 is the thread's.
+    PerThread,
 }
 
-/// A launch whose events have not been read yet.
-struct Pending {
-    device: c_int,
-    start: Event,
-    end: Event,
-    /// When the launch was made, ns on the process's clock: an anchor
-    /// taken before it is older than both events.
-    launched_ns: u64,
-    correlation: u32,
-    graph: u32,
-    stream: u32,
-}
-
-/// A device's stream for anchors, its anchors (oldest first) and when a
-/// graph was last launched on it (no launch since the newest anchor: no
-/// new one is needed).
-struct DeviceAnchors {
-    stream: Stream,
-    anchors: Vec<Anchor>,
-    last_launch_ns: u64,
-}
-
-/// What the timing keeps between launches.
-#[derive(Default)]
-struct State {
-    pending: Vec<Pending>,
-    /// Unused events of each device.
-    spare: HashMap<c_int, Vec<Event>>,
-    anchors: HashMap<c_int, DeviceAnchors>,
-    /// Small numbers for graph executables and streams, as CUPTI's ids are.
-    graphs: HashMap<usize, u32>,
-    streams: HashMap<usize, u32>,
-    /// Launches whose times could not be read.
-    lost: u32,
-}
-
-// SAFETY: the pointers are CUDA handles (events, streams), not bound to a
-// thread; each is used under the STATE lock, or by the one thread that took
-// it out from under the lock (a launch's events, while the flusher reads them).
-unsafe impl Send for State {}
-
-static STATE: OnceLock<Mutex<State>> = OnceLock::new();
-
-fn state() -> MutexGuard<'static, State> {
-    crate::lock(STATE.get_or_init(Mutex::default))
-}
-
-static CORRELATION: AtomicU32 = AtomicU32::new(1);
-
-/// The CUDA runtime's `cudaGraphLaunch`, timed.
+/// The runtime's graph launch `which`, timed when this process times graph
+/// launches; `open_records` opens the record file (with the flusher and the
+/// exit handlers) if nothing has yet, before the first timed launch.
 ///
 /// # Safety
 /// As the CUDA runtime's: `exec` an instantiated graph, `stream` a stream or 0.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cudaGraphLaunch(exec: GraphExec, stream: Stream) -> c_int {
-    static REAL: OnceLock<Launch> = OnceLock::new();
-    let real = real_launch(c"cudaGraphLaunch", &REAL);
-    // SAFETY: as the caller promises.
-    unsafe { launch_timed(real, exec, stream, stream, GRAPH_LAUNCH_CALLBACK) }
-}
-
-/// The CUDA runtime's `cudaGraphLaunch_ptsz` (a program built with the
-/// per-thread default stream), timed.
-///
-/// # Safety
-/// As [`cudaGraphLaunch`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cudaGraphLaunch_ptsz(exec: GraphExec, stream: Stream) -> c_int {
-    static REAL: OnceLock<Launch> = OnceLock::new();
-    let real = real_launch(c"cudaGraphLaunch_ptsz", &REAL);
-    let events_stream = if stream.is_null() {
-        PER_THREAD_STREAM as Stream
-    } else {
-        stream
+pub(crate) unsafe fn launch(
+    which: GraphLaunch,
+    exec: GraphExec,
+    stream: Stream,
+    open_records: fn() -> Result<(), String>,
+) -> c_int {
+    let real = runtime::real_launch(which == GraphLaunch::PerThread);
+    let (events_stream, callback) = match which {
+        GraphLaunch::Default => (stream, GRAPH_LAUNCH_CALLBACK),
+        GraphLaunch::PerThread if stream.is_null() => {
+            (PER_THREAD_STREAM as Stream, GRAPH_LAUNCH_PER_THREAD_CALLBACK)
+        }
+        GraphLaunch::PerThread => (stream, GRAPH_LAUNCH_PER_THREAD_CALLBACK),
     };
     // SAFETY: as the caller promises.
-    unsafe {
-        launch_timed(
-            real,
-            exec,
-            stream,
-            events_stream,
-            GRAPH_LAUNCH_PER_THREAD_CALLBACK,
-        )
-    }
+    unsafe { launch_timed(real, exec, stream, events_stream, callback, open_records) }
 }
 
-/// The CUDA runtime's `cudaDeviceReset`: the current device's launches are
+/// The runtime's `cudaDeviceReset`: the current device's launches are
 /// read first, and its events and stream forgotten (the reset frees them).
 ///
 /// # Safety
 /// As the CUDA runtime's.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn cudaDeviceReset() -> c_int {
-    type Reset = unsafe extern "C" fn() -> c_int;
-    static REAL: OnceLock<Option<Reset>> = OnceLock::new();
-    let real = *REAL.get_or_init(|| {
-        // SAFETY: the runtime's cudaDeviceReset, of this signature.
-        next_definition(c"cudaDeviceReset")
-            .map(|function| unsafe { std::mem::transmute::<*mut c_void, Reset>(function) })
-    });
-    let Some(real) = real else {
+pub(crate) unsafe fn device_reset() -> c_int {
+    let Some(real) = runtime::real_reset() else {
         // SAFETY: as the caller promises.
         return unsafe { runtime::reset_through_driver() };
     };
@@ -198,6 +128,7 @@ unsafe fn launch_timed(
     stream: Stream,
     events_stream: Stream,
     callback: u32,
+    open_records: fn() -> Result<(), String>,
 ) -> c_int {
     // SAFETY: as the caller promises.
     let launch = || unsafe {
@@ -215,10 +146,11 @@ unsafe fn launch_timed(
     let error_before = unsafe { (runtime.peek_at_last_error)() };
     // Nothing of ours may unwind into the program: a failure leaves the launch untimed.
     // SAFETY: `events_stream` is the launch's stream.
-    let started =
-        std::panic::catch_unwind(|| runtime.relaxed(|| unsafe { before_launch(runtime, events_stream) }))
-            .ok()
-            .flatten();
+    let started = std::panic::catch_unwind(|| {
+        runtime.relaxed(|| unsafe { before_launch(runtime, events_stream, open_records) })
+    })
+    .ok()
+    .flatten();
     let result = launch();
     if let Some(started) = started {
         let _ = std::panic::catch_unwind(|| {
@@ -245,12 +177,17 @@ struct Started {
 }
 
 /// Records the start event on `events_stream`, unless it is being
-/// captured (the launch then becomes part of a graph, not work to time).
+/// captured (the launch then becomes part of a graph, not work to time) or
+/// the record file will not open.
 ///
 /// # Safety
 /// `events_stream` is a stream of the calling thread's current device.
-unsafe fn before_launch(runtime: &Runtime, events_stream: Stream) -> Option<Started> {
-    crate::sink::ensure_open().ok()?;
+unsafe fn before_launch(
+    runtime: &Runtime,
+    events_stream: Stream,
+    open_records: fn() -> Result<(), String>,
+) -> Option<Started> {
+    open_records().ok()?;
     let (mut capturing, mut device): (c_int, c_int) = (0, 0);
     // SAFETY: out-parameters; the stream is the program's.
     unsafe {
@@ -299,11 +236,11 @@ unsafe fn after_launch(
     } = started;
     // SAFETY: our event, the program's stream.
     let recorded = unsafe { (runtime.event_record)(end, events_stream) } == SUCCESS;
-    let correlation = CORRELATION.fetch_add(1, Ordering::Relaxed);
+    let correlation = state::next_correlation();
     crate::sink::push_call(ApiCall {
         start_ns: launched_ns,
         end_ns: crate::clock::now_ns(),
-        thread: crate::clock::thread_id(),
+        thread: crate::threads::thread_id(),
         range: RANGE_BY_TIME,
         correlation,
         callback,
@@ -358,7 +295,7 @@ unsafe fn events_for(runtime: &Runtime, device: c_int) -> Option<(Event, Event)>
         });
         drop(state);
         crate::devices::describe_device(device as u32);
-        state = crate::graph_events::state();
+        state = state::state();
     }
     let spare = state.spare.entry(device).or_default();
     let mut take = || {

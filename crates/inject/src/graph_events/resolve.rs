@@ -3,25 +3,41 @@
 //! after the runtime started, so that it runs before the runtime's own),
 //! and before a `cudaDeviceReset` frees them. Each pass holds one lock, so
 //! the exit's pass waits for a flusher's and the flusher then stops.
+//!
+//! Uses `state`, `anchors` and `runtime`, and `sink`, `clock` and `locking`
+//! from outside; used by the launch (`graph_events/mod.rs`), which registers
+//! the exit's pass, and through it by the flusher (`startup`) and `exit`.
 
 use std::collections::HashMap;
 use std::ffi::c_int;
 use std::io::Write;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use kernelscope_trace::Kernel;
 
 use super::anchors::{ANCHOR_PERIOD_NS, ANCHOR_WAIT, Anchor, anchor_before, moment_ns, prune, take_anchor};
-use super::runtime::{Runtime, runtime};
-use super::{Event, NOT_READY, Pending, SUCCESS, state, timing};
+use super::runtime::{Event, NOT_READY, Runtime, SUCCESS, Stream, runtime};
+use super::state::{Pending, state, timing};
+use crate::locking::lock;
 
-/// Set at exit: the flusher reads no more.
-static EXITING: AtomicBool = AtomicBool::new(false);
+/// The passes, process-wide: the flusher, the exit handler and a
+/// `cudaDeviceReset` of the program's each run one.
+struct Passes {
+    /// Set at exit: the flusher reads no more.
+    exiting: AtomicBool,
+    /// Held by each pass.
+    pass: Mutex<()>,
+    /// The exit's pass, registered once.
+    exit_handler: Once,
+}
 
-/// Held by each pass.
-static PASS: Mutex<()> = Mutex::new(());
+static PASSES: Passes = Passes {
+    exiting: AtomicBool::new(false),
+    pass: Mutex::new(()),
+    exit_handler: Once::new(),
+};
 
 /// How long a pass that must read everything (at exit, before a reset)
 /// waits for launches still running; what is left is counted lost, so a
@@ -31,11 +47,11 @@ const LONGEST_WAIT: Duration = Duration::from_secs(5);
 /// Reads the launches that have ended and queues them as whole-graph kernel
 /// records; `wait`: waits for every launch (up to [`LONGEST_WAIT`]).
 pub(crate) fn resolve(wait: bool) {
-    if !timing() || (!wait && EXITING.load(Ordering::Acquire)) {
+    if !timing() || (!wait && PASSES.exiting.load(Ordering::Acquire)) {
         return;
     }
     let Some(runtime) = runtime() else { return };
-    let _pass = crate::lock(&PASS);
+    let _pass = lock(&PASSES.pass);
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: every handle the pass uses is ours, taken out of the state.
         runtime.relaxed(|| unsafe { pass(runtime, wait, None) })
@@ -45,9 +61,10 @@ pub(crate) fn resolve(wait: bool) {
 /// Registers the exit's pass, once: called at a timed launch, after the
 /// runtime answered for its device.
 pub(super) fn exit_handler_registered() {
-    static REGISTERED: std::sync::Once = std::sync::Once::new();
     // SAFETY: registers a plain `extern "C" fn()`.
-    REGISTERED.call_once(|| _ = unsafe { libc::atexit(resolve_at_exit) });
+    PASSES
+        .exit_handler
+        .call_once(|| _ = unsafe { libc::atexit(resolve_at_exit) });
 }
 
 extern "C" fn resolve_at_exit() {
@@ -56,7 +73,7 @@ extern "C" fn resolve_at_exit() {
         return;
     }
     let _ = std::panic::catch_unwind(|| {
-        EXITING.store(true, Ordering::Release);
+        PASSES.exiting.store(true, Ordering::Release);
         resolve(true);
         crate::sink::write_queued_now(false);
         let lost = state().lost;
@@ -74,7 +91,7 @@ extern "C" fn resolve_at_exit() {
 /// Before `cudaDeviceReset` on `device`: its launches read (waiting for
 /// them), its anchors, stream and events forgotten.
 pub(super) fn forget_device(runtime: &Runtime, device: c_int) {
-    let _pass = crate::lock(&PASS);
+    let _pass = lock(&PASSES.pass);
     // SAFETY: as in `resolve`.
     runtime.relaxed(|| unsafe { pass(runtime, true, Some(device)) });
     let mut state = state();
@@ -89,7 +106,7 @@ pub(super) fn forget_device(runtime: &Runtime, device: c_int) {
 /// The calling thread's current device is restored after it.
 ///
 /// # Safety
-/// Called under [`PASS`], on a thread in the relaxed capture mode.
+/// Called holding the passes' lock, on a thread in the relaxed capture mode.
 unsafe fn pass(runtime: &Runtime, wait: bool, device: Option<c_int>) {
     let (pending, mut anchors, streams) = {
         let mut state = state();
@@ -102,7 +119,7 @@ unsafe fn pass(runtime: &Runtime, wait: bool, device: Option<c_int>) {
             .iter()
             .map(|(&device, anchors)| (device, anchors.anchors.clone()))
             .collect();
-        let streams: Vec<(c_int, super::Stream, u64)> = state
+        let streams: Vec<(c_int, Stream, u64)> = state
             .anchors
             .iter()
             .map(|(&device, anchors)| (device, anchors.stream, anchors.last_launch_ns))

@@ -1,11 +1,43 @@
 //! The CUDA runtime's own functions, as the program links them: the next
 //! definitions after this library's (which stands in for `cudaGraphLaunch`),
-//! or those of a runtime loaded privately by a library of the program.
+//! or those of a runtime loaded privately by a library of the program;
+//! and the runtime's handle types and answers the timing uses.
+//!
+//! The bottom of `graph_events`: uses only `devices` (whether the driver
+//! loads) from outside it.
 
 use std::ffi::{CStr, c_int, c_void};
 use std::sync::OnceLock;
 
-use super::{Event, Stream};
+/// A `cudaEvent_t`.
+pub(super) type Event = *mut c_void;
+/// A `cudaStream_t`.
+pub(super) type Stream = *mut c_void;
+/// A `cudaGraphExec_t`.
+pub(super) type GraphExec = *mut c_void;
+
+/// `cudaSuccess` and `cudaErrorNotReady`.
+pub(super) const SUCCESS: c_int = 0;
+pub(super) const NOT_READY: c_int = 600;
+
+/// The runtime's functions, each found once, process-wide: the stand-ins
+/// are called by the program with no pointer of ours.
+struct RuntimeFunctions {
+    /// Those the timing calls, all or none ([`runtime`]).
+    timing: OnceLock<Option<Runtime>>,
+    /// `cudaGraphLaunch` and `cudaGraphLaunch_ptsz`, once found ([`real_launch`]).
+    launch: OnceLock<Launch>,
+    launch_per_thread: OnceLock<Launch>,
+    /// `cudaDeviceReset`, looked for once ([`real_reset`]).
+    reset: OnceLock<Option<Reset>>,
+}
+
+static FUNCTIONS: RuntimeFunctions = RuntimeFunctions {
+    timing: OnceLock::new(),
+    launch: OnceLock::new(),
+    launch_per_thread: OnceLock::new(),
+    reset: OnceLock::new(),
+};
 
 /// The CUDA runtime's functions the timing needs, from the library the
 /// program itself links (`RTLD_NEXT`: the next definition after ours).
@@ -50,7 +82,7 @@ impl Runtime {
 /// The CUDA runtime's own `name`: the next definition after this
 /// library's, or, where the runtime is not in the global scope (loaded
 /// privately by a library of the program), the loaded runtime's.
-pub(super) fn next_definition(name: &CStr) -> Option<*mut c_void> {
+fn next_definition(name: &CStr) -> Option<*mut c_void> {
     // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name only looks the symbol up.
     let found = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
     if !found.is_null() {
@@ -94,9 +126,10 @@ fn loaded_runtimes() -> Vec<std::ffi::CString> {
     found
 }
 
+/// The runtime's functions the timing needs, once all are found.
 pub(super) fn runtime() -> Option<&'static Runtime> {
-    static RUNTIME: OnceLock<Option<Runtime>> = OnceLock::new();
-    RUNTIME
+    FUNCTIONS
+        .timing
         .get_or_init(|| {
             macro_rules! function {
                 ($name:literal as $signature:ty) => {
@@ -133,9 +166,15 @@ pub(super) fn runtime() -> Option<&'static Runtime> {
 /// A graph launch of the runtime's (`cudaGraphLaunch` or `_ptsz`).
 pub(super) type Launch = unsafe extern "C" fn(*mut c_void, Stream) -> c_int;
 
-/// The runtime's own launch `name`, found once it can be (not cached while
-/// it cannot: a runtime loaded later is still found).
-pub(super) fn real_launch(name: &CStr, found: &OnceLock<Launch>) -> Option<Launch> {
+/// The runtime's own graph launch (`cudaGraphLaunch_ptsz` when
+/// `per_thread`, else `cudaGraphLaunch`), found once it can be (not cached
+/// while it cannot: a runtime loaded later is still found).
+pub(super) fn real_launch(per_thread: bool) -> Option<Launch> {
+    let (name, found) = if per_thread {
+        (c"cudaGraphLaunch_ptsz", &FUNCTIONS.launch_per_thread)
+    } else {
+        (c"cudaGraphLaunch", &FUNCTIONS.launch)
+    };
     if let Some(&launch) = found.get() {
         return Some(launch);
     }
@@ -143,6 +182,18 @@ pub(super) fn real_launch(name: &CStr, found: &OnceLock<Launch>) -> Option<Launc
     // SAFETY: the runtime's graph launch, of this signature.
     let launch = unsafe { std::mem::transmute::<*mut c_void, Launch>(function) };
     Some(*found.get_or_init(|| launch))
+}
+
+/// The runtime's `cudaDeviceReset`.
+pub(super) type Reset = unsafe extern "C" fn() -> c_int;
+
+/// The runtime's own `cudaDeviceReset`, looked for once.
+pub(super) fn real_reset() -> Option<Reset> {
+    *FUNCTIONS.reset.get_or_init(|| {
+        // SAFETY: the runtime's cudaDeviceReset, of this signature.
+        next_definition(c"cudaDeviceReset")
+            .map(|function| unsafe { std::mem::transmute::<*mut c_void, Reset>(function) })
+    })
 }
 
 /// Where the runtime's own `cudaDeviceReset` is not found: the driver's

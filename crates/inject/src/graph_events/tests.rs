@@ -1,7 +1,6 @@
 //! How graph launches' event times are placed on the process's clock.
 
-use super::anchors::{ANCHOR_PERIOD_NS, anchor_before, moment_ns, prune};
-use super::*;
+use super::anchors::{ANCHOR_PERIOD_NS, Anchor, anchor_before, moment_ns, prune};
 
 /// The next draw of a 64-bit linear congruential generator (Knuth's MMIX constants).
 fn next(random: u64) -> u64 {

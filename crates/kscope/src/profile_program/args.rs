@@ -1,9 +1,13 @@
 //! The flags of `kscope profile`, and what they decide before the program
-//! starts: how DRAM bytes are sampled, how API calls and graphs are traced.
+//! starts: how DRAM bytes are sampled, how API calls and graphs are traced,
+//! all told to the injection library as [`InjectionSettings`].
 
-use std::path::PathBuf;
+use std::num::NonZeroU64;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
+use kernelscope_trace::InjectionSettings;
+use kernelscope_trace::injection_settings::{ApiCallRecording, Diagnostics, GraphTracing, StepWindow};
 
 use crate::report::ReportFlags;
 
@@ -113,6 +117,28 @@ pub struct ProfileArgs {
 const DEFAULT_DRAM_BYTES_INTERVAL_US: u64 = 20;
 
 impl ProfileArgs {
+    /// What the injection library is told (`KSCOPE_*` variables), its
+    /// records going to `records`.
+    pub(super) fn injection_settings(&self, records: &Path) -> InjectionSettings {
+        let step_window = match (&self.step, &self.steps) {
+            (Some(step), Some(window)) => Some(StepWindow {
+                step: step.clone(),
+                first: window.start.into(),
+                end: window.end.into(),
+            }),
+            _ => None,
+        };
+        InjectionSettings {
+            trace_dir: Some(records.to_path_buf()),
+            api_calls: self.api_calls.into(),
+            graphs: self.graphs.into(),
+            step_window,
+            dram_sampling_interval_ns: NonZeroU64::new(self.dram_sampling_interval().saturating_mul(1000)),
+            // Never set by kscope: those in its own environment reach the program.
+            diagnostics: Diagnostics::default(),
+        }
+    }
+
     /// How often DRAM bytes are sampled, in microseconds (0: not at all):
     /// as asked, else the default where nothing else rules sampling out.
     pub(super) fn dram_sampling_interval(&self) -> u64 {
@@ -125,7 +151,7 @@ impl ProfileArgs {
 }
 
 /// How API calls are recorded (`--api-calls`), passed to the injection
-/// library as `KSCOPE_API_CALLS`.
+/// library as `KSCOPE_API_CALLS` ([`ApiCallRecording`]).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApiCalls {
     /// CUPTI's activity records of the calls.
@@ -137,7 +163,7 @@ pub enum ApiCalls {
 }
 
 /// How CUDA graphs are traced (`--graphs`), passed to the injection
-/// library as `KSCOPE_GRAPHS`.
+/// library as `KSCOPE_GRAPHS` ([`GraphTracing`]).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Graphs {
     /// Every kernel, copy and set inside a graph.
@@ -148,13 +174,24 @@ pub enum Graphs {
     Events,
 }
 
-/// A value of `--api-calls` or `--graphs` as typed, which the injection
-/// library reads.
-pub(super) fn value_name(value: impl clap::ValueEnum) -> String {
-    // The derive names every variant (none is skipped).
-    value
-        .to_possible_value()
-        .map_or_else(String::new, |value| value.get_name().to_string())
+impl From<ApiCalls> for ApiCallRecording {
+    fn from(api_calls: ApiCalls) -> ApiCallRecording {
+        match api_calls {
+            ApiCalls::Activity => ApiCallRecording::Activity,
+            ApiCalls::Callbacks => ApiCallRecording::Callbacks,
+            ApiCalls::Off => ApiCallRecording::Off,
+        }
+    }
+}
+
+impl From<Graphs> for GraphTracing {
+    fn from(graphs: Graphs) -> GraphTracing {
+        match graphs {
+            Graphs::Nodes => GraphTracing::Nodes,
+            Graphs::Whole => GraphTracing::Whole,
+            Graphs::Events => GraphTracing::Events,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -168,12 +205,52 @@ mod tests {
         profile: ProfileArgs,
     }
 
-    fn interval(flags: &[&str]) -> u64 {
+    fn parse(flags: &[&str]) -> ProfileArgs {
         let words = ["kscope"].iter().chain(flags).chain(&["--", "true"]);
-        Command::try_parse_from(words)
-            .expect("the flags parse")
-            .profile
-            .dram_sampling_interval()
+        Command::try_parse_from(words).expect("the flags parse").profile
+    }
+
+    fn interval(flags: &[&str]) -> u64 {
+        parse(flags).dram_sampling_interval()
+    }
+
+    /// The library reads the flags' values as typed: `--graphs whole` is `KSCOPE_GRAPHS=whole`.
+    #[test]
+    fn flag_values_are_the_protocol_values() {
+        use clap::ValueEnum;
+        for api_calls in ApiCalls::value_variants() {
+            let typed = api_calls.to_possible_value().expect("named");
+            assert_eq!(typed.get_name(), ApiCallRecording::from(*api_calls).name());
+        }
+        for graphs in Graphs::value_variants() {
+            let typed = graphs.to_possible_value().expect("named");
+            assert_eq!(typed.get_name(), GraphTracing::from(*graphs).name());
+        }
+    }
+
+    /// The variables a run with a window of steps starts the program with.
+    #[test]
+    fn the_flags_become_the_injection_settings() {
+        let records = Path::new("/tmp/records");
+        let windowed = parse(&["--step", "decode", "--steps", "2..5", "--api-calls", "callbacks"]);
+        let environment: Vec<(&str, Option<std::ffi::OsString>)> =
+            windowed.injection_settings(records).to_environment();
+        let set = |name: &str| {
+            environment
+                .iter()
+                .find(|(variable, _)| *variable == name)
+                .and_then(|(_, value)| value.clone())
+        };
+        assert_eq!(set("KSCOPE_TRACE_DIR"), Some("/tmp/records".into()));
+        assert_eq!(set("KSCOPE_API_CALLS"), Some("callbacks".into()));
+        assert_eq!(set("KSCOPE_GRAPHS"), Some("nodes".into()));
+        assert_eq!(set("KSCOPE_STEP"), Some("decode".into()));
+        assert_eq!(set("KSCOPE_STEP_WINDOW"), Some("2..5".into()));
+        // Removed from the program's environment: no DRAM sampling under a window.
+        assert!(environment.contains(&("KSCOPE_PM_INTERVAL_NS", None)));
+        let sampled = parse(&["--dram-bytes-interval", "37"]).injection_settings(records);
+        assert_eq!(sampled.dram_sampling_interval_ns, NonZeroU64::new(37_000));
+        assert_eq!(sampled.step_window, None);
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Starting the profiled program with the injection library, passing it
+//! Starting the profiled program with the injection library (and the
+//! `KSCOPE_*` variables of `ProfileArgs::injection_settings`), passing it
 //! the signals meant for it, and waiting for it and its descendants.
 
 use std::path::Path;
@@ -6,8 +7,9 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use kernelscope_trace::injection_settings::{CUDA_INJECTION_VARIABLE, NVTX_INJECTION_VARIABLE};
 
-use super::{Graphs, ProfileArgs, value_name};
+use super::{Graphs, ProfileArgs};
 
 /// How long descendants left running after CMD ends are waited for.
 const DESCENDANT_GRACE: Duration = Duration::from_secs(10);
@@ -42,7 +44,7 @@ impl Ended {
 /// API calls as `args` say, and waits for it and for any descendant it
 /// left behind (up to [`DESCENDANT_GRACE`]).
 pub(super) fn run_child(args: &ProfileArgs, library: &Path, records: &Path) -> Result<Ended> {
-    let (command, dram_bytes_interval) = (&args.command, args.dram_sampling_interval());
+    let command = &args.command;
     // SAFETY: prctl with an integer argument; makes orphaned descendants ours to reap.
     unsafe {
         libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
@@ -50,11 +52,14 @@ pub(super) fn run_child(args: &ProfileArgs, library: &Path, records: &Path) -> R
     let mut program = std::process::Command::new(&command[0]);
     program
         .args(&command[1..])
-        .env("CUDA_INJECTION64_PATH", library)
-        .env("NVTX_INJECTION64_PATH", library)
-        .env("KSCOPE_TRACE_DIR", records)
-        .env("KSCOPE_API_CALLS", value_name(args.api_calls))
-        .env("KSCOPE_GRAPHS", value_name(args.graphs));
+        .env(CUDA_INJECTION_VARIABLE, library)
+        .env(NVTX_INJECTION_VARIABLE, library);
+    for (variable, value) in args.injection_settings(records).to_environment() {
+        match value {
+            Some(value) => program.env(variable, value),
+            None => program.env_remove(variable),
+        };
+    }
     if args.graphs == Graphs::Events {
         // Preloaded, its cudaGraphLaunch stands in for the CUDA runtime's.
         let mut preload = library.as_os_str().to_owned();
@@ -63,24 +68,6 @@ pub(super) fn run_child(args: &ProfileArgs, library: &Path, records: &Path) -> R
             preload.push(existing);
         }
         program.env("LD_PRELOAD", preload);
-    }
-    match (&args.step, &args.steps) {
-        (Some(step), Some(window)) => {
-            program
-                .env("KSCOPE_STEP", step)
-                .env("KSCOPE_STEP_WINDOW", format!("{}..{}", window.start, window.end));
-        }
-        _ => {
-            program.env_remove("KSCOPE_STEP").env_remove("KSCOPE_STEP_WINDOW");
-        }
-    }
-    if dram_bytes_interval > 0 {
-        program.env(
-            "KSCOPE_PM_INTERVAL_NS",
-            dram_bytes_interval.saturating_mul(1000).to_string(),
-        );
-    } else {
-        program.env_remove("KSCOPE_PM_INTERVAL_NS");
     }
     let mut child = program
         .spawn()

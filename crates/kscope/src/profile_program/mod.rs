@@ -22,6 +22,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, bail};
 use kernelscope::profile::{ProcessTrace, Profile, profile_of_program};
 use kernelscope_report::render_report_with;
+use kernelscope_trace::injection_settings::CUDA_INJECTION_VARIABLE;
 
 use crate::output::OutputFile;
 use crate::report::{ReportFlags, write_trace_and_page};
@@ -31,7 +32,6 @@ mod child;
 
 use args::Graphs;
 pub use args::ProfileArgs;
-use args::value_name;
 use child::run_child;
 
 /// The library's file name, looked for beside the kscope executable.
@@ -98,9 +98,9 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
         show(&profile, &outputs, &args.shape)?;
         return Ok(ExitCode::SUCCESS);
     }
-    if let Some(existing) = std::env::var_os("CUDA_INJECTION64_PATH") {
+    if let Some(existing) = std::env::var_os(CUDA_INJECTION_VARIABLE) {
         bail!(
-            "CUDA_INJECTION64_PATH is already set (to {}): another profiler (Nsight?) injects into this program; unset it to run kscope profile. The program was not started",
+            "{CUDA_INJECTION_VARIABLE} is already set (to {}): another profiler (Nsight?) injects into this program; unset it to run kscope profile. The program was not started",
             existing.to_string_lossy()
         );
     }

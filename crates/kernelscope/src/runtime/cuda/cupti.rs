@@ -18,6 +18,10 @@ use std::sync::{Mutex, OnceLock};
 use cudarc::cupti::result::CuptiError;
 use cudarc::cupti::{result as cupti, sys};
 use cudarc::driver::sys as driver;
+// Set in every process `kscope profile` runs (the protocol between kscope and
+// its injection library, defined once in kernelscope-trace); read once, when
+// CUPTI is first started.
+use kernelscope_trace::injection_settings::TRACE_DIR_VARIABLE;
 
 /// Why CUPTI cannot time this device's dispatches (shown in the dispatch
 /// timing method, which then falls back to event pairs).
@@ -28,7 +32,7 @@ pub(crate) enum CuptiUnavailable {
     /// Under `kscope profile`, whose injection library subscribed first:
     /// CUPTI's activity callbacks are one per process, and taking them would
     /// blind the outside profile.
-    #[error("kscope profile's injection library holds CUPTI in this process ({TRACE_DIR_ENV_VAR} is set)")]
+    #[error("kscope profile's injection library holds CUPTI in this process ({TRACE_DIR_VARIABLE} is set)")]
     HeldByKscopeProfile,
     #[error("CUPTI refused its callbacks: {0}")]
     Callbacks(#[source] CuptiError),
@@ -39,10 +43,6 @@ pub(crate) enum CuptiUnavailable {
     #[error("cuptiGetStreamId: {0}")]
     StreamId(#[source] CuptiError),
 }
-
-/// Set in every process `kscope profile` runs (kernelscope-inject's
-/// `TRACE_DIR_ENV_VAR`); read once, when CUPTI is first started.
-const TRACE_DIR_ENV_VAR: &str = "KSCOPE_TRACE_DIR";
 
 /// One kernel execution as CUPTI saw it (ns on CUPTI's clock).
 #[derive(Clone, Debug)]
@@ -137,7 +137,7 @@ pub(crate) fn start() -> Result<(), CuptiUnavailable> {
         if !unsafe { sys::is_culib_present() } {
             return Err(CuptiUnavailable::Missing);
         }
-        if std::env::var_os(TRACE_DIR_ENV_VAR).is_some() {
+        if std::env::var_os(TRACE_DIR_VARIABLE).is_some() {
             return Err(CuptiUnavailable::HeldByKscopeProfile);
         }
         cupti::activity::register_callbacks(Some(buffer_requested), Some(buffer_completed))

@@ -1,4 +1,4 @@
-//! The argument list of experts's kernels and its shared constants, below both the
+//! The argument list of experts' kernels and its shared constants, below both the
 //! launch and the CPU reference, which take them from here.
 
 use crate::ops::quantized::linear::CUDA_THREADS;
