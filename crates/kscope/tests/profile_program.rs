@@ -223,11 +223,18 @@ fn a_program_of_known_structure_is_counted_exactly() {
         "{}",
         profile["conditions"]
     );
-    assert!(
-        profile["warnings"].as_array().unwrap().is_empty(),
-        "{}",
-        profile["warnings"]
-    );
+    // PM sampling is on by default, and its account of where the DRAM
+    // bytes went is the one warning such a run carries; nothing else.
+    let warnings = profile["warnings"].as_array().unwrap();
+    let other: Vec<&Value> = warnings
+        .iter()
+        .filter(|warning| {
+            !warning.as_str().is_some_and(|text| {
+                text.starts_with("process ") && text.contains("DRAM bytes measured by PM sampling")
+            })
+        })
+        .collect();
+    assert!(other.is_empty() && warnings.len() <= 1, "{}", profile["warnings"]);
     assert!(
         output.contains("steps (the tokens below): NVTX ranges named \"step\""),
         "{output}"
