@@ -19,15 +19,13 @@
 //! (tokens into blocks, tiles into output rows) are 8 × 8 transposes in
 //! registers.
 
-use std::marker::PhantomData;
-
 use rayon::prelude::*;
 
-use crate::cpu_simd::dot::dot_path;
 use crate::error::{Error, Result};
 use crate::ops::WeightElement;
-use crate::runtime::{DType, KernelArgs};
+use crate::runtime::KernelArgs;
 
+use super::output::Output;
 use super::{K, M, N, OUT, WEIGHT, X};
 
 /// Tokens per packed block: two 8-lane vectors.
@@ -73,7 +71,7 @@ pub(super) fn matmul<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
     }
     let (weight, x, out) = (&weight[..n * k], &x[..m * k], &mut out[..m * n]);
     #[cfg(target_arch = "x86_64")]
-    if uses_bf16_products(W::DTYPE) && m > 0 && n > 0 && k > 0 {
+    if super::cpu_bf16::uses_bf16_products(W::DTYPE) && m > 0 && n > 0 && k > 0 {
         let (weight, x) = (bytemuck::cast_slice(weight), bytemuck::cast_slice(x));
         rayon::scope(|_| super::cpu_bf16::product(weight, x, out, [m, n, k]));
         return Ok(());
@@ -111,14 +109,6 @@ fn product<W: WeightElement>(weight: &[W], x: &[W], out: &mut [f32], [m, n, k]: 
             let weights = &weight[rows.start * k..rows.end * k];
             rows_product(weights, &tokens, m, k, first_row, &output, fused);
         });
-}
-
-/// Whether a mat-mul of `dtype` runs on `vdpbf16ps` (`cpu_bf16`): bf16
-/// weights on the AVX-512 BF16 path, the one the mat-vecs take too (which
-/// includes AVX-512 BW and VL, for its masked loads and its registers).
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn uses_bf16_products(dtype: DType) -> bool {
-    dtype == DType::BF16 && dot_path().takes_bf16_products()
 }
 
 /// Whether the CPU has AVX2 and FMA (always false off x86-64).
@@ -388,76 +378,6 @@ mod avx2 {
             columns[half * 8..half * 8 + 8].copy_from_slice(&transpose(rows));
         }
         columns
-    }
-}
-
-/// The output `[m, n]` as the parallel tasks write it at once. Each task
-/// writes only its own columns, so no element is touched by two tasks, but
-/// each task's elements are strided across every row, which disjoint slices
-/// cannot express.
-pub(super) struct Output<'a> {
-    start: *mut f32,
-    len: usize,
-    columns: usize,
-    borrow: PhantomData<&'a mut [f32]>,
-}
-
-// SAFETY: the pointer is only written through `store`, whose callers (one
-// task per group of columns) write disjoint elements, and it stays valid
-// while the `Output` lives (it holds the slice's exclusive borrow).
-unsafe impl Sync for Output<'_> {}
-
-impl<'a> Output<'a> {
-    /// `out` `[len / columns, columns]`, exclusively borrowed while the
-    /// `Output` lives.
-    pub(super) fn new(out: &'a mut [f32], columns: usize) -> Self {
-        Output {
-            start: out.as_mut_ptr(),
-            len: out.len(),
-            columns,
-            borrow: PhantomData,
-        }
-    }
-
-    /// Where `out[token, first_column..first_column + length]` starts, or
-    /// `None` for a span past its row or the output (the callers stay in
-    /// range, so nothing is written there).
-    #[inline(always)]
-    fn span(&self, token: usize, first_column: usize, length: usize) -> Option<*mut f32> {
-        let index = token * self.columns + first_column;
-        if first_column + length > self.columns || index + length > self.len {
-            return None;
-        }
-        // SAFETY: `index + length <= len` (checked above), so the offset
-        // stays inside the borrowed slice.
-        Some(unsafe { self.start.add(index) })
-    }
-
-    /// `out[token, first_column..first_column + values.len()] = values`.
-    #[inline(always)]
-    pub(super) fn store(&self, token: usize, first_column: usize, values: &[f32]) {
-        let Some(start) = self.span(token, first_column, values.len()) else {
-            return;
-        };
-        for (offset, &value) in values.iter().enumerate() {
-            // SAFETY: the span is inside the borrowed slice (`span`), and
-            // only the task owning these columns writes them, so no other
-            // reference to these elements exists during the write.
-            unsafe { start.add(offset).write(value) };
-        }
-    }
-
-    /// `out[token, first_column..first_column + values.len()] += values`.
-    #[inline(always)]
-    pub(super) fn accumulate(&self, token: usize, first_column: usize, values: &[f32]) {
-        let Some(start) = self.span(token, first_column, values.len()) else {
-            return;
-        };
-        for (offset, &value) in values.iter().enumerate() {
-            // SAFETY: as in `store`: in the borrowed slice, and written only
-            // by the task owning these columns.
-            unsafe { *start.add(offset) += value };
-        }
     }
 }
 

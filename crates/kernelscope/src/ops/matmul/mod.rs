@@ -9,9 +9,10 @@
 mod cpu;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod cpu_bf16;
+mod output;
 
 #[cfg(target_arch = "x86_64")]
-pub(crate) use cpu::uses_bf16_products;
+pub(crate) use cpu_bf16::uses_bf16_products;
 
 use super::{
     Arguments, bytes_of, dimensions, expect, expect_rows, kernel_for, register_weight_kernels, rows_of,
