@@ -6,6 +6,7 @@
 //! which take many rows.
 
 mod arguments;
+mod checks;
 mod cpu;
 pub mod normed;
 pub(crate) use arguments::{
@@ -15,15 +16,13 @@ pub(crate) use arguments::{
 
 use super::attention::Heads;
 use super::rope::RopeFrequencies;
-use super::{
-    Arguments, WEIGHT_DTYPES, bytes_of, expect, expect_indices, expect_kv_caches, kernel_for,
-    register_weight_kernels,
-};
+use super::{Arguments, WEIGHT_DTYPES, bytes_of, kernel_for, register_weight_kernels};
 use crate::error::{Error, Result};
 use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
 };
 
+use checks::{Checked, check};
 use cpu::rope_append;
 
 /// Registers `rope_append_<cache dtype>`.
@@ -123,59 +122,4 @@ impl RopeAppend {
                 .op_kind(OpKind::fused(&[Primitive::Rope, Primitive::Copy])),
         )
     }
-}
-
-/// What [`check`] found of a dispatch's shapes.
-pub(crate) struct Checked {
-    /// Pairs rotated per head (half the head).
-    pub half: usize,
-    /// Key and value elements of one position.
-    pub kv_dim: usize,
-    /// Positions the caches hold.
-    pub max_positions: usize,
-}
-
-/// The shape checks every RoPE-and-append op makes (this one and
-/// `normed`): the heads against the frequencies, q, k and v against the
-/// heads, the caches, and the position slot.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn check(
-    op: &str,
-    [query, key, value]: [&Buffer; 3],
-    [key_cache, value_cache]: [&Buffer; 2],
-    cache_dtype: DType,
-    frequencies: &RopeFrequencies,
-    positions: &Buffer,
-    first: usize,
-    heads: Heads,
-) -> Result<Checked> {
-    let inverse_frequencies = &frequencies.inverse_frequencies;
-    let half = inverse_frequencies.len();
-    let head_dim = 2 * half;
-    heads.check(op)?;
-    if heads.dim != head_dim {
-        return Err(Error::ShapeMismatch {
-            context: format!("{op} head dimension against twice the inverse frequencies"),
-            expected: vec![head_dim],
-            found: vec![heads.dim],
-        });
-    }
-    let kv_dim = heads.key_value * head_dim;
-    expect(
-        op,
-        "inverse frequencies",
-        inverse_frequencies,
-        DType::F32,
-        &[half],
-    )?;
-    expect(op, "query", query, DType::F32, &[heads.query, head_dim])?;
-    expect(op, "key", key, DType::F32, &[heads.key_value, head_dim])?;
-    expect(op, "value", value, DType::F32, &[heads.key_value, head_dim])?;
-    let max_positions = expect_kv_caches(op, key_cache, value_cache, cache_dtype, kv_dim)?;
-    expect_indices(op, "positions", positions, first, 1)?;
-    Ok(Checked {
-        half,
-        kv_dim,
-        max_positions,
-    })
 }

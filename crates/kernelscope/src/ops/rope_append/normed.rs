@@ -173,11 +173,11 @@ impl RopeAppendNormed {
         first: usize,
         heads: Heads,
     ) -> Result<()> {
-        let super::Checked {
+        let super::checks::Checked {
             half,
             kv_dim,
             max_positions,
-        } = super::check(
+        } = super::checks::check(
             "rope_append_normed",
             [query, key, value],
             [key_cache, value_cache],
