@@ -32,3 +32,17 @@ pub(super) const MOST_BLOCKS: usize = 528;
 /// fit in [`MOST_SHARED_BYTES`] together: rows of 12,288 elements filled it
 /// exactly and their launch failed ("invalid argument") on an H100.
 pub const STATIC_SHARED_BYTES: usize = 256;
+
+/// The arguments of the fused RMSNorm, gate/up and SiLU·mul kernel (`silu.rs`).
+pub(crate) mod silu {
+    crate::ops::kernel_arguments! {
+        X: "x" Read,
+        NORM_WEIGHT: "norm_weight" Read,
+        GATE: "gate" Read,
+        UP: "up" Read,
+        OUT: "out" Write,
+        N: "n" U32,
+        K: "k" U32,
+        EPS: "eps" F32,
+    }
+}

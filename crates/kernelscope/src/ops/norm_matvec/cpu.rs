@@ -54,7 +54,7 @@ pub(super) fn norm_matvec<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()>
 /// `out[i] = silu(gate[i] · h) * (up[i] · h)`, `h = rmsnorm(x) * norm_weight`,
 /// with SiLU·mul's own expression.
 pub(super) fn norm_matvec_silu<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    use super::silu::{EPS, GATE, K, NORM_WEIGHT, OUT, UP, X};
+    use super::arguments::silu::{EPS, GATE, K, NORM_WEIGHT, OUT, UP, X};
     let k = args.u32(K)? as usize;
     let h = normed(
         args.input::<f32>(X)?,

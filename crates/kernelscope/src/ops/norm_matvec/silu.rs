@@ -6,21 +6,10 @@ use super::cpu::norm_matvec_silu;
 use super::{MOST_BLOCKS, check_normed_input};
 use crate::error::Result;
 use crate::ops::matvec::{cost, grid, with_core};
-use crate::ops::{
-    Arguments, bytes_of, dimensions, expect, kernel_arguments, kernel_for, register_weight_kernels,
-};
+use crate::ops::{Arguments, bytes_of, dimensions, expect, kernel_for, register_weight_kernels};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
-kernel_arguments! {
-    X: "x" Read,
-    NORM_WEIGHT: "norm_weight" Read,
-    GATE: "gate" Read,
-    UP: "up" Read,
-    OUT: "out" Write,
-    N: "n" U32,
-    K: "k" U32,
-    EPS: "eps" F32,
-}
+pub(crate) use super::arguments::silu::{ARGUMENTS, EPS, GATE, K, N, NORM_WEIGHT, OUT, UP, X};
 
 /// Registers `norm_matvec_silu_<dtype>`.
 pub fn register(registry: &mut KernelRegistry) {
