@@ -13,7 +13,7 @@ use crate::runtime::KernelArgs;
 /// silu(gate[e, i] · x[row]) * (up[e, i] · x[row])`, with x in `X`'s dtype
 /// (f32 in decode, the weights' dtype in prefill) widened to f32.
 pub(super) fn moe_gate_up<W: WeightElement, X: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    use super::gate_up::{EXPERT_ROWS, EXPERTS, GATE, HIDDEN_SIZE, IDS, K, OUT, UP, X};
+    use super::arguments::gate_up::{EXPERT_ROWS, EXPERTS, GATE, HIDDEN_SIZE, IDS, K, OUT, UP, X};
     let hidden = args.u32(HIDDEN_SIZE)? as usize;
     let x = args.input::<X>(X)?;
     let input = |row: usize| -> Vec<f32> {
@@ -33,7 +33,7 @@ pub(super) fn moe_gate_up<W: WeightElement, X: WeightElement>(args: &KernelArgs<
 /// [`moe_gate_up`] of `rmsnorm(x[row]) * norm_weight`, as the RMSNorm op
 /// computes it.
 pub(super) fn moe_norm_gate_up<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    use super::norm_gate_up::{
+    use super::arguments::norm_gate_up::{
         EPS, EXPERT_ROWS, EXPERTS, GATE, HIDDEN_SIZE, IDS, K, NORM_WEIGHT, OUT, UP, X,
     };
     let hidden = args.u32(HIDDEN_SIZE)? as usize;
@@ -97,7 +97,9 @@ fn gate_up_rows<W: WeightElement>(
 /// For each row: `hidden[row] += Σ_j weights[row, j] · (down[e_j] ·
 /// activated[row, j])` over its k chosen experts e_j, in order.
 pub(super) fn moe_down_add<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    use super::down::{ACTIVATED, DOWN, EXPERT_ROWS, EXPERTS, HIDDEN, HIDDEN_SIZE, IDS, K, WEIGHTS};
+    use super::arguments::down::{
+        ACTIVATED, DOWN, EXPERT_ROWS, EXPERTS, HIDDEN, HIDDEN_SIZE, IDS, K, WEIGHTS,
+    };
     let hidden_size = args.u32(HIDDEN_SIZE)? as usize;
     let rows_per_expert = args.u32(EXPERT_ROWS)? as usize;
     let experts = args.u32(EXPERTS)? as usize;

@@ -5,26 +5,14 @@
 use super::cpu::moe_down_add;
 use crate::error::Result;
 use crate::ops::matvec::{THREADS, with_core};
-use crate::ops::{
-    Arguments, bytes_of, expect, expect_rows, kernel_arguments, kernel_for, register_weight_kernels, rows_of,
-};
+use crate::ops::{Arguments, bytes_of, expect, expect_rows, kernel_for, register_weight_kernels, rows_of};
 use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
 };
 
-kernel_arguments! {
-    ACTIVATED: "activated" Read,
-    IDS: "ids" Read,
-    WEIGHTS: "weights" Read,
-    DOWN: "down" Read,
-    HIDDEN: "hidden" ReadWrite,
-    ROWS: "rows" U32,
-    HIDDEN_SIZE: "hidden_size" U32,
-    EXPERT_ROWS: "expert_rows" U32,
-    EXPERTS: "experts" U32,
-    K: "k" U32,
-    SLICES: "slices" U32,
-}
+pub(crate) use super::arguments::down::{
+    ACTIVATED, ARGUMENTS, DOWN, EXPERT_ROWS, EXPERTS, HIDDEN, HIDDEN_SIZE, IDS, K, ROWS, SLICES, WEIGHTS,
+};
 
 /// Blocks along the hidden rows at most (the kernel walks the rest).
 const MOST_BLOCKS: usize = 4096;

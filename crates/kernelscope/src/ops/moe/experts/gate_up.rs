@@ -2,24 +2,15 @@
 //! `out[row, j] = silu(gate[e] · x[row]) * (up[e] · x[row])` for each row
 //! and each of its k experts `e = ids[row, j]`.
 
+use super::common::{check_gate_up, gate_up_grid, gate_up_source};
 use super::cpu::moe_gate_up;
-use super::{check_gate_up, gate_up_grid, gate_up_source};
 use crate::error::Result;
-use crate::ops::{Arguments, bytes_of, expect_rows, kernel_arguments, kernel_for, rows_of};
+use crate::ops::{Arguments, bytes_of, expect_rows, kernel_for, rows_of};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
-kernel_arguments! {
-    X: "x" Read,
-    IDS: "ids" Read,
-    GATE: "gate" Read,
-    UP: "up" Read,
-    OUT: "out" Write,
-    ROWS: "rows" U32,
-    HIDDEN_SIZE: "hidden_size" U32,
-    EXPERT_ROWS: "expert_rows" U32,
-    EXPERTS: "experts" U32,
-    K: "k" U32,
-}
+pub(crate) use super::arguments::gate_up::{
+    ARGUMENTS, EXPERT_ROWS, EXPERTS, GATE, HIDDEN_SIZE, IDS, K, OUT, ROWS, UP, X,
+};
 
 /// Registers the kernels of every weight dtype, with x in f32 and narrow.
 pub(super) fn register(registry: &mut KernelRegistry) {

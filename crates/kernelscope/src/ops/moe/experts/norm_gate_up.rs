@@ -3,28 +3,15 @@
 //! norm_weight`, `e = ids[row, j]`. With it a sparse layer's decode has no
 //! separate norm dispatch (the router's fused mat-vec normalises x too).
 
+use super::common::{check_gate_up, gate_up_grid, gate_up_source};
 use super::cpu::moe_norm_gate_up;
-use super::{check_gate_up, gate_up_grid, gate_up_source};
 use crate::error::Result;
-use crate::ops::{
-    Arguments, bytes_of, expect, expect_rows, kernel_arguments, kernel_for, register_weight_kernels, rows_of,
-};
+use crate::ops::{Arguments, bytes_of, expect, expect_rows, kernel_for, register_weight_kernels, rows_of};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
-kernel_arguments! {
-    X: "x" Read,
-    NORM_WEIGHT: "norm_weight" Read,
-    IDS: "ids" Read,
-    GATE: "gate" Read,
-    UP: "up" Read,
-    OUT: "out" Write,
-    ROWS: "rows" U32,
-    HIDDEN_SIZE: "hidden_size" U32,
-    EXPERT_ROWS: "expert_rows" U32,
-    EXPERTS: "experts" U32,
-    K: "k" U32,
-    EPS: "eps" F32,
-}
+pub(crate) use super::arguments::norm_gate_up::{
+    ARGUMENTS, EPS, EXPERT_ROWS, EXPERTS, GATE, HIDDEN_SIZE, IDS, K, NORM_WEIGHT, OUT, ROWS, UP, X,
+};
 
 /// Registers `moe_norm_gate_up_<dtype>`.
 pub(super) fn register(registry: &mut KernelRegistry) {

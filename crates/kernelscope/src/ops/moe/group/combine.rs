@@ -4,20 +4,14 @@
 
 use super::cpu::moe_combine;
 use crate::error::Result;
-use crate::ops::{Arguments, bytes_of, expect_rows, kernel_arguments, rows_of};
+use crate::ops::{Arguments, bytes_of, expect_rows, rows_of};
 use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
 };
 
-kernel_arguments! {
-    EXPERT_OUT: "expert_out" Read,
-    POSITION: "position" Read,
-    WEIGHTS: "weights" Read,
-    HIDDEN: "hidden" ReadWrite,
-    ROWS: "rows" U32,
-    WIDTH: "width" U32,
-    K: "k" U32,
-}
+pub(crate) use super::arguments::combine::{
+    ARGUMENTS, EXPERT_OUT, HIDDEN, K, POSITION, ROWS, WEIGHTS, WIDTH,
+};
 
 /// Registers `moe_combine_f32`.
 pub(super) fn register(registry: &mut KernelRegistry) {

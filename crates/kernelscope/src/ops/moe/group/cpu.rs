@@ -8,7 +8,7 @@ use crate::runtime::KernelArgs;
 
 /// `out[p] = x[order[p]]`, rows of `width`.
 pub(super) fn moe_gather<T: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    use super::gather::{ORDER, OUT, WIDTH, X};
+    use super::arguments::gather::{ORDER, OUT, WIDTH, X};
     let width = args.u32(WIDTH)? as usize;
     let (x, order) = (args.input::<T>(X)?, args.input::<u32>(ORDER)?);
     args.output::<T>(OUT)?
@@ -23,7 +23,7 @@ pub(super) fn moe_gather<T: WeightElement>(args: &KernelArgs<'_>) -> Result<()> 
 
 /// `out[p] = x[order[p]]` rounded to bf16 (nearest even), rows of `width`.
 pub(super) fn moe_gather_narrow(args: &KernelArgs<'_>) -> Result<()> {
-    use super::gather::{ORDER, OUT, WIDTH, X};
+    use super::arguments::gather::{ORDER, OUT, WIDTH, X};
     let width = args.u32(WIDTH)? as usize;
     let (x, order) = (args.input::<f32>(X)?, args.input::<u32>(ORDER)?);
     args.output::<half::bf16>(OUT)?
@@ -40,7 +40,7 @@ pub(super) fn moe_gather_narrow(args: &KernelArgs<'_>) -> Result<()> {
 
 /// `hidden[row] += Σ_j weights[row, j] · expert_out[position[row, j]]`, in order of j.
 pub(super) fn moe_combine(args: &KernelArgs<'_>) -> Result<()> {
-    use super::combine::{EXPERT_OUT, HIDDEN, K, POSITION, WEIGHTS, WIDTH};
+    use super::arguments::combine::{EXPERT_OUT, HIDDEN, K, POSITION, WEIGHTS, WIDTH};
     let (width, k) = (args.u32(WIDTH)? as usize, (args.u32(K)? as usize).max(1));
     let expert_out = args.input::<f32>(EXPERT_OUT)?;
     let (position, weights) = (args.input::<u32>(POSITION)?, args.input::<f32>(WEIGHTS)?);

@@ -3,18 +3,10 @@
 
 use super::cpu::{moe_gather, moe_gather_narrow};
 use crate::error::Result;
-use crate::ops::{
-    Arguments, bytes_of, expect_rows, kernel_arguments, kernel_for, register_weight_kernels, rows_of,
-};
+use crate::ops::{Arguments, bytes_of, expect_rows, kernel_for, register_weight_kernels, rows_of};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
 
-kernel_arguments! {
-    X: "x" Read,
-    ORDER: "order" Read,
-    OUT: "out" Write,
-    POSITIONS: "positions" U32,
-    WIDTH: "width" U32,
-}
+pub(crate) use super::arguments::gather::{ARGUMENTS, ORDER, OUT, POSITIONS, WIDTH, X};
 
 /// Registers `moe_gather_<dtype>` and `moe_gather_narrow_bf16` (f32 rows
 /// into bf16 runs).

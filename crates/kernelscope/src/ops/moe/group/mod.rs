@@ -6,6 +6,7 @@
 //! are grouped by expert, `order[p]` is the row position p copies and
 //! `position[row * k + j]` where the j-th choice of a row went.
 
+mod arguments;
 pub mod combine;
 mod cpu;
 pub mod gather;
