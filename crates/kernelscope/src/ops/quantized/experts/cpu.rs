@@ -8,7 +8,7 @@
 
 use rayon::prelude::*;
 
-use super::{Input, down, gate_up};
+use super::arguments::{Input, down, gate_up};
 use crate::error::{Error, Result};
 use crate::ops::quantized::linear::stage::staged_row;
 use crate::quant::QuantFormat;

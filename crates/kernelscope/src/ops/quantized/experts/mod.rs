@@ -20,6 +20,7 @@
 mod arguments;
 mod cpu;
 mod products;
+pub(crate) use arguments::{Input, down, gate_up};
 use arguments::{MOST_BLOCKS, WARPS};
 
 use std::sync::{Arc, Mutex};
@@ -31,44 +32,6 @@ use crate::ops::quantized::linear::{Activations, BlockLayout, quantized_kernel};
 use crate::ops::{dimensions, expect};
 use crate::quant::QuantFormat;
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry};
-
-/// The arguments of `moe_gate_up_<format>_q8`: the dense gate/up kernels'
-/// names, x the staged input.
-pub(crate) use crate::ops::moe::experts::gate_up;
-
-/// The arguments of `moe_down_add_<format>_q8`.
-pub(crate) mod down {
-    crate::ops::kernel_arguments! {
-        ACTIVATED: "activated" Read,
-        IDS: "ids" Read,
-        WEIGHTS: "weights" Read,
-        DOWN: "down" Read,
-        HIDDEN: "hidden" ReadWrite,
-        ROWS: "rows" U32,
-        HIDDEN_SIZE: "hidden_size" U32,
-        EXPERT_ROWS: "expert_rows" U32,
-        EXPERTS: "experts" U32,
-        K: "k" U32,
-    }
-}
-
-/// How a kernel takes its input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Input {
-    /// Quantized by `quantize_q8` (`_q8`).
-    Staged,
-    /// In f32 (`_f32`, CPU only).
-    F32,
-}
-
-impl Input {
-    fn suffix(self) -> &'static str {
-        match self {
-            Input::Staged => "q8",
-            Input::F32 => "f32",
-        }
-    }
-}
 
 /// Registers, for every format, `moe_gate_up_<format>_q8` and
 /// `moe_down_add_<format>_q8` (the CPU references and the CUDA kernels),
