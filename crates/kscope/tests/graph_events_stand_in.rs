@@ -15,6 +15,7 @@ use std::path::Path;
 use std::process::Command;
 
 use kernelscope::rng::SplitMix64;
+use kernelscope_trace::injection_settings;
 use serde_json::Value;
 
 /// Compiles `sources` with the system's C compiler (which Rust's own linking needs).
@@ -66,9 +67,9 @@ fn graph_launches_timed_by_events_become_whole_graph_dispatches() {
     let output = Command::new(folder.join("stand_in_graphs"))
         .args(lengths_us.iter().map(u64::to_string))
         .env("LD_PRELOAD", common::injection_library())
-        .env("KSCOPE_GRAPHS", "events")
-        .env("KSCOPE_TRACE_DIR", &records)
-        .env_remove("CUDA_INJECTION64_PATH")
+        .env(injection_settings::GRAPHS_VARIABLE, "events")
+        .env(injection_settings::TRACE_DIR_VARIABLE, &records)
+        .env_remove(injection_settings::CUDA_INJECTION_VARIABLE)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

@@ -14,7 +14,7 @@ use std::process::Command;
 use common::{injection_library, kscope_binary};
 use kernelscope::DeviceOptions;
 use kernelscope::testing::Backend;
-use kernelscope_trace::{EndReason, Ending, Frame, read};
+use kernelscope_trace::{EndReason, Ending, Frame, injection_settings, read};
 
 #[test]
 fn an_injected_run_records_every_kernel_it_dispatches() {
@@ -37,8 +37,8 @@ fn an_injected_run_records_every_kernel_it_dispatches() {
     ];
     let output = Command::new(kscope_binary())
         .args(run)
-        .env("CUDA_INJECTION64_PATH", &library)
-        .env("KSCOPE_TRACE_DIR", &folder)
+        .env(injection_settings::CUDA_INJECTION_VARIABLE, &library)
+        .env(injection_settings::TRACE_DIR_VARIABLE, &folder)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
