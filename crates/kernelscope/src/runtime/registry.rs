@@ -32,6 +32,14 @@ impl KernelRegistry {
         Self::default()
     }
 
+    /// A registry of what `register` registers alone: a probe's own
+    /// kernels, without the rest of the registry that registers it.
+    pub fn of(register: impl FnOnce(&mut KernelRegistry)) -> Self {
+        let mut registry = Self::new();
+        register(&mut registry);
+        registry
+    }
+
     /// Registers (or replaces) the CPU implementation of `name`. The function
     /// must reach memory only through its [`KernelArgs`]: buffers captured
     /// from outside and read inside a kernel would wait on the queue that is

@@ -194,7 +194,7 @@ pub fn calibrate(device: &Device) -> Result<Calibration> {
             "calibration compares per-dispatch times: open the device with dispatch-level profiling".into(),
         ));
     }
-    let spin = Spin::new(&own_registry(), device)?;
+    let spin = Spin::new(&crate::runtime::KernelRegistry::of(register), device)?;
     // A first guess of 1 GHz: the first spin then lasts about 20 ms whatever
     // the clock, and the second is sized from its answer.
     let guess = measure_clock(device, &spin, 1e9)?;
@@ -265,13 +265,4 @@ pub fn calibrate(device: &Device) -> Result<Calibration> {
         floor_graph_ns: timed("graph", 0)?,
         points,
     })
-}
-
-/// A registry of this probe's kernel alone: the probes' registry
-/// (`probes::registry`) registers it, so taking that one here would make
-/// the two files import each other.
-fn own_registry() -> crate::runtime::KernelRegistry {
-    let mut registry = crate::runtime::KernelRegistry::new();
-    register(&mut registry);
-    registry
 }

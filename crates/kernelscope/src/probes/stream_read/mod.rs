@@ -75,7 +75,7 @@ impl StreamRead {
 /// best of `repetitions` timed reads of `bytes` bytes, timed as every
 /// ceiling probe is (`ops::probe_timing`).
 pub fn measure_read_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> Result<f64> {
-    let registry = own_registry();
+    let registry = crate::runtime::KernelRegistry::of(register);
     let read = StreamRead::new(&registry, device)?;
     let words = bytes.div_ceil(4).max(1);
     // Any distinct words do; the index is cut to 32 bits on purpose.
@@ -88,13 +88,4 @@ pub fn measure_read_bandwidth(device: &Device, bytes: usize, repetitions: usize)
         read.encode(encoder, &input, &out)
     })?;
     Ok((words * 4) as f64 / best / 1e9)
-}
-
-/// A registry of this probe's kernel alone: the probes' registry
-/// (`probes::registry`) registers it, so taking that one here would make
-/// the two files import each other.
-fn own_registry() -> crate::runtime::KernelRegistry {
-    let mut registry = crate::runtime::KernelRegistry::new();
-    register(&mut registry);
-    registry
 }

@@ -66,7 +66,7 @@ impl StreamWrite {
 /// the best of `repetitions` timed fills of `bytes` bytes, each with a new
 /// seed, timed as every ceiling probe is (`ops::probe_timing`).
 pub fn measure_write_bandwidth(device: &Device, bytes: usize, repetitions: usize) -> Result<f64> {
-    let registry = own_registry();
+    let registry = crate::runtime::KernelRegistry::of(register);
     let write = StreamWrite::new(&registry, device)?;
     let words = bytes.div_ceil(4).max(1);
     let out = device.alloc(DType::U32, &[words])?;
@@ -76,13 +76,4 @@ pub fn measure_write_bandwidth(device: &Device, bytes: usize, repetitions: usize
         write.encode(encoder, &out, seed)
     })?;
     Ok((words * 4) as f64 / best / 1e9)
-}
-
-/// A registry of this probe's kernel alone: the probes' registry
-/// (`probes::registry`) registers it, so taking that one here would make
-/// the two files import each other.
-fn own_registry() -> crate::runtime::KernelRegistry {
-    let mut registry = crate::runtime::KernelRegistry::new();
-    register(&mut registry);
-    registry
 }
