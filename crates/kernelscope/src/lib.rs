@@ -31,6 +31,8 @@
 //!     }
 //!     Ok(())
 //! });
+//! // What it reads, for the records and the report's time by format.
+//! registry.register_format("inc_one", "f32");
 //! let kernel = registry.kernel(&device, "inc_one")?;
 //! let input = device.buffer_from_slice(&[1.0f32, 2.0, 3.0], &[3])?;
 //! let output = device.alloc(DType::F32, &[3])?;
@@ -44,6 +46,7 @@
 //! assert_eq!(table[0].label, "example");
 //! let dispatches = device.profiler().dispatches_by_label();
 //! assert_eq!(dispatches[0].1[0].op_kind, OpKind::Other);
+//! assert_eq!(dispatches[0].1[0].format.as_deref(), Some("f32"));
 //! # Ok::<(), kernelscope::Error>(())
 //! ```
 
@@ -53,6 +56,8 @@ pub mod cpu_simd;
 pub mod error;
 pub mod hash;
 pub mod host_memory;
+#[cfg(test)]
+mod kernel_formats_tests;
 #[cfg(test)]
 mod kernel_sources_tests;
 pub mod ops;

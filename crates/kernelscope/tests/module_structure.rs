@@ -4,7 +4,8 @@
 //! through re-exports, to the file that defines the item, and then no file
 //! of runtime/ may be part of a cycle (even one through other modules), and
 //! profile must not name runtime or ops, nor runtime ops. Reading only `use` lines missed cycles made
-//! of paths written in code, so the parser reads tokens, not lines.
+//! of paths written in code, so the parser reads tokens, not lines. That no
+//! file of any crate is in an import cycle at all is `import_loops.rs`'s check.
 
 mod source_graph;
 
@@ -36,56 +37,6 @@ fn runtime_files_have_no_import_cycles() {
     assert!(source.depends("runtime/cuda/execute", "runtime/cuda/nvtx"));
     assert!(source.depends("runtime/collective", "runtime/cuda/device"));
     assert!(source.depends("runtime/cuda/device", "runtime/cuda/nccl"));
-}
-
-/// The import cycles the crate still holds, each by the first file the
-/// check names: ops whose CPU reference and launch files (or two CPU files)
-/// still take constants and functions from each other, and two older ones
-/// (profile's records and idle split; quant's codecs and their dot). A
-/// cycle not listed fails the test, and so does a listed one that is gone,
-/// so that the list only shrinks.
-const CYCLES_LEFT: [&str; 3] = [
-    "ops/quantized/linear/avx2.rs",
-    "profile/aggregate.rs",
-    "quant/dot.rs",
-];
-
-#[test]
-fn no_file_of_the_crate_is_in_an_import_cycle_but_those_left() {
-    let found = source_crate().cycles(|_| true);
-    if std::env::var("SHOW_CYCLES").is_ok() {
-        eprintln!("{}", found.join("\n"));
-    }
-    let first_file = |cycle: &String| -> String {
-        let members = cycle.trim_start_matches("cycle among ");
-        members
-            .split([',', ':'])
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_string()
-    };
-    let new: Vec<&String> = found
-        .iter()
-        .filter(|cycle| !CYCLES_LEFT.contains(&first_file(cycle).as_str()))
-        .collect();
-    assert!(
-        new.is_empty(),
-        "files that depend on each other in new cycles:\n{}",
-        new.iter()
-            .map(|cycle| cycle.as_str())
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
-    let firsts: Vec<String> = found.iter().map(first_file).collect();
-    let gone: Vec<&&str> = CYCLES_LEFT
-        .iter()
-        .filter(|left| !firsts.iter().any(|first| first == *left))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "these cycles are gone: take them off CYCLES_LEFT: {gone:?}"
-    );
 }
 
 #[test]

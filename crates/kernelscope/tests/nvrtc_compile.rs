@@ -111,6 +111,64 @@ fn every_registered_cuda_source_compiles_with_nvrtc() {
     );
 }
 
+/// A format's CUDA struct must agree with its Rust file: every quantized
+/// source asserts the struct's block size and element count against the
+/// Rust format's, so a struct edited out of step fails to compile, naming
+/// both files.
+#[cfg(feature = "cuda")]
+#[test]
+fn a_cuda_format_struct_that_disagrees_with_its_rust_file_does_not_compile() {
+    use kernelscope::quant::QuantFormat;
+    use kernelscope::testing::nvrtc;
+    let Some(_) = nvrtc::nvrtc_version() else {
+        assert!(!nvrtc::nvrtc_required(), "no libnvrtc");
+        eprintln!(
+            "SKIPPED a_cuda_format_struct_that_disagrees_with_its_rust_file_does_not_compile (no libnvrtc)"
+        );
+        return;
+    };
+    let registry = kernelscope::ops::registry();
+    for format in [QuantFormat::Q4_0, QuantFormat::Q6_K] {
+        let name = format!("matvec_{}_q8", format.name());
+        let source = registry
+            .cuda_source(&name)
+            .expect("a registered quantized mat-vec");
+        let declared = format!(
+            "BLOCK = {}, BYTES = {},",
+            format.block_elements(),
+            format.block_bytes()
+        );
+        assert_eq!(
+            source.matches(&declared).count(),
+            1,
+            "{format}: one struct declares `{declared}`"
+        );
+        let drifted = source.replace(
+            &declared,
+            &format!(
+                "BLOCK = {}, BYTES = {},",
+                format.block_elements(),
+                format.block_bytes() + 2
+            ),
+        );
+        let compiled =
+            nvrtc::compile_cuda_sources([(name.as_str(), source), (name.as_str(), drifted.as_str())], ARCH);
+        assert!(
+            compiled[0].ptx.is_ok(),
+            "{format}: the registered source compiles"
+        );
+        let log = compiled[1]
+            .ptx
+            .as_ref()
+            .expect_err("a drifted struct must not compile");
+        let expected = format!("disagrees with quant/formats/{}.rs", format.name());
+        assert!(
+            log.contains(&expected),
+            "{format}: the error names the files: {log}"
+        );
+    }
+}
+
 /// The first `count` lines of `log`, saying how many more there are (a
 /// broken shared header repeats its errors in every source).
 #[cfg(feature = "cuda")]

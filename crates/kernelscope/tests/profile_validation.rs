@@ -262,12 +262,12 @@ fn as_schema_2(profile: &Profile, copy_gbps: Option<f64>, compute_gflops: Option
 fn schema_2_profiles_load_with_their_figure_as_a_copy_ceiling() {
     let mut rng = SplitMix64::new(0x0032_0033);
     let current = profile(3, rng.next_u64());
-    assert_eq!(current.schema, 3);
+    assert_eq!(current.schema, 4);
     let copy_gbps = f64::from(rng.uniform(10.0, 5000.0));
     let compute_gflops = f64::from(rng.uniform(100.0, 1e6));
     let older = as_schema_2(&current, Some(copy_gbps), Some(compute_gflops));
     let read = Profile::from_json(&older.to_string(), Path::new("older.json")).unwrap();
-    assert_eq!(read.schema, 3, "upgraded on load");
+    assert_eq!(read.schema, 4, "upgraded on load");
     let ceilings = &read.conditions.ceilings;
     assert_eq!(ceilings.copy.as_ref().map(|copy| copy.value), Some(copy_gbps));
     assert!(ceilings.copy.as_ref().unwrap().method.contains("schema-2"));

@@ -55,10 +55,10 @@ fn recorded_profile() -> Profile {
 #[test]
 fn json_profile_round_trips() {
     let profile = recorded_profile();
-    assert_eq!(profile.schema, 3);
+    assert_eq!(profile.schema, 4);
     assert_eq!(profile.dispatches.len(), 6);
     let text = profile.to_json();
-    assert!(text.contains("\"schema\": 3"));
+    assert!(text.contains("\"schema\": 4"));
     assert_eq!(Profile::from_json(&text, Path::new("p.json")).unwrap(), profile);
 
     let path = std::env::temp_dir().join(format!("kernelscope-roundtrip-{}.json", std::process::id()));
@@ -71,15 +71,16 @@ fn json_profile_round_trips() {
 fn bad_profiles_are_refused_with_the_reason() {
     let wrong_schema = recorded_profile()
         .to_json()
-        .replacen("\"schema\": 3", "\"schema\": 4", 1);
+        .replacen("\"schema\": 4", "\"schema\": 5", 1);
     let problem = |text: &str| {
         Profile::from_json(text, Path::new("runs/p.json"))
             .unwrap_err()
             .to_string()
     };
-    assert!(problem(&wrong_schema).starts_with("runs/p.json: profile schema 4 is not supported"));
+    assert!(problem(&wrong_schema).starts_with("runs/p.json: profile schema 5 is not supported"));
     assert!(problem("{\"a\": 1}").contains("no \"schema\" field"));
     assert!(problem("not json").starts_with("runs/p.json: not JSON"));
+    assert!(problem("{\"schema\": 3}").starts_with("runs/p.json: malformed profile"));
     assert!(problem("{\"schema\": 2}").starts_with("runs/p.json: malformed profile"));
     assert!(problem("{\"schema\": 1}").starts_with("runs/p.json: malformed profile"));
     let missing = std::path::Path::new("/nonexistent/profile.json");

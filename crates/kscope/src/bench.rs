@@ -7,101 +7,23 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use clap::{Args, ValueEnum};
 use kernelscope::profile::{Phase, ProfileLevel, Spread};
 use kernelscope::rng::SplitMix64;
 use kernelscope::{Device, DeviceOptions};
 use kernelscope_model::{ExecutionMode, Model};
 
-use kernelscope::probes::ceilings::Measured;
-
-use crate::model_args::ModelArgs;
-
+mod args;
 mod json;
-use crate::numbers;
+mod results;
 
-/// Output format.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum Output {
-    /// A markdown table.
-    Md,
-    /// A JSON array.
-    Json,
-}
+pub use args::{BenchArgs, Output};
+use results::{Ceilings, Row};
 
 /// The most repetitions `-r` takes: each one runs the whole test.
 const MAX_REPETITIONS: usize = 10_000;
 
 /// The largest bandwidth probe (`--bandwidth-mib`): two buffers this size.
 const MAX_BANDWIDTH_MIB: usize = 16_384;
-
-/// Arguments of `kscope bench`.
-#[derive(Args, Debug)]
-#[command(allow_negative_numbers = true)]
-pub struct BenchArgs {
-    #[command(flatten)]
-    pub model: ModelArgs,
-    /// Prompt tokens processed per repetition (0 skips the test).
-    #[arg(short = 'p', long = "n-prompt", default_value_t = 128, value_parser = numbers::count)]
-    pub prompt_tokens: usize,
-    /// Tokens generated per repetition (0 skips the test).
-    #[arg(short = 'n', long = "n-gen", default_value_t = 128, value_parser = numbers::count)]
-    pub generated_tokens: usize,
-    /// Depth: positions already in the KV cache when each test starts (as
-    /// llama-bench's -d). A random prompt of this length is prefilled once
-    /// (not timed); pp and tg then run from that position.
-    #[arg(short = 'd', long = "n-depth", default_value_t = 0, value_parser = numbers::count)]
-    pub depth: usize,
-    /// Repetitions (after one warm-up that is not counted), 1 to 10000.
-    #[arg(short = 'r', long = "repetitions", default_value_t = 5, value_parser = numbers::count)]
-    pub repetitions: usize,
-    /// Output format.
-    #[arg(long, value_enum, default_value = "md")]
-    pub output: Output,
-    /// Seed of the random prompt.
-    #[arg(long, default_value_t = 0, value_parser = numbers::seed)]
-    pub seed: u64,
-    /// Profiling level while measuring (off, submission, dispatch): runs the
-    /// same bench with the profiler on, to measure its overhead. At any level
-    /// but off the bench also runs unprofiled in the same process and prints
-    /// the measured cost beside the figures: after a warm-up pass (the GPU
-    /// slows over its first seconds of load), unprofiled and profiled runs
-    /// alternate twice, each on a model opened for it, and the figures are
-    /// over both profiled runs' repetitions.
-    #[arg(long, default_value = "off")]
-    pub profile: ProfileLevel,
-    /// With --profile: time only these tokens (A..B, A.., ..B, each with an
-    /// optional :STEP, as in `kscope run`; tokens are numbered over the
-    /// warm-up and every repetition in turn). The cost printed is then what
-    /// profiling that share of the tokens costs: about nothing for a window,
-    /// nearly every token's cost for every n-th (each switch of CUPTI costs
-    /// about 16 timed tokens).
-    #[arg(long, value_name = "TOKENS", value_parser = numbers::token_selection)]
-    pub profile_tokens: Option<kernelscope::profile::TokenSelection>,
-    /// Launch dispatch by dispatch instead of one graph per token (CUDA).
-    #[arg(long)]
-    pub eager: bool,
-    /// Run decode with one dispatch per op instead of the fused kernels
-    /// (RMSNorm + mat-vec, RoPE + KV append, mat-vec + residual add): the
-    /// reference path, for checking and for `kscope compare`.
-    #[arg(long)]
-    pub unfused: bool,
-    /// Launch each kernel of a CUDA graph only after the previous one has
-    /// finished. By default graphs launch kernels early, under the previous
-    /// kernel's tail (programmatic dependent launch; GPUs of compute
-    /// capability 9.0 and later), which decodes faster.
-    #[arg(long)]
-    pub serial_launch: bool,
-    /// Size of the bandwidth probes (read, write, copy) in MiB, up to 16384
-    /// (default 1024 on a GPU, 256 on the CPU; 0 skips the roofline).
-    #[arg(long, value_name = "MIB", value_parser = numbers::count)]
-    pub bandwidth_mib: Option<usize>,
-    /// Side of the square bf16 GEMM that measures a GPU's compute ceiling, up
-    /// to 16384 (default 8192; 0 skips the compute ceiling; the CPU's is its
-    /// widest multiply-add instructions, which take no size).
-    #[arg(long, value_name = "N", value_parser = crate::model_args::compute_size)]
-    pub compute_size: Option<usize>,
-}
 
 /// Seconds to run `tokens` as `phase` from position `depth`: a prompt
 /// (batched prefill, in the model's chunks) or greedy decode feeding back
@@ -195,30 +117,6 @@ fn prepare_tokens(args: &BenchArgs, model: &mut Model) -> Result<Vec<u32>> {
     Ok(tokens)
 }
 
-/// One test's result.
-struct Row {
-    /// Its name in llama-bench's manner: `pp128`, `tg128 @ d512`.
-    test: String,
-    /// Tokens per repetition.
-    count: usize,
-    phase: Phase,
-    /// Tokens per second over the repetitions.
-    spread: Spread,
-    /// Each repetition's tokens per second.
-    rates: Vec<f64>,
-    /// The same test's tokens per second unprofiled, measured just before
-    /// in the same process, where the bench ran profiled.
-    unprofiled: Option<Spread>,
-}
-
-impl Row {
-    /// What profiling cost: 1 - profiled / unprofiled rate, where both ran.
-    fn profiling_cost(&self) -> Option<f64> {
-        let unprofiled = self.unprofiled.as_ref()?;
-        (unprofiled.mean > 0.0).then(|| 1.0 - self.spread.mean / unprofiled.mean)
-    }
-}
-
 /// Runs the prompt test and the generation test (each skipped at 0
 /// tokens): a warm-up, then the repetitions, each timed whole.
 fn measure(args: &BenchArgs, device: &Device, model: &mut Model, tokens: &[u32]) -> Result<Vec<Row>> {
@@ -282,44 +180,6 @@ fn gather(gathered: &mut Vec<Vec<f64>>, rows: &[Row]) {
     gathered.resize(rows.len(), Vec::new());
     for (rates, row) in gathered.iter_mut().zip(rows) {
         rates.extend_from_slice(&row.rates);
-    }
-}
-
-/// The ceilings the rates are read against.
-struct Ceilings {
-    /// Everything measured of rank 0's device.
-    measured: Measured,
-    /// Weight bytes every decoded token reads.
-    bytes_per_token: u64,
-    /// Memories the weights are read from at once: one per GPU rank, one
-    /// for all CPU ranks (they share the host's).
-    memories: usize,
-    /// Decode tokens/s if every token only read its weights at the
-    /// measured read ceiling.
-    roofline: Option<f64>,
-}
-
-impl Ceilings {
-    fn of(device: &Device, model: &Model, measured: Measured) -> Ceilings {
-        let bytes_per_token = model.weight_bytes_per_token();
-        // GPU ranks each read their share of the weights from their own memory
-        // at once; CPU ranks share the host's.
-        let memories = if device.backend() == "cpu" {
-            1
-        } else {
-            model.ranks()
-        };
-        let roofline = measured
-            .ceilings
-            .read
-            .as_ref()
-            .map(|read| read.value * 1e9 * memories as f64 / bytes_per_token as f64);
-        Ceilings {
-            measured,
-            bytes_per_token,
-            memories,
-            roofline,
-        }
     }
 }
 

@@ -18,7 +18,6 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Args;
 use kernelscope::profile::{Comparison, Conditions, GapAccount, Profile, annotate, compare, gap_account};
-use kernelscope_model::Config;
 use kernelscope_report::{render_comparison, render_comparison_html, render_gap_account, render_gap_html};
 
 use crate::output::OutputFile;
@@ -236,22 +235,6 @@ fn describe_run(conditions: &Conditions) -> String {
         Some(format) => format!("{}, weights {format}", conditions.device),
         None => conditions.device.clone(),
     }
-}
-
-/// A model's shape as its profile records it (`Conditions::model_shape`):
-/// what two runs of one model in different weight formats share.
-pub fn model_shape(config: &Config) -> String {
-    format!(
-        "{}: {} layers, hidden {}, intermediate {}, {} heads, {} kv heads, head dim {}, vocab {}",
-        config.architecture.model_type(),
-        config.num_layers,
-        config.hidden_size,
-        config.intermediate_size,
-        config.num_heads,
-        config.num_kv_heads,
-        config.head_dim,
-        config.vocab_size
-    )
 }
 
 /// How the models of two profiles whose model strings differ relate.

@@ -12,7 +12,7 @@ use kernelscope::DType;
 use kernelscope_model::gguf_export::{GgufFileType, write_gguf};
 use kernelscope_model::{ExpertLayout, SyntheticOptions, preset, synthetic};
 
-use crate::model_args::parse_weight_dtype;
+use crate::model_args::{is_gguf_name, parse_weight_dtype};
 
 /// Arguments of `kscope gen-model`.
 #[derive(Args, Debug)]
@@ -134,12 +134,6 @@ pub fn parse_file_type(text: &str) -> Result<GgufFileType, String> {
             GgufFileType::NAMES
         )
     })
-}
-
-/// Whether `path` names a GGUF file.
-pub fn is_gguf_name(path: &Path) -> bool {
-    path.extension()
-        .is_some_and(|extension| extension.eq_ignore_ascii_case("gguf"))
 }
 
 /// The file type `--dtype` stands for.

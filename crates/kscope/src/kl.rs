@@ -82,7 +82,7 @@ pub fn run(args: KlArgs) -> Result<ExitCode> {
     let id_text = args.token_ids.as_deref().map(read_ids_file).transpose()?;
     let (mut reference, reference_name) = open(&reference_args)?;
     let vocabulary = reference.config().vocab_size;
-    let reference_shape = crate::compare::model_shape(reference.config());
+    let reference_shape = crate::model_shape::model_shape(reference.config());
     let tokens = match (&args.token_ids, &id_text) {
         (Some(path), Some(text)) => token_ids_of(path, text, args.tokens, vocabulary)?,
         _ => random_tokens(args.seed, args.tokens, vocabulary),
@@ -104,7 +104,7 @@ pub fn run(args: KlArgs) -> Result<ExitCode> {
             model.config().vocab_size
         );
     }
-    let model_shape = crate::compare::model_shape(model.config());
+    let model_shape = crate::model_shape::model_shape(model.config());
     if model_shape != reference_shape {
         eprintln!(
             "warning: {model_name} ({model_shape}) and the reference {reference_name} ({reference_shape}) are two models of one vocabulary, not one model in two formats: the divergence measures how different they are"

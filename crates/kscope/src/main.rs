@@ -14,6 +14,7 @@ mod info;
 mod kl;
 mod model_args;
 mod model_errors;
+mod model_shape;
 mod numbers;
 mod output;
 mod profile_program;

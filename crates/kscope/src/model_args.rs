@@ -111,7 +111,7 @@ fn pick_gguf(snapshot: &Path, repo_root: &Path, wanted: Option<&str>, repo: &str
         .with_context(|| format!("{}: cannot list the snapshot", snapshot.display()))?
         .filter_map(|entry| entry.ok())
         .map(|entry| entry.file_name().to_string_lossy().into_owned())
-        .filter(|name| crate::gen_model::is_gguf_name(Path::new(name)))
+        .filter(|name| is_gguf_name(Path::new(name)))
         .collect();
     found.sort();
     match found.as_slice() {
@@ -177,9 +177,15 @@ pub struct ModelLocation {
     pub gguf: Option<PathBuf>,
 }
 
+/// Whether `path` names a GGUF file.
+pub fn is_gguf_name(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|extension| extension.eq_ignore_ascii_case("gguf"))
+}
+
 /// Whether `path` is a GGUF file: named `.gguf`, or starting with the magic.
 fn is_gguf_file(path: &Path) -> bool {
-    if crate::gen_model::is_gguf_name(path) {
+    if is_gguf_name(path) {
         return true;
     }
     let mut magic = [0u8; 4];

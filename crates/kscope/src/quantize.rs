@@ -11,7 +11,8 @@ use clap::Args;
 use kernelscope_model::gguf_export::{GgufFileType, quantize_checkpoint};
 use kernelscope_model::gguf_model::GgufModel;
 
-use crate::gen_model::{is_gguf_name, parse_file_type};
+use crate::gen_model::parse_file_type;
+use crate::model_args::is_gguf_name;
 
 /// Arguments of `kscope quantize`.
 #[derive(Args, Debug)]

@@ -27,6 +27,7 @@ mod linear;
 mod loader;
 pub mod npy;
 mod presets;
+mod progress;
 pub mod synthetic;
 mod tokenizer;
 mod weights;

@@ -224,7 +224,7 @@ pub fn write_checkpoint_in(
     let SyntheticOptions { dtype, seed, quiet } = options;
     safetensors_dtype(dtype)?;
     let total_bytes = config.parameter_count() * dtype.size_in_bytes();
-    let progress = crate::weights::progress_bar(total_bytes, quiet, "writing weights");
+    let progress = crate::progress::progress_bar(total_bytes, quiet, "writing weights");
     std::fs::create_dir_all(out).map_err(|source| ModelError::Io {
         path: out.to_path_buf(),
         source,

@@ -4,7 +4,6 @@
 
 use std::path::Path;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::synthetic::{Cut, SyntheticFill};
 use kernelscope::{Buffer, DType, Device};
@@ -14,15 +13,13 @@ use crate::config::{Config, LayerTensor, TensorRole, TensorSpec};
 use crate::error::{MemoryRemedy, ModelError, Result};
 use crate::linear::{Linear, Parallel};
 use crate::loader::{Checkpoint, LoadOptions};
+use crate::progress::progress_bar;
 use crate::synthetic::{self, SyntheticOptions};
 
 pub use crate::feed_forward::{ExpertWeights, FeedForward};
 
 /// A tensor on the device and how it stores its values.
 type PlacedTensor = (Buffer, WeightFormat);
-
-/// Show a progress bar when the weights are bigger than this.
-const PROGRESS_BAR_BYTES: usize = 300 << 20;
 
 /// One decoder layer's weights. `hidden = hidden_size`, `q = heads * head_dim`,
 /// `kv = kv_heads * head_dim`, `inter = intermediate_size`; shapes are the
@@ -472,19 +469,4 @@ pub(crate) fn check_fits(device: &Device, what: &str, bytes: u64) -> Result<()> 
         device: device.name().to_string(),
         remedy: MemoryRemedy::None,
     })
-}
-
-/// A byte-count progress bar on stderr, hidden when quiet or small.
-pub(crate) fn progress_bar(total_bytes: usize, quiet: bool, message: &'static str) -> ProgressBar {
-    if quiet || total_bytes < PROGRESS_BAR_BYTES {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(total_bytes as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{msg} [{bar:40}] {bytes}/{total_bytes} ({eta})")
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
-    bar.set_message(message);
-    bar
 }

@@ -1,43 +1,53 @@
-//! The format a kernel reads, from its name: kernels over quantized weights
-//! carry their block format (`matvec_q4_k_q8`, `norm_matvec_silu_q6_k_q8`,
-//! `dequantize_q4_k_bf16`, `embedding_q6_k`, `matmul_q8_0`), dense kernels
-//! end in their dtype (`matvec_bf16`, `attention_split_d64_g4_bf16`,
-//! `add_f32`), and the rest (a library's GEMM, `copy_bytes`) name none. The
-//! roofline colours its kernels by it and the report groups time by it.
+//! The format a kernel reads, as the kernel declares it: each dispatch
+//! record carries it (`DispatchRecord::format`: a block format such as
+//! `q4_k` for a kernel over quantized weights, a dense dtype such as `bf16`,
+//! or none for a copy or another program's kernel; profiles before schema 4
+//! had it filled from kernel names on load). The roofline colours its
+//! kernels by it and the report groups time by it; what declares nothing
+//! is grouped under [`OTHER`].
+
+use std::collections::HashMap;
 
 use kernelscope::profile::DispatchRecord;
 use kernelscope::quant::QuantFormat;
 
 use crate::summary::Summary;
 
-/// What a kernel named no format of is grouped under.
+/// What a kernel that declares no format is grouped under.
 pub(crate) const OTHER: &str = "other";
 
-/// The dense dtypes a kernel's name may end in.
+/// The dense dtypes a kernel may declare.
 const DENSE: [&str; 3] = ["bf16", "f16", "f32"];
 
-/// The format kernel `name` reads: the first block format it names
-/// (`q4_k`; the `_q8` of an 8-bit-quantized activation is no such
-/// format), else the dtype it ends in (`bf16`), else [`OTHER`].
-pub(crate) fn format_of_kernel(name: &str) -> &'static str {
-    let parts: Vec<&str> = name.split('_').collect();
-    let quantized = parts.windows(2).find_map(|pair| {
-        QuantFormat::ALL.iter().find_map(|format| {
-            let (block, kind) = format.name().split_once('_')?;
-            (pair[0] == block && pair[1] == kind).then_some(format.name())
-        })
-    });
-    quantized
-        .or_else(|| {
-            let last = parts.last()?;
-            DENSE.iter().copied().find(|dense| dense == last)
-        })
+/// The format `record` reads, as one of the names the report knows (the
+/// block formats, the dense dtypes): a format this kscope does not know (a
+/// newer one's) is grouped, and coloured, as [`OTHER`], so that nothing
+/// read from a file is written into the page as it stands.
+fn format_name(record: &DispatchRecord) -> &'static str {
+    let declared = record.format.as_deref();
+    QuantFormat::ALL
+        .iter()
+        .map(|format| format.name())
+        .chain(DENSE)
+        .find(|known| Some(*known) == declared)
         .unwrap_or(OTHER)
 }
 
 /// A record's format, as rows grouped by format are keyed.
 pub(crate) fn format_of(record: &DispatchRecord) -> String {
-    format_of_kernel(&record.kernel).to_string()
+    format_name(record).to_string()
+}
+
+/// The format each kernel of the summary reads, by kernel name (as the
+/// roofline keys its kernels): the one its first record declares.
+pub(crate) fn kernel_formats<'a>(summary: &Summary<'a>) -> HashMap<&'a str, &'static str> {
+    let mut formats = HashMap::new();
+    for record in &summary.records {
+        formats
+            .entry(&*record.kernel)
+            .or_insert_with(|| format_name(record));
+    }
+    formats
 }
 
 /// Whether `format` is a block format (not a dense dtype nor [`OTHER`]).
@@ -51,11 +61,11 @@ pub(crate) fn reads_block_formats(summary: &Summary<'_>) -> bool {
     summary
         .records
         .iter()
-        .any(|record| is_quantized(format_of_kernel(&record.kernel)))
+        .any(|record| is_quantized(format_name(record)))
 }
 
 /// What the per-format table groups by.
-pub(crate) const FORMAT_HEADING: &str = "Time by the format each kernel reads, from its name: the block format of a kernel over quantized weights (matvec_q4_k_q8: q4_k), else the dtype its name ends in (the activations' kernels among them), else other.";
+pub(crate) const FORMAT_HEADING: &str = "Time by the format each kernel declares it reads: the block format of a kernel over quantized weights (matvec_q4_k_q8: q4_k), else the dtype a dense kernel is made for (the activations' kernels among them), else other (a kernel that declares none: a copy, another program's kernel).";
 
 /// The formats in the order legends list them: the block formats in
 /// ggml's order, then the dense dtypes, then [`OTHER`].
@@ -77,18 +87,21 @@ pub(crate) fn in_legend_order<'a>(formats: impl IntoIterator<Item = &'a str>) ->
     formats
 }
 
+/// The block formats' colours, in `QuantFormat::ALL`'s order, with spares:
+/// a new format takes the next one, so adding a format touches no report code.
+const BLOCK_FORMAT_COLOURS: [&str; 12] = [
+    "#d37295", "#fabfd2", "#8c564b", "#c49c94", "#59a14f", "#e15759", "#b07aa1", "#f28e2b", "#9c755f",
+    "#edc948", "#ff9da7", "#86bcb6",
+];
+
 /// The colour of `format` on the page: one per block format, blues and
 /// greys for the dense dtypes and the rest.
 pub(crate) fn format_colour(format: &str) -> &'static str {
+    if let Some(position) = QuantFormat::ALL.iter().position(|known| known.name() == format) {
+        // More formats than colours: the last spare is shared.
+        return BLOCK_FORMAT_COLOURS[position.min(BLOCK_FORMAT_COLOURS.len() - 1)];
+    }
     match format {
-        "q4_0" => "#d37295",
-        "q4_1" => "#fabfd2",
-        "q5_0" => "#8c564b",
-        "q5_1" => "#c49c94",
-        "q8_0" => "#59a14f",
-        "q4_k" => "#e15759",
-        "q5_k" => "#b07aa1",
-        "q6_k" => "#f28e2b",
         "bf16" => "#4e79a7",
         "f16" => "#76b7b2",
         "f32" => "#a0cbe8",
@@ -98,32 +111,27 @@ pub(crate) fn format_colour(format: &str) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
 
     #[test]
-    fn kernels_name_the_format_they_read() {
-        for (kernel, format) in [
-            ("matvec_q4_k_q8", "q4_k"),
-            ("matvec_add_q6_k_q8", "q6_k"),
-            ("norm_matvec_q4_k_q8", "q4_k"),
-            ("norm_matvec_silu_q5_k_q8", "q5_k"),
-            ("matvec_q8_0_q8", "q8_0"),
-            ("matvec_q4_1_f32", "q4_1"),
-            ("matmul_q5_0", "q5_0"),
-            ("matmul_q5_1", "q5_1"),
-            ("matvec_q4_0_q8", "q4_0"),
-            ("dequantize_q4_k_bf16", "q4_k"),
-            ("embedding_q6_k", "q6_k"),
-            ("matvec_bf16", "bf16"),
-            ("rms_norm_bf16_bf16", "bf16"),
-            ("attention_split_d64_g4_bf16", "bf16"),
-            ("matmul_f16", "f16"),
-            ("add_f32", "f32"),
-            ("copy_bytes", OTHER),
-            ("nvjet_sm90_tss_64x8_64x16_4x1_v_bz_TNT", OTHER),
-            ("inc_one", OTHER),
+    fn records_are_grouped_by_the_format_they_declare_in_legend_order() {
+        let mut profile = kernelscope::testing::synthetic_profile(1, 1.0, 7);
+        let record = &mut profile.dispatches[0];
+        // A name that says nothing: the declared format alone decides.
+        record.kernel = Arc::from("fused_step");
+        for (declared, grouped) in [
+            (Some("q6_k"), "q6_k"),
+            (Some("q4_k"), "q4_k"),
+            (Some("bf16"), "bf16"),
+            (None, OTHER),
+            // A format this kscope does not know, as a newer one may write.
+            (Some("q1_x"), OTHER),
+            (Some("<b>"), OTHER),
         ] {
-            assert_eq!(format_of_kernel(kernel), format, "{kernel}");
+            record.format = declared.map(Arc::from);
+            assert_eq!(format_of(record), grouped, "{declared:?}");
         }
         assert!(is_quantized("q6_k") && !is_quantized("bf16") && !is_quantized(OTHER));
         assert_eq!(
@@ -137,6 +145,14 @@ mod tests {
             .chain([OTHER])
             .map(format_colour)
             .collect();
-        assert_eq!(colours.len(), 12, "a colour of its own for each format");
+        assert_eq!(
+            colours.len(),
+            QuantFormat::ALL.len() + DENSE.len() + 1,
+            "a colour of its own for each format"
+        );
+        assert!(
+            QuantFormat::ALL.len() <= BLOCK_FORMAT_COLOURS.len(),
+            "more block formats than colours: add colours to BLOCK_FORMAT_COLOURS"
+        );
     }
 }

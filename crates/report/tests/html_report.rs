@@ -345,8 +345,12 @@ fn the_roofline_colours_kernels_by_the_format_they_read() {
         match &*record.kernel {
             "matvec_bf16" if record.scope.starts_with("layer.3.") => {
                 record.kernel = "matvec_q6_k_q8".into();
+                record.format = Some("q6_k".into());
             }
-            "matvec_bf16" => record.kernel = "matvec_q4_k_q8".into(),
+            "matvec_bf16" => {
+                record.kernel = "matvec_q4_k_q8".into();
+                record.format = Some("q4_k".into());
+            }
             "rms_norm_f32" => record.flops = 0,
             _ => {}
         }

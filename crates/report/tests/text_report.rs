@@ -377,12 +377,13 @@ fn quantized_kernels_sit_by_their_declared_bytes_and_time_groups_by_format() {
     let weights: u64 = 1 << 18;
     for record in &mut profile.dispatches {
         if record.op_kind == OpKind::MatVec {
-            let (kernel, blocks) = if record.scope.starts_with("layer.0.") {
-                ("matvec_q8_0_q8", weights / 32 * 34)
+            let (kernel, format, blocks) = if record.scope.starts_with("layer.0.") {
+                ("matvec_q8_0_q8", "q8_0", weights / 32 * 34)
             } else {
-                ("matvec_q4_k_q8", weights / 256 * 144)
+                ("matvec_q4_k_q8", "q4_k", weights / 256 * 144)
             };
             record.kernel = kernel.into();
+            record.format = Some(format.into());
             record.bytes = blocks + record.bytes_written;
             record.flops = 2 * weights;
         }

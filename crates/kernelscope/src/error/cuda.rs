@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// Why the CUDA backend cannot be used (what
-/// [`Error::BackendUnavailable`] carries as its source).
+/// [`Error::BackendUnavailable`](super::Error::BackendUnavailable) carries as its source).
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum CudaUnavailable {
     /// The crate was built without the `cuda` feature.

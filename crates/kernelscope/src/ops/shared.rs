@@ -17,7 +17,8 @@ pub(crate) fn cuda_source(op_source: &str) -> String {
 }
 
 /// Registers `function::<f32>`, `::<f16>` and `::<bf16>` as `<op>_<dtype>`
-/// on the CPU, and the op's `.cu` source for the same names on CUDA.
+/// on the CPU, and the op's `.cu` source for the same names on CUDA, each
+/// declared to read its dtype.
 macro_rules! register_weight_kernels {
     ($registry:expr, $op:literal, $function:ident, $cuda_source:expr) => {
         let source: std::sync::Arc<str> = $crate::ops::cuda_source($cuda_source).into();
@@ -26,6 +27,7 @@ macro_rules! register_weight_kernels {
         $registry.register_cpu(concat!($op, "_bf16"), $function::<half::bf16>);
         for dtype in ["f32", "f16", "bf16"] {
             $registry.register_cuda_source(&format!("{}_{dtype}", $op), source.clone());
+            $registry.register_format(&format!("{}_{dtype}", $op), dtype);
         }
     };
 }

@@ -1,5 +1,5 @@
-//! What the encoder knows of a dispatch before it runs (its kernel, op
-//! kind, scope and declared cost), moved to the position a replay runs at,
+//! What the encoder knows of a dispatch before it runs (its kernel, the
+//! format it reads, op kind, scope and declared cost), moved to the position a replay runs at,
 //! and joined with its times into a dispatch record once they are known.
 
 use std::sync::Arc;
@@ -12,6 +12,8 @@ use super::{DispatchRecord, OpKind, Roles};
 pub(crate) struct DispatchMeta {
     /// The kernel's name.
     pub kernel: Arc<str>,
+    /// The format its kernel declares it reads, if any.
+    pub format: Option<Arc<str>>,
     /// What kind of operation it is.
     pub op_kind: OpKind,
     /// Where in the model it runs.
@@ -74,6 +76,7 @@ impl DispatchMeta {
             submission,
             index,
             kernel: self.kernel.clone(),
+            format: self.format.clone(),
             op_kind: self.op_kind,
             scope: self.scope.clone(),
             stream: 0,

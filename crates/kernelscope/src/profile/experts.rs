@@ -222,6 +222,7 @@ mod tests {
             submission: 0,
             index: 0,
             kernel: Arc::from("moe_down_add_bf16"),
+            format: Some(Arc::from("bf16")),
             op_kind: OpKind::MatVec,
             scope: Arc::from(scope),
             stream: 0,

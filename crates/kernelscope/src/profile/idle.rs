@@ -8,58 +8,8 @@
 
 use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
-
+use super::records::SubmissionIdle;
 use super::{DispatchRecord, Profile, SubmissionRecord};
-
-/// Where a submission's time went: busy plus the three idle parts add up to
-/// its span exactly (all in ns, on the profiler's clock).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SubmissionIdle {
-    /// Time at least one of its dispatches was running (the union of their
-    /// intervals, clipped to the submission).
-    pub busy_ns: u64,
-    /// Idle from the submission's start to its first dispatch.
-    pub before_ns: u64,
-    /// Idle between dispatches.
-    pub between_ns: u64,
-    /// Idle from the end of its last dispatch to the submission's end.
-    pub after_ns: u64,
-}
-
-impl SubmissionIdle {
-    /// All the idle time: before, between and after.
-    pub fn idle_ns(&self) -> u64 {
-        self.before_ns
-            .saturating_add(self.between_ns)
-            .saturating_add(self.after_ns)
-    }
-
-    /// Busy plus idle: the submission's span.
-    pub fn span_ns(&self) -> u64 {
-        self.busy_ns.saturating_add(self.idle_ns())
-    }
-
-    /// The sum of `self` and `other`, part by part.
-    pub fn saturating_add(self, other: SubmissionIdle) -> SubmissionIdle {
-        SubmissionIdle {
-            busy_ns: self.busy_ns.saturating_add(other.busy_ns),
-            before_ns: self.before_ns.saturating_add(other.before_ns),
-            between_ns: self.between_ns.saturating_add(other.between_ns),
-            after_ns: self.after_ns.saturating_add(other.after_ns),
-        }
-    }
-
-    /// Idle over span, 0 for an empty span.
-    pub fn idle_share(&self) -> f64 {
-        let span = self.span_ns();
-        if span == 0 {
-            0.0
-        } else {
-            self.idle_ns() as f64 / span as f64
-        }
-    }
-}
 
 /// The idle accounting of `submission` from `dispatches`, its dispatch
 /// records in any order; `None` unless every dispatch it carried was timed

@@ -14,6 +14,7 @@ mod aggregate;
 mod anatomy;
 mod ceilings;
 mod compare;
+mod conditions;
 mod counters;
 mod cross_check;
 mod data;
@@ -24,12 +25,14 @@ mod gap;
 mod idle;
 mod injected;
 mod level;
+mod load;
 mod op_kind;
 mod ranks;
 mod records;
 mod roofline;
 mod schema_1;
 mod schema_2;
+mod schema_3;
 mod session;
 mod stats;
 mod timing;
@@ -42,27 +45,33 @@ pub use anatomy::{
 };
 pub use ceilings::{BandwidthBasis, Ceiling, Ceilings};
 pub use compare::{Comparison, ComparisonRow, Verdict, compare, require_timed_work};
+pub use conditions::{Conditions, Program, Topology};
 pub use counters::{CounterSnapshot, Counters};
 pub use cross_check::{
     CLOCK_DRIFT_RATE, CLOCK_RESOLUTION_NS, CrossCheck, Disagreement, clock_resolution_ns, cross_check,
 };
-pub use data::{Conditions, MAX_PROFILE_BYTES, PROFILE_SCHEMA_VERSION, Profile, file_kind};
+pub use data::{PROFILE_SCHEMA_VERSION, Profile};
 pub(crate) use dispatch_meta::{DispatchMeta, PositionCost};
 pub use experts::{ExpertRouting, LayerRouting, routing_changes};
 pub use fold::{FOLD_TOLERANCE_FLOOR, FoldInput, Folded, fold, fold_inputs, outliers};
 pub use gap::{
     GapAccount, GapKernel, GapKernels, GapLayer, GapLayerCounts, GapRow, GapSide, GapTotal, gap_account,
 };
-pub use idle::{SubmissionIdle, idle_before_by, idle_gaps, submission_idle};
+pub use idle::{idle_before_by, idle_gaps, submission_idle};
 pub use injected::{
-    EVENT_TIMED_GRAPHS_MODE, ProcessTrace, Program, StepRule, WHOLE_GRAPHS_MODE, profile_of_program,
+    EVENT_TIMED_GRAPHS_MODE, ProcessTrace, StepRule, WHOLE_GRAPHS_MODE, profile_of_program,
     readable_kernel_name,
 };
 pub use level::{PROFILE_ENV_VAR, ProfileLevel};
+pub use load::{MAX_PROFILE_BYTES, file_kind};
 pub use op_kind::{MAX_FUSED_PARTS, MAX_UNKNOWN_KINDS, MAX_UNKNOWN_NAME_BYTES, OpKind, Primitive};
-pub use ranks::{CollectiveCost, RankRecords, RankView, Topology, collective_costs};
-pub use records::{DispatchRecord, Enqueue, Phase, SubmissionRecord, TokenRecord};
+pub use ranks::{CollectiveCost, RankView, collective_costs};
+pub use records::{
+    DispatchRecord, Enqueue, Phase, RankRecords, SubmissionIdle, SubmissionRecord, TokenRecord,
+};
 pub use roofline::{Bound, Peak, PeakShare, Placement, Roofline, placements};
+#[cfg(test)]
+pub(crate) use schema_3::format_of_kernel_name;
 pub use session::{Profiler, submission_table};
 pub use stats::{Spread, SubmissionStats};
 pub use timing::{DispatchTiming, TimingMechanism, TimingMethod};

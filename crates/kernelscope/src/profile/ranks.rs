@@ -6,54 +6,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
-
 use super::aggregate::layer_of;
-use super::{CounterSnapshot, DispatchRecord, Profile, SubmissionRecord, TokenRecord};
-
-/// How a run was split over devices.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Topology {
-    /// Ranks (devices) in the split.
-    pub ranks: usize,
-    /// Each rank's device, rank 0 first.
-    pub devices: Vec<String>,
-    /// The collective library and its version (`NCCL 2.27.5`, `in-process`).
-    pub library: String,
-    /// How the devices are linked (`peer to peer, native atomics (NVLink)`).
-    pub link: String,
-}
-
-impl Topology {
-    /// One line: `2 ranks over cuda:0 …, cuda:1 … (NCCL 2.27.5; NVLink)`.
-    pub fn describe(&self) -> String {
-        format!(
-            "{} ranks over {} ({}; {})",
-            self.ranks,
-            self.devices.join(", "),
-            self.library,
-            self.link
-        )
-    }
-}
-
-/// One rank's records (a rank other than 0, whose records are the profile's
-/// own), with times on rank 0's clock.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RankRecords {
-    /// The rank.
-    pub rank: usize,
-    /// Its device.
-    pub device: String,
-    /// Its counters over the run.
-    pub counters: CounterSnapshot,
-    /// Its tokens.
-    pub tokens: Vec<TokenRecord>,
-    /// Its timed submissions.
-    pub submissions: Vec<SubmissionRecord>,
-    /// Its timed dispatches.
-    pub dispatches: Vec<DispatchRecord>,
-}
+use super::conditions::Topology;
+use super::records::RankRecords;
+use super::{CounterSnapshot, DispatchRecord, Profile};
 
 /// Moves a time by `offset_ns` (never below 0).
 fn shifted(ns: u64, offset_ns: i128) -> u64 {
@@ -95,6 +51,29 @@ impl RankRecords {
             submissions,
             dispatches,
         }
+    }
+}
+
+impl Profile {
+    /// This profile (rank 0's) joined by the other ranks' profiles of one
+    /// split run, `others[i]` being rank i + 1's with its clock's offset
+    /// from rank 0's (`offset_ns` added to its times puts them on rank 0's
+    /// clock), under `topology`.
+    pub fn with_ranks(mut self, topology: Topology, others: Vec<(Profile, i128)>) -> Profile {
+        self.conditions.topology = Some(topology);
+        for (position, (profile, offset_ns)) in others.into_iter().enumerate() {
+            self.warnings.extend(
+                profile
+                    .warnings
+                    .iter()
+                    .filter(|warning| !self.warnings.contains(warning))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+            );
+            self.ranks
+                .push(RankRecords::from_profile(position + 1, profile, offset_ns));
+        }
+        self
     }
 }
 

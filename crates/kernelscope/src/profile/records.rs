@@ -1,5 +1,6 @@
 //! The plain records the profiler keeps: one per submission, one per dispatch,
-//! one per token. They are also the rows of the JSON profile.
+//! one per token, and the idle accounting a submission's record carries
+//! (`idle.rs` computes it). They are also the rows of the JSON profile.
 
 use std::sync::Arc;
 
@@ -8,7 +9,6 @@ use serde::{Deserialize, Serialize};
 use super::CounterSnapshot;
 use super::OpKind;
 use super::Roles;
-use super::SubmissionIdle;
 
 /// Whether a token was part of prompt processing or of generation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -91,6 +91,18 @@ pub struct DispatchRecord {
     pub index: u32,
     /// The kernel's name.
     pub kernel: Arc<str>,
+    /// The format of the weights or data the kernel reads, as the kernel
+    /// declares it at registration: a block format's lowercase name
+    /// (`q4_k`, as [`QuantFormat::name`](crate::quant::QuantFormat::name)
+    /// gives), or for a dense kernel the dtype it is instantiated for
+    /// (`bf16`, `f16`, `f32`; of a kernel of two, such as
+    /// `rms_norm_f32_bf16`, the one its name ends in). None where nothing
+    /// says: a kernel that declares none (a copy), or another program's
+    /// kernel seen by the injection library, whose name is no declaration.
+    /// Profiles before schema 4 had no such field: theirs are filled on
+    /// load from the kernel's name (`profile/schema_3.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Arc<str>>,
     /// What kind of operation it is.
     pub op_kind: OpKind,
     /// Where in the model it ran (`layer.3.attn`), empty when unscoped.
@@ -171,4 +183,71 @@ impl TokenRecord {
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
     }
+}
+
+/// Where a submission's time went: busy plus the three idle parts add up to
+/// its span exactly (all in ns, on the profiler's clock).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubmissionIdle {
+    /// Time at least one of its dispatches was running (the union of their
+    /// intervals, clipped to the submission).
+    pub busy_ns: u64,
+    /// Idle from the submission's start to its first dispatch.
+    pub before_ns: u64,
+    /// Idle between dispatches.
+    pub between_ns: u64,
+    /// Idle from the end of its last dispatch to the submission's end.
+    pub after_ns: u64,
+}
+
+impl SubmissionIdle {
+    /// All the idle time: before, between and after.
+    pub fn idle_ns(&self) -> u64 {
+        self.before_ns
+            .saturating_add(self.between_ns)
+            .saturating_add(self.after_ns)
+    }
+
+    /// Busy plus idle: the submission's span.
+    pub fn span_ns(&self) -> u64 {
+        self.busy_ns.saturating_add(self.idle_ns())
+    }
+
+    /// The sum of `self` and `other`, part by part.
+    pub fn saturating_add(self, other: SubmissionIdle) -> SubmissionIdle {
+        SubmissionIdle {
+            busy_ns: self.busy_ns.saturating_add(other.busy_ns),
+            before_ns: self.before_ns.saturating_add(other.before_ns),
+            between_ns: self.between_ns.saturating_add(other.between_ns),
+            after_ns: self.after_ns.saturating_add(other.after_ns),
+        }
+    }
+
+    /// Idle over span, 0 for an empty span.
+    pub fn idle_share(&self) -> f64 {
+        let span = self.span_ns();
+        if span == 0 {
+            0.0
+        } else {
+            self.idle_ns() as f64 / span as f64
+        }
+    }
+}
+
+/// One rank's records (a rank other than 0, whose records are the profile's
+/// own), with times on rank 0's clock.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RankRecords {
+    /// The rank.
+    pub rank: usize,
+    /// Its device.
+    pub device: String,
+    /// Its counters over the run.
+    pub counters: CounterSnapshot,
+    /// Its tokens.
+    pub tokens: Vec<TokenRecord>,
+    /// Its timed submissions.
+    pub submissions: Vec<SubmissionRecord>,
+    /// Its timed dispatches.
+    pub dispatches: Vec<DispatchRecord>,
 }

@@ -8,21 +8,20 @@
 
 use serde_json::{Map, Value, json};
 
-use super::PROFILE_SCHEMA_VERSION;
-
 /// How schema 2's copy bandwidth was measured (`ops::copy`, host time).
 const COPY_METHOD: &str = "copy probe (bytes read + written), as recorded by a schema-2 profile";
 
 /// How schema 2's compute rate was measured.
 const COMPUTE_METHOD: &str = "bf16 GEMM probe, as recorded by a schema-2 profile";
 
-/// Rewrites a parsed schema-2 profile into the current schema in place;
-/// the problem, naming the field, when a peak is not a positive number.
+/// Rewrites a parsed schema-2 profile into schema 3 in place (whose
+/// upgrade, `schema_3.rs`, follows); the problem, naming the field, when a
+/// peak is not a positive number.
 pub(crate) fn upgrade(profile: &mut Value) -> Result<(), String> {
     if let Some(conditions) = profile.get_mut("conditions").and_then(Value::as_object_mut) {
         upgrade_conditions(conditions)?;
     }
-    profile["schema"] = json!(PROFILE_SCHEMA_VERSION);
+    profile["schema"] = json!(3);
     Ok(())
 }
 

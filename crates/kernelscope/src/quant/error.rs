@@ -3,7 +3,7 @@
 //! truncated tensor in a hostile GGUF file is an error, not a panic or a
 //! silently short row.
 
-use super::QuantFormat;
+use super::formats::QuantFormat;
 
 /// A row's lengths do not fit its format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

@@ -7,56 +7,16 @@
 //! blocks hold. The CUDA kernels (`ops/quantized/linear/formats.cuh`) read
 //! the planes at the offsets [`planes`] lists.
 
-use super::QuantFormat;
-use super::blocks::{q4_0, q4_1, q4_k, q5_0, q5_1, q5_k, q6_k, q8_0};
-
-/// A field of a block: where it starts in ggml's block and its length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Field {
-    /// Offset of the field in the block.
-    pub offset: usize,
-    /// Its length in bytes.
-    pub bytes: usize,
-}
-
-const fn field(offset: usize, bytes: usize) -> Field {
-    Field { offset, bytes }
-}
+pub use super::block_format::Field;
+use super::formats::QuantFormat;
 
 /// The fields of a block of `format` in the order their planes follow one
 /// another in a row: the values first (16-byte multiples), then the
 /// 4-byte fields, then the 2-byte scale, so every plane is aligned for its
-/// loads. Together they cover the block exactly once.
+/// loads. Together they cover the block exactly once. Each format's file
+/// lists its own (`PLANES`).
 pub const fn planes(format: QuantFormat) -> &'static [Field] {
-    // d and m (Q4_1, Q5_1), d and dmin (K-quants) are adjacent: one 4-byte plane.
-    const Q4_0: &[Field] = &[field(q4_0::QS, 16), field(q4_0::D, 2)];
-    const Q4_1: &[Field] = &[field(q4_1::QS, 16), field(q4_1::D, 4)];
-    const Q5_0: &[Field] = &[field(q5_0::QS, 16), field(q5_0::QH, 4), field(q5_0::D, 2)];
-    const Q5_1: &[Field] = &[field(q5_1::QS, 16), field(q5_1::QH, 4), field(q5_1::D, 4)];
-    const Q8_0: &[Field] = &[field(q8_0::QS, 32), field(q8_0::D, 2)];
-    const Q4_K: &[Field] = &[field(q4_k::QS, 128), field(q4_k::SCALES, 12), field(q4_k::D, 4)];
-    const Q5_K: &[Field] = &[
-        field(q5_k::QS, 128),
-        field(q5_k::QH, 32),
-        field(q5_k::SCALES, 12),
-        field(q5_k::D, 4),
-    ];
-    const Q6_K: &[Field] = &[
-        field(q6_k::QL, 128),
-        field(q6_k::QH, 64),
-        field(q6_k::SCALES, 16),
-        field(q6_k::D, 2),
-    ];
-    match format {
-        QuantFormat::Q4_0 => Q4_0,
-        QuantFormat::Q4_1 => Q4_1,
-        QuantFormat::Q5_0 => Q5_0,
-        QuantFormat::Q5_1 => Q5_1,
-        QuantFormat::Q8_0 => Q8_0,
-        QuantFormat::Q4_K => Q4_K,
-        QuantFormat::Q5_K => Q5_K,
-        QuantFormat::Q6_K => Q6_K,
-    }
+    format.planes()
 }
 
 /// Bytes a row of `blocks` blocks takes in planes: the blocks' own bytes,

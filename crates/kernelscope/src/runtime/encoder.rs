@@ -232,6 +232,7 @@ impl CommandEncoder {
             .unwrap_or_default();
         let meta = DispatchMeta {
             kernel: dispatch.kernel().shared_name(),
+            format: dispatch.kernel().shared_format(),
             op_kind,
             scope: self.scope.clone(),
             roles: self.roles.for_kind(op_kind, dispatch.roles),

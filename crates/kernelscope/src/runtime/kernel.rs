@@ -1,6 +1,9 @@
-//! A kernel handle: a registered name and what one backend made ready from
-//! it. Handles come from [`KernelRegistry::kernel`](super::KernelRegistry::kernel)
-//! for one device; only the backend that made the inside looks at it.
+//! A kernel handle: a registered name, the format it was declared to read,
+//! and what one backend made ready from it. Handles come from
+//! [`KernelRegistry::kernel`](super::KernelRegistry::kernel) for one device;
+//! only the backend that made the inside looks at it. The format rides on
+//! the handle so that every dispatch of the kernel records it without the
+//! op that encodes the dispatch having to say it again.
 
 use std::any::Any;
 use std::fmt;
@@ -12,6 +15,7 @@ pub(crate) type LoadedKernel = Arc<dyn Any + Send + Sync>;
 
 struct KernelInner {
     name: Arc<str>,
+    format: Option<Arc<str>>,
     loaded: LoadedKernel,
 }
 
@@ -26,9 +30,10 @@ impl fmt::Debug for Kernel {
 }
 
 impl Kernel {
-    pub(crate) fn new(name: &str, loaded: LoadedKernel) -> Self {
+    pub(crate) fn new(name: &str, format: Option<Arc<str>>, loaded: LoadedKernel) -> Self {
         Kernel(Arc::new(KernelInner {
             name: Arc::from(name),
+            format,
             loaded,
         }))
     }
@@ -40,6 +45,17 @@ impl Kernel {
 
     pub(crate) fn shared_name(&self) -> Arc<str> {
         self.0.name.clone()
+    }
+
+    /// The format of the weights or data it reads, as registered
+    /// ([`KernelRegistry::register_format`](super::KernelRegistry::register_format)):
+    /// `q4_k`, `bf16`; none where none was declared.
+    pub fn format(&self) -> Option<&str> {
+        self.0.format.as_deref()
+    }
+
+    pub(crate) fn shared_format(&self) -> Option<Arc<str>> {
+        self.0.format.clone()
     }
 
     /// The backend's own form of the kernel, when it is of type `T` (a

@@ -2,6 +2,13 @@
 //! implementation per backend (a Rust function for the CPU, CUDA C source
 //! for NVRTC), handed out per device. Asking for a kernel on a backend it
 //! lacks is an error naming the workaround, never a fallback.
+//!
+//! A kernel is also declared here, once, to read a format (a block format
+//! such as `q4_k`, or a dense dtype): the handle carries it into every
+//! record of its dispatches, and the report groups time by it. Profiles
+//! once took it from kernel names; a declaration cannot be misread, and a
+//! test (`kernel_formats_tests.rs`) checks that every kernel of
+//! `ops::registry()` whose name names a format declares that one.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -16,6 +23,8 @@ use crate::error::{Error, Result};
 #[derive(Default, Clone)]
 pub struct KernelRegistry {
     entries: HashMap<String, KernelSources>,
+    /// The format each kernel reads, for those that declared one.
+    formats: HashMap<String, Arc<str>>,
 }
 
 impl fmt::Debug for KernelRegistry {
@@ -67,6 +76,29 @@ impl KernelRegistry {
         self.entries.entry(name.to_string()).or_default().cuda_library = Some(call);
     }
 
+    /// Declares (or replaces) the format of the weights or data kernel
+    /// `name` reads: a block format's lowercase name (`q4_k`, as
+    /// [`QuantFormat::name`](crate::quant::QuantFormat::name) gives) or a
+    /// dense dtype (`bf16`, `f16`, `f32`). Every record of its dispatches
+    /// carries it ([`DispatchRecord::format`](crate::profile::DispatchRecord::format)).
+    /// A kernel that reads no format in particular (a copy of bytes)
+    /// declares none.
+    pub fn register_format(&mut self, name: &str, format: &str) {
+        self.formats.insert(name.to_string(), Arc::from(format));
+    }
+
+    /// The format kernel `name` was declared to read, if any.
+    pub fn format(&self, name: &str) -> Option<&str> {
+        self.formats.get(name).map(|format| &**format)
+    }
+
+    /// Every registered kernel's name, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = self.entries.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        names
+    }
+
     /// Whether `name` is registered for any backend.
     pub fn contains(&self, name: &str) -> bool {
         self.entries.contains_key(name)
@@ -111,6 +143,6 @@ impl KernelRegistry {
             }
         })?;
         let loaded = device.backend_ref().load_kernel(name, sources)?;
-        Ok(Kernel::new(name, loaded))
+        Ok(Kernel::new(name, self.formats.get(name).cloned(), loaded))
     }
 }

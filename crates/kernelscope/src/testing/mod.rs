@@ -214,10 +214,10 @@ pub fn synthetic_layered_profile(
         let token_start = now;
         let mut index = 0;
         for layer in 0..layers {
-            for (kernel, kind, micros) in [
-                ("matvec_bf16", OpKind::MatVec, 100.0),
-                ("attention_f32", OpKind::Attention, 40.0),
-                ("rms_norm_f32", OpKind::RmsNorm, 5.0),
+            for (kernel, format, kind, micros) in [
+                ("matvec_bf16", "bf16", OpKind::MatVec, 100.0),
+                ("attention_f32", "f32", OpKind::Attention, 40.0),
+                ("rms_norm_f32", "f32", OpKind::RmsNorm, 5.0),
             ] {
                 let jitter = 1.0 + rng.uniform(-0.02, 0.02) as f64;
                 let duration = (micros * 1e3 * slowdown(layer) * jitter) as u64;
@@ -226,6 +226,7 @@ pub fn synthetic_layered_profile(
                     submission: u64::from(token),
                     index,
                     kernel: Arc::from(kernel),
+                    format: Some(Arc::from(format)),
                     op_kind: kind,
                     scope: Arc::from(format!(
                         "layer.{layer}.{}",

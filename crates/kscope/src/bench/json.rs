@@ -7,7 +7,8 @@ use kernelscope::profile::Phase;
 use kernelscope_model::Model;
 use serde_json::json;
 
-use super::{BenchArgs, Ceilings, Row};
+use super::args::BenchArgs;
+use super::results::{Ceilings, Row};
 
 /// The rows as a JSON array, one object per test with everything that
 /// produced it.

@@ -222,7 +222,7 @@ pub fn describe_model(profile: &mut Profile, model: Option<&Path>) -> Result<()>
     let conditions = &mut profile.conditions;
     conditions.model = Some(path.display().to_string());
     conditions.weight_format = Some(format);
-    conditions.model_shape = Some(crate::compare::model_shape(&config));
+    conditions.model_shape = Some(crate::model_shape::model_shape(&config));
     let source = format!(
         "{}{}",
         path.display(),

@@ -8,7 +8,9 @@
 //! hidden]` with gate first, `mlp.experts.down_proj`). Both directions —
 //! reading a checkpoint and writing a synthetic one — name tensors here.
 
-use super::{Architecture, Config, LayerTensor, TensorRole, TensorSpec};
+use super::architecture::Architecture;
+use super::model_config::Config;
+use super::tensors::{LayerTensor, TensorRole, TensorSpec};
 
 /// How a checkpoint stores experts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]

@@ -6,8 +6,9 @@
 
 use serde_json::Value;
 
+use super::architecture::Architecture;
 use super::fields::{Fields, short};
-use super::{Architecture, MAX_DIMENSION};
+use super::limits::MAX_DIMENSION;
 use crate::error::Result;
 
 /// The most experts a layer may have: far above any released model (256),

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::MAX_DIMENSION;
+use super::limits::MAX_DIMENSION;
 use crate::error::{ModelError, Result};
 
 /// Typed reads of one JSON object's fields, with errors that name the

@@ -19,8 +19,10 @@ use std::path::Path;
 use kernelscope::ops::rope::{RopeScaling, inverse_frequencies};
 use serde_json::Value;
 
+use super::architecture::Architecture;
 use super::fields::{Fields, short};
-use super::{Architecture, Config, MAX_CONFIG_BYTES, MAX_DIMENSION, MAX_LAYERS};
+use super::limits::{MAX_CONFIG_BYTES, MAX_DIMENSION, MAX_LAYERS};
+use super::model_config::Config;
 use crate::error::{ModelError, Result, one_line, shown};
 
 /// Fields of other model families that change the math. None of them has

@@ -7,8 +7,8 @@ use std::path::Path;
 use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};
 use serde_json::Value;
 
-use super::Config;
 use super::fields::{Fields, short};
+use super::model_config::Config;
 use crate::error::{Result, shown};
 
 /// The rope types this engine implements, for error messages.

@@ -27,7 +27,7 @@
 
 use std::ops::Range;
 
-use super::Config;
+use super::model_config::Config;
 use super::tensors::Dimension;
 use crate::error::{ModelError, Result};
 

@@ -5,7 +5,7 @@
 
 use std::iter::once;
 
-use super::Config;
+use super::model_config::Config;
 
 /// A size a tensor dimension takes from the config.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use kernelscope::{Communicator, Device};
 
-use super::Model;
+use super::model::Model;
 use super::shard::Shard;
 use crate::config::Config;
 use crate::config::shard::Partition;

@@ -22,7 +22,8 @@ use std::collections::HashMap;
 use kernelscope::profile::Phase;
 use kernelscope::{CommandEncoder, Device, Graph, PendingRead};
 
-use super::forward::{Choice, Forward};
+use super::forward::Choice;
+use super::forward_parts::Forward;
 use super::prefill::{ChunkLogits, PrefillBuffers, arrange_logits};
 use super::state::POSITION_SLOT;
 use crate::error::Result;

@@ -4,36 +4,14 @@
 //! quantized ones dequantized to bf16 at once on CUDA), and each row's
 //! outputs weighted back into the residual stream.
 
-use std::sync::Mutex;
-
 use kernelscope::ops::WeightFormat;
-use kernelscope::ops::matmul::MatMul;
-use kernelscope::ops::moe::group::{MoeGather, group_by_expert};
-use kernelscope::ops::silu_mul::SiluMul;
+use kernelscope::ops::moe::group::group_by_expert;
 use kernelscope::{Buffer, CommandEncoder, DType};
 
-use super::forward::Forward;
+use super::forward_parts::Forward;
 use super::layer::Activations;
 use crate::error::{ModelError, Result};
 use crate::weights::ExpertWeights;
-
-/// What prefill needs to run quantized experts as bf16 GEMMs: each
-/// projection's experts dequantized at once into scratch, the rows and the
-/// activations in bf16. One dequantizing dispatch a projection and layer
-/// replaces a dequantize, a narrowing and a GEMM per expert and
-/// projection (qwen3-30b-a3b Q4_K_M ran pp512 at 3,369 tok/s that way,
-/// 0.39x llama.cpp's, one H200).
-pub(crate) struct DequantizedPrefill {
-    /// f32 normed rows into bf16 runs.
-    pub gather: MoeGather,
-    /// SiLU·mul into bf16.
-    pub silu_mul: SiluMul,
-    /// bf16 GEMMs (cuBLASLt).
-    pub matmul: MatMul,
-    /// One projection's experts in bf16, grown to the largest and reused
-    /// by the next projection (the stream runs them in turn).
-    pub scratch: Mutex<Option<Buffer>>,
-}
 
 impl Forward<'_> {
     /// A chunk's experts as GEMMs: the router's choice read back (one host

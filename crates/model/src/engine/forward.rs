@@ -9,11 +9,10 @@ use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::Role;
 use kernelscope::{Buffer, CommandEncoder};
 
+use super::forward_parts::Forward;
 use super::layer::{self, Activations, PassShape, Step};
-use super::state::{Ops, POSITION_SLOT, State, TOKEN_SLOT};
-use crate::config::Config;
+use super::state::{POSITION_SLOT, TOKEN_SLOT};
 use crate::error::{ModelError, Result};
-use crate::weights::Weights;
 
 /// How a step picks its next token from the logits.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -39,14 +38,6 @@ impl Choice {
             Choice::Sampled { sampling, uniform }
         }
     }
-}
-
-/// The model's weights, ops and state, borrowed together for encoding.
-pub(crate) struct Forward<'a> {
-    pub config: &'a Config,
-    pub weights: &'a Weights,
-    pub ops: &'a Ops,
-    pub state: &'a State,
 }
 
 impl Forward<'_> {

@@ -15,7 +15,7 @@
 use kernelscope::ops::WeightFormat;
 use kernelscope::{Buffer, CommandEncoder, DType};
 
-use super::forward::Forward;
+use super::forward_parts::Forward;
 use super::layer::{Activations, Slot, Step};
 use crate::error::Result;
 use crate::linear::{Linear, Parallel};

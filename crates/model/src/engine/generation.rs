@@ -11,7 +11,8 @@ use kernelscope::profile::Phase;
 use kernelscope::rng::SplitMix64;
 
 use super::execution::{Decode, Readback, StepInput, StepOutput};
-use super::forward::{Choice, Forward};
+use super::forward::Choice;
+use super::forward_parts::Forward;
 use super::prefill::{ChunkLogits, PrefillBuffers};
 use super::shard::Shard;
 use crate::error::{ModelError, Result};
@@ -27,7 +28,7 @@ pub struct StepTiming {
     pub duration: Duration,
 }
 
-/// What [`Model::generate`] produced.
+/// What [`Model::generate`](super::Model::generate) produced.
 #[derive(Clone, Debug, Default)]
 pub struct Generation {
     /// The prompt.
@@ -60,7 +61,7 @@ impl Generation {
     }
 }
 
-/// What [`Model::generate`] is asked to do. Start from
+/// What [`Model::generate`](super::Model::generate) is asked to do. Start from
 /// [`GenerationRequest::new`] and set the fields that differ:
 ///
 /// ```

@@ -13,7 +13,7 @@ use kernelscope::profile::{Role, Roles};
 use kernelscope::{Buffer, CommandEncoder, DType};
 
 pub(super) use super::activations::{Activations, PassShape, Slot};
-use super::forward::Forward;
+use super::forward_parts::Forward;
 use crate::error::Result;
 use crate::linear::{Linear, Parallel};
 use crate::weights::{ExpertWeights, FeedForward, LayerWeights};

@@ -1,4 +1,4 @@
-//! The decode engine: [`Model`] holds the config and one [`Shard`] per rank
+//! The decode engine: [`Model`] holds the config and one [`Shard`](shard::Shard) per rank
 //! (one, unless the model is split over several devices by tensor
 //! parallelism). A shard holds its share of the weights, the ops bound to its
 //! device and the per-sequence state (activations and KV cache). The work is
@@ -11,7 +11,10 @@
 //! decode, the profiler's token windows), `generation` the loop from a
 //! request to tokens, `state` the device buffers, `shard` one rank's part,
 //! `ranks` how the ranks are driven together, `construct` how a model is
-//! built from a checkpoint, a GGUF file or a preset.
+//! built from a checkpoint, a GGUF file or a preset. The types several of
+//! those share have files of their own, so that none imports another for
+//! them: `model` the [`Model`], `forward_parts` what a pass borrows,
+//! `expert_ops` the experts' kernels.
 //!
 //! A split model runs SPMD: every rank's thread makes the same calls, so the
 //! ranks issue the same collectives in the same order and choose the same
@@ -37,12 +40,15 @@ mod activations;
 mod construct;
 mod execution;
 mod expert_buffers;
+mod expert_ops;
 mod expert_prefill;
 mod experts;
 mod forward;
+mod forward_parts;
 mod fusion;
 mod generation;
 mod layer;
+mod model;
 mod prefill;
 mod ranks;
 mod shard;
@@ -50,39 +56,19 @@ mod state;
 
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Conditions, Phase, Profile, Topology};
-use kernelscope::{Communicator, DType, Device};
+use kernelscope::{DType, Device};
 
 pub use execution::ExecutionMode;
 pub use generation::{Generation, GenerationRequest, StepTiming};
+pub use model::Model;
 use ranks::take_receiver;
-use shard::Shard;
+pub use shard::DEFAULT_PREFILL_CHUNK;
 pub(crate) use state::WeightFormats;
 
 use crate::config::Config;
 use crate::config::shard::Partition;
 use crate::error::{ModelError, Result};
 use crate::weights::Weights;
-
-/// Prompt positions per forward pass unless set otherwise
-/// ([`Model::set_prefill_chunk`]): chosen by measurement (docs/PERF.md: on
-/// an H100, llama-3-8b pp2048 ran at 14,610 / 16,886 / 17,996 tok/s with
-/// chunks of 512 / 1024 / 2048; a chunk is never larger than its prompt).
-pub const DEFAULT_PREFILL_CHUNK: usize = 2048;
-
-/// A Llama-family model ready to run on one device, or split over several
-/// (tensor parallelism).
-pub struct Model {
-    name: String,
-    /// What the weights are, as a user names it: the dtype, or a GGUF
-    /// file's type (`Q4_K_M`).
-    format: Option<String>,
-    /// The whole model's config.
-    config: Config,
-    /// One per rank, rank 0 first.
-    shards: Vec<Shard>,
-    /// One per rank when split; empty for one device.
-    communicators: Vec<Communicator>,
-}
 
 impl Model {
     /// Sets how steps reach the device (eager by default; see

@@ -9,7 +9,7 @@
 use kernelscope::profile::Role;
 use kernelscope::{Buffer, CommandEncoder, DType, Device};
 
-use super::forward::Forward;
+use super::forward_parts::Forward;
 use super::layer::{self, Activations, PassShape};
 use crate::config::Config;
 use crate::config::shard::Partition;

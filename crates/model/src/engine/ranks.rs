@@ -16,7 +16,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 
 use kernelscope::Communicator;
 
-use super::Model;
+use super::model::Model;
 use super::shard::Shard;
 use crate::error::{ModelError, Result};
 

@@ -88,7 +88,7 @@ pub(crate) struct Ops {
     /// The collectives, when the model is split over several ranks.
     pub collectives: Option<Collectives>,
     /// A sparse model's router and expert kernels.
-    pub experts: Option<super::experts::ExpertOps>,
+    pub experts: Option<super::expert_ops::ExpertOps>,
 }
 
 /// The weight formats a model holds beyond its dense dtype.

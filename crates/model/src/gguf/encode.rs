@@ -2,9 +2,9 @@
 //! version and counts, each metadata entry (typed values, typed arrays),
 //! each tensor info, then the padding to the data section.
 
+use super::constants::{MAGIC, VERSION};
+use super::output::{PlannedTensor, Sink};
 use super::value::{Array, Value, ValueType};
-use super::writer::{PlannedTensor, Sink};
-use super::{MAGIC, VERSION};
 
 /// Magic, version, counts, metadata, tensor infos and the padding before
 /// the data.

@@ -11,10 +11,10 @@ use memmap2::Mmap;
 
 use crate::error::{ModelError, Result, shown};
 
+use super::constants::{KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT};
 use super::metadata::Metadata;
 use super::reader::read_gguf_header;
 use super::tensors::TensorInfo;
-use super::{KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT, split_part_path, split_part_suffix};
 use kernelscope::ops::WeightFormat;
 
 /// One file of a GGUF model, mapped.
@@ -346,4 +346,18 @@ fn split_prefix(path: &Path, split_no: u16, split_count: u16) -> Option<PathBuf>
     let name = path.file_name()?.to_str()?;
     let prefix = name.strip_suffix(&split_part_suffix(split_no, split_count))?;
     (!prefix.is_empty()).then(|| path.with_file_name(prefix))
+}
+
+/// The path of part `split_no` (counted from 0, as `split.no` counts) of a
+/// model split into `split_count` files: `PREFIX-00001-of-00003.gguf` for
+/// part 0 of 3, as llama.cpp's `llama_split_path` names them.
+pub fn split_part_path(prefix: &Path, split_no: u16, split_count: u16) -> PathBuf {
+    let mut name = prefix.as_os_str().to_owned();
+    name.push(split_part_suffix(split_no, split_count));
+    PathBuf::from(name)
+}
+
+/// `-00001-of-00003.gguf`: what follows the prefix in a part's file name.
+fn split_part_suffix(split_no: u16, split_count: u16) -> String {
+    format!("-{:05}-of-{:05}.gguf", u32::from(split_no) + 1, split_count)
 }

@@ -29,16 +29,23 @@
 //! each begins where the previous one's padded bytes end, which every known
 //! writer does anyway).
 
+mod constants;
+mod cursor;
 mod encode;
 mod file;
 mod metadata;
+mod output;
 mod reader;
 mod tensors;
 mod types;
 mod value;
 mod writer;
 
-pub use file::{GgufFile, GgufPart, MappedTensor};
+pub use constants::{
+    DEFAULT_ALIGNMENT, KEY_ALIGNMENT, KEY_ARCHITECTURE, KEY_SPLIT_COUNT, KEY_SPLIT_NO,
+    KEY_SPLIT_TENSORS_COUNT, MAGIC, MAX_DIMS, MAX_TENSOR_NAME_BYTES, VERSION,
+};
+pub use file::{GgufFile, GgufPart, MappedTensor, split_part_path};
 pub use kernelscope::ops::WeightFormat;
 pub use metadata::Metadata;
 pub use reader::{GgufHeader, read_gguf_header};
@@ -46,51 +53,3 @@ pub use tensors::TensorInfo;
 pub use types::TensorType;
 pub use value::{Array, Value, ValueType};
 pub use writer::{GgufTensorWriter, GgufWriter, stop_writing};
-
-/// The four bytes every GGUF file begins with.
-pub const MAGIC: [u8; 4] = *b"GGUF";
-
-/// The version [`GgufWriter`] writes; the reader takes 2 and 3, which have
-/// the same little-endian layout (version 3 added big-endian files, which
-/// are refused).
-pub const VERSION: u32 = 3;
-
-/// The data section's alignment when the file sets no `general.alignment`.
-pub const DEFAULT_ALIGNMENT: u32 = 32;
-
-/// The most dimensions a tensor has (ggml's `GGML_MAX_DIMS`).
-pub const MAX_DIMS: usize = 4;
-
-/// The longest tensor name in bytes: ggml keeps names in a 64-byte buffer
-/// with its NUL (`GGML_MAX_NAME`), and llama.cpp refuses longer ones.
-pub const MAX_TENSOR_NAME_BYTES: usize = 63;
-
-/// The key setting the data section's alignment (a u32 power of two).
-pub const KEY_ALIGNMENT: &str = "general.alignment";
-
-/// The key naming the model's architecture (`llama`, `qwen2`, ...).
-pub const KEY_ARCHITECTURE: &str = "general.architecture";
-
-/// Which part of a split model a file is, counted from 0 (a u16 in
-/// llama.cpp's files).
-pub const KEY_SPLIT_NO: &str = "split.no";
-
-/// How many files a split model has (u16).
-pub const KEY_SPLIT_COUNT: &str = "split.count";
-
-/// How many tensors all the parts of a split model hold together (i32).
-pub const KEY_SPLIT_TENSORS_COUNT: &str = "split.tensors.count";
-
-/// The path of part `split_no` (counted from 0, as `split.no` counts) of a
-/// model split into `split_count` files: `PREFIX-00001-of-00003.gguf` for
-/// part 0 of 3, as llama.cpp's `llama_split_path` names them.
-pub fn split_part_path(prefix: &std::path::Path, split_no: u16, split_count: u16) -> std::path::PathBuf {
-    let mut name = prefix.as_os_str().to_owned();
-    name.push(split_part_suffix(split_no, split_count));
-    std::path::PathBuf::from(name)
-}
-
-/// `-00001-of-00003.gguf`: what follows the prefix in a part's file name.
-fn split_part_suffix(split_no: u16, split_count: u16) -> String {
-    format!("-{:05}-of-{:05}.gguf", u32::from(split_no) + 1, split_count)
-}

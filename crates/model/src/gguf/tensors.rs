@@ -9,9 +9,9 @@ use kernelscope::ops::WeightFormat;
 
 use crate::error::{Result, shown};
 
-use super::reader::{Cursor, What};
+use super::constants::{MAX_DIMS, MAX_TENSOR_NAME_BYTES};
+use super::cursor::{Cursor, What};
 use super::types::{TensorType, describe_unknown_type};
-use super::{MAX_DIMS, MAX_TENSOR_NAME_BYTES};
 
 /// The fewest bytes a tensor info takes: a one-byte name with its length,
 /// `n_dims` (0), the type and the offset.

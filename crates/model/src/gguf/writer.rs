@@ -20,19 +20,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::error::{ModelError, Result, shown};
 
+use super::constants::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAX_DIMS, MAX_TENSOR_NAME_BYTES};
 use super::encode::write_header_to;
+use super::output::{PlannedTensor, Sink};
 use super::types::TensorType;
 use super::value::Value;
-use super::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAX_DIMS, MAX_TENSOR_NAME_BYTES};
-
-/// A tensor declared for writing.
-#[derive(Clone, Debug)]
-pub(super) struct PlannedTensor {
-    pub(super) name: String,
-    pub(super) dims: Vec<u64>,
-    pub(super) tensor_type: TensorType,
-    pub(super) byte_len: u64,
-}
 
 /// The first stage of writing a GGUF file: the metadata and the tensors it
 /// will hold, in order. [`GgufWriter::write_header`] starts the file.
@@ -221,34 +213,6 @@ pub struct GgufTensorWriter {
     next: usize,
     alignment: u64,
     failed: bool,
-}
-
-/// The temporary file, counting what has been written (for the padding).
-#[derive(Debug)]
-pub(super) struct Sink {
-    pub(super) out: BufWriter<File>,
-    pub(super) written: u64,
-}
-
-impl Sink {
-    pub(super) fn put(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.out.write_all(bytes)?;
-        self.written += bytes.len() as u64;
-        Ok(())
-    }
-
-    /// Zeros up to the next multiple of `alignment`.
-    pub(super) fn pad(&mut self, alignment: u64) -> std::io::Result<()> {
-        let padding = self.written.next_multiple_of(alignment) - self.written;
-        const ZEROS: [u8; 64] = [0; 64];
-        let mut left = padding;
-        while left > 0 {
-            let chunk = left.min(ZEROS.len() as u64) as usize;
-            self.put(&ZEROS[..chunk])?;
-            left -= chunk as u64;
-        }
-        Ok(())
-    }
 }
 
 /// What a tensor's callback writes into: the file, up to the tensor's

@@ -184,7 +184,7 @@ fn write_gguf_with(
         total += writer.add_tensor_info(&gguf_name(spec.role), &dims, tensor_type)?;
         plan.push((spec, tensor_type));
     }
-    let progress = crate::weights::progress_bar(total as usize, quiet, "writing GGUF");
+    let progress = crate::progress::progress_bar(total as usize, quiet, "writing GGUF");
     let mut tensors = writer.write_header()?;
     if let Some(factors) = &factors {
         let bytes: Vec<u8> = factors.iter().flat_map(|factor| factor.to_le_bytes()).collect();

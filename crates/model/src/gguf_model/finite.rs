@@ -6,7 +6,8 @@
 
 use rayon::prelude::*;
 
-use super::{GgufModel, widen};
+use super::config::widen;
+use super::model::GgufModel;
 use crate::error::{ModelError, Result};
 use kernelscope::ops::WeightFormat;
 

@@ -11,6 +11,7 @@
 
 mod config;
 mod finite;
+mod model;
 mod weights;
 
 use std::path::Path;
@@ -23,24 +24,9 @@ use crate::tokenizer::{GgufVocabulary, Tokenizer};
 pub(crate) use config::widen;
 use config::{read_config, read_vocabulary};
 pub use finite::NonFiniteWeight;
+pub use model::GgufModel;
 pub use weights::gguf_names;
 pub(crate) use weights::{file_row, gguf_name, permuted_heads};
-
-/// A GGUF model, opened and checked, before its weights are placed.
-pub struct GgufModel {
-    /// The file (every part of a split one).
-    pub file: GgufFile,
-    /// The configuration its metadata describes.
-    pub config: Config,
-    /// Its vocabulary, when it has one.
-    pub vocabulary: Option<GgufVocabulary>,
-    /// Why its vocabulary could not be read (a token that is not UTF-8):
-    /// the weights run without it (`--token-ids`), and
-    /// [`tokenizer`](Self::tokenizer) says this where text is needed.
-    pub vocabulary_problem: Option<String>,
-    /// `tokenizer.chat_template`, when present.
-    pub chat_template: Option<String>,
-}
 
 /// Refuses a file whose tensors the metadata does not account for (a
 /// `block_count` below the layers it holds would run fewer layers,

@@ -14,14 +14,15 @@ use kernelscope::quant::QuantFormat;
 use kernelscope::{Buffer, DType, Device};
 use rayon::prelude::*;
 
-use super::GgufModel;
 use super::config::{dense_values, tensor, widen};
+use super::model::GgufModel;
 use crate::config::shard::{Partition, Split};
 use crate::config::{Architecture, Config, LayerTensor, TensorRole};
 use crate::error::{ModelError, Result};
 use crate::gguf::{GgufFile, TensorInfo};
 use crate::loader::LoadOptions;
-use crate::weights::{Weights, check_fits, progress_bar};
+use crate::progress::progress_bar;
+use crate::weights::{Weights, check_fits};
 
 /// The GGUF name of a tensor the config lists.
 pub(crate) fn gguf_name(role: TensorRole) -> String {

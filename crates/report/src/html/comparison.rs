@@ -10,9 +10,9 @@ use kernelscope::profile::{Comparison, Profile};
 use super::deltas::{delta_chart, verdict_class};
 use super::layers::layer_bars;
 use super::markup::escape;
+use super::page::{PERFETTO, page};
 use super::roofline::{RooflineRange, roofline_marks};
 use super::run::{SharedScales, conditions, headline, views};
-use super::{PERFETTO, page};
 use crate::summary::Summary;
 use crate::tables::{COMPARISON_COLUMNS, comparison_cells};
 

@@ -9,8 +9,8 @@ use std::fmt::Write;
 use kernelscope::profile::{GapAccount, Profile};
 
 use super::markup::escape;
+use super::page::{PERFETTO, page};
 use super::run::{SharedScales, conditions, headline, views};
-use super::{PERFETTO, page};
 use crate::summary::Summary;
 use crate::text::render_gap_account;
 

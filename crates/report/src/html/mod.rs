@@ -17,6 +17,7 @@ mod experts;
 mod gap;
 mod layers;
 mod markup;
+mod page;
 mod roofline;
 mod run;
 mod svg;
@@ -32,37 +33,8 @@ pub use gap::render_gap_html;
 use crate::summary::Summary;
 use crate::text::{ReportOptions, render_report_with};
 use markup::escape;
+use page::{PERFETTO, page};
 use run::{SharedScales, conditions, headline, views};
-
-const STYLE: &str = include_str!("page.css");
-const SCRIPT: &str = include_str!("page.js");
-
-/// The page around `body`: its policy, script and styles.
-fn page(title: &str, body: &str) -> String {
-    format!(
-        r#"<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{}</title>
-<script>{SCRIPT}</script>
-<style>{STYLE}</style>
-</head>
-<body>
-<ul id="page-errors"></ul>
-{body}
-</body>
-</html>
-"#,
-        escape(title)
-    )
-}
-
-/// Where to look for the timeline of every dispatch: the trace, which the
-/// page does not hold.
-const PERFETTO: &str = r#"<h2>Trace</h2><p class="note">For the timeline of every dispatch, write a Chrome trace with <code>kscope run --trace FILE</code> (or <code>kscope report PROFILE --trace FILE</code>; <code>--trace-tokens 10..12</code> keeps a long run's trace small) and open it at <a href="https://ui.perfetto.dev">ui.perfetto.dev</a> (Open trace file: it is read in the browser, not uploaded) or in <code>chrome://tracing</code>.</p>"#;
 
 /// `profile` as one self-contained HTML page.
 pub fn render_html(profile: &Profile) -> String {

@@ -1,6 +1,6 @@
 //! The roofline chart: one circle per kernel that declares flops and bytes
 //! at its arithmetic intensity and achieved GFLOP/s, coloured by the format
-//! it reads (`q4_k`, `q6_k`, `bf16`, ..., from its name) with a legend, one
+//! it declares it reads (`q4_k`, `q6_k`, `bf16`, ...) with a legend, one
 //! square per op kind (shown with the page's switch), under the measured
 //! read-bandwidth and compute ceilings; the kernels without flops as bars
 //! of how close they came to their floor time (bytes read at the read
@@ -13,7 +13,7 @@ use kernelscope::profile::{Aggregate, PeakShare, Roofline, placements};
 
 use super::markup::escape;
 use super::svg::{Frame, LogAxis, decade_label, shorten};
-use crate::formats::{format_colour, format_of_kernel, in_legend_order};
+use crate::formats::{OTHER, format_colour, in_legend_order, kernel_formats};
 use crate::summary::{Summary, kernel_of, op_of, saturating_sum};
 
 /// One group (a kernel or an op kind) placed on the roofline.
@@ -99,6 +99,7 @@ fn share_of_what(share: PeakShare) -> &'static str {
 /// The kernels and the op kinds of the summary, heaviest first, each with
 /// how close it came to its bound.
 pub(super) fn roofline_marks(summary: &Summary<'_>) -> (Vec<RooflineMark>, Vec<RooflineMark>) {
+    let formats = kernel_formats(summary);
     let marks = |key: fn(&kernelscope::profile::DispatchRecord) -> String, kernels: bool| {
         let placed = placements(summary.records.iter().copied(), summary.roofline, key);
         summary
@@ -108,7 +109,8 @@ pub(super) fn roofline_marks(summary: &Summary<'_>) -> (Vec<RooflineMark>, Vec<R
                 let share = placed
                     .get(&row.key)
                     .and_then(|placement| placement.share_of_peak(summary.roofline, row));
-                RooflineMark::of(row, share, kernels.then(|| format_of_kernel(&row.key)))
+                let format = formats.get(row.key.as_str()).copied();
+                RooflineMark::of(row, share, kernels.then(|| format.unwrap_or(OTHER)))
             })
             .collect::<Vec<_>>()
     };
@@ -219,7 +221,7 @@ fn format_legend(out: &mut String, kernels: &[RooflineMark]) {
     if formats.is_empty() {
         return;
     }
-    out.push_str(r#"<p class="legend formats">format each kernel reads (from its name): "#);
+    out.push_str(r#"<p class="legend formats">format each kernel declares it reads: "#);
     for format in formats {
         let _ = write!(
             out,
@@ -232,7 +234,7 @@ fn format_legend(out: &mut String, kernels: &[RooflineMark]) {
 
 /// A kernel mark's fill and its `data-format` attribute.
 fn format_fill(mark: &RooflineMark) -> (&'static str, &'static str) {
-    let format = mark.format.unwrap_or(crate::formats::OTHER);
+    let format = mark.format.unwrap_or(OTHER);
     (format_colour(format), format)
 }
 

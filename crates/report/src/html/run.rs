@@ -141,7 +141,7 @@ pub(super) fn views(out: &mut String, profile: &Profile, summary: &Summary<'_>, 
 fn charts(out: &mut String, profile: &Profile, summary: &Summary<'_>, scales: SharedScales) {
     let _ = write!(
         out,
-        r#"<h2>Roofline</h2><p class="note">Every kernel over {} as a circle (area: share of the time; colour: the format it reads, from its name; hover for its figures) at its declared flops per byte and achieved GFLOP/s, under the measured memory ceiling (red: the read ceiling, or a profile's copy ceiling from before schema 3) and compute ceiling (dark). <label><input type="checkbox" class="show-ops"> show op kinds (squares)</label></p>"#,
+        r#"<h2>Roofline</h2><p class="note">Every kernel over {} as a circle (area: share of the time; colour: the format it declares it reads; hover for its figures) at its declared flops per byte and achieved GFLOP/s, under the measured memory ceiling (red: the read ceiling, or a profile's copy ceiling from before schema 3) and compute ceiling (dark). <label><input type="checkbox" class="show-ops"> show op kinds (squares)</label></p>"#,
         escape(&summary.over)
     );
     let (kernels, ops) = roofline_marks(summary);

@@ -11,8 +11,8 @@ use kernelscope::profile::{
     Aggregate, DispatchRecord, FOLD_TOLERANCE_FLOOR, fold_inputs, layer_of, scope_of,
 };
 
-use super::ReportOptions;
 use super::folds::{DIFFERS_MARK, fold_labels, shown_as};
+use super::options::ReportOptions;
 use super::table::table;
 use crate::formats::{FORMAT_HEADING, format_of, reads_block_formats};
 use crate::summary::{Summary, kernel_of, op_of};

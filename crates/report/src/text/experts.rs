@@ -8,7 +8,7 @@ use std::fmt::Write;
 
 use kernelscope::profile::{ExpertRouting, LayerRouting, Profile};
 
-use super::ReportOptions;
+use super::options::ReportOptions;
 use super::table::table;
 
 /// Layers the short report lists (the most imbalanced); `--full` lists all.

@@ -12,6 +12,7 @@ mod experts;
 mod folds;
 mod gap;
 mod idle;
+mod options;
 mod ranks;
 pub(crate) mod submissions;
 mod table;
@@ -24,39 +25,10 @@ use kernelscope::profile::{BandwidthBasis, Ceilings, Profile, fold_inputs, layer
 
 pub use comparison::render_comparison;
 pub use gap::render_gap_account;
+pub use options::ReportOptions;
 
 use crate::summary::Summary;
 use crate::tables::counter_table;
-
-/// What the text report shows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReportOptions {
-    /// Every layer and scope on a row of its own. Without it, identical
-    /// layers fold into one row (`layer.0–15 ×16 ±1.2%`) and a layer that
-    /// differs from them by more than the noise stays apart, marked `*`.
-    pub full: bool,
-    /// How many kernels the per-kernel table shows, slowest first (`None`: all).
-    pub top_kernels: Option<usize>,
-}
-
-impl ReportOptions {
-    /// The short report: layers folded, the 10 slowest kernels.
-    pub const SHORT: ReportOptions = ReportOptions {
-        full: false,
-        top_kernels: Some(10),
-    };
-    /// The full report: every layer, scope and kernel on its own row.
-    pub const FULL: ReportOptions = ReportOptions {
-        full: true,
-        top_kernels: None,
-    };
-}
-
-impl Default for ReportOptions {
-    fn default() -> Self {
-        ReportOptions::SHORT
-    }
-}
 
 /// Renders `profile` as the full text report (every layer, scope and
 /// kernel on its own row); see [`render_report_with`] for the short one.

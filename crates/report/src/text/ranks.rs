@@ -9,8 +9,8 @@ use std::fmt::Write;
 
 use kernelscope::profile::{CollectiveCost, DispatchRecord, FoldInput, Profile, collective_costs};
 
-use super::ReportOptions;
 use super::folds::{fold_labels, shown_as};
+use super::options::ReportOptions;
 use super::table::table;
 use crate::summary::saturating_sum;
 use crate::tables::{ms, us};

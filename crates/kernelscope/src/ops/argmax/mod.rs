@@ -20,6 +20,7 @@ use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegist
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("argmax_f32", cpu::argmax);
     registry.register_cuda_source("argmax_f32", super::cuda_source(include_str!("argmax.cu")));
+    registry.register_format("argmax_f32", "f32");
 }
 
 /// The argmax op.

@@ -51,6 +51,7 @@ pub fn register(registry: &mut KernelRegistry) {
                 _ => registry.register_cpu(&name, attention_split::<f32>),
             }
             registry.register_cuda_source(&name, source.clone());
+            registry.register_format(&name, dtype.name());
         }
     }
     registry.register_cpu("attention_combine_f32", attention_combine);
@@ -58,6 +59,7 @@ pub fn register(registry: &mut KernelRegistry) {
         "attention_combine_f32",
         super::cuda_source(include_str!("combine.cu")),
     );
+    registry.register_format("attention_combine_f32", "f32");
 }
 
 /// The vector kernel for a padded head dim, padded group and cache dtype.

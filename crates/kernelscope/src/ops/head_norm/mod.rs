@@ -23,6 +23,9 @@ pub fn register(registry: &mut KernelRegistry) {
     for name in ["head_norm_f32", "head_norm_f16", "head_norm_bf16"] {
         registry.register_cuda_source(name, source.clone());
     }
+    registry.register_format("head_norm_f32", "f32");
+    registry.register_format("head_norm_f16", "f16");
+    registry.register_format("head_norm_bf16", "bf16");
 }
 
 /// The per-head RMSNorm for one weight dtype.

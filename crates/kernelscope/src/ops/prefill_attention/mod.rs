@@ -59,11 +59,15 @@ pub fn register(registry: &mut KernelRegistry) {
     for cache in WEIGHT_DTYPES {
         for out in WEIGHT_DTYPES {
             registry.register_cuda_source(&format!("prefill_attention_{cache}_{out}"), source.clone());
+            // Named last by its output's dtype, as the report grouped it
+            // before kernels declared formats.
+            registry.register_format(&format!("prefill_attention_{cache}_{out}"), out.name());
         }
     }
     for dim in TENSOR_CORE_DIMS {
         for out in WEIGHT_DTYPES {
             registry.register_cuda_source(&format!("prefill_attention_tc{dim}_bf16_{out}"), source.clone());
+            registry.register_format(&format!("prefill_attention_tc{dim}_bf16_{out}"), out.name());
         }
     }
 }

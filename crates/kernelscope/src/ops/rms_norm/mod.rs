@@ -40,6 +40,18 @@ pub fn register(registry: &mut KernelRegistry) {
     ] {
         registry.register_cuda_source(name, source.clone());
     }
+    // Each reads the dtype its name ends in, the output's where there are
+    // two (as the report grouped it before kernels declared formats).
+    for (name, format) in [
+        ("rms_norm_f32", "f32"),
+        ("rms_norm_f16", "f16"),
+        ("rms_norm_bf16", "bf16"),
+        ("rms_norm_f16_f16", "f16"),
+        ("rms_norm_bf16_bf16", "bf16"),
+        ("rms_norm_f32_bf16", "bf16"),
+    ] {
+        registry.register_format(name, format);
+    }
 }
 
 /// Threads per block for rows of `n`: a float4 per thread for the widest

@@ -18,6 +18,7 @@ use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegist
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("rope_f32", cpu::rope);
     registry.register_cuda_source("rope_f32", super::cuda_source(include_str!("rope.cu")));
+    registry.register_format("rope_f32", "f32");
 }
 
 /// Llama-3's `rope_scaling` (`rope_type: "llama3"`).

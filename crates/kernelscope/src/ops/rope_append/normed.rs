@@ -59,6 +59,8 @@ pub fn register(registry: &mut KernelRegistry) {
     for weight in ["f32", "f16", "bf16"] {
         for cache in ["f32", "f16", "bf16"] {
             registry.register_cuda_source(&format!("rope_append_normed_{weight}_{cache}"), source.clone());
+            // The cache's dtype, which its name ends in, as rope_append's.
+            registry.register_format(&format!("rope_append_normed_{weight}_{cache}"), cache);
         }
     }
 }

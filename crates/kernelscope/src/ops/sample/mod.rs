@@ -14,6 +14,7 @@ use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegist
 pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("sample_f32", cpu::sample);
     registry.register_cuda_source("sample_f32", super::cuda_source(include_str!("sample.cu")));
+    registry.register_format("sample_f32", "f32");
 }
 
 /// How to pick the next token.

@@ -19,26 +19,25 @@
 //!   bytes_measured` says; else they have none and sit on no roofline.
 //!   Device-to-device copies and sets carry the bytes CUPTI reports them
 //!   moving.
+//! - Foreign kernels declare no format either (`DispatchRecord::format` is
+//!   none): their names follow the program's own naming, which says
+//!   nothing kscope can trust, so the report groups them under `other`.
 //! - Kernels that begin before the one before them on their stream ended
 //!   mark the run as launching early, so the cross-check expects overlaps.
 
 mod bytes;
 mod calls;
 mod names;
+mod parts;
 mod process;
 mod records;
 mod steps;
 
-use std::path::PathBuf;
-
-use kernelscope_trace::Trace;
-use serde::{Deserialize, Serialize};
-
-use super::{
-    Conditions, CounterSnapshot, DispatchRecord, DispatchTiming, Profile, ProfileLevel, SubmissionRecord,
-    TimingMechanism, TimingMethod, TokenRecord, Topology,
-};
+use super::conditions::Program;
+use super::{Conditions, DispatchTiming, Profile, ProfileLevel, TimingMechanism, TimingMethod, Topology};
 use crate::error::{Error, Result};
+pub use parts::ProcessTrace;
+use parts::{Built, RankParts};
 pub use steps::StepRule;
 
 /// A kernel's name as `kscope profile` shows it: demangled C++ without
@@ -47,58 +46,6 @@ pub use steps::StepRule;
 /// profile's names through before setting them beside a program's.
 pub fn readable_kernel_name(name: &str) -> String {
     names::readable(name)
-}
-
-/// One process's record file, read.
-pub struct ProcessTrace {
-    /// The file.
-    pub path: PathBuf,
-    /// What it held.
-    pub trace: Trace,
-}
-
-/// The program a profile was taken of, in its conditions.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Program {
-    /// The command line `kscope profile` ran.
-    pub command: Vec<String>,
-    /// How its steps were found (rank 0's rule).
-    pub steps: String,
-    /// Its processes that ran device work (the profile's ranks).
-    pub processes: usize,
-    /// How it ended (`exit 0`, `killed by signal 9`).
-    pub ended: String,
-}
-
-impl Program {
-    /// What the program is, for telling two apart: its executable's file
-    /// name, and for an interpreter or launcher (`python`, `torchrun`) the
-    /// script's.
-    pub fn name(&self) -> String {
-        let file_name = |text: &str| text.rsplit('/').next().unwrap_or(text).to_string();
-        let Some(first) = self.command.first() else {
-            return String::new();
-        };
-        let executable = file_name(first);
-        let launcher = [
-            "python",
-            "torchrun",
-            "accelerate",
-            "deepspeed",
-            "uv",
-            "bash",
-            "sh",
-        ]
-        .iter()
-        .any(|launcher| executable.starts_with(launcher));
-        match self.command[1..]
-            .iter()
-            .find(|argument| !argument.starts_with('-'))
-        {
-            Some(script) if launcher => format!("{executable} {}", file_name(script)),
-            _ => executable,
-        }
-    }
 }
 
 /// The mode of a profile whose CUDA graphs were traced whole.
@@ -251,52 +198,5 @@ fn assemble(tool: &str, conditions: Conditions, parts: RankParts, warnings: Vec<
         warnings,
         ranks: Vec::new(),
         experts: None,
-    }
-}
-
-/// One process's records as a rank's.
-struct Built {
-    rank: Option<u32>,
-    first_ns: u64,
-    device: String,
-    rule: StepRule,
-    graphs: bool,
-    /// Whether its graphs were traced whole (`--graphs whole`), each launch
-    /// one dispatch with the kernels inside it untraced.
-    whole_graphs: bool,
-    /// Its graph launches were timed by CUDA events in the program, CUPTI not attached.
-    events_timed: bool,
-    /// The median length of its DRAM samples, ns, where its kernels' bytes
-    /// were measured by PM sampling.
-    bytes_measured: Option<u64>,
-    /// Whether a kernel began before the one before it on its stream ended.
-    early_launch: bool,
-    records: RankParts,
-}
-
-/// A rank's counters, tokens, submissions and dispatches.
-type RankParts = (
-    CounterSnapshot,
-    Vec<TokenRecord>,
-    Vec<SubmissionRecord>,
-    Vec<DispatchRecord>,
-);
-
-impl Built {
-    /// Puts every time on the profile's epoch.
-    fn shift(&mut self, epoch: u64) {
-        let (_, tokens, submissions, dispatches) = &mut self.records;
-        for token in tokens {
-            token.start_ns -= epoch;
-            token.end_ns -= epoch;
-        }
-        for submission in submissions {
-            submission.start_ns -= epoch;
-            submission.end_ns -= epoch;
-        }
-        for dispatch in dispatches {
-            dispatch.start_ns -= epoch;
-            dispatch.end_ns -= epoch;
-        }
     }
 }

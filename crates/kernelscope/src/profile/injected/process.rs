@@ -7,25 +7,9 @@ use std::sync::Arc;
 
 use kernelscope_trace::{ApiCall, ApiWhat, Ending, Frame, NvtxRange, PmSample};
 
-use super::{Built, ProcessTrace, bytes, calls, names, steps};
+use super::parts::{Built, ProcessTrace, Unit};
+use super::{bytes, calls, names, steps};
 use crate::profile::{CounterSnapshot, OpKind};
-
-/// A kernel, copy or set, as read.
-pub(super) struct Unit {
-    pub(super) start_ns: u64,
-    pub(super) end_ns: u64,
-    pub(super) correlation: u32,
-    pub(super) name: String,
-    pub(super) op_kind: OpKind,
-    pub(super) stream: u32,
-    pub(super) device: u32,
-    pub(super) graph: u32,
-    pub(super) bytes: u64,
-    pub(super) bytes_written: u64,
-    pub(super) host_copy: bool,
-    /// A kernel (not a copy or set): what the dispatch counter counts.
-    pub(super) kernel: bool,
-}
 
 /// CUPTI's copy kinds: host to device, device to host (the host-device copies counted).
 const HOST_DEVICE_COPY_KINDS: [u32; 2] = [1, 2];

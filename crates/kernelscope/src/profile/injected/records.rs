@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kernelscope_trace::ApiCall;
 
-use super::process::Unit;
+use super::parts::Unit;
 use super::steps;
 use crate::profile::{CounterSnapshot, DispatchRecord, Phase, SubmissionRecord, TokenRecord};
 
@@ -74,6 +74,9 @@ pub(super) fn submissions_of(
                 submission: number as u64,
                 index: index as u32,
                 kernel: Arc::from(unit.name.as_str()),
+                // Another program's kernel declares nothing to us, and its
+                // name follows no naming kscope can trust to say a format.
+                format: None,
                 op_kind: unit.op_kind,
                 scope: scope_of(unit),
                 stream: unit.stream,

@@ -163,6 +163,12 @@ impl Communicator {
     /// in a [`Dispatch`](super::Dispatch) on this rank's device.
     pub fn kernel(&self, collective: Collective, dtype: DType) -> Result<Kernel> {
         let loaded = self.group.kernel(self.rank, collective, dtype)?;
-        Ok(Kernel::new(&collective.kernel_name(dtype), loaded))
+        // A collective reads the dtype it exchanges, as an op's kernel
+        // declares at registration.
+        Ok(Kernel::new(
+            &collective.kernel_name(dtype),
+            Some(Arc::from(dtype.name())),
+            loaded,
+        ))
     }
 }

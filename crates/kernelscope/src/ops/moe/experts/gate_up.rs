@@ -25,6 +25,8 @@ pub(super) fn register(registry: &mut KernelRegistry) {
     for dtype in ["f32", "f16", "bf16"] {
         registry.register_cuda_source(&format!("moe_gate_up_{dtype}"), source.clone());
         registry.register_cuda_source(&format!("moe_gate_up_narrow_{dtype}"), source.clone());
+        registry.register_format(&format!("moe_gate_up_{dtype}"), dtype);
+        registry.register_format(&format!("moe_gate_up_narrow_{dtype}"), dtype);
     }
 }
 

@@ -20,6 +20,7 @@ pub(super) fn register(registry: &mut KernelRegistry) {
         "moe_combine_f32",
         crate::ops::cuda_source(include_str!("combine.cu")),
     );
+    registry.register_format("moe_combine_f32", "f32");
 }
 
 /// The weighted combine of the experts' outputs.

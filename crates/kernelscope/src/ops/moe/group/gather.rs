@@ -17,6 +17,7 @@ pub(super) fn register(registry: &mut KernelRegistry) {
         "moe_gather_narrow_bf16",
         crate::ops::cuda_source(include_str!("gather.cu")),
     );
+    registry.register_format("moe_gather_narrow_bf16", "bf16");
 }
 
 /// The gather for rows of one dtype.

@@ -24,6 +24,7 @@ pub fn register(registry: &mut KernelRegistry) {
         "moe_route_f32",
         crate::ops::cuda_source(include_str!("moe_route.cu")),
     );
+    registry.register_format("moe_route_f32", "f32");
 }
 
 /// The router: `k` experts of `experts`, renormalised or not.

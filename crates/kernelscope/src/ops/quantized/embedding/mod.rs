@@ -24,16 +24,12 @@ use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegist
 /// Registers `embedding_<format>` for every format, on the CPU and CUDA.
 pub fn register(registry: &mut KernelRegistry) {
     for format in QuantFormat::ALL {
-        let kernel = include_str!("embedding.cu")
-            .replace("{format}", format.name())
-            .replace("{Format}", &format!("{format:?}"));
-        registry.register_cuda_source(
-            &format!("embedding_{}", format.name()),
-            crate::ops::quantized::linear::cuda_source_with(&kernel),
-        );
+        let kernel = crate::ops::quantized::linear::cuda_source_for(format, include_str!("embedding.cu"));
+        registry.register_cuda_source(&format!("embedding_{}", format.name()), kernel);
         registry.register_cpu(&format!("embedding_{}", format.name()), move |args| {
             cpu::quantized_embedding(format, args)
         });
+        registry.register_format(&format!("embedding_{}", format.name()), format.name());
     }
 }
 

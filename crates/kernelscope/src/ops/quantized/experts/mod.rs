@@ -46,11 +46,11 @@ pub fn register(registry: &mut KernelRegistry) {
             registry.register_cpu(&format!("moe_down_add_{}_{suffix}", format.name()), move |args| {
                 cpu::moe_down_add(format, input, args)
             });
+            registry.register_format(&format!("moe_gate_up_{}_{suffix}", format.name()), format.name());
+            registry.register_format(&format!("moe_down_add_{}_{suffix}", format.name()), format.name());
         }
-        let kernels = include_str!("experts_q8.cu")
-            .replace("{format}", format.name())
-            .replace("{Format}", &format!("{format:?}"));
-        let source: Arc<str> = crate::ops::quantized::linear::cuda_source_with(&kernels).into();
+        let kernels = crate::ops::quantized::linear::cuda_source_for(format, include_str!("experts_q8.cu"));
+        let source: Arc<str> = kernels.into();
         let gate_up = format!("moe_gate_up_{}_q8", format.name());
         let down = format!("moe_down_add_{}_q8", format.name());
         registry.register_cuda_source(&gate_up, source.clone());

@@ -2,39 +2,11 @@
 //! and F16C, as llama.cpp's `ggml_vec_dot_*_q8_*` write them (`maddubs`
 //! and `madd` over whole blocks): Q8_0, Q4_K (also several input rows per
 //! weight row, for a prefill chunk) and Q6_K; other formats take the
-//! portable products of `quant::int8`. x86-64 only; `available` says
+//! portable products of `quant::int8` (`cpu::rows_int8` picks). x86-64 only; `available` says
 //! whether this CPU runs them, checked once.
 
 use crate::cpu_simd::dot::prefetch_ahead;
-use crate::quant::{Int8Activations, QuantFormat};
-
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn rows_int8(
-    format: QuantFormat,
-    weight: &[u8],
-    row_bytes: usize,
-    x: &Int8Activations,
-    out: &mut [f32],
-    vnni: bool,
-) {
-    let row_avx2 = match format {
-        // SAFETY (of calling it below): the caller says VNNI is present.
-        QuantFormat::Q8_0 if vnni => super::avx512::q8_0_row,
-        QuantFormat::Q8_0 => q8_0_row,
-        QuantFormat::Q4_K if vnni => super::avx512::q4_k_row,
-        QuantFormat::Q4_K => q4_k_row,
-        QuantFormat::Q6_K => q6_k_row,
-        _ => {
-            super::cpu::rows_int8_portable(format, weight, row_bytes, x, out);
-            return;
-        }
-    };
-    for (row, value) in out.iter_mut().enumerate() {
-        let blocks = &weight[row * row_bytes..(row + 1) * row_bytes];
-        // SAFETY: AVX2, FMA and F16C are present (the caller checked).
-        *value = unsafe { row_avx2(blocks, x) };
-    }
-}
+use crate::quant::Int8Activations;
 
 /// The sum of the eight lanes.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -67,7 +39,8 @@ pub(crate) unsafe fn q4_k_row(blocks: &[u8], x: &Int8Activations) -> f32 {
 /// every row's activations.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q4_k_rows<const R: usize>(blocks: &[u8], xs: [&Int8Activations; R]) -> [f32; R] {
-    use crate::quant::blocks::{q4_k, scales_mins_k4};
+    use crate::quant::formats::q4_k;
+    use crate::quant::k_scales::scales_mins_k4;
     use std::arch::x86_64::*;
     let count = blocks.len() / q4_k::BYTES;
     for x in xs {
@@ -176,7 +149,7 @@ pub(super) unsafe fn sub_block_sums(group_sums: *const i32) -> std::arch::x86_64
 /// activations' 16-element sums.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q6_k_row(blocks: &[u8], x: &Int8Activations) -> f32 {
-    use crate::quant::blocks::q6_k;
+    use crate::quant::formats::q6_k;
     use std::arch::x86_64::*;
     let count = blocks.len() / q6_k::BYTES;
     assert!(x.quants.len() >= count * 256 && x.sums.len() >= count * 16 && x.scales.len() >= count);
@@ -271,7 +244,7 @@ pub(crate) unsafe fn q6_k_row(blocks: &[u8], x: &Int8Activations) -> f32 {
 /// 1B Q8_0; the `half` crate's conversion stays.)
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn q8_0_row(blocks: &[u8], x: &Int8Activations) -> f32 {
-    use crate::quant::blocks::q8_0;
+    use crate::quant::formats::q8_0;
     use std::arch::x86_64::*;
     let ones = _mm256_set1_epi16(1);
     let mut sums = _mm256_setzero_ps();
@@ -346,62 +319,6 @@ mod tests {
                     (fast - portable).abs() <= 1e-5 * magnitude,
                     "{format} {columns}: {fast} vs {portable}"
                 );
-            }
-        }
-    }
-
-    /// Whole mat-vecs through `rows_int8` equal the portable rows, row by
-    /// row, for several row counts and widths, with AVX2's Q8_0 kernel and,
-    /// where the CPU has VNNI, with AVX-512's (odd block counts among them,
-    /// for its one-block tail).
-    #[test]
-    fn avx2_row_groups_equal_the_portable_rows() {
-        if !super::available() {
-            eprintln!("SKIPPED: this CPU has no AVX2");
-            return;
-        }
-        let vnni_paths: &[bool] = if super::super::avx512::available() {
-            &[false, true]
-        } else {
-            eprintln!("SKIPPED (the VNNI half): this CPU has no AVX-512 VNNI");
-            &[false]
-        };
-        let mut rng = SplitMix64::new(0x4a);
-        let formats = [QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K];
-        for (&vnni, format) in vnni_paths
-            .iter()
-            .flat_map(|vnni| formats.iter().map(move |format| (vnni, *format)))
-        {
-            let mut shapes = vec![(4usize, 256usize), (7, 512), (13, 1024), (1, 256)];
-            if format == QuantFormat::Q8_0 {
-                shapes.extend([(3, 32), (5, 96), (2, 2080)]);
-            }
-            for (rows, columns) in shapes {
-                let row_bytes = format.row_bytes(columns).unwrap();
-                let mut blocks = vec![0u8; rows * row_bytes];
-                let mut magnitudes = Vec::new();
-                let x: Vec<f32> = (0..columns).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
-                for row in 0..rows {
-                    let weights: Vec<f32> = (0..columns).map(|_| rng.next_f32() * 4.0 - 2.0).collect();
-                    magnitudes.push(weights.iter().zip(&x).map(|(w, x)| (w * x).abs()).sum::<f32>());
-                    format
-                        .quantize_row(&weights, &mut blocks[row * row_bytes..(row + 1) * row_bytes])
-                        .unwrap();
-                }
-                let mut activations = Int8Activations::default();
-                quantize_activations(&x, format.int8_block().unwrap(), &mut activations);
-                let mut out = vec![f32::NAN; rows];
-                // SAFETY: AVX2 was checked above, and VNNI where asked for.
-                unsafe { super::rows_int8(format, &blocks, row_bytes, &activations, &mut out, vnni) };
-                for (row, (&fast, magnitude)) in out.iter().zip(&magnitudes).enumerate() {
-                    let portable = format
-                        .dot_row_int8(&blocks[row * row_bytes..(row + 1) * row_bytes], &activations)
-                        .unwrap();
-                    assert!(
-                        (fast - portable).abs() <= 1e-5 * magnitude,
-                        "{format} {rows}x{columns} row {row} (VNNI {vnni}): {fast} vs {portable}"
-                    );
-                }
             }
         }
     }

@@ -6,7 +6,7 @@
 //! runs them, checked once.
 
 use crate::quant::Int8Activations;
-use crate::quant::blocks::q8_0;
+use crate::quant::formats::q8_0;
 
 /// One Q8_0 row against Q8_0 activations: the same integer sums per block
 /// as the AVX2 kernel (exact), scaled and summed in f32 in another order.
@@ -87,7 +87,8 @@ pub(crate) unsafe fn q8_0_row(blocks: &[u8], x: &Int8Activations) -> f32 {
 /// in the AVX2 kernel, eight lanes at a time.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn q4_k_row(blocks: &[u8], x: &Int8Activations) -> f32 {
-    use crate::quant::blocks::{q4_k, scales_mins_k4};
+    use crate::quant::formats::q4_k;
+    use crate::quant::k_scales::scales_mins_k4;
     use std::arch::x86_64::*;
     let count = blocks.len() / q4_k::BYTES;
     assert!(x.quants.len() >= count * 256 && x.sums.len() >= count * 16 && x.scales.len() >= count);

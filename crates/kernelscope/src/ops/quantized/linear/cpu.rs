@@ -14,9 +14,9 @@ use crate::ops::dot;
 use crate::quant::{Int8Activations, QuantFormat, quantize_activations};
 use crate::runtime::KernelArgs;
 
+use super::arguments::{K, N, OUT, ROWS, WEIGHT, X};
 #[cfg(target_arch = "x86_64")]
-use super::avx2;
-use super::{K, N, OUT, ROWS, WEIGHT, X};
+use super::{avx2, avx512};
 
 /// The instructions the 8-bit integer products run on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub fn integer_path() -> IntegerPath {
         DotPath::Portable => {}
         DotPath::Avx2Fma if avx2::available() => return IntegerPath::Avx2,
         DotPath::Avx2Fma => {}
-        _ if super::avx512::available() => return IntegerPath::Avx512Vnni,
+        _ if avx512::available() => return IntegerPath::Avx512Vnni,
         _ if avx2::available() => return IntegerPath::Avx2,
         _ => {}
     }
@@ -298,7 +298,7 @@ pub(super) fn quantized_matmul_int8(format: QuantFormat, args: &KernelArgs<'_>) 
 
 /// `out[r]` for the rows of `weight` (row r at `r × row_bytes`) on `path`,
 /// the [`integer_path`] its kernel found once.
-fn rows_int8(
+pub(super) fn rows_int8(
     path: IntegerPath,
     format: QuantFormat,
     weight: &[u8],
@@ -309,16 +309,28 @@ fn rows_int8(
     match path {
         #[cfg(target_arch = "x86_64")]
         path @ (IntegerPath::Avx2 | IntegerPath::Avx512Vnni) => {
-            // SAFETY: the CPU has AVX2, FMA and F16C, and AVX-512 F, BW, VL
-            // and VNNI on that path (`integer_path` checked, once).
-            unsafe { avx2::rows_int8(format, weight, row_bytes, x, out, path == IntegerPath::Avx512Vnni) };
+            let vnni = path == IntegerPath::Avx512Vnni;
+            let row: unsafe fn(&[u8], &Int8Activations) -> f32 = match format {
+                QuantFormat::Q8_0 if vnni => avx512::q8_0_row,
+                QuantFormat::Q8_0 => avx2::q8_0_row,
+                QuantFormat::Q4_K if vnni => avx512::q4_k_row,
+                QuantFormat::Q4_K => avx2::q4_k_row,
+                QuantFormat::Q6_K => avx2::q6_k_row,
+                _ => return rows_int8_portable(format, weight, row_bytes, x, out),
+            };
+            for (index, value) in out.iter_mut().enumerate() {
+                let blocks = &weight[index * row_bytes..(index + 1) * row_bytes];
+                // SAFETY: the CPU has AVX2, FMA and F16C, and AVX-512 F, BW,
+                // VL and VNNI on that path (`integer_path` checked, once).
+                *value = unsafe { row(blocks, x) };
+            }
         }
         _ => rows_int8_portable(format, weight, row_bytes, x, out),
     }
 }
 
 #[inline(always)]
-pub(super) fn rows_int8_portable(
+fn rows_int8_portable(
     format: QuantFormat,
     weight: &[u8],
     row_bytes: usize,
@@ -328,5 +340,72 @@ pub(super) fn rows_int8_portable(
     for (row, value) in out.iter_mut().enumerate() {
         let blocks = &weight[row * row_bytes..(row + 1) * row_bytes];
         *value = format.dot_row_int8(blocks, x).unwrap_or(f32::NAN);
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::{IntegerPath, rows_int8};
+    use crate::quant::{Int8Activations, QuantFormat, quantize_activations};
+    use crate::rng::SplitMix64;
+
+    /// Whole mat-vecs through `cpu::rows_int8` equal the portable rows, row by
+    /// row, for several row counts and widths, with AVX2's Q8_0 kernel and,
+    /// where the CPU has VNNI, with AVX-512's (odd block counts among them,
+    /// for its one-block tail).
+    #[test]
+    fn avx2_row_groups_equal_the_portable_rows() {
+        if !super::super::avx2::available() {
+            eprintln!("SKIPPED: this CPU has no AVX2");
+            return;
+        }
+        let vnni_paths: &[bool] = if super::super::avx512::available() {
+            &[false, true]
+        } else {
+            eprintln!("SKIPPED (the VNNI half): this CPU has no AVX-512 VNNI");
+            &[false]
+        };
+        let mut rng = SplitMix64::new(0x4a);
+        let formats = [QuantFormat::Q8_0, QuantFormat::Q4_K, QuantFormat::Q6_K];
+        for (&vnni, format) in vnni_paths
+            .iter()
+            .flat_map(|vnni| formats.iter().map(move |format| (vnni, *format)))
+        {
+            let mut shapes = vec![(4usize, 256usize), (7, 512), (13, 1024), (1, 256)];
+            if format == QuantFormat::Q8_0 {
+                shapes.extend([(3, 32), (5, 96), (2, 2080)]);
+            }
+            for (rows, columns) in shapes {
+                let row_bytes = format.row_bytes(columns).unwrap();
+                let mut blocks = vec![0u8; rows * row_bytes];
+                let mut magnitudes = Vec::new();
+                let x: Vec<f32> = (0..columns).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+                for row in 0..rows {
+                    let weights: Vec<f32> = (0..columns).map(|_| rng.next_f32() * 4.0 - 2.0).collect();
+                    magnitudes.push(weights.iter().zip(&x).map(|(w, x)| (w * x).abs()).sum::<f32>());
+                    format
+                        .quantize_row(&weights, &mut blocks[row * row_bytes..(row + 1) * row_bytes])
+                        .unwrap();
+                }
+                let mut activations = Int8Activations::default();
+                quantize_activations(&x, format.int8_block().unwrap(), &mut activations);
+                let mut out = vec![f32::NAN; rows];
+                let path = if vnni {
+                    IntegerPath::Avx512Vnni
+                } else {
+                    IntegerPath::Avx2
+                };
+                rows_int8(path, format, &blocks, row_bytes, &activations, &mut out);
+                for (row, (&fast, magnitude)) in out.iter().zip(&magnitudes).enumerate() {
+                    let portable = format
+                        .dot_row_int8(&blocks[row * row_bytes..(row + 1) * row_bytes], &activations)
+                        .unwrap();
+                    assert!(
+                        (fast - portable).abs() <= 1e-5 * magnitude,
+                        "{format} {rows}x{columns} row {row} (VNNI {vnni}): {fast} vs {portable}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -13,8 +13,9 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, cuda_grid, quantized_kernel, staged_bytes};
 use super::gemm::scratch_view;
-use super::{BlockLayout, ROWS_PER_WARP, quantized_kernel, staged_bytes, weight_blocks};
+use super::layout::{BlockLayout, weight_blocks};
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
 use crate::profile::Role;
@@ -24,30 +25,7 @@ use crate::runtime::{
 };
 
 /// The arguments of `quantize_q8` (stage.cu).
-pub(crate) mod quantize {
-    crate::ops::kernel_arguments! { X: "x" Read, OUT: "out" Write, K: "k" U32 }
-}
-/// The arguments of `norm_quantize_q8` (stage.cu).
-pub(crate) mod norm_quantize {
-    crate::ops::kernel_arguments! {
-        X: "x" Read, NORM_WEIGHT: "norm_weight" Read, OUT: "out" Write, K: "k" U32, EPS: "eps" F32
-    }
-}
-/// The arguments of `matvecs_<format>_q8` (kernels.cu).
-pub(crate) mod matvecs {
-    crate::ops::kernel_arguments! {
-        X: "x" Read, WEIGHT_A: "weight_a" Read, WEIGHT_B: "weight_b" Read, WEIGHT_C: "weight_c" Read,
-        OUT: "out" Write, ROWS_A: "rows_a" U32, ROWS_B: "rows_b" U32, ROWS_C: "rows_c" U32, K: "k" U32
-    }
-}
-/// The arguments of `matvec_silu_<format>_q8` (kernels.cu).
-pub(crate) mod silu {
-    crate::ops::kernel_arguments! {
-        X: "x" Read, GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32, K: "k" U32
-    }
-}
-// `matvec_add_<format>_q8` takes the dense residual mat-vec's arguments,
-// name for name (x the quantized input).
+pub(crate) use super::arguments::{matvecs, norm_quantize, quantize, silu};
 use crate::ops::matvec::residual as add;
 
 /// Registers `quantize_q8` and `norm_quantize_q8` on CUDA, and
@@ -148,7 +126,7 @@ impl QuantizedFused {
                 .scalar(add::N, n as u32)
                 .scalar(add::K, k as u32)
                 .dispatch(&self.matvec_add)?
-                .grid(product_grid(n, ROWS_PER_WARP, super::CUDA_MOST_BLOCKS))
+                .grid(product_grid(n, ROWS_PER_WARP, CUDA_MOST_BLOCKS))
                 .cost(
                     (n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64
                         + bytes_of(n, DType::F32),
@@ -212,7 +190,7 @@ impl QuantizedFused {
                 .scalar(matvecs::ROWS_C, rows[2] as u32)
                 .scalar(matvecs::K, k as u32)
                 .dispatch(&self.matvecs)?
-                .grid(product_grid(n, ROWS_PER_WARP, super::CUDA_MOST_BLOCKS))
+                .grid(product_grid(n, ROWS_PER_WARP, CUDA_MOST_BLOCKS))
                 .cost(
                     (read + staged_bytes(k)) as u64,
                     bytes_of(n, DType::F32),
@@ -355,7 +333,7 @@ fn check_quantizable(op: &str, k: usize) -> Result<()> {
 /// global memory (no shared memory: nothing staged), of at most
 /// `most_blocks` blocks.
 fn product_grid(n: usize, rows_per_warp: usize, most_blocks: usize) -> LaunchGrid {
-    let mut grid = super::cuda_grid(n, rows_per_warp, 1, 0);
+    let mut grid = cuda_grid(n, rows_per_warp, 1, 0);
     grid.blocks[0] = grid.blocks[0].min(most_blocks as u32);
     grid
 }
@@ -367,6 +345,6 @@ fn product_grid(n: usize, rows_per_warp: usize, most_blocks: usize) -> LaunchGri
 fn gate_up_blocks(format: QuantFormat) -> usize {
     match format {
         QuantFormat::Q4_K => 396,
-        _ => super::CUDA_MOST_BLOCKS,
+        _ => CUDA_MOST_BLOCKS,
     }
 }

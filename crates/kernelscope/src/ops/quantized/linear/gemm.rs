@@ -13,7 +13,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::quantized_kernel;
+use super::cuda::quantized_kernel;
 use crate::error::Result;
 use crate::ops::matmul::MatMul;
 use crate::ops::{Arguments, bytes_of, kernel_arguments};
@@ -40,6 +40,9 @@ pub(super) fn register(registry: &mut KernelRegistry) {
     for name in ["narrow_f32_bf16", "widen_bf16_f32"] {
         registry.register_cuda_source(name, source.clone());
     }
+    // Each is grouped by the dtype it ends in, its output's.
+    registry.register_format("narrow_f32_bf16", "bf16");
+    registry.register_format("widen_bf16_f32", "f32");
 }
 
 /// Blocks of the elementwise kernels (grid-stride beyond).

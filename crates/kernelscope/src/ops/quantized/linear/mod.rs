@@ -21,26 +21,34 @@
 //! `kernels.cu`, instantiated per format.
 
 #[cfg(target_arch = "x86_64")]
+mod arguments;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod cpu;
 #[cfg(target_arch = "x86_64")]
 mod cpu_bf16_tiles;
+mod cuda;
 pub mod fused;
 pub(crate) mod gemm;
+mod layout;
 pub(crate) mod stage;
 
+pub(crate) use arguments::ARGUMENTS;
+use arguments::{K, N, OUT, ROWS, WEIGHT, X};
 pub use cpu::{IntegerPath, integer_path};
+use cuda::CUDA_KERNELS;
+pub(crate) use cuda::{
+    CUDA_THREADS, ROWS_PER_WARP, check_staged, cuda_grid, cuda_source, cuda_source_for, quantized_kernel,
+};
 pub use gemm::GEMM_ROWS;
+pub use layout::BlockLayout;
+pub(crate) use layout::weight_blocks;
 
-use crate::error::{Error, Remedy, Result};
-use crate::ops::{Arguments, bytes_of, dimensions, expect, expect_rows, kernel_arguments, rows_of};
+use crate::error::Result;
+use crate::ops::{Arguments, bytes_of, expect_rows, rows_of};
 use crate::quant::QuantFormat;
-use crate::quant::planes::{planar_blocks, planar_row_bytes, to_planes};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-kernel_arguments! { WEIGHT: "weight" Read, X: "x" Read, OUT: "out" Write, N: "n" U32, K: "k" U32, ROWS: "rows" U32 }
 
 /// How a quantized mat-vec takes its activations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -55,104 +63,6 @@ pub enum Activations {
     F32,
 }
 
-/// How a device's quantized kernels expect a matrix's rows of blocks.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BlockLayout {
-    /// ggml's blocks one after another, as the file holds them (the CPU).
-    Blocks,
-    /// Each field of a row's blocks together, rows padded to 16 bytes
-    /// ([`crate::quant::planes`]: CUDA).
-    Planes,
-}
-
-impl BlockLayout {
-    /// The layout `device`'s quantized kernels read.
-    pub fn of(device: &Device) -> BlockLayout {
-        if device.backend() == "cpu" {
-            BlockLayout::Blocks
-        } else {
-            BlockLayout::Planes
-        }
-    }
-
-    /// Bytes one row of `blocks` blocks of `format` takes.
-    pub fn row_bytes(self, format: QuantFormat, blocks: usize) -> usize {
-        match self {
-            BlockLayout::Blocks => blocks * format.block_bytes(),
-            BlockLayout::Planes => planar_row_bytes(format, blocks),
-        }
-    }
-
-    /// The blocks of a row of `row_bytes` bytes, if that is whole blocks in
-    /// this layout.
-    pub fn blocks(self, format: QuantFormat, row_bytes: usize) -> Option<usize> {
-        match self {
-            BlockLayout::Blocks => (row_bytes > 0 && row_bytes.is_multiple_of(format.block_bytes()))
-                .then(|| row_bytes / format.block_bytes()),
-            BlockLayout::Planes => planar_blocks(format, row_bytes),
-        }
-    }
-
-    /// `rows` rows of ggml blocks (`row(i)` gives row i, all of one length)
-    /// in this layout, one after another.
-    pub fn arrange<'a>(
-        self,
-        format: QuantFormat,
-        rows: usize,
-        row: impl Fn(usize) -> &'a [u8] + Sync,
-    ) -> Vec<u8> {
-        use rayon::prelude::*;
-        let blocks = if rows == 0 {
-            0
-        } else {
-            row(0).len() / format.block_bytes()
-        };
-        let row_bytes = self.row_bytes(format, blocks);
-        let mut out = vec![0u8; rows * row_bytes];
-        if row_bytes == 0 {
-            return out;
-        }
-        out.par_chunks_mut(row_bytes)
-            .enumerate()
-            .for_each(|(index, destination)| match self {
-                BlockLayout::Blocks => destination.copy_from_slice(row(index)),
-                BlockLayout::Planes => to_planes(format, row(index), destination),
-            });
-        out
-    }
-}
-
-/// The blocks and elements of a weight `[n, row_bytes]` of `format` in
-/// `layout`, or an error naming `op`'s weight.
-pub(crate) fn weight_blocks(
-    op: &str,
-    format: QuantFormat,
-    layout: BlockLayout,
-    weight: &Buffer,
-) -> Result<(usize, usize, usize)> {
-    let [n, row_bytes] = dimensions(op, "weight", weight)?;
-    expect(op, "weight", weight, DType::U8, &[n, row_bytes])?;
-    let blocks = layout
-        .blocks(format, row_bytes)
-        .ok_or_else(|| Error::ShapeMismatch {
-            context: format!(
-                "{op} weight: a {format} row of {row_bytes} bytes is not whole {}-byte blocks{}",
-                format.block_bytes(),
-                if layout == BlockLayout::Planes {
-                    " in planes padded to 16 bytes"
-                } else {
-                    ""
-                }
-            ),
-            expected: vec![
-                n,
-                layout.row_bytes(format, (row_bytes / format.block_bytes()).max(1)),
-            ],
-            found: vec![n, row_bytes],
-        })?;
-    Ok((n, blocks, blocks * format.block_elements()))
-}
-
 /// Registers, for every format, on the CPU `matvec_<format>_f32`,
 /// `matmul_<format>` and, where the format has the integer product,
 /// `matvec_<format>_q8` and `matmul_<format>_q8`, and on x86-64
@@ -164,7 +74,9 @@ pub fn register(registry: &mut KernelRegistry) {
     for format in QuantFormat::ALL {
         let product = move |args: &crate::runtime::KernelArgs<'_>| cpu::quantized_product(format, args);
         registry.register_cpu(&format!("matvec_{}_f32", format.name()), product);
+        registry.register_format(&format!("matvec_{}_f32", format.name()), format.name());
         registry.register_cpu(&format!("matmul_{}", format.name()), product);
+        registry.register_format(&format!("matmul_{}", format.name()), format.name());
         if format.int8_block().is_some() {
             registry.register_cpu(&format!("matvec_{}_q8", format.name()), move |args| {
                 cpu::quantized_product_int8(format, args)
@@ -172,127 +84,23 @@ pub fn register(registry: &mut KernelRegistry) {
             registry.register_cpu(&format!("matmul_{}_q8", format.name()), move |args| {
                 cpu::quantized_matmul_int8(format, args)
             });
+            registry.register_format(&format!("matmul_{}_q8", format.name()), format.name());
         }
         #[cfg(target_arch = "x86_64")]
         registry.register_cpu(&format!("matmul_{}_bf16", format.name()), move |args| {
             cpu_bf16_tiles::quantized_matmul_bf16(format, args)
         });
+        #[cfg(target_arch = "x86_64")]
+        registry.register_format(&format!("matmul_{}_bf16", format.name()), format.name());
         let source: std::sync::Arc<str> = cuda_source(format).into();
         for kernel in CUDA_KERNELS {
             let name = kernel.replace("{}", format.name());
             registry.register_cuda_source(&name, source.clone());
+            registry.register_format(&name, format.name());
         }
     }
     gemm::register(registry);
     fused::register(registry);
-}
-
-/// The CUDA kernels of each format (`kernels.cu`), `{}` standing for its
-/// name.
-pub(crate) const CUDA_KERNELS: [&str; 6] = [
-    "matvec_{}_q8",
-    "matmul_{}",
-    "matvec_add_{}_q8",
-    "matvecs_{}_q8",
-    "matvec_silu_{}_q8",
-    "dequantize_{}_bf16",
-];
-
-/// The CUDA source of `format`'s kernels: the prelude, what every kernel
-/// shares (`quantized.cuh`: loads and x staged; `formats.cuh`: the formats;
-/// `products.cuh`: the row loops), and `kernels.cu` with the format's name
-/// and struct (named as the variant, `Q4_K`) put in.
-pub(crate) fn cuda_source(format: QuantFormat) -> String {
-    let kernels = include_str!("kernels.cu")
-        .replace("{format}", format.name())
-        .replace("{Format}", &format!("{format:?}"));
-    cuda_source_with(&kernels)
-}
-
-/// The CUDA source of `kernels` (one format's, its names put in) over what
-/// every quantized kernel shares: the prelude, `quantized.cuh`,
-/// `formats.cuh` and `products.cuh` (other ops' quantized kernels too).
-pub(crate) fn cuda_source_with(kernels: &str) -> String {
-    crate::ops::cuda_source(&format!(
-        "{}\n{}\n{}\n{kernels}",
-        include_str!("quantized.cuh"),
-        include_str!("formats.cuh"),
-        include_str!("products.cuh")
-    ))
-}
-
-/// Threads per block of the CUDA quantized kernels (`QUANT_THREADS`).
-pub(crate) const CUDA_THREADS: u32 = 256;
-/// Warps of a CUDA block.
-const WARPS: usize = CUDA_THREADS as usize / 32;
-/// Rows a warp of the one-matrix CUDA kernels reads at once
-/// (`MATVEC_GROUP` in quantized.cuh); the gate/up kernel reads one row of
-/// each of its two matrices.
-pub(crate) const ROWS_PER_WARP: usize = 1;
-/// The most blocks a CUDA quantized mat-vec launches: each block quantizes
-/// x into its shared memory before reading weights, so past about one
-/// resident wave (4 blocks on each of 132 SMs) warps loop over rows rather
-/// than more blocks repeating that work.
-pub(crate) const CUDA_MOST_BLOCKS: usize = 528;
-/// Shared memory a CUDA block may take without opting in to more.
-const CUDA_SHARED_BYTES: usize = 48 << 10;
-
-/// Shared memory a CUDA block takes to stage `k` activations as 8-bit
-/// blocks of 32 (the values, and a scale and a sum per block).
-pub(crate) fn staged_bytes(k: usize) -> usize {
-    k + 8 * (k / 32)
-}
-
-/// Whether a CUDA quantized kernel can stage `k` activations (k a multiple
-/// of 32, as every format's block is), or the error saying why not.
-pub(crate) fn check_staged(op: &str, k: usize) -> Result<()> {
-    if k.is_multiple_of(32) && staged_bytes(k) <= CUDA_SHARED_BYTES {
-        return Ok(());
-    }
-    Err(Error::ShapeMismatch {
-        context: format!(
-            "{op} stages its input as 8-bit blocks of 32 in {} KiB of shared memory: {k} elements do not fit",
-            CUDA_SHARED_BYTES >> 10
-        ),
-        expected: vec![CUDA_SHARED_BYTES * 32 / 40],
-        found: vec![k],
-    })
-}
-
-/// The CUDA grid of a quantized mat-vec over `n` weight rows, each warp
-/// reading `rows_per_warp` of them at once, for `rows` input rows, staging
-/// `k` activations per block.
-pub(crate) fn cuda_grid(n: usize, rows_per_warp: usize, rows: usize, k: usize) -> LaunchGrid {
-    let y = rows.clamp(1, 64);
-    LaunchGrid {
-        blocks: [
-            n.div_ceil(WARPS * rows_per_warp).clamp(1, CUDA_MOST_BLOCKS) as u32,
-            y as u32,
-            1,
-        ],
-        threads_per_block: [CUDA_THREADS, 1, 1],
-        shared_memory_bytes: staged_bytes(k) as u32,
-    }
-}
-
-/// The kernel `name` of a quantized format for `device`, or, where the
-/// backend has none, an error saying that `what` (`Q4_K weights are
-/// multiplied`) is not done there and the CPU does it.
-pub(crate) fn quantized_kernel(
-    registry: &KernelRegistry,
-    device: &Device,
-    name: String,
-    what: &str,
-) -> Result<Kernel> {
-    registry.kernel(device, &name).map_err(|error| match error {
-        Error::KernelMissing { backend, .. } => Error::KernelMissing {
-            name,
-            backend,
-            workaround: format!("{what} this way only on the CPU; run with --device cpu"),
-            remedies: &[Remedy::OtherDevice { device: "cpu" }],
-        },
-        other => other,
-    })
 }
 
 /// The quantized products for one format.

@@ -5,7 +5,7 @@
 //! own quantized mat-vecs quantize x themselves; the expert products
 //! (`ops::quantized::experts`) read x staged this way on both backends.
 
-use super::fused::quantize::{K, OUT, X};
+use super::arguments::quantize::{K, OUT, X};
 use crate::error::{Error, Result};
 use crate::runtime::KernelArgs;
 

@@ -1,0 +1,32 @@
+//! The argument lists of the quantized linear kernels, written once for
+//! their launches and their CPU references: the products', and those of
+//! the fused decode kernels (`fused`) and the activation stage (`stage`).
+
+use crate::ops::kernel_arguments;
+
+kernel_arguments! { WEIGHT: "weight" Read, X: "x" Read, OUT: "out" Write, N: "n" U32, K: "k" U32, ROWS: "rows" U32 }
+
+pub(crate) mod quantize {
+    crate::ops::kernel_arguments! { X: "x" Read, OUT: "out" Write, K: "k" U32 }
+}
+/// The arguments of `norm_quantize_q8` (stage.cu).
+pub(crate) mod norm_quantize {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, NORM_WEIGHT: "norm_weight" Read, OUT: "out" Write, K: "k" U32, EPS: "eps" F32
+    }
+}
+/// The arguments of `matvecs_<format>_q8` (kernels.cu).
+pub(crate) mod matvecs {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, WEIGHT_A: "weight_a" Read, WEIGHT_B: "weight_b" Read, WEIGHT_C: "weight_c" Read,
+        OUT: "out" Write, ROWS_A: "rows_a" U32, ROWS_B: "rows_b" U32, ROWS_C: "rows_c" U32, K: "k" U32
+    }
+}
+/// The arguments of `matvec_silu_<format>_q8` (kernels.cu).
+pub(crate) mod silu {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32, K: "k" U32
+    }
+}
+// `matvec_add_<format>_q8` takes the dense residual mat-vec's arguments,
+// name for name (x the quantized input).
