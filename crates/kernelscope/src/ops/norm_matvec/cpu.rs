@@ -41,10 +41,8 @@ pub(super) fn norm_matvec<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()>
         part.par_chunks_mut(ROWS_PER_TASK)
             .enumerate()
             .for_each(|(task, chunk)| {
-                for (offset, value) in chunk.iter_mut().enumerate() {
-                    let row = task * ROWS_PER_TASK + offset;
-                    *value = h.dot(&weight[row * k..(row + 1) * k]);
-                }
+                let first_row = task * ROWS_PER_TASK;
+                h.dot_rows(&weight[first_row * k..(first_row + chunk.len()) * k], k, chunk);
             });
         out = rest;
     }
@@ -67,11 +65,15 @@ pub(super) fn norm_matvec_silu<W: WeightElement>(args: &KernelArgs<'_>) -> Resul
         .par_chunks_mut(ROWS_PER_TASK)
         .enumerate()
         .for_each(|(task, chunk)| {
-            for (offset, value) in chunk.iter_mut().enumerate() {
-                let row = task * ROWS_PER_TASK + offset;
-                let g = h.dot(&gate[row * k..(row + 1) * k]);
-                let u = h.dot(&up[row * k..(row + 1) * k]);
-                *value = g / (1.0 + (-g).exp()) * u;
+            let first_row = task * ROWS_PER_TASK;
+            let rows = first_row * k..(first_row + chunk.len()) * k;
+            let mut ups = [0.0f32; ROWS_PER_TASK];
+            let ups = &mut ups[..chunk.len()];
+            h.dot_rows(&gate[rows.clone()], k, chunk);
+            h.dot_rows(&up[rows], k, ups);
+            for (value, u) in chunk.iter_mut().zip(ups) {
+                let g = *value;
+                *value = g / (1.0 + (-g).exp()) * *u;
             }
         });
     Ok(())

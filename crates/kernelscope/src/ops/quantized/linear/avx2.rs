@@ -5,7 +5,7 @@
 //! portable products of `quant::int8` (`cpu::rows_int8` picks). x86-64 only; `available` says
 //! whether this CPU runs them, checked once.
 
-use crate::cpu_simd::dot::prefetch_ahead;
+use crate::cpu_simd::prefetch::prefetch_ahead;
 use crate::quant::Int8Activations;
 
 /// The sum of the eight lanes.

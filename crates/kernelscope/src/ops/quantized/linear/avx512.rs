@@ -21,7 +21,7 @@ pub(crate) unsafe fn q8_0_row(blocks: &[u8], x: &Int8Activations) -> f32 {
     let mut index = 0;
     while index + 2 <= count {
         let first = &blocks[index * q8_0::BYTES..(index + 2) * q8_0::BYTES];
-        crate::cpu_simd::dot::prefetch_ahead(first.as_ptr(), 128);
+        crate::cpu_simd::prefetch::prefetch_ahead(first.as_ptr(), 128);
         let activations = &x.quants[index * 32..index * 32 + 64];
         // SAFETY: 32 readable bytes at each block's quants and 64 at the
         // two blocks' activations; unaligned loads.
@@ -110,7 +110,7 @@ pub(crate) unsafe fn q4_k_row(blocks: &[u8], x: &Int8Activations) -> f32 {
         // (asserted above); every load below is unaligned and in bounds.
         unsafe {
             let block = blocks.as_ptr().add(index * q4_k::BYTES);
-            crate::cpu_simd::dot::prefetch_ahead(block, q4_k::BYTES);
+            crate::cpu_simd::prefetch::prefetch_ahead(block, q4_k::BYTES);
             let packed: &[u8; 12] = &*(block.add(q4_k::SCALES) as *const [u8; 12]);
             let (scales, mins) = scales_mins_k4(packed);
             let d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes([
