@@ -86,13 +86,7 @@ fn no_crate_has_an_import_loop() {
 /// library's old shape), and none once the shared item moves down.
 #[test]
 fn a_loop_through_the_crate_root_is_found_and_a_layered_crate_passes() {
-    let read = |files: &[(&str, &str)]| {
-        let sources: Vec<(String, String)> = files
-            .iter()
-            .map(|(path, text)| (path.to_string(), text.to_string()))
-            .collect();
-        Crate::new(&sources)
-    };
+    let read = |files: &[(&str, &str)]| Crate::new(files);
     let looped = read(&[
         (
             "lib.rs",

@@ -59,13 +59,7 @@ fn profile_runtime_and_ops_depend_only_downward() {
 /// whose first step is `super::nccl::NcclGroup` in a type.)
 #[test]
 fn an_injected_cycle_and_an_upward_dependency_are_reported() {
-    let read = |files: &[(&str, &str)]| {
-        let sources: Vec<(String, String)> = files
-            .iter()
-            .map(|(path, text)| (path.to_string(), text.to_string()))
-            .collect();
-        Crate::new(&sources)
-    };
+    let read = |files: &[(&str, &str)]| Crate::new(files);
     let mut files = vec![
         ("lib.rs", "pub mod runtime;\npub mod profile;\n"),
         (

@@ -58,6 +58,23 @@ pub fn scales_mins_k4(packed: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
     (scales, mins)
 }
 
+/// Eight 6-bit (scale, min) pairs packed into 12 bytes as
+/// `quantize_row_q4_K_ref` packs them: the inverse of [`scale_min_k4`].
+fn pack_scales_mins(pairs: [(u8, u8); 8]) -> [u8; 12] {
+    let mut packed = [0u8; 12];
+    for (j, (scale, min)) in pairs.into_iter().enumerate() {
+        if j < 4 {
+            packed[j] = scale;
+            packed[j + 4] = min;
+        } else {
+            packed[j + 4] = (scale & 0xF) | ((min & 0xF) << 4);
+            packed[j - 4] |= (scale >> 4) << 6;
+            packed[j] |= (min >> 4) << 6;
+        }
+    }
+    packed
+}
+
 /// The 12 packed bytes of a block.
 #[inline(always)]
 pub(super) fn packed<const BYTES: usize>(block: &[u8; BYTES]) -> &[u8; 12] {
@@ -204,19 +221,11 @@ pub(super) fn quantize_header<const BYTES: usize>(
 
     let inverse_scale = if max_scale > 0.0 { 63.0 / max_scale } else { 0.0 };
     let inverse_min = if max_min > 0.0 { 63.0 / max_min } else { 0.0 };
-    let mut packed = [0u8; 12];
-    for j in 0..8 {
+    let packed = pack_scales_mins(std::array::from_fn(|j| {
         let scale = (nearest_int(inverse_scale * scales[j]) as u8).min(63);
         let min = (nearest_int(inverse_min * mins[j]) as u8).min(63);
-        if j < 4 {
-            packed[j] = scale;
-            packed[j + 4] = min;
-        } else {
-            packed[j + 4] = (scale & 0xF) | ((min & 0xF) << 4);
-            packed[j - 4] |= (scale >> 4) << 6;
-            packed[j] |= (min >> 4) << 6;
-        }
-    }
+        (scale, min)
+    }));
     block[SCALES..SCALES + 12].copy_from_slice(&packed);
     let d = write_f16(block, D, max_scale / 63.0);
     let dmin = write_f16(block, DMIN, max_min / 63.0);
@@ -238,11 +247,11 @@ pub(super) fn quantize_header<const BYTES: usize>(
 
 #[cfg(test)]
 mod tests {
-    use super::{scale_min_k4, scales_mins_k4};
+    use super::{pack_scales_mins, scale_min_k4, scales_mins_k4};
 
     #[test]
     fn scale_min_k4_unpacks_what_the_quantizer_packs() {
-        // Pack eight known (scale, min) pairs as quantize_row_q4_K_ref does.
+        // Eight known (scale, min) pairs, packed as the quantizer packs them.
         let pairs: [(u8, u8); 8] = [
             (1, 62),
             (63, 0),
@@ -253,17 +262,7 @@ mod tests {
             (32, 16),
             (0, 47),
         ];
-        let mut packed = [0u8; 12];
-        for (j, &(scale, min)) in pairs.iter().enumerate() {
-            if j < 4 {
-                packed[j] = scale;
-                packed[j + 4] = min;
-            } else {
-                packed[j + 4] = (scale & 0xF) | ((min & 0xF) << 4);
-                packed[j - 4] |= (scale >> 4) << 6;
-                packed[j] |= (min >> 4) << 6;
-            }
-        }
+        let packed = pack_scales_mins(pairs);
         for (j, &pair) in pairs.iter().enumerate() {
             assert_eq!(scale_min_k4(j, &packed), pair, "sub-block {j}");
         }

@@ -25,10 +25,11 @@ pub struct Crate {
 impl Crate {
     /// `sources`: (path relative to `src/`, text): `lib.rs` is the root,
     /// `a/mod.rs` and `a.rs` are module `a`.
-    pub fn new(sources: &[(String, String)]) -> Crate {
+    pub fn new(sources: &[(impl AsRef<str>, impl AsRef<str>)]) -> Crate {
         let files = sources
             .iter()
             .map(|(path, text)| {
+                let (path, text) = (path.as_ref(), text.as_ref());
                 let mut module: Module = path
                     .trim_end_matches(".rs")
                     .split('/')
@@ -38,7 +39,7 @@ impl Crate {
                     module.pop();
                 }
                 let facts = FileFacts {
-                    path: path.clone(),
+                    path: path.to_string(),
                     ..read_file(&module, text)
                 };
                 (module, facts)

@@ -1,5 +1,5 @@
-//! The argument lists of .'s kernels, below both their launches and
-//! the CPU reference, which take them from here.
+//! The argument lists of the dense experts' kernels (gate/up, norm gate/up, down),
+//! below both their launches and the CPU reference, which take them from here.
 
 /// The arguments of `down.rs`'s kernels.
 pub(crate) mod down {

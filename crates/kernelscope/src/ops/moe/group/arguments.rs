@@ -1,5 +1,5 @@
-//! The argument lists of .'s kernels, below both their launches and
-//! the CPU reference, which take them from here.
+//! The argument lists of the MoE grouping's kernels (gather, combine), below both
+//! their launches and the CPU reference, which take them from here.
 
 /// The arguments of `gather.rs`'s kernels.
 pub(crate) mod gather {
