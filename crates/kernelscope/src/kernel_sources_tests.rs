@@ -9,7 +9,7 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 31] = [
+const DECLARED: [(&str, &str, &[Argument]); 32] = [
     ("ops/add", "add", crate::ops::add::ARGUMENTS),
     ("ops/argmax", "argmax", crate::ops::argmax::ARGUMENTS),
     ("ops/attention", "attention", crate::ops::attention::ARGUMENTS),
@@ -96,6 +96,11 @@ const DECLARED: [(&str, &str, &[Argument]); 31] = [
         "ops/quantized/linear",
         "narrow",
         crate::ops::quantized::linear::gemm::ARGUMENTS,
+    ),
+    (
+        "ops/quantized/linear",
+        "streamed_kernels",
+        crate::ops::quantized::linear::streamed::arguments::ARGUMENTS,
     ),
 ];
 

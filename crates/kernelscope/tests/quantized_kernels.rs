@@ -296,6 +296,81 @@ fn cuda_fused_quantized_kernels_match_the_steps_they_replace() {
     }
 }
 
+/// Q4_K's gate/up streamed through shared memory (Hopper's bulk copies,
+/// x held in registers) at every row length a kernel holds (k 2,304 to
+/// 8,192), odd row counts, and more rows than the grid has warps (each warp
+/// cycling its slots), against the exact products; rows of 2,048 values or
+/// fewer, or more than 8,192, take the register loop.
+#[test]
+fn cuda_streamed_gate_up_matches_the_exact_products() {
+    let Some(device) = cuda() else {
+        return;
+    };
+    if !device.capabilities().bulk_copies {
+        eprintln!(
+            "SKIPPED: {} has no bulk copies (compute capability 9.0); the register loop runs",
+            device.name()
+        );
+        assert!(
+            std::env::var("KSCOPE_REQUIRE_GPU").is_err(),
+            "KSCOPE_REQUIRE_GPU is set and the GPU cannot run the streamed kernels"
+        );
+        return;
+    }
+    let registry = ops::registry();
+    let format = QuantFormat::Q4_K;
+    let fused = QuantizedFused::new(&registry, &device, format).unwrap();
+    for (case, (rows, blocks, kernel)) in [
+        (37, 8, "matvec_silu_q4_k_q8"),
+        (9_001, 9, "stream_silu_q4_k_held2"),
+        (1_003, 16, "stream_silu_q4_k_held2"),
+        (301, 13, "stream_silu_q4_k_held2"),
+        (77, 32, "stream_silu_q4_k_held4"),
+        (41, 33, "matvec_silu_q4_k_q8"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = 7_000 + 10 * case as u64;
+        let (gate, up) = (
+            random_matrix(format, rows, blocks, seed),
+            random_matrix(format, rows, blocks, seed + 1),
+        );
+        let k = gate.k;
+        let x = random(seed + 2, k, 3.0);
+        let norm_weight = random(seed + 3, k, 1.5);
+        let h = staged(&normed(&x, &norm_weight));
+        let out = poisoned(&device, rows);
+        device.profiler().reset();
+        let mut encoder = device.command_encoder();
+        fused
+            .encode_norm_matvec_silu(
+                &mut encoder,
+                &device.buffer_from_slice(&x, &[k]).unwrap(),
+                &device.buffer_from_slice(&norm_weight, &[k]).unwrap(),
+                &gate.upload(&device),
+                &up.upload(&device),
+                &out,
+                EPS,
+            )
+            .unwrap();
+        encoder.commit_and_wait().unwrap();
+        let dispatches = device.profiler().dispatches();
+        assert_eq!(&*dispatches[1].kernel, kernel, "k {k}");
+        let (gates, ups, actual) = (exact_products(&gate, &h), exact_products(&up, &h), read(&out));
+        for i in 0..rows {
+            let (g, u) = (gates[i].0, ups[i].0);
+            let expected = g / (1.0 + (-g).exp()) * u;
+            let bound = 3e-3 * (1.1 * gates[i].1 * u.abs() + ups[i].1 * g.abs().max(1.0)) + 1e-6;
+            assert!(
+                (actual[i] as f64 - expected).abs() <= bound,
+                "{kernel} k {k} [{i}] of {rows}: {} against {expected} (bound {bound:e})",
+                actual[i]
+            );
+        }
+    }
+}
+
 #[test]
 fn cuda_quantized_embedding_matches_the_dequantized_rows() {
     let Some(device) = cuda() else {

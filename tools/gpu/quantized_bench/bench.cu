@@ -151,6 +151,7 @@ __global__ void read_probe(const uint4* data, size_t n, unsigned* sink) {
 }
 
 #include "dequant_cases.h"
+#include "streamed_launch.h"
 
 struct Case {
     std::string name;
@@ -206,6 +207,7 @@ int main(int argc, char** argv) {
                 matvecs_q4_k_q8<<<grid_of(rows, 528), threads, 0, s>>>(xq, a, a + h * w.row_bytes, a + (h + kv) * w.row_bytes, out, h, kv, kv, h);
             }});
             add_rows_variants(c.kernels, false, w.device, w.bytes, x, norm, h, rows);
+            add_streamed_rows(c.kernels, false, w.device, w.bytes, w.row_bytes, x, norm, h, rows);
             cases.push_back(c);
         }
         // o_proj: Q4_K mat-vec adding into the residual.
@@ -219,6 +221,7 @@ int main(int argc, char** argv) {
                 matvec_add_q4_k_q8<<<grid_of(h, 528), threads, 0, s>>>(w.device + copy * w.bytes, xq, out, h, h);
             }});
             add_matvec_add_variants(c.kernels, "q4_k", w.device, w.bytes, x, h, h);
+            add_streamed_add(c.kernels, false, w.device, w.bytes, w.row_bytes, x, h, h);
             cases.push_back(c);
         }
         // gate/up + SiLU.
@@ -233,6 +236,7 @@ int main(int argc, char** argv) {
                 matvec_silu_q4_k_q8<<<grid_of(f, 528), threads, 0, s>>>(xq, gate.device + copy * gate.bytes, up.device + copy * up.bytes, out, f, h);
             }});
             add_silu_variants(c.kernels, gate.device, up.device, gate.bytes, x, norm, f, h);
+            add_streamed_silu(c.kernels, gate.device, up.device, gate.bytes, gate.row_bytes, x, norm, f, h);
             cases.push_back(c);
         }
         // down_proj in both formats Q4_K_M uses.
@@ -249,6 +253,7 @@ int main(int argc, char** argv) {
                 product<<<grid_of(h, 528), threads, 0, s>>>(w.device + copy * w.bytes, xq, out, h, f);
             }});
             add_matvec_add_variants(c.kernels, format, w.device, w.bytes, x, h, f);
+            add_streamed_add(c.kernels, q6, w.device, w.bytes, w.row_bytes, x, h, f);
             cases.push_back(c);
         }
         // LM head: Q6_K over the vocabulary.
@@ -263,6 +268,7 @@ int main(int argc, char** argv) {
                 matvecs_q6_k_q8<<<grid_of(v, 528), threads, 0, s>>>(xq, a, a, a, out, v, 0, 0, h);
             }});
             add_rows_variants(c.kernels, true, w.device, w.bytes, x, norm, h, v);
+            add_streamed_rows(c.kernels, true, w.device, w.bytes, w.row_bytes, x, norm, h, v);
             cases.push_back(c);
         }
     }

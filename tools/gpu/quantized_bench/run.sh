@@ -12,11 +12,11 @@ build=${BUILD:-/tmp/quantized_bench}
 mkdir -p "$build"
 {
   echo '#undef INFINITY'
-  cat "$ops/prelude.cuh" "$ops/quantized/linear/quantized.cuh" "$ops/quantized/linear/formats.cuh" "$ops/quantized/linear/products.cuh"
+  cat "$ops/prelude.cuh" "$ops/quantized/linear/quantized.cuh" "$ops/quantized/linear/formats.cuh" "$ops/quantized/linear/products.cuh" "$ops/quantized/linear/streamed.cuh"
   for f in q4_k:Q4_K q6_k:Q6_K; do
     sed "s/{format}/${f%%:*}/g; s/{Format}/${f##*:}/g" "$ops/quantized/linear/kernels.cu"
   done
-  cat "$ops/quantized/linear/stage.cu" "$here/variants.cu" "$here/dequant_variants.cu"
+  cat "$ops/quantized/linear/stage.cu" "$ops/quantized/linear/streamed_kernels.cu" "$here/variants.cu" "$here/dequant_variants.cu"
 } > "$build/kernels.inc"
 nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 "$nvcc" -O3 -std=c++17 -arch=sm_90 -I"$build" -I"$here" -o "$build/bench" "$here/bench.cu" -Xptxas -v 2>"$build/ptxas.log" || { cat "$build/ptxas.log"; exit 1; }

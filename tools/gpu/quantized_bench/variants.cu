@@ -176,3 +176,68 @@ extern "C" __global__ void __launch_bounds__(QUANT_THREADS) silu_q4_k_whole##SUF
 }
 WHOLE_KERNELS(, false)
 WHOLE_KERNELS(_transposed, true)
+
+// ---- the streamed loop with no products: what its copies alone reach -----
+// A `multiply` reading a word of each row from shared memory, so
+// streamed_rows does its copies and waits and almost nothing else.
+struct TouchRows {
+    __device__ __forceinline__ void prepare() {}
+    __device__ __forceinline__ void operator()(const u8* const* rows, float* sums) const {
+        sums[0] = (float)(*(const u32*)rows[0] & 0xffu);
+        sums[1] = (float)(*(const u32*)rows[1] & 0xffu);
+    }
+};
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_touch_q4_k(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages) {
+    const u32 row_bytes = (u32)planar_row_bytes<Q4_K>(k / 256);
+    streamed_rows<2>(
+        n, row_bytes, stages,
+        [&](u32 row, const u8** rows) {
+            rows[0] = gate + (size_t)row * row_bytes;
+            rows[1] = up + (size_t)row * row_bytes;
+        },
+        TouchRows{}, [&](u32 row, const float* sums) { out[row] = sums[0] + sums[1]; });
+}
+
+// ---- the streamed products, x read from L1 for every unit --------------
+#define STREAMED_FROM_L1(format, Format)                                                                           \
+    extern "C" __global__ void __launch_bounds__(STREAM_THREADS)                                                   \
+        stream_add_##format##_q8(const u8* weight, const u8* x, float* out, u32 n, u32 k, u32 stages) {            \
+        streamed_matvec_add<Format>(weight, x, out, n, k, stages);                                                 \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(STREAM_THREADS)                                                   \
+        stream_matvecs_##format##_q8(const u8* x, const u8* a, const u8* b, const u8* c, float* out, u32 ra,       \
+                                     u32 rb, u32 rc, u32 k, u32 stages) {                                          \
+        streamed_matvecs<Format>(x, a, b, c, out, ra, rb, rc, k, stages);                                          \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(STREAM_THREADS)                                                   \
+        stream_silu_##format##_q8(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages) { \
+        streamed_matvec_silu<Format>(x, gate, up, out, n, k, stages);                                              \
+    }
+STREAMED_FROM_L1(q4_k, Q4_K)
+STREAMED_FROM_L1(q6_k, Q6_K)
+
+// ---- the streamed products with x held in registers (Q4KPairsHeldX) ----
+#define HELD_AT(U)                                                                                                 \
+    extern "C" __global__ void __launch_bounds__(STREAM_THREADS) stream_rows_q4_k_held##U(                        \
+        const u8* x, const u8* a, const u8*, const u8*, float* out, u32 n, u32, u32, u32 k, u32 stages) {           \
+        const u32 blocks = k / 256, row_bytes = (u32)planar_row_bytes<Q4_K>(blocks);                               \
+        streamed_rows<1>(                                                                                          \
+            n, row_bytes, stages, [&](u32 row, const u8** rows) { rows[0] = a + (size_t)row * row_bytes; },         \
+            Q4KPairsHeldX<U, 1>{blocks, staged_at(x, k)}, [&](u32 row, const float* sums) { out[row] = sums[0]; });  \
+    }                                                                                                              \
+    extern "C" __global__ void __launch_bounds__(STREAM_THREADS)                                                   \
+        stream_add_q4_k_held##U(const u8* w, const u8* x, float* out, u32 n, u32 k, u32 stages) {                  \
+        const u32 blocks = k / 256, row_bytes = (u32)planar_row_bytes<Q4_K>(blocks);                               \
+        streamed_rows<1>(                                                                                          \
+            n, row_bytes, stages, [&](u32 row, const u8** rows) { rows[0] = w + (size_t)row * row_bytes; },         \
+            Q4KPairsHeldX<U, 1>{blocks, staged_at(x, k)}, [&](u32 row, const float* sums) { out[row] += sums[0]; }); \
+    }
+HELD_AT(1)
+HELD_AT(2)
+HELD_AT(4)
+// Rows of 2,048 values, which the project leaves to the register loop.
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_silu_q4_k_held1(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages) {
+    streamed_silu_held_x<1>(x, gate, up, out, n, k, stages);
+}

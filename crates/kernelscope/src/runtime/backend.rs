@@ -39,6 +39,13 @@ pub struct Capabilities {
     /// predecessor finishes (CUDA's programmatic dependent launch); a kernel
     /// launched early is timed from its predecessor's end.
     pub early_launch_in_graphs: bool,
+    /// Whether kernels can copy global memory into shared memory by bulk
+    /// asynchronous copies counted by a barrier (CUDA's `cp.async.bulk`,
+    /// compute capability 9.0 and later): the streamed quantized products.
+    pub bulk_copies: bool,
+    /// The GPU's streaming multiprocessors, where the device has them
+    /// (persistent kernels size their grid by it).
+    pub multiprocessors: Option<u32>,
 }
 
 /// The implementations registered for one kernel name, one per backend at

@@ -185,6 +185,8 @@ impl Backend for CpuDevice {
             graph_launch: false,
             maps_files_in_place: true,
             early_launch_in_graphs: false,
+            bulk_copies: false,
+            multiprocessors: None,
         }
     }
 

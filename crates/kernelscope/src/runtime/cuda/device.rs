@@ -141,6 +141,12 @@ fn physical_limits(context: &CudaContext) -> crate::runtime::PhysicalLimits {
     }
 }
 
+/// The major compute capability of `arch` (`sm_90` -> 9), 0 if unreadable.
+fn arch_major(arch: &str) -> u32 {
+    let digits = arch.trim_start_matches("sm_");
+    digits[..digits.len().saturating_sub(1)].parse().unwrap_or(0)
+}
+
 /// Whether the GPU has programmatic dependent launch (compute capability
 /// 9.0 and later).
 fn supports_early_launch(context: &CudaContext) -> Result<bool> {
@@ -301,6 +307,15 @@ impl Backend for CudaDevice {
             graph_launch: true,
             maps_files_in_place: false,
             early_launch_in_graphs: self.state.early_launch(),
+            bulk_copies: arch_major(self.state.arch()) >= 9,
+            multiprocessors: self
+                .state
+                .stream()
+                .context()
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+                .ok()
+                .and_then(|count| u32::try_from(count).ok())
+                .filter(|&count| count > 0),
         }
     }
 

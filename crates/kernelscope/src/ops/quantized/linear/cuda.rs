@@ -50,10 +50,11 @@ pub(crate) fn cuda_source_for(format: QuantFormat, template: &str) -> String {
 /// `formats.cuh` and `products.cuh` (other ops' quantized kernels too).
 pub(crate) fn cuda_source_with(kernels: &str) -> String {
     crate::ops::cuda_source(&format!(
-        "{}\n{}\n{}\n{kernels}",
+        "{}\n{}\n{}\n{}\n{kernels}",
         include_str!("quantized.cuh"),
         include_str!("formats.cuh"),
-        include_str!("products.cuh")
+        include_str!("products.cuh"),
+        include_str!("streamed.cuh")
     ))
 }
 

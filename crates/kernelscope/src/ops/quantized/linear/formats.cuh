@@ -17,8 +17,9 @@ __device__ __forceinline__ u32 byte_of(uint4 q, u32 i) {
 struct Q4_0 {
     static constexpr u32 BLOCK = 32, BYTES = 18, UNITS = 1, UNROLL = 4;
     struct Unit { uint4 qs; u32 d; };
+    template <typename From = FromGlobal>
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
-        return Unit{stream16(row + unit * 16), field16(row + blocks * 16 + unit * 2)};
+        return Unit{From::stream16(row + unit * 16), From::field16(row + blocks * 16 + unit * 2)};
     }
     __device__ static float dot(const Unit& u, u32 unit, const Staged& x) {
         int sum = dot16(low_nibbles(u.qs), staged16(x, unit * 32), 0);
@@ -44,8 +45,9 @@ struct Q4_0 {
 struct Q4_1 {
     static constexpr u32 BLOCK = 32, BYTES = 20, UNITS = 1, UNROLL = 4;
     struct Unit { uint4 qs; u32 dm; };
+    template <typename From = FromGlobal>
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
-        return Unit{stream16(row + unit * 16), field32(row + blocks * 16 + unit * 4)};
+        return Unit{From::stream16(row + unit * 16), From::field32(row + blocks * 16 + unit * 4)};
     }
     __device__ static float dot(const Unit& u, u32 unit, const Staged& x) {
         int sum = dot16(low_nibbles(u.qs), staged16(x, unit * 32), 0);
@@ -69,9 +71,10 @@ struct Q4_1 {
 struct Q5_0 {
     static constexpr u32 BLOCK = 32, BYTES = 22, UNITS = 1, UNROLL = 4;
     struct Unit { uint4 qs; u32 qh, d; };
+    template <typename From = FromGlobal>
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
-        return Unit{stream16(row + unit * 16), field32(row + blocks * 16 + unit * 4),
-                    field16(row + blocks * 20 + unit * 2)};
+        return Unit{From::stream16(row + unit * 16), From::field32(row + blocks * 16 + unit * 4),
+                    From::field16(row + blocks * 20 + unit * 2)};
     }
     __device__ static float dot(const Unit& u, u32 unit, const Staged& x) {
         int sum = dot16(with_fifth_bits(low_nibbles(u.qs), u.qh, 0), staged16(x, unit * 32), 0);
@@ -99,9 +102,10 @@ struct Q5_0 {
 struct Q5_1 {
     static constexpr u32 BLOCK = 32, BYTES = 24, UNITS = 1, UNROLL = 4;
     struct Unit { uint4 qs; u32 qh, dm; };
+    template <typename From = FromGlobal>
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
-        return Unit{stream16(row + unit * 16), field32(row + blocks * 16 + unit * 4),
-                    field32(row + blocks * 20 + unit * 4)};
+        return Unit{From::stream16(row + unit * 16), From::field32(row + blocks * 16 + unit * 4),
+                    From::field32(row + blocks * 20 + unit * 4)};
     }
     __device__ static float dot(const Unit& u, u32 unit, const Staged& x) {
         int sum = dot16(with_fifth_bits(low_nibbles(u.qs), u.qh, 0), staged16(x, unit * 32), 0);
@@ -129,8 +133,9 @@ struct Q5_1 {
 struct Q8_0 {
     static constexpr u32 BLOCK = 32, BYTES = 34, UNITS = 1, UNROLL = 4;
     struct Unit { uint4 low, high; u32 d; };
+    template <typename From = FromGlobal>
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
-        return Unit{stream16(row + unit * 32), stream16(row + unit * 32 + 16), field16(row + blocks * 32 + unit * 2)};
+        return Unit{From::stream16(row + unit * 32), From::stream16(row + unit * 32 + 16), From::field16(row + blocks * 32 + unit * 2)};
     }
     __device__ static float dot(const Unit& u, u32 unit, const Staged& x) {
         int sum = dot16(u.low, staged16(x, unit * 32), 0);
@@ -155,13 +160,14 @@ struct Q8_0 {
 // The 6-bit scales and minimums of sub-blocks 2j and 2j + 1 of a Q4_K/Q5_K
 // block (ggml's get_scale_min_k4, two at a time as llama.cpp's CUDA does):
 // byte 0 of each result for sub-block 2j, byte 1 for 2j + 1.
+template <typename From = FromGlobal>
 __device__ __forceinline__ void k4_scales(const u8* scales, u32 j, u32* scale_pair, u32* min_pair) {
-    const u32 first = field16(scales + 2 * j), second = field16(scales + 2 * j + 4);
+    const u32 first = From::field16(scales + 2 * j), second = From::field16(scales + 2 * j + 4);
     if (j < 2) {
         *scale_pair = first & 0x3f3fu;
         *min_pair = second & 0x3f3fu;
     } else {
-        const u32 earlier = field16(scales + 2 * j - 4);
+        const u32 earlier = From::field16(scales + 2 * j - 4);
         *scale_pair = (second & 0x0f0fu) | ((earlier & 0xc0c0u) >> 2);
         *min_pair = ((second >> 4) & 0x0f0fu) | ((first & 0xc0c0u) >> 2);
     }
@@ -196,12 +202,13 @@ __device__ __forceinline__ float k4_value(u32 dm, u32 scale_pair, u32 min_pair, 
 struct Q4_K {
     static constexpr u32 BLOCK = 256, BYTES = 144, UNITS = 8, UNROLL = 4;
     struct Unit { uint4 qs; u32 dm, scale_pair, min_pair; };
+    template <typename From = FromGlobal>
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
         const u32 block = unit / 8, j = (unit % 8) / 2;
         Unit u;
-        u.qs = stream16(row + unit * 16);
-        u.dm = field32(row + blocks * 140 + block * 4);
-        k4_scales(row + blocks * 128 + block * 12, j, &u.scale_pair, &u.min_pair);
+        u.qs = From::stream16(row + unit * 16);
+        u.dm = From::field32(row + blocks * 140 + block * 4);
+        k4_scales<From>(row + blocks * 128 + block * 12, j, &u.scale_pair, &u.min_pair);
         return u;
     }
     __device__ static float dot(const Unit& u, u32 unit, const Staged& x) {
@@ -240,12 +247,13 @@ struct Q4_K {
 struct Q4_K_Pairs {
     static constexpr u32 BLOCK = 256, BYTES = 144, UNITS = 4, UNROLL = 2;
     struct Unit { uint4 low_half, high_half; u32 dm, scale_pair, min_pair; };
+    template <typename From = FromGlobal>
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
         Unit u;
-        u.low_half = __ldg((const uint4*)(row + unit * 32));
-        u.high_half = __ldg((const uint4*)(row + unit * 32 + 16));
-        u.dm = field32(row + blocks * 140 + (unit / 4) * 4);
-        k4_scales(row + blocks * 128 + (unit / 4) * 12, unit % 4, &u.scale_pair, &u.min_pair);
+        u.low_half = From::cached16(row + unit * 32);
+        u.high_half = From::cached16(row + unit * 32 + 16);
+        u.dm = From::field32(row + blocks * 140 + (unit / 4) * 4);
+        k4_scales<From>(row + blocks * 128 + (unit / 4) * 12, unit % 4, &u.scale_pair, &u.min_pair);
         return u;
     }
     __device__ static float dot(const Unit& u, u32 unit, const Staged& x) {
@@ -271,13 +279,14 @@ template <> struct GateUpUnits<struct Q4_K> { using type = Q4_K_Pairs; };
 struct Q5_K {
     static constexpr u32 BLOCK = 256, BYTES = 176, UNITS = 8, UNROLL = 4;
     struct Unit { uint4 qs, qh; u32 dm, scale_pair, min_pair; };
+    template <typename From = FromGlobal>
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
         const u32 block = unit / 8, v = unit % 8;
         Unit u;
-        u.qs = stream16(row + unit * 16);
-        u.qh = stream16(row + blocks * 128 + block * 32 + (v % 2) * 16);
-        u.dm = field32(row + blocks * 172 + block * 4);
-        k4_scales(row + blocks * 160 + block * 12, v / 2, &u.scale_pair, &u.min_pair);
+        u.qs = From::stream16(row + unit * 16);
+        u.qh = From::stream16(row + blocks * 128 + block * 32 + (v % 2) * 16);
+        u.dm = From::field32(row + blocks * 172 + block * 4);
+        k4_scales<From>(row + blocks * 160 + block * 12, v / 2, &u.scale_pair, &u.min_pair);
         return u;
     }
     __device__ static uint4 fifth(uint4 qh, u32 bit) {
@@ -321,12 +330,13 @@ struct Q5_K {
 struct Q6_K {
     static constexpr u32 BLOCK = 256, BYTES = 210, UNITS = 4, UNROLL = 2;
     struct Unit { uint4 low, high, qh; u32 scales_low, scales_high, d; };
+    template <typename From = FromGlobal>
     __device__ static Unit load(const u8* row, u32 blocks, u32 unit) {
         const u32 block = unit / 4, v = unit % 4, n = v / 2, c = v % 2;
         const u8* ql = row + block * 128 + n * 64 + c * 16;
         const u8* scales = row + blocks * 192 + block * 16 + n * 8;
-        return Unit{stream16(ql), stream16(ql + 32), stream16(row + blocks * 128 + block * 64 + n * 32 + c * 16),
-                    field32(scales), field32(scales + 4), field16(row + blocks * 208 + block * 2)};
+        return Unit{From::stream16(ql), From::stream16(ql + 32), From::stream16(row + blocks * 128 + block * 64 + n * 32 + c * 16),
+                    From::field32(scales), From::field32(scales + 4), From::field16(row + blocks * 208 + block * 2)};
     }
     // The four 6-bit values of each byte quarter t, centred (q - 32).
     __device__ static u32 centred(u32 ql, u32 qh, u32 t) {

@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, cuda_grid, quantized_kernel, staged_bytes};
 use super::gemm::scratch_view;
 use super::layout::{BlockLayout, weight_blocks};
+use super::streamed::{StreamedGateUp, arguments as streamed_silu};
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
 use crate::profile::Role;
@@ -52,6 +53,9 @@ pub struct QuantizedFused {
     matvec_add: Kernel,
     matvecs: Kernel,
     matvec_silu: Kernel,
+    /// Q4_K's gate/up streamed through shared memory, where the device has
+    /// bulk copies (`streamed.rs`).
+    streamed_gate_up: Option<StreamedGateUp>,
     format: QuantFormat,
     /// x quantized, read by the product after it: grown to the longest x
     /// seen and shared by every clone (one stream runs the layers in turn).
@@ -76,6 +80,7 @@ impl QuantizedFused {
             matvec_add: kernel("matvec_add_{}_q8")?,
             matvecs: kernel("matvecs_{}_q8")?,
             matvec_silu: kernel("matvec_silu_{}_q8")?,
+            streamed_gate_up: StreamedGateUp::new(registry, device, format)?,
             format,
             staged: Arc::default(),
         })
@@ -225,6 +230,33 @@ impl QuantizedFused {
         }
         expect(OP, "output", out, DType::F32, &[n])?;
         let staged = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
+        let bytes_read = (2 * n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64;
+        let kind = OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]);
+        let row_bytes = gate.shape()[1];
+        if let Some((kernel, plan)) = self
+            .streamed_gate_up
+            .as_ref()
+            .and_then(|streamed| streamed.plan(n, k, row_bytes))
+        {
+            return encoder.dispatch(
+                Arguments::new(streamed_silu::ARGUMENTS)
+                    .buffer(streamed_silu::X, &staged)
+                    .buffer(streamed_silu::GATE, gate)
+                    .buffer(streamed_silu::UP, up)
+                    .buffer(streamed_silu::OUT, out)
+                    .scalar(streamed_silu::N, n as u32)
+                    .scalar(streamed_silu::K, k as u32)
+                    .scalar(streamed_silu::STAGES, plan.stages)
+                    .dispatch(kernel)?
+                    .grid(plan.grid)
+                    .cost(
+                        bytes_read,
+                        bytes_of(n, DType::F32),
+                        4 * (n * k) as u64 + 6 * n as u64,
+                    )
+                    .op_kind(kind),
+            );
+        }
         encoder.dispatch(
             Arguments::new(silu::ARGUMENTS)
                 .buffer(silu::X, &staged)
@@ -236,11 +268,11 @@ impl QuantizedFused {
                 .dispatch(&self.matvec_silu)?
                 .grid(product_grid(n, 1, gate_up_blocks(self.format)))
                 .cost(
-                    (2 * n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64,
+                    bytes_read,
                     bytes_of(n, DType::F32),
                     4 * (n * k) as u64 + 6 * n as u64,
                 )
-                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul])),
+                .op_kind(kind),
         )
     }
 }

@@ -33,6 +33,7 @@ pub mod fused;
 pub(crate) mod gemm;
 mod layout;
 pub(crate) mod stage;
+pub(crate) mod streamed;
 
 pub(crate) use arguments::ARGUMENTS;
 use arguments::{K, N, OUT, ROWS, WEIGHT, X};
@@ -101,6 +102,7 @@ pub fn register(registry: &mut KernelRegistry) {
     }
     gemm::register(registry);
     fused::register(registry);
+    streamed::register(registry);
 }
 
 /// The quantized products for one format.

@@ -44,6 +44,24 @@ __device__ __forceinline__ uint4 stream16(const u8* p) {
 // Scales and other small fields, shared by neighbouring lanes: cached loads.
 __device__ __forceinline__ u32 field32(const u8* p) { return __ldg((const unsigned int*)p); }
 __device__ __forceinline__ u32 field16(const u8* p) { return __ldg((const unsigned short*)p); }
+// Where a format's `load` reads a unit's bytes from: global memory (the
+// loads above), or a row the streaming loop (streamed.cuh) copied into
+// shared memory, read with shared loads rather than generic ones.
+struct FromGlobal {
+    __device__ static __forceinline__ uint4 stream16(const u8* p) { return ::stream16(p); }
+    __device__ static __forceinline__ uint4 cached16(const u8* p) { return __ldg((const uint4*)p); }
+    __device__ static __forceinline__ u32 field32(const u8* p) { return ::field32(p); }
+    __device__ static __forceinline__ u32 field16(const u8* p) { return ::field16(p); }
+};
+// Plain loads: the streaming loop's pointers derive from its shared array,
+// so the compiler emits shared loads, ordered after the slot's wait (an
+// asm with a memory clobber), and free to share x's loads between rows.
+struct FromShared {
+    __device__ static __forceinline__ uint4 stream16(const u8* p) { return *(const uint4*)p; }
+    __device__ static __forceinline__ uint4 cached16(const u8* p) { return *(const uint4*)p; }
+    __device__ static __forceinline__ u32 field32(const u8* p) { return *(const u32*)p; }
+    __device__ static __forceinline__ u32 field16(const u8* p) { return *(const unsigned short*)p; }
+};
 __device__ __forceinline__ float half_to_float(u32 bits) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)(bits & 0xffffu)));

@@ -1,0 +1,254 @@
+// Decode's quantized products with the weights streamed into shared memory
+// by bulk asynchronous copies (Hopper's `cp.async.bulk`, sm_90 and later),
+// after products.cuh. Each warp owns a ring of `stages` slots of one row
+// (of each matrix it reads) and keeps every slot but the one it multiplies
+// in flight: lane 0 issues one copy a row, an mbarrier counts its bytes in,
+// and the lanes read the row from shared memory with the formats' own
+// `load<FromShared>` and `dot`. The loop in products.cuh holds a warp's
+// loads in registers, four units a lane, so a warp waits out a load's
+// latency for every 2 KB and the 8B's down ran at 40 % of DRAM's peak with
+// 56 % of cycles having no eligible warp; here what is in flight is bounded
+// by shared memory, not registers, and the first slots are requested before
+// the kernel waits for its predecessor (the weights depend on no kernel).
+//
+// The planar rows (`quant::planes`) are whole 16-byte multiples at 16-byte
+// boundaries, which is what a bulk copy needs; a row's slot holds the row
+// exactly as in global memory, so `load` finds its planes at the same
+// offsets.
+
+// The most threads a streamed product's block has.
+#define STREAM_THREADS 512
+
+#if __CUDA_ARCH__ >= 900
+__device__ __forceinline__ u32 shared_address(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void slot_barrier_init(unsigned long long* barrier) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(barrier)) : "memory");
+}
+// Makes the initialised barriers visible to the copy engine's proxy.
+__device__ __forceinline__ void slot_barriers_published() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// Lane 0's arrival, announcing the bytes the slot's copies will bring.
+__device__ __forceinline__ void slot_expect_bytes(unsigned long long* barrier, u32 bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(barrier)), "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_copy_to_slot(u8* slot, const u8* source, u32 bytes,
+                                                  unsigned long long* barrier) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+            shared_address(slot)),
+        "l"(source), "r"(bytes), "r"(shared_address(barrier))
+        : "memory");
+}
+// Waits until the slot's use number `use` (0, 1, 2, ...) has arrived: the
+// barrier's phase parity flips once a use.
+__device__ __forceinline__ void slot_wait(unsigned long long* barrier, u32 use) {
+    u32 done;
+    do {
+        asm volatile(
+            "{ .reg .pred ready;\n"
+            "mbarrier.try_wait.parity.shared::cta.b64 ready, [%1], %2;\n"
+            "selp.u32 %0, 1, 0, ready; }"
+            : "=r"(done)
+            : "r"(shared_address(barrier)), "r"(use & 1u)
+            : "memory");
+    } while (!done);
+}
+#endif
+
+// Shared memory the streaming loop takes for `warps` warps of `stages`
+// slots of `slot_bytes`: the barriers (8 bytes each, rounded to 128), then
+// the slots. `quantized::linear::streamed_shared_bytes` in Rust is the same.
+__device__ __forceinline__ u32 streamed_barrier_bytes(u32 warps, u32 stages) { return (warps * stages * 8 + 127) / 128 * 128; }
+
+// The row loop of the streamed products: warp w of block b takes rows
+// first = b * warps + w, first + stride, ... (stride the grid's warps);
+// MATRICES matrices a row (gate and up), each row `row_bytes` long, named
+// by `pointers(row, rows)`. For each row, `multiply(rows, sums)` (every
+// lane; `rows` the row of each matrix in shared memory) leaves the row's
+// products in lane 0's `sums`, and lane 0 runs `store(row, sums)`. Every
+// warp of the block calls it with the same `stages`; x is only read after
+// `wait_for_previous_kernel`, which this calls once the first copies are
+// issued.
+template <int MATRICES, typename Pointers, typename Multiply, typename Store>
+__device__ __forceinline__ void streamed_rows(u32 n, u32 row_bytes, u32 stages, Pointers pointers, Multiply multiply,
+                                              Store store) {
+#if __CUDA_ARCH__ >= 900
+    extern __shared__ float4 quant_storage[];
+    u8* storage = (u8*)quant_storage;
+    const u32 warps = blockDim.x / 32, warp = quant_uniform_warp(), lane = threadIdx.x & 31;
+    const u32 slot_bytes = MATRICES * row_bytes;
+    unsigned long long* barriers = (unsigned long long*)storage + warp * stages;
+    u8* slots = storage + streamed_barrier_bytes(warps, stages) + (size_t)warp * stages * slot_bytes;
+    const u32 first = blockIdx.x * warps + warp, stride = gridDim.x * warps;
+    if (lane == 0) {
+        for (u32 s = 0; s < stages; ++s) slot_barrier_init(&barriers[s]);
+        slot_barriers_published();
+    }
+    __syncwarp();
+    // Step i of this warp reads row first + i * stride into slot i % stages,
+    // matrix m's row at m * row_bytes.
+    const auto request = [&](u32 step) {
+        const u32 row = first + step * stride;
+        if (lane != 0 || row >= n) return;
+        unsigned long long* barrier = &barriers[step % stages];
+        u8* slot = slots + (size_t)(step % stages) * slot_bytes;
+        const u8* rows[MATRICES];
+        pointers(row, rows);
+        slot_expect_bytes(barrier, slot_bytes);
+        #pragma unroll
+        for (int m = 0; m < MATRICES; ++m) bulk_copy_to_slot(slot + m * row_bytes, rows[m], row_bytes, barrier);
+    };
+    for (u32 s = 0; s < stages; ++s) request(s);
+    wait_for_previous_kernel();
+    multiply.prepare();
+    for (u32 step = 0; first + step * stride < n; ++step) {
+        const u32 s = step % stages;
+        slot_wait(&barriers[s], step / stages);
+        const u8* rows[MATRICES];
+        #pragma unroll
+        for (int m = 0; m < MATRICES; ++m) rows[m] = slots + (size_t)s * slot_bytes + m * row_bytes;
+        float sums[MATRICES];
+        multiply(rows, sums);
+        if (lane == 0) store(first + step * stride, sums);
+        // Every lane is done with the slot before lane 0 refills it.
+        __syncwarp();
+        request(step + stages);
+    }
+#else
+    __trap();
+#endif
+}
+
+// `multiply` of streamed_rows for any format: the lanes walk a row's units
+// with the format's own `load<FromShared>` and `dot`, x read from global
+// memory (L1) for every unit.
+template <typename F, int MATRICES>
+struct UnitsFromSlot {
+    u32 blocks;
+    Staged x;
+    __device__ __forceinline__ void prepare() {}
+    __device__ __forceinline__ void operator()(const u8* const* rows, float* sums) const {
+        const u32 lane = threadIdx.x & 31, units = blocks * F::UNITS;
+        #pragma unroll
+        for (int m = 0; m < MATRICES; ++m) sums[m] = 0.0f;
+        #pragma unroll 2
+        for (u32 unit = lane; unit < units; unit += 32) {
+            #pragma unroll
+            for (int m = 0; m < MATRICES; ++m) sums[m] += F::dot(F::template load<FromShared>(rows[m], blocks, unit), unit, x);
+        }
+        #pragma unroll
+        for (int m = 0; m < MATRICES; ++m) sums[m] = warp_sum(sums[m]);
+    }
+};
+
+// `multiply` of streamed_rows for Q4_K rows of up to UNITS_PER_LANE * 32
+// pairs of sub-blocks (k up to UNITS_PER_LANE * 2,048): every row puts the
+// same units on the same lane, so each lane loads its units of x into
+// registers once (`prepare`, after the previous kernel) and a row's
+// products read only weights. Read from global memory for every unit, x
+// was 2 bytes of L1 traffic for each byte of weights and most of the
+// warps' stalls.
+template <int UNITS_PER_LANE, int MATRICES>
+struct Q4KPairsHeldX {
+    struct Held { int4 values[4]; float2 scales, sums; };
+    u32 blocks;
+    Staged x;
+    Held held[UNITS_PER_LANE];
+    __device__ __forceinline__ void prepare() {
+        const u32 lane = threadIdx.x & 31, units = blocks * Q4_K_Pairs::UNITS;
+        #pragma unroll
+        for (int i = 0; i < UNITS_PER_LANE; ++i) {
+            const u32 unit = lane + 32 * i;
+            if (unit < units) {
+                const u32 low_block = (unit / 4) * 8 + (unit % 4) * 2;
+                #pragma unroll
+                for (int part = 0; part < 4; ++part) held[i].values[part] = staged16(x, low_block * 32 + part * 16);
+                held[i].scales = *(const float2*)(x.scales + low_block);
+                held[i].sums = *(const float2*)(x.sums + low_block);
+            }
+        }
+    }
+    __device__ __forceinline__ void operator()(const u8* const* rows, float* sums) const {
+        const u32 lane = threadIdx.x & 31, units = blocks * Q4_K_Pairs::UNITS;
+        #pragma unroll
+        for (int m = 0; m < MATRICES; ++m) {
+            float sum = 0.0f;
+            #pragma unroll
+            for (int i = 0; i < UNITS_PER_LANE; ++i) {
+                const u32 unit = lane + 32 * i;
+                if (unit < units) {
+                    const Q4_K_Pairs::Unit u = Q4_K_Pairs::load<FromShared>(rows[m], blocks, unit);
+                    const Held& h = held[i];
+                    int low = dot16(low_nibbles(u.low_half), h.values[0], 0);
+                    low = dot16(low_nibbles(u.high_half), h.values[1], low);
+                    int high = dot16(high_nibbles(u.low_half), h.values[2], 0);
+                    high = dot16(high_nibbles(u.high_half), h.values[3], high);
+                    const float scaled = h.scales.x * (float)((int)(u.scale_pair & 0xffu) * low) +
+                                         h.scales.y * (float)((int)(u.scale_pair >> 8) * high);
+                    const float minimum = (float)(u.min_pair & 0xffu) * h.sums.x + (float)(u.min_pair >> 8) * h.sums.y;
+                    sum += half_to_float(u.dm) * scaled - half_to_float(u.dm >> 16) * minimum;
+                }
+            }
+            sums[m] = warp_sum(sum);
+        }
+    }
+};
+
+// out[n] += W · x into the residual stream (o_proj, down_proj).
+template <typename F>
+__device__ void streamed_matvec_add(const u8* weight, const u8* x, float* out, u32 n, u32 k, u32 stages) {
+    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
+    streamed_rows<1>(
+        n, row_bytes, stages, [&](u32 row, const u8** rows) { rows[0] = weight + (size_t)row * row_bytes; },
+        UnitsFromSlot<F, 1>{blocks, staged_at(x, k)},
+        [&](u32 row, const float* sums) { out[row] += sums[0]; });
+}
+
+// out = [A; B; C] · x (q, k and v; the LM head alone).
+template <typename F>
+__device__ void streamed_matvecs(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c, float* out,
+                                 u32 rows_a, u32 rows_b, u32 rows_c, u32 k, u32 stages) {
+    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
+    streamed_rows<1>(
+        rows_a + rows_b + rows_c, row_bytes, stages,
+        [&](u32 row, const u8** rows) {
+            rows[0] = row < rows_a            ? weight_a + (size_t)row * row_bytes
+                      : row < rows_a + rows_b ? weight_b + (size_t)(row - rows_a) * row_bytes
+                                              : weight_c + (size_t)(row - rows_a - rows_b) * row_bytes;
+        },
+        UnitsFromSlot<F, 1>{blocks, staged_at(x, k)}, [&](u32 row, const float* sums) { out[row] = sums[0]; });
+}
+
+// out[i] = silu(gate[i] · x) * (up[i] · x); F read in its GateUpUnits.
+template <typename Format>
+__device__ void streamed_matvec_silu(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
+                                     u32 stages) {
+    using F = typename GateUpUnits<Format>::type;
+    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
+    streamed_rows<2>(
+        n, row_bytes, stages,
+        [&](u32 row, const u8** rows) {
+            rows[0] = gate + (size_t)row * row_bytes;
+            rows[1] = up + (size_t)row * row_bytes;
+        },
+        UnitsFromSlot<F, 2>{blocks, staged_at(x, k)},
+        [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+}
+
+// out[i] = silu(gate[i] · x) * (up[i] · x) over Q4_K rows of up to
+// UNITS_PER_LANE * 2,048 values, x held in registers (Q4KPairsHeldX).
+template <int UNITS_PER_LANE>
+__device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
+                                     u32 stages) {
+    const u32 blocks = k / Q4_K::BLOCK, row_bytes = (u32)planar_row_bytes<Q4_K>(blocks);
+    streamed_rows<2>(
+        n, row_bytes, stages,
+        [&](u32 row, const u8** rows) {
+            rows[0] = gate + (size_t)row * row_bytes;
+            rows[1] = up + (size_t)row * row_bytes;
+        },
+        Q4KPairsHeldX<UNITS_PER_LANE, 2>{blocks, staged_at(x, k)},
+        [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+}

@@ -1,0 +1,203 @@
+//! The streamed gate/up product of Q4_K on CUDA (`streamed.cuh`,
+//! `streamed_kernels.cu`): each warp keeps a ring of rows in shared memory,
+//! filled by bulk asynchronous copies (compute capability 9.0 and later),
+//! and holds its units of x in registers, so a row's products read only
+//! weights. On llama-3-8b's gate/up it took 22.9 µs where the register
+//! loop took 28.8 (H200, `tools/gpu/quantized_bench`, norm and quantize
+//! included); docs/PERF.md has the measurements, and why the other products
+//! keep the register loop.
+
+use std::sync::Arc;
+
+use crate::error::Result;
+use crate::quant::QuantFormat;
+use crate::runtime::{Device, Kernel, KernelRegistry, LaunchGrid};
+
+use super::cuda::{cuda_source_with, quantized_kernel};
+
+/// The streamed gate/up kernels, by the longest row (in values) each holds
+/// x for: a lane holds 2 or 4 pairs of Q4_K sub-blocks (64 values each) of
+/// every row.
+const HELD_KERNELS: [(&str, usize); 2] = [("stream_silu_q4_k_held2", 4096), ("stream_silu_q4_k_held4", 8192)];
+/// Rows this short keep the register loop: llama-3.2-1b's gate/up (2,048
+/// values) took 8.6-9.4 µs streamed against 8.6-8.9 in the engine (H200,
+/// CUPTI), and decoded 0.6 % slower, though it measured faster alone.
+const SHORTEST_STREAMED: usize = 2049;
+
+/// The arguments of the streamed gate/up kernels (`streamed_kernels.cu`).
+pub(crate) mod arguments {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32, K: "k" U32,
+        STAGES: "stages" U32
+    }
+}
+
+/// Registers the streamed kernels on CUDA (Q4_K's gate/up).
+pub(super) fn register(registry: &mut KernelRegistry) {
+    let source: Arc<str> = cuda_source_with(include_str!("streamed_kernels.cu")).into();
+    for (name, _) in HELD_KERNELS {
+        registry.register_cuda_source(name, source.clone());
+        registry.register_format(name, QuantFormat::Q4_K.name());
+    }
+}
+
+/// Shared memory a block may take without opting in to more.
+const SHARED_LIMIT: usize = 48 << 10;
+/// Shared memory a block's slots aim for: two slots a warp when rows are
+/// long, more when they are short (measured best of 40, 64 and 110 KiB).
+const SLOT_BUDGET: usize = 40 << 10;
+/// The most slots a warp keeps.
+const MOST_STAGES: usize = 8;
+/// Shared memory one streaming multiprocessor has for blocks, and what the
+/// driver reserves a block (Hopper).
+const SHARED_PER_MULTIPROCESSOR: usize = 227 << 10;
+const SHARED_RESERVED_PER_BLOCK: usize = 1 << 10;
+/// Threads one streaming multiprocessor runs at most.
+const THREADS_PER_MULTIPROCESSOR: usize = 2048;
+
+/// How a streamed product is launched: its grid (`shared_memory_bytes`
+/// holding the barriers and slots) and the slots a warp keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StreamPlan {
+    pub grid: LaunchGrid,
+    pub stages: u32,
+}
+
+/// The plan for `rows` rows of `slot_bytes` each (every matrix's row) on a
+/// GPU of `multiprocessors`: the most warps a block (8, 4 or 2) whose two
+/// slots each fit in [`SHARED_LIMIT`], as many blocks as fit at once, and
+/// the rows spread so no warp takes more than one row over the others.
+/// `None` where not even two warps' two slots fit.
+pub(crate) fn stream_plan(rows: usize, slot_bytes: usize, multiprocessors: u32) -> Option<StreamPlan> {
+    let rows = rows.max(1);
+    let (warps, stages, shared) = [8usize, 4, 2].into_iter().find_map(|warps| {
+        let stages = (SLOT_BUDGET / (warps * slot_bytes)).clamp(2, MOST_STAGES);
+        let shared = barrier_bytes(warps, stages) + warps * stages * slot_bytes;
+        (shared <= SHARED_LIMIT).then_some((warps, stages, shared))
+    })?;
+    let threads = warps * 32;
+    let most_warps = multiprocessors.max(1) as usize * blocks_per_multiprocessor(shared, threads) * warps;
+    let rows_per_warp = rows.div_ceil(most_warps);
+    let warps_needed = rows.div_ceil(rows_per_warp);
+    Some(StreamPlan {
+        grid: LaunchGrid {
+            blocks: [warps_needed.div_ceil(warps) as u32, 1, 1],
+            threads_per_block: [threads as u32, 1, 1],
+            shared_memory_bytes: shared as u32,
+        },
+        stages: stages as u32,
+    })
+}
+
+/// Blocks of `shared` bytes and `threads` threads one multiprocessor runs
+/// at once (at least one).
+fn blocks_per_multiprocessor(shared: usize, threads: usize) -> usize {
+    (SHARED_PER_MULTIPROCESSOR / (shared + SHARED_RESERVED_PER_BLOCK))
+        .min(THREADS_PER_MULTIPROCESSOR / threads)
+        .max(1)
+}
+
+/// `streamed_barrier_bytes` of streamed.cuh: 8 bytes a slot, rounded to 128.
+fn barrier_bytes(warps: usize, stages: usize) -> usize {
+    (warps * stages * 8).div_ceil(128) * 128
+}
+
+/// Q4_K's streamed gate/up kernels on a device that has bulk copies.
+#[derive(Clone, Debug)]
+pub(crate) struct StreamedGateUp {
+    /// Each kernel with the longest row it holds x for, shortest first.
+    held: Vec<(Kernel, usize)>,
+    multiprocessors: u32,
+}
+
+impl StreamedGateUp {
+    /// The kernels, where `format` is Q4_K and `device` has bulk copies and
+    /// says how many multiprocessors it has; `None` otherwise (the register
+    /// loop runs).
+    pub(crate) fn new(
+        registry: &KernelRegistry,
+        device: &Device,
+        format: QuantFormat,
+    ) -> Result<Option<Self>> {
+        let capabilities = device.capabilities();
+        let (true, Some(multiprocessors), QuantFormat::Q4_K) =
+            (capabilities.bulk_copies, capabilities.multiprocessors, format)
+        else {
+            return Ok(None);
+        };
+        let held = HELD_KERNELS
+            .iter()
+            .map(|&(name, longest)| {
+                let kernel =
+                    quantized_kernel(registry, device, name.to_string(), "Q4_K gate/up is streamed")?;
+                Ok((kernel, longest))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Some(StreamedGateUp {
+            held,
+            multiprocessors,
+        }))
+    }
+
+    /// The kernel and plan for `n` rows of gate and up of `k` values in
+    /// planar rows of `row_bytes`, or `None` where no kernel holds rows that
+    /// long or their slots do not fit.
+    pub(crate) fn plan(&self, n: usize, k: usize, row_bytes: usize) -> Option<(&Kernel, StreamPlan)> {
+        if k < SHORTEST_STREAMED {
+            return None;
+        }
+        let (kernel, _) = self.held.iter().find(|(_, longest)| k <= *longest)?;
+        Some((kernel, stream_plan(n, 2 * row_bytes, self.multiprocessors)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plans the H200 measurements chose (docs/PERF.md): llama-3-8b's
+    /// gate/up (14,336 rows of 2,304 bytes, each slot gate's and up's) in
+    /// 717 blocks of four warps, llama-3.2-1b's (8,192 of 1,152) in 512 of
+    /// eight, two slots a warp.
+    #[test]
+    fn the_plans_are_the_measured_ones() {
+        let eight_b = stream_plan(14_336, 2 * 2_304, 132).unwrap();
+        assert_eq!(eight_b.grid.blocks, [717, 1, 1]);
+        assert_eq!(eight_b.grid.threads_per_block, [128, 1, 1]);
+        assert_eq!(eight_b.stages, 2);
+        assert_eq!(eight_b.grid.shared_memory_bytes, 128 + 4 * 2 * 4_608);
+        let one_b = stream_plan(8_192, 2 * 1_152, 132).unwrap();
+        assert_eq!(one_b.grid.blocks, [512, 1, 1]);
+        assert_eq!(one_b.grid.threads_per_block, [256, 1, 1]);
+        assert_eq!(one_b.stages, 2);
+    }
+
+    proptest::proptest! {
+        /// For random shapes a plan's shared memory fits without opting
+        /// in and is what its warps' slots take, and no grid with more
+        /// warps that fit at once would give any warp fewer rows.
+        #[test]
+        fn every_plan_fits_and_spreads_its_rows(
+            rows in 1usize..200_000,
+            slot_units in 1usize..1_500,
+            multiprocessors in 1u32..200,
+        ) {
+            let slot_bytes = 16 * slot_units;
+            let Some(plan) = stream_plan(rows, slot_bytes, multiprocessors) else {
+                proptest::prop_assert!(barrier_bytes(2, 2) + 4 * slot_bytes > SHARED_LIMIT);
+                return Ok(());
+            };
+            let warps = (plan.grid.threads_per_block[0] / 32) as usize;
+            let stages = plan.stages as usize;
+            let shared = plan.grid.shared_memory_bytes as usize;
+            proptest::prop_assert!(stages >= 2 && shared <= SHARED_LIMIT);
+            proptest::prop_assert_eq!(shared, barrier_bytes(warps, stages) + warps * stages * slot_bytes);
+            let resident = multiprocessors as usize * blocks_per_multiprocessor(shared, warps * 32) * warps;
+            let total_warps = plan.grid.blocks[0] as usize * warps;
+            // Every row has a warp, the grid fits at once, and the busiest
+            // warp has as few rows as with every warp that fits.
+            proptest::prop_assert!(total_warps <= resident.max(warps));
+            proptest::prop_assert_eq!(rows.div_ceil(total_warps), rows.div_ceil(resident));
+        }
+    }
+}

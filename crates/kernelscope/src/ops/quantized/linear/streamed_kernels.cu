@@ -1,0 +1,15 @@
+// Q4_K's streamed gate/up (streamed.cuh, sm_90 and later): one kernel per
+// number of x's pairs of sub-blocks a lane holds in registers, for rows of
+// up to 4,096 and 8,192 values (shorter rows keep the register loop, which
+// was as fast on llama-3.2-1b). out[i] = silu(gate[i] · x) * (up[i] · x),
+// x quantized by norm_quantize_q8; `stages` slots a warp.
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_silu_q4_k_held2(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages) {
+    wait_for_previous_kernel();
+    streamed_silu_held_x<2>(x, gate, up, out, n, k, stages);
+}
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_silu_q4_k_held4(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages) {
+    wait_for_previous_kernel();
+    streamed_silu_held_x<4>(x, gate, up, out, n, k, stages);
+}
