@@ -104,9 +104,16 @@ pub fn measure_on(device: &Device, probes: CeilingProbes) -> Result<Measured> {
         let method = |probe: &str, what: &str| {
             format!("{probe}: best of {PROBE_REPETITIONS} {what} of {size}, {timing}")
         };
+        let read = super::stream_read::measure_read_rate(device, bytes, PROBE_REPETITIONS)?;
         ceilings.read = Some(Ceiling::new(
-            super::stream_read::measure_read_bandwidth(device, bytes, PROBE_REPETITIONS)?,
-            method("stream_read probe", "streaming reads (bytes read)"),
+            read.gbps,
+            method(
+                &match &read.grid {
+                    Some(grid) => format!("stream_read probe, the fastest of its grids ({grid})"),
+                    None => "stream_read probe".to_string(),
+                },
+                "streaming reads (bytes read)",
+            ),
         ));
         ceilings.write = Some(Ceiling::new(
             super::stream_write::measure_write_bandwidth(device, bytes, PROBE_REPETITIONS)?,
