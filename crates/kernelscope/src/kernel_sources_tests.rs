@@ -107,7 +107,7 @@ const DECLARED: [(&str, &str, &[Argument]); 32] = [
 /// Files holding kernels of several argument lists, instantiated per
 /// quantized format (`{format}` in their names, see
 /// `quantized::linear::cuda_source`): each kernel's list by its name.
-const DECLARED_PER_KERNEL: [(&str, &[Argument]); 11] = [
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 15] = [
     ("matvec_{format}_q8", crate::ops::quantized::linear::ARGUMENTS),
     ("matmul_{format}", crate::ops::quantized::linear::ARGUMENTS),
     ("matvec_add_{format}_q8", crate::ops::matvec::residual::ARGUMENTS),
@@ -139,6 +139,22 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 11] = [
     (
         "moe_down_add_{format}_q8",
         crate::ops::quantized::experts::down::ARGUMENTS,
+    ),
+    (
+        "stream_add_q4_k_split2_held2",
+        crate::ops::quantized::linear::streamed::add_arguments::ARGUMENTS,
+    ),
+    (
+        "stream_add_q4_k_split2_held4",
+        crate::ops::quantized::linear::streamed::add_arguments::ARGUMENTS,
+    ),
+    (
+        "stream_add_q6_k_split2_held2",
+        crate::ops::quantized::linear::streamed::add_arguments::ARGUMENTS,
+    ),
+    (
+        "stream_add_q6_k_split2_held4",
+        crate::ops::quantized::linear::streamed::add_arguments::ARGUMENTS,
     ),
 ];
 

@@ -27,26 +27,12 @@ use kernelscope::testing::Backend;
 use kernelscope::{Buffer, DType, Device, DeviceOptions, OpKind};
 
 mod common;
-use common::quantized::{Matrix, assert_matches, exact_products, poisoned, random, random_matrix, read};
-
-const EPS: f32 = 1e-5;
+use common::quantized::{
+    EPS, Matrix, assert_matches, exact_products, normed, poisoned, random, random_matrix, read, staged,
+};
 
 fn cuda() -> Option<Device> {
     Backend::Cuda.device(DeviceOptions::new().profile(ProfileLevel::Dispatch))
-}
-
-/// x as the CUDA kernels stage it: blocks of 32 at scale max|x| / 127,
-/// each value rounded to a whole number of steps (half away from zero), in
-/// the same f32 operations.
-fn staged(x: &[f32]) -> Vec<f32> {
-    let mut out = Vec::with_capacity(x.len());
-    for block in x.chunks(32) {
-        let largest = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let scale = largest / 127.0;
-        let inverse = if scale != 0.0 { 1.0 / scale } else { 0.0 };
-        out.extend(block.iter().map(|v| (v * inverse).round() * scale));
-    }
-    out
 }
 
 /// (rows, blocks per row) of every format's cases: one block; odd rows;
@@ -163,13 +149,6 @@ fn cuda_quantized_matvec_and_matmul_match_their_references() {
             }
         }
     }
-}
-
-/// RMSNorm of `x` on the host as the kernels stage it (f32 values).
-fn normed(x: &[f32], norm_weight: &[f32]) -> Vec<f32> {
-    let squares: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
-    let scale = (1.0 / (squares / x.len() as f64 + EPS as f64).sqrt()) as f32;
-    x.iter().zip(norm_weight).map(|(v, w)| v * scale * w).collect()
 }
 
 #[test]
@@ -292,81 +271,6 @@ fn cuda_fused_quantized_kernels_match_the_steps_they_replace() {
                 .map(|((sum, size), &r)| (sum + r as f64, size + r.abs() as f64))
                 .collect();
             assert_matches(&read(&out), &expected, 1e-4, &format!("matvec_add {what}"));
-        }
-    }
-}
-
-/// Q4_K's gate/up streamed through shared memory (Hopper's bulk copies,
-/// x held in registers) at every row length a kernel holds (k 2,304 to
-/// 8,192), odd row counts, and more rows than the grid has warps (each warp
-/// cycling its slots), against the exact products; rows of 2,048 values or
-/// fewer, or more than 8,192, take the register loop.
-#[test]
-fn cuda_streamed_gate_up_matches_the_exact_products() {
-    let Some(device) = cuda() else {
-        return;
-    };
-    if !device.capabilities().bulk_copies {
-        eprintln!(
-            "SKIPPED: {} has no bulk copies (compute capability 9.0); the register loop runs",
-            device.name()
-        );
-        assert!(
-            std::env::var("KSCOPE_REQUIRE_GPU").is_err(),
-            "KSCOPE_REQUIRE_GPU is set and the GPU cannot run the streamed kernels"
-        );
-        return;
-    }
-    let registry = ops::registry();
-    let format = QuantFormat::Q4_K;
-    let fused = QuantizedFused::new(&registry, &device, format).unwrap();
-    for (case, (rows, blocks, kernel)) in [
-        (37, 8, "matvec_silu_q4_k_q8"),
-        (9_001, 9, "stream_silu_q4_k_held2"),
-        (1_003, 16, "stream_silu_q4_k_held2"),
-        (301, 13, "stream_silu_q4_k_held2"),
-        (77, 32, "stream_silu_q4_k_held4"),
-        (41, 33, "matvec_silu_q4_k_q8"),
-    ]
-    .into_iter()
-    .enumerate()
-    {
-        let seed = 7_000 + 10 * case as u64;
-        let (gate, up) = (
-            random_matrix(format, rows, blocks, seed),
-            random_matrix(format, rows, blocks, seed + 1),
-        );
-        let k = gate.k;
-        let x = random(seed + 2, k, 3.0);
-        let norm_weight = random(seed + 3, k, 1.5);
-        let h = staged(&normed(&x, &norm_weight));
-        let out = poisoned(&device, rows);
-        device.profiler().reset();
-        let mut encoder = device.command_encoder();
-        fused
-            .encode_norm_matvec_silu(
-                &mut encoder,
-                &device.buffer_from_slice(&x, &[k]).unwrap(),
-                &device.buffer_from_slice(&norm_weight, &[k]).unwrap(),
-                &gate.upload(&device),
-                &up.upload(&device),
-                &out,
-                EPS,
-            )
-            .unwrap();
-        encoder.commit_and_wait().unwrap();
-        let dispatches = device.profiler().dispatches();
-        assert_eq!(&*dispatches[1].kernel, kernel, "k {k}");
-        let (gates, ups, actual) = (exact_products(&gate, &h), exact_products(&up, &h), read(&out));
-        for i in 0..rows {
-            let (g, u) = (gates[i].0, ups[i].0);
-            let expected = g / (1.0 + (-g).exp()) * u;
-            let bound = 3e-3 * (1.1 * gates[i].1 * u.abs() + ups[i].1 * g.abs().max(1.0)) + 1e-6;
-            assert!(
-                (actual[i] as f64 - expected).abs() <= bound,
-                "{kernel} k {k} [{i}] of {rows}: {} against {expected} (bound {bound:e})",
-                actual[i]
-            );
         }
     }
 }

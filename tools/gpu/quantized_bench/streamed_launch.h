@@ -70,9 +70,40 @@ static void add_streamed_rows(std::vector<Kernel>& kernels, bool q6, const u8* w
         }
     }
 }
+// Rows split over two warps (streamed_add_split): groups of two warps, each
+// group a ring of rows; `threads` a block.
+static void add_split_add(std::vector<Kernel>& kernels, bool q6, const u8* weight, size_t bytes, size_t row_bytes,
+                          const float* x, u32 n, u32 k) {
+    u8* xq = global_x();
+    const u32 units = k / 256 * 4;
+    const StreamAdd kernel = units <= 128 ? (q6 ? stream_add_q6_k_split2_held2 : stream_add_q4_k_split2_held2)
+                             : units <= 256 ? (q6 ? stream_add_q6_k_split2_held4 : stream_add_q4_k_split2_held4)
+                                            : nullptr;
+    if (!kernel) return;
+    allow_shared(kernel);
+    for (u32 threads : {128u, 256u, 512u}) {
+        for (u32 budget : {40u << 10, 100u << 10}) {
+            const u32 groups = threads / 64;
+            const u32 stages = std::max<u32>(2, std::min<u32>(8, budget / (groups * row_bytes)));
+            const u32 shared = (groups * stages * 8 + 127) / 128 * 128 + (groups * 2 * 8 + 127) / 128 * 128 +
+                               groups * stages * (u32)row_bytes;
+            if (shared > (227u << 10)) continue;
+            const u32 per_sm = std::max<u32>(1, std::min<u32>((227u << 10) / (shared + 1024), 2048 / threads));
+            const u32 most = stream_sms() * per_sm * groups, per_group = (n + most - 1) / most;
+            const u32 needed = (n + per_group - 1) / per_group, blocks = (needed + groups - 1) / groups;
+            kernels.push_back({"split 2, x held, " + std::to_string(threads) + "t " + std::to_string(budget >> 10) + "K: " +
+                                   std::to_string(blocks) + "x" + std::to_string(stages) + " (" + std::to_string(shared >> 10) + "K)",
+                               [=](int copy, cudaStream_t s, float* out) {
+                                   quantize_q8<<<quantize_blocks(k), 256, 0, s>>>(x, xq, k);
+                                   kernel<<<blocks, threads, shared, s>>>(weight + copy * bytes, xq, out, n, k, stages);
+                               }});
+        }
+    }
+}
 static void add_streamed_add(std::vector<Kernel>& kernels, bool q6, const u8* weight, size_t bytes, size_t row_bytes,
                              const float* x, u32 n, u32 k) {
     u8* xq = global_x();
+    if (k > 4096) add_split_add(kernels, q6, weight, bytes, row_bytes, x, n, k);
     for (const Streamed& kind : kinds_for(k)) {
         const StreamAdd kernel = q6 ? kind.add6 : kind.add4;
         if (!kernel) continue;

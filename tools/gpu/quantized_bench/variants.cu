@@ -241,3 +241,5 @@ extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
     stream_silu_q4_k_held1(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages) {
     streamed_silu_held_x<1>(x, gate, up, out, n, k, stages);
 }
+
+// (The down projections split over two warps, x held, are the project's: streamed_kernels.cu.)

@@ -46,6 +46,9 @@ pub struct Capabilities {
     /// The GPU's streaming multiprocessors, where the device has them
     /// (persistent kernels size their grid by it).
     pub multiprocessors: Option<u32>,
+    /// The most shared memory one block may take, where the device has
+    /// shared memory (every kernel may ask for it all).
+    pub shared_memory_per_block: Option<u32>,
 }
 
 /// The implementations registered for one kernel name, one per backend at

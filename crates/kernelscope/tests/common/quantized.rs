@@ -114,3 +114,27 @@ pub fn random(seed: u64, count: usize, scale: f32) -> Vec<f32> {
         .map(|v| v * scale)
         .collect()
 }
+
+/// x as the CUDA kernels stage it: blocks of 32 at scale max|x| / 127,
+/// each value rounded to a whole number of steps (half away from zero), in
+/// the same f32 operations.
+pub fn staged(x: &[f32]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(x.len());
+    for block in x.chunks(32) {
+        let largest = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let scale = largest / 127.0;
+        let inverse = if scale != 0.0 { 1.0 / scale } else { 0.0 };
+        out.extend(block.iter().map(|v| (v * inverse).round() * scale));
+    }
+    out
+}
+
+/// The RMSNorm epsilon of the fused-kernel tests.
+pub const EPS: f32 = 1e-5;
+
+/// RMSNorm of `x` on the host as the kernels stage it (f32 values).
+pub fn normed(x: &[f32], norm_weight: &[f32]) -> Vec<f32> {
+    let squares: f64 = x.iter().map(|&v| v as f64 * v as f64).sum();
+    let scale = (1.0 / (squares / x.len() as f64 + EPS as f64).sqrt()) as f32;
+    x.iter().zip(norm_weight).map(|(v, w)| v * scale * w).collect()
+}

@@ -187,6 +187,7 @@ impl Backend for CpuDevice {
             early_launch_in_graphs: false,
             bulk_copies: false,
             multiprocessors: None,
+            shared_memory_per_block: None,
         }
     }
 

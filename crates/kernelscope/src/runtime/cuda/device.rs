@@ -316,6 +316,14 @@ impl Backend for CudaDevice {
                 .ok()
                 .and_then(|count| u32::try_from(count).ok())
                 .filter(|&count| count > 0),
+            shared_memory_per_block: self
+                .state
+                .stream()
+                .context()
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+                .ok()
+                .and_then(|bytes| u32::try_from(bytes).ok())
+                .filter(|&bytes| bytes > 0),
         }
     }
 

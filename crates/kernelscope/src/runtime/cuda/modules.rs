@@ -111,11 +111,38 @@ impl ModuleCache {
             workaround: format!("its CUDA source defines no `extern \"C\" __global__ {name}` ({error})"),
             remedies: &[],
         })?;
+        allow_all_shared_memory(context, &function, name)?;
         Ok(CudaKernel::Compiled {
             function,
             early_launch: early_launch && crate::runtime::early_launch::begins_by_waiting(source, name),
         })
     }
+}
+
+/// Lets `function` take as much dynamic shared memory as a block may have
+/// on this GPU (past the 48 KiB every kernel gets without asking): the
+/// streamed products size their rings of rows by it. A limit, not a
+/// reservation: a launch still takes only what it asks for.
+fn allow_all_shared_memory(context: &Arc<CudaContext>, function: &CudaFunction, name: &str) -> Result<()> {
+    use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
+    let most = context
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+        .map_err(driver_error("reading the shared memory a block may take"))?;
+    let fixed = function
+        .get_attribute(CUfunction_attribute::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES)
+        .map_err(driver_error("reading a kernel's static shared memory"))?;
+    function
+        .set_attribute(
+            CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            (most - fixed).max(0),
+        )
+        .map_err(|source| Error::Cuda {
+            operation: format!(
+                "letting `{name}` take {} bytes of dynamic shared memory",
+                most - fixed
+            ),
+            source,
+        })
 }
 
 /// Loads the module of `source`, from the disk cache when the driver takes it.

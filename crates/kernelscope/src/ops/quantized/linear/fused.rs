@@ -16,7 +16,9 @@ use std::sync::{Arc, Mutex};
 use super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, cuda_grid, quantized_kernel, staged_bytes};
 use super::gemm::scratch_view;
 use super::layout::{BlockLayout, weight_blocks};
-use super::streamed::{StreamedGateUp, arguments as streamed_silu};
+use super::streamed::{
+    StreamedDown, StreamedGateUp, add_arguments as streamed_add, arguments as streamed_silu,
+};
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
 use crate::profile::Role;
@@ -56,6 +58,9 @@ pub struct QuantizedFused {
     /// Q4_K's gate/up streamed through shared memory, where the device has
     /// bulk copies (`streamed.rs`).
     streamed_gate_up: Option<StreamedGateUp>,
+    /// The down projection (and any `matvec_add` of long rows) streamed,
+    /// rows split over two warps, where the device has bulk copies.
+    streamed_down: Option<StreamedDown>,
     format: QuantFormat,
     /// x quantized, read by the product after it: grown to the longest x
     /// seen and shared by every clone (one stream runs the layers in turn).
@@ -81,6 +86,7 @@ impl QuantizedFused {
             matvecs: kernel("matvecs_{}_q8")?,
             matvec_silu: kernel("matvec_silu_{}_q8")?,
             streamed_gate_up: StreamedGateUp::new(registry, device, format)?,
+            streamed_down: StreamedDown::new(registry, device, format)?,
             format,
             staged: Arc::default(),
         })
@@ -123,6 +129,29 @@ impl QuantizedFused {
         let (n, blocks, k) = weight_blocks(OP, self.format, BlockLayout::Planes, weight)?;
         expect(OP, "output", out, DType::F32, &[n])?;
         let staged = self.encode_stage(encoder, OP, x, None, k)?;
+        let bytes_read =
+            (n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64 + bytes_of(n, DType::F32);
+        let kind = OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd]);
+        let row_bytes = weight.shape()[1];
+        if let Some((kernel, plan)) = self
+            .streamed_down
+            .as_ref()
+            .and_then(|streamed| streamed.plan(n, k, row_bytes))
+        {
+            return encoder.dispatch(
+                Arguments::new(streamed_add::ARGUMENTS)
+                    .buffer(streamed_add::WEIGHT, weight)
+                    .buffer(streamed_add::X, &staged)
+                    .buffer(streamed_add::OUT, out)
+                    .scalar(streamed_add::N, n as u32)
+                    .scalar(streamed_add::K, k as u32)
+                    .scalar(streamed_add::STAGES, plan.stages)
+                    .dispatch(kernel)?
+                    .grid(plan.grid)
+                    .cost(bytes_read, bytes_of(n, DType::F32), 2 * (n * k) as u64 + n as u64)
+                    .op_kind(kind),
+            );
+        }
         encoder.dispatch(
             Arguments::new(add::ARGUMENTS)
                 .buffer(add::WEIGHT, weight)
@@ -132,13 +161,8 @@ impl QuantizedFused {
                 .scalar(add::K, k as u32)
                 .dispatch(&self.matvec_add)?
                 .grid(product_grid(n, ROWS_PER_WARP, CUDA_MOST_BLOCKS))
-                .cost(
-                    (n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64
-                        + bytes_of(n, DType::F32),
-                    bytes_of(n, DType::F32),
-                    2 * (n * k) as u64 + n as u64,
-                )
-                .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd])),
+                .cost(bytes_read, bytes_of(n, DType::F32), 2 * (n * k) as u64 + n as u64)
+                .op_kind(kind),
         )
     }
 

@@ -45,8 +45,8 @@ __device__ __forceinline__ uint4 stream16(const u8* p) {
 __device__ __forceinline__ u32 field32(const u8* p) { return __ldg((const unsigned int*)p); }
 __device__ __forceinline__ u32 field16(const u8* p) { return __ldg((const unsigned short*)p); }
 // Where a format's `load` reads a unit's bytes from: global memory (the
-// loads above), or a row the streaming loop (streamed.cuh) copied into
-// shared memory, read with shared loads rather than generic ones.
+// loads above), or a row the streaming loops (streamed.cuh) copied into
+// shared memory.
 struct FromGlobal {
     __device__ static __forceinline__ uint4 stream16(const u8* p) { return ::stream16(p); }
     __device__ static __forceinline__ uint4 cached16(const u8* p) { return __ldg((const uint4*)p); }

@@ -252,3 +252,139 @@ __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, 
         Q4KPairsHeldX<UNITS_PER_LANE, 2>{blocks, staged_at(x, k)},
         [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
 }
+
+// ---- rows too long for one warp to hold x: a row split over SPLIT warps ----
+
+// x for one unit of a format, held in registers, and the unit's product
+// against it: the formats of the streamed down projection.
+template <typename F> struct HeldFormat;
+template <> struct HeldFormat<Q4_K_Pairs> {
+    struct Fragment { int4 values[4]; float2 scales, sums; };
+    __device__ static __forceinline__ Fragment fragment(const Staged& x, u32 unit) {
+        const u32 low_block = (unit / 4) * 8 + (unit % 4) * 2;
+        Fragment f;
+        #pragma unroll
+        for (int part = 0; part < 4; ++part) f.values[part] = staged16(x, low_block * 32 + part * 16);
+        f.scales = *(const float2*)(x.scales + low_block);
+        f.sums = *(const float2*)(x.sums + low_block);
+        return f;
+    }
+    __device__ static __forceinline__ float dot(const Q4_K_Pairs::Unit& u, const Fragment& h) {
+        int low = dot16(low_nibbles(u.low_half), h.values[0], 0);
+        low = dot16(low_nibbles(u.high_half), h.values[1], low);
+        int high = dot16(high_nibbles(u.low_half), h.values[2], 0);
+        high = dot16(high_nibbles(u.high_half), h.values[3], high);
+        const float scaled = h.scales.x * (float)((int)(u.scale_pair & 0xffu) * low) +
+                             h.scales.y * (float)((int)(u.scale_pair >> 8) * high);
+        const float minimum = (float)(u.min_pair & 0xffu) * h.sums.x + (float)(u.min_pair >> 8) * h.sums.y;
+        return half_to_float(u.dm) * scaled - half_to_float(u.dm >> 16) * minimum;
+    }
+};
+template <> struct HeldFormat<Q6_K> {
+    struct Fragment { int4 values[4]; float scales[4]; };
+    __device__ static __forceinline__ Fragment fragment(const Staged& x, u32 unit) {
+        const u32 v = unit % 4, n = v / 2, c = v % 2, first_block = (unit / 4) * 8 + n * 4;
+        Fragment f;
+        #pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            f.values[t] = staged16(x, (first_block + t) * 32 + c * 16);
+            f.scales[t] = x.scales[first_block + t];
+        }
+        return f;
+    }
+    // Q6_K::dot with x's loads replaced by the fragment's.
+    __device__ static __forceinline__ float dot(const Q6_K::Unit& u, const Fragment& h, u32 unit) {
+        const u32 c = unit % 2;
+        float sum = 0.0f;
+        #pragma unroll
+        for (u32 t = 0; t < 4; ++t) {
+            const uint4 ql = (t & 1) ? u.high : u.low;
+            const uint4 q = make_uint4(Q6_K::centred(ql.x, u.qh.x, t), Q6_K::centred(ql.y, u.qh.y, t),
+                                       Q6_K::centred(ql.z, u.qh.z, t), Q6_K::centred(ql.w, u.qh.w, t));
+            const int dot = dot16(q, h.values[t], 0);
+            const u32 scales = (t & 2) ? u.scales_high : u.scales_low;
+            const float scale = (float)(signed char)((scales >> (8 * (c + 2 * (t & 1)))) & 0xffu);
+            sum += scale * h.scales[t] * (float)dot;
+        }
+        return half_to_float(u.d) * sum;
+    }
+};
+__device__ __forceinline__ float held_dot(const Q4_K_Pairs::Unit& u, const HeldFormat<Q4_K_Pairs>::Fragment& h, u32) {
+    return HeldFormat<Q4_K_Pairs>::dot(u, h);
+}
+__device__ __forceinline__ float held_dot(const Q6_K::Unit& u, const HeldFormat<Q6_K>::Fragment& h, u32 unit) {
+    return HeldFormat<Q6_K>::dot(u, h, unit);
+}
+
+// out[row] += W[row] · x for rows split over SPLIT warps: the block's warps
+// in groups of SPLIT, each group a ring of `stages` rows in shared memory
+// filled by bulk copies; warp p of a group holds x for its UNITS_PER_LANE *
+// 32 units of the row (units p * UNITS_PER_LANE * 32 onwards) and leaves
+// its share in shared memory, which the group's first warp adds after a
+// barrier of the group's threads. For rows whose x would not fit in one
+// warp's registers (llama-3-8b's down projection: 14,336 values, 7 units a
+// lane).
+template <typename F, int UNITS_PER_LANE, int SPLIT>
+__device__ void streamed_add_split(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 stages) {
+#if __CUDA_ARCH__ >= 900
+    extern __shared__ float4 quant_storage[];
+    u8* storage = (u8*)quant_storage;
+    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks), units = blocks * F::UNITS;
+    const u32 warps = blockDim.x / 32, warp = quant_uniform_warp(), lane = threadIdx.x & 31;
+    const u32 groups = warps / SPLIT, group = warp / SPLIT, part = warp % SPLIT;
+    const Staged x = staged_at(xq, k);
+    unsigned long long* barriers = (unsigned long long*)storage + group * stages;
+    float* shares = (float*)(storage + streamed_barrier_bytes(groups, stages)) + group * SPLIT * 2;
+    u8* slots = storage + streamed_barrier_bytes(groups, stages) + streamed_barrier_bytes(groups * SPLIT, 1) +
+                (size_t)group * stages * row_bytes;
+    const u32 first = blockIdx.x * groups + group, stride = gridDim.x * groups;
+    const bool leader = part == 0 && lane == 0;
+    if (leader) {
+        for (u32 s = 0; s < stages; ++s) slot_barrier_init(&barriers[s]);
+        slot_barriers_published();
+    }
+    // The group's barrier (id 0 is __syncthreads').
+    const auto group_barrier = [&]() { asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "r"(32 * SPLIT) : "memory"); };
+    group_barrier();
+    const auto request = [&](u32 step) {
+        const u32 row = first + step * stride;
+        if (!leader || row >= n) return;
+        unsigned long long* barrier = &barriers[step % stages];
+        slot_expect_bytes(barrier, row_bytes);
+        bulk_copy_to_slot(slots + (size_t)(step % stages) * row_bytes, weight + (size_t)row * row_bytes, row_bytes,
+                          barrier);
+    };
+    for (u32 s = 0; s < stages; ++s) request(s);
+    wait_for_previous_kernel();
+    typename HeldFormat<F>::Fragment held[UNITS_PER_LANE];
+    #pragma unroll
+    for (int i = 0; i < UNITS_PER_LANE; ++i) {
+        const u32 unit = (part * UNITS_PER_LANE + i) * 32 + lane;
+        if (unit < units) held[i] = HeldFormat<F>::fragment(x, unit);
+    }
+    for (u32 step = 0; first + step * stride < n; ++step) {
+        const u32 s = step % stages;
+        slot_wait(&barriers[s], step / stages);
+        const u8* row = slots + (size_t)s * row_bytes;
+        float sum = 0.0f;
+        #pragma unroll
+        for (int i = 0; i < UNITS_PER_LANE; ++i) {
+            const u32 unit = (part * UNITS_PER_LANE + i) * 32 + lane;
+            if (unit < units) sum += held_dot(F::template load<FromShared>(row, blocks, unit), held[i], unit);
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) shares[part * 2 + (step & 1)] = sum;
+        // Every warp of the group is done with the slot and has left its share.
+        group_barrier();
+        if (leader) {
+            float total = 0.0f;
+            #pragma unroll
+            for (int p = 0; p < SPLIT; ++p) total += shares[p * 2 + (step & 1)];
+            out[first + step * stride] += total;
+        }
+        request(step + stages);
+    }
+#else
+    __trap();
+#endif
+}

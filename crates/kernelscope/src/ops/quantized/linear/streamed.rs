@@ -1,11 +1,12 @@
-//! The streamed gate/up product of Q4_K on CUDA (`streamed.cuh`,
-//! `streamed_kernels.cu`): each warp keeps a ring of rows in shared memory,
-//! filled by bulk asynchronous copies (compute capability 9.0 and later),
-//! and holds its units of x in registers, so a row's products read only
-//! weights. On llama-3-8b's gate/up it took 22.9 µs where the register
-//! loop took 28.8 (H200, `tools/gpu/quantized_bench`, norm and quantize
-//! included); docs/PERF.md has the measurements, and why the other products
-//! keep the register loop.
+//! The streamed products on CUDA (`streamed.cuh`, `streamed_kernels.cu`):
+//! rings of rows in shared memory, filled by bulk asynchronous copies
+//! (compute capability 9.0 and later), with x held in registers, so a row's
+//! products read only weights. Q4_K's gate/up, a warp a row (llama-3-8b:
+//! 22.9 µs where the register loop took 28.8), and the down projections of
+//! Q4_K and Q6_K, two warps a row (13.0 against 17.3 µs, 20.4 against
+//! 23.7; H200, `tools/gpu/quantized_bench`, the quantize kernel included).
+//! docs/PERF.md has the measurements, and why the other products keep the
+//! register loop.
 
 use std::sync::Arc;
 
@@ -24,6 +25,26 @@ const HELD_KERNELS: [(&str, usize); 2] = [("stream_silu_q4_k_held2", 4096), ("st
 /// CUPTI), and decoded 0.6 % slower, though it measured faster alone.
 const SHORTEST_STREAMED: usize = 2049;
 
+/// The streamed down projections (`out += W · x`), each row split over two
+/// warps: by format, the kernel and the longest row (in values) it holds x
+/// for (2 or 4 units of 64 values a lane, two warps a row).
+const SPLIT_KERNELS: [(QuantFormat, &str, usize); 4] = [
+    (QuantFormat::Q4_K, "stream_add_q4_k_split2_held2", 8192),
+    (QuantFormat::Q4_K, "stream_add_q4_k_split2_held4", 16384),
+    (QuantFormat::Q6_K, "stream_add_q6_k_split2_held2", 8192),
+    (QuantFormat::Q6_K, "stream_add_q6_k_split2_held4", 16384),
+];
+/// Rows this short keep the register loop: o_proj (4,096 values) streamed
+/// with x held measured slower than it (7.5-7.9 against 6.7 µs, H200).
+const SHORTEST_SPLIT: usize = 4097;
+
+/// The arguments of the streamed down projections (`streamed_kernels.cu`).
+pub(crate) mod add_arguments {
+    crate::ops::kernel_arguments! {
+        WEIGHT: "weight" Read, X: "x" Read, OUT: "out" ReadWrite, N: "n" U32, K: "k" U32, STAGES: "stages" U32
+    }
+}
+
 /// The arguments of the streamed gate/up kernels (`streamed_kernels.cu`).
 pub(crate) mod arguments {
     crate::ops::kernel_arguments! {
@@ -39,6 +60,56 @@ pub(super) fn register(registry: &mut KernelRegistry) {
         registry.register_cuda_source(name, source.clone());
         registry.register_format(name, QuantFormat::Q4_K.name());
     }
+    for (format, name, _) in SPLIT_KERNELS {
+        registry.register_cuda_source(name, source.clone());
+        registry.register_format(name, format.name());
+    }
+}
+
+/// Shared memory the split kernels' rings aim for: one block of eight
+/// two-warp groups a multiprocessor, two to eight rows each (llama-3-8b's
+/// down: 13.0 µs in 126 KiB against 15.6 in 31 KiB, H200).
+const SPLIT_BUDGET: usize = 200 << 10;
+/// Warps a row of the split kernels.
+const SPLIT: usize = 2;
+
+/// The plan of a split kernel for `n` rows of `row_bytes` on a GPU of
+/// `multiprocessors` whose blocks may take `shared_limit` bytes: the most
+/// two-warp groups a block (8, 4, 2 or 1) whose two slots each fit, as
+/// many blocks as fit at once, rows spread so no group takes more than one
+/// over another. `None` where one group's two slots do not fit.
+pub(crate) fn split_plan(
+    n: usize,
+    row_bytes: usize,
+    multiprocessors: u32,
+    shared_limit: usize,
+) -> Option<StreamPlan> {
+    let n = n.max(1);
+    let (groups, stages, shared) = [8usize, 4, 2, 1].into_iter().find_map(|groups| {
+        let most = (SPLIT_BUDGET.min(shared_limit) / (groups * row_bytes)).clamp(2, MOST_STAGES);
+        (2..=most).rev().find_map(|stages| {
+            let shared = split_shared_bytes(groups, stages, row_bytes);
+            (shared <= shared_limit).then_some((groups, stages, shared))
+        })
+    })?;
+    let threads = groups * SPLIT * 32;
+    let most_groups = multiprocessors.max(1) as usize * blocks_per_multiprocessor(shared, threads) * groups;
+    let rows_per_group = n.div_ceil(most_groups);
+    let groups_needed = n.div_ceil(rows_per_group);
+    Some(StreamPlan {
+        grid: LaunchGrid {
+            blocks: [groups_needed.div_ceil(groups) as u32, 1, 1],
+            threads_per_block: [threads as u32, 1, 1],
+            shared_memory_bytes: shared as u32,
+        },
+        stages: stages as u32,
+    })
+}
+
+/// Shared memory of a split kernel's block (`streamed_add_split`): the
+/// slots' barriers, the warps' shares (two a warp), then the slots.
+fn split_shared_bytes(groups: usize, stages: usize, row_bytes: usize) -> usize {
+    barrier_bytes(groups, stages) + barrier_bytes(groups * SPLIT, 1) + groups * stages * row_bytes
 }
 
 /// Shared memory a block may take without opting in to more.
@@ -151,6 +222,67 @@ impl StreamedGateUp {
     }
 }
 
+/// The streamed down projections of one format on a device with bulk
+/// copies.
+#[derive(Clone, Debug)]
+pub(crate) struct StreamedDown {
+    /// Each kernel with the longest row it holds x for, shortest first.
+    held: Vec<(Kernel, usize)>,
+    multiprocessors: u32,
+    shared_limit: usize,
+}
+
+impl StreamedDown {
+    /// The kernels of `format` where it has them (Q4_K, Q6_K) and `device`
+    /// has bulk copies and says its multiprocessors and shared memory;
+    /// `None` otherwise (the register loop runs).
+    pub(crate) fn new(
+        registry: &KernelRegistry,
+        device: &Device,
+        format: QuantFormat,
+    ) -> Result<Option<Self>> {
+        let capabilities = device.capabilities();
+        let (true, Some(multiprocessors), Some(shared_limit)) = (
+            capabilities.bulk_copies,
+            capabilities.multiprocessors,
+            capabilities.shared_memory_per_block,
+        ) else {
+            return Ok(None);
+        };
+        let held = SPLIT_KERNELS
+            .iter()
+            .filter(|(kernel_format, _, _)| *kernel_format == format)
+            .map(|&(_, name, longest)| {
+                let kernel = quantized_kernel(
+                    registry,
+                    device,
+                    name.to_string(),
+                    "down projections are streamed",
+                )?;
+                Ok((kernel, longest))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((!held.is_empty()).then_some(StreamedDown {
+            held,
+            multiprocessors,
+            shared_limit: shared_limit as usize,
+        }))
+    }
+
+    /// The kernel and plan for `n` rows of `k` values in planar rows of
+    /// `row_bytes`, or `None` where the register loop runs.
+    pub(crate) fn plan(&self, n: usize, k: usize, row_bytes: usize) -> Option<(&Kernel, StreamPlan)> {
+        if k < SHORTEST_SPLIT {
+            return None;
+        }
+        let (kernel, _) = self.held.iter().find(|(_, longest)| k <= *longest)?;
+        Some((
+            kernel,
+            split_plan(n, row_bytes, self.multiprocessors, self.shared_limit)?,
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +302,49 @@ mod tests {
         assert_eq!(one_b.grid.blocks, [512, 1, 1]);
         assert_eq!(one_b.grid.threads_per_block, [256, 1, 1]);
         assert_eq!(one_b.stages, 2);
+    }
+
+    /// llama-3-8b's down projections on an H200 (227 KiB a block): Q4_K
+    /// rows of 8,064 bytes in eight groups of three slots, Q6_K rows of
+    /// 11,760 in eight groups of two, one block a multiprocessor.
+    #[test]
+    fn the_split_plans_fill_one_block_a_multiprocessor() {
+        let q4_k = split_plan(4096, 8064, 132, 227 << 10).unwrap();
+        assert_eq!((q4_k.grid.threads_per_block, q4_k.stages), ([512, 1, 1], 3));
+        assert_eq!(q4_k.grid.blocks, [128, 1, 1]);
+        let q6_k = split_plan(4096, 11_760, 132, 227 << 10).unwrap();
+        assert_eq!((q6_k.grid.threads_per_block, q6_k.stages), ([512, 1, 1], 2));
+        // Where a block may take 48 KiB only, fewer groups.
+        let small = split_plan(4096, 8064, 132, 48 << 10).unwrap();
+        assert_eq!((small.grid.threads_per_block, small.stages), ([128, 1, 1], 3));
+        assert!(split_plan(4096, 30_000, 132, 48 << 10).is_none());
+    }
+
+    proptest::proptest! {
+        /// A split plan's shared memory fits the limit and is what its
+        /// groups' slots and shares take, and it gives no group more rows
+        /// than every group that fits at once would.
+        #[test]
+        fn every_split_plan_fits_and_spreads_its_rows(
+            rows in 1usize..100_000,
+            row_units in 1usize..2_000,
+            multiprocessors in 1u32..200,
+            shared_kib in 16usize..228,
+        ) {
+            let (row_bytes, limit) = (16 * row_units, shared_kib << 10);
+            let Some(plan) = split_plan(rows, row_bytes, multiprocessors, limit) else {
+                proptest::prop_assert!(split_shared_bytes(1, 2, row_bytes) > limit);
+                return Ok(());
+            };
+            let groups = (plan.grid.threads_per_block[0] / 64) as usize;
+            let shared = plan.grid.shared_memory_bytes as usize;
+            proptest::prop_assert!(shared <= limit && plan.stages >= 2);
+            proptest::prop_assert_eq!(shared, split_shared_bytes(groups, plan.stages as usize, row_bytes));
+            let resident = multiprocessors as usize * blocks_per_multiprocessor(shared, groups * 64) * groups;
+            let total = plan.grid.blocks[0] as usize * groups;
+            proptest::prop_assert!(total <= resident.max(groups));
+            proptest::prop_assert_eq!(rows.div_ceil(total), rows.div_ceil(resident));
+        }
     }
 
     proptest::proptest! {
