@@ -141,6 +141,15 @@ fn physical_limits(context: &CudaContext) -> crate::runtime::PhysicalLimits {
     }
 }
 
+impl CudaDevice {
+    /// A device attribute that is a positive count, `None` where the driver
+    /// does not say (the capabilities show it absent rather than fail).
+    fn positive_attribute(&self, attribute: sys::CUdevice_attribute) -> Option<u32> {
+        let value = self.state.stream().context().attribute(attribute).ok()?;
+        u32::try_from(value).ok().filter(|&value| value > 0)
+    }
+}
+
 /// The major compute capability of `arch` (`sm_90` -> 9), 0 if unreadable.
 fn arch_major(arch: &str) -> u32 {
     let digits = arch.trim_start_matches("sm_");
@@ -309,21 +318,10 @@ impl Backend for CudaDevice {
             early_launch_in_graphs: self.state.early_launch(),
             bulk_copies: arch_major(self.state.arch()) >= 9,
             multiprocessors: self
-                .state
-                .stream()
-                .context()
-                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
-                .ok()
-                .and_then(|count| u32::try_from(count).ok())
-                .filter(|&count| count > 0),
-            shared_memory_per_block: self
-                .state
-                .stream()
-                .context()
-                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
-                .ok()
-                .and_then(|bytes| u32::try_from(bytes).ok())
-                .filter(|&bytes| bytes > 0),
+                .positive_attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
+            shared_memory_per_block: self.positive_attribute(
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+            ),
         }
     }
 

@@ -1,15 +1,17 @@
 // Decode's quantized products with the weights streamed into shared memory
 // by bulk asynchronous copies (Hopper's `cp.async.bulk`, sm_90 and later),
-// after products.cuh. Each warp owns a ring of `stages` slots of one row
-// (of each matrix it reads) and keeps every slot but the one it multiplies
-// in flight: lane 0 issues one copy a row, an mbarrier counts its bytes in,
-// and the lanes read the row from shared memory with the formats' own
-// `load<FromShared>` and `dot`. The loop in products.cuh holds a warp's
-// loads in registers, four units a lane, so a warp waits out a load's
-// latency for every 2 KB and the 8B's down ran at 40 % of DRAM's peak with
-// 56 % of cycles having no eligible warp; here what is in flight is bounded
-// by shared memory, not registers, and the first slots are requested before
-// the kernel waits for its predecessor (the weights depend on no kernel).
+// after products.cuh. Each warp (or pair of warps, for long rows) owns a
+// ring of `stages` slots of one row (of each matrix it reads) and keeps
+// every slot but the one it multiplies in flight: one lane issues one copy
+// a row, an mbarrier counts its bytes in, and the lanes read the row from
+// shared memory with the formats' own `load<FromShared>`. The loop in
+// products.cuh holds a warp's loads in registers, four units a lane, so
+// what is in flight is bounded by registers; here by shared memory. Each
+// lane also holds its units of x in registers (HeldFormat): read from L1
+// for every row, x had been twice the weights' bytes and most of the
+// stalls. The loops issue their first copies before their own wait for
+// the previous kernel (the weights depend on none); the project's kernels
+// wait first all the same, as an early launch requires.
 //
 // The planar rows (`quant::planes`) are whole 16-byte multiples at 16-byte
 // boundaries, which is what a bulk copy needs; a row's slot holds the row
@@ -59,7 +61,7 @@ __device__ __forceinline__ void slot_wait(unsigned long long* barrier, u32 use) 
 
 // Shared memory the streaming loop takes for `warps` warps of `stages`
 // slots of `slot_bytes`: the barriers (8 bytes each, rounded to 128), then
-// the slots. `quantized::linear::streamed_shared_bytes` in Rust is the same.
+// the slots. `barrier_bytes` in streamed.rs is the same.
 __device__ __forceinline__ u32 streamed_barrier_bytes(u32 warps, u32 stages) { return (warps * stages * 8 + 127) / 128 * 128; }
 
 // The row loop of the streamed products: warp w of block b takes rows
@@ -143,6 +145,67 @@ struct UnitsFromSlot {
     }
 };
 
+// x for one unit of a format, held in registers, and the unit's product
+// against it: the formats the streamed products hold x for.
+template <typename F> struct HeldFormat;
+template <> struct HeldFormat<Q4_K_Pairs> {
+    struct Fragment { int4 values[4]; float2 scales, sums; };
+    __device__ static __forceinline__ Fragment fragment(const Staged& x, u32 unit) {
+        const u32 low_block = (unit / 4) * 8 + (unit % 4) * 2;
+        Fragment f;
+        #pragma unroll
+        for (int part = 0; part < 4; ++part) f.values[part] = staged16(x, low_block * 32 + part * 16);
+        f.scales = *(const float2*)(x.scales + low_block);
+        f.sums = *(const float2*)(x.sums + low_block);
+        return f;
+    }
+    __device__ static __forceinline__ float dot(const Q4_K_Pairs::Unit& u, const Fragment& h) {
+        int low = dot16(low_nibbles(u.low_half), h.values[0], 0);
+        low = dot16(low_nibbles(u.high_half), h.values[1], low);
+        int high = dot16(high_nibbles(u.low_half), h.values[2], 0);
+        high = dot16(high_nibbles(u.high_half), h.values[3], high);
+        const float scaled = h.scales.x * (float)((int)(u.scale_pair & 0xffu) * low) +
+                             h.scales.y * (float)((int)(u.scale_pair >> 8) * high);
+        const float minimum = (float)(u.min_pair & 0xffu) * h.sums.x + (float)(u.min_pair >> 8) * h.sums.y;
+        return half_to_float(u.dm) * scaled - half_to_float(u.dm >> 16) * minimum;
+    }
+};
+template <> struct HeldFormat<Q6_K> {
+    struct Fragment { int4 values[4]; float scales[4]; };
+    __device__ static __forceinline__ Fragment fragment(const Staged& x, u32 unit) {
+        const u32 v = unit % 4, n = v / 2, c = v % 2, first_block = (unit / 4) * 8 + n * 4;
+        Fragment f;
+        #pragma unroll
+        for (int t = 0; t < 4; ++t) {
+            f.values[t] = staged16(x, (first_block + t) * 32 + c * 16);
+            f.scales[t] = x.scales[first_block + t];
+        }
+        return f;
+    }
+    // Q6_K::dot with x's loads replaced by the fragment's.
+    __device__ static __forceinline__ float dot(const Q6_K::Unit& u, const Fragment& h, u32 unit) {
+        const u32 c = unit % 2;
+        float sum = 0.0f;
+        #pragma unroll
+        for (u32 t = 0; t < 4; ++t) {
+            const uint4 ql = (t & 1) ? u.high : u.low;
+            const uint4 q = make_uint4(Q6_K::centred(ql.x, u.qh.x, t), Q6_K::centred(ql.y, u.qh.y, t),
+                                       Q6_K::centred(ql.z, u.qh.z, t), Q6_K::centred(ql.w, u.qh.w, t));
+            const int dot = dot16(q, h.values[t], 0);
+            const u32 scales = (t & 2) ? u.scales_high : u.scales_low;
+            const float scale = (float)(signed char)((scales >> (8 * (c + 2 * (t & 1)))) & 0xffu);
+            sum += scale * h.scales[t] * (float)dot;
+        }
+        return half_to_float(u.d) * sum;
+    }
+};
+__device__ __forceinline__ float held_dot(const Q4_K_Pairs::Unit& u, const HeldFormat<Q4_K_Pairs>::Fragment& h, u32) {
+    return HeldFormat<Q4_K_Pairs>::dot(u, h);
+}
+__device__ __forceinline__ float held_dot(const Q6_K::Unit& u, const HeldFormat<Q6_K>::Fragment& h, u32 unit) {
+    return HeldFormat<Q6_K>::dot(u, h, unit);
+}
+
 // `multiply` of streamed_rows for Q4_K rows of up to UNITS_PER_LANE * 32
 // pairs of sub-blocks (k up to UNITS_PER_LANE * 2,048): every row puts the
 // same units on the same lane, so each lane loads its units of x into
@@ -152,23 +215,15 @@ struct UnitsFromSlot {
 // warps' stalls.
 template <int UNITS_PER_LANE, int MATRICES>
 struct Q4KPairsHeldX {
-    struct Held { int4 values[4]; float2 scales, sums; };
+    using Held = HeldFormat<Q4_K_Pairs>;
     u32 blocks;
     Staged x;
-    Held held[UNITS_PER_LANE];
+    Held::Fragment held[UNITS_PER_LANE];
     __device__ __forceinline__ void prepare() {
         const u32 lane = threadIdx.x & 31, units = blocks * Q4_K_Pairs::UNITS;
         #pragma unroll
-        for (int i = 0; i < UNITS_PER_LANE; ++i) {
-            const u32 unit = lane + 32 * i;
-            if (unit < units) {
-                const u32 low_block = (unit / 4) * 8 + (unit % 4) * 2;
-                #pragma unroll
-                for (int part = 0; part < 4; ++part) held[i].values[part] = staged16(x, low_block * 32 + part * 16);
-                held[i].scales = *(const float2*)(x.scales + low_block);
-                held[i].sums = *(const float2*)(x.sums + low_block);
-            }
-        }
+        for (int i = 0; i < UNITS_PER_LANE; ++i)
+            if (lane + 32 * i < units) held[i] = Held::fragment(x, lane + 32 * i);
     }
     __device__ __forceinline__ void operator()(const u8* const* rows, float* sums) const {
         const u32 lane = threadIdx.x & 31, units = blocks * Q4_K_Pairs::UNITS;
@@ -178,18 +233,7 @@ struct Q4KPairsHeldX {
             #pragma unroll
             for (int i = 0; i < UNITS_PER_LANE; ++i) {
                 const u32 unit = lane + 32 * i;
-                if (unit < units) {
-                    const Q4_K_Pairs::Unit u = Q4_K_Pairs::load<FromShared>(rows[m], blocks, unit);
-                    const Held& h = held[i];
-                    int low = dot16(low_nibbles(u.low_half), h.values[0], 0);
-                    low = dot16(low_nibbles(u.high_half), h.values[1], low);
-                    int high = dot16(high_nibbles(u.low_half), h.values[2], 0);
-                    high = dot16(high_nibbles(u.high_half), h.values[3], high);
-                    const float scaled = h.scales.x * (float)((int)(u.scale_pair & 0xffu) * low) +
-                                         h.scales.y * (float)((int)(u.scale_pair >> 8) * high);
-                    const float minimum = (float)(u.min_pair & 0xffu) * h.sums.x + (float)(u.min_pair >> 8) * h.sums.y;
-                    sum += half_to_float(u.dm) * scaled - half_to_float(u.dm >> 16) * minimum;
-                }
+                if (unit < units) sum += Held::dot(Q4_K_Pairs::load<FromShared>(rows[m], blocks, unit), held[i]);
             }
             sums[m] = warp_sum(sum);
         }
@@ -254,67 +298,6 @@ __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, 
 }
 
 // ---- rows too long for one warp to hold x: a row split over SPLIT warps ----
-
-// x for one unit of a format, held in registers, and the unit's product
-// against it: the formats of the streamed down projection.
-template <typename F> struct HeldFormat;
-template <> struct HeldFormat<Q4_K_Pairs> {
-    struct Fragment { int4 values[4]; float2 scales, sums; };
-    __device__ static __forceinline__ Fragment fragment(const Staged& x, u32 unit) {
-        const u32 low_block = (unit / 4) * 8 + (unit % 4) * 2;
-        Fragment f;
-        #pragma unroll
-        for (int part = 0; part < 4; ++part) f.values[part] = staged16(x, low_block * 32 + part * 16);
-        f.scales = *(const float2*)(x.scales + low_block);
-        f.sums = *(const float2*)(x.sums + low_block);
-        return f;
-    }
-    __device__ static __forceinline__ float dot(const Q4_K_Pairs::Unit& u, const Fragment& h) {
-        int low = dot16(low_nibbles(u.low_half), h.values[0], 0);
-        low = dot16(low_nibbles(u.high_half), h.values[1], low);
-        int high = dot16(high_nibbles(u.low_half), h.values[2], 0);
-        high = dot16(high_nibbles(u.high_half), h.values[3], high);
-        const float scaled = h.scales.x * (float)((int)(u.scale_pair & 0xffu) * low) +
-                             h.scales.y * (float)((int)(u.scale_pair >> 8) * high);
-        const float minimum = (float)(u.min_pair & 0xffu) * h.sums.x + (float)(u.min_pair >> 8) * h.sums.y;
-        return half_to_float(u.dm) * scaled - half_to_float(u.dm >> 16) * minimum;
-    }
-};
-template <> struct HeldFormat<Q6_K> {
-    struct Fragment { int4 values[4]; float scales[4]; };
-    __device__ static __forceinline__ Fragment fragment(const Staged& x, u32 unit) {
-        const u32 v = unit % 4, n = v / 2, c = v % 2, first_block = (unit / 4) * 8 + n * 4;
-        Fragment f;
-        #pragma unroll
-        for (int t = 0; t < 4; ++t) {
-            f.values[t] = staged16(x, (first_block + t) * 32 + c * 16);
-            f.scales[t] = x.scales[first_block + t];
-        }
-        return f;
-    }
-    // Q6_K::dot with x's loads replaced by the fragment's.
-    __device__ static __forceinline__ float dot(const Q6_K::Unit& u, const Fragment& h, u32 unit) {
-        const u32 c = unit % 2;
-        float sum = 0.0f;
-        #pragma unroll
-        for (u32 t = 0; t < 4; ++t) {
-            const uint4 ql = (t & 1) ? u.high : u.low;
-            const uint4 q = make_uint4(Q6_K::centred(ql.x, u.qh.x, t), Q6_K::centred(ql.y, u.qh.y, t),
-                                       Q6_K::centred(ql.z, u.qh.z, t), Q6_K::centred(ql.w, u.qh.w, t));
-            const int dot = dot16(q, h.values[t], 0);
-            const u32 scales = (t & 2) ? u.scales_high : u.scales_low;
-            const float scale = (float)(signed char)((scales >> (8 * (c + 2 * (t & 1)))) & 0xffu);
-            sum += scale * h.scales[t] * (float)dot;
-        }
-        return half_to_float(u.d) * sum;
-    }
-};
-__device__ __forceinline__ float held_dot(const Q4_K_Pairs::Unit& u, const HeldFormat<Q4_K_Pairs>::Fragment& h, u32) {
-    return HeldFormat<Q4_K_Pairs>::dot(u, h);
-}
-__device__ __forceinline__ float held_dot(const Q6_K::Unit& u, const HeldFormat<Q6_K>::Fragment& h, u32 unit) {
-    return HeldFormat<Q6_K>::dot(u, h, unit);
-}
 
 // out[row] += W[row] · x for rows split over SPLIT warps: the block's warps
 // in groups of SPLIT, each group a ring of `stages` rows in shared memory

@@ -92,18 +92,39 @@ pub(crate) fn split_plan(
             (shared <= shared_limit).then_some((groups, stages, shared))
         })
     })?;
-    let threads = groups * SPLIT * 32;
-    let most_groups = multiprocessors.max(1) as usize * blocks_per_multiprocessor(shared, threads) * groups;
-    let rows_per_group = n.div_ceil(most_groups);
-    let groups_needed = n.div_ceil(rows_per_group);
-    Some(StreamPlan {
+    Some(spread(
+        n,
+        groups,
+        groups * SPLIT * 32,
+        shared,
+        stages,
+        multiprocessors,
+    ))
+}
+
+/// The plan of `rows` rows over blocks of `threads` threads and `shared`
+/// bytes, each `rings` rings (a warp's, or a group's) of `stages` slots: as
+/// many blocks as fit at once on `multiprocessors`, and only as many rings
+/// as keep the busiest one's rows as few as with all of them.
+fn spread(
+    rows: usize,
+    rings: usize,
+    threads: usize,
+    shared: usize,
+    stages: usize,
+    multiprocessors: u32,
+) -> StreamPlan {
+    let most_rings = multiprocessors.max(1) as usize * blocks_per_multiprocessor(shared, threads) * rings;
+    let rows_per_ring = rows.div_ceil(most_rings);
+    let rings_needed = rows.div_ceil(rows_per_ring);
+    StreamPlan {
         grid: LaunchGrid {
-            blocks: [groups_needed.div_ceil(groups) as u32, 1, 1],
+            blocks: [rings_needed.div_ceil(rings) as u32, 1, 1],
             threads_per_block: [threads as u32, 1, 1],
             shared_memory_bytes: shared as u32,
         },
         stages: stages as u32,
-    })
+    }
 }
 
 /// Shared memory of a split kernel's block (`streamed_add_split`): the
@@ -146,18 +167,7 @@ pub(crate) fn stream_plan(rows: usize, slot_bytes: usize, multiprocessors: u32) 
         let shared = barrier_bytes(warps, stages) + warps * stages * slot_bytes;
         (shared <= SHARED_LIMIT).then_some((warps, stages, shared))
     })?;
-    let threads = warps * 32;
-    let most_warps = multiprocessors.max(1) as usize * blocks_per_multiprocessor(shared, threads) * warps;
-    let rows_per_warp = rows.div_ceil(most_warps);
-    let warps_needed = rows.div_ceil(rows_per_warp);
-    Some(StreamPlan {
-        grid: LaunchGrid {
-            blocks: [warps_needed.div_ceil(warps) as u32, 1, 1],
-            threads_per_block: [threads as u32, 1, 1],
-            shared_memory_bytes: shared as u32,
-        },
-        stages: stages as u32,
-    })
+    Some(spread(rows, warps, warps * 32, shared, stages, multiprocessors))
 }
 
 /// Blocks of `shared` bytes and `threads` threads one multiprocessor runs
@@ -171,6 +181,32 @@ fn blocks_per_multiprocessor(shared: usize, threads: usize) -> usize {
 /// `streamed_barrier_bytes` of streamed.cuh: 8 bytes a slot, rounded to 128.
 fn barrier_bytes(warps: usize, stages: usize) -> usize {
     (warps * stages * 8).div_ceil(128) * 128
+}
+
+/// The kernels `names` (each with the longest row it holds x for) on
+/// `device`, or the error saying `what` is not done there.
+fn held_kernels(
+    registry: &KernelRegistry,
+    device: &Device,
+    names: impl IntoIterator<Item = (&'static str, usize)>,
+    what: &str,
+) -> Result<Vec<(Kernel, usize)>> {
+    names
+        .into_iter()
+        .map(|(name, longest)| {
+            Ok((
+                quantized_kernel(registry, device, name.to_string(), what)?,
+                longest,
+            ))
+        })
+        .collect()
+}
+
+/// The first of `held` (shortest first) that holds x for rows of `k`.
+fn holding(held: &[(Kernel, usize)], k: usize) -> Option<&Kernel> {
+    held.iter()
+        .find(|(_, longest)| k <= *longest)
+        .map(|(kernel, _)| kernel)
 }
 
 /// Q4_K's streamed gate/up kernels on a device that has bulk copies.
@@ -196,14 +232,7 @@ impl StreamedGateUp {
         else {
             return Ok(None);
         };
-        let held = HELD_KERNELS
-            .iter()
-            .map(|&(name, longest)| {
-                let kernel =
-                    quantized_kernel(registry, device, name.to_string(), "Q4_K gate/up is streamed")?;
-                Ok((kernel, longest))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let held = held_kernels(registry, device, HELD_KERNELS, "Q4_K gate/up is streamed")?;
         Ok(Some(StreamedGateUp {
             held,
             multiprocessors,
@@ -217,8 +246,10 @@ impl StreamedGateUp {
         if k < SHORTEST_STREAMED {
             return None;
         }
-        let (kernel, _) = self.held.iter().find(|(_, longest)| k <= *longest)?;
-        Some((kernel, stream_plan(n, 2 * row_bytes, self.multiprocessors)?))
+        Some((
+            holding(&self.held, k)?,
+            stream_plan(n, 2 * row_bytes, self.multiprocessors)?,
+        ))
     }
 }
 
@@ -249,19 +280,11 @@ impl StreamedDown {
         ) else {
             return Ok(None);
         };
-        let held = SPLIT_KERNELS
+        let kernels = SPLIT_KERNELS
             .iter()
             .filter(|(kernel_format, _, _)| *kernel_format == format)
-            .map(|&(_, name, longest)| {
-                let kernel = quantized_kernel(
-                    registry,
-                    device,
-                    name.to_string(),
-                    "down projections are streamed",
-                )?;
-                Ok((kernel, longest))
-            })
-            .collect::<Result<Vec<_>>>()?;
+            .map(|&(_, name, longest)| (name, longest));
+        let held = held_kernels(registry, device, kernels, "down projections are streamed")?;
         Ok((!held.is_empty()).then_some(StreamedDown {
             held,
             multiprocessors,
@@ -275,9 +298,8 @@ impl StreamedDown {
         if k < SHORTEST_SPLIT {
             return None;
         }
-        let (kernel, _) = self.held.iter().find(|(_, longest)| k <= *longest)?;
         Some((
-            kernel,
+            holding(&self.held, k)?,
             split_plan(n, row_bytes, self.multiprocessors, self.shared_limit)?,
         ))
     }
