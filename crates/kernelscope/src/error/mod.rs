@@ -344,6 +344,28 @@ pub enum Error {
         reason: String,
     },
 
+    /// A process started by a launcher (torchrun, mpirun, srun) cannot tell
+    /// its place in the group from the environment.
+    #[error("launcher environment: {variable}: {problem}")]
+    LaunchEnvironment {
+        /// The variable at fault (or the ones missing).
+        variable: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The ranks of a group of processes could not meet.
+    #[error("rendezvous at {address}, rank {rank} of {world_size}: {problem}")]
+    Rendezvous {
+        /// `host:port` of rank 0's listener.
+        address: String,
+        /// This process's rank.
+        rank: usize,
+        /// The group's size.
+        world_size: usize,
+        /// What went wrong (a rank that never arrived, a mismatched model).
+        problem: String,
+    },
+
     /// An operating-system I/O error.
     #[error("{context}: {source}")]
     Io {

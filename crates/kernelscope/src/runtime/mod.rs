@@ -51,6 +51,8 @@ mod registry;
 pub use crate::profile::{OpKind, Primitive};
 pub use backend::Capabilities;
 pub use buffer::{Buffer, PendingRead};
+pub use collective::launcher::{LaunchedRank, Launcher};
+pub use collective::rendezvous::Rendezvous;
 pub use collective::{Collective, Communicator};
 pub use cpu::CpuDevice;
 pub use cpu::{CpuKernelFn, KernelArgs};

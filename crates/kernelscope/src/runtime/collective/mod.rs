@@ -13,6 +13,8 @@
 
 pub(crate) mod group;
 mod in_process;
+pub(crate) mod launcher;
+pub(crate) mod rendezvous;
 
 use std::sync::Arc;
 
