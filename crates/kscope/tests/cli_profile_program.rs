@@ -288,3 +288,62 @@ fn compare_sets_two_runs_of_a_program_side_by_side_and_refuses_another_program()
         "{stdout}"
     );
 }
+
+/// The folders two hosts of one distributed run kept, one rank each, read
+/// together: one profile with both ranks, rank 0's steps its own, rank 1
+/// beside it; a folder of them without records is named.
+#[test]
+fn the_folders_of_two_hosts_make_one_profile_of_both_ranks() {
+    let folder = Folder::new("two-hosts");
+    let (first_host, second_host) = (folder.0.join("host-a"), folder.0.join("host-b"));
+    for path in [&first_host, &second_host] {
+        std::fs::create_dir(path).unwrap();
+    }
+    let rank = |rank: u32, pid: u32| ProgramShape {
+        rank: Some(rank),
+        pid,
+        ..ProgramShape::default()
+    };
+    // The same pid on both hosts, as separate machines may well give.
+    write_records(&first_host, &[(rank(0, 4242), 21)]);
+    write_records(&second_host, &[(rank(1, 4242), 22)]);
+    let json = folder.join("p.json");
+    let (code, stdout, stderr) = kscope(&[
+        "profile",
+        "--from-records",
+        first_host.to_str().unwrap(),
+        second_host.to_str().unwrap(),
+        "--step",
+        "step",
+        "--profile-json",
+        &json,
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("host-a, ") && stdout.contains("host-b"),
+        "{stdout}"
+    );
+    let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        profile["conditions"]["topology"]["ranks"], 2,
+        "{}",
+        profile["conditions"]
+    );
+    assert_eq!(profile["conditions"]["program"]["processes"], 2);
+    assert_eq!(
+        profile["ranks"].as_array().unwrap().len(),
+        1,
+        "rank 1 beside rank 0's own"
+    );
+    let empty = folder.0.join("host-c");
+    std::fs::create_dir(&empty).unwrap();
+    expect_failure(
+        &[
+            "profile",
+            "--from-records",
+            first_host.to_str().unwrap(),
+            empty.to_str().unwrap(),
+        ],
+        &["--from-records", "host-c", "no record files"],
+    );
+}

@@ -102,9 +102,12 @@ pub struct ProfileArgs {
     pub graphs: Graphs,
     /// Read the record files of an earlier run kept with --keep-records
     /// from DIR instead of running a program (to cut them by another
-    /// --step, say).
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["command", "keep_records", "injection"])]
-    pub from_records: Option<PathBuf>,
+    /// --step, say). Several folders make one profile: the folders each
+    /// host of a distributed run kept, its ranks set side by side by their
+    /// RANK. Their times are each host's clock as it was, so keep the
+    /// hosts' clocks in step (NTP, PTP) for the ranks to line up.
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["command", "keep_records", "injection"])]
+    pub from_records: Vec<PathBuf>,
     /// Overwrite --profile-json, --html and --trace files that exist.
     #[arg(long)]
     pub force: bool,

@@ -47,53 +47,8 @@ pub fn run(args: ProfileArgs) -> Result<ExitCode> {
     let html = check(&args.html, "--html")?;
     let trace = check(&args.trace, "--trace")?;
     let outputs = Outputs { json, html, trace };
-    if let Some(folder) = &args.from_records {
-        if !folder.is_dir() {
-            bail!("--from-records {}: not a folder", folder.display());
-        }
-        let records = RecordFolder {
-            path: folder.clone(),
-            keep: true,
-        };
-        let processes = records.read()?;
-        // Files a user hands over must be record files; a live run's
-        // process that died before its first frame is only said.
-        for process in &processes {
-            if let (Some(_), kernelscope_trace::Ending::Garbled { at, problem }) =
-                (&process.trace.header, &process.trace.ending)
-            {
-                bail!(
-                    "{}: a record file garbled at byte {at}: {problem}",
-                    process.path.display()
-                );
-            }
-            if process.trace.header.is_none() {
-                let problem = match &process.trace.ending {
-                    kernelscope_trace::Ending::Garbled { at, problem } => format!("at byte {at}, {problem}"),
-                    kernelscope_trace::Ending::Cut { at } => {
-                        format!("it ends at byte {at}, before a whole first frame")
-                    }
-                    kernelscope_trace::Ending::Ended(_) => "its first frame is not a header".into(),
-                };
-                bail!(
-                    "{}: not a kscope record file (its first frame should be the process's header: {problem})",
-                    process.path.display()
-                );
-            }
-        }
-        if processes.is_empty() {
-            bail!(
-                "--from-records {}: no record files (*.kst) there",
-                folder.display()
-            );
-        }
-        let command = processes
-            .iter()
-            .find_map(|process| process.trace.header.as_ref())
-            .map(|header| header.command.clone())
-            .unwrap_or_default();
-        let ended = format!("recorded earlier, read from {}", folder.display());
-        let mut profile = profile_of_program(&processes, args.step.as_deref(), command, ended, TOOL)?;
+    if !args.from_records.is_empty() {
+        let mut profile = profile_from_records(&args.from_records, args.step.as_deref())?;
         describe_model(&mut profile, args.model.as_deref())?;
         show(&profile, &outputs, &args.shape)?;
         return Ok(ExitCode::SUCCESS);
@@ -382,4 +337,67 @@ impl Drop for RecordFolder {
             let _ = std::fs::remove_dir_all(&self.path);
         }
     }
+}
+
+/// The profile of the processes whose record files `folders` hold (the
+/// folders of one run's hosts, or of one run), each folder checked: a
+/// folder, holding record files, each of them whole from its first frame.
+fn profile_from_records(
+    folders: &[std::path::PathBuf],
+    step: Option<&str>,
+) -> Result<kernelscope::profile::Profile> {
+    let mut processes = Vec::new();
+    for folder in folders {
+        if !folder.is_dir() {
+            bail!("--from-records {}: not a folder", folder.display());
+        }
+        let records = RecordFolder {
+            path: folder.clone(),
+            keep: true,
+        };
+        let folder_processes = records.read()?;
+        // Files a user hands over must be record files; a live run's
+        // process that died before its first frame is only said.
+        for process in &folder_processes {
+            if let (Some(_), kernelscope_trace::Ending::Garbled { at, problem }) =
+                (&process.trace.header, &process.trace.ending)
+            {
+                bail!(
+                    "{}: a record file garbled at byte {at}: {problem}",
+                    process.path.display()
+                );
+            }
+            if process.trace.header.is_none() {
+                let problem = match &process.trace.ending {
+                    kernelscope_trace::Ending::Garbled { at, problem } => format!("at byte {at}, {problem}"),
+                    kernelscope_trace::Ending::Cut { at } => {
+                        format!("it ends at byte {at}, before a whole first frame")
+                    }
+                    kernelscope_trace::Ending::Ended(_) => "its first frame is not a header".into(),
+                };
+                bail!(
+                    "{}: not a kscope record file (its first frame should be the process's header: {problem})",
+                    process.path.display()
+                );
+            }
+        }
+        if folder_processes.is_empty() {
+            bail!(
+                "--from-records {}: no record files (*.kst) there",
+                folder.display()
+            );
+        }
+        processes.extend(folder_processes);
+    }
+    let command = processes
+        .iter()
+        .find_map(|process| process.trace.header.as_ref())
+        .map(|header| header.command.clone())
+        .unwrap_or_default();
+    let read_from: Vec<String> = folders
+        .iter()
+        .map(|folder| folder.display().to_string())
+        .collect();
+    let ended = format!("recorded earlier, read from {}", read_from.join(", "));
+    Ok(profile_of_program(&processes, step, command, ended, TOOL)?)
 }
