@@ -27,8 +27,8 @@ const LONGEST_MESSAGE: usize = 1 << 16;
 /// One rank's part in a meeting of `world_size` ranks at `address`.
 #[derive(Clone, Debug)]
 pub struct Rendezvous {
-    /// `host:port` of rank 0's listener (rank 0 listens on every interface
-    /// at that port).
+    /// `host:port` of rank 0's listener (rank 0 listens on every IPv4
+    /// interface at that port: an IPv6-only network is not served).
     pub address: String,
     /// This process's rank.
     pub rank: usize,
