@@ -67,6 +67,21 @@ impl LaunchedRank {
         Self::from_variables(|name| std::env::var(name).ok())
     }
 
+    /// The launcher, rank and group size from `variable(name)` alone, where
+    /// a launcher's rank and size variables are set and read as numbers;
+    /// `None` otherwise. For a command that runs one process whatever
+    /// started it, to refuse being one of several (the meeting's variables
+    /// do not matter there, and a stray `RANK` is not a launch).
+    pub fn group_of(variable: impl Fn(&str) -> Option<String>) -> Option<(Launcher, usize, usize)> {
+        [Launcher::Torchrun, Launcher::OpenMpi, Launcher::Slurm]
+            .into_iter()
+            .find_map(|launcher| {
+                let [rank, size, _] = launcher.variables();
+                let number = |name: &str| variable(name)?.trim().parse::<usize>().ok();
+                Some((launcher, number(rank)?, number(size)?))
+            })
+    }
+
     /// The place from `variable(name)`: the first launcher whose rank
     /// variable is set (torchrun, then Open MPI, then SLURM) decides; its
     /// other variables must then be set and agree, or the error names what
@@ -188,6 +203,20 @@ mod tests {
             );
         }
         assert_eq!(parse(&meet).unwrap(), None, "no launcher: one process");
+        let group = |pairs: &[(&str, &str)]| {
+            let map: HashMap<String, String> = pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            LaunchedRank::group_of(|name| map.get(name).cloned())
+        };
+        assert_eq!(
+            group(&[("SLURM_PROCID", "1"), ("SLURM_NTASKS", "4")]),
+            Some((Launcher::Slurm, 1, 4)),
+            "no meeting variables needed"
+        );
+        assert_eq!(group(&[("RANK", "1")]), None, "a stray RANK is no launch");
+        assert_eq!(group(&[("RANK", "x"), ("WORLD_SIZE", "2")]), None);
     }
 
     #[test]
