@@ -200,6 +200,69 @@ extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
 }
 
 // ---- the streamed products, x read from L1 for every unit --------------
+// `multiply` of streamed_rows for any format: the lanes walk a row's units
+// with the format's own `load<FromShared>` and `dot`, x read from global
+// memory (L1) for every unit.
+template <typename F, int MATRICES>
+struct UnitsFromSlot {
+    u32 blocks;
+    Staged x;
+    __device__ __forceinline__ void prepare() {}
+    __device__ __forceinline__ void operator()(const u8* const* rows, float* sums) const {
+        const u32 lane = threadIdx.x & 31, units = blocks * F::UNITS;
+        #pragma unroll
+        for (int m = 0; m < MATRICES; ++m) sums[m] = 0.0f;
+        #pragma unroll 2
+        for (u32 unit = lane; unit < units; unit += 32) {
+            #pragma unroll
+            for (int m = 0; m < MATRICES; ++m) sums[m] += F::dot(F::template load<FromShared>(rows[m], blocks, unit), unit, x);
+        }
+        #pragma unroll
+        for (int m = 0; m < MATRICES; ++m) sums[m] = warp_sum(sums[m]);
+    }
+};
+
+// out[n] += W · x into the residual stream (o_proj, down_proj).
+template <typename F>
+__device__ void streamed_matvec_add(const u8* weight, const u8* x, float* out, u32 n, u32 k, u32 stages) {
+    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
+    streamed_rows<1>(
+        n, row_bytes, stages, [&](u32 row, const u8** rows) { rows[0] = weight + (size_t)row * row_bytes; },
+        UnitsFromSlot<F, 1>{blocks, staged_at(x, k)},
+        [&](u32 row, const float* sums) { out[row] += sums[0]; });
+}
+
+// out = [A; B; C] · x (q, k and v; the LM head alone).
+template <typename F>
+__device__ void streamed_matvecs(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c, float* out,
+                                 u32 rows_a, u32 rows_b, u32 rows_c, u32 k, u32 stages) {
+    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
+    streamed_rows<1>(
+        rows_a + rows_b + rows_c, row_bytes, stages,
+        [&](u32 row, const u8** rows) {
+            rows[0] = row < rows_a            ? weight_a + (size_t)row * row_bytes
+                      : row < rows_a + rows_b ? weight_b + (size_t)(row - rows_a) * row_bytes
+                                              : weight_c + (size_t)(row - rows_a - rows_b) * row_bytes;
+        },
+        UnitsFromSlot<F, 1>{blocks, staged_at(x, k)}, [&](u32 row, const float* sums) { out[row] = sums[0]; });
+}
+
+// out[i] = silu(gate[i] · x) * (up[i] · x); F read in its GateUpUnits.
+template <typename Format>
+__device__ void streamed_matvec_silu(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
+                                     u32 stages) {
+    using F = typename GateUpUnits<Format>::type;
+    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
+    streamed_rows<2>(
+        n, row_bytes, stages,
+        [&](u32 row, const u8** rows) {
+            rows[0] = gate + (size_t)row * row_bytes;
+            rows[1] = up + (size_t)row * row_bytes;
+        },
+        UnitsFromSlot<F, 2>{blocks, staged_at(x, k)},
+        [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+}
+
 #define STREAMED_FROM_L1(format, Format)                                                                           \
     extern "C" __global__ void __launch_bounds__(STREAM_THREADS)                                                   \
         stream_add_##format##_q8(const u8* weight, const u8* x, float* out, u32 n, u32 k, u32 stages) {            \

@@ -141,13 +141,11 @@ fn physical_limits(context: &CudaContext) -> crate::runtime::PhysicalLimits {
     }
 }
 
-impl CudaDevice {
-    /// A device attribute that is a positive count, `None` where the driver
-    /// does not say (the capabilities show it absent rather than fail).
-    fn positive_attribute(&self, attribute: sys::CUdevice_attribute) -> Option<u32> {
-        let value = self.state.stream().context().attribute(attribute).ok()?;
-        u32::try_from(value).ok().filter(|&value| value > 0)
-    }
+/// A device attribute that is a positive count, `None` where the driver
+/// does not say (the capabilities show it absent rather than fail).
+fn positive_attribute(context: &CudaContext, attribute: sys::CUdevice_attribute) -> Option<u32> {
+    let value = context.attribute(attribute).ok()?;
+    u32::try_from(value).ok().filter(|&value| value > 0)
 }
 
 /// The major compute capability of `arch` (`sm_90` -> 9), 0 if unreadable.
@@ -260,6 +258,13 @@ impl CudaDevice {
         let (context, stream) = open_stream(ordinal)?;
         let (gpu, arch) = describe_gpu(&context)?;
         let early_launch = !options.serial_launch && supports_early_launch(&context)?;
+        use sys::CUdevice_attribute as Attribute;
+        let multiprocessors =
+            positive_attribute(&context, Attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+        let shared_memory_per_block = positive_attribute(
+            &context,
+            Attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        );
         let driver = driver_version();
         let (dispatch_timing, cupti_key) = choose_dispatch_timing(options, &context, &stream);
         let profiler = Profiler::new(options.profile_level(), options.token_selection, dispatch_timing);
@@ -272,6 +277,8 @@ impl CudaDevice {
             profiler,
             arch,
             early_launch,
+            multiprocessors,
+            shared_memory_per_block,
             check_finite: options.check_finite,
             driver,
             modules: super::modules::ModuleCache::of_gpu(ordinal),
@@ -317,11 +324,8 @@ impl Backend for CudaDevice {
             maps_files_in_place: false,
             early_launch_in_graphs: self.state.early_launch(),
             bulk_copies: arch_major(self.state.arch()) >= 9,
-            multiprocessors: self
-                .positive_attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT),
-            shared_memory_per_block: self.positive_attribute(
-                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
-            ),
+            multiprocessors: self.state.multiprocessors(),
+            shared_memory_per_block: self.state.shared_memory_per_block(),
         }
     }
 

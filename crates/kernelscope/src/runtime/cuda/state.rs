@@ -24,6 +24,10 @@ pub(crate) struct DeviceState {
     arch: &'static str,
     /// Whether graphs launch kernels early (programmatic dependent launch).
     early_launch: bool,
+    /// The GPU's multiprocessors and the most shared memory a block may
+    /// take, read once at open (`None` where the driver does not say).
+    multiprocessors: Option<u32>,
+    shared_memory_per_block: Option<u32>,
     /// Whether each dispatch's float outputs are read back and checked
     /// (`DeviceOptions::check_finite`).
     check_finite: bool,
@@ -52,6 +56,8 @@ pub(crate) struct DeviceParts {
     pub(super) profiler: Profiler,
     pub(super) arch: &'static str,
     pub(super) early_launch: bool,
+    pub(super) multiprocessors: Option<u32>,
+    pub(super) shared_memory_per_block: Option<u32>,
     pub(super) check_finite: bool,
     pub(super) driver: String,
     pub(super) modules: Arc<ModuleCache>,
@@ -67,6 +73,8 @@ impl DeviceState {
             profiler,
             arch,
             early_launch,
+            multiprocessors,
+            shared_memory_per_block,
             check_finite,
             driver,
             modules,
@@ -79,6 +87,8 @@ impl DeviceState {
             profiler,
             arch,
             early_launch,
+            multiprocessors,
+            shared_memory_per_block,
             check_finite,
             driver,
             modules,
@@ -103,6 +113,17 @@ impl DeviceState {
     /// The architecture kernels are compiled for (`sm_XY`).
     pub(crate) fn arch(&self) -> &'static str {
         self.arch
+    }
+
+    /// The GPU's multiprocessors, where the driver says.
+    pub(crate) fn multiprocessors(&self) -> Option<u32> {
+        self.multiprocessors
+    }
+
+    /// The most shared memory a block may take (opting in), where the
+    /// driver says.
+    pub(crate) fn shared_memory_per_block(&self) -> Option<u32> {
+        self.shared_memory_per_block
     }
 
     /// Whether graphs launch kernels that begin by waiting early (see

@@ -123,28 +123,6 @@ __device__ __forceinline__ void streamed_rows(u32 n, u32 row_bytes, u32 stages, 
 #endif
 }
 
-// `multiply` of streamed_rows for any format: the lanes walk a row's units
-// with the format's own `load<FromShared>` and `dot`, x read from global
-// memory (L1) for every unit.
-template <typename F, int MATRICES>
-struct UnitsFromSlot {
-    u32 blocks;
-    Staged x;
-    __device__ __forceinline__ void prepare() {}
-    __device__ __forceinline__ void operator()(const u8* const* rows, float* sums) const {
-        const u32 lane = threadIdx.x & 31, units = blocks * F::UNITS;
-        #pragma unroll
-        for (int m = 0; m < MATRICES; ++m) sums[m] = 0.0f;
-        #pragma unroll 2
-        for (u32 unit = lane; unit < units; unit += 32) {
-            #pragma unroll
-            for (int m = 0; m < MATRICES; ++m) sums[m] += F::dot(F::template load<FromShared>(rows[m], blocks, unit), unit, x);
-        }
-        #pragma unroll
-        for (int m = 0; m < MATRICES; ++m) sums[m] = warp_sum(sums[m]);
-    }
-};
-
 // x for one unit of a format, held in registers, and the unit's product
 // against it: the formats the streamed products hold x for.
 template <typename F> struct HeldFormat;
@@ -159,7 +137,7 @@ template <> struct HeldFormat<Q4_K_Pairs> {
         f.sums = *(const float2*)(x.sums + low_block);
         return f;
     }
-    __device__ static __forceinline__ float dot(const Q4_K_Pairs::Unit& u, const Fragment& h) {
+    __device__ static __forceinline__ float dot(const Q4_K_Pairs::Unit& u, const Fragment& h, u32) {
         int low = dot16(low_nibbles(u.low_half), h.values[0], 0);
         low = dot16(low_nibbles(u.high_half), h.values[1], low);
         int high = dot16(high_nibbles(u.low_half), h.values[2], 0);
@@ -199,13 +177,6 @@ template <> struct HeldFormat<Q6_K> {
         return half_to_float(u.d) * sum;
     }
 };
-__device__ __forceinline__ float held_dot(const Q4_K_Pairs::Unit& u, const HeldFormat<Q4_K_Pairs>::Fragment& h, u32) {
-    return HeldFormat<Q4_K_Pairs>::dot(u, h);
-}
-__device__ __forceinline__ float held_dot(const Q6_K::Unit& u, const HeldFormat<Q6_K>::Fragment& h, u32 unit) {
-    return HeldFormat<Q6_K>::dot(u, h, unit);
-}
-
 // `multiply` of streamed_rows for Q4_K rows of up to UNITS_PER_LANE * 32
 // pairs of sub-blocks (k up to UNITS_PER_LANE * 2,048): every row puts the
 // same units on the same lane, so each lane loads its units of x into
@@ -233,53 +204,12 @@ struct Q4KPairsHeldX {
             #pragma unroll
             for (int i = 0; i < UNITS_PER_LANE; ++i) {
                 const u32 unit = lane + 32 * i;
-                if (unit < units) sum += Held::dot(Q4_K_Pairs::load<FromShared>(rows[m], blocks, unit), held[i]);
+                if (unit < units) sum += Held::dot(Q4_K_Pairs::load<FromShared>(rows[m], blocks, unit), held[i], unit);
             }
             sums[m] = warp_sum(sum);
         }
     }
 };
-
-// out[n] += W · x into the residual stream (o_proj, down_proj).
-template <typename F>
-__device__ void streamed_matvec_add(const u8* weight, const u8* x, float* out, u32 n, u32 k, u32 stages) {
-    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
-    streamed_rows<1>(
-        n, row_bytes, stages, [&](u32 row, const u8** rows) { rows[0] = weight + (size_t)row * row_bytes; },
-        UnitsFromSlot<F, 1>{blocks, staged_at(x, k)},
-        [&](u32 row, const float* sums) { out[row] += sums[0]; });
-}
-
-// out = [A; B; C] · x (q, k and v; the LM head alone).
-template <typename F>
-__device__ void streamed_matvecs(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c, float* out,
-                                 u32 rows_a, u32 rows_b, u32 rows_c, u32 k, u32 stages) {
-    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
-    streamed_rows<1>(
-        rows_a + rows_b + rows_c, row_bytes, stages,
-        [&](u32 row, const u8** rows) {
-            rows[0] = row < rows_a            ? weight_a + (size_t)row * row_bytes
-                      : row < rows_a + rows_b ? weight_b + (size_t)(row - rows_a) * row_bytes
-                                              : weight_c + (size_t)(row - rows_a - rows_b) * row_bytes;
-        },
-        UnitsFromSlot<F, 1>{blocks, staged_at(x, k)}, [&](u32 row, const float* sums) { out[row] = sums[0]; });
-}
-
-// out[i] = silu(gate[i] · x) * (up[i] · x); F read in its GateUpUnits.
-template <typename Format>
-__device__ void streamed_matvec_silu(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
-                                     u32 stages) {
-    using F = typename GateUpUnits<Format>::type;
-    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
-    streamed_rows<2>(
-        n, row_bytes, stages,
-        [&](u32 row, const u8** rows) {
-            rows[0] = gate + (size_t)row * row_bytes;
-            rows[1] = up + (size_t)row * row_bytes;
-        },
-        UnitsFromSlot<F, 2>{blocks, staged_at(x, k)},
-        [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
-}
 
 // out[i] = silu(gate[i] · x) * (up[i] · x) over Q4_K rows of up to
 // UNITS_PER_LANE * 2,048 values, x held in registers (Q4KPairsHeldX).
@@ -353,7 +283,7 @@ __device__ void streamed_add_split(const u8* weight, const u8* xq, float* out, u
         #pragma unroll
         for (int i = 0; i < UNITS_PER_LANE; ++i) {
             const u32 unit = (part * UNITS_PER_LANE + i) * 32 + lane;
-            if (unit < units) sum += held_dot(F::template load<FromShared>(row, blocks, unit), held[i], unit);
+            if (unit < units) sum += HeldFormat<F>::dot(F::template load<FromShared>(row, blocks, unit), held[i], unit);
         }
         sum = warp_sum(sum);
         if (lane == 0) shares[part * 2 + (step & 1)] = sum;
