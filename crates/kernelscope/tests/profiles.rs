@@ -80,6 +80,15 @@ fn bad_profiles_are_refused_with_the_reason() {
     assert!(problem(&wrong_schema).starts_with("runs/p.json: profile schema 5 is not supported"));
     assert!(problem("{\"a\": 1}").contains("no \"schema\" field"));
     assert!(problem("not json").starts_with("runs/p.json: not JSON"));
+    // A struct deserializes from an array too: `[1]` once read as schema 1
+    // and panicked in its upgrade (found by the profile_json fuzz target).
+    for array in ["[1]", " [2, {}]", "[3]", "[4]", "\n[1, 2]"] {
+        assert!(
+            problem(array).contains("the top-level JSON value is not an object"),
+            "{array}: {}",
+            problem(array)
+        );
+    }
     assert!(problem("{\"schema\": 3}").starts_with("runs/p.json: malformed profile"));
     assert!(problem("{\"schema\": 2}").starts_with("runs/p.json: malformed profile"));
     assert!(problem("{\"schema\": 1}").starts_with("runs/p.json: malformed profile"));

@@ -60,6 +60,13 @@ impl Profile {
         // several times its size (and aborted under a 4 GB limit). Older
         // schemas go through the tree, where their upgrades rewrite it.
         serde_json::from_str::<serde::de::IgnoredAny>(text).map_err(|error| format!("not JSON: {error}"))?;
+        // A struct also deserializes from a JSON array (`[1]` reads as
+        // schema 1), and the older schemas' upgrades index the tree as an
+        // object: refuse anything else here. The text is valid JSON, so its
+        // first non-blank byte says what the top-level value is.
+        if !text.trim_start().starts_with('{') {
+            return Err("not a kernelscope profile: the top-level JSON value is not an object".into());
+        }
         #[derive(serde::Deserialize)]
         struct SchemaOnly {
             schema: Option<serde_json::Value>,

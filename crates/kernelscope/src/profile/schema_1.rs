@@ -18,7 +18,10 @@ pub(crate) fn upgrade(profile: &mut Value) -> Result<(), String> {
             upgrade_submission(submission);
         }
     }
-    profile["schema"] = json!(2);
+    let object = profile
+        .as_object_mut()
+        .ok_or("not a kernelscope profile: the top-level JSON value is not an object")?;
+    object.insert("schema".into(), json!(2));
     Ok(())
 }
 

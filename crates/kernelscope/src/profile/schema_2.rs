@@ -21,7 +21,10 @@ pub(crate) fn upgrade(profile: &mut Value) -> Result<(), String> {
     if let Some(conditions) = profile.get_mut("conditions").and_then(Value::as_object_mut) {
         upgrade_conditions(conditions)?;
     }
-    profile["schema"] = json!(3);
+    let object = profile
+        .as_object_mut()
+        .ok_or("not a kernelscope profile: the top-level JSON value is not an object")?;
+    object.insert("schema".into(), json!(3));
     Ok(())
 }
 
