@@ -9,7 +9,7 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 32] = [
+const DECLARED: [(&str, &str, &[Argument]); 33] = [
     ("ops/add", "add", crate::ops::add::ARGUMENTS),
     ("ops/argmax", "argmax", crate::ops::argmax::ARGUMENTS),
     ("ops/attention", "attention", crate::ops::attention::ARGUMENTS),
@@ -18,6 +18,7 @@ const DECLARED: [(&str, &str, &[Argument]); 32] = [
         "combine",
         crate::ops::attention::combine::ARGUMENTS,
     ),
+    ("ops/attention", "rope", crate::ops::attention::rope::ARGUMENTS),
     ("ops/copy", "copy", crate::ops::copy::ARGUMENTS),
     ("ops/embedding", "embedding", crate::ops::embedding::ARGUMENTS),
     (

@@ -1,7 +1,8 @@
 //! Every fused kernel against the composition of the unfused ops it
 //! replaces, run on the CPU (the CPU references): RMSNorm then mat-vecs,
 //! RMSNorm then gate and up mat-vecs then SiLU·mul, mat-vec then the
-//! residual add, RoPE twice then the KV append. Inputs are seeded random
+//! residual add, RoPE twice then the KV append, RoPE and the KV append then
+//! attention. Inputs are seeded random
 //! values at odd shapes and at shapes that take every path of the CUDA
 //! kernels (scalar rows, 16-byte rows with a partial last step, rows shared
 //! by 8, 4, 2 and 1 warps, more rows than the grid has warps), for every
@@ -10,7 +11,7 @@
 //! checks the fused op kind its dispatches declare to the profiler.
 
 use half::{bf16, f16};
-use kernelscope::ops::attention::Heads;
+use kernelscope::ops::attention::{Attention, Heads};
 use kernelscope::ops::matvec::MatVec;
 use kernelscope::ops::matvec::residual::MatVecAdd;
 use kernelscope::ops::norm_matvec::silu::NormMatVecSiluMul;
@@ -486,7 +487,240 @@ fn rope_append_matches_rope_then_kv_append(backend: Backend) {
     );
 }
 
+/// Attention with RoPE and the KV append fused in, against `rope_append`
+/// then attention on the CPU (the unfused references): at head dims 64 and
+/// 128, groups of 1, 2, 4 and 8 query heads (and the blocks that serve a
+/// part of a group at short context), caches of one split and of several,
+/// the position first, last, and at a split's edges, for every cache dtype.
+/// The caches hold random rows, so a row the op must not touch is checked;
+/// the query must come back unrotated.
+fn attention_with_rope_matches_rope_append_then_attention(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let registry = ops::registry();
+    let cpu = Device::cpu();
+    let heads = |query, key_value, dim| Heads {
+        query,
+        key_value,
+        dim,
+    };
+    // (heads, cache positions, positions decoded at)
+    let cases = [
+        (heads(32, 8, 128), 37, vec![0, 17, 36]),
+        (heads(32, 8, 64), 300, vec![59, 60, 61, 299]),
+        (heads(8, 1, 128), 130, vec![64, 129]),
+        (heads(6, 3, 128), 64, vec![1, 63]),
+        (heads(4, 4, 64), 200, vec![7, 66, 199]),
+        (heads(16, 2, 64), 700, vec![350, 699]),
+        // Long caches, whose splits fill the GPU: each block serves a whole
+        // group (the g2, g4 and g8 kernels).
+        (heads(4, 2, 64), 8448, vec![8447]),
+        (heads(32, 8, 128), 2112, vec![2047]),
+        (heads(8, 1, 128), 16896, vec![16895]),
+    ];
+    for cache_dtype in WEIGHT_DTYPES {
+        let attention = Attention::new(&registry, &device, cache_dtype).unwrap();
+        let (cpu_attention, cpu_rope_append) = (
+            Attention::new(&registry, &cpu, cache_dtype).unwrap(),
+            RopeAppend::new(&registry, &cpu, cache_dtype).unwrap(),
+        );
+        for (case, (heads, max_positions, positions)) in cases.iter().enumerate() {
+            let (heads, max_positions) = (*heads, *max_positions);
+            let (q, kv) = (heads.query * heads.dim, heads.key_value * heads.dim);
+            let inverse = inverse_frequencies(heads.dim, 500_000.0, None);
+            let frequencies = |device: &Device| RopeFrequencies {
+                inverse_frequencies: device.buffer_from_slice(&inverse, &[inverse.len()]).unwrap(),
+                attention_scaling: 1.1,
+            };
+            for &position in positions {
+                let seed = 7000 + 1000 * case as u64 + position as u64;
+                let what =
+                    format!("attention with RoPE {cache_dtype} {heads:?} at {position} of {max_positions}");
+                let query = random(seed, q);
+                let (key, value) = (random(seed + 1, kv), random(seed + 2, kv));
+                let cache_values = random(seed + 3, 2 * max_positions * kv);
+                // The position sits in slot 1 of a step buffer, as decode's does.
+                let step = |device: &Device| device.buffer_from_slice(&[3u32, position], &[2]).unwrap();
+                let scratch = |device: &Device| {
+                    device
+                        .alloc(DType::F32, &[Attention::scratch_len(heads, max_positions)])
+                        .unwrap()
+                };
+                let buffer = |device: &Device, values: &[f32], rows: usize| {
+                    device.buffer_from_slice(values, &[rows, heads.dim]).unwrap()
+                };
+
+                let fused_query = buffer(&device, &query, heads.query);
+                let [key_cache, value_cache] = caches(&device, cache_dtype, &cache_values, max_positions, kv);
+                assert!(
+                    attention.fuses_rope(heads, &key_cache, &value_cache, &frequencies(&device)),
+                    "{what}: not fused"
+                );
+                let out = poisoned(&device, q);
+                let mut encoder = device.command_encoder();
+                attention
+                    .encode_with_rope(
+                        &mut encoder,
+                        &fused_query,
+                        &buffer(&device, &key, heads.key_value),
+                        &buffer(&device, &value, heads.key_value),
+                        &key_cache,
+                        &value_cache,
+                        &frequencies(&device),
+                        &step(&device),
+                        1,
+                        heads,
+                        position as usize + 1,
+                        &scratch(&device),
+                        &out,
+                    )
+                    .unwrap();
+                encoder.commit_and_wait().unwrap();
+
+                let expected_query = buffer(&cpu, &query, heads.query);
+                let [expected_key_cache, expected_value_cache] =
+                    caches(&cpu, cache_dtype, &cache_values, max_positions, kv);
+                let expected_out = poisoned(&cpu, q);
+                let mut encoder = cpu.command_encoder();
+                cpu_rope_append
+                    .encode(
+                        &mut encoder,
+                        &expected_query,
+                        &buffer(&cpu, &key, heads.key_value),
+                        &buffer(&cpu, &value, heads.key_value),
+                        &expected_key_cache,
+                        &expected_value_cache,
+                        &frequencies(&cpu),
+                        &step(&cpu),
+                        1,
+                        heads,
+                    )
+                    .unwrap();
+                cpu_attention
+                    .encode(
+                        &mut encoder,
+                        &expected_query,
+                        &expected_key_cache,
+                        &expected_value_cache,
+                        &step(&cpu),
+                        1,
+                        heads,
+                        position as usize + 1,
+                        &scratch(&cpu),
+                        &expected_out,
+                    )
+                    .unwrap();
+                encoder.commit_and_wait().unwrap();
+
+                assert_eq!(read(&fused_query), query, "{what}: the query was changed");
+                // sincos on the GPU may differ from Rust's in the last bits,
+                // which a bf16 or f16 key can round apart.
+                let cache_tolerance = if cache_dtype == DType::F32 { 1e-5 } else { 1e-2 };
+                assert_close(
+                    &read(&key_cache),
+                    &read(&expected_key_cache),
+                    cache_tolerance,
+                    &format!("{what}: key cache"),
+                );
+                assert_eq!(
+                    read(&value_cache),
+                    read(&expected_value_cache),
+                    "{what}: value cache"
+                );
+                assert_close(
+                    &read(&out),
+                    &read(&expected_out),
+                    if cache_dtype == DType::F32 { 1e-5 } else { 1e-3 },
+                    &format!("{what}: output"),
+                );
+            }
+        }
+    }
+    let dispatches = device.profiler().dispatches();
+    assert!(!dispatches.is_empty(), "no dispatch recorded");
+    let fused = OpKind::fused(&[Primitive::Rope, Primitive::Copy, Primitive::Attention]);
+    for pair in dispatches.chunks(2) {
+        assert_eq!(pair.len(), 2, "{pair:?}");
+        assert_eq!(pair[0].op_kind, fused, "{:?}", pair[0]);
+        assert!(
+            pair[0].kernel.starts_with("attention_rope_split_d"),
+            "{:?}",
+            pair[0]
+        );
+        assert_eq!(pair[1].kernel.as_ref(), "attention_combine_f32", "{:?}", pair[1]);
+    }
+    for group in ["_g1_", "_g2_", "_g4_", "_g8_"] {
+        assert!(
+            dispatches.iter().any(|dispatch| dispatch.kernel.contains(group)),
+            "no {group} kernel ran"
+        );
+    }
+}
+
+/// Heads the fused kernels do not hold whole (a head of 96 elements, taken
+/// by the 128-wide vector kernel with lanes left over) are refused with
+/// the unfused ops named, and `fuses_rope` says so first.
+fn attention_with_rope_refuses_heads_it_does_not_hold_whole(backend: Backend) {
+    let Some(device) = profiled_device(backend) else {
+        return;
+    };
+    let registry = ops::registry();
+    let attention = Attention::new(&registry, &device, DType::BF16).unwrap();
+    let heads = Heads {
+        query: 4,
+        key_value: 2,
+        dim: 96,
+    };
+    let (q, kv, positions) = (heads.query * heads.dim, heads.key_value * heads.dim, 16);
+    let inverse = inverse_frequencies(heads.dim, 10_000.0, None);
+    let frequencies = RopeFrequencies {
+        inverse_frequencies: device.buffer_from_slice(&inverse, &[inverse.len()]).unwrap(),
+        attention_scaling: 1.0,
+    };
+    let [key_cache, value_cache] = caches(
+        &device,
+        DType::BF16,
+        &random(5, 2 * positions * kv),
+        positions,
+        kv,
+    );
+    assert!(!attention.fuses_rope(heads, &key_cache, &value_cache, &frequencies));
+    let rows = |rows: usize, seed| {
+        device
+            .buffer_from_slice(&random(seed, rows * heads.dim), &[rows, heads.dim])
+            .unwrap()
+    };
+    let mut encoder = device.command_encoder();
+    let error = attention
+        .encode_with_rope(
+            &mut encoder,
+            &rows(heads.query, 1),
+            &rows(heads.key_value, 2),
+            &rows(heads.key_value, 3),
+            &key_cache,
+            &value_cache,
+            &frequencies,
+            &device.buffer_from_slice(&[2u32], &[1]).unwrap(),
+            0,
+            heads,
+            3,
+            &device
+                .alloc(DType::F32, &[Attention::scratch_len(heads, positions)])
+                .unwrap(),
+            &poisoned(&device, q),
+        )
+        .unwrap_err();
+    assert!(matches!(error, Error::KernelMissing { .. }), "{error}");
+    assert!(
+        error.to_string().contains("encode rope_append, then attention"),
+        "{error}"
+    );
+}
+
 kernelscope::device_tests!(
+    attention_with_rope_matches_rope_append_then_attention,
+    attention_with_rope_refuses_heads_it_does_not_hold_whole,
     norm_matvec_matches_norm_then_matvecs,
     norm_matvec_silu_matches_norm_then_gate_up_then_silu_mul,
     norm_matvec_refuses_rows_too_long_for_shared_memory,

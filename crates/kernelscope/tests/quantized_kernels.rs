@@ -151,6 +151,15 @@ fn cuda_quantized_matvec_and_matmul_match_their_references() {
     }
 }
 
+/// The format after `format` in [`QuantFormat::ALL`], wrapping around.
+fn next_format(format: QuantFormat) -> QuantFormat {
+    let at = QuantFormat::ALL
+        .iter()
+        .position(|&other| other == format)
+        .unwrap();
+    QuantFormat::ALL[(at + 1) % QuantFormat::ALL.len()]
+}
+
 #[test]
 fn cuda_fused_quantized_kernels_match_the_steps_they_replace() {
     let Some(device) = cuda() else {
@@ -206,6 +215,20 @@ fn cuda_fused_quantized_kernels_match_the_steps_they_replace() {
             let expected: Vec<(f64, f64)> = parts.iter().flat_map(|m| exact_products(m, &h)).collect();
             let fused_out = read(&out);
             assert_matches(&fused_out, &expected, 3e-3, &format!("norm_matvec {what}"));
+            // The staged x is every format's: staged by another format's
+            // kernels (as a Q4_K_M layer's q/k stage it for its Q6_K v),
+            // this format's product gives the same bits.
+            let other = QuantizedFused::new(&registry, &device, next_format(format)).unwrap();
+            let shared = poisoned(&device, 55);
+            let mut encoder = device.command_encoder();
+            let input = other
+                .encode_norm_stage(&mut encoder, &x_buffer, &norm_buffer, EPS, k)
+                .unwrap();
+            fused
+                .encode_matvecs_staged(&mut encoder, &input, &weights.iter().collect::<Vec<_>>(), &shared)
+                .unwrap();
+            encoder.commit_and_wait().unwrap();
+            assert_eq!(read(&shared), fused_out, "{what}: x staged by {}", other.format());
             let mut encoder = device.command_encoder();
             RmsNorm::new(&registry, &device, DType::F32, DType::F32)
                 .unwrap()

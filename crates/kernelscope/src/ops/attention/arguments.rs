@@ -58,3 +58,26 @@ pub(crate) mod combine {
         SPLITS: "splits" U32,
     }
 }
+
+/// The arguments of the RoPE-fused split kernels (`attention_rope_split_*`):
+/// the split's, with this position's key and value before RoPE and the
+/// caches they are stored in, RoPE's frequencies and scaling.
+pub(crate) mod rope {
+    crate::ops::kernel_arguments! {
+        QUERY: "query" Read,
+        KEY: "key" Read,
+        VALUE: "value" Read,
+        KEY_CACHE: "key_cache" ReadWrite,
+        VALUE_CACHE: "value_cache" ReadWrite,
+        INVERSE_FREQUENCIES: "inverse_frequencies" Read,
+        POSITION_SLOT: "position_slot" Read,
+        PARTIALS: "partials" Write,
+        INDEX: "index" U32,
+        QUERY_HEADS: "query_heads" U32,
+        KV_HEADS: "kv_heads" U32,
+        DIM: "dim" U32,
+        MAX_POSITIONS: "max_positions" U32,
+        SPLITS: "splits" U32,
+        ATTENTION_SCALING: "attention_scaling" F32,
+    }
+}

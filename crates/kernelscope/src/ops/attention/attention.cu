@@ -169,10 +169,77 @@ __device__ __forceinline__ float element(uint4 raw, u32 e, f16) {
 }
 __device__ __forceinline__ float element(uint4 raw, u32 e, float) { return __uint_as_float(word(raw, e)); }
 
-template <typename C, u32 PADDED_DIM, u32 GROUP>
+// What the RoPE-fused kernels take besides: this position's key and value
+// as the q/k/v mat-vecs left them (f32 [kv_heads][dim], the key not yet
+// rotated), where they go in the caches, and RoPE's frequencies.
+template <typename C>
+struct FreshPosition {
+    const float* key;
+    const float* value;
+    C* key_cache;
+    C* value_cache;
+    const float* inverse_frequencies;  // [dim / 2]
+    float attention_scaling;
+};
+
+// The 16-byte load a cache row of C holds for `values` (element e in the
+// lower half of its word first, as element() reads it).
+template <typename C, u32 PER_LOAD>
+__device__ __forceinline__ uint4 pack_row(const float (&values)[PER_LOAD]) {
+    union {
+        uint4 raw;
+        C elements[PER_LOAD];
+    } packed;
+#pragma unroll
+    for (u32 e = 0; e < PER_LOAD; ++e) from_f32(values[e], &packed.elements[e]);
+    return packed.raw;
+}
+
+// RoPE's cosines and sines, scaled, for dims first_dim.. of a head of
+// PADDED_DIM at `position`: rope_append.cu's arithmetic.
+template <u32 PER_LOAD, u32 PADDED_DIM, typename C>
+__device__ __forceinline__ void rope_angles(u32 position, u32 first_dim, const FreshPosition<C>& fresh,
+                                            float (&cosines)[PER_LOAD], float (&sines)[PER_LOAD]) {
+#pragma unroll
+    for (u32 e = 0; e < PER_LOAD; ++e) {
+        const float angle = (float)position * fresh.inverse_frequencies[(first_dim + e) % (PADDED_DIM / 2)];
+        float s, c;
+        sincosf(angle, &s, &c);
+        sines[e] = s * fresh.attention_scaling;
+        cosines[e] = c * fresh.attention_scaling;
+    }
+}
+
+// RoPE of the PER_LOAD elements of a head a lane holds, from dims
+// first_dim.. of a head of `dim` = LANES · PER_LOAD elements: element d is
+// paired with d ± dim / 2, which the lane LANES / 2 away holds at the same
+// e, so the pair's other value comes by one shuffle. The arithmetic is
+// rope_append.cu's. Every lane of the warp must call it.
+template <u32 PER_LOAD, u32 LANES>
+__device__ __forceinline__ void rotate_held(float (&values)[PER_LOAD], const float (&cosines)[PER_LOAD],
+                                            const float (&sines)[PER_LOAD], bool first_half) {
+#pragma unroll
+    for (u32 e = 0; e < PER_LOAD; ++e) {
+        const float mine = values[e];
+        const float other = __shfl_xor_sync(0xffffffffu, mine, LANES / 2);
+        values[e] = first_half ? mine * cosines[e] - other * sines[e] : mine * cosines[e] + other * sines[e];
+    }
+}
+
+// ROPE: the RoPE-fused kernels (attention_rope_split_*), for a head of
+// exactly PADDED_DIM elements. They take the query as the q mat-vec left it
+// and rotate it in registers; the current position's key (rotated) and
+// value, rounded to the cache's dtype as rope_append stores them, come from
+// `fresh` in place of the cache's row, which no block reads; the block of
+// the split holding the position (and the first of its z) stores them
+// there for the next tokens. So RoPE and the KV append need no kernel of
+// their own, and what attention computes is what rope_append then
+// attention compute.
+template <typename C, u32 PADDED_DIM, u32 GROUP, bool ROPE>
 __device__ void attention_split_vector(const float* query, const C* key_cache, const C* value_cache,
                                        const u32* position_slot, float* partials, u32 index, u32 query_heads,
-                                       u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
+                                       u32 kv_heads, u32 dim, u32 max_positions, u32 splits,
+                                       FreshPosition<C> fresh) {
     constexpr u32 PER_LOAD = 16 / sizeof(C);        // elements of one 16-byte load
     constexpr u32 LANES = PADDED_DIM / PER_LOAD;    // lanes per position
     constexpr u32 ROWS = 32 / LANES;                // positions per warp per load
@@ -201,36 +268,37 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
     bool has_dims = first_dim < dim;
     // Scores in base 2: q carries 1/sqrt(d) and log2(e), so exp2 gives exp.
     float scale = rsqrtf((float)dim) * 1.4426950408889634f;
+    const bool first_half = chunk < LANES / 2;
     float q[GROUP][PER_LOAD], acc[GROUP][PER_LOAD], running_max[GROUP], running_sum[GROUP];
+    {
+        // RoPE's angles for the dims this lane holds.
+        float cosines[PER_LOAD], sines[PER_LOAD];
+        if constexpr (ROPE) rope_angles<PER_LOAD, PADDED_DIM>(valid ? position : 0u, first_dim, fresh, cosines, sines);
 #pragma unroll
-    for (u32 h = 0; h < GROUP; ++h) {
-        running_max[h] = -INFINITY;
-        running_sum[h] = 0.0f;
+        for (u32 h = 0; h < GROUP; ++h) {
+            running_max[h] = -INFINITY;
+            running_sum[h] = 0.0f;
 #pragma unroll
-        for (u32 e = 0; e < PER_LOAD; ++e) {
-            q[h][e] = (valid && h < heads && has_dims) ? query[(size_t)(kv_head * group + first_head + h) * dim + first_dim + e] * scale
-                                              : 0.0f;
-            acc[h][e] = 0.0f;
+            for (u32 e = 0; e < PER_LOAD; ++e) {
+                q[h][e] = (valid && h < heads && has_dims)
+                              ? query[(size_t)(kv_head * group + first_head + h) * dim + first_dim + e]
+                              : 0.0f;
+                acc[h][e] = 0.0f;
+            }
+            if constexpr (ROPE) rotate_held<PER_LOAD, LANES>(q[h], cosines, sines, first_half);
+#pragma unroll
+            for (u32 e = 0; e < PER_LOAD; ++e) q[h][e] *= scale;
         }
     }
     size_t head_offset = (size_t)kv_head * dim + first_dim;
-    // The trip count is broadcast from lane 0 so the compiler sees it is
-    // the warp's (shuffles in a loop whose bound it cannot prove uniform are
-    // wrapped in collective loops, and twice the registers spilled).
-    u32 first_base = begin + warp * STEP;
-    u32 trips = first_base < end ? (end - first_base + warps * STEP - 1) / (warps * STEP) : 0;
-    trips = __shfl_sync(0xffffffffu, trips, 0);
-    for (u32 trip = 0; trip < trips; ++trip) {
-        u32 base = first_base + trip * warps * STEP;
-        uint4 key_raw[ATTENTION_UNROLL], value_raw[ATTENTION_UNROLL];
-#pragma unroll
-        for (u32 u = 0; u < ATTENTION_UNROLL; ++u) {
-            u32 p = base + u * ROWS + row;
-            bool load = p < end && has_dims;
-            size_t offset = (size_t)p * kv_dim + head_offset;
-            key_raw[u] = load ? __ldg((const uint4*)(key_cache + offset)) : make_uint4(0, 0, 0, 0);
-            value_raw[u] = load ? __ldg((const uint4*)(value_cache + offset)) : make_uint4(0, 0, 0, 0);
-        }
+    // Whether this block's split holds the current position, which the
+    // RoPE-fused kernels take from `fresh` after the cached ones.
+    const bool holds_position = ROPE && valid && begin <= position && position < end;
+    const u32 cached_end = holds_position ? position : end;
+    // One tile: a row's UNROLL loads of K and V (present[u]: a position of
+    // the split) folded into each head's online softmax.
+    auto fold_tile = [&](const uint4 (&key_raw)[ATTENTION_UNROLL], const uint4 (&value_raw)[ATTENTION_UNROLL],
+                         const bool (&present)[ATTENTION_UNROLL]) {
         // Every padded head too (its query is 0): no branch between shuffles.
 #pragma unroll
         for (u32 h = 0; h < GROUP; ++h) {
@@ -243,7 +311,7 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
 #pragma unroll
                 for (u32 offset = LANES / 2; offset > 0; offset >>= 1)
                     partial += __shfl_xor_sync(0xffffffffu, partial, offset);
-                score[u] = base + u * ROWS + row < end ? partial : -INFINITY;
+                score[u] = present[u] ? partial : -INFINITY;
             }
             float tile_max = score[0];
 #pragma unroll
@@ -269,6 +337,56 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
                 acc[h][e] = sum;
             }
             running_max[h] = new_max;
+        }
+    };
+    // The trip count is broadcast from lane 0 so the compiler sees it is
+    // the warp's (shuffles in a loop whose bound it cannot prove uniform are
+    // wrapped in collective loops, and twice the registers spilled).
+    u32 first_base = begin + warp * STEP;
+    u32 trips = first_base < cached_end ? (cached_end - first_base + warps * STEP - 1) / (warps * STEP) : 0;
+    trips = __shfl_sync(0xffffffffu, trips, 0);
+    for (u32 trip = 0; trip < trips; ++trip) {
+        u32 base = first_base + trip * warps * STEP;
+        uint4 key_raw[ATTENTION_UNROLL], value_raw[ATTENTION_UNROLL];
+        bool present[ATTENTION_UNROLL];
+#pragma unroll
+        for (u32 u = 0; u < ATTENTION_UNROLL; ++u) {
+            u32 p = base + u * ROWS + row;
+            present[u] = p < cached_end;
+            bool load = present[u] && has_dims;
+            size_t offset = (size_t)p * kv_dim + head_offset;
+            key_raw[u] = load ? __ldg((const uint4*)(key_cache + offset)) : make_uint4(0, 0, 0, 0);
+            value_raw[u] = load ? __ldg((const uint4*)(value_cache + offset)) : make_uint4(0, 0, 0, 0);
+        }
+        fold_tile(key_raw, value_raw, present);
+    }
+    if constexpr (ROPE) {
+        // The current position: its key rotated and both rows rounded to C,
+        // as rope_append stores them, folded in by row 0 of warp 0 (the
+        // branch is the whole warp's), and stored by the first z's block.
+        if (holds_position && warp == 0) {
+            float cosines[PER_LOAD], sines[PER_LOAD], key_row[PER_LOAD], value_row[PER_LOAD];
+            rope_angles<PER_LOAD, PADDED_DIM>(position, first_dim, fresh, cosines, sines);
+#pragma unroll
+            for (u32 e = 0; e < PER_LOAD; ++e) {
+                key_row[e] = fresh.key[head_offset + e];
+                value_row[e] = fresh.value[head_offset + e];
+            }
+            rotate_held<PER_LOAD, LANES>(key_row, cosines, sines, first_half);
+            uint4 key_raw[ATTENTION_UNROLL], value_raw[ATTENTION_UNROLL];
+            bool present[ATTENTION_UNROLL];
+#pragma unroll
+            for (u32 u = 0; u < ATTENTION_UNROLL; ++u) {
+                key_raw[u] = u == 0 ? pack_row<C, PER_LOAD>(key_row) : make_uint4(0, 0, 0, 0);
+                value_raw[u] = u == 0 ? pack_row<C, PER_LOAD>(value_row) : make_uint4(0, 0, 0, 0);
+                present[u] = u == 0 && row == 0;
+            }
+            fold_tile(key_raw, value_raw, present);
+            if (blockIdx.z == 0 && row == 0) {
+                const size_t at = (size_t)position * kv_dim + head_offset;
+                *(uint4*)(fresh.key_cache + at) = key_raw[0];
+                *(uint4*)(fresh.value_cache + at) = value_raw[0];
+            }
         }
     }
     // Merge the rows of the warp (lanes LANES apart hold the same dims).
@@ -321,167 +439,168 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g1_f32(
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<float, 64, 1>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<float, 64, 1, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<float>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g2_f32(const float* query, const float* key_cache, const float* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<float, 64, 2>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<float, 64, 2, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<float>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g4_f32(const float* query, const float* key_cache, const float* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<float, 64, 4>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<float, 64, 4, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<float>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d64_g8_f32(const float* query, const float* key_cache, const float* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<float, 64, 8>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<float, 64, 8, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<float>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g1_f32(const float* query, const float* key_cache, const float* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<float, 128, 1>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<float, 128, 1, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<float>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g2_f32(const float* query, const float* key_cache, const float* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<float, 128, 2>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<float, 128, 2, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<float>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g4_f32(const float* query, const float* key_cache, const float* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<float, 128, 4>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<float, 128, 4, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<float>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d128_g8_f32(const float* query, const float* key_cache, const float* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<float, 128, 8>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<float, 128, 8, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<float>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g1_f16(const float* query, const f16* key_cache, const f16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<f16, 64, 1>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<f16, 64, 1, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<f16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g2_f16(const float* query, const f16* key_cache, const f16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<f16, 64, 2>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<f16, 64, 2, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<f16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g4_f16(const float* query, const f16* key_cache, const f16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<f16, 64, 4>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<f16, 64, 4, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<f16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d64_g8_f16(const float* query, const f16* key_cache, const f16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<f16, 64, 8>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<f16, 64, 8, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<f16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g1_f16(const float* query, const f16* key_cache, const f16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<f16, 128, 1>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<f16, 128, 1, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<f16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g2_f16(const float* query, const f16* key_cache, const f16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<f16, 128, 2>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<f16, 128, 2, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<f16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g4_f16(const float* query, const f16* key_cache, const f16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<f16, 128, 4>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<f16, 128, 4, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<f16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d128_g8_f16(const float* query, const f16* key_cache, const f16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<f16, 128, 8>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<f16, 128, 8, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<f16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g1_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<bf16, 64, 1>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<bf16, 64, 1, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<bf16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g2_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<bf16, 64, 2>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<bf16, 64, 2, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<bf16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d64_g4_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<bf16, 64, 4>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<bf16, 64, 4, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<bf16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d64_g8_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<bf16, 64, 8>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<bf16, 64, 8, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<bf16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g1_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<bf16, 128, 1>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<bf16, 128, 1, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<bf16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g2_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<bf16, 128, 2>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<bf16, 128, 2, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<bf16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 2) attention_split_d128_g4_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<bf16, 128, 4>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<bf16, 128, 4, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<bf16>{});
 }
 extern "C" __global__ void __launch_bounds__(256, 1) attention_split_d128_g8_bf16(const float* query, const bf16* key_cache, const bf16* value_cache,
                                                 const u32* position_slot, float* partials, u32 index,
                                                 u32 query_heads, u32 kv_heads, u32 dim, u32 max_positions, u32 splits) {
     wait_for_previous_kernel();
-    attention_split_vector<bf16, 128, 8>(query, key_cache, value_cache, position_slot, partials, index,
-                                          query_heads, kv_heads, dim, max_positions, splits);
+    attention_split_vector<bf16, 128, 8, false>(query, key_cache, value_cache, position_slot, partials, index,
+                                          query_heads, kv_heads, dim, max_positions, splits, FreshPosition<bf16>{});
 }
+

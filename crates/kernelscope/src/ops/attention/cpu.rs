@@ -1,11 +1,13 @@
 //! CPU reference of split decode attention: the same splits, per-split
 //! partials and combination as the CUDA kernels, so the combine step is
-//! tested on every backend.
+//! tested on every backend; and of the RoPE-fused split, which is RoPE's
+//! and the KV append's references before the split's.
 
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
 use crate::ops::WeightElement;
+use crate::ops::rope::cpu::{rotate, rotations};
 use crate::runtime::KernelArgs;
 
 use super::arguments::combine::{
@@ -20,24 +22,126 @@ use super::{
 /// Per split and query head, `(output before normalising, max, sum)` over
 /// the split's positions, in `partials` `[splits][query_heads][dim + 2]`.
 pub(super) fn attention_split<C: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
-    let query = args.input::<f32>(QUERY)?;
-    let (key_cache, value_cache) = (args.input::<C>(KEY_CACHE)?, args.input::<C>(VALUE_CACHE)?);
     let position = args.input::<u32>(POSITION_SLOT)?[args.u32(INDEX)? as usize] as usize;
-    let partials = args.output::<f32>(PARTIALS)?;
-    let (query_heads, kv_heads, dim) = (
-        args.u32(QUERY_HEADS)? as usize,
-        args.u32(KV_HEADS)? as usize,
-        args.u32(DIM)? as usize,
+    let geometry = Geometry {
+        query_heads: args.u32(QUERY_HEADS)? as usize,
+        kv_heads: args.u32(KV_HEADS)? as usize,
+        dim: args.u32(DIM)? as usize,
+        max_positions: args.u32(MAX_POSITIONS)? as usize,
+        splits: args.u32(SPLITS)? as usize,
+    };
+    geometry.check("attention_split", position)?;
+    split_partials(
+        args.input::<f32>(QUERY)?,
+        args.input::<C>(KEY_CACHE)?,
+        args.input::<C>(VALUE_CACHE)?,
+        position,
+        geometry,
+        args.output::<f32>(PARTIALS)?,
     );
-    let (max_positions, splits) = (args.u32(MAX_POSITIONS)? as usize, args.u32(SPLITS)? as usize);
-    if position >= max_positions || kv_heads == 0 || query_heads % kv_heads != 0 || splits == 0 {
-        return Err(Error::KernelFailed {
-            kernel: "attention_split".into(),
-            message: format!(
-                "position {position} of {max_positions}, {query_heads} query heads over {kv_heads} kv heads, {splits} splits"
-            ),
-        });
+    Ok(())
+}
+
+/// The RoPE-fused split (`attention_rope_split_*`): what `rope_append` then
+/// `attention_split` compute, except that the query is left as given. The
+/// query and this position's key are rotated (RoPE's reference), the key
+/// and the value stored at the position of the caches, rounded to `C`,
+/// then the split's partials taken over the rotated query.
+pub(super) fn attention_rope_split<C: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
+    use super::arguments::rope::{
+        ATTENTION_SCALING, DIM, INDEX, INVERSE_FREQUENCIES, KEY, KEY_CACHE, KV_HEADS, MAX_POSITIONS,
+        PARTIALS, POSITION_SLOT, QUERY, QUERY_HEADS, SPLITS, VALUE, VALUE_CACHE,
+    };
+    let position = args.input::<u32>(POSITION_SLOT)?[args.u32(INDEX)? as usize];
+    let geometry = Geometry {
+        query_heads: args.u32(QUERY_HEADS)? as usize,
+        kv_heads: args.u32(KV_HEADS)? as usize,
+        dim: args.u32(DIM)? as usize,
+        max_positions: args.u32(MAX_POSITIONS)? as usize,
+        splits: args.u32(SPLITS)? as usize,
+    };
+    geometry.check("attention_rope_split", position as usize)?;
+    let (dim, kv_dim) = (geometry.dim, geometry.kv_heads * geometry.dim);
+    let rotations = rotations(
+        position,
+        args.input::<f32>(INVERSE_FREQUENCIES)?,
+        args.f32(ATTENTION_SCALING)?,
+    );
+    let mut query = args.input::<f32>(QUERY)?[..geometry.query_heads * dim].to_vec();
+    let mut key = args.input::<f32>(KEY)?[..kv_dim].to_vec();
+    for head in query.chunks_exact_mut(dim).chain(key.chunks_exact_mut(dim)) {
+        rotate(head, &rotations);
     }
+    let (key_cache, value_cache) = (args.output::<C>(KEY_CACHE)?, args.output::<C>(VALUE_CACHE)?);
+    let at = position as usize * kv_dim..(position as usize + 1) * kv_dim;
+    for (cache, source) in key_cache[at.clone()].iter_mut().zip(&key) {
+        *cache = C::from_f32(*source);
+    }
+    for (cache, source) in value_cache[at]
+        .iter_mut()
+        .zip(&args.input::<f32>(VALUE)?[..kv_dim])
+    {
+        *cache = C::from_f32(*source);
+    }
+    split_partials(
+        &query,
+        key_cache,
+        value_cache,
+        position as usize,
+        geometry,
+        args.output::<f32>(PARTIALS)?,
+    );
+    Ok(())
+}
+
+/// The head geometry and cache length a split kernel is given.
+#[derive(Clone, Copy)]
+struct Geometry {
+    query_heads: usize,
+    kv_heads: usize,
+    dim: usize,
+    max_positions: usize,
+    splits: usize,
+}
+
+impl Geometry {
+    /// Refuses what no split can compute, naming `kernel`.
+    fn check(self, kernel: &str, position: usize) -> Result<()> {
+        let Geometry {
+            query_heads,
+            kv_heads,
+            max_positions,
+            splits,
+            ..
+        } = self;
+        if position >= max_positions || kv_heads == 0 || query_heads % kv_heads != 0 || splits == 0 {
+            return Err(Error::KernelFailed {
+                kernel: kernel.into(),
+                message: format!(
+                    "position {position} of {max_positions}, {query_heads} query heads over {kv_heads} kv heads, {splits} splits"
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Each split's partials over the caches' positions `0..=position`.
+fn split_partials<C: WeightElement>(
+    query: &[f32],
+    key_cache: &[C],
+    value_cache: &[C],
+    position: usize,
+    geometry: Geometry,
+    partials: &mut [f32],
+) {
+    let Geometry {
+        query_heads,
+        kv_heads,
+        dim,
+        splits,
+        ..
+    } = geometry;
     let group = query_heads / kv_heads;
     let kv_dim = kv_heads * dim;
     let scale = 1.0 / (dim as f32).sqrt();
@@ -74,7 +178,6 @@ pub(super) fn attention_split<C: WeightElement>(args: &KernelArgs<'_>) -> Result
             partial[dim] = max;
             partial[dim + 1] = sum;
         });
-    Ok(())
 }
 
 /// `out` `[query_heads, dim]`: the splits' outputs merged by their maxima.

@@ -12,6 +12,7 @@
 mod arguments;
 pub(crate) use arguments::combine;
 mod cpu;
+pub(crate) mod rope;
 pub(crate) use arguments::{
     ARGUMENTS, DIM, INDEX, KEY_CACHE, KV_HEADS, MAX_POSITIONS, PARTIALS, POSITION_SLOT, QUERY, QUERY_HEADS,
     SPLITS, VALUE_CACHE,
@@ -27,7 +28,7 @@ use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
 };
 
-use cpu::{attention_combine, attention_split};
+use cpu::{attention_combine, attention_rope_split, attention_split};
 
 use combine::{
     DIM as COMBINE_DIM, OUT as COMBINE_OUT, PARTIALS as COMBINE_PARTIALS, QUERY_HEADS as COMBINE_QUERY_HEADS,
@@ -36,7 +37,14 @@ use combine::{
 
 /// Registers `attention_split_<cache dtype>` and `attention_combine_f32`.
 pub fn register(registry: &mut KernelRegistry) {
-    let source: std::sync::Arc<str> = super::cuda_source(include_str!("attention.cu")).into();
+    // One source for every split kernel: the RoPE-fused entries (rope.cu)
+    // instantiate attention.cu's vector split.
+    let source: std::sync::Arc<str> = super::cuda_source(&format!(
+        "{}\n{}",
+        include_str!("attention.cu"),
+        include_str!("rope.cu")
+    ))
+    .into();
     for dtype in WEIGHT_DTYPES {
         // The generic kernel and every vector kernel compute what the
         // reference does.
@@ -52,6 +60,20 @@ pub fn register(registry: &mut KernelRegistry) {
             }
             registry.register_cuda_source(&name, source.clone());
             registry.register_format(&name, dtype.name());
+        }
+        // The RoPE-fused vector kernels compute what rope_append then the
+        // split compute (`rope.rs`).
+        for dim in VECTOR_DIMS {
+            for group in VECTOR_GROUPS {
+                let name = rope::kernel_name(dim, group, dtype);
+                match dtype {
+                    DType::F16 => registry.register_cpu(&name, attention_rope_split::<half::f16>),
+                    DType::BF16 => registry.register_cpu(&name, attention_rope_split::<half::bf16>),
+                    _ => registry.register_cpu(&name, attention_rope_split::<f32>),
+                }
+                registry.register_cuda_source(&name, source.clone());
+                registry.register_format(&name, dtype.name());
+            }
         }
     }
     registry.register_cpu("attention_combine_f32", attention_combine);
@@ -114,6 +136,8 @@ pub struct Attention {
     split: Kernel,
     /// `vector[d][g]`: the vector kernel for `VECTOR_DIMS[d]`, `VECTOR_GROUPS[g]`.
     vector: Vec<Vec<Kernel>>,
+    /// `vector_rope[d][g]`: the same with RoPE and the KV append fused in.
+    vector_rope: Vec<Vec<Kernel>>,
     combine: Kernel,
     cache_dtype: DType,
 }
@@ -129,18 +153,21 @@ impl Attention {
                 remedies: &[],
             });
         }
-        let vector = VECTOR_DIMS
-            .iter()
-            .map(|&dim| {
-                VECTOR_GROUPS
-                    .iter()
-                    .map(|&group| registry.kernel(device, &vector_name(dim, group, cache_dtype)))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let table = |name: &dyn Fn(usize, usize, DType) -> String| {
+            VECTOR_DIMS
+                .iter()
+                .map(|&dim| {
+                    VECTOR_GROUPS
+                        .iter()
+                        .map(|&group| registry.kernel(device, &name(dim, group, cache_dtype)))
+                        .collect::<Result<Vec<_>>>()
+                })
+                .collect::<Result<Vec<_>>>()
+        };
         Ok(Attention {
             split: super::kernel_for(registry, device, "attention_split", cache_dtype)?,
-            vector,
+            vector: table(&vector_name)?,
+            vector_rope: table(&rope::kernel_name)?,
             combine: super::kernel_for(registry, device, "attention_combine", DType::F32)?,
             cache_dtype,
         })
@@ -155,6 +182,19 @@ impl Attention {
         key_cache: &Buffer,
         value_cache: &Buffer,
     ) -> Option<(&Kernel, usize)> {
+        let (dim, group, per_block) = self.vector_place(heads, key_cache, value_cache)?;
+        Some((&self.vector[dim][group], per_block))
+    }
+
+    /// Where `heads` over these caches stand in the vector kernels' table
+    /// (`[dim][group]`), with the query heads each block serves; `None`
+    /// where no vector kernel fits.
+    fn vector_place(
+        &self,
+        heads: Heads,
+        key_cache: &Buffer,
+        value_cache: &Buffer,
+    ) -> Option<(usize, usize, usize)> {
         let per_load = 16 / self.cache_dtype.size_in_bytes();
         if !heads.dim.is_multiple_of(per_load) || !kv_caches_aligned(key_cache, value_cache) {
             return None;
@@ -163,7 +203,7 @@ impl Attention {
         let max_positions = key_cache.shape().first().copied().unwrap_or(1);
         let per_block = Self::heads_per_block(heads, Self::splits(heads, max_positions));
         let group = VECTOR_GROUPS.iter().position(|&padded| per_block <= padded)?;
-        Some((&self.vector[dim][group], per_block))
+        Some((dim, group, per_block))
     }
 
     /// Query heads of a group one vector block serves: the whole group where

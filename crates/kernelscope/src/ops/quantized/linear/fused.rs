@@ -47,6 +47,16 @@ pub(super) fn register(registry: &mut KernelRegistry) {
     }
 }
 
+/// x normalised and quantized to 8-bit blocks by
+/// [`QuantizedFused::encode_norm_stage`], for the products of any format
+/// (the layout does not depend on the weights' format).
+#[derive(Clone, Debug)]
+pub struct StagedInput {
+    buffer: Buffer,
+    /// x's elements.
+    length: usize,
+}
+
 /// The fused quantized kernels of one format.
 #[derive(Clone, Debug)]
 pub struct QuantizedFused {
@@ -168,7 +178,9 @@ impl QuantizedFused {
 
     /// `out = [weights[0]; weights[1]; ...] · (rmsnorm(x, eps) * norm_weight)`
     /// for one to three weight matrices of this format; `out` f32 holds
-    /// the rows of all of them in order; `norm_weight` f32 `[k]`.
+    /// the rows of all of them in order; `norm_weight` f32 `[k]`. Two
+    /// dispatches: [`encode_norm_stage`](Self::encode_norm_stage), then
+    /// [`encode_matvecs_staged`](Self::encode_matvecs_staged).
     pub fn encode_norm_matvec(
         &self,
         encoder: &mut CommandEncoder,
@@ -177,6 +189,40 @@ impl QuantizedFused {
         weights: &[&Buffer],
         out: &Buffer,
         eps: f32,
+    ) -> Result<()> {
+        let k = x.len();
+        let staged = self.encode_norm_stage(encoder, x, norm_weight, eps, k)?;
+        self.encode_matvecs_staged(encoder, &staged, weights, out)
+    }
+
+    /// `rmsnorm(x, eps) * norm_weight` (x f32 `[k]`) quantized to 8-bit
+    /// blocks in this format's scratch, in the layout every format's fused
+    /// products read: what [`encode_matvecs_staged`](Self::encode_matvecs_staged)
+    /// of this or another format multiplies, so readers of one norm in
+    /// several formats (a Q4_K_M layer's q and k in Q4_K, its v in Q6_K)
+    /// quantize it once. Valid until the next stage of this format.
+    pub fn encode_norm_stage(
+        &self,
+        encoder: &mut CommandEncoder,
+        x: &Buffer,
+        norm_weight: &Buffer,
+        eps: f32,
+        k: usize,
+    ) -> Result<StagedInput> {
+        let buffer = self.encode_stage(encoder, "quantized norm_matvec", x, Some((norm_weight, eps)), k)?;
+        Ok(StagedInput { buffer, length: k })
+    }
+
+    /// `out = [weights[0]; weights[1]; ...] · x` for one to three weight
+    /// matrices of this format, x as `staged` holds it (quantized by
+    /// [`encode_norm_stage`](Self::encode_norm_stage) of any format); `out`
+    /// f32 holds the rows of all of them in order.
+    pub fn encode_matvecs_staged(
+        &self,
+        encoder: &mut CommandEncoder,
+        staged: &StagedInput,
+        weights: &[&Buffer],
+        out: &Buffer,
     ) -> Result<()> {
         const OP: &str = "quantized norm_matvec";
         if !(1..=3).contains(&weights.len()) {
@@ -188,28 +234,26 @@ impl QuantizedFused {
         }
         let mut rows = [0usize; 3];
         let mut read = 0usize;
-        let mut k = 0;
+        let k = staged.length;
         for (slot, weight) in weights.iter().enumerate() {
             let (n, blocks, elements) = weight_blocks(OP, self.format, BlockLayout::Planes, weight)?;
-            if slot > 0 && elements != k {
+            if elements != k {
                 return Err(Error::ShapeMismatch {
-                    context: format!("{OP}: every weight matrix has rows of the same length"),
+                    context: format!("{OP}: every weight matrix has rows as long as x"),
                     expected: vec![n, k],
                     found: vec![n, elements],
                 });
             }
-            k = elements;
             rows[slot] = n;
             read += n * blocks * self.format.block_bytes();
         }
         let n: usize = rows.iter().sum();
         expect(OP, "output", out, DType::F32, &[n])?;
-        let staged = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
         // Unused slots repeat the first matrix with no rows: never read.
         let weight = |slot: usize| weights.get(slot).copied().unwrap_or(weights[0]);
         encoder.dispatch(
             Arguments::new(matvecs::ARGUMENTS)
-                .buffer(matvecs::X, &staged)
+                .buffer(matvecs::X, &staged.buffer)
                 .buffer(matvecs::WEIGHT_A, weight(0))
                 .buffer(matvecs::WEIGHT_B, weight(1))
                 .buffer(matvecs::WEIGHT_C, weight(2))

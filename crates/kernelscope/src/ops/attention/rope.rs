@@ -1,0 +1,162 @@
+//! Decode attention with RoPE and the KV-cache append fused in
+//! (`attention_rope_split_d<dim>_g<group>_<cache dtype>`): the vector split
+//! kernels, given the query and this position's key as the q/k/v mat-vecs
+//! left them, rotate both in registers, take this position's key and value
+//! from those rows rather than from the cache (one block stores them there
+//! for the next tokens), and write the same partials; the combine step
+//! follows as for [`Attention::encode`]. Three launches become two, and the
+//! one that did nothing but RoPE and a copy (4.5 µs of an 8B Q4_K_M layer
+//! under CUPTI, a third of it launch and tail) is gone.
+//!
+//! It runs where the vector kernels' lanes hold whole heads: 64 or 128
+//! elements exactly (RoPE pairs element d with d + dim / 2, which a lane
+//! then finds in the lane dim / 2 elements away), caches 16-byte aligned.
+//! Elsewhere [`Attention::fuses_rope`] says no and the engine keeps
+//! `rope_append` then `attention`. The query is left unrotated in memory:
+//! decode reads it nowhere else.
+
+use super::{Attention, Heads};
+use crate::error::{Error, Result};
+use crate::ops::rope::RopeFrequencies;
+use crate::ops::{Arguments, bytes_of, expect, expect_kv_caches, expect_slot};
+use crate::runtime::{Buffer, CommandEncoder, DType, LaunchGrid, OpKind, Primitive};
+
+pub(crate) use super::arguments::rope::ARGUMENTS;
+use super::arguments::rope::{
+    ATTENTION_SCALING, DIM, INDEX, INVERSE_FREQUENCIES, KEY, KEY_CACHE, KV_HEADS, MAX_POSITIONS, PARTIALS,
+    POSITION_SLOT, QUERY, QUERY_HEADS, SPLITS, VALUE, VALUE_CACHE,
+};
+use super::arguments::{VECTOR_DIMS, VECTOR_THREADS};
+
+/// The RoPE-fused vector kernel for a head dim, padded group and cache dtype.
+pub(super) fn kernel_name(dim: usize, group: usize, dtype: DType) -> String {
+    format!("attention_rope_split_d{dim}_g{group}_{dtype}")
+}
+
+impl Attention {
+    /// Whether [`encode_with_rope`](Self::encode_with_rope) runs for
+    /// `heads` over these caches: a vector kernel fits, its head is exactly
+    /// 64 or 128 elements, and RoPE rotates the whole head (`frequencies`
+    /// hold half a head).
+    pub fn fuses_rope(
+        &self,
+        heads: Heads,
+        key_cache: &Buffer,
+        value_cache: &Buffer,
+        frequencies: &RopeFrequencies,
+    ) -> bool {
+        self.vector_place(heads, key_cache, value_cache)
+            .is_some_and(|(dim, _, _)| VECTOR_DIMS[dim] == heads.dim)
+            && frequencies.inverse_frequencies.len() * 2 == heads.dim
+    }
+
+    /// What `rope_append` (the query rotated, the rotated `key` and the
+    /// `value`, f32 `[heads.key_value, heads.dim]`, stored at position
+    /// `position_slot[index]` of the caches) then [`encode`](Self::encode)
+    /// compute, in two dispatches; `query` (f32 `[heads.query, heads.dim]`,
+    /// before RoPE) is left as it is. An error naming the unfused ops where
+    /// [`fuses_rope`](Self::fuses_rope) says no.
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_with_rope(
+        &self,
+        encoder: &mut CommandEncoder,
+        query: &Buffer,
+        key: &Buffer,
+        value: &Buffer,
+        key_cache: &Buffer,
+        value_cache: &Buffer,
+        frequencies: &RopeFrequencies,
+        position_slot: &Buffer,
+        index: usize,
+        heads: Heads,
+        context: usize,
+        scratch: &Buffer,
+        out: &Buffer,
+    ) -> Result<()> {
+        const OP: &str = "attention with RoPE";
+        heads.check(OP)?;
+        let kv_dim = heads.key_value * heads.dim;
+        let max_positions = expect_kv_caches(OP, key_cache, value_cache, self.cache_dtype, kv_dim)?;
+        expect(OP, "query", query, DType::F32, &[heads.query, heads.dim])?;
+        expect(OP, "key", key, DType::F32, &[heads.key_value, heads.dim])?;
+        expect(OP, "value", value, DType::F32, &[heads.key_value, heads.dim])?;
+        expect(OP, "output", out, DType::F32, &[heads.query, heads.dim])?;
+        expect(
+            OP,
+            "inverse frequencies",
+            &frequencies.inverse_frequencies,
+            DType::F32,
+            &[frequencies.inverse_frequencies.len()],
+        )?;
+        expect_slot(OP, position_slot, index)?;
+        let place = self
+            .vector_place(heads, key_cache, value_cache)
+            .filter(|_| self.fuses_rope(heads, key_cache, value_cache, frequencies));
+        let Some((dim, group_index, per_block)) = place else {
+            return Err(Error::KernelMissing {
+                name: format!("attention_rope_split_{}", self.cache_dtype),
+                backend: encoder.device().backend(),
+                workaround: format!(
+                    "RoPE is fused into attention for heads of exactly 64 or 128 elements over 16-byte aligned caches \
+                     (these: {} elements, {} frequencies); encode rope_append, then attention",
+                    heads.dim,
+                    frequencies.inverse_frequencies.len()
+                ),
+                remedies: &[],
+            });
+        };
+        let kernel = &self.vector_rope[dim][group_index];
+        let splits = Self::splits(heads, max_positions);
+        let partials = Self::partials(heads, max_positions, scratch)?;
+        let cache_bytes = self.cache_dtype.size_in_bytes() as u64;
+        let bytes_per_position = 2 * kv_dim as u64 * cache_bytes;
+        let flops_per_position = 4 * (heads.query * heads.dim) as u64;
+        let group = heads.query / heads.key_value;
+        let warps = (VECTOR_THREADS / 32) as usize;
+        // The current position's rows come from `key` and `value` (f32),
+        // the others from the cache; the rotation is 6 flops an element.
+        let cached = context.saturating_sub(1) as u64;
+        let fresh_bytes = bytes_of(query.len() + 2 * kv_dim + heads.dim / 2, DType::F32);
+        let rotation_flops = 6 * (query.len() + kv_dim) as u64;
+        encoder.dispatch(
+            Arguments::new(ARGUMENTS)
+                .buffer(QUERY, query)
+                .buffer(KEY, key)
+                .buffer(VALUE, value)
+                .buffer(KEY_CACHE, key_cache)
+                .buffer(VALUE_CACHE, value_cache)
+                .buffer(INVERSE_FREQUENCIES, &frequencies.inverse_frequencies)
+                .buffer(POSITION_SLOT, position_slot)
+                .buffer(PARTIALS, &partials)
+                .scalar(INDEX, index as u32)
+                .scalar(QUERY_HEADS, heads.query as u32)
+                .scalar(KV_HEADS, heads.key_value as u32)
+                .scalar(DIM, heads.dim as u32)
+                .scalar(MAX_POSITIONS, max_positions as u32)
+                .scalar(SPLITS, splits as u32)
+                .scalar(ATTENTION_SCALING, frequencies.attention_scaling)
+                .dispatch(kernel)?
+                .grid(LaunchGrid {
+                    blocks: [
+                        heads.key_value as u32,
+                        splits as u32,
+                        group.div_ceil(per_block) as u32,
+                    ],
+                    threads_per_block: [VECTOR_THREADS, 1, 1],
+                    shared_memory_bytes: (warps * per_block.min(group) * (heads.dim + 2) * 4) as u32,
+                })
+                .cost(
+                    cached * bytes_per_position + fresh_bytes,
+                    bytes_of(partials.len(), DType::F32) + bytes_of(2 * kv_dim, self.cache_dtype),
+                    context as u64 * flops_per_position + rotation_flops,
+                )
+                .cost_per_position(context as u64, bytes_per_position, flops_per_position)
+                .op_kind(OpKind::fused(&[
+                    Primitive::Rope,
+                    Primitive::Copy,
+                    Primitive::Attention,
+                ])),
+        )?;
+        encoder.dispatch(self.combine(&partials, out, heads, splits)?)
+    }
+}
