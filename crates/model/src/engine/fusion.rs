@@ -1,24 +1,22 @@
 //! Fusion as pattern recognition over a pass's steps: where the steps of
 //! the one written layer (`layer`) begin with a pattern one kernel can do
 //! (RMSNorm and the mat-vecs that read it; RMSNorm, gate/up and SiLU·mul; a
-//! mat-vec and the residual add; RoPE on q and k, the KV append and
-//! attention; RoPE and the append alone, with Qwen3's per-head norms of q
-//! and k before it), that
+//! mat-vec and the residual add; RoPE on q and k and the KV append, with
+//! Qwen3's per-head norms of q and k before it), that
 //! kernel is encoded in their place. The fused kernels are mat-vecs, so
 //! only one position's pass fuses; a linear layer fuses only where its
 //! format has the kernel and its split needs nothing between the steps
 //! (a bias belongs before a residual add, a partial sum's all-reduce
 //! before anything reads it). Quantized weights fuse where the device has
 //! their fused kernels (CUDA), readers of the norm grouped by format (a
-//! Q4_K_M file's q and k in Q4_K, its v in Q6_K: one product each, the
-//! quantized groups reading one normalised and quantized x; a dense
-//! group normalises x itself).
+//! Q4_K_M file's q and k in Q4_K, its v in Q6_K: one dispatch each, each
+//! normalising x itself).
 
 use kernelscope::ops::WeightFormat;
 use kernelscope::{Buffer, CommandEncoder, DType};
 
 use super::forward_parts::Forward;
-use super::layer::{Activations, PassShape, Slot, Step};
+use super::layer::{Activations, Slot, Step};
 use crate::error::Result;
 use crate::linear::{Linear, Parallel};
 
@@ -38,7 +36,6 @@ impl Forward<'_> {
             Self::fuse_sparse_prologue,
             Self::fuse_norm_gate_up,
             Self::fuse_norm_readers,
-            Self::fuse_rope_attention,
             Self::fuse_rope_append,
             Self::fuse_matvec_residual,
         ];
@@ -159,8 +156,8 @@ impl Forward<'_> {
         {
             return Ok(0);
         }
-        // Readers of one format share a dispatch; formats that differ
-        // cost a product each.
+        // Readers of one format share a dispatch; each dispatch normalises
+        // x itself, so formats that differ cost a dispatch each.
         let mut groups: Vec<(WeightFormat, Vec<&Buffer>, Buffer)> = Vec::new();
         let mut start = 0;
         while start < readers.len() {
@@ -182,10 +179,6 @@ impl Forward<'_> {
             start = end;
         }
         let (x, eps) = (&activations.hidden, self.config.rms_norm_eps);
-        // Quantized groups share one quantized x, staged by the first: the
-        // layout is every format's (a Q4_K_M layer's v in Q6_K then costs
-        // no norm-and-quantize kernel of its own).
-        let mut staged = None;
         for (format, weights, joined) in &groups {
             match format {
                 WeightFormat::Dense(dtype) => self
@@ -193,17 +186,11 @@ impl Forward<'_> {
                     .linear_kernels(*dtype)?
                     .norm_matvec
                     .encode(encoder, x, weight, weights, joined, eps)?,
-                WeightFormat::Quantized(format) => {
-                    let fused = self
-                        .ops
-                        .quantized_fused(*format)
-                        .expect("fuses_as_output checked the kernels");
-                    let input = match &staged {
-                        Some(input) => input,
-                        None => staged.insert(fused.encode_norm_stage(encoder, x, weight, eps, x.len())?),
-                    };
-                    fused.encode_matvecs_staged(encoder, input, weights, joined)?
-                }
+                WeightFormat::Quantized(format) => self
+                    .ops
+                    .quantized_fused(*format)
+                    .expect("fuses_as_output checked the kernels")
+                    .encode_norm_matvec(encoder, x, weight, weights, joined, eps)?,
             }
         }
         for (linear, output) in &readers {
@@ -214,59 +201,6 @@ impl Forward<'_> {
             self.complete_split(encoder, linear, output, activations)?;
         }
         Ok(1 + readers.len())
-    }
-
-    /// RoPE on the query and the key + the KV-cache append + attention, in
-    /// the attention's split kernel (`attention_rope_split_*`), where its
-    /// vector kernel holds whole heads (64 or 128 elements). The query stays
-    /// unrotated in memory, so no later step may read it.
-    fn fuse_rope_attention(
-        &self,
-        encoder: &mut CommandEncoder,
-        steps: &[Step<'_>],
-        activations: &Activations,
-    ) -> Result<usize> {
-        let [
-            Step::Rope { target: Slot::Query },
-            Step::Rope { target: Slot::Key },
-            Step::AppendKeyValue { layer },
-            Step::Attention { layer: attended },
-            rest @ ..,
-        ] = steps
-        else {
-            return Ok(0);
-        };
-        let PassShape::Vector { position } = activations.shape else {
-            return Ok(0);
-        };
-        let state = self.state;
-        let (key_cache, value_cache) = (&state.key_cache[*layer], &state.value_cache[*layer]);
-        let heads = self.config.heads();
-        let fits = layer == attended
-            && !rest.iter().any(|step| step.reads(Slot::Query))
-            && self
-                .ops
-                .attention
-                .fuses_rope(heads, key_cache, value_cache, &state.rope_frequencies);
-        if !fits {
-            return Ok(0);
-        }
-        self.ops.attention.encode_with_rope(
-            encoder,
-            &activations.query,
-            &activations.key,
-            &activations.value,
-            key_cache,
-            value_cache,
-            &state.rope_frequencies,
-            &activations.positions.0,
-            activations.positions.1,
-            heads,
-            position + 1,
-            &state.attention_scratch,
-            &activations.attention,
-        )?;
-        Ok(4)
     }
 
     /// RoPE on the query and the key + the KV-cache append, with the

@@ -4,9 +4,13 @@
 //! left them, rotate both in registers, take this position's key and value
 //! from those rows rather than from the cache (one block stores them there
 //! for the next tokens), and write the same partials; the combine step
-//! follows as for [`Attention::encode`]. Three launches become two, and the
-//! one that did nothing but RoPE and a copy (4.5 µs of an 8B Q4_K_M layer
-//! under CUPTI, a third of it launch and tail) is gone.
+//! follows as for [`Attention::encode`]. Three launches become two: the
+//! one that does nothing but RoPE and a copy took 4.5 µs of an 8B Q4_K_M
+//! layer under CUPTI (docs/PERF.md), nearly all of it launch and tail.
+//!
+//! The decode engine does not take it yet: its CUDA kernels compile
+//! (NVRTC) and its CPU reference is tested, but they have not run on a GPU
+//! (`tests/fused_ops.rs` holds the test that must pass there first).
 //!
 //! It runs where the vector kernels' lanes hold whole heads: 64 or 128
 //! elements exactly (RoPE pairs element d with d + dim / 2, which a lane
