@@ -196,6 +196,76 @@ fn processes_become_ranks_in_rank_order() {
     let topology = profile.conditions.topology.as_ref().unwrap();
     assert_eq!(topology.ranks, 2);
     assert_eq!(profile.conditions.program.as_ref().unwrap().processes, 2);
+    // Steps the ranks do not share are not set side by side, and said so.
+    let (steps, note) = kernelscope::profile::rank_steps(&profile);
+    assert_eq!(steps.len(), 4);
+    assert!(note.unwrap().contains("rank 0 timed 4 steps but rank 1 timed 5"));
+}
+
+/// Two ranks of a tensor-parallel program, each layer ending in an NCCL
+/// all-reduce: the all-reduces are collectives, matched across the ranks
+/// (what each rank waited and the communication after the last arrival),
+/// and every step is cut on each rank into compute, communication and
+/// idle that add up to its span, the slowest rank being the one that
+/// computed longest.
+#[test]
+fn a_tensor_parallel_program_shows_its_collectives_and_each_ranks_steps() {
+    use kernelscope::profile::{collective_costs, rank_steps};
+    use kernelscope::testing::program_records::ALL_REDUCE_KERNEL;
+    for seed in [4, 29] {
+        let rank = |rank: u32| ProgramShape {
+            rank: Some(rank),
+            pid: 300 + rank,
+            layers: 3,
+            all_reduces: true,
+            ..ProgramShape::default()
+        };
+        let (first, second) = (rank(0), rank(1));
+        let profile = profile(&[process(&first, seed), process(&second, seed + 1)], Some("step"));
+        let all_reduces = profile
+            .dispatches
+            .iter()
+            .filter(|dispatch| dispatch.op_kind.is_collective())
+            .count();
+        assert_eq!(all_reduces, first.steps * first.layers, "seed {seed}");
+        assert!(
+            profile
+                .dispatches
+                .iter()
+                .filter(|dispatch| dispatch.op_kind.is_collective())
+                .all(|dispatch| dispatch.kernel.starts_with("ncclDevKernel_AllReduce")
+                    && dispatch.op_kind.to_string() == "AllReduce"),
+            "{ALL_REDUCE_KERNEL}"
+        );
+        let (costs, unmatched) = collective_costs(&profile);
+        assert_eq!(unmatched, None);
+        let matched: usize = costs.iter().map(|(_, cost)| cost.count).sum();
+        assert_eq!(matched, all_reduces);
+        assert!(costs.iter().all(|(_, cost)| cost.waiting_ns.len() == 2));
+
+        let (steps, note) = rank_steps(&profile);
+        assert_eq!(note, None);
+        assert_eq!(steps.len(), first.steps);
+        for step in &steps {
+            assert_eq!(step.ranks.len(), 2);
+            for (rank, time) in step.ranks.iter().enumerate() {
+                assert_eq!(
+                    time.compute_ns + time.communication_ns + time.idle_ns,
+                    time.span_ns,
+                    "seed {seed} step {} rank {rank}",
+                    step.position
+                );
+                assert!(time.compute_ns > 0 && time.communication_ns > 0, "{time:?}");
+            }
+            let slowest = step.slowest_rank();
+            let other = 1 - slowest;
+            assert!(step.ranks[slowest].compute_ns >= step.ranks[other].compute_ns);
+            assert_eq!(
+                step.imbalance_ns(),
+                step.ranks[slowest].compute_ns - step.ranks[other].compute_ns
+            );
+        }
+    }
 }
 
 #[test]

@@ -302,6 +302,7 @@ fn the_folders_of_two_hosts_make_one_profile_of_both_ranks() {
     let rank = |rank: u32, pid: u32| ProgramShape {
         rank: Some(rank),
         pid,
+        all_reduces: true,
         ..ProgramShape::default()
     };
     // The same pid on both hosts, as separate machines may well give.
@@ -323,6 +324,16 @@ fn the_folders_of_two_hosts_make_one_profile_of_both_ranks() {
         stdout.contains("host-a, ") && stdout.contains("host-b"),
         "{stdout}"
     );
+    // NCCL's all-reduces are the ranks' collectives, and each rank's steps
+    // are cut into compute, communication and idle.
+    for needle in [
+        "collectives per scope",
+        "per step on each rank's device (compute:",
+        "means over 5 steps:",
+        "imbalance (the slowest rank's compute less the fastest's)",
+    ] {
+        assert!(stdout.contains(needle), "{needle} missing from:\n{stdout}");
+    }
     let profile: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(
         profile["conditions"]["topology"]["ranks"], 2,

@@ -415,6 +415,25 @@ fn a_split_profile_shows_every_rank() {
     let report = kernelscope_report::render_report(&profile);
     assert!(report.contains("ranks: 2 ranks over"), "{report}");
     assert!(report.contains("imbalance µs/token"), "{report}");
+    // Each token on each rank: compute, communication and idle adding up
+    // to its span, and the slowest rank of the tokens named.
+    let (steps, note) = kernelscope::profile::rank_steps(&profile);
+    assert_eq!(note, None);
+    assert_eq!(steps.len(), profile.timed_tokens().0);
+    for step in &steps {
+        for time in &step.ranks {
+            assert_eq!(
+                time.compute_ns + time.communication_ns + time.idle_ns,
+                time.span_ns
+            );
+            assert!(time.communication_ns > 0, "{time:?}");
+        }
+    }
+    assert!(report.contains("per step on each rank's device"), "{report}");
+    assert!(
+        report.contains("imbalance (the slowest rank's compute less the fastest's)"),
+        "{report}"
+    );
     let trace = kernelscope_report::chrome_trace(&profile);
     let processes: Vec<&str> = trace["traceEvents"]
         .as_array()

@@ -32,6 +32,7 @@
 
 mod formats;
 mod html;
+mod rank_steps;
 mod summary;
 mod tables;
 mod text;

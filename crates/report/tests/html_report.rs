@@ -465,3 +465,63 @@ fn the_timeline_draws_idle_time_inside_submissions() {
     );
     assert!(page.contains("idle inside submissions"), "hover text");
 }
+
+#[test]
+fn a_split_run_draws_each_ranks_steps() {
+    use kernelscope::profile::{OpKind, Topology, rank_steps};
+    let Some(browser) = browser() else {
+        return;
+    };
+    let folder = scratch("ranks");
+    // Two ranks of 5 tokens, each layer's norm standing in for an
+    // all-reduce, so every step has compute and communication.
+    let rank = |seed| {
+        let mut profile = synthetic_layered_profile(5, 3, &|_| 1.0, seed);
+        for record in profile
+            .dispatches
+            .iter_mut()
+            .filter(|record| &*record.kernel == "rms_norm_f32")
+        {
+            record.op_kind = OpKind::AllReduce;
+        }
+        profile
+    };
+    let topology = Topology {
+        ranks: 2,
+        devices: vec!["cpu 0".into(), "cpu 1".into()],
+        library: "in-process".into(),
+        link: "shared memory".into(),
+    };
+    let split = rank(51).with_ranks(topology, vec![(rank(52), 0)]);
+    let (steps, _) = rank_steps(&split);
+    assert_eq!(steps.len(), 5);
+    let page = folder.join("ranks.html");
+    std::fs::write(&page, render_html(&split)).unwrap();
+    let dom = loaded_cleanly(&browser, &page, &folder);
+    assert!(dom.contains("<h2>Ranks</h2>"), "no ranks section");
+    assert_eq!(
+        count(&dom, r#"class="rank-bar""#),
+        2 * steps.len(),
+        "a bar per step and rank"
+    );
+    assert_eq!(
+        count(&dom, r#"class="slowest""#),
+        steps.len(),
+        "a slowest rank a step"
+    );
+    for step in &steps {
+        let slowest = format!(
+            r#"<g class="rank-bar" data-step="{}" data-rank="{}">"#,
+            step.position,
+            step.slowest_rank()
+        );
+        let at = dom.find(&slowest).expect("the slowest rank's bar");
+        let bar = &dom[at..at + dom[at..].find("</g>").unwrap()];
+        assert!(
+            bar.contains(r#"class="slowest""#) && bar.contains("(slowest)"),
+            "{bar}"
+        );
+    }
+    assert!(dom.contains("imbalance (the slowest rank"), "the imbalance line");
+    let _ = std::fs::remove_dir_all(&folder);
+}

@@ -27,6 +27,7 @@ mod injected;
 mod level;
 mod load;
 mod op_kind;
+mod rank_steps;
 mod ranks;
 mod records;
 mod roofline;
@@ -65,6 +66,7 @@ pub use injected::{
 pub use level::{PROFILE_ENV_VAR, ProfileLevel};
 pub use load::{MAX_PROFILE_BYTES, file_kind};
 pub use op_kind::{MAX_FUSED_PARTS, MAX_UNKNOWN_KINDS, MAX_UNKNOWN_NAME_BYTES, OpKind, Primitive};
+pub use rank_steps::{RankStep, RankStepTime, rank_steps};
 pub use ranks::{CollectiveCost, RankView, collective_costs};
 pub use records::{
     DispatchRecord, Enqueue, Phase, RankRecords, SubmissionIdle, SubmissionRecord, TokenRecord,

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use super::aggregate::layer_of;
 use super::conditions::Topology;
 use super::records::RankRecords;
-use super::{CounterSnapshot, DispatchRecord, Profile};
+use super::{CounterSnapshot, DispatchRecord, Profile, TokenRecord};
 
 /// Moves a time by `offset_ns` (never below 0).
 fn shifted(ns: u64, offset_ns: i128) -> u64 {
@@ -87,6 +87,8 @@ pub struct RankView<'a> {
     pub counters: &'a CounterSnapshot,
     /// Its timed dispatches.
     pub dispatches: &'a [DispatchRecord],
+    /// Its tokens (steps).
+    pub tokens: &'a [TokenRecord],
 }
 
 impl Profile {
@@ -98,12 +100,14 @@ impl Profile {
             device: &self.conditions.device,
             counters: &self.counters,
             dispatches: &self.dispatches,
+            tokens: &self.tokens,
         }];
         views.extend(self.ranks.iter().map(|records| RankView {
             rank: records.rank,
             device: &records.device,
             counters: &records.counters,
             dispatches: &records.dispatches,
+            tokens: &records.tokens,
         }));
         views
     }

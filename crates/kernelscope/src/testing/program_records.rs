@@ -46,6 +46,9 @@ pub struct ProgramShape {
     /// one record per graph launch, from its first node's start to its last
     /// node's end, instead of one per node.
     pub whole_graphs: bool,
+    /// Whether each layer ends with an NCCL all-reduce ([`ALL_REDUCE_KERNEL`],
+    /// eager), as a rank of a tensor-parallel program runs.
+    pub all_reduces: bool,
 }
 
 impl Default for ProgramShape {
@@ -63,6 +66,7 @@ impl Default for ProgramShape {
             captured_launches: 0,
             calls_by_time: false,
             whole_graphs: false,
+            all_reduces: false,
         }
     }
 }
@@ -75,6 +79,11 @@ pub const EAGER_KERNELS: [&str; 2] = [
     "matvec_bf16_rows",
     "_ZN2at6native29vectorized_elementwise_kernelILi4ENS0_11FillFunctorIfEESt5arrayIPcLm1EEEEviT0_T1_",
 ];
+
+/// The all-reduce ending each layer where [`ProgramShape::all_reduces`], as
+/// CUPTI names NCCL 2.28's kernel.
+pub const ALL_REDUCE_KERNEL: &str =
+    "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
 
 /// The graph's kernels' names.
 pub const GRAPH_KERNEL_NAMES: [&str; GRAPH_KERNELS] = ["rms_norm_f32", "flash_fwd_kernel", "argmax_rows"];
@@ -157,6 +166,28 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
                 device_free = start + between(2_000, 20_000);
                 if !taken {
                     kernel(&mut writer, name, start, device_free, call.correlation, 0, 7);
+                }
+            }
+            if shape.all_reduces {
+                let call = calls.launch(
+                    &mut writer,
+                    &mut now,
+                    &mut correlation,
+                    layer_range,
+                    ApiWhat::Launch,
+                );
+                let start = device_free.max(call.end_ns) + between(500, 3000);
+                device_free = start + between(5_000, 15_000);
+                if !taken {
+                    kernel(
+                        &mut writer,
+                        ALL_REDUCE_KERNEL,
+                        start,
+                        device_free,
+                        call.correlation,
+                        0,
+                        7,
+                    );
                 }
             }
             now += between(100, 1000);

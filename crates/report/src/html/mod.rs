@@ -18,6 +18,7 @@ mod gap;
 mod layers;
 mod markup;
 mod page;
+mod ranks;
 mod roofline;
 mod run;
 mod svg;

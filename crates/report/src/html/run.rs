@@ -136,8 +136,8 @@ pub(super) fn views(out: &mut String, profile: &Profile, summary: &Summary<'_>, 
     out.push_str("</section>");
 }
 
-/// The roofline, the per-layer bars, a mixture of experts' heatmaps and the
-/// per-token timeline.
+/// The roofline, the per-layer bars, a mixture of experts' heatmaps, a
+/// split run's ranks and the per-token timeline.
 fn charts(out: &mut String, profile: &Profile, summary: &Summary<'_>, scales: SharedScales) {
     let _ = write!(
         out,
@@ -152,6 +152,7 @@ fn charts(out: &mut String, profile: &Profile, summary: &Summary<'_>, scales: Sh
     layer_chart(out, &bars, scales.layer_ns);
 
     super::experts::expert_heatmaps(out, profile);
+    super::ranks::rank_section(out, profile);
 
     out.push_str(r#"<h2>Per token</h2><p class="note">Each token's host wall time: the device busy in its submissions, the rest idle, the host's enqueue time as a red tick.</p>"#);
     token_timeline(out, profile);

@@ -1,5 +1,7 @@
 //! The text report of a split run (tensor parallelism): per rank its
-//! counters and the time its collectives took and waited; per scope what
+//! counters and the time its collectives took and waited; per rank its
+//! steps cut into compute, communication and idle, how often it was the
+//! slowest, and the steps' imbalance; per scope what
 //! communication cost and how long the fastest rank waited for the slowest
 //! (the imbalance), identical layers folded in the short report. Nothing
 //! for a run on one device.
@@ -7,11 +9,14 @@
 use std::collections::HashMap;
 use std::fmt::Write;
 
-use kernelscope::profile::{CollectiveCost, DispatchRecord, FoldInput, Profile, collective_costs};
+use kernelscope::profile::{
+    CollectiveCost, DispatchRecord, FoldInput, Profile, collective_costs, rank_steps,
+};
 
 use super::folds::{fold_labels, shown_as};
 use super::options::ReportOptions;
 use super::table::table;
+use crate::rank_steps::{RANK_STEPS_NOTE, each_step, imbalance_line, rank_means};
 use crate::summary::saturating_sum;
 use crate::tables::{ms, us};
 
@@ -24,6 +29,7 @@ pub(super) fn render_ranks(profile: &Profile, options: ReportOptions, out: &mut 
     let tokens = profile.timed_tokens().0.max(1) as f64;
     let (costs, unmatched) = collective_costs(profile);
     render_rank_table(profile, &costs, tokens, out);
+    render_steps(profile, options, out);
     if let Some(note) = unmatched {
         let _ = writeln!(out, "collectives: {note}");
         return;
@@ -33,6 +39,28 @@ pub(super) fn render_ranks(profile: &Profile, options: ReportOptions, out: &mut 
     }
     let costs = if options.full { costs } else { fold_costs(costs) };
     render_collective_table(&costs, tokens, out);
+}
+
+/// Per rank its steps' compute, communication and idle (means over the
+/// steps) and how often it was the slowest; then the imbalance; with
+/// `--full`, one row per step.
+fn render_steps(profile: &Profile, options: ReportOptions, out: &mut String) {
+    let (steps, note) = rank_steps(profile);
+    if let Some(note) = note {
+        let _ = writeln!(out, "steps: {note}");
+    }
+    let Some(imbalance) = imbalance_line(&steps) else {
+        return;
+    };
+    let _ = writeln!(out, "{RANK_STEPS_NOTE}, means over {} steps:", steps.len());
+    let (header, rows) = rank_means(&steps);
+    let _ = writeln!(out, "{}", table(&header, rows));
+    let _ = writeln!(out, "{imbalance}");
+    if options.full {
+        let (header, rows) = each_step(&steps);
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        let _ = writeln!(out, "{}", table(&header, rows));
+    }
 }
 
 /// One row per rank: its device, counters, busy time and collectives.

@@ -376,16 +376,21 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
             uint4 key_raw[ATTENTION_UNROLL], value_raw[ATTENTION_UNROLL];
             bool present[ATTENTION_UNROLL];
 #pragma unroll
+            // Only row 0 holds the rows: elsewhere zeros, as the cached
+            // loop loads for a position it lacks (0 · an infinite f16 value
+            // would be NaN).
+            const uint4 packed_key = pack_row<C, PER_LOAD>(key_row), packed_value = pack_row<C, PER_LOAD>(value_row);
+#pragma unroll
             for (u32 u = 0; u < ATTENTION_UNROLL; ++u) {
-                key_raw[u] = u == 0 ? pack_row<C, PER_LOAD>(key_row) : make_uint4(0, 0, 0, 0);
-                value_raw[u] = u == 0 ? pack_row<C, PER_LOAD>(value_row) : make_uint4(0, 0, 0, 0);
                 present[u] = u == 0 && row == 0;
+                key_raw[u] = present[u] ? packed_key : make_uint4(0, 0, 0, 0);
+                value_raw[u] = present[u] ? packed_value : make_uint4(0, 0, 0, 0);
             }
             fold_tile(key_raw, value_raw, present);
             if (blockIdx.z == 0 && row == 0) {
                 const size_t at = (size_t)position * kv_dim + head_offset;
-                *(uint4*)(fresh.key_cache + at) = key_raw[0];
-                *(uint4*)(fresh.value_cache + at) = value_raw[0];
+                *(uint4*)(fresh.key_cache + at) = packed_key;
+                *(uint4*)(fresh.value_cache + at) = packed_value;
             }
         }
     }

@@ -278,13 +278,15 @@ fn roles_of_primitive(primitive: super::super::Primitive) -> Option<Roles> {
     Some(match primitive {
         Embedding => Roles::one(Role::Embedding),
         RmsNorm => Roles::of(&[Role::AttentionNorm, Role::MlpNorm, Role::FinalNorm]),
-        MatVec | MatMul | AllReduce | AllGather => projections,
+        MatVec | MatMul | AllReduce | AllGather | ReduceScatter => projections,
         Rope | Copy => Roles::one(Role::RopeKvWrite),
         Attention | Softmax => Roles::one(Role::Attention),
         SiluMul => Roles::one(Role::GateUp),
         ElemAdd => Roles::of(&[Role::OutputProjection, Role::Down]),
         Argmax | Sample => Roles::one(Role::Sampling),
-        ElemMul | Other => return None,
+        // A broadcast, point-to-point traffic or a kind no name says can
+        // serve any step.
+        ElemMul | Broadcast | SendRecv | Collective | Other => return None,
     })
 }
 

@@ -6,7 +6,7 @@
 
 use cpp_demangle::{DemangleOptions, Symbol};
 
-use crate::profile::OpKind;
+use crate::profile::{OpKind, Primitive};
 
 /// Longest kernel name shown whole; longer ones lose their inner template
 /// arguments (PyTorch's lambdas demangle to thousands of characters).
@@ -66,7 +66,7 @@ fn templates_cut_below(name: &str, depth: usize) -> String {
 }
 
 /// Words in a kernel's name and the op kind they mean, most specific first.
-const KINDS_BY_WORD: [(&[&str], &str); 14] = [
+const KINDS_BY_WORD: [(&[&str], &str); 13] = [
     (&["gemv", "mul_mat_vec", "matvec", "mat_vec"], "MatVec"),
     (
         &["flash", "fmha", "attention", "attn", "sdpa", "paged"],
@@ -83,7 +83,6 @@ const KINDS_BY_WORD: [(&[&str], &str); 14] = [
     (&["silu", "swiglu", "swi_glu"], "SiluMul"),
     (&["argmax", "arg_max"], "Argmax"),
     (&["embedding", "get_rows", "index_select"], "Embedding"),
-    (&["nccl"], "Collective"),
     (&["reduce", "sum_"], "Reduce"),
     (&["copy", "cpy", "cat_", "concat"], "Copy"),
     (
@@ -91,6 +90,27 @@ const KINDS_BY_WORD: [(&[&str], &str); 14] = [
         "Elementwise",
     ),
 ];
+
+/// The collective an NCCL kernel (`ncclDevKernel_AllReduce_Sum_bf16_RING_LL`,
+/// older `ncclKernel_AllGather_RING_LL_Sum_float`) runs, from its lowercase
+/// name: so the ranks' collectives are matched and their waiting and
+/// communication told apart, as for kscope's own. A kernel that names
+/// none (NCCL's generic kernels, which run grouped work) is a collective
+/// of no named kind.
+fn collective_kind(lower: &str) -> OpKind {
+    const KINDS: [(&[&str], Primitive); 5] = [
+        (&["allreduce", "all_reduce"], Primitive::AllReduce),
+        (&["allgather", "all_gather"], Primitive::AllGather),
+        (&["reducescatter", "reduce_scatter"], Primitive::ReduceScatter),
+        (&["broadcast"], Primitive::Broadcast),
+        (&["sendrecv", "send_recv", "_send", "_recv"], Primitive::SendRecv),
+    ];
+    let primitive = KINDS
+        .iter()
+        .find(|(words, _)| words.iter().any(|word| lower.contains(word)))
+        .map_or(Primitive::Collective, |&(_, primitive)| primitive);
+    OpKind::primitive(primitive)
+}
 
 /// The op kind of a whole graph's execution (`kscope profile --graphs
 /// whole`), whose kernels were not traced one by one.
@@ -104,6 +124,9 @@ pub(crate) fn op_kind(name: &str) -> OpKind {
         return WHOLE_GRAPH_KIND.parse().unwrap_or(OpKind::Other);
     }
     let lower = name.to_ascii_lowercase();
+    if lower.contains("nccl") {
+        return collective_kind(&lower);
+    }
     let kind = KINDS_BY_WORD
         .iter()
         .find(|(words, _)| words.iter().any(|word| lower.contains(word)))
@@ -167,6 +190,29 @@ mod tests {
             WHOLE_GRAPH_KIND
         );
         assert_eq!(op_kind("my_graph_kernel").to_string(), "Kernel");
+    }
+
+    #[test]
+    fn nccl_kernels_are_the_collectives_they_run() {
+        let cases = [
+            (
+                "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+                "AllReduce",
+            ),
+            ("ncclKernel_AllReduce_RING_LL_Sum_float", "AllReduce"),
+            ("ncclDevKernel_AllGather_RING_LL", "AllGather"),
+            ("ncclDevKernel_ReduceScatter_Sum_f32_RING_SIMPLE", "ReduceScatter"),
+            ("ncclDevKernel_Broadcast_RING_LL", "Broadcast"),
+            ("ncclDevKernel_SendRecv", "SendRecv"),
+            ("ncclDevKernel_Generic_4", "Collective"),
+        ];
+        for (name, kind) in cases {
+            let found = op_kind(name);
+            assert_eq!(found.to_string(), kind, "{name}");
+            assert!(found.is_collective(), "{name}");
+        }
+        // "reduce" alone is a reduction, not a collective.
+        assert!(!op_kind("at::native::reduce_kernel<512, 1>").is_collective());
     }
 
     #[test]

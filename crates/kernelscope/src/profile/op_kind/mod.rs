@@ -253,7 +253,7 @@ mod tests {
 
     /// The names kernelscope has written into profiles: they must parse
     /// back to the same kinds, forever.
-    const WRITTEN_NAMES: [&str; 20] = [
+    const WRITTEN_NAMES: [&str; 24] = [
         "Embedding",
         "RmsNorm",
         "MatVec",
@@ -273,6 +273,10 @@ mod tests {
         "Rope+Copy",
         "AllReduce",
         "AllGather",
+        "ReduceScatter",
+        "Broadcast",
+        "SendRecv",
+        "Collective",
         "Other",
     ];
 

@@ -37,6 +37,15 @@ pub enum Primitive {
     AllReduce,
     /// Every rank's part, gathered on every rank (a collective).
     AllGather,
+    /// The sum over the ranks, each rank keeping its share (a collective).
+    ReduceScatter,
+    /// One rank's tensor copied to every rank (a collective).
+    Broadcast,
+    /// Point-to-point sends and receives between ranks (NCCL's `SendRecv`).
+    SendRecv,
+    /// A collective whose kind its kernel does not name (NCCL's generic
+    /// kernels, which run several kinds in one launch).
+    Collective,
     /// Anything not labeled.
     #[default]
     Other,
@@ -44,7 +53,7 @@ pub enum Primitive {
 
 impl Primitive {
     /// Every primitive, in declaration order.
-    pub const ALL: [Primitive; 16] = [
+    pub const ALL: [Primitive; 20] = [
         Primitive::Embedding,
         Primitive::RmsNorm,
         Primitive::MatVec,
@@ -60,6 +69,10 @@ impl Primitive {
         Primitive::Copy,
         Primitive::AllReduce,
         Primitive::AllGather,
+        Primitive::ReduceScatter,
+        Primitive::Broadcast,
+        Primitive::SendRecv,
+        Primitive::Collective,
         Primitive::Other,
     ];
 
@@ -81,6 +94,10 @@ impl Primitive {
             Primitive::Copy => "Copy",
             Primitive::AllReduce => "AllReduce",
             Primitive::AllGather => "AllGather",
+            Primitive::ReduceScatter => "ReduceScatter",
+            Primitive::Broadcast => "Broadcast",
+            Primitive::SendRecv => "SendRecv",
+            Primitive::Collective => "Collective",
             Primitive::Other => "Other",
         }
     }
@@ -88,7 +105,15 @@ impl Primitive {
     /// Whether it is a collective between ranks (its time includes waiting
     /// for the slowest rank).
     pub const fn is_collective(self) -> bool {
-        matches!(self, Primitive::AllReduce | Primitive::AllGather)
+        matches!(
+            self,
+            Primitive::AllReduce
+                | Primitive::AllGather
+                | Primitive::ReduceScatter
+                | Primitive::Broadcast
+                | Primitive::SendRecv
+                | Primitive::Collective
+        )
     }
 
     /// The primitive named `name` exactly.
