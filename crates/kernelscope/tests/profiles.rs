@@ -103,6 +103,52 @@ fn bad_profiles_are_refused_with_the_reason() {
     );
 }
 
+/// Two runs split over two ranks, rank 1 slower in the second: `compare`
+/// finds that rank's compute per step regressed (and the steps' imbalance
+/// with it), not rank 0's.
+#[test]
+fn compare_finds_the_rank_that_slowed() {
+    use kernelscope::profile::Topology;
+    let split = |seed: u64, rank_1_slowdown: f64| {
+        let topology = Topology {
+            ranks: 2,
+            devices: vec!["cpu 0".into(), "cpu 1".into()],
+            library: "in-process".into(),
+            link: "shared memory".into(),
+        };
+        synthetic_profile(12, 1.0, seed).with_ranks(
+            topology,
+            vec![(synthetic_profile(12, rank_1_slowdown, seed + 1), 0)],
+        )
+    };
+    let comparison = compare(&split(10, 1.0), &split(20, 1.3), 0.05, false).unwrap();
+    let verdict = |key: &str| {
+        comparison
+            .rows
+            .iter()
+            .find(|row| row.section == "rank" && row.key == key)
+            .unwrap_or_else(|| panic!("no rank row {key} in {:?}", comparison.rows))
+            .verdict
+    };
+    assert_eq!(verdict("rank 1 compute per step"), Verdict::Regressed);
+    assert_ne!(verdict("rank 0 compute per step"), Verdict::Regressed);
+    assert_eq!(verdict("imbalance per step"), Verdict::Regressed);
+    for part in ["communication", "idle"] {
+        for rank in 0..2 {
+            verdict(&format!("rank {rank} {part} per step"));
+        }
+    }
+    // One device: no rank rows.
+    let alone = compare(
+        &synthetic_profile(8, 1.0, 1),
+        &synthetic_profile(8, 1.0, 2),
+        0.05,
+        false,
+    )
+    .unwrap();
+    assert!(alone.rows.iter().all(|row| row.section != "rank"));
+}
+
 #[test]
 fn compare_finds_a_twenty_percent_slowdown() {
     let base = synthetic_profile(8, 1.0, 1);

@@ -45,7 +45,8 @@ impl Verdict {
 /// One compared quantity.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComparisonRow {
-    /// `counter`, `token`, `op`, `layer` or `submission`.
+    /// `counter`, `token`, `op`, `layer`, `kernel`, `submission` or
+    /// `rank` (a split run's ranks' steps).
     pub section: &'static str,
     /// What is compared (counter name, op kind, layer, label).
     pub key: String,
@@ -173,6 +174,13 @@ pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Re
         "submission",
         &submission_times(base),
         &submission_times(new),
+        threshold,
+    ));
+    // Split runs: each rank's steps and their imbalance.
+    rows.extend(compare_timings(
+        "rank",
+        &super::rank_steps::rank_samples(base),
+        &super::rank_steps::rank_samples(new),
         threshold,
     ));
     Ok(Comparison {

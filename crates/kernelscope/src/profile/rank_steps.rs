@@ -7,6 +7,7 @@
 //! others waited for) and by how much (the step's imbalance). Steps are
 //! matched across ranks by their order, as every rank runs the same ones.
 
+use super::aggregate::Samples;
 use super::{DispatchRecord, Profile};
 
 /// One rank's share of one step, in ns on the device.
@@ -20,6 +21,16 @@ pub struct RankStepTime {
     pub communication_ns: u64,
     /// Time nothing ran: `span_ns - compute_ns - communication_ns`.
     pub idle_ns: u64,
+}
+
+impl RankStepTime {
+    /// The names of [`parts`](Self::parts), in order.
+    pub const PARTS: [&'static str; 3] = ["compute", "communication", "idle"];
+
+    /// Compute, communication and idle (ns): the span's parts, in order.
+    pub fn parts(&self) -> [u64; 3] {
+        [self.compute_ns, self.communication_ns, self.idle_ns]
+    }
 }
 
 /// One step of a split run on every rank.
@@ -87,6 +98,29 @@ pub fn rank_steps(profile: &Profile) -> (Vec<RankStep>, Option<String>) {
         })
         .collect();
     (steps, note)
+}
+
+/// What `compare` sets side by side for a split run: per rank its steps'
+/// compute, communication and idle, and the steps' imbalance, each with
+/// one sample a step. Empty for a profile of one device.
+pub(super) fn rank_samples(profile: &Profile) -> Vec<(String, Samples)> {
+    let (steps, _) = rank_steps(profile);
+    let Some(first) = steps.first() else {
+        return Vec::new();
+    };
+    let mut samples = Vec::new();
+    for rank in 0..first.ranks.len() {
+        for (part, name) in RankStepTime::PARTS.into_iter().enumerate() {
+            let values = steps
+                .iter()
+                .map(|step| step.ranks[rank].parts()[part] as f64)
+                .collect();
+            samples.push((format!("rank {rank} {name} per step"), Samples::all(values)));
+        }
+    }
+    let imbalance = steps.iter().map(|step| step.imbalance_ns() as f64).collect();
+    samples.push(("imbalance per step".to_string(), Samples::all(imbalance)));
+    samples
 }
 
 /// Step `token`'s time on one rank, from that rank's `dispatches`.
