@@ -375,7 +375,6 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
             rotate_held<PER_LOAD, LANES>(key_row, cosines, sines, first_half);
             uint4 key_raw[ATTENTION_UNROLL], value_raw[ATTENTION_UNROLL];
             bool present[ATTENTION_UNROLL];
-#pragma unroll
             // Only row 0 holds the rows: elsewhere zeros, as the cached
             // loop loads for a position it lacks (0 · an infinite f16 value
             // would be NaN).
