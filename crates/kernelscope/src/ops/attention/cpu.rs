@@ -23,13 +23,7 @@ use super::{
 /// the split's positions, in `partials` `[splits][query_heads][dim + 2]`.
 pub(super) fn attention_split<C: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
     let position = args.input::<u32>(POSITION_SLOT)?[args.u32(INDEX)? as usize] as usize;
-    let geometry = Geometry {
-        query_heads: args.u32(QUERY_HEADS)? as usize,
-        kv_heads: args.u32(KV_HEADS)? as usize,
-        dim: args.u32(DIM)? as usize,
-        max_positions: args.u32(MAX_POSITIONS)? as usize,
-        splits: args.u32(SPLITS)? as usize,
-    };
+    let geometry = Geometry::read(args, [QUERY_HEADS, KV_HEADS, DIM, MAX_POSITIONS, SPLITS])?;
     geometry.check("attention_split", position)?;
     split_partials(
         args.input::<f32>(QUERY)?,
@@ -53,13 +47,7 @@ pub(super) fn attention_rope_split<C: WeightElement>(args: &KernelArgs<'_>) -> R
         PARTIALS, POSITION_SLOT, QUERY, QUERY_HEADS, SPLITS, VALUE, VALUE_CACHE,
     };
     let position = args.input::<u32>(POSITION_SLOT)?[args.u32(INDEX)? as usize];
-    let geometry = Geometry {
-        query_heads: args.u32(QUERY_HEADS)? as usize,
-        kv_heads: args.u32(KV_HEADS)? as usize,
-        dim: args.u32(DIM)? as usize,
-        max_positions: args.u32(MAX_POSITIONS)? as usize,
-        splits: args.u32(SPLITS)? as usize,
-    };
+    let geometry = Geometry::read(args, [QUERY_HEADS, KV_HEADS, DIM, MAX_POSITIONS, SPLITS])?;
     geometry.check("attention_rope_split", position as usize)?;
     let (dim, kv_dim) = (geometry.dim, geometry.kv_heads * geometry.dim);
     let rotations = rotations(
@@ -105,6 +93,20 @@ struct Geometry {
 }
 
 impl Geometry {
+    /// The geometry a kernel's arguments give, from the positions of its
+    /// query heads, KV heads, head dim, cache length and splits.
+    fn read(args: &KernelArgs<'_>, positions: [usize; 5]) -> Result<Geometry> {
+        let [query_heads, kv_heads, dim, max_positions, splits] =
+            positions.map(|position| args.u32(position).map(|value| value as usize));
+        Ok(Geometry {
+            query_heads: query_heads?,
+            kv_heads: kv_heads?,
+            dim: dim?,
+            max_positions: max_positions?,
+            splits: splits?,
+        })
+    }
+
     /// Refuses what no split can compute, naming `kernel`.
     fn check(self, kernel: &str, position: usize) -> Result<()> {
         let Geometry {

@@ -283,7 +283,6 @@ impl Attention {
             Some((kernel, per_block)) => (kernel, VECTOR_THREADS, per_block),
             None => (&self.split, SPLIT_THREADS, group),
         };
-        let warps = (threads / 32) as usize;
         encoder.dispatch(
             Arguments::new(ARGUMENTS)
                 .buffer(QUERY, query)
@@ -298,15 +297,7 @@ impl Attention {
                 .scalar(MAX_POSITIONS, max_positions as u32)
                 .scalar(SPLITS, splits as u32)
                 .dispatch(split)?
-                .grid(LaunchGrid {
-                    blocks: [
-                        heads.key_value as u32,
-                        splits as u32,
-                        group.div_ceil(per_block) as u32,
-                    ],
-                    threads_per_block: [threads, 1, 1],
-                    shared_memory_bytes: (warps * per_block.min(group) * (heads.dim + 2) * 4) as u32,
-                })
+                .grid(Self::split_grid(heads, splits, per_block, threads))
                 .cost(
                     context as u64 * bytes_per_position + bytes_of(heads.query * heads.dim, DType::F32),
                     bytes_of(needed, DType::F32),
@@ -316,6 +307,23 @@ impl Attention {
                 .op_kind(OpKind::Attention),
         )?;
         encoder.dispatch(self.combine(&partials, out, heads, splits)?)
+    }
+
+    /// The grid of a split kernel of `threads` a block: block (g, s, z)
+    /// takes KV head g, split s, and `per_block` of the group's query heads
+    /// from z · `per_block`, merging its warps' states in shared memory.
+    fn split_grid(heads: Heads, splits: usize, per_block: usize, threads: u32) -> LaunchGrid {
+        let group = heads.query / heads.key_value;
+        let warps = (threads / 32) as usize;
+        LaunchGrid {
+            blocks: [
+                heads.key_value as u32,
+                splits as u32,
+                group.div_ceil(per_block) as u32,
+            ],
+            threads_per_block: [threads, 1, 1],
+            shared_memory_bytes: (warps * per_block.min(group) * (heads.dim + 2) * 4) as u32,
+        }
     }
 
     /// The part of `scratch` the splits write their partial results to: an

@@ -23,7 +23,7 @@ use super::{Attention, Heads};
 use crate::error::{Error, Result};
 use crate::ops::rope::RopeFrequencies;
 use crate::ops::{Arguments, bytes_of, expect, expect_kv_caches, expect_slot};
-use crate::runtime::{Buffer, CommandEncoder, DType, LaunchGrid, OpKind, Primitive};
+use crate::runtime::{Buffer, CommandEncoder, DType, OpKind, Primitive};
 
 pub(crate) use super::arguments::rope::ARGUMENTS;
 use super::arguments::rope::{
@@ -115,8 +115,6 @@ impl Attention {
         let cache_bytes = self.cache_dtype.size_in_bytes() as u64;
         let bytes_per_position = 2 * kv_dim as u64 * cache_bytes;
         let flops_per_position = 4 * (heads.query * heads.dim) as u64;
-        let group = heads.query / heads.key_value;
-        let warps = (VECTOR_THREADS / 32) as usize;
         // The current position's rows come from `key` and `value` (f32),
         // the others from the cache; the rotation is 6 flops an element.
         let cached = context.saturating_sub(1) as u64;
@@ -140,15 +138,7 @@ impl Attention {
                 .scalar(SPLITS, splits as u32)
                 .scalar(ATTENTION_SCALING, frequencies.attention_scaling)
                 .dispatch(kernel)?
-                .grid(LaunchGrid {
-                    blocks: [
-                        heads.key_value as u32,
-                        splits as u32,
-                        group.div_ceil(per_block) as u32,
-                    ],
-                    threads_per_block: [VECTOR_THREADS, 1, 1],
-                    shared_memory_bytes: (warps * per_block.min(group) * (heads.dim + 2) * 4) as u32,
-                })
+                .grid(Self::split_grid(heads, splits, per_block, VECTOR_THREADS))
                 .cost(
                     cached * bytes_per_position + fresh_bytes,
                     bytes_of(partials.len(), DType::F32) + bytes_of(2 * kv_dim, self.cache_dtype),
