@@ -63,6 +63,14 @@ pub(crate) mod combine {
 /// the split's, with this position's key and value before RoPE and the
 /// caches they are stored in, RoPE's frequencies and scaling.
 pub(crate) mod rope {
+    use crate::runtime::DType;
+
+    /// The RoPE-fused vector kernel for a head dim, padded group and cache
+    /// dtype (here, below the registration and the launch, which both name it).
+    pub(crate) fn kernel_name(dim: usize, group: usize, dtype: DType) -> String {
+        format!("attention_rope_split_d{dim}_g{group}_{dtype}")
+    }
+
     crate::ops::kernel_arguments! {
         QUERY: "query" Read,
         KEY: "key" Read,

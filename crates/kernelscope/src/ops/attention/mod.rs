@@ -65,7 +65,7 @@ pub fn register(registry: &mut KernelRegistry) {
         // split compute (`rope.rs`).
         for dim in VECTOR_DIMS {
             for group in VECTOR_GROUPS {
-                let name = rope::kernel_name(dim, group, dtype);
+                let name = arguments::rope::kernel_name(dim, group, dtype);
                 match dtype {
                     DType::F16 => registry.register_cpu(&name, attention_rope_split::<half::f16>),
                     DType::BF16 => registry.register_cpu(&name, attention_rope_split::<half::bf16>),
@@ -167,7 +167,7 @@ impl Attention {
         Ok(Attention {
             split: super::kernel_for(registry, device, "attention_split", cache_dtype)?,
             vector: table(&vector_name)?,
-            vector_rope: table(&rope::kernel_name)?,
+            vector_rope: table(&arguments::rope::kernel_name)?,
             combine: super::kernel_for(registry, device, "attention_combine", DType::F32)?,
             cache_dtype,
         })

@@ -32,11 +32,6 @@ use super::arguments::rope::{
 };
 use super::arguments::{VECTOR_DIMS, VECTOR_THREADS};
 
-/// The RoPE-fused vector kernel for a head dim, padded group and cache dtype.
-pub(super) fn kernel_name(dim: usize, group: usize, dtype: DType) -> String {
-    format!("attention_rope_split_d{dim}_g{group}_{dtype}")
-}
-
 impl Attention {
     /// Whether [`encode_with_rope`](Self::encode_with_rope) runs for
     /// `heads` over these caches: a vector kernel fits, its head is exactly
