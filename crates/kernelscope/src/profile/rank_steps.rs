@@ -7,6 +7,8 @@
 //! others waited for) and by how much (the step's imbalance). Steps are
 //! matched across ranks by their order, as every rank runs the same ones.
 
+use std::collections::HashMap;
+
 use super::aggregate::Samples;
 use super::{DispatchRecord, Profile};
 
@@ -72,10 +74,19 @@ pub fn rank_steps(profile: &Profile) -> (Vec<RankStep>, Option<String>) {
     let per_rank: Vec<Vec<RankStepTime>> = views
         .iter()
         .map(|view| {
+            // Each rank's dispatches by step, in one pass (a profiled
+            // program's run may hold millions of dispatches over thousands
+            // of steps).
+            let mut by_token: HashMap<u32, Vec<&DispatchRecord>> = HashMap::new();
+            for record in view.dispatches {
+                if let Some(token) = record.token {
+                    by_token.entry(token).or_default().push(record);
+                }
+            }
             view.tokens
                 .iter()
                 .filter(|token| token.timed)
-                .map(|token| step_time(view.dispatches, token.index))
+                .map(|token| step_time(by_token.get(&token.index).map_or(&[], Vec::as_slice)))
                 .collect()
         })
         .collect();
@@ -123,11 +134,11 @@ pub(super) fn rank_samples(profile: &Profile) -> Vec<(String, Samples)> {
     samples
 }
 
-/// Step `token`'s time on one rank, from that rank's `dispatches`.
-fn step_time(dispatches: &[DispatchRecord], token: u32) -> RankStepTime {
+/// One step's time on one rank, from its dispatches in that step.
+fn step_time(dispatches: &[&DispatchRecord]) -> RankStepTime {
     let mut all: Vec<(u64, u64)> = Vec::new();
     let mut compute: Vec<(u64, u64)> = Vec::new();
-    for record in dispatches.iter().filter(|record| record.token == Some(token)) {
+    for record in dispatches {
         let interval = (record.start_ns, record.end_ns.max(record.start_ns));
         all.push(interval);
         if !record.op_kind.is_collective() {

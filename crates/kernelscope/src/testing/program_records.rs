@@ -154,7 +154,11 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
         for layer in 0..shape.layers {
             let layer_start = now;
             let layer_range = if shape.ranges { take(&mut next_range) } else { 0 };
-            for name in EAGER_KERNELS {
+            // Each eager kernel with the range its duration is drawn from;
+            // the all-reduce last where the program has one.
+            let eager = EAGER_KERNELS.map(|name| (name, (2_000, 20_000)));
+            let all_reduce = shape.all_reduces.then_some((ALL_REDUCE_KERNEL, (5_000, 15_000)));
+            for (name, (shortest, longest)) in eager.into_iter().chain(all_reduce) {
                 let call = calls.launch(
                     &mut writer,
                     &mut now,
@@ -163,31 +167,9 @@ pub fn program_records(shape: &ProgramShape, seed: u64) -> Vec<u8> {
                     ApiWhat::Launch,
                 );
                 let start = device_free.max(call.end_ns) + between(500, 3000);
-                device_free = start + between(2_000, 20_000);
+                device_free = start + between(shortest, longest);
                 if !taken {
                     kernel(&mut writer, name, start, device_free, call.correlation, 0, 7);
-                }
-            }
-            if shape.all_reduces {
-                let call = calls.launch(
-                    &mut writer,
-                    &mut now,
-                    &mut correlation,
-                    layer_range,
-                    ApiWhat::Launch,
-                );
-                let start = device_free.max(call.end_ns) + between(500, 3000);
-                device_free = start + between(5_000, 15_000);
-                if !taken {
-                    kernel(
-                        &mut writer,
-                        ALL_REDUCE_KERNEL,
-                        start,
-                        device_free,
-                        call.correlation,
-                        0,
-                        7,
-                    );
                 }
             }
             now += between(100, 1000);

@@ -97,10 +97,7 @@ fn step_chart(out: &mut String, steps: &[RankStep]) {
                 step.position
             );
             let mut top = base;
-            for ((_, colour), ns) in PARTS
-                .iter()
-                .zip([time.compute_ns, time.communication_ns, time.idle_ns])
-            {
+            for ((_, colour), ns) in PARTS.iter().zip(time.parts()) {
                 let height = ns as f64 / highest * frame.plot_height();
                 top -= height;
                 let _ = write!(

@@ -22,7 +22,8 @@
 use super::{Attention, Heads};
 use crate::error::{Error, Result};
 use crate::ops::rope::RopeFrequencies;
-use crate::ops::{Arguments, bytes_of, expect, expect_kv_caches, expect_slot};
+use crate::ops::rope_append::{Checked, check};
+use crate::ops::{Arguments, bytes_of, expect};
 use crate::runtime::{Buffer, CommandEncoder, DType, OpKind, Primitive};
 
 pub(crate) use super::arguments::rope::ARGUMENTS;
@@ -73,21 +74,23 @@ impl Attention {
         out: &Buffer,
     ) -> Result<()> {
         const OP: &str = "attention with RoPE";
-        heads.check(OP)?;
-        let kv_dim = heads.key_value * heads.dim;
-        let max_positions = expect_kv_caches(OP, key_cache, value_cache, self.cache_dtype, kv_dim)?;
-        expect(OP, "query", query, DType::F32, &[heads.query, heads.dim])?;
-        expect(OP, "key", key, DType::F32, &[heads.key_value, heads.dim])?;
-        expect(OP, "value", value, DType::F32, &[heads.key_value, heads.dim])?;
-        expect(OP, "output", out, DType::F32, &[heads.query, heads.dim])?;
-        expect(
+        // The shapes rope_append checks (the heads, the frequencies, q/k/v,
+        // the caches, the position slot), then attention's output.
+        let Checked {
+            kv_dim,
+            max_positions,
+            ..
+        } = check(
             OP,
-            "inverse frequencies",
-            &frequencies.inverse_frequencies,
-            DType::F32,
-            &[frequencies.inverse_frequencies.len()],
+            [query, key, value],
+            [key_cache, value_cache],
+            self.cache_dtype,
+            frequencies,
+            position_slot,
+            index,
+            heads,
         )?;
-        expect_slot(OP, position_slot, index)?;
+        expect(OP, "output", out, DType::F32, &[heads.query, heads.dim])?;
         let place = self
             .vector_place(heads, key_cache, value_cache)
             .filter(|_| self.fuses_rope(heads, key_cache, value_cache, frequencies));

@@ -1,5 +1,6 @@
 //! The shape checks every RoPE-and-append op makes (the plain one in
-//! `mod.rs` and `normed`), below both so that neither imports the other.
+//! `mod.rs`, `normed`, and attention with RoPE fused in), below them so
+//! that none imports another.
 
 use crate::error::{Error, Result};
 use crate::ops::attention::Heads;

@@ -22,7 +22,7 @@ use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
 };
 
-use checks::{Checked, check};
+pub(crate) use checks::{Checked, check};
 use cpu::rope_append;
 
 /// Registers `rope_append_<cache dtype>`.
