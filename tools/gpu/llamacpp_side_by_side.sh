@@ -40,6 +40,9 @@
 #   LLAMACPP_SRC        source to build from    [.gpu-pack/llama.cpp-src.tar.xz]
 #   LLAMACPP_BUILD      build folder            [$HOME/llamacpp-build]
 #   KSCOPE   the kscope binary to run   [bash .gpu/run.sh kscope]
+#   KSCOPE_BEFORE  a base build to alternate with KSCOPE (e.g. "bash .gpu/run.sh kscope-before"):
+#            each round then runs llama-bench, the base, the build; the table gains the base's
+#            columns and build / base [unset: no base]
 #   BENCH_TIMEOUT       seconds per bench run   [400]
 #   LLAMA_BENCH_ARGS, KSCOPE_BENCH_ARGS  extra arguments of each bench (split on spaces)
 # The build packs bin/llama-bench, bin/llama-perplexity (for `--kl-divergence`) and
@@ -78,6 +81,8 @@ bench_timeout=${BENCH_TIMEOUT:-400}
 read -r -a llama_extra <<<"${LLAMA_BENCH_ARGS:-}"
 read -r -a kscope_extra <<<"${KSCOPE_BENCH_ARGS:-}"
 if [ -n "${KSCOPE:-}" ]; then read -r -a kscope <<<"$KSCOPE"; else kscope=(bash "$root/.gpu/run.sh" kscope); fi
+kscope_before=()
+[ -z "${KSCOPE_BEFORE:-}" ] || read -r -a kscope_before <<<"$KSCOPE_BEFORE"
 llama_dir=${LLAMACPP_DIR:-$HOME/llamacpp-$flavor}
 cache=${LLAMACPP_CUDA_CACHE:-.gpu-pack/llamacpp-$flavor.tar.xz}
 src_tar=${LLAMACPP_SRC:-.gpu-pack/llama.cpp-src.tar.xz}
@@ -252,7 +257,7 @@ if want bench; then
       f=$(model_file "$shape" "$format")
       if [ ! -s "$f" ]; then
         say "== $shape $format: no model $f (models stage)"
-        printf '%s\t%s\t%s\t-\t-\t-\t-\n' "$shape" "$format" 0 >>"$results"
+        printf '%s\t%s\t%s\t-\t-\t-\t-\t-\t-\n' "$shape" "$format" 0 >>"$results"
         continue
       fi
       size=$(stat -c %s "$f")
@@ -263,8 +268,15 @@ if want bench; then
         krc=0
         run_bench "kscope-$shape-$format-$round" "${kscope[@]}" bench --model "$f" --device "$device" -p "$pp" -n "$tg" \
           -r "$reps" --quiet "${kscope_extra[@]}" || krc=$?
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$shape $round" "$format" "$size" "$lrc" \
-          "$raw/llama-$shape-$format-$round.out" "$krc" "$raw/kscope-$shape-$format-$round.out" >>"$results"
+        brc=-
+        if [ ${#kscope_before[@]} -gt 0 ]; then
+          brc=0
+          run_bench "before-$shape-$format-$round" "${kscope_before[@]}" bench --model "$f" --device "$device" -p "$pp" \
+            -n "$tg" -r "$reps" --quiet "${kscope_extra[@]}" || brc=$?
+        fi
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$shape $round" "$format" "$size" "$lrc" \
+          "$raw/llama-$shape-$format-$round.out" "$krc" "$raw/kscope-$shape-$format-$round.out" \
+          "$brc" "$raw/before-$shape-$format-$round.out" >>"$results"
       done
     done
   done
@@ -320,10 +332,12 @@ def ratio(a, b):
 print()
 print(f"llama.cpp (llama-bench -fa 1) beside kscope bench, device {device}, tokens/s; ratio = kscope / llama.cpp")
 print()
-print(f"| shape | round | format | file GB | llama.cpp tg{tg} | kscope tg{tg} | ratio | llama.cpp pp{pp} | kscope pp{pp} | ratio |")
-print("|---|---|---|---|---|---|---|---|---|---|")
-for row in open(results, encoding="utf-8"):
-    shape_round, fmt, size, lrc, lout, krc, kout = row.rstrip("\n").split("\t")
+rows = [row.rstrip("\n").split("\t") for row in open(results, encoding="utf-8")]
+with_base = any(row[7] != "-" for row in rows)
+base_head = f" base tg{tg} | build / base | base pp{pp} | build / base |" if with_base else ""
+print(f"| shape | round | format | file GB | llama.cpp tg{tg} | kscope tg{tg} | ratio | llama.cpp pp{pp} | kscope pp{pp} | ratio |{base_head}")
+print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|---|" if with_base else ""))
+for shape_round, fmt, size, lrc, lout, krc, kout, brc, bout in rows:
     shape, _, round_number = shape_round.partition(" ")
     lgot = rates(lout) if lrc != "-" else {}
     kgot = rates(kout) if krc != "-" else {}
@@ -332,7 +346,13 @@ for row in open(results, encoding="utf-8"):
     lpp, lppv = cell(lrc, lgot, f"pp{pp}", pp)
     kpp, kppv = cell(krc, kgot, f"pp{pp}", pp)
     gb = f"{int(size) / 1e9:.2f}" if int(size) else "–"
-    print(f"| {shape} | {round_number or 1} | {fmt} | {gb} | {ltg} | {ktg} | {ratio(ltgv, ktgv)} | {lpp} | {kpp} | {ratio(lppv, kppv)} |")
+    base = ""
+    if with_base:
+        bgot = rates(bout) if brc != "-" else {}
+        btg, btgv = cell(brc, bgot, f"tg{tg}", tg)
+        bpp, bppv = cell(brc, bgot, f"pp{pp}", pp)
+        base = f" {btg} | {ratio(btgv, ktgv)} | {bpp} | {ratio(bppv, kppv)} |"
+    print(f"| {shape} | {round_number or 1} | {fmt} | {gb} | {ltg} | {ktg} | {ratio(ltgv, ktgv)} | {lpp} | {kpp} | {ratio(lppv, kppv)} |{base}")
 PY
   rm -rf "$raw"
   say "log: $log"

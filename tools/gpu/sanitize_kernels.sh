@@ -9,6 +9,8 @@
 # KSCOPE_REQUIRE_GPU=1, so a test that skips fails. A binary that outlives its
 # share of the budget is stopped and reported as such; binaries not reached
 # are listed, never counted as clean. The summary is $OUT/sanitize_summary.txt.
+# FILTER (a test-name substring, as cargo test takes it) runs only the matching
+# tests of each binary, for a kernel just written.
 set -u
 out=${OUT:-/tmp/sanitize}
 tools=${TOOLS:-memcheck racecheck}
@@ -44,7 +46,7 @@ for tool in $tools; do
     limit=$((left < per_binary ? left : per_binary))
     log="$out/${tool}_${name}.log"
     KSCOPE_REQUIRE_GPU=1 timeout "$limit" bash .gpu/run.sh compute-sanitizer --tool "$tool" \
-      --error-exitcode 99 "$binary" --test-threads=1 > "$log" 2>&1
+      --error-exitcode 99 "$binary" ${FILTER:+"$FILTER"} --test-threads=1 > "$log" 2>&1
     status=$?
     result=$(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$log" | tail -1)
     tests=$(grep -E "^test result" "$log" | tail -1)

@@ -2,15 +2,19 @@
 //! the one written layer (`layer`) begin with a pattern one kernel can do
 //! (RMSNorm and the mat-vecs that read it; RMSNorm, gate/up and SiLU·mul; a
 //! mat-vec and the residual add; RoPE on q and k and the KV append, with
-//! Qwen3's per-head norms of q and k before it), that
-//! kernel is encoded in their place. The fused kernels are mat-vecs, so
+//! Qwen3's per-head norms of q and k before it), that kernel is encoded in their place. The fused kernels are mat-vecs, so
 //! only one position's pass fuses; a linear layer fuses only where its
 //! format has the kernel and its split needs nothing between the steps
 //! (a bias belongs before a residual add, a partial sum's all-reduce
 //! before anything reads it). Quantized weights fuse where the device has
 //! their fused kernels (CUDA), readers of the norm grouped by format (a
-//! Q4_K_M file's q and k in Q4_K, its v in Q6_K: one dispatch each, each
-//! normalising x itself).
+//! Q4_K_M file's q and k in Q4_K, its v in Q6_K: one product each, the
+//! quantized groups reading one normalised and quantized x; a dense
+//! group normalises x itself).
+//!
+//! RoPE, the append and attention in one kernel
+//! (`Attention::encode_with_rope`) is not a pattern here: on an H200 it
+//! made decode 2-3 % slower than the append then attention (docs/PERF.md).
 
 use kernelscope::ops::WeightFormat;
 use kernelscope::{Buffer, CommandEncoder, DType};
@@ -156,8 +160,8 @@ impl Forward<'_> {
         {
             return Ok(0);
         }
-        // Readers of one format share a dispatch; each dispatch normalises
-        // x itself, so formats that differ cost a dispatch each.
+        // Readers of one format share a dispatch; formats that differ
+        // cost a product each.
         let mut groups: Vec<(WeightFormat, Vec<&Buffer>, Buffer)> = Vec::new();
         let mut start = 0;
         while start < readers.len() {
@@ -179,6 +183,10 @@ impl Forward<'_> {
             start = end;
         }
         let (x, eps) = (&activations.hidden, self.config.rms_norm_eps);
+        // Quantized groups share one quantized x, staged by the first: the
+        // layout is every format's (a Q4_K_M layer's v in Q6_K then costs
+        // no norm-and-quantize kernel of its own).
+        let mut staged = None;
         for (format, weights, joined) in &groups {
             match format {
                 WeightFormat::Dense(dtype) => self
@@ -186,11 +194,17 @@ impl Forward<'_> {
                     .linear_kernels(*dtype)?
                     .norm_matvec
                     .encode(encoder, x, weight, weights, joined, eps)?,
-                WeightFormat::Quantized(format) => self
-                    .ops
-                    .quantized_fused(*format)
-                    .expect("fuses_as_output checked the kernels")
-                    .encode_norm_matvec(encoder, x, weight, weights, joined, eps)?,
+                WeightFormat::Quantized(format) => {
+                    let fused = self
+                        .ops
+                        .quantized_fused(*format)
+                        .expect("fuses_as_output checked the kernels");
+                    let input = match &staged {
+                        Some(input) => input,
+                        None => staged.insert(fused.encode_norm_stage(encoder, x, weight, eps, x.len())?),
+                    };
+                    fused.encode_matvecs_staged(encoder, input, weights, joined)?
+                }
             }
         }
         for (linear, output) in &readers {
