@@ -186,7 +186,9 @@ fn gather(gathered: &mut Vec<Vec<f64>>, rows: &[Row]) {
 /// The device as the table names it: with its rank count when split.
 fn device_name(device: &Device, model: &Model) -> String {
     let ranks = model.ranks();
-    if ranks > 1 {
+    if let Some(rank) = model.process_rank() {
+        format!("{} (rank {rank} of {ranks}, a process each)", device.name())
+    } else if ranks > 1 {
         format!("{} ×{ranks} (--tp {ranks})", device.name())
     } else {
         device.name().to_string()

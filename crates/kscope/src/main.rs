@@ -105,9 +105,7 @@ fn main() -> ExitCode {
         }
     };
     let outcome = match cli.command {
-        Command::Run(_) | Command::Bench(_) | Command::Kl(_) if let Err(error) = refuse_launched_ranks() => {
-            Err(error)
-        }
+        Command::Kl(_) if let Err(error) = refuse_launched_ranks() => Err(error),
         Command::Run(args) => run::run(args),
         Command::Profile(args) => profile_program::run(args),
         Command::Calibrate(args) => calibrate::run(args),
@@ -132,15 +130,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// Refuses a model-running command started by a launcher as one of several
-/// ranks: ranks as separate processes are not built yet, and each process
-/// would run the whole model alone on its first GPU, N copies where the
-/// user asked for one group.
+/// Refuses `kl` started by a launcher as one of several ranks: it compares
+/// two models in one process and does not join a group (run and bench do),
+/// so each process would run both models alone.
 fn refuse_launched_ranks() -> anyhow::Result<()> {
     let group = kernelscope::runtime::LaunchedRank::group_of(|name| std::env::var(name).ok());
     if let Some((launcher, rank, world_size)) = group.filter(|&(_, _, world_size)| world_size > 1) {
         anyhow::bail!(
-            "started by {} as rank {rank} of {world_size}: kscope's ranks run as threads of one process for now, and each of these processes would run the whole model alone; run one process with --tp {world_size} instead",
+            "started by {} as rank {rank} of {world_size}: kl runs in one process and does not join a group of ranks (run and bench do); run one process with --tp {world_size} instead",
             launcher.name()
         );
     }

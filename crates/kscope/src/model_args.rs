@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use kernelscope::probes::MAX_COMPUTE_PROBE_SIZE;
-use kernelscope::{DType, Device, DeviceOptions};
+use kernelscope::runtime::LaunchedRank;
+use kernelscope::{Communicator, DType, Device, DeviceOptions};
 use kernelscope_model::gguf_model::GgufModel;
 use kernelscope_model::{
-    DEFAULT_PREFILL_CHUNK, LoadOptions, Model, SyntheticOptions, Tokenizer, looks_like_repo_id,
+    DEFAULT_PREFILL_CHUNK, LoadOptions, Model, Ranks, SyntheticOptions, Tokenizer, looks_like_repo_id,
     resolve_hub_model,
 };
 
@@ -56,6 +57,11 @@ pub struct ModelArgs {
     /// cpu,cpu), one rank each in order; implies --tp with their count.
     #[arg(long, value_name = "LIST", conflicts_with = "device", value_delimiter = ',')]
     pub devices: Option<Vec<String>>,
+    /// Started by a launcher (torchrun, mpirun, srun) as one of several
+    /// ranks: how long to wait, in seconds, for every rank to meet at
+    /// MASTER_ADDR:MASTER_PORT before failing, naming those that never came.
+    #[arg(long, default_value_t = 300, value_name = "SECONDS", value_parser = crate::numbers::positive_count)]
+    pub rendezvous_timeout: usize,
     /// The CPU's mat-vec kernels: auto (the widest instructions the CPU
     /// has; bf16 mat-vecs in exact f32 products), avx512-bf16-exact (the
     /// same where the CPU has AVX-512 BF16: exact mat-vecs, vdpbf16ps
@@ -315,26 +321,161 @@ impl ModelArgs {
         Ok((devices, reason))
     }
 
+    /// The device of one rank of a launcher's group: `--device` as given,
+    /// where a GPU's number is the launcher's local rank (`cuda` or `auto`
+    /// on a host with a GPU: `cuda:LOCAL_RANK`).
+    fn open_rank_device(&self, place: &LaunchedRank, options: DeviceOptions) -> Result<(Device, String)> {
+        let (device, reason) = Device::open(&self.device, options.clone())?;
+        match device {
+            Device::Cuda(_) if !self.device.contains(':') => {
+                let device = Device::cuda_with(place.local_rank, options).with_context(|| {
+                    format!(
+                        "rank {} (local rank {}) of {} drives GPU cuda:{}",
+                        place.rank,
+                        place.local_rank,
+                        place.launcher.name(),
+                        place.local_rank
+                    )
+                })?;
+                Ok((
+                    device,
+                    format!("local rank {} of {}", place.local_rank, place.launcher.name()),
+                ))
+            }
+            device => Ok((device, reason)),
+        }
+    }
+
+    /// What this rank runs, as every rank of a group must run the same: the
+    /// model's shape and a hash of its source (a file's length and first
+    /// MiB, which hold its metadata and tensor table; a directory's
+    /// config.json and its weight files' lengths; a preset's name, dtype
+    /// and seed), so ranks started on different files are refused.
+    fn description(
+        &self,
+        location: Option<&ModelLocation>,
+        config: &kernelscope_model::Config,
+    ) -> Result<String> {
+        use std::io::Read;
+        let mut hash = kernelscope::hash::Fnv1a64::new();
+        hash.update(format!("{config:?}").as_bytes());
+        let source = match location {
+            Some(ModelLocation { gguf: Some(path), .. }) => {
+                let file = std::fs::File::open(path).with_context(|| format!("{}", path.display()))?;
+                let length = file
+                    .metadata()
+                    .with_context(|| format!("{}", path.display()))?
+                    .len();
+                let mut head = Vec::new();
+                file.take(1 << 20)
+                    .read_to_end(&mut head)
+                    .with_context(|| format!("{}", path.display()))?;
+                hash.update(&length.to_le_bytes());
+                hash.update(&head);
+                "a GGUF file"
+            }
+            Some(location) => {
+                let directory = &location.directory;
+                let config_path = directory.join("config.json");
+                hash.update(
+                    &std::fs::read(&config_path).with_context(|| format!("{}", config_path.display()))?,
+                );
+                let mut files: Vec<(String, u64)> = std::fs::read_dir(directory)
+                    .with_context(|| format!("{}", directory.display()))?
+                    .filter_map(|entry| entry.ok())
+                    .filter(|entry| entry.file_name().to_string_lossy().ends_with(".safetensors"))
+                    .filter_map(|entry| {
+                        Some((
+                            entry.file_name().to_string_lossy().into_owned(),
+                            entry.metadata().ok()?.len(),
+                        ))
+                    })
+                    .collect();
+                files.sort();
+                for (name, length) in files {
+                    hash.update(name.as_bytes());
+                    hash.update(&length.to_le_bytes());
+                }
+                "a checkpoint"
+            }
+            None => {
+                let name = self.preset.as_deref().unwrap_or("tiny");
+                hash.update(format!("{name} {:?} {}", self.dtype, self.weights_seed).as_bytes());
+                "a preset"
+            }
+        };
+        Ok(format!("{source} of hash {:016x}", hash.finish()))
+    }
+
     /// Opens the devices with `options`, then loads or generates the model
     /// (split over them with more than one).
     pub fn open(&self, options: DeviceOptions) -> Result<Opened> {
         let location = self.location()?;
-        if self.tp > 1 {
+        // A launcher's group of more than one (a stray RANK, or a group of
+        // one, runs as before); then its variables read strictly.
+        let grouped = LaunchedRank::group_of(|name| std::env::var(name).ok())
+            .is_some_and(|(_, _, world_size)| world_size > 1);
+        let launched = if grouped {
+            LaunchedRank::from_environment()?
+        } else {
+            None
+        };
+        if let Some(place) = &launched
+            && (self.tp > 1 || self.devices.is_some())
+        {
+            bail!(
+                "started by {} as rank {} of {}: each process is one rank, so leave out --tp and --devices (the launcher's group size splits the model)",
+                place.launcher.name(),
+                place.rank,
+                place.world_size
+            );
+        }
+        let split = launched.as_ref().map_or(self.tp, |place| place.world_size);
+        let config = if split > 1 {
             // A split the model cannot take is said before any device opens.
             let config = match &location {
                 Some(ModelLocation { gguf: Some(path), .. }) => GgufModel::open(path)?.config,
                 Some(location) => kernelscope_model::Config::from_directory(&location.directory)?,
                 None => kernelscope_model::preset(self.preset.as_deref().unwrap_or("tiny"))?,
             };
-            kernelscope_model::Partition::all(&config, self.tp)?;
-        }
-        let (devices, device_reason) = self.open_devices(options)?;
+            if let (Some(place), Err(error)) = (&launched, kernelscope_model::Partition::all(&config, split))
+            {
+                // The library's words (ranks), not --tp's: the launcher set the split.
+                bail!(
+                    "started by {} as rank {} of {}: {error}",
+                    place.launcher.name(),
+                    place.rank,
+                    place.world_size
+                );
+            }
+            kernelscope_model::Partition::all(&config, split)?;
+            Some(config)
+        } else {
+            None
+        };
+        let (devices, device_reason, communicator) = match (&launched, config) {
+            (Some(place), Some(config)) => {
+                let (device, reason) = self.open_rank_device(place, options)?;
+                let description = self.description(location.as_ref(), &config)?;
+                let timeout = std::time::Duration::from_secs(self.rendezvous_timeout as u64);
+                let communicator = Communicator::join(&device, place, &description, timeout)?;
+                (vec![device], reason, Some(communicator))
+            }
+            _ => {
+                let (devices, reason) = self.open_devices(options)?;
+                (devices, reason, None)
+            }
+        };
+        let ranks = match &communicator {
+            Some(communicator) => Ranks::Process(communicator),
+            None => Ranks::Threads(&devices),
+        };
         let device = devices[0].clone();
         let mut gguf_chat = None;
         let (model, tokenizer) = match &location {
             Some(ModelLocation { gguf: Some(path), .. }) => {
                 let gguf = GgufModel::open(path)?;
-                let model = Model::load_gguf(&gguf, &devices, LoadOptions { quiet: self.quiet })?;
+                let model = Model::load_gguf(&gguf, ranks, LoadOptions { quiet: self.quiet })?;
                 let tokenizer = gguf.tokenizer();
                 let lossy = gguf.file.metadata().lossy_strings();
                 if let Some(first) = lossy.first() {
@@ -371,7 +512,7 @@ impl ModelArgs {
             }
             Some(location) => {
                 let directory = &location.directory;
-                let model = Model::load_split(directory, &devices, LoadOptions { quiet: self.quiet })?;
+                let model = Model::load_split(directory, ranks, LoadOptions { quiet: self.quiet })?;
                 for note in kernelscope_model::checkpoint_notes(directory, model.config())? {
                     eprintln!("warning: {note}");
                 }
@@ -384,7 +525,7 @@ impl ModelArgs {
                     seed: self.weights_seed,
                     quiet: self.quiet,
                 };
-                let model = Model::from_preset_split(name, &devices, options)
+                let model = Model::from_preset_split(name, ranks, options)
                     .with_context(|| format!("building preset {name}"))?;
                 (model, Ok(None))
             }
@@ -427,6 +568,11 @@ pub fn compute_size(text: &str) -> Result<usize, String> {
 pub fn describe(model: &Model) -> String {
     let config = model.config();
     let split = match model.collectives() {
+        Some((library, link)) if let Some(rank) = model.process_rank() => format!(
+            ", rank {rank} of {} ranks, one a process ({}; {library}, {link})",
+            model.ranks(),
+            model.devices()[0].name()
+        ),
         Some((library, link)) => format!(
             ", split over {} ranks ({}; {library}, {link})",
             model.ranks(),

@@ -1,8 +1,7 @@
 //! The model library's errors as the command line prints them: the library
 //! speaks of ranks, kscope of the flag that set them, so a split that cannot
-//! be made is one line naming `--tp` and the `--tp` values that work; and a
-//! command started by a launcher as one of several ranks is refused, not
-//! run once a process.
+//! be made is one line naming `--tp` and the `--tp` values that work (a
+//! launcher's ranks: tests/cli_ranks_as_processes.rs).
 
 mod common;
 
@@ -78,46 +77,5 @@ fn a_split_that_leaves_a_rank_nothing_names_tp_and_the_values_that_work() {
         "splits that work up to --tp 8: --tp 1, 2, 3, 5",
     ] {
         assert!(line.contains(needle), "missing `{needle}` in: {line}");
-    }
-}
-
-/// `torchrun --nproc-per-node 2 kscope run ...` (and mpirun's, srun's
-/// equivalents): one line naming the launcher, the rank and `--tp`; the
-/// model is not run. One rank of one, or a stray `RANK`, runs as before.
-#[test]
-fn a_command_started_as_one_of_several_ranks_is_refused() {
-    let run = ["run", "--device", "cpu", "--max-tokens", "1", "--quiet"];
-    for (environment, launcher) in [
-        (
-            vec![("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1")],
-            "torchrun",
-        ),
-        (
-            vec![("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "4")],
-            "mpirun",
-        ),
-        (vec![("SLURM_PROCID", "3"), ("SLURM_NTASKS", "4")], "srun"),
-    ] {
-        let output = std::process::Command::new(common::kscope_binary())
-            .args(run)
-            .envs(environment.iter().copied())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(2), "{stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-        assert!(stderr.contains(launcher) && stderr.contains("--tp "), "{stderr}");
-    }
-    for environment in [vec![("RANK", "0"), ("WORLD_SIZE", "1")], vec![("RANK", "5")]] {
-        let output = std::process::Command::new(common::kscope_binary())
-            .args(run)
-            .envs(environment.iter().copied())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
     }
 }

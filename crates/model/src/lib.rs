@@ -37,7 +37,9 @@ pub use checkpoint_notes::checkpoint_notes;
 pub use config::shard::Partition;
 pub use config::{Architecture, Config, ExpertLayout, Experts, MAX_CONFIG_BYTES, MAX_EXPERTS, MAX_LAYERS};
 pub use costs::model_costs;
-pub use engine::{DEFAULT_PREFILL_CHUNK, ExecutionMode, Generation, GenerationRequest, Model, StepTiming};
+pub use engine::{
+    DEFAULT_PREFILL_CHUNK, ExecutionMode, Generation, GenerationRequest, Model, Ranks, StepTiming,
+};
 pub use error::{MemoryRemedy, ModelError, Result};
 pub use hub::{HubCacheEnvironment, HubSnapshot, looks_like_repo_id, resolve_hub_model, resolve_in_cache};
 pub use kernelscope::ops::rope::{Llama3Scaling, RopeScaling, YarnScaling};

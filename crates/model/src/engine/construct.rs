@@ -1,5 +1,6 @@
-//! Building a [`Model`]: the config split over the devices (one rank each)
-//! and each rank's shard built from its share of the weights, read from a
+//! Building a [`Model`]: the config split over the ranks (threads of this
+//! process, one per device, or processes of a launcher's group) and each
+//! rank's shard built from its share of the weights, read from a
 //! Hugging Face directory, placed from a GGUF file, or made for a preset.
 
 use std::path::Path;
@@ -17,16 +18,87 @@ use crate::presets::preset;
 use crate::synthetic::SyntheticOptions;
 use crate::weights::Weights;
 
+/// Where a model's ranks run: threads of this process, one per device
+/// (one device: not split), or this process alone as one rank of a group of
+/// processes, holding its share only.
+#[derive(Clone, Copy, Debug)]
+pub enum Ranks<'a> {
+    /// A rank per device, each a thread of this process.
+    Threads(&'a [Device]),
+    /// This process's rank of a group a launcher started
+    /// ([`Communicator::join`]), on the communicator's device.
+    Process(&'a Communicator),
+}
+
+impl<'a> From<&'a [Device]> for Ranks<'a> {
+    fn from(devices: &'a [Device]) -> Self {
+        Ranks::Threads(devices)
+    }
+}
+
+impl<'a> From<&'a Vec<Device>> for Ranks<'a> {
+    fn from(devices: &'a Vec<Device>) -> Self {
+        Ranks::Threads(devices)
+    }
+}
+
+impl<'a, const N: usize> From<&'a [Device; N]> for Ranks<'a> {
+    fn from(devices: &'a [Device; N]) -> Self {
+        Ranks::Threads(devices)
+    }
+}
+
+impl<'a> From<&'a Communicator> for Ranks<'a> {
+    fn from(communicator: &'a Communicator) -> Self {
+        Ranks::Process(communicator)
+    }
+}
+
+impl Ranks<'_> {
+    /// The device of the first rank this process holds.
+    fn first_device(&self) -> Option<&Device> {
+        match self {
+            Ranks::Threads(devices) => devices.first(),
+            Ranks::Process(communicator) => Some(communicator.device()),
+        }
+    }
+}
+
 impl Model {
-    /// Splits `config` over `devices` (one rank each) and builds each rank's
-    /// shard from the weights `weights(partition, device)` gives, the ranks
-    /// in parallel.
+    /// Splits `config` over the ranks and builds the shard of each rank
+    /// this process holds from the weights `weights(partition, device)`
+    /// gives, threads' ranks in parallel.
     fn assemble(
         name: String,
         config: Config,
-        devices: &[Device],
+        ranks: Ranks<'_>,
         weights: impl Fn(&Partition, &Device) -> Result<Weights> + Sync,
     ) -> Result<Model> {
+        let devices = match ranks {
+            Ranks::Threads(devices) => devices,
+            Ranks::Process(communicator) => {
+                let partition = Partition::all(&config, communicator.ranks())?
+                    .into_iter()
+                    .nth(communicator.rank())
+                    .ok_or_else(|| {
+                        ModelError::InvalidInput(format!(
+                            "rank {} is not in a group of {}",
+                            communicator.rank(),
+                            communicator.ranks()
+                        ))
+                    })?;
+                let device = communicator.device();
+                let shard_weights = weights(&partition, device)?;
+                let shard = Shard::new(&config, partition, shard_weights, device, Some(communicator))?;
+                return Ok(Model {
+                    name,
+                    format: None,
+                    config,
+                    shards: vec![shard],
+                    communicators: vec![communicator.clone()],
+                });
+            }
+        };
         if devices.is_empty() {
             return Err(ModelError::InvalidInput(
                 "a model needs at least one device".into(),
@@ -80,13 +152,17 @@ impl Model {
         Self::load_split(directory, std::slice::from_ref(device), options)
     }
 
-    /// Loads a Hugging Face model directory split over `devices` by tensor
+    /// Loads a Hugging Face model directory split over `ranks` by tensor
     /// parallelism (one device: not split); each rank reads only its share.
-    pub fn load_split(directory: &Path, devices: &[Device], options: LoadOptions) -> Result<Model> {
+    pub fn load_split<'a>(
+        directory: &Path,
+        ranks: impl Into<Ranks<'a>>,
+        options: LoadOptions,
+    ) -> Result<Model> {
         let config = Config::from_directory(directory)?;
         let name = directory.display().to_string();
         let quiet = options.quiet;
-        Self::assemble(name, config.clone(), devices, |partition, device| {
+        Self::assemble(name, config.clone(), ranks.into(), |partition, device| {
             // One progress bar (rank 0's) for a split model.
             let options = LoadOptions {
                 quiet: quiet || partition.rank > 0,
@@ -95,30 +171,30 @@ impl Model {
         })
     }
 
-    /// Places the weights of the GGUF model `gguf` on `devices`, split over
-    /// them by tensor parallelism where there are several (a quantized
+    /// Places the weights of the GGUF model `gguf` on `ranks`' devices, split
+    /// over them by tensor parallelism where there are several (a quantized
     /// matrix's columns only on whole blocks: a split that cuts blocks is
     /// refused naming the tensor). The model's name carries the file's
     /// format mix and, where quantized weights were dequantized at load,
     /// says so. A quantized file's KV cache is bf16 on a GPU (see below);
     /// `set_kv_dtype` changes it.
-    pub fn load_gguf(gguf: &GgufModel, devices: &[Device], options: LoadOptions) -> Result<Model> {
+    pub fn load_gguf<'a>(
+        gguf: &GgufModel,
+        ranks: impl Into<Ranks<'a>>,
+        options: LoadOptions,
+    ) -> Result<Model> {
+        let ranks = ranks.into();
         let note = std::sync::Mutex::new(None);
         let quiet = options.quiet;
-        let mut model = Self::assemble(
-            String::new(),
-            gguf.config.clone(),
-            devices,
-            |partition, device| {
-                // One progress bar (rank 0's) for a split model.
-                let options = LoadOptions {
-                    quiet: quiet || partition.rank > 0,
-                };
-                let (weights, dequantized) = Weights::from_gguf(gguf, partition, device, options)?;
-                *note.lock().expect("not poisoned") = dequantized;
-                Ok(weights)
-            },
-        )?;
+        let mut model = Self::assemble(String::new(), gguf.config.clone(), ranks, |partition, device| {
+            // One progress bar (rank 0's) for a split model.
+            let options = LoadOptions {
+                quiet: quiet || partition.rank > 0,
+            };
+            let (weights, dequantized) = Weights::from_gguf(gguf, partition, device, options)?;
+            *note.lock().expect("not poisoned") = dequantized;
+            Ok(weights)
+        })?;
         let note = note.into_inner().expect("not poisoned");
         model.format = Some(gguf.file_type_name());
         model.name = match note {
@@ -133,7 +209,9 @@ impl Model {
         // 1,246, one H200). The CPU keeps the f32 reference path.
         if gguf.holds_quantized_weights()
             && model.kv_dtype() == kernelscope::DType::F32
-            && devices.first().is_some_and(|device| device.backend() != "cpu")
+            && ranks
+                .first_device()
+                .is_some_and(|device| device.backend() != "cpu")
         {
             model.set_kv_dtype(kernelscope::DType::BF16)?;
         }
@@ -146,14 +224,18 @@ impl Model {
     }
 
     /// Builds preset `name` with seeded synthetic weights, split over
-    /// `devices` by tensor parallelism; each rank makes only its share.
-    pub fn from_preset_split(name: &str, devices: &[Device], options: SyntheticOptions) -> Result<Model> {
+    /// `ranks` by tensor parallelism; each rank makes only its share.
+    pub fn from_preset_split<'a>(
+        name: &str,
+        ranks: impl Into<Ranks<'a>>,
+        options: SyntheticOptions,
+    ) -> Result<Model> {
         let config = preset(name)?;
         let SyntheticOptions { dtype, seed, quiet } = options;
         Self::assemble(
             format!("{name} (synthetic, seed {seed}, {dtype})"),
             config.clone(),
-            devices,
+            ranks.into(),
             |partition, device| {
                 let options = SyntheticOptions {
                     quiet: quiet || partition.rank > 0,

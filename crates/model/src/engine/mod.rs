@@ -56,8 +56,9 @@ mod state;
 
 use kernelscope::ops::sample::Sampling;
 use kernelscope::profile::{Conditions, Phase, Profile, Topology};
-use kernelscope::{DType, Device};
+use kernelscope::{Communicator, DType, Device};
 
+pub use construct::Ranks;
 pub use execution::ExecutionMode;
 pub use generation::{Generation, GenerationRequest, StepTiming};
 pub use model::Model;
@@ -178,9 +179,20 @@ impl Model {
         self.shards.iter().map(|shard| shard.device.clone()).collect()
     }
 
-    /// Ranks the model is split over (1: not split).
+    /// Ranks the model is split over (1: not split), those of other
+    /// processes included.
     pub fn ranks(&self) -> usize {
-        self.shards.len()
+        self.communicators
+            .first()
+            .map_or(self.shards.len(), Communicator::ranks)
+    }
+
+    /// This process's rank where the model's ranks are processes of a
+    /// launcher's group ([`Ranks::Process`]); `None` where this process
+    /// holds every rank.
+    pub fn process_rank(&self) -> Option<usize> {
+        let communicator = self.communicators.first()?;
+        (communicator.ranks() > self.shards.len()).then(|| communicator.rank())
     }
 
     /// Every rank's share of the split, rank 0 first.

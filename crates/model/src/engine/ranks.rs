@@ -4,12 +4,10 @@
 //! group first so no rank waits forever; an aborted group is rebuilt once
 //! every rank has returned.
 //!
-//! Not built: ranks on several hosts. They would be one process per GPU, as
-//! NCCL expects: rank 0 makes an `ncclUniqueId` that a launcher (torchrun,
-//! mpirun, Slurm) hands to every process, each calling `ncclCommInitRank`
-//! instead of `ncclCommInitAll`, and rank 0's per-token decision travels
-//! over the launcher's channel. Each process would write its own profile on
-//! its host's clock, so merging them needs the clocks aligned first.
+//! A model whose ranks are processes (`Ranks::Process`, one per GPU or CPU
+//! under torchrun, mpirun or srun) holds one shard: its process is its own
+//! leader, and every rank decides alike because each reads the same
+//! gathered logits and draws from the same seed.
 
 use std::sync::Mutex;
 use std::sync::mpsc::{Receiver, Sender, channel};

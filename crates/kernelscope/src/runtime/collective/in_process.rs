@@ -14,9 +14,9 @@ use crate::runtime::cpu::{CpuKernelFn, KernelArgs};
 use crate::runtime::kernel::LoadedKernel;
 
 /// One rank's part of a round.
-struct Contribution {
-    collective: Collective,
-    values: Vec<f32>,
+pub(super) struct Contribution {
+    pub(super) collective: Collective,
+    pub(super) values: Vec<f32>,
 }
 
 /// The exchange's state, under its lock.
@@ -104,7 +104,7 @@ fn aborted(rank: usize, reason: &str) -> Error {
 
 /// The round's result: the sum in rank order, or the concatenation; an
 /// error when the ranks disagree on what they asked for.
-fn combine(contributions: &[Contribution]) -> std::result::Result<Arc<Vec<f32>>, String> {
+pub(super) fn combine(contributions: &[Contribution]) -> std::result::Result<Arc<Vec<f32>>, String> {
     let first = &contributions[0];
     for (rank, other) in contributions.iter().enumerate().skip(1) {
         if other.collective != first.collective || other.values.len() != first.values.len() {
@@ -169,42 +169,56 @@ impl GroupBackend for Arc<InProcessGroup> {
     }
 
     fn kernel(&self, rank: usize, collective: Collective, dtype: DType) -> Result<LoadedKernel> {
-        if dtype != DType::F32 {
-            return Err(Error::KernelMissing {
-                name: collective.kernel_name(dtype),
-                backend: "cpu",
-                workaround: "CPU collectives exchange f32 values; reduce or gather f32 buffers".into(),
-                remedies: &[],
-            });
-        }
         let group = self.clone();
-        let function: CpuKernelFn = match collective {
-            Collective::AllReduceSum => Arc::new(move |args: &KernelArgs<'_>| {
-                let values = args.output::<f32>(all_reduce::BUFFER)?;
-                let sum = group.exchange(rank, collective, values.to_vec())?;
-                values.copy_from_slice(&sum);
-                Ok(())
-            }),
-            Collective::AllGather => Arc::new(move |args: &KernelArgs<'_>| {
-                let input = args.input::<f32>(all_gather::INPUT)?.to_vec();
-                let output = args.output::<f32>(all_gather::OUTPUT)?;
-                if output.len() != input.len() * group.ranks {
-                    return Err(Error::KernelArgument {
-                        kernel: collective.kernel_name(DType::F32),
-                        index: all_gather::OUTPUT,
-                        problem: format!(
-                            "the output holds {} values, not {} ranks x {}",
-                            output.len(),
-                            group.ranks,
-                            input.len()
-                        ),
-                    });
-                }
-                let gathered = group.exchange(rank, collective, input)?;
-                output.copy_from_slice(&gathered);
-                Ok(())
-            }),
-        };
-        Ok(Arc::new(function))
+        exchange_kernel(collective, dtype, self.ranks, move |collective, values| {
+            group.exchange(rank, collective, values)
+        })
     }
+}
+
+/// The CPU kernel of `collective` for a rank of `ranks` whose values go
+/// through `exchange` (the in-process exchange, or the connections between
+/// processes): all-reduce sums in place, all-gather fills an output of
+/// `ranks` times its input.
+pub(super) fn exchange_kernel(
+    collective: Collective,
+    dtype: DType,
+    ranks: usize,
+    exchange: impl Fn(Collective, Vec<f32>) -> Result<Arc<Vec<f32>>> + Send + Sync + 'static,
+) -> Result<LoadedKernel> {
+    if dtype != DType::F32 {
+        return Err(Error::KernelMissing {
+            name: collective.kernel_name(dtype),
+            backend: "cpu",
+            workaround: "CPU collectives exchange f32 values; reduce or gather f32 buffers".into(),
+            remedies: &[],
+        });
+    }
+    let function: CpuKernelFn = match collective {
+        Collective::AllReduceSum => Arc::new(move |args: &KernelArgs<'_>| {
+            let values = args.output::<f32>(all_reduce::BUFFER)?;
+            let sum = exchange(collective, values.to_vec())?;
+            values.copy_from_slice(&sum);
+            Ok(())
+        }),
+        Collective::AllGather => Arc::new(move |args: &KernelArgs<'_>| {
+            let input = args.input::<f32>(all_gather::INPUT)?.to_vec();
+            let output = args.output::<f32>(all_gather::OUTPUT)?;
+            if output.len() != input.len() * ranks {
+                return Err(Error::KernelArgument {
+                    kernel: collective.kernel_name(DType::F32),
+                    index: all_gather::OUTPUT,
+                    problem: format!(
+                        "the output holds {} values, not {ranks} ranks x {}",
+                        output.len(),
+                        input.len()
+                    ),
+                });
+            }
+            let gathered = exchange(collective, input)?;
+            output.copy_from_slice(&gathered);
+            Ok(())
+        }),
+    };
+    Ok(Arc::new(function))
 }

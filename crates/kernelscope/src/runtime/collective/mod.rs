@@ -14,6 +14,7 @@
 pub(crate) mod group;
 mod in_process;
 pub(crate) mod launcher;
+mod processes;
 pub(crate) mod rendezvous;
 
 use std::sync::Arc;
@@ -24,6 +25,9 @@ use crate::error::{Error, Result};
 pub use group::Collective;
 pub(crate) use group::GroupBackend;
 use in_process::InProcessGroup;
+use launcher::LaunchedRank;
+use processes::ProcessGroup;
+use rendezvous::Rendezvous;
 
 /// One rank's handle on a group of devices that run collectives together.
 #[derive(Clone)]
@@ -110,6 +114,50 @@ impl Communicator {
                 group: group.clone(),
             })
             .collect())
+    }
+
+    /// This process's communicator in a group of processes a launcher
+    /// started (`place`, read from its variables), on `device`: the ranks
+    /// meet at `place.rendezvous`, every rank saying what it runs
+    /// (`description`, a model's hash: ranks that differ are refused,
+    /// naming the rank), and wait at most `timeout` for each other. CPU
+    /// ranks then exchange over the meeting's connections (sums in rank
+    /// order: the bits of the same ranks as threads of one process).
+    pub fn join(
+        device: &Device,
+        place: &LaunchedRank,
+        description: &str,
+        timeout: std::time::Duration,
+    ) -> Result<Communicator> {
+        let rendezvous = Rendezvous {
+            address: place.rendezvous.clone(),
+            rank: place.rank,
+            world_size: place.world_size,
+            timeout,
+        };
+        let group: Arc<dyn GroupBackend> = match device {
+            Device::Cpu(cpu) => {
+                cpu.join_group();
+                Arc::new(Arc::new(ProcessGroup::connect(&rendezvous, description)?))
+            }
+            Device::Cuda(_) => {
+                return Err(Error::Collective {
+                    collective: "group".into(),
+                    rank: place.rank,
+                    problem: format!(
+                        "CUDA ranks as processes ({}) are not built yet: run one process with --tp {} instead (its ranks are threads, NCCL between their GPUs)",
+                        place.launcher.name(),
+                        place.world_size
+                    ),
+                });
+            }
+        };
+        Ok(Communicator {
+            rank: place.rank,
+            ranks: place.world_size,
+            device: device.clone(),
+            group,
+        })
     }
 
     /// This rank's number, `0..ranks()`.

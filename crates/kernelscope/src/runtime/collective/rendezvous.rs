@@ -43,6 +43,18 @@ impl Rendezvous {
     /// all must be equal), rank 0 gives `shared` (the bytes every rank
     /// receives; the others give `None`). Returns the shared bytes.
     pub fn meet(&self, description: &str, shared: Option<&[u8]>) -> Result<Vec<u8>> {
+        self.meet_connected(description, shared).map(|(shared, _)| shared)
+    }
+
+    /// [`meet`](Self::meet), keeping the meeting's connections open: rank 0
+    /// gets one to every other rank (in rank order, rank 1 first), every
+    /// other rank its one to rank 0. The collectives of CPU ranks in
+    /// processes of their own run over them.
+    pub(crate) fn meet_connected(
+        &self,
+        description: &str,
+        shared: Option<&[u8]>,
+    ) -> Result<(Vec<u8>, Vec<TcpStream>)> {
         if self.world_size == 0 || self.rank >= self.world_size {
             return Err(self.error(format!(
                 "rank {} is not in a group of {}",
@@ -50,7 +62,9 @@ impl Rendezvous {
             )));
         }
         match (self.rank, shared) {
-            (0, Some(shared)) => self.host(description, shared).map(|()| shared.to_vec()),
+            (0, Some(shared)) => self
+                .host(description, shared)
+                .map(|peers| (shared.to_vec(), peers)),
             (0, None) => Err(self.error("rank 0 has nothing to share".into())),
             (_, None) => self.join(description),
             (_, Some(_)) => Err(self.error("only rank 0 shares bytes".into())),
@@ -70,8 +84,9 @@ impl Rendezvous {
         move |error| self.error(format!("{doing}: {error}"))
     }
 
-    /// Rank 0: waits for every other rank, checks them, answers them.
-    fn host(&self, description: &str, shared: &[u8]) -> Result<()> {
+    /// Rank 0: waits for every other rank, checks them, answers them;
+    /// returns the connections to ranks 1, 2, ...
+    fn host(&self, description: &str, shared: &[u8]) -> Result<Vec<TcpStream>> {
         let port = self
             .address
             .rsplit_once(':')
@@ -144,7 +159,7 @@ impl Rendezvous {
         for (stream, _) in arrived.iter_mut().flatten() {
             answer(stream, 0, shared).map_err(self.io_error("answering"))?;
         }
-        Ok(())
+        Ok(arrived.into_iter().flatten().map(|(stream, _)| stream).collect())
     }
 
     /// Tells every rank that arrived why the meeting failed; the error.
@@ -156,8 +171,8 @@ impl Rendezvous {
     }
 
     /// Any other rank: connects (rank 0 may not listen yet), greets, reads
-    /// the answer.
-    fn join(&self, description: &str) -> Result<Vec<u8>> {
+    /// the answer; returns it and the connection.
+    fn join(&self, description: &str) -> Result<(Vec<u8>, Vec<TcpStream>)> {
         let deadline = Instant::now() + self.timeout;
         let mut stream = loop {
             let addresses = self
@@ -193,7 +208,7 @@ impl Rendezvous {
         let body =
             read_sized(&mut stream).ok_or_else(|| self.error("rank 0's answer was cut short".into()))?;
         match status[0] {
-            0 => Ok(body),
+            0 => Ok((body, vec![stream])),
             _ => Err(self.error(String::from_utf8_lossy(&body).into_owned())),
         }
     }
