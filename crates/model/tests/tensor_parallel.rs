@@ -583,3 +583,65 @@ fn gpu_split_gguf_models_give_the_unsplit_logits() {
     );
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+/// A model whose ranks are processes (`Ranks::Process`), here a group of
+/// one joined at a fresh port: its shard holds every weight and its
+/// collectives are the group's (NCCL on a GPU, from a unique id passed at
+/// the meeting), and it gives the unsplit model's logits, eagerly and (on a
+/// GPU) from graphs. Two processes on two GPUs need a machine with both.
+fn a_group_of_one_process_gives_the_unsplit_logits(backend: Backend) {
+    let Some(device) = backend.device(DeviceOptions::new()) else {
+        return;
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let place = kernelscope::runtime::LaunchedRank {
+        launcher: kernelscope::runtime::Launcher::Torchrun,
+        rank: 0,
+        world_size: 1,
+        local_rank: 0,
+        rendezvous: format!("127.0.0.1:{port}"),
+    };
+    let communicator =
+        kernelscope::Communicator::join(&device, &place, "one model", std::time::Duration::from_secs(30))
+            .unwrap();
+    let modes: &[ExecutionMode] = match backend {
+        Backend::Cpu => &[ExecutionMode::Eager],
+        Backend::Cuda => &[ExecutionMode::Eager, ExecutionMode::Graph],
+    };
+    for (name, seed) in [PRESETS[0], PRESETS[3]] {
+        let mut unsplit = Model::from_preset(name, &device, options(DType::F32, seed)).unwrap();
+        let mut joined = Model::from_preset_split(name, &communicator, options(DType::F32, seed)).unwrap();
+        assert_eq!(joined.process_rank(), None, "a group of one holds its every rank");
+        assert!(
+            joined.collectives().is_some(),
+            "{name}: the group's collectives run"
+        );
+        let prompt = prompt(unsplit.config().vocab_size, 9, seed + 70);
+        for &mode in modes {
+            unsplit.set_execution_mode(mode);
+            joined.set_execution_mode(mode);
+            let (expected_tokens, expected_logits) = run(&mut unsplit, &prompt, 4);
+            let (tokens, logits) = run(&mut joined, &prompt, 4);
+            let error = worst_relative_error(&logits, &expected_logits);
+            assert!(
+                error <= F32_TOLERANCE,
+                "{name} {mode:?}: logits differ by {error}"
+            );
+            assert_eq!(tokens, expected_tokens, "{name} {mode:?}");
+        }
+    }
+}
+
+#[test]
+fn cpu_a_group_of_one_process_gives_the_unsplit_logits() {
+    a_group_of_one_process_gives_the_unsplit_logits(Backend::Cpu);
+}
+
+#[test]
+fn gpu_a_group_of_one_process_gives_the_unsplit_logits() {
+    a_group_of_one_process_gives_the_unsplit_logits(Backend::Cuda);
+}

@@ -122,7 +122,8 @@ impl Communicator {
     /// (`description`, a model's hash: ranks that differ are refused,
     /// naming the rank), and wait at most `timeout` for each other. CPU
     /// ranks then exchange over the meeting's connections (sums in rank
-    /// order: the bits of the same ranks as threads of one process).
+    /// order: the bits of the same ranks as threads of one process); CUDA
+    /// ranks through NCCL, from the unique id rank 0 sends in the meeting.
     pub fn join(
         device: &Device,
         place: &LaunchedRank,
@@ -140,16 +141,16 @@ impl Communicator {
                 cpu.join_group();
                 Arc::new(Arc::new(ProcessGroup::connect(&rendezvous, description)?))
             }
-            Device::Cuda(_) => {
-                return Err(Error::Collective {
-                    collective: "group".into(),
-                    rank: place.rank,
-                    problem: format!(
-                        "CUDA ranks as processes ({}) are not built yet: run one process with --tp {} instead (its ranks are threads, NCCL between their GPUs)",
-                        place.launcher.name(),
-                        place.world_size
-                    ),
-                });
+            Device::Cuda(cuda) => {
+                // Rank 0's unique id reaches every rank through the meeting;
+                // NCCL connects them and carries every collective after.
+                let id = if place.rank == 0 {
+                    Some(super::cuda::nccl_unique_id()?)
+                } else {
+                    None
+                };
+                let id = rendezvous.meet(description, id.as_deref())?;
+                super::cuda::join_collectives(cuda, &id, place.rank, place.world_size)?
             }
         };
         Ok(Communicator {

@@ -297,6 +297,22 @@ pub(crate) fn open_collectives(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupB
     super::nccl::open(devices.iter().map(|device| device.state.clone()).collect())
 }
 
+/// A new NCCL unique id, for rank 0 of a group of processes to share.
+pub(crate) fn nccl_unique_id() -> Result<Vec<u8>> {
+    super::nccl::unique_id()
+}
+
+/// `device`'s communicator as rank `rank` of `ranks` processes, from rank
+/// 0's unique id `id`.
+pub(crate) fn join_collectives(
+    device: &CudaDevice,
+    id: &[u8],
+    rank: usize,
+    ranks: usize,
+) -> Result<Arc<dyn GroupBackend>> {
+    super::nccl::open_rank(device.state.clone(), id, rank, ranks)
+}
+
 impl Backend for CudaDevice {
     fn kind(&self) -> &'static str {
         "cuda"

@@ -1,6 +1,7 @@
 //! Collectives between GPUs through NCCL, loaded at run time like the other
 //! CUDA libraries: one communicator per device, made together by
-//! `ncclCommInitAll` (one process, one thread per rank afterwards), each
+//! `ncclCommInitAll` (one process, one thread per rank afterwards), or one
+//! per process by `ncclCommInitRank` (ranks as processes), each
 //! collective launched on its rank's stream so it is captured into that
 //! rank's CUDA graph like our kernels. NVLink multicast (NVLS) is left to
 //! NCCL's environment (`NCCL_NVLS_ENABLE`): we never ask for it. Opened from
@@ -36,6 +37,13 @@ pub(crate) struct NcclGroup {
     states: Vec<Arc<DeviceState>>,
     /// The GPUs' ordinals, rank by rank, to make the communicators again.
     ordinals: Vec<i32>,
+    /// The group's rank of `comms[0]`: 0 where this process holds every
+    /// rank; its own rank where each rank is a process (`comms` then holds
+    /// one communicator, made with `ncclCommInitRank`, which cannot be made
+    /// again without rank 0's new unique id).
+    first_rank: usize,
+    /// Ranks of the group in all, those of other processes included.
+    ranks: usize,
     version: String,
     link: String,
     aborted: Mutex<Option<String>>,
@@ -69,16 +77,7 @@ fn nccl_error(
 
 /// Opens NCCL communicators for the devices of `states`, rank `i` on `states[i]`'s.
 pub(crate) fn open(states: Vec<Arc<DeviceState>>) -> Result<Arc<dyn GroupBackend>> {
-    // SAFETY: only tries to load the library by its known names.
-    if !unsafe { nccl_sys::is_culib_present() } {
-        // The names cudarc's loader asks for, in its order.
-        return Err(Error::NcclNotFound {
-            tried: cudarc::get_lib_name_candidates("nccl"),
-        });
-    }
-    let version = nccl::get_nccl_version()
-        .map(|code| format!("NCCL {}.{}.{}", code / 10000, code % 10000 / 100, code % 100))
-        .map_err(nccl_error("group", 0, "ncclGetVersion"))?;
+    let version = loaded_version()?;
     let ordinals: Vec<i32> = states
         .iter()
         .map(|state| state.stream().context().ordinal() as i32)
@@ -90,6 +89,85 @@ pub(crate) fn open(states: Vec<Arc<DeviceState>>) -> Result<Arc<dyn GroupBackend
             .map(|comm| Mutex::new(Some(Comm(comm))))
             .collect(),
         link: link_between(&states),
+        first_rank: 0,
+        ranks: states.len(),
+        states,
+        ordinals,
+        version,
+        aborted: Mutex::new(None),
+        generation: AtomicU64::new(0),
+    })))
+}
+
+/// The NCCL library's version, or where it could not be loaded from.
+fn loaded_version() -> Result<String> {
+    // SAFETY: only tries to load the library by its known names.
+    if !unsafe { nccl_sys::is_culib_present() } {
+        return Err(Error::NcclNotFound {
+            tried: cudarc::get_lib_name_candidates("nccl"),
+        });
+    }
+    nccl::get_nccl_version()
+        .map(|code| format!("NCCL {}.{}.{}", code / 10000, code % 10000 / 100, code % 100))
+        .map_err(nccl_error("group", 0, "ncclGetVersion"))
+}
+
+/// A new NCCL unique id (rank 0 of a group of processes makes it; the
+/// rendezvous carries its bytes to every other rank).
+pub(crate) fn unique_id() -> Result<Vec<u8>> {
+    loaded_version()?;
+    let id = nccl::get_uniqueid().map_err(nccl_error("group", 0, "ncclGetUniqueId"))?;
+    Ok(id.internal.iter().map(|&byte| byte as u8).collect())
+}
+
+/// This process's communicator as rank `rank` of `ranks` processes, on
+/// `state`'s GPU, from rank 0's unique id `id` (`ncclCommInitRank`, which
+/// waits until every rank has called it), connected by one warm-up.
+pub(crate) fn open_rank(
+    state: Arc<DeviceState>,
+    id: &[u8],
+    rank: usize,
+    ranks: usize,
+) -> Result<Arc<dyn GroupBackend>> {
+    let version = loaded_version()?;
+    let mut unique = nccl_sys::ncclUniqueId { internal: [0; 128] };
+    if id.len() != unique.internal.len() {
+        return Err(problem(
+            "group",
+            rank,
+            format!(
+                "rank 0 sent {} bytes where NCCL's unique id has {}",
+                id.len(),
+                unique.internal.len()
+            ),
+        ));
+    }
+    for (slot, &byte) in unique.internal.iter_mut().zip(id) {
+        *slot = byte as _;
+    }
+    state.bind()?;
+    let ordinal = state.stream().context().ordinal();
+    let mut comm: nccl_sys::ncclComm_t = std::ptr::null_mut();
+    // SAFETY: `comm` is written by NCCL; the id's bytes are rank 0's
+    // ncclGetUniqueId; the current context is this rank's device's primary
+    // context, which its stream belongs to.
+    unsafe { nccl::comm_init_rank(&mut comm, ranks as i32, unique, rank as i32) }.map_err(nccl_error(
+        "group",
+        rank,
+        format!("ncclCommInitRank as rank {rank} of {ranks} processes on GPU cuda:{ordinal} (each rank needs a GPU of its own; the launcher's LOCAL_RANK picks it)"),
+    ))?;
+    let states = vec![state];
+    if let Err(error) = warm_up(std::slice::from_ref(&comm), &states, ranks).and_then(|()| states[0].bind()) {
+        // SAFETY: made above, used by nothing else (aborted: see make_comms).
+        let _ = unsafe { nccl::comm_abort(comm) };
+        return Err(error);
+    }
+    let ordinals = vec![ordinal as i32];
+    Ok(Arc::new(Arc::new(NcclGroup {
+        comms: vec![Mutex::new(Some(Comm(comm)))],
+        link: "between processes (NCCL's choice of transport)".into(),
+        first_rank: rank,
+        ranks,
         states,
         ordinals,
         version,
@@ -109,7 +187,7 @@ fn make_comms(states: &[Arc<DeviceState>], ordinals: &[i32]) -> Result<Vec<nccl_
         nccl_error("group", 0, format!("ncclCommInitAll over GPUs {ordinals:?}")),
     )?;
     // ncclCommInitAll and the warm-up switch this thread's current device.
-    let ready = warm_up(&comms, states).and_then(|()| states[0].bind());
+    let ready = warm_up(&comms, states, ordinals.len()).and_then(|()| states[0].bind());
     if let Err(error) = ready {
         for comm in &comms {
             // SAFETY: made above and used by nothing else. Aborted, not
@@ -127,11 +205,12 @@ fn make_comms(states: &[Arc<DeviceState>], ordinals: &[i32]) -> Result<Vec<nccl_
 /// communicator's first collective, with allocations that a CUDA graph
 /// capture cannot contain (the capture is invalidated). After this, a
 /// collective's first appearance may be inside a capture.
-fn warm_up(comms: &[nccl_sys::ncclComm_t], states: &[Arc<DeviceState>]) -> Result<()> {
+fn warm_up(comms: &[nccl_sys::ncclComm_t], states: &[Arc<DeviceState>], group_size: usize) -> Result<()> {
     use cudarc::driver::result as driver;
     const ELEMENTS: usize = 1 << 18;
     let ranks = comms.len();
-    let bytes = (1 + ranks) * ELEMENTS * 4;
+    // The gather receives every rank's part, those of other processes too.
+    let bytes = (1 + group_size) * ELEMENTS * 4;
     let mut buffers = Vec::with_capacity(ranks);
     let failed = |what: &str| format!("warming up NCCL ({what})");
     // Side streams: CUPTI's records of the device's own stream must be our
@@ -332,6 +411,24 @@ impl RankCollective for NcclRank {
 }
 
 impl NcclGroup {
+    /// Where the group's rank `rank` sits in this process's communicators.
+    fn slot(&self, rank: usize) -> Result<usize> {
+        rank.checked_sub(self.first_rank)
+            .filter(|&slot| slot < self.comms.len())
+            .ok_or_else(|| {
+                problem(
+                    "group",
+                    rank,
+                    format!(
+                        "this process holds ranks {} to {} of {}, not rank {rank}",
+                        self.first_rank,
+                        self.first_rank + self.comms.len() - 1,
+                        self.ranks
+                    ),
+                )
+            })
+    }
+
     /// How many times the communicators were made again; a graph records it
     /// when it captures a collective.
     pub(crate) fn generation(&self) -> u64 {
@@ -343,7 +440,7 @@ impl NcclGroup {
     /// (`captured`, the generation then), since the graph's NCCL kernels
     /// would run on communicators that no longer exist.
     pub(crate) fn hold_for_replay(&self, rank: usize, captured: u64) -> Result<CommHold<'_>> {
-        let comm = crate::sync::lock(&self.comms[rank]);
+        let comm = crate::sync::lock(&self.comms[self.slot(rank)?]);
         if comm.is_none() {
             let reason = crate::sync::lock(&self.aborted).clone().unwrap_or_default();
             return Err(Error::CollectiveAborted { rank, reason });
@@ -368,13 +465,14 @@ impl NcclGroup {
         dtype: DType,
         recorded: &RecordedDispatch,
     ) -> Result<()> {
-        let comm = crate::sync::lock(&self.comms[rank]);
+        let slot = self.slot(rank)?;
+        let comm = crate::sync::lock(&self.comms[slot]);
         let Some(Comm(comm)) = comm.as_ref() else {
             let reason = crate::sync::lock(&self.aborted).clone().unwrap_or_default();
             return Err(Error::CollectiveAborted { rank, reason });
         };
         let data_type = nccl_type(collective, dtype, rank)?;
-        let stream = self.states[rank].stream().cu_stream() as nccl_sys::cudaStream_t;
+        let stream = self.states[slot].stream().cu_stream() as nccl_sys::cudaStream_t;
         // SAFETY: the addresses are of live allocations on this rank's
         // device (the encoder holds the buffers until the submission is
         // enqueued), the counts are the buffers' lengths in `dtype` elements
@@ -454,6 +552,18 @@ impl GroupBackend for Arc<NcclGroup> {
         if aborted.is_none() {
             return Ok(());
         }
+        if self.comms.len() < self.ranks {
+            // ncclCommInitRank needs a new unique id from rank 0's process,
+            // which no channel carries once the ranks have met.
+            return Err(problem(
+                "group",
+                self.first_rank,
+                format!(
+                    "a group of processes cannot be rebuilt once aborted ({}); start the ranks again",
+                    aborted.as_deref().unwrap_or_default()
+                ),
+            ));
+        }
         let fresh = make_comms(&self.states, &self.ordinals)?;
         for (slot, comm) in self.comms.iter().zip(fresh) {
             let mut slot = crate::sync::lock(slot);
@@ -470,6 +580,7 @@ impl GroupBackend for Arc<NcclGroup> {
 
     fn kernel(&self, rank: usize, collective: Collective, dtype: DType) -> Result<LoadedKernel> {
         nccl_type(collective, dtype, rank)?;
+        self.slot(rank)?;
         Ok(Arc::new(CudaKernel::Collective(Arc::new(NcclRank {
             group: self.clone(),
             rank,

@@ -54,6 +54,21 @@ pub(crate) fn open_collectives(
     }
 }
 
+/// NCCL's unique id: never reached, since no CUDA device exists here.
+pub(crate) fn nccl_unique_id() -> Result<Vec<u8>> {
+    Err(unavailable(None))
+}
+
+/// NCCL between processes: never reached, since no CUDA device exists here.
+pub(crate) fn join_collectives(
+    device: &CudaDevice,
+    _id: &[u8],
+    _rank: usize,
+    _ranks: usize,
+) -> Result<Arc<dyn crate::runtime::collective::group::GroupBackend>> {
+    match device.never {}
+}
+
 fn unavailable(ordinal: Option<usize>) -> Error {
     Error::BackendUnavailable {
         backend: "cuda",
