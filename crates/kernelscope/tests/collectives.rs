@@ -3,12 +3,16 @@
 //! replayed from a graph; ranks that disagree get an error, an aborted group
 //! wakes its waiting ranks with one (never a hang); each rank counts and
 //! profiles its collectives as dispatches of their op kind with their bus
-//! bytes. CPU groups run everywhere; GPU groups need two GPUs.
+//! bytes; ranks that join a group as a launcher's processes do get the same
+//! results. CPU groups run everywhere; GPU groups need two GPUs (a joined
+//! group of one, one).
 
 use kernelscope::ops::collective::{self, AllGather, AllReduce};
 use kernelscope::profile::ProfileLevel;
+use kernelscope::runtime::{LaunchedRank, Launcher};
 use kernelscope::testing::{Backend, random_f32};
 use kernelscope::{Communicator, DType, Device, DeviceOptions, Error, OpKind};
+use std::time::Duration;
 
 /// Runs `body(rank, communicator)` on a thread per rank and returns the
 /// results in rank order.
@@ -29,6 +33,65 @@ fn on_every_rank<T: Send>(
     })
 }
 
+/// All-reduces `reduce_input` and all-gathers `gather_input` on
+/// `communicator`'s device, eagerly or replayed from a graph; both results.
+fn run_collectives(
+    communicator: &Communicator,
+    reduce_input: &[f32],
+    gather_input: &[f32],
+    graph: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    let device = communicator.device();
+    let reduce = AllReduce::new(communicator).unwrap();
+    let gather = AllGather::new(communicator).unwrap();
+    let reduced = device
+        .buffer_from_slice(reduce_input, &[reduce_input.len()])
+        .unwrap();
+    let input = device
+        .buffer_from_slice(gather_input, &[gather_input.len()])
+        .unwrap();
+    let gathered = device
+        .alloc(DType::F32, &[communicator.ranks() * gather_input.len()])
+        .unwrap();
+    let mut encoder = device.command_encoder();
+    if graph {
+        encoder.begin_capture().unwrap();
+        reduce.encode(&mut encoder, &reduced).unwrap();
+        gather.encode(&mut encoder, &input, &gathered).unwrap();
+        let captured = encoder.end_capture().unwrap();
+        encoder.replay(&captured).unwrap();
+    } else {
+        reduce.encode(&mut encoder, &reduced).unwrap();
+        gather.encode(&mut encoder, &input, &gathered).unwrap();
+    }
+    encoder.commit_and_wait_labeled("collectives").unwrap();
+    (
+        reduced.to_vec::<f32>().unwrap(),
+        gathered.to_vec::<f32>().unwrap(),
+    )
+}
+
+/// Every rank's results against the reference sum and gather, and the
+/// same bits of the sum on every rank (ranks that choose from them agree).
+fn assert_reference_results(
+    results: &[(Vec<f32>, Vec<f32>)],
+    reduce_inputs: &[Vec<f32>],
+    gather_inputs: &[Vec<f32>],
+) {
+    let expected_sum = collective::all_reduce_sum(reduce_inputs);
+    let expected_gather = collective::all_gather(gather_inputs);
+    for (rank, (sum, gathered)) in results.iter().enumerate() {
+        assert_eq!(gathered, &expected_gather, "rank {rank}: all-gather");
+        for (index, (got, want)) in sum.iter().zip(&expected_sum).enumerate() {
+            assert!(
+                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "rank {rank} element {index}: {got} vs {want}"
+            );
+        }
+        assert_eq!(sum, &results[0].0, "rank {rank} differs from rank 0");
+    }
+}
+
 /// Each rank all-reduces `reduce_len` and all-gathers `gather_len` random
 /// values, eagerly or from a graph, and gets the reference on every rank.
 fn collectives_match_the_reference(backend: Backend, ranks: usize, graph: bool) {
@@ -45,46 +108,9 @@ fn collectives_match_the_reference(backend: Backend, ranks: usize, graph: bool) 
         .map(|rank| random_f32(90 + rank as u64, gather_len))
         .collect();
     let results = on_every_rank(&communicators, |rank, communicator| {
-        let device = communicator.device();
-        let reduce = AllReduce::new(communicator).unwrap();
-        let gather = AllGather::new(communicator).unwrap();
-        let reduced = device
-            .buffer_from_slice(&reduce_inputs[rank], &[reduce_len])
-            .unwrap();
-        let input = device
-            .buffer_from_slice(&gather_inputs[rank], &[gather_len])
-            .unwrap();
-        let gathered = device.alloc(DType::F32, &[ranks * gather_len]).unwrap();
-        let mut encoder = device.command_encoder();
-        if graph {
-            encoder.begin_capture().unwrap();
-            reduce.encode(&mut encoder, &reduced).unwrap();
-            gather.encode(&mut encoder, &input, &gathered).unwrap();
-            let captured = encoder.end_capture().unwrap();
-            encoder.replay(&captured).unwrap();
-        } else {
-            reduce.encode(&mut encoder, &reduced).unwrap();
-            gather.encode(&mut encoder, &input, &gathered).unwrap();
-        }
-        encoder.commit_and_wait_labeled("collectives").unwrap();
-        (
-            reduced.to_vec::<f32>().unwrap(),
-            gathered.to_vec::<f32>().unwrap(),
-        )
+        run_collectives(communicator, &reduce_inputs[rank], &gather_inputs[rank], graph)
     });
-    let expected_sum = collective::all_reduce_sum(&reduce_inputs);
-    let expected_gather = collective::all_gather(&gather_inputs);
-    for (rank, (sum, gathered)) in results.iter().enumerate() {
-        assert_eq!(gathered, &expected_gather, "rank {rank}: all-gather");
-        for (index, (got, want)) in sum.iter().zip(&expected_sum).enumerate() {
-            assert!(
-                (got - want).abs() <= 1e-5 * want.abs().max(1.0),
-                "rank {rank} element {index}: {got} vs {want}"
-            );
-        }
-        // Every rank holds the same bits, so ranks that choose from them agree.
-        assert_eq!(sum, &results[0].0, "rank {rank} differs from rank 0");
-    }
+    assert_reference_results(&results, &reduce_inputs, &gather_inputs);
     for (rank, device) in devices.iter().enumerate() {
         let counters = device.profiler().counters().snapshot();
         assert_eq!(counters.dispatches, 2, "rank {rank}");
@@ -313,4 +339,65 @@ fn gpu_groups_refuse_one_gpu_twice() {
     let again = Device::cuda_with(0, DeviceOptions::new()).unwrap();
     let error = Communicator::group(&[devices[0].clone(), again]).unwrap_err();
     assert!(error.to_string().contains("same device"), "{error}");
+}
+
+/// Ranks that join one group as a launcher's processes do
+/// (`Communicator::join`: a meeting at a fresh port, then the CPU's
+/// exchange over its connections or NCCL from rank 0's unique id), each a
+/// thread standing in for its process, get the reference results too.
+fn joined_collectives_match_the_reference(backend: Backend, ranks: usize, graph: bool) {
+    let Some(devices) = backend.devices(ranks, DeviceOptions::new()) else {
+        return;
+    };
+    let port = kernelscope::testing::free_local_port();
+    let seed = 7 + ranks as u64 + graph as u64 * 100;
+    let reduce_inputs: Vec<Vec<f32>> = (0..ranks)
+        .map(|rank| random_f32(seed + rank as u64, 1001 + ranks))
+        .collect();
+    let gather_inputs: Vec<Vec<f32>> = (0..ranks)
+        .map(|rank| random_f32(seed + 50 + rank as u64, 333))
+        .collect();
+    let results: Vec<(Vec<f32>, Vec<f32>)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = devices
+            .iter()
+            .enumerate()
+            .map(|(rank, device)| {
+                let (reduce_inputs, gather_inputs) = (&reduce_inputs, &gather_inputs);
+                scope.spawn(move || {
+                    let place = LaunchedRank {
+                        launcher: Launcher::Torchrun,
+                        rank,
+                        world_size: ranks,
+                        local_rank: rank,
+                        rendezvous: format!("127.0.0.1:{port}"),
+                    };
+                    let communicator =
+                        Communicator::join(device, &place, "one model", Duration::from_secs(60)).unwrap();
+                    assert_eq!((communicator.rank(), communicator.ranks()), (rank, ranks));
+                    run_collectives(&communicator, &reduce_inputs[rank], &gather_inputs[rank], graph)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|handle| handle.join().unwrap()).collect()
+    });
+    assert_reference_results(&results, &reduce_inputs, &gather_inputs);
+}
+
+#[test]
+fn cpu_ranks_joined_as_processes_match_the_reference() {
+    for ranks in [2, 3] {
+        joined_collectives_match_the_reference(Backend::Cpu, ranks, false);
+    }
+}
+
+#[test]
+fn a_gpu_group_of_one_process_runs_its_collectives() {
+    joined_collectives_match_the_reference(Backend::Cuda, 1, false);
+    joined_collectives_match_the_reference(Backend::Cuda, 1, true);
+}
+
+#[test]
+fn gpu_ranks_joined_as_processes_match_the_reference() {
+    joined_collectives_match_the_reference(Backend::Cuda, 2, false);
+    joined_collectives_match_the_reference(Backend::Cuda, 2, true);
 }

@@ -12,14 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use kernelscope::rng::SplitMix64;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
+use kernelscope::testing::free_local_port as free_port;
 
 /// A seed that differs run to run, printed so a failure can be replayed.
 fn fresh_seed() -> u64 {

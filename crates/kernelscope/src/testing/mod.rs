@@ -9,6 +9,15 @@ use crate::profile::{Ceiling, Ceilings};
 use crate::rng::SplitMix64;
 use crate::{Device, DeviceOptions};
 
+/// A TCP port of localhost free at the moment (the listener that found it
+/// is dropped before it returns), where test ranks meet.
+pub fn free_local_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .expect("localhost takes a listener")
+}
+
 /// Set to `1` to make CUDA tests fail instead of skipping without a GPU;
 /// `2` (or more) also makes tests that need that many GPUs fail with fewer.
 pub const REQUIRE_GPU_ENV_VAR: &str = "KSCOPE_REQUIRE_GPU";

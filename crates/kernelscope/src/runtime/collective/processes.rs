@@ -276,14 +276,7 @@ mod tests {
 
     use super::{Collective, Contribution, ProcessGroup, combine};
     use crate::runtime::collective::rendezvous::Rendezvous;
-
-    fn free_port() -> u16 {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    }
+    use crate::runtime::collective::rendezvous::tests::free_port;
 
     /// `world_size` groups connected through one rendezvous, rank 0 first.
     fn connect(world_size: usize) -> Vec<ProcessGroup> {

@@ -258,4 +258,4 @@ fn answer(stream: &mut TcpStream, status: u8, body: &[u8]) -> std::io::Result<()
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;
