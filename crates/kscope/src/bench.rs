@@ -260,7 +260,7 @@ fn print_markdown(args: &BenchArgs, device: &Device, model: &Model, rows: &[Row]
             args.profile
         );
     }
-    let (ranks, megabytes) = (model.ranks(), ceilings.bytes_per_token as f64 / 1e6);
+    let (ranks, megabytes) = (model.devices().len(), ceilings.bytes_per_token as f64 / 1e6);
     let read = ceilings.measured.ceilings.read.as_ref();
     match (read, ceilings.roofline) {
         (Some(read), Some(bound)) if ceilings.memories > 1 => println!(

@@ -322,41 +322,61 @@ impl ModelArgs {
     }
 
     /// The device of one rank of a launcher's group: `--device` as given,
-    /// where a GPU's number is the launcher's local rank (`cuda` or `auto`
-    /// on a host with a GPU: `cuda:LOCAL_RANK`).
+    /// where `cuda` (and `auto` on a host with a GPU) means the GPU of the
+    /// launcher's local rank, or the one GPU a task sees where the launcher
+    /// gave each task its own (`CUDA_VISIBLE_DEVICES`, srun's `--gpu-bind`).
+    /// No other GPU is opened: each process holds only its own.
     fn open_rank_device(&self, place: &LaunchedRank, options: DeviceOptions) -> Result<(Device, String)> {
-        let (device, reason) = Device::open(&self.device, options.clone())?;
-        match device {
-            Device::Cuda(_) if !self.device.contains(':') => {
-                let device = Device::cuda_with(place.local_rank, options).with_context(|| {
-                    format!(
-                        "rank {} (local rank {}) of {} drives GPU cuda:{}",
-                        place.rank,
-                        place.local_rank,
-                        place.launcher.name(),
-                        place.local_rank
-                    )
-                })?;
-                Ok((
-                    device,
-                    format!("local rank {} of {}", place.local_rank, place.launcher.name()),
-                ))
-            }
-            device => Ok((device, reason)),
+        let spec = self.device.trim();
+        let gpus = Device::cuda_device_count().unwrap_or(0);
+        if !(spec == "cuda" || (spec == "auto" && gpus > 0)) {
+            return Ok(Device::open(spec, options)?);
         }
+        let ordinal = match (place.local_rank < gpus, gpus) {
+            (true, _) => place.local_rank,
+            (false, 1) => 0,
+            (false, _) => bail!(
+                "rank {} of {} has local rank {} but this host shows {gpus} GPU(s): give each rank a GPU of its own (more GPUs, fewer ranks a host, or CUDA_VISIBLE_DEVICES naming one GPU a rank)",
+                place.rank,
+                place.launcher.name(),
+                place.local_rank
+            ),
+        };
+        let device = Device::cuda_with(ordinal, options).with_context(|| {
+            format!(
+                "rank {} (local rank {}) of {} drives GPU cuda:{ordinal}",
+                place.rank,
+                place.local_rank,
+                place.launcher.name()
+            )
+        })?;
+        Ok((
+            device,
+            format!("local rank {} of {}", place.local_rank, place.launcher.name()),
+        ))
     }
 
     /// What this rank runs, as every rank of a group must run the same: the
     /// model's shape and a hash of its source (a file's length and first
     /// MiB, which hold its metadata and tensor table; a directory's
     /// config.json and its weight files' lengths; a preset's name, dtype
-    /// and seed), so ranks started on different files are refused.
+    /// and seed), the device's backend and a hash of the command's
+    /// arguments, so ranks started on different files, backends or
+    /// requests are refused.
     fn description(
         &self,
         location: Option<&ModelLocation>,
         config: &kernelscope_model::Config,
+        device: &Device,
     ) -> Result<String> {
         use std::io::Read;
+        // The request too: ranks that differ in prompt, sampling or any
+        // flag would issue different collectives and wait on each other.
+        let mut arguments = kernelscope::hash::Fnv1a64::new();
+        for argument in std::env::args_os().skip(1) {
+            arguments.update(argument.as_encoded_bytes());
+            arguments.update(&[0]);
+        }
         let mut hash = kernelscope::hash::Fnv1a64::new();
         hash.update(format!("{config:?}").as_bytes());
         let source = match location {
@@ -404,7 +424,12 @@ impl ModelArgs {
                 "a preset"
             }
         };
-        Ok(format!("{source} of hash {:016x}", hash.finish()))
+        Ok(format!(
+            "{source} of hash {:016x} on {} with arguments of hash {:016x}",
+            hash.finish(),
+            device.backend(),
+            arguments.finish()
+        ))
     }
 
     /// Opens the devices with `options`, then loads or generates the model
@@ -413,9 +438,7 @@ impl ModelArgs {
         let location = self.location()?;
         // A launcher's group of more than one (a stray RANK, or a group of
         // one, runs as before); then its variables read strictly.
-        let grouped = LaunchedRank::group_of(|name| std::env::var(name).ok())
-            .is_some_and(|(_, _, world_size)| world_size > 1);
-        let launched = if grouped {
+        let launched = if launched_rank().is_some() {
             LaunchedRank::from_environment()?
         } else {
             None
@@ -456,7 +479,7 @@ impl ModelArgs {
         let (devices, device_reason, communicator) = match (&launched, config) {
             (Some(place), Some(config)) => {
                 let (device, reason) = self.open_rank_device(place, options)?;
-                let description = self.description(location.as_ref(), &config)?;
+                let description = self.description(location.as_ref(), &config, &device)?;
                 let timeout = std::time::Duration::from_secs(self.rendezvous_timeout as u64);
                 let communicator = Communicator::join(&device, place, &description, timeout)?;
                 (vec![device], reason, Some(communicator))
@@ -551,6 +574,15 @@ impl ModelArgs {
                 .map(|location| location.directory),
         })
     }
+}
+
+/// This process's rank where a launcher started it as one of several
+/// (its variables read as numbers; whether they are whole is said when the
+/// model opens).
+pub fn launched_rank() -> Option<usize> {
+    LaunchedRank::group_of(|name| std::env::var(name).ok())
+        .filter(|&(_, _, world_size)| world_size > 1)
+        .map(|(_, rank, _)| rank)
 }
 
 /// `--compute-size`: a GEMM side in 0..=16384, 0 skipping the probe.

@@ -51,10 +51,17 @@ struct Outputs {
 
 /// Checks every output flag (none may overwrite a file of `protected`, the
 /// model's own folder) and that no two of them name the same file.
+/// Started as one of several ranks, each rank writes its own files: the
+/// rank goes before a path's extension (`logits.npy` → `logits.rank1.npy`),
+/// so every process of one command line writes beside the others.
 fn check_outputs(args: &RunArgs, protected: Option<&Path>) -> Result<Outputs> {
+    let rank = crate::model_args::launched_rank();
     let output = |path: &Option<PathBuf>, flag| {
         path.as_deref()
-            .map(|path| OutputFile::check(path, flag, args.force, protected))
+            .map(|path| match rank {
+                Some(rank) => OutputFile::check(&rank_path(path, rank), flag, args.force, protected),
+                None => OutputFile::check(path, flag, args.force, protected),
+            })
             .transpose()
     };
     let outputs = Outputs {
@@ -78,6 +85,19 @@ fn check_outputs(args: &RunArgs, protected: Option<&Path>) -> Result<Outputs> {
         bail!("--logits-out, --profile-json, --trace and --html must name different files");
     }
     Ok(outputs)
+}
+
+/// `path` with `.rank{rank}` before its extension (or at its end).
+fn rank_path(path: &Path, rank: usize) -> PathBuf {
+    let stem = path
+        .file_stem()
+        .map(|stem| stem.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match path.extension() {
+        Some(extension) => format!("{stem}.rank{rank}.{}", extension.to_string_lossy()),
+        None => format!("{stem}.rank{rank}"),
+    };
+    path.with_file_name(name)
 }
 
 /// The device options of the run: the environment's, with dispatch-level

@@ -107,11 +107,14 @@ fn two_processes_compute_the_logits_of_tp_2_in_one_process() {
     assert_eq!(code, 0, "--tp 2: {stderr}");
 
     let port = free_port();
+    // One command line for both, as a launcher starts them: each rank
+    // writes its own file (logits.rankN.npy).
+    let shared = directory.0.join("logits.npy");
     let ranks: Vec<_> = (0..2)
         .map(|rank| {
-            let logits = directory.0.join(format!("rank{rank}.npy"));
+            let logits = directory.0.join(format!("logits.rank{rank}.npy"));
             (
-                start_rank(&run_args(weights_seed, &prompt, &logits, &[]), rank, 2, port),
+                start_rank(&run_args(weights_seed, &prompt, &shared, &[]), rank, 2, port),
                 logits,
             )
         })
@@ -143,39 +146,47 @@ fn two_processes_compute_the_logits_of_tp_2_in_one_process() {
 }
 
 #[test]
-fn a_rank_running_another_model_fails_both_ranks_naming_it() {
+fn a_rank_running_another_model_or_request_fails_both_ranks_naming_it() {
     let mut rng = SplitMix64::new(fresh_seed());
     let weights_seed = rng.next_u64() % 1_000_000;
     let prompt = [(rng.next_u64() % 2048) as u32, (rng.next_u64() % 2048) as u32];
+    let longer = [prompt[0], prompt[1], (rng.next_u64() % 2048) as u32];
     let directory = common::ScratchFolder::new("ranks-models");
-    let port = free_port();
-    let children: Vec<_> = (0..2)
-        .map(|rank| {
-            let logits = directory.0.join(format!("rank{rank}.npy"));
-            // Rank 1's weights come from another seed: another model.
-            let seed = weights_seed + rank as u64;
-            start_rank(&run_args(seed, &prompt, &logits, &[]), rank, 2, port)
-        })
-        .collect();
-    for (rank, child) in children.into_iter().enumerate() {
-        let (code, stderr) = finished(child);
-        assert_eq!(code, 2, "rank {rank}: {stderr}");
-        assert_eq!(
-            stderr.trim_end().lines().count(),
-            1,
-            "rank {rank}: one line: {stderr}"
-        );
-        assert!(
-            stderr.contains("rank 1 runs a preset of hash"),
-            "rank {rank}: {stderr}"
-        );
+    // Rank 1's weights from another seed (another model), then rank 1 with
+    // another prompt (another request: other collectives).
+    for (seed_1, prompt_1) in [(weights_seed + 1, &prompt[..]), (weights_seed, &longer[..])] {
+        let port = free_port();
+        let children: Vec<_> = (0..2)
+            .map(|rank| {
+                let logits = directory.0.join("logits.npy");
+                let (seed, prompt) = if rank == 0 {
+                    (weights_seed, &prompt[..])
+                } else {
+                    (seed_1, prompt_1)
+                };
+                start_rank(&run_args(seed, prompt, &logits, &[]), rank, 2, port)
+            })
+            .collect();
+        for (rank, child) in children.into_iter().enumerate() {
+            let (code, stderr) = finished(child);
+            assert_eq!(code, 2, "rank {rank}: {stderr}");
+            assert_eq!(
+                stderr.trim_end().lines().count(),
+                1,
+                "rank {rank}: one line: {stderr}"
+            );
+            assert!(
+                stderr.contains("rank 1 runs a preset of hash"),
+                "rank {rank}: {stderr}"
+            );
+        }
     }
 }
 
 #[test]
 fn a_rank_that_never_comes_is_named_within_the_timeout() {
     let directory = common::ScratchFolder::new("ranks-missing");
-    let logits = directory.0.join("rank0.npy");
+    let logits = directory.0.join("logits.npy");
     let seed = fresh_seed() % 1_000_000;
     let mut args = run_args(seed, &[1, 2], &logits, &[]);
     let timeout = args.iter().position(|arg| arg == "--rendezvous-timeout").unwrap();

@@ -49,11 +49,12 @@ impl Ceilings {
     pub(super) fn of(device: &Device, model: &Model, measured: Measured) -> Ceilings {
         let bytes_per_token = model.weight_bytes_per_token();
         // GPU ranks each read their share of the weights from their own memory
-        // at once; CPU ranks share the host's.
+        // at once; CPU ranks share the host's. Where ranks are processes the
+        // bytes are this process's shard's, read by its one device.
         let memories = if device.backend() == "cpu" {
             1
         } else {
-            model.ranks()
+            model.devices().len()
         };
         let roofline = measured
             .ceilings

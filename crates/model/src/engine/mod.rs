@@ -248,7 +248,8 @@ impl Model {
         profile.with_ranks(topology, others)
     }
 
-    /// Weight bytes read per decoded token (all ranks together), for the
+    /// Weight bytes read per decoded token by the ranks this process holds
+    /// (all of them, unless its ranks are processes: then its own), for the
     /// bandwidth roofline.
     pub fn weight_bytes_per_token(&self) -> u64 {
         // Every rank reads its share of each matrix (in the bytes its format

@@ -4,7 +4,9 @@
 //! (`OMPI_COMM_WORLD_RANK`, `_SIZE`, `_LOCAL_RANK`) and SLURM's srun
 //! (`SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID`). mpirun and srun say
 //! nothing of where the ranks meet, so there `MASTER_ADDR` and `MASTER_PORT`
-//! are the user's to set (as torch's own launch under them asks). The
+//! are the user's to set (as torch's own launch under them asks). Under
+//! torchrun, whose agent holds `MASTER_PORT` itself, the ranks meet at
+//! `MASTER_PORT + 1`; `KSCOPE_RENDEZVOUS_PORT` names another port. The
 //! environment is read once, by the caller; the parsing takes the variables
 //! as a lookup so tests need no process of their own.
 
@@ -135,6 +137,23 @@ impl LaunchedRank {
             variable: "MASTER_PORT".into(),
             problem: format!("`{port}` is not a port number"),
         })?;
+        // torchrun's agent keeps its own store listening at MASTER_PORT for
+        // the whole run (its workers see TORCHELASTIC_USE_AGENT_STORE), so
+        // there the ranks meet one port above; KSCOPE_RENDEZVOUS_PORT
+        // chooses another under any launcher.
+        let port = match variable("KSCOPE_RENDEZVOUS_PORT") {
+            Some(chosen) => chosen.trim().parse().map_err(|_| Error::LaunchEnvironment {
+                variable: "KSCOPE_RENDEZVOUS_PORT".into(),
+                problem: format!("`{chosen}` is not a port number"),
+            })?,
+            None if variable("TORCHELASTIC_USE_AGENT_STORE").is_some() => {
+                port.checked_add(1).ok_or_else(|| Error::LaunchEnvironment {
+                    variable: "MASTER_PORT".into(),
+                    problem: "65535 leaves no port above it for the ranks to meet at beside torchrun's store; set KSCOPE_RENDEZVOUS_PORT".into(),
+                })?
+            }
+            None => port,
+        };
         Ok(Some(LaunchedRank {
             launcher,
             rank,
@@ -160,6 +179,44 @@ mod tests {
 
     fn problem(pairs: &[(&str, &str)]) -> String {
         parse(pairs).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn under_torchruns_agent_the_ranks_meet_one_port_above_its_store() {
+        let torchrun = [
+            ("RANK", "1"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "1"),
+            ("MASTER_ADDR", "10.0.0.7"),
+            ("MASTER_PORT", "29500"),
+        ];
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let all: Vec<(&str, &str)> = torchrun.iter().chain(extra).copied().collect();
+            parse(&all).unwrap().unwrap().rendezvous
+        };
+        assert_eq!(with(&[]), "10.0.0.7:29500");
+        assert_eq!(
+            with(&[("TORCHELASTIC_USE_AGENT_STORE", "True")]),
+            "10.0.0.7:29501"
+        );
+        assert_eq!(
+            with(&[
+                ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+                ("KSCOPE_RENDEZVOUS_PORT", "4000")
+            ]),
+            "10.0.0.7:4000"
+        );
+        let all: Vec<(&str, &str)> = torchrun
+            .iter()
+            .chain(&[("KSCOPE_RENDEZVOUS_PORT", "x")])
+            .copied()
+            .collect();
+        assert!(
+            parse(&all)
+                .unwrap_err()
+                .to_string()
+                .contains("KSCOPE_RENDEZVOUS_PORT")
+        );
     }
 
     #[test]

@@ -144,6 +144,9 @@ impl Communicator {
             Device::Cuda(cuda) => {
                 // Rank 0's unique id reaches every rank through the meeting;
                 // NCCL connects them and carries every collective after.
+                // Every rank loads NCCL before meeting: a rank that cannot
+                // would leave the others inside ncclCommInitRank.
+                super::cuda::nccl_library()?;
                 let id = if place.rank == 0 {
                     Some(super::cuda::nccl_unique_id()?)
                 } else {

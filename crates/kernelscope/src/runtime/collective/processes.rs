@@ -27,6 +27,9 @@ use crate::runtime::kernel::LoadedKernel;
 /// The most values one contribution may carry (a message longer than this
 /// is a broken peer, not a tensor: 4 GiB of f32).
 const MOST_VALUES: usize = 1 << 30;
+/// The longest reason for a failed round that rank 0 sends (longer ones are
+/// cut) and the others read.
+const LONGEST_REASON: usize = 1 << 12;
 
 /// One process's end of a group of CPU ranks in processes.
 pub(crate) struct ProcessGroup {
@@ -98,7 +101,28 @@ impl ProcessGroup {
                 .map_err(|error| format!("sending to rank 0: {error}"))
                 .and_then(|()| read_answer(peer))
         };
-        outcome.map_err(|problem| self.failure(collective, problem))
+        drop(peers);
+        outcome.map_err(|problem| {
+            // A failed round leaves what other ranks sent unread and some
+            // waiting for an answer: the group ends here, for every rank
+            // (their reads end at the shut connections).
+            self.shut(&problem);
+            self.failure(collective, problem)
+        })
+    }
+
+    /// Marks the group aborted (keeping the first reason) and shuts every
+    /// connection, which ends a read blocked on one here and at the other
+    /// end.
+    fn shut(&self, reason: &str) {
+        let mut aborted = crate::sync::lock(&self.aborted);
+        if aborted.is_none() {
+            *aborted = Some(reason.to_string());
+        }
+        drop(aborted);
+        for peer in &self.shutters {
+            let _ = peer.shutdown(Shutdown::Both);
+        }
     }
 
     /// Rank 0's part of a round: every rank's values in rank order, the
@@ -130,10 +154,12 @@ impl ProcessGroup {
                 Ok(Arc::unwrap_or_clone(result))
             }
             Err(problem) => {
+                // The reason, cut to what a reader takes whole.
+                let reason = &problem.as_bytes()[..problem.len().min(LONGEST_REASON)];
                 for peer in peers.iter_mut() {
                     let mut message = vec![1u8];
-                    message.extend_from_slice(&(problem.len() as u32).to_le_bytes());
-                    message.extend_from_slice(problem.as_bytes());
+                    message.extend_from_slice(&(reason.len() as u32).to_le_bytes());
+                    message.extend_from_slice(reason);
                     let _ = peer.write_all(&message);
                 }
                 Err(problem)
@@ -202,7 +228,12 @@ fn read_answer(stream: &mut TcpStream) -> std::result::Result<Vec<f32>, String> 
     stream
         .read_exact(&mut head)
         .map_err(|error| format!("reading rank 0's refusal: {error}"))?;
-    let length = (u32::from_le_bytes(head[1..].try_into().expect("four bytes")) as usize).min(1 << 16);
+    let length = u32::from_le_bytes(head[1..].try_into().expect("four bytes")) as usize;
+    if length > LONGEST_REASON {
+        return Err(format!(
+            "rank 0 refused the round with a reason of {length} bytes"
+        ));
+    }
     let mut reason = vec![0u8; length];
     stream
         .read_exact(&mut reason)
@@ -228,16 +259,7 @@ impl GroupBackend for Arc<ProcessGroup> {
     }
 
     fn abort(&self, reason: &str) {
-        let mut aborted = crate::sync::lock(&self.aborted);
-        if aborted.is_none() {
-            *aborted = Some(reason.to_string());
-        }
-        drop(aborted);
-        // Shutting a handle ends a read blocked on the same connection,
-        // here and at the other end.
-        for peer in &self.shutters {
-            let _ = peer.shutdown(Shutdown::Both);
-        }
+        self.shut(reason);
     }
 
     fn aborted(&self) -> Option<String> {

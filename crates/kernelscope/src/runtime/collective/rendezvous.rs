@@ -92,7 +92,15 @@ impl Rendezvous {
             .rsplit_once(':')
             .and_then(|(_, port)| port.parse::<u16>().ok())
             .ok_or_else(|| self.error("the address has no port".into()))?;
-        let listener = TcpListener::bind(("0.0.0.0", port)).map_err(self.io_error("listening"))?;
+        let listener = TcpListener::bind(("0.0.0.0", port)).map_err(|error| {
+            if error.kind() == ErrorKind::AddrInUse {
+                self.error(format!(
+                    "listening: port {port} is taken (another program, or a launcher's own store, listens there); set KSCOPE_RENDEZVOUS_PORT to a free port on every rank"
+                ))
+            } else {
+                self.error(format!("listening: {error}"))
+            }
+        })?;
         listener
             .set_nonblocking(true)
             .map_err(self.io_error("listening"))?;

@@ -297,6 +297,11 @@ pub(crate) fn open_collectives(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupB
     super::nccl::open(devices.iter().map(|device| device.state.clone()).collect())
 }
 
+/// NCCL's version, or the error saying where it was looked for.
+pub(crate) fn nccl_library() -> Result<String> {
+    super::nccl::loaded_version()
+}
+
 /// A new NCCL unique id, for rank 0 of a group of processes to share.
 pub(crate) fn nccl_unique_id() -> Result<Vec<u8>> {
     super::nccl::unique_id()

@@ -72,8 +72,8 @@ pub use device::CudaDevice;
 #[cfg(all(feature = "cuda", feature = "testing"))]
 pub(crate) use compile::{nvrtc_compile, nvrtc_present, nvrtc_version};
 #[cfg(feature = "cuda")]
-pub(crate) use device::{join_collectives, nccl_unique_id, open_collectives};
+pub(crate) use device::{join_collectives, nccl_library, nccl_unique_id, open_collectives};
 #[cfg(not(feature = "cuda"))]
 pub use stub::CudaDevice;
 #[cfg(not(feature = "cuda"))]
-pub(crate) use stub::{join_collectives, nccl_unique_id, open_collectives};
+pub(crate) use stub::{join_collectives, nccl_library, nccl_unique_id, open_collectives};

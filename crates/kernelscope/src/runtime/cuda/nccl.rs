@@ -100,7 +100,7 @@ pub(crate) fn open(states: Vec<Arc<DeviceState>>) -> Result<Arc<dyn GroupBackend
 }
 
 /// The NCCL library's version, or where it could not be loaded from.
-fn loaded_version() -> Result<String> {
+pub(crate) fn loaded_version() -> Result<String> {
     // SAFETY: only tries to load the library by its known names.
     if !unsafe { nccl_sys::is_culib_present() } {
         return Err(Error::NcclNotFound {
@@ -157,7 +157,9 @@ pub(crate) fn open_rank(
         format!("ncclCommInitRank as rank {rank} of {ranks} processes on GPU cuda:{ordinal} (each rank needs a GPU of its own; the launcher's LOCAL_RANK picks it)"),
     ))?;
     let states = vec![state];
-    if let Err(error) = warm_up(std::slice::from_ref(&comm), &states, ranks).and_then(|()| states[0].bind()) {
+    if let Err(error) =
+        warm_up(std::slice::from_ref(&comm), &states, rank, ranks).and_then(|()| states[0].bind())
+    {
         // SAFETY: made above, used by nothing else (aborted: see make_comms).
         let _ = unsafe { nccl::comm_abort(comm) };
         return Err(error);
@@ -187,7 +189,7 @@ fn make_comms(states: &[Arc<DeviceState>], ordinals: &[i32]) -> Result<Vec<nccl_
         nccl_error("group", 0, format!("ncclCommInitAll over GPUs {ordinals:?}")),
     )?;
     // ncclCommInitAll and the warm-up switch this thread's current device.
-    let ready = warm_up(&comms, states, ordinals.len()).and_then(|()| states[0].bind());
+    let ready = warm_up(&comms, states, 0, ordinals.len()).and_then(|()| states[0].bind());
     if let Err(error) = ready {
         for comm in &comms {
             // SAFETY: made above and used by nothing else. Aborted, not
@@ -205,7 +207,12 @@ fn make_comms(states: &[Arc<DeviceState>], ordinals: &[i32]) -> Result<Vec<nccl_
 /// communicator's first collective, with allocations that a CUDA graph
 /// capture cannot contain (the capture is invalidated). After this, a
 /// collective's first appearance may be inside a capture.
-fn warm_up(comms: &[nccl_sys::ncclComm_t], states: &[Arc<DeviceState>], group_size: usize) -> Result<()> {
+fn warm_up(
+    comms: &[nccl_sys::ncclComm_t],
+    states: &[Arc<DeviceState>],
+    first_rank: usize,
+    group_size: usize,
+) -> Result<()> {
     use cudarc::driver::result as driver;
     const ELEMENTS: usize = 1 << 18;
     let ranks = comms.len();
@@ -236,7 +243,7 @@ fn warm_up(comms: &[nccl_sys::ncclComm_t], states: &[Arc<DeviceState>], group_si
             for (rank, comm) in comms.iter().enumerate() {
                 let stream = streams[rank].cu_stream() as nccl_sys::cudaStream_t;
                 let buffer = buffers[rank];
-                // SAFETY: each buffer holds (1 + ranks) × ELEMENTS f32 on its
+                // SAFETY: each buffer holds (1 + group_size) × ELEMENTS f32 on its
                 // rank's device: the reduction works in place on the first
                 // ELEMENTS, the gather sends those and receives after them.
                 let launched = unsafe {
@@ -260,7 +267,7 @@ fn warm_up(comms: &[nccl_sys::ncclComm_t], states: &[Arc<DeviceState>], group_si
                         ),
                     }
                 };
-                launched.map_err(nccl_error("group", rank, failed(collective.name())))?;
+                launched.map_err(nccl_error("group", first_rank + rank, failed(collective.name())))?;
             }
             nccl::group_end().map_err(nccl_error("group", 0, failed("ncclGroupEnd")))?;
         }

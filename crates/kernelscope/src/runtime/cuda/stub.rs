@@ -54,6 +54,11 @@ pub(crate) fn open_collectives(
     }
 }
 
+/// NCCL: not loaded without the CUDA backend.
+pub(crate) fn nccl_library() -> Result<String> {
+    Err(unavailable(None))
+}
+
 /// NCCL's unique id: never reached, since no CUDA device exists here.
 pub(crate) fn nccl_unique_id() -> Result<Vec<u8>> {
     Err(unavailable(None))
