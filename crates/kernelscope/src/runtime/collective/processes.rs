@@ -298,7 +298,12 @@ mod tests {
 
     use super::{Collective, Contribution, ProcessGroup, combine};
     use crate::runtime::collective::rendezvous::Rendezvous;
-    use crate::runtime::collective::rendezvous::tests::free_port;
+
+    /// A port of localhost free at the moment.
+    fn free_port() -> u16 {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    }
 
     /// `world_size` groups connected through one rendezvous, rank 0 first.
     fn connect(world_size: usize) -> Vec<ProcessGroup> {

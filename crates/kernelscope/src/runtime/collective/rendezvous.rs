@@ -266,4 +266,4 @@ fn answer(stream: &mut TcpStream, status: u8, body: &[u8]) -> std::io::Result<()
 }
 
 #[cfg(test)]
-pub(super) mod tests;
+mod tests;

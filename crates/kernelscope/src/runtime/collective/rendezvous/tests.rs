@@ -6,7 +6,7 @@ use super::Rendezvous;
 use std::time::Duration;
 
 /// A port free at the moment (the listener is dropped before use).
-pub(in crate::runtime::collective) fn free_port() -> u16 {
+fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
