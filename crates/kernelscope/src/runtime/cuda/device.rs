@@ -294,17 +294,17 @@ impl CudaDevice {
 
 /// Collectives between `devices` through NCCL, rank `i` on `devices[i]`.
 pub(crate) fn open_collectives(devices: &[&CudaDevice]) -> Result<Arc<dyn GroupBackend>> {
-    super::nccl::open(devices.iter().map(|device| device.state.clone()).collect())
+    super::nccl::NcclGroup::open(devices.iter().map(|device| device.state.clone()).collect())
 }
 
 /// NCCL's version, or the error saying where it was looked for.
 pub(crate) fn nccl_library() -> Result<String> {
-    super::nccl::loaded_version()
+    super::nccl::NcclGroup::loaded_version()
 }
 
 /// A new NCCL unique id, for rank 0 of a group of processes to share.
 pub(crate) fn nccl_unique_id() -> Result<Vec<u8>> {
-    super::nccl::unique_id()
+    super::nccl::NcclGroup::unique_id()
 }
 
 /// `device`'s communicator as rank `rank` of `ranks` processes, from rank
@@ -315,7 +315,7 @@ pub(crate) fn join_collectives(
     rank: usize,
     ranks: usize,
 ) -> Result<Arc<dyn GroupBackend>> {
-    super::nccl::open_rank(device.state.clone(), id, rank, ranks)
+    super::nccl::NcclGroup::open_rank(device.state.clone(), id, rank, ranks)
 }
 
 impl Backend for CudaDevice {
