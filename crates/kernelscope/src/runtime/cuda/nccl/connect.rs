@@ -121,7 +121,10 @@ impl NcclGroup {
 
     /// Makes one communicator per GPU of `ordinals` and connects them (see
     /// [`warm_up`]); on failure, none is left behind.
-    pub(super) fn make_comms(states: &[Arc<DeviceState>], ordinals: &[i32]) -> Result<Vec<nccl_sys::ncclComm_t>> {
+    pub(super) fn make_comms(
+        states: &[Arc<DeviceState>],
+        ordinals: &[i32],
+    ) -> Result<Vec<nccl_sys::ncclComm_t>> {
         let mut comms: Vec<nccl_sys::ncclComm_t> = vec![std::ptr::null_mut(); ordinals.len()];
         // SAFETY: `comms` has room for one communicator per ordinal; NCCL makes
         // them on the devices' primary contexts, which are the contexts our
