@@ -9,7 +9,7 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 33] = [
+const DECLARED: [(&str, &str, &[Argument]); 35] = [
     ("ops/add", "add", crate::ops::add::ARGUMENTS),
     ("ops/argmax", "argmax", crate::ops::argmax::ARGUMENTS),
     ("ops/attention", "attention", crate::ops::attention::ARGUMENTS),
@@ -103,6 +103,16 @@ const DECLARED: [(&str, &str, &[Argument]); 33] = [
         "streamed_kernels",
         crate::ops::quantized::linear::streamed::arguments::ARGUMENTS,
     ),
+    (
+        "ops/quantized/feed_forward",
+        "feed_forward",
+        crate::ops::quantized::feed_forward::arguments::ARGUMENTS,
+    ),
+    (
+        "ops/quantized/feed_forward",
+        "feed_forward_streamed",
+        crate::ops::quantized::feed_forward::arguments::ARGUMENTS,
+    ),
 ];
 
 /// Files holding kernels of several argument lists, instantiated per
@@ -162,7 +172,26 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 15] = [
 /// The registered names of a kernel of a `.cu` file: itself, or, for a
 /// per-format kernel, its name for every quantized format.
 fn registered_names(kernel: &str) -> Vec<String> {
-    if kernel.contains("{format}") {
+    use crate::quant::QuantFormat;
+    if kernel.contains("{gate}") {
+        // The feed-forward kernels of every pair; the streamed ones only
+        // where down's rows stream (Q4_K, Q6_K).
+        let downs: Vec<QuantFormat> = if kernel.contains("_held") {
+            vec![QuantFormat::Q4_K, QuantFormat::Q6_K]
+        } else {
+            QuantFormat::ALL.to_vec()
+        };
+        QuantFormat::ALL
+            .iter()
+            .flat_map(|gate| {
+                downs.iter().map(move |down| {
+                    kernel
+                        .replace("{gate}", gate.name())
+                        .replace("{down}", down.name())
+                })
+            })
+            .collect()
+    } else if kernel.contains("{format}") {
         crate::quant::QuantFormat::ALL
             .iter()
             .map(|format| kernel.replace("{format}", format.name()))

@@ -80,6 +80,9 @@ fn open_model(args: &BenchArgs, profile: ProfileLevel) -> Result<(Device, Model)
     if args.serial_launch {
         options = options.serial_launch();
     }
+    if args.persistent_steps {
+        options = options.persistent_steps();
+    }
     let opened = args.model.open(options)?;
     let (device, mut model) = (opened.device, opened.model);
     model.set_fusion(!args.unfused);

@@ -111,6 +111,9 @@ fn device_options(args: &RunArgs, profiling: bool) -> Result<DeviceOptions> {
     if args.serial_launch {
         options = options.serial_launch();
     }
+    if args.persistent_steps {
+        options = options.persistent_steps();
+    }
     if args.check_finite {
         options = options.check_finite(true);
     }

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use kernelscope::profile::DispatchRecord;
 use kernelscope::quant::QuantFormat;
 
-use crate::summary::Summary;
+use crate::summary::{Summary, kernel_of};
 
 /// What a kernel that declares no format is grouped under.
 pub(crate) const OTHER: &str = "other";
@@ -38,13 +38,14 @@ pub(crate) fn format_of(record: &DispatchRecord) -> String {
     format_name(record).to_string()
 }
 
-/// The format each kernel of the summary reads, by kernel name (as the
-/// roofline keys its kernels): the one its first record declares.
-pub(crate) fn kernel_formats<'a>(summary: &Summary<'a>) -> HashMap<&'a str, &'static str> {
+/// The format each kernel of the summary reads, by the kernel's row name
+/// (as the roofline keys its kernels, a phase timed inside a kernel apart):
+/// the one its first record declares.
+pub(crate) fn kernel_formats(summary: &Summary<'_>) -> HashMap<String, &'static str> {
     let mut formats = HashMap::new();
     for record in &summary.records {
         formats
-            .entry(&*record.kernel)
+            .entry(kernel_of(record))
             .or_insert_with(|| format_name(record));
     }
     formats

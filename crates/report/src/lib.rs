@@ -32,6 +32,7 @@
 
 mod formats;
 mod html;
+mod in_kernel;
 mod rank_steps;
 mod summary;
 mod tables;

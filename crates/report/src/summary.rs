@@ -82,7 +82,14 @@ pub(crate) fn op_of(record: &DispatchRecord) -> String {
     record.op_kind.to_string()
 }
 
-/// A record's kernel, as its rows are keyed.
+/// The mark after a row of time measured inside a kernel.
+pub(crate) const IN_KERNEL_MARK: &str = "†";
+
+/// A record's kernel, as its rows are keyed: a phase timed inside a
+/// kernel as `kernel · phase †`, so a launch's phases are rows apart.
 pub(crate) fn kernel_of(record: &DispatchRecord) -> String {
-    record.kernel.to_string()
+    match record.in_kernel {
+        Some(_) => format!("{} {IN_KERNEL_MARK}", record.kernel_and_phase()),
+        None => record.kernel.to_string(),
+    }
 }

@@ -1,6 +1,7 @@
 //! The Chrome trace-event file (`chrome://tracing`, Perfetto): one track per
 //! stream with submissions as labeled slices and their dispatches nested
-//! inside, plus a track of tokens. Timestamps are µs since the profiler's
+//! inside (a kernel timed inside it by phase as one slice per phase,
+//! `kernel · phase`), plus a track of tokens. Timestamps are µs since the profiler's
 //! epoch. A split run has a process per rank (device), all on rank 0's clock.
 //! A window of tokens keeps a long run's trace small enough to open.
 
@@ -158,8 +159,8 @@ impl Track<'_> {
             }))?;
         }
         for dispatch in self.dispatches.iter().filter(|record| self.kept(record.token)) {
-            emit(json!({
-                "name": &*dispatch.kernel, "cat": "dispatch", "ph": "X", "pid": process,
+            let mut event = json!({
+                "name": dispatch.kernel_and_phase(), "cat": "dispatch", "ph": "X", "pid": process,
                 "tid": dispatch.stream, "ts": micros(dispatch.start_ns),
                 "dur": micros(dispatch.duration_ns()),
                 "args": {
@@ -167,7 +168,12 @@ impl Track<'_> {
                     "submission": dispatch.submission, "index": dispatch.index, "token": dispatch.token,
                     "bytes": dispatch.bytes, "bytes_written": dispatch.bytes_written, "flops": dispatch.flops,
                 },
-            }))?;
+            });
+            // A phase timed inside its kernel says so, and what it waited.
+            if let Some(phase) = &dispatch.in_kernel {
+                event["args"]["in_kernel"] = json!(phase);
+            }
+            emit(event)?;
         }
         Ok(())
     }

@@ -1,8 +1,9 @@
 //! Grouping dispatch records by a key (op kind, scope, layer, kernel), shared
 //! by the comparison here and the renderings (kernelscope-report) so they
-//! all count the same way.
+//! all count the same way: a launch once, however many phase records a
+//! kernel timed inside it has.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::DispatchRecord;
 
@@ -11,7 +12,9 @@ use super::DispatchRecord;
 pub struct Aggregate {
     /// The key they share (an op kind's name, a layer, a kernel).
     pub key: String,
-    /// How many dispatches.
+    /// How many launches ran in the group: the phases of one launch, timed
+    /// inside the kernel, count once where the group holds several of them
+    /// (a layer), and a phase's own group counts each launch it ran in.
     pub calls: u64,
     /// Their device time, summed (ns).
     pub total_ns: u64,
@@ -105,6 +108,31 @@ pub(crate) fn group_in_order<T, V>(
     groups.into_groups()
 }
 
+/// Counts the launches among records: each record is one, except that the
+/// phases of a kernel timed inside it are one launch between them, however
+/// many of them are counted and in whatever order they come.
+#[derive(Debug, Default)]
+pub(crate) struct Launches {
+    /// The launches counted so far.
+    pub count: u64,
+    /// The launches of phase records seen: by stream, submission and index,
+    /// which the phases of one launch share. Empty without such records.
+    phased: HashSet<(u32, u64, u32)>,
+}
+
+impl Launches {
+    /// Counts `record`'s launch, unless one of its phases was counted.
+    pub fn add(&mut self, record: &DispatchRecord) {
+        let new = record.in_kernel.is_none()
+            || self
+                .phased
+                .insert((record.stream, record.submission, record.index));
+        if new {
+            self.count = self.count.saturating_add(1);
+        }
+    }
+}
+
 /// Totals of `records` by `key`, in first-appearance order.
 pub fn aggregate<'a>(
     records: impl IntoIterator<Item = &'a DispatchRecord>,
@@ -116,16 +144,24 @@ pub fn aggregate<'a>(
         // Saturating: a loaded profile's sums were checked to fit in u64
         // (see `Profile::from_json`) and live ones cannot come near it, so
         // this only keeps a forged in-memory profile from wrapping around.
-        let entry = groups.entry(&name, || Aggregate {
-            key: name.clone(),
-            ..Aggregate::default()
+        let (entry, launches) = groups.entry(&name, || {
+            let total = Aggregate {
+                key: name.clone(),
+                ..Aggregate::default()
+            };
+            (total, Launches::default())
         });
-        entry.calls = entry.calls.saturating_add(1);
+        launches.add(record);
+        entry.calls = launches.count;
         entry.total_ns = entry.total_ns.saturating_add(record.duration_ns());
         entry.bytes = entry.bytes.saturating_add(record.bytes);
         entry.flops = entry.flops.saturating_add(record.flops);
     }
-    groups.into_groups().into_iter().map(|(_, total)| total).collect()
+    groups
+        .into_groups()
+        .into_iter()
+        .map(|(_, (total, _))| total)
+        .collect()
 }
 
 /// The totals of one key over a run's repetitions: `values` for the

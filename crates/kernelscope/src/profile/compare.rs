@@ -45,8 +45,9 @@ impl Verdict {
 /// One compared quantity.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComparisonRow {
-    /// `counter`, `token`, `op`, `layer`, `kernel`, `submission` or
-    /// `rank` (a split run's ranks' steps).
+    /// `counter`, `token`, `op`, `layer`, `kernel`, `phase` (a kernel's
+    /// phases timed inside it), `submission` or `rank` (a split run's
+    /// ranks' steps).
     pub section: &'static str,
     /// What is compared (counter name, op kind, layer, label).
     pub key: String,
@@ -109,7 +110,11 @@ pub fn require_timed_work(side: &'static str, profile: &Profile) -> Result<()> {
         side,
         tokens: profile.tokens.len(),
         submissions: profile.submissions.len(),
-        dispatches: profile.dispatches.len(),
+        dispatches: profile
+            .dispatches
+            .iter()
+            .filter(|dispatch| dispatch.is_launch())
+            .count(),
     })
 }
 
@@ -158,9 +163,24 @@ pub fn compare(base: &Profile, new: &Profile, threshold: f64, force: bool) -> Re
             keys[1].1 = KeyKind::NumberedLayer;
             keys.push(("kernel", KeyKind::Kernel));
         }
+        // Kernels timed inside by phase: each phase compared on its own,
+        // which its op and layer rows would mix with other work.
+        let phased = |profile: &Profile| profile.dispatches.iter().any(|record| record.in_kernel.is_some());
+        if phased(base) || phased(new) {
+            keys.push(("phase", KeyKind::Phase));
+        }
         for (section, key) in keys {
-            let totals = |profile: &Profile, tokens: &[u32]| {
-                per_repetition_totals(&profile.dispatches, tokens, |record| key.of(record))
+            let totals = |profile: &Profile, tokens: &[u32]| match key {
+                KeyKind::Phase => {
+                    let phases: Vec<_> = profile
+                        .dispatches
+                        .iter()
+                        .filter(|record| record.in_kernel.is_some())
+                        .cloned()
+                        .collect();
+                    per_repetition_totals(&phases, tokens, |record| key.of(record))
+                }
+                _ => per_repetition_totals(&profile.dispatches, tokens, |record| key.of(record)),
             };
             rows.extend(compare_timings(
                 section,
@@ -235,6 +255,8 @@ enum KeyKind {
     /// The layer, `layer.N` wherever the scope names a numbered layer.
     NumberedLayer,
     Kernel,
+    /// A kernel's phase, timed inside it (`kernel · phase`).
+    Phase,
 }
 
 impl KeyKind {
@@ -245,7 +267,7 @@ impl KeyKind {
             KeyKind::NumberedLayer => {
                 numbered_layer_of(&record.scope).unwrap_or_else(|| layer_of(&record.scope))
             }
-            KeyKind::Kernel => record.kernel.to_string(),
+            KeyKind::Kernel | KeyKind::Phase => record.kernel_and_phase(),
         }
     }
 }

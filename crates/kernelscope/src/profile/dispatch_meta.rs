@@ -1,10 +1,11 @@
 //! What the encoder knows of a dispatch before it runs (its kernel, the
 //! format it reads, op kind, scope and declared cost), moved to the position a replay runs at,
-//! and joined with its times into a dispatch record once they are known.
+//! and joined with its times into a dispatch record once they are known
+//! (one record per phase, for a kernel timed inside by its stamps).
 
 use std::sync::Arc;
 
-use super::{DispatchRecord, OpKind, Roles};
+use super::{DispatchRecord, InKernelLaunch, OpKind, Roles, split_into_phases};
 
 /// What the encoder knows of a dispatch before it runs; joined with its
 /// times to make a [`DispatchRecord`].
@@ -28,6 +29,12 @@ pub(crate) struct DispatchMeta {
     pub roles: Roles,
     /// How the cost grows with the position it runs at, when it does.
     pub per_position: Option<PositionCost>,
+    /// For a kernel that runs several steps in one launch and stamps their
+    /// boundaries: its phases, and which launch of it this is.
+    // Only CUDA runs kernels that stamp their phases: a build without it
+    // may never read it.
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub in_kernel: Option<InKernelLaunch>,
 }
 
 /// A cost declared at `context` positions that grows by `bytes` (read) and
@@ -88,6 +95,29 @@ impl DispatchMeta {
             flops: self.flops,
             roles: self.roles,
             measured_bytes: 0,
+            in_kernel: None,
         }
+    }
+
+    /// The records of this dispatch: one per phase where it ran phases and
+    /// their stamps could be read, else the one record (see
+    /// [`record`](Self::record) for the arguments).
+    #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+    pub(crate) fn records(
+        &self,
+        label: &Arc<str>,
+        submission: u64,
+        index: u32,
+        token: Option<u32>,
+        start_ns: u64,
+        end_ns: u64,
+    ) -> Vec<DispatchRecord> {
+        let record = self.record(label, submission, index, token, start_ns, end_ns);
+        let phases = self.in_kernel.as_ref().and_then(|in_kernel| {
+            let plan = &in_kernel.plan;
+            let stamps = plan.source.read(in_kernel.launch)?;
+            split_into_phases(&record, &plan.phases, &stamps, plan.blocks)
+        });
+        phases.unwrap_or_else(|| vec![record])
     }
 }

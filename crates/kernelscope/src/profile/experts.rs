@@ -234,6 +234,7 @@ mod tests {
             flops: 1,
             roles: Default::default(),
             measured_bytes: 0,
+            in_kernel: None,
         }
     }
 

@@ -230,7 +230,9 @@ pub fn fold_inputs<'a>(
     let mut groups: FirstSeen<Work> = FirstSeen::new();
     for record in records {
         let work = groups.entry(&key(record), Work::default);
-        *work.calls_by_kernel.entry(record.kernel.to_string()).or_insert(0) += 1;
+        // A kernel timed inside has a record per phase: each phase its own
+        // entry, so a launch is never counted as several calls of one kernel.
+        *work.calls_by_kernel.entry(record.kernel_and_phase()).or_insert(0) += 1;
         work.bytes = work.bytes.saturating_add(record.bytes);
         work.flops = work.flops.saturating_add(record.flops);
         let duration = record.duration_ns() as f64;

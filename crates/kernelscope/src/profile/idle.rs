@@ -66,7 +66,9 @@ impl DispatchShape {
     /// The shape of `submission`'s `dispatches`; `None` unless all of its
     /// dispatches were timed.
     pub(crate) fn of(submission: &SubmissionRecord, dispatches: &[&DispatchRecord]) -> Option<DispatchShape> {
-        if dispatches.is_empty() || dispatches.len() != submission.dispatches as usize {
+        // A kernel timed inside has a record per phase, all one dispatch.
+        let launches = dispatches.iter().filter(|dispatch| dispatch.is_launch()).count();
+        if dispatches.is_empty() || launches != submission.dispatches as usize {
             return None;
         }
         let mut intervals: Vec<(u64, u64)> = dispatches
@@ -142,7 +144,10 @@ fn fill_idle(submissions: &mut [SubmissionRecord], dispatches: &[DispatchRecord]
 /// for the others, from the latest end among the dispatches that started
 /// before it to its own start (0 where it started while another was still
 /// running). A submission's gaps add up to its idle time before and between
-/// its dispatches. Submissions whose dispatches were not all timed have none.
+/// its dispatches; the phases of a kernel timed inside it, which share its
+/// index, add theirs to one gap (the phases after the first tile the launch,
+/// so none of them waited). Submissions whose dispatches were not all timed
+/// have none.
 pub fn idle_gaps(
     dispatches: &[DispatchRecord],
     submissions: &[SubmissionRecord],
@@ -159,7 +164,8 @@ pub fn idle_gaps(
         else {
             continue;
         };
-        records.sort_by_key(|record| (record.start_ns, record.index));
+        let phase = |record: &DispatchRecord| record.in_kernel.as_ref().map_or(0, |phase| phase.index);
+        records.sort_by_key(|record| (record.start_ns, record.index, phase(record)));
         let mut covered_to = records[0].start_ns;
         for (position, record) in records.into_iter().enumerate() {
             let gap = if position == 0 {
@@ -167,7 +173,8 @@ pub fn idle_gaps(
             } else {
                 record.start_ns.saturating_sub(covered_to)
             };
-            gaps.insert((number, record.index), gap);
+            let total: &mut u64 = gaps.entry((number, record.index)).or_insert(0);
+            *total = total.saturating_add(gap);
             covered_to = covered_to.max(record.end_ns);
         }
     }
@@ -176,13 +183,15 @@ pub fn idle_gaps(
 
 /// For each key of `records` (in first-appearance order), its calls and
 /// the idle time (ns) the device spent waiting before them, from `gaps`.
+/// A launch timed inside the kernel waited before its first phase: that
+/// phase's record carries the launch's call and gap, the others none.
 pub fn idle_before_by<'a>(
     records: impl IntoIterator<Item = &'a DispatchRecord>,
     gaps: &HashMap<(u64, u32), u64>,
     key: impl Fn(&DispatchRecord) -> String,
 ) -> Vec<(String, u64, u64)> {
     let mut groups = super::aggregate::FirstSeen::new();
-    for record in records {
+    for record in records.into_iter().filter(|record| record.is_launch()) {
         let gap = gaps.get(&(record.submission, record.index)).copied().unwrap_or(0);
         let (calls, total): &mut (u64, u64) = groups.entry(&key(record), || (0, 0));
         *calls += 1;

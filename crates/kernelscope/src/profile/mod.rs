@@ -1,7 +1,9 @@
 //! The profiling kit: always-on counters, per-submission and per-dispatch
 //! timing tables, the JSON profile they are saved as, and what is judged
 //! from them (aggregation, roofline placement, the cross-check, folding of
-//! identical layers, the comparison of two runs).
+//! identical layers, the comparison of two runs), and the splitting of a
+//! kernel that runs several steps in one launch into its phases, by the
+//! stamps it writes inside (`in_kernel.rs`).
 //!
 //! This layer knows nothing of devices or models. The runtime owns one
 //! [`Profiler`] per device and feeds it records; everything else here reads
@@ -23,6 +25,7 @@ mod experts;
 mod fold;
 mod gap;
 mod idle;
+mod in_kernel;
 mod injected;
 mod level;
 mod load;
@@ -59,6 +62,9 @@ pub use gap::{
     GapAccount, GapKernel, GapKernels, GapLayer, GapLayerCounts, GapRow, GapSide, GapTotal, gap_account,
 };
 pub use idle::{idle_before_by, idle_gaps, submission_idle};
+pub use in_kernel::{
+    InKernelLaunch, PhaseMeta, PhasePlan, PhaseTotals, StampSource, phase_totals, split_into_phases,
+};
 pub use injected::{
     EVENT_TIMED_GRAPHS_MODE, ProcessTrace, StepRule, WHOLE_GRAPHS_MODE, profile_of_program,
     readable_kernel_name,
@@ -69,7 +75,7 @@ pub use op_kind::{MAX_FUSED_PARTS, MAX_UNKNOWN_KINDS, MAX_UNKNOWN_NAME_BYTES, Op
 pub use rank_steps::{RankStep, RankStepTime, rank_steps};
 pub use ranks::{CollectiveCost, RankView, collective_costs};
 pub use records::{
-    DispatchRecord, Enqueue, Phase, RankRecords, SubmissionIdle, SubmissionRecord, TokenRecord,
+    DispatchRecord, Enqueue, InKernelPhase, Phase, RankRecords, SubmissionIdle, SubmissionRecord, TokenRecord,
 };
 pub use roofline::{Bound, Peak, PeakShare, Placement, Roofline, placements};
 #[cfg(test)]

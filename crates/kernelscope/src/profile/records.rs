@@ -1,6 +1,7 @@
-//! The plain records the profiler keeps: one per submission, one per dispatch,
-//! one per token, and the idle accounting a submission's record carries
-//! (`idle.rs` computes it). They are also the rows of the JSON profile.
+//! The plain records the profiler keeps: one per submission, one per dispatch
+//! (or per phase of a kernel timed inside it), one per token, and the idle
+//! accounting a submission's record carries (`idle.rs` computes it). They
+//! are also the rows of the JSON profile.
 
 use std::sync::Arc;
 
@@ -35,9 +36,10 @@ pub struct SubmissionRecord {
     pub start_ns: u64,
     /// End, in ns since the profiler's epoch.
     pub end_ns: u64,
-    /// How many dispatch records it carried: one per dispatch, except a
-    /// library call (a cuBLASLt GEMM) timed by CUPTI, which has one per
-    /// kernel the library launched.
+    /// How many dispatches it carried, each of which has a record (or, for
+    /// a kernel timed inside it, one record per phase, all of one index),
+    /// except a library call (a cuBLASLt GEMM) timed by CUPTI, which has
+    /// one per kernel the library launched.
     pub dispatches: u32,
     /// How the host enqueued it, where the backend enqueues work for the
     /// device to run later (CUDA); `None` where work runs as it is committed.
@@ -135,6 +137,30 @@ pub struct DispatchRecord {
     /// model's tensors it reads; 0 (absent) otherwise.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub measured_bytes: u64,
+    /// Where the record is one phase of a kernel that runs several of the
+    /// model's steps in one launch, timed inside it by the kernel's own
+    /// stamps (`profile/in_kernel.rs`): which phase, and how long its blocks
+    /// waited at the grid barrier that ends it. The phases of one launch
+    /// share its `index` and tile its span. Absent for a record of a whole
+    /// launch, and from every profile written before such kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_kernel: Option<InKernelPhase>,
+}
+
+/// The phase of a kernel a [`DispatchRecord`] is, where the kernel was
+/// timed inside by stamps at its phase boundaries.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InKernelPhase {
+    /// The phase's name (`gate/up`, `down`), as the kernel's op declares it.
+    pub phase: Arc<str>,
+    /// Its position among the launch's phases, from 0.
+    pub index: u32,
+    /// How many phases the launch had.
+    pub phases: u32,
+    /// The mean over blocks of the time a block waited at the grid barrier
+    /// that ends the phase, for the last block to arrive (0 where the phase
+    /// ends at none): the bubble a barrier costs, inside the phase's time.
+    pub waiting_ns: u64,
 }
 
 /// Whether a count is 0 (left out of the JSON).
@@ -146,6 +172,23 @@ impl DispatchRecord {
     /// Device time of the dispatch.
     pub fn duration_ns(&self) -> u64 {
         self.end_ns.saturating_sub(self.start_ns)
+    }
+
+    /// Whether the record counts as a launch of its own where launches are
+    /// counted: every record except a kernel's phases after its first,
+    /// which ran in the same launch.
+    pub fn is_launch(&self) -> bool {
+        self.in_kernel.as_ref().is_none_or(|phase| phase.index == 0)
+    }
+
+    /// The kernel's name, followed for a phase timed inside it by the
+    /// phase's (`feed_forward_q4_k_q6_k · gate/up`): how its rows are named
+    /// wherever kernels are listed, so a launch's phases stay apart.
+    pub fn kernel_and_phase(&self) -> String {
+        match &self.in_kernel {
+            Some(phase) => format!("{} · {}", self.kernel, phase.phase),
+            None => self.kernel.to_string(),
+        }
     }
 }
 

@@ -2,11 +2,13 @@
 //! every record's interval ordered, ids unique, each dispatch inside a
 //! submission that agrees with it, and every sum a report makes within
 //! u64. A file that fails is refused naming the record (`dispatches[12]`).
+//! The phases of a kernel timed inside it share its slot: one record per
+//! phase, each phase once, all of the launch saying how many it had.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::data::{Profile, quoted};
-use super::{CounterSnapshot, SubmissionRecord};
+use super::{CounterSnapshot, DispatchRecord, SubmissionRecord};
 
 /// A problem, naming the record.
 type Checked<T = ()> = std::result::Result<T, String>;
@@ -91,9 +93,10 @@ impl Profile {
 
     /// Dispatches: ordered intervals, each in a submission of the profile
     /// that agrees with it (index within its count, same label and token),
-    /// one record per slot, times, bytes and flops that sum within u64.
+    /// one record per slot (or one per phase of a launch timed inside the
+    /// kernel, see [`Slots::take`]), times, bytes and flops that sum within u64.
     fn check_dispatches(&self, submissions: &HashMap<u64, (usize, &SubmissionRecord)>) -> Checked {
-        let mut dispatch_slots: HashMap<(u64, u32), usize> = HashMap::new();
+        let mut slots = Slots::default();
         let (mut dispatch_time, mut bytes, mut flops) = (0u64, 0u64, 0u64);
         for (position, dispatch) in self.dispatches.iter().enumerate() {
             let record = format!("dispatches[{position}]");
@@ -113,12 +116,7 @@ impl Profile {
                     dispatch.index, submission.dispatches
                 ));
             }
-            if let Some(first) = dispatch_slots.insert((dispatch.submission, dispatch.index), position) {
-                return Err(format!(
-                    "{record}: dispatch {} of submission {} is also dispatches[{first}]",
-                    dispatch.index, dispatch.submission
-                ));
-            }
+            slots.take(dispatch, position, &record)?;
             if dispatch.label != submission.label {
                 return Err(format!(
                     "{record}: label {} differs from {} of submissions[{owner}]",
@@ -143,5 +141,53 @@ impl Profile {
             flops = add(flops, dispatch.flops, &record, "dispatch flops")?;
         }
         Ok(())
+    }
+}
+
+/// The dispatch slots (submission, index) of a profile's records so far.
+#[derive(Default)]
+struct Slots {
+    /// Each slot's first record, and for a launch timed inside the kernel
+    /// the number of phases it had.
+    holders: HashMap<(u64, u32), (usize, Option<u32>)>,
+    /// The phases seen, by slot and phase index (a set, never a list as
+    /// long as a record says: a file's phase count is not to be trusted).
+    phases: HashSet<(u64, u32, u32)>,
+}
+
+impl Slots {
+    /// Takes `dispatch`'s slot for `position` (`record` names it): a slot
+    /// holds one record, or the phases of one launch, each once.
+    fn take(&mut self, dispatch: &DispatchRecord, position: usize, record: &str) -> Checked {
+        let phase = match &dispatch.in_kernel {
+            Some(phase) if phase.index >= phase.phases => {
+                return Err(format!(
+                    "{record}: phase {} is past the {} phases of its launch",
+                    phase.index, phase.phases
+                ));
+            }
+            Some(phase) => Some((phase.index, phase.phases)),
+            None => None,
+        };
+        let slot = (dispatch.submission, dispatch.index);
+        let held = *self
+            .holders
+            .entry(slot)
+            .or_insert((position, phase.map(|(_, phases)| phases)));
+        match (held, phase) {
+            (_, None) if held.0 == position => Ok(()),
+            (_, Some((index, _))) if held.0 == position => {
+                self.phases.insert((slot.0, slot.1, index));
+                Ok(())
+            }
+            ((first, Some(phases)), Some((_, count))) if phases != count => Err(format!(
+                "{record}: a phase of a launch of {count} phases, but dispatches[{first}] of its slot has {phases}"
+            )),
+            ((_, Some(_)), Some((index, _))) if self.phases.insert((slot.0, slot.1, index)) => Ok(()),
+            ((first, _), _) => Err(format!(
+                "{record}: dispatch {} of submission {} is also dispatches[{first}]",
+                dispatch.index, dispatch.submission
+            )),
+        }
     }
 }

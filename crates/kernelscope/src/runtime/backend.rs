@@ -43,6 +43,11 @@ pub struct Capabilities {
     /// asynchronous copies counted by a barrier (CUDA's `cp.async.bulk`,
     /// compute capability 9.0 and later): the streamed quantized products.
     pub bulk_copies: bool,
+    /// Whether ops run several of decode's steps in one persistent launch
+    /// where they have such a kernel (CUDA, where
+    /// [`DeviceOptions::persistent_steps`](super::DeviceOptions::persistent_steps)
+    /// asks for it).
+    pub persistent_kernels: bool,
     /// The GPU's streaming multiprocessors, where the device has them
     /// (persistent kernels size their grid by it).
     pub multiprocessors: Option<u32>,
@@ -74,6 +79,17 @@ pub(crate) trait Backend {
     fn profiler(&self) -> &Profiler;
     /// What the device can time and how it runs work.
     fn capabilities(&self) -> Capabilities;
+    /// Blocks of `kernel` of `threads` threads and `shared_bytes` of dynamic
+    /// shared memory one multiprocessor runs at once; `None` where the
+    /// backend has no multiprocessors (the CPU) or the kernel is not ours.
+    fn resident_blocks(
+        &self,
+        _kernel: &super::Kernel,
+        _threads: u32,
+        _shared_bytes: u32,
+    ) -> Result<Option<u32>> {
+        Ok(None)
+    }
     /// The driver's version, where there is a driver.
     fn driver_version(&self) -> Option<String>;
     /// Free and total memory, where the device can tell.

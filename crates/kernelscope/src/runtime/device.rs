@@ -6,7 +6,7 @@
 
 use super::backend::{Backend, Capabilities};
 use super::memory::MemoryInfo;
-use super::{Buffer, CpuDevice, CudaDevice, DType, DeviceOptions, Element};
+use super::{Buffer, CpuDevice, CudaDevice, DType, DeviceOptions, Element, Kernel};
 use crate::error::{Error, Result};
 use crate::profile::{Conditions, Profile, Profiler};
 
@@ -114,6 +114,15 @@ impl Device {
     /// What the device can time and how it runs work.
     pub fn capabilities(&self) -> Capabilities {
         self.backend_ref().capabilities()
+    }
+
+    /// Blocks of `kernel` of `threads` threads and `shared_bytes` of
+    /// dynamic shared memory one multiprocessor runs at once, as the driver
+    /// counts them (registers included): what a persistent kernel's grid,
+    /// whose blocks wait for each other, may not exceed. `None` on a backend
+    /// without multiprocessors (the CPU).
+    pub fn resident_blocks(&self, kernel: &Kernel, threads: u32, shared_bytes: u32) -> Result<Option<u32>> {
+        self.backend_ref().resident_blocks(kernel, threads, shared_bytes)
     }
 
     /// Whether two handles are the same device.

@@ -2,8 +2,10 @@
 //! (buffers with their access, and scalars), the launch grid for GPUs, and the
 //! bytes and flops it moves for the roofline.
 
+use std::sync::Arc;
+
 use super::{Buffer, Kernel, MemRange, OpKind};
-use crate::profile::{PositionCost, Role, Roles};
+use crate::profile::{PhasePlan, PositionCost, Role, Roles};
 
 /// How a kernel uses a buffer argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -139,6 +141,9 @@ pub struct Dispatch {
     pub(crate) op_kind: Option<OpKind>,
     /// Roles the kernel plays whatever step it was encoded for.
     pub(crate) roles: Roles,
+    /// The steps a persistent kernel runs inside the launch and where it
+    /// stamps their boundaries, for the profile to split it by.
+    pub(crate) phases: Option<Arc<PhasePlan>>,
 }
 
 impl Dispatch {
@@ -154,6 +159,7 @@ impl Dispatch {
             per_position: None,
             op_kind: None,
             roles: Roles::NONE,
+            phases: None,
         }
     }
 
@@ -224,6 +230,15 @@ impl Dispatch {
     /// added to those the encoder gives it.
     pub fn role(mut self, role: Role) -> Self {
         self.roles = self.roles.with(role);
+        self
+    }
+
+    /// Declares the steps the kernel runs inside the launch, each with its
+    /// own roles and cost, and the ring it stamps their boundaries into:
+    /// the profile records one dispatch per step, timed inside the kernel
+    /// (a persistent kernel's launch would otherwise be one opaque row).
+    pub fn phases(mut self, plan: Arc<PhasePlan>) -> Self {
+        self.phases = Some(plan);
         self
     }
 

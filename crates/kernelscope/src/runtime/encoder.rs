@@ -9,7 +9,7 @@ use std::sync::Arc;
 use super::command::{Command, GraphNode, RecordedDispatch};
 use super::{Arg, Device, Dispatch, Graph, MemRanges, OpKind};
 use crate::error::{Error, Result};
-use crate::profile::{Counters, DispatchMeta, Roles};
+use crate::profile::{Counters, DispatchMeta, InKernelLaunch, Roles};
 
 /// The label of submissions committed without one.
 pub const UNLABELED: &str = "(unlabeled)";
@@ -240,6 +240,10 @@ impl CommandEncoder {
             bytes_written: dispatch.bytes_written,
             flops: dispatch.flops,
             per_position: dispatch.per_position,
+            in_kernel: dispatch
+                .phases
+                .clone()
+                .map(|plan| InKernelLaunch { plan, launch: 0 }),
         };
         let recorded = Arc::new(RecordedDispatch { dispatch, meta });
         match &mut self.capture {

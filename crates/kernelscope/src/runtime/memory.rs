@@ -41,6 +41,12 @@ pub(crate) trait DeviceMemory: Send + Sync + fmt::Debug {
     /// Copies `data` into the allocation at `byte_offset`, ordered after the
     /// work committed before the call.
     fn write_bytes(&self, byte_offset: usize, data: &[u8]) -> Result<()>;
+    /// Copies bytes the caller knows no queued work still writes (a
+    /// finished launch's stamps) without waiting for the queue: a GPU
+    /// copies them while later work runs. The CPU's is `read_bytes`.
+    fn read_settled(&self, byte_offset: usize, out: &mut [u8]) -> Result<()> {
+        self.read_bytes(byte_offset, out)
+    }
     /// The backend's own type, for the backend.
     fn as_any(&self) -> &dyn Any;
 }

@@ -46,6 +46,7 @@ mod mem_ranges;
 mod memory;
 mod options;
 mod registry;
+mod stamps;
 
 /// Op kinds are the profiler's vocabulary; dispatches are tagged with them here.
 pub use crate::profile::{OpKind, Primitive};
@@ -71,3 +72,4 @@ pub use mem_ranges::{MemRange, MemRanges};
 pub use memory::MemoryInfo;
 pub use options::DeviceOptions;
 pub use registry::KernelRegistry;
+pub use stamps::{STAMP_RING, StampRing};

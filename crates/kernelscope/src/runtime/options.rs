@@ -10,6 +10,7 @@ pub struct DeviceOptions {
     pub(crate) profile: ProfileLevel,
     pub(crate) dispatch_timing_unsupported: Option<String>,
     pub(crate) serial_launch: bool,
+    pub(crate) persistent_steps: bool,
     pub(crate) token_selection: TokenSelection,
     pub(crate) check_finite: bool,
 }
@@ -86,6 +87,16 @@ impl DeviceOptions {
     /// launch gives, and as a workaround should it misbehave on a driver.
     pub fn serial_launch(mut self) -> Self {
         self.serial_launch = true;
+        self
+    }
+
+    /// Runs several of decode's steps in one persistent launch where an op
+    /// has such a kernel (a quantized layer's feed-forward half: norm,
+    /// gate/up, quantize and down; CUDA). Off by default: on an H200 it
+    /// decoded llama-3.2-1b Q4_K_M 4 % slower than the four kernels it
+    /// replaces (docs/PERF.md), so it is for measuring and developing it.
+    pub fn persistent_steps(mut self) -> Self {
+        self.persistent_steps = true;
         self
     }
 }

@@ -1,7 +1,8 @@
 //! Fixtures for tests and examples, behind the `testing` cargo feature (off
 //! by default, so none of this is part of the library's API): tests written
 //! once against `&Device` and run on every backend, seeded random data, a
-//! synthetic profile and the smallest real kernel. A CUDA variant that finds
+//! synthetic profile (and one of a kernel timed inside by its phases,
+//! `in_kernel`) and the smallest real kernel. A CUDA variant that finds
 //! no GPU says so loudly and passes, except when `KSCOPE_REQUIRE_GPU=1`,
 //! where it fails: a GPU test run can never pass by skipping.
 
@@ -251,6 +252,7 @@ pub fn synthetic_layered_profile(
                     flops: 1 << 19,
                     roles: Default::default(),
                     measured_bytes: 0,
+                    in_kernel: None,
                 });
                 index += 1;
                 now += duration + 500;
@@ -304,6 +306,7 @@ pub fn inc_one_registry() -> crate::KernelRegistry {
     registry
 }
 
+pub mod in_kernel;
 #[cfg(feature = "cuda")]
 pub mod nvrtc;
 pub mod program_records;

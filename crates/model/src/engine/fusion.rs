@@ -38,6 +38,7 @@ impl Forward<'_> {
         // encodes its kernel and returns the steps it covered, or 0.
         let patterns = [
             Self::fuse_sparse_prologue,
+            Self::fuse_feed_forward,
             Self::fuse_norm_gate_up,
             Self::fuse_norm_readers,
             Self::fuse_rope_append,
@@ -68,6 +69,66 @@ impl Forward<'_> {
                 self.weights.dtype == DType::F32 && self.ops.quantized_fused(quant).is_some()
             }
         }
+    }
+
+    /// A dense layer's whole feed-forward half (RMSNorm, gate/up, SiLU·mul,
+    /// down and the residual add) in one persistent launch, where every
+    /// matrix is quantized, unsplit and unbiased and the device runs such
+    /// kernels (`QuantizedFeedForward`, asked for by `--persistent-steps`).
+    fn fuse_feed_forward(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [
+            Step::Norm { weight },
+            Step::Linear {
+                linear: gate,
+                input: Slot::Normed,
+                output: Slot::Gate,
+            },
+            Step::Linear {
+                linear: up,
+                input: Slot::Normed,
+                output: Slot::Up,
+            },
+            Step::SiluMul,
+            Step::Linear {
+                linear: down,
+                input: Slot::Activated,
+                output: Slot::Projected,
+            },
+            Step::AddResidual,
+            ..,
+        ] = steps
+        else {
+            return Ok(0);
+        };
+        let (WeightFormat::Quantized(gate_format), WeightFormat::Quantized(down_format)) =
+            (gate.format(), down.format())
+        else {
+            return Ok(0);
+        };
+        let whole = [gate, up, down]
+            .iter()
+            .all(|linear| linear.parallel == Parallel::Whole && !linear.has_bias());
+        let Some(kernels) = self.ops.quantized_feed_forward(gate_format, down_format) else {
+            return Ok(0);
+        };
+        if !whole || up.format() != gate.format() || self.weights.dtype != DType::F32 {
+            return Ok(0);
+        }
+        kernels.encode(
+            encoder,
+            &activations.hidden,
+            weight,
+            &gate.weight,
+            &up.weight,
+            &down.weight,
+            self.config.rms_norm_eps,
+        )?;
+        Ok(6)
     }
 
     /// RMSNorm + the gate and up mat-vecs + SiLU·mul.

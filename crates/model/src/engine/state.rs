@@ -11,6 +11,7 @@ use kernelscope::ops::matvec::residual::MatVecAdd;
 use kernelscope::ops::norm_matvec::{NormMatVec, silu::NormMatVecSiluMul};
 use kernelscope::ops::prefill_attention::PrefillAttention;
 use kernelscope::ops::quantized::embedding::QuantizedEmbedding;
+use kernelscope::ops::quantized::feed_forward::QuantizedFeedForward;
 use kernelscope::ops::quantized::linear::fused::QuantizedFused;
 use kernelscope::ops::quantized::linear::{Activations, QuantizedLinear};
 use kernelscope::ops::rope::{Rope, RopeFrequencies};
@@ -52,6 +53,10 @@ pub(crate) struct Ops {
     /// Decode's fused kernels of those formats, where the device has them
     /// (CUDA; the CPU runs the steps apart).
     pub quantized_fused: Vec<QuantizedFused>,
+    /// A dense layer's feed-forward half in one persistent launch, for each
+    /// pair of quantized formats (gate/up's, down's), where the device runs
+    /// persistent kernels and the layers are not split over ranks.
+    pub quantized_feed_forward: Vec<QuantizedFeedForward>,
     /// The embedding of a quantized table, when the table is one.
     pub quantized_embedding: Option<QuantizedEmbedding>,
     pub add_residual: Add,
@@ -176,6 +181,16 @@ impl Ops {
             .iter()
             .filter_map(|format| QuantizedFused::new(&registry, device, *format).ok())
             .collect();
+        let quantized_feed_forward = if device.capabilities().persistent_kernels && !partition.is_split() {
+            formats
+                .linear
+                .iter()
+                .flat_map(|gate| formats.linear.iter().map(move |down| (*gate, *down)))
+                .filter_map(|(gate, down)| QuantizedFeedForward::new(&registry, device, gate, down).ok())
+                .collect()
+        } else {
+            Vec::new()
+        };
         let quantized_bf16 = !quantized.is_empty() && quantized.iter().all(QuantizedLinear::takes_bf16_input);
         let gemm_input = if dtype == DType::F32 && !formats.dense_linear && quantized_bf16 {
             DType::BF16
@@ -189,6 +204,7 @@ impl Ops {
         Ok(Ops {
             quantized,
             quantized_fused,
+            quantized_feed_forward,
             quantized_embedding,
             embedding: Embedding::new(&registry, device, dtype)?,
             rms_norm: RmsNorm::new(&registry, device, dtype, DType::F32)?,
@@ -251,6 +267,18 @@ impl Ops {
         self.quantized_fused
             .iter()
             .find(|kernels| kernels.format() == format)
+    }
+
+    /// The feed-forward kernel for gate/up in `gate` and down in `down`,
+    /// where the device has it.
+    pub fn quantized_feed_forward(
+        &self,
+        gate: QuantFormat,
+        down: QuantFormat,
+    ) -> Option<&QuantizedFeedForward> {
+        self.quantized_feed_forward
+            .iter()
+            .find(|kernels| kernels.formats() == (gate, down))
     }
 
     /// Rebinds the quantized mat-vecs to take `activations` (8-bit blocks

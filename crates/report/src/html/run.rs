@@ -12,6 +12,7 @@ use super::markup::{escape, table};
 use super::roofline::{RooflineRange, roofline, roofline_marks};
 use super::timeline::token_timeline;
 use crate::formats::{FORMAT_HEADING, format_of, reads_block_formats};
+use crate::in_kernel::{IN_KERNEL_NOTE, PHASE_COLUMNS, PHASE_NOTE, has_phases, phase_cells};
 use crate::summary::{Summary, kernel_of, op_of};
 use crate::tables::{SUMMARY_COLUMNS, counter_table, summary_cells};
 
@@ -158,7 +159,8 @@ fn charts(out: &mut String, profile: &Profile, summary: &Summary<'_>, scales: Sh
     token_timeline(out, profile);
 }
 
-/// The tables of the text report: per op, per kernel, submissions, counters.
+/// The tables of the text report: per op, per kernel (and the phases of
+/// kernels timed inside them), submissions, counters.
 fn tables(out: &mut String, profile: &Profile, summary: &Summary<'_>) {
     if !summary.records.is_empty() {
         let mut header = vec!["op"];
@@ -175,6 +177,16 @@ fn tables(out: &mut String, profile: &Profile, summary: &Summary<'_>) {
             &header,
             &summary_cells(summary, &kernels, kernel_of),
         );
+        if has_phases(&summary.records) {
+            let _ = write!(
+                out,
+                r#"<p class="note">{}</p><h2>Inside the kernels, over {}</h2>"#,
+                escape(IN_KERNEL_NOTE),
+                escape(&summary.over)
+            );
+            table(out, "numbers", &PHASE_COLUMNS, &phase_cells(&summary.records));
+            let _ = write!(out, r#"<p class="note">{}</p>"#, escape(PHASE_NOTE));
+        }
         if reads_block_formats(summary) {
             header[0] = "format";
             let _ = write!(

@@ -1,7 +1,8 @@
 //! The text report's tables of dispatch time: per op, per layer, per scope
 //! (rows of identical layers folded in the short report) and per kernel
 //! (the slowest first, cut to the top N), each with its roofline columns,
-//! and per format where kernels read quantized weights.
+//! the phases of kernels timed inside them, and per format where kernels
+//! read quantized weights.
 
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -15,6 +16,7 @@ use super::folds::{DIFFERS_MARK, fold_labels, shown_as};
 use super::options::ReportOptions;
 use super::table::table;
 use crate::formats::{FORMAT_HEADING, format_of, reads_block_formats};
+use crate::in_kernel::{IN_KERNEL_NOTE, PHASE_COLUMNS, PHASE_NOTE, has_phases, phase_cells};
 use crate::summary::{Summary, kernel_of, op_of};
 use crate::tables::{SUMMARY_COLUMNS, ms, summary_cells};
 
@@ -40,7 +42,29 @@ pub(super) fn render_dispatch_summary(
 ) {
     render_grouped_tables(summary, layer_labels, options, out);
     render_kernel_table(summary, options, out);
+    render_phase_table(summary, out);
     render_format_table(summary, out);
+}
+
+/// The phases of the kernels timed inside them, where any were: each
+/// phase's time per launch, its share of the launch and the time its
+/// blocks waited at the barrier that ends it.
+fn render_phase_table(summary: &Summary<'_>, out: &mut String) {
+    if !has_phases(&summary.records) {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "
+inside the kernels, over {}:",
+        summary.over
+    );
+    let _ = writeln!(out, "{}", table(&PHASE_COLUMNS, phase_cells(&summary.records)));
+    let _ = writeln!(
+        out,
+        "{IN_KERNEL_NOTE}
+{PHASE_NOTE}"
+    );
 }
 
 /// Time by the format each kernel reads, where a kernel reads a block
@@ -115,6 +139,9 @@ fn render_kernel_table(summary: &Summary<'_>, options: ReportOptions, out: &mut 
     let _ = writeln!(out, "{}", summary_table(summary, &kernels, kernel_of, "kernel"));
     if hidden > 0 {
         let _ = writeln!(out, "… {hidden} more kernels (--top N shows more, --full all)");
+    }
+    if has_phases(&summary.records) {
+        let _ = writeln!(out, "{IN_KERNEL_NOTE}");
     }
     let bounds = match summary.roofline.ridge_point() {
         Some(ridge) => format!(

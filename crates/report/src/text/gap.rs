@@ -2,13 +2,16 @@
 //! by side with the difference and its share of the measured difference
 //! (GB/s and % of the read ceiling where bytes are known), the idle and
 //! unattributed rows, the total; then per layer; then the slowest kernels
-//! of the rows that differ most.
+//! of the rows that differ most (a phase of a kernel timed inside it
+//! marked †).
 
 use std::fmt::Write;
 
 use kernelscope::profile::{GapAccount, GapRow, GapSide};
 
 use super::table::table;
+use crate::in_kernel::IN_KERNEL_NOTE;
+use crate::summary::IN_KERNEL_MARK;
 
 fn us(value: f64) -> String {
     format!("{value:.1}")
@@ -180,9 +183,13 @@ pub fn render_gap_account(account: &GapAccount) -> String {
             .into_iter()
             .flat_map(|(side, list)| {
                 list.iter().map(move |kernel| {
+                    let mut name: String = kernel.kernel.chars().take(90).collect();
+                    if kernel.in_kernel {
+                        name = format!("{name} {IN_KERNEL_MARK}");
+                    }
                     vec![
                         side.to_string(),
-                        kernel.kernel.chars().take(90).collect(),
+                        name,
                         us(kernel.us_per_token),
                         format!("{:.1}", kernel.calls_per_token),
                     ]
@@ -194,6 +201,14 @@ pub fn render_gap_account(account: &GapAccount) -> String {
             "{}",
             table(&["side", "kernel", "µs/token", "calls/token"], rows)
         );
+    }
+    let phases = account
+        .top_kernels
+        .iter()
+        .flat_map(|kernels| kernels.base.iter().chain(&kernels.new))
+        .any(|kernel| kernel.in_kernel);
+    if phases {
+        let _ = writeln!(out, "{IN_KERNEL_NOTE}");
     }
     out
 }

@@ -62,8 +62,10 @@ pub(super) fn render_idle(profile: &Profile, full: bool, out: &mut String) {
         .iter()
         .filter(|record| tokens.is_empty() || record.token.is_some_and(|token| tokens.contains(&token)))
         .collect();
+    // A launch's phases share its one gap.
     let idle_total: u64 = records
         .iter()
+        .filter(|record| record.is_launch())
         .map(|record| gaps.get(&(record.submission, record.index)).copied().unwrap_or(0))
         .sum();
     if idle_total == 0 {

@@ -3,10 +3,12 @@
 //! (`linear/formats.cuh`) and the activations quantized to 8 bits once per
 //! product (`linear/stage.cu`). `linear` is the mat-vec and GEMM of a
 //! projection, `embedding` the lookup of a quantized table, `experts` a
-//! mixture-of-experts layer's products over quantized experts.
+//! mixture-of-experts layer's products over quantized experts,
+//! `feed_forward` a dense layer's whole MLP half in one persistent launch.
 
 pub mod embedding;
 pub mod experts;
+pub mod feed_forward;
 pub mod linear;
 
 use crate::runtime::KernelRegistry;
@@ -16,4 +18,5 @@ pub fn register(registry: &mut KernelRegistry) {
     embedding::register(registry);
     linear::register(registry);
     experts::register(registry);
+    feed_forward::register(registry);
 }

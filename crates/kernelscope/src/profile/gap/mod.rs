@@ -14,7 +14,11 @@
 //! the measured token exactly on each side, and their differences to the
 //! measured difference. A fused kernel that does several roles on one
 //! side (kscope's RMSNorm + q/k/v mat-vec) merges those roles into one row
-//! on both sides: the finest split both programs share.
+//! on both sides: the finest split both programs share. A kernel timed
+//! inside by its phases (`profile/in_kernel.rs`) does one role set per
+//! phase, so it merges nothing its phases keep apart.
+
+use std::collections::HashSet;
 
 use serde::Serialize;
 
@@ -61,9 +65,10 @@ pub struct GapRow {
     pub base_bytes_per_token: Option<f64>,
     /// Bytes a new token's dispatches of the row move, where known.
     pub new_bytes_per_token: Option<f64>,
-    /// Base dispatches per token.
+    /// Base dispatches per token (a launch timed inside the kernel once,
+    /// however many of its phases the row holds).
     pub base_calls_per_token: f64,
-    /// New dispatches per token.
+    /// New dispatches per token, counted alike.
     pub new_calls_per_token: f64,
     /// The roles, for lookups (not written).
     #[serde(skip)]
@@ -97,6 +102,10 @@ pub struct GapKernel {
     pub us_per_token: f64,
     /// Calls per decode token.
     pub calls_per_token: f64,
+    /// Whether it is a phase of a kernel, timed inside it by the kernel's
+    /// stamps (`kernel` is then `kernel · phase`); not written when not.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub in_kernel: bool,
 }
 
 /// The kernels of a row that differs much, on both sides.
@@ -240,6 +249,13 @@ pub fn gap_account(base: &Profile, new: &Profile) -> GapAccount {
                         };
                     }
                 }
+                let mut phased: HashSet<&(u32, u64, u32)> = HashSet::new();
+                for (set, launches) in &tally.phased_launches {
+                    if set.iter().any(|role| group.contains(role)) {
+                        phased.extend(launches);
+                    }
+                }
+                total.1 += phased.len() as f64;
                 let tokens = tally.tokens.max(1) as f64;
                 let bytes = total
                     .2
@@ -304,10 +320,11 @@ pub fn gap_account(base: &Profile, new: &Profile) -> GapAccount {
                     .by_kernel
                     .iter()
                     .filter(|((set, _), _)| set.iter().any(|role| row.roles.contains(role)))
-                    .map(|((_, kernel), (ns, calls))| GapKernel {
+                    .map(|((_, kernel), (ns, calls, in_kernel))| GapKernel {
                         kernel: kernel.clone(),
                         us_per_token: per_token(*ns, tally.tokens),
                         calls_per_token: calls / tally.tokens.max(1) as f64,
+                        in_kernel: *in_kernel,
                     })
                     .collect();
                 // One kernel may carry several role sets (a norm that also quantizes).

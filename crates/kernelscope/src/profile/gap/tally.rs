@@ -1,5 +1,6 @@
 //! One side of the gap account measured: its decode tokens' device spans,
-//! each dispatch's exclusive time by roles, by layer and by kernel.
+//! each dispatch's exclusive time by roles, by layer and by kernel (a
+//! kernel timed inside it by phase, each phase under its own roles).
 
 use std::collections::{HashMap, HashSet};
 
@@ -12,11 +13,18 @@ pub(super) struct Tally {
     pub span_ns: f64,
     pub idle_ns: f64,
     /// Per roles set: ns, calls, bytes (None once a dispatch had none).
+    /// The calls are the records of whole launches only: the phases of a
+    /// kernel timed inside it are in `phased_launches`.
     pub by_roles: HashMap<Roles, (f64, f64, Option<f64>)>,
+    /// Per roles set, the launches (stream, submission, index) of the phase
+    /// records that carry it: a row of several sets counts a launch once
+    /// however many of its phases it holds.
+    pub phased_launches: HashMap<Roles, HashSet<(u32, u64, u32)>>,
     pub unroled_ns: f64,
     pub by_layer: Vec<(String, f64)>,
-    /// Per roles set and kernel: ns and calls.
-    pub by_kernel: HashMap<(Roles, String), (f64, f64)>,
+    /// Per roles set and kernel (a phase timed inside a kernel apart, as
+    /// `kernel · phase`): ns, calls, and whether it is such a phase.
+    pub by_kernel: HashMap<(Roles, String), (f64, f64, bool)>,
     pub layers: usize,
 }
 
@@ -33,6 +41,7 @@ pub(super) fn tally(profile: &Profile) -> Tally {
         span_ns: 0.0,
         idle_ns: 0.0,
         by_roles: HashMap::new(),
+        phased_launches: HashMap::new(),
         unroled_ns: 0.0,
         by_layer: Vec::new(),
         by_kernel: HashMap::new(),
@@ -89,15 +98,23 @@ pub(super) fn tally(profile: &Profile) -> Tally {
                 .entry(dispatch.roles)
                 .or_insert((0.0, 0.0, Some(0.0)));
             entry.0 += ns;
-            entry.1 += 1.0;
+            if dispatch.in_kernel.is_some() {
+                tally.phased_launches.entry(dispatch.roles).or_default().insert((
+                    dispatch.stream,
+                    dispatch.submission,
+                    dispatch.index,
+                ));
+            } else {
+                entry.1 += 1.0;
+            }
             entry.2 = match (entry.2, dispatch.bytes) {
                 (Some(sum), bytes) if bytes > 0 => Some(sum + bytes as f64),
                 _ => None,
             };
             let kernel = tally
                 .by_kernel
-                .entry((dispatch.roles, dispatch.kernel.to_string()))
-                .or_insert((0.0, 0.0));
+                .entry((dispatch.roles, dispatch.kernel_and_phase()))
+                .or_insert((0.0, 0.0, dispatch.in_kernel.is_some()));
             kernel.0 += ns;
             kernel.1 += 1.0;
         }

@@ -88,6 +88,7 @@ pub(super) fn submissions_of(
                 flops: 0,
                 roles: Default::default(),
                 measured_bytes: 0,
+                in_kernel: None,
             });
         }
     }

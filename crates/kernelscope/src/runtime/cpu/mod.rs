@@ -186,6 +186,7 @@ impl Backend for CpuDevice {
             maps_files_in_place: true,
             early_launch_in_graphs: false,
             bulk_copies: false,
+            persistent_kernels: false,
             multiprocessors: None,
             shared_memory_per_block: None,
         }

@@ -277,6 +277,7 @@ impl CudaDevice {
             profiler,
             arch,
             early_launch,
+            persistent_kernels: options.persistent_steps,
             multiprocessors,
             shared_memory_per_block,
             check_finite: options.check_finite,
@@ -335,6 +336,15 @@ impl Backend for CudaDevice {
         self.state.profiler()
     }
 
+    fn resident_blocks(
+        &self,
+        kernel: &crate::runtime::Kernel,
+        threads: u32,
+        shared_bytes: u32,
+    ) -> Result<Option<u32>> {
+        super::modules::resident_blocks(kernel, threads, shared_bytes)
+    }
+
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             submission_timing: TimingMethod::current(TimingMechanism::CudaEvents),
@@ -345,6 +355,7 @@ impl Backend for CudaDevice {
             maps_files_in_place: false,
             early_launch_in_graphs: self.state.early_launch(),
             bulk_copies: arch_major(self.state.arch()) >= 9,
+            persistent_kernels: self.state.persistent_kernels(),
             multiprocessors: self.state.multiprocessors(),
             shared_memory_per_block: self.state.shared_memory_per_block(),
         }

@@ -48,9 +48,11 @@ struct Expected {
 impl Expected {
     /// A dispatch timed by the event pair around its eager launch.
     fn timed_by_events(&mut self, recorded: &RecordedDispatch, events: (Event, Event)) {
+        let mut meta = recorded.meta.clone();
+        number_launch(&mut meta);
         self.timed.push(PendingDispatch {
             index: self.index,
-            meta: recorded.meta.clone(),
+            meta,
             events: Some(events),
             library: false,
         });
@@ -64,6 +66,9 @@ impl Expected {
     fn timed_by_cupti(&mut self, recorded: &RecordedDispatch, launched: Launched, context: Option<u64>) {
         for kernel in 0..launched.records() {
             let mut meta = recorded.meta.at_context(context);
+            if kernel == 0 {
+                number_launch(&mut meta);
+            }
             if kernel > 0 {
                 meta.bytes = 0;
                 meta.bytes_written = 0;
@@ -79,9 +84,22 @@ impl Expected {
         }
     }
 
-    /// A dispatch that is counted but not timed.
-    fn untimed(&mut self) {
+    /// A dispatch that is counted but not timed (its launch still takes
+    /// the next number of its stamps' ring, which the kernel advances).
+    fn untimed(&mut self, recorded: &RecordedDispatch) {
+        if let Some(in_kernel) = &recorded.meta.in_kernel {
+            in_kernel.plan.next_launch();
+        }
         self.index += 1;
+    }
+}
+
+/// Gives a launch of a kernel that stamps its steps the next launch number
+/// of its ring: the kernel counts its launches in the ring, in stream
+/// order, and so does this, called once for every launch enqueued.
+fn number_launch(meta: &mut crate::profile::DispatchMeta) {
+    if let Some(in_kernel) = &mut meta.in_kernel {
+        in_kernel.launch = in_kernel.plan.next_launch();
     }
 }
 
@@ -213,7 +231,7 @@ fn enqueue_dispatch(
     } else if timing.cupti {
         expected.timed_by_cupti(recorded, launched, None);
     } else {
-        expected.untimed();
+        expected.untimed(recorded);
     }
     Ok(())
 }
@@ -257,7 +275,7 @@ fn enqueue_replay(
         if timing.cupti {
             expected.timed_by_cupti(recorded, launched, context);
         } else {
-            expected.untimed();
+            expected.untimed(recorded);
         }
     }
     Ok(())

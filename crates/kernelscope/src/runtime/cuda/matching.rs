@@ -116,7 +116,7 @@ impl CuptiMatcher {
                     None => self.match_record(profiler, &mut dispatch, kernels, previous_end),
                 };
                 if let Some((start, end)) = times {
-                    records.push(dispatch.meta.record(
+                    records.extend(dispatch.meta.records(
                         &label,
                         submission.record.submission,
                         dispatch.index,

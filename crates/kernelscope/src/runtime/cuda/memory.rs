@@ -138,6 +138,23 @@ impl DeviceMemory for CudaMemory {
         Ok(())
     }
 
+    fn read_settled(&self, byte_offset: usize, out: &mut [u8]) -> Result<()> {
+        self.check(byte_offset, out.len())?;
+        self.state.bind()?;
+        // SAFETY: in bounds (checked); a synchronous copy on the legacy
+        // stream, which does not wait for our non-blocking stream, so it
+        // runs beside later work; `out` outlives it.
+        unsafe {
+            sys::cuMemcpyDtoH_v2(
+                out.as_mut_ptr() as *mut std::ffi::c_void,
+                self.pointer + byte_offset as u64,
+                out.len(),
+            )
+        }
+        .result()
+        .map_err(driver_error("copying settled bytes from device to host"))
+    }
+
     fn read_later(&self, byte_offset: usize, bytes: usize) -> Result<Box<dyn PendingBytes>> {
         Ok(Box::new(self.start_read(byte_offset, bytes)?))
     }

@@ -67,6 +67,7 @@ mod timing;
 
 #[cfg(feature = "cuda")]
 pub use device::CudaDevice;
+
 // NVRTC as the runtime runs it, without a device: `testing::nvrtc` checks
 // every registered kernel source with it.
 #[cfg(all(feature = "cuda", feature = "testing"))]

@@ -119,6 +119,24 @@ impl ModuleCache {
     }
 }
 
+/// Blocks of `kernel` of `threads` threads and `shared_bytes` of dynamic
+/// shared memory one multiprocessor runs at once, by the driver's count
+/// (registers and static shared memory included); `None` for a kernel
+/// that is not ours (a library call, a collective).
+pub(crate) fn resident_blocks(
+    kernel: &crate::runtime::Kernel,
+    threads: u32,
+    shared_bytes: u32,
+) -> Result<Option<u32>> {
+    let Some(CudaKernel::Compiled { function, .. }) = kernel.loaded::<CudaKernel>() else {
+        return Ok(None);
+    };
+    function
+        .occupancy_max_active_blocks_per_multiprocessor(threads, shared_bytes as usize, None)
+        .map(Some)
+        .map_err(driver_error("counting the blocks a multiprocessor holds"))
+}
+
 /// Lets `function` take as much dynamic shared memory as a block may have
 /// on this GPU (past the 48 KiB every kernel gets without asking): the
 /// streamed products size their rings of rows by it. A limit, not a

@@ -24,6 +24,8 @@ pub(crate) struct DeviceState {
     arch: &'static str,
     /// Whether graphs launch kernels early (programmatic dependent launch).
     early_launch: bool,
+    /// Whether ops may run several steps in one persistent launch.
+    persistent_kernels: bool,
     /// The GPU's multiprocessors and the most shared memory a block may
     /// take, read once at open (`None` where the driver does not say).
     multiprocessors: Option<u32>,
@@ -56,6 +58,7 @@ pub(crate) struct DeviceParts {
     pub(super) profiler: Profiler,
     pub(super) arch: &'static str,
     pub(super) early_launch: bool,
+    pub(super) persistent_kernels: bool,
     pub(super) multiprocessors: Option<u32>,
     pub(super) shared_memory_per_block: Option<u32>,
     pub(super) check_finite: bool,
@@ -73,6 +76,7 @@ impl DeviceState {
             profiler,
             arch,
             early_launch,
+            persistent_kernels,
             multiprocessors,
             shared_memory_per_block,
             check_finite,
@@ -87,6 +91,7 @@ impl DeviceState {
             profiler,
             arch,
             early_launch,
+            persistent_kernels,
             multiprocessors,
             shared_memory_per_block,
             check_finite,
@@ -130,6 +135,11 @@ impl DeviceState {
     /// `runtime::early_launch`).
     pub(crate) fn early_launch(&self) -> bool {
         self.early_launch
+    }
+
+    /// Whether ops may run several steps in one persistent launch.
+    pub(crate) fn persistent_kernels(&self) -> bool {
+        self.persistent_kernels
     }
 
     /// Whether each dispatch's float outputs are checked for NaN and

@@ -40,7 +40,8 @@ use arguments::{K, N, OUT, ROWS, WEIGHT, X};
 pub use cpu::{IntegerPath, integer_path};
 use cuda::CUDA_KERNELS;
 pub(crate) use cuda::{
-    CUDA_THREADS, ROWS_PER_WARP, check_staged, cuda_grid, cuda_source, cuda_source_for, quantized_kernel,
+    CUDA_THREADS, ROWS_PER_WARP, check_staged, cuda_grid, cuda_source, cuda_source_for, cuda_source_with,
+    quantized_kernel,
 };
 pub use gemm::GEMM_ROWS;
 pub use layout::BlockLayout;

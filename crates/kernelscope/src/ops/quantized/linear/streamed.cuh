@@ -236,68 +236,110 @@ __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, 
 // its share in shared memory, which the group's first warp adds after a
 // barrier of the group's threads. For rows whose x would not fit in one
 // warp's registers (llama-3-8b's down projection: 14,336 values, 7 units a
-// lane).
+// lane). Two halves: `begin` issues the first copies (the weights depend
+// on nothing), `finish` waits for x and multiplies; whatever makes x ready
+// runs between them (the previous kernel; in the feed-forward kernel,
+// gate/up and x's quantization, so the ring fills while they run).
 template <typename F, int UNITS_PER_LANE, int SPLIT>
-__device__ void streamed_add_split(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 stages) {
-#if __CUDA_ARCH__ >= 900
-    extern __shared__ float4 quant_storage[];
-    u8* storage = (u8*)quant_storage;
-    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks), units = blocks * F::UNITS;
-    const u32 warps = blockDim.x / 32, warp = quant_uniform_warp(), lane = threadIdx.x & 31;
-    const u32 groups = warps / SPLIT, group = warp / SPLIT, part = warp % SPLIT;
-    const Staged x = staged_at(xq, k);
-    unsigned long long* barriers = (unsigned long long*)storage + group * stages;
-    float* shares = (float*)(storage + streamed_barrier_bytes(groups, stages)) + group * SPLIT * 2;
-    u8* slots = storage + streamed_barrier_bytes(groups, stages) + streamed_barrier_bytes(groups * SPLIT, 1) +
-                (size_t)group * stages * row_bytes;
-    const u32 first = blockIdx.x * groups + group, stride = gridDim.x * groups;
-    const bool leader = part == 0 && lane == 0;
-    if (leader) {
-        for (u32 s = 0; s < stages; ++s) slot_barrier_init(&barriers[s]);
-        slot_barriers_published();
-    }
+struct SplitRows {
+    const u8* weight;
+    u32 n, blocks, row_bytes, units, stages, group, part, lane, first, stride;
+    unsigned long long* barriers;
+    float* shares;
+    u8* slots;
+    bool leader;
+
     // The group's barrier (id 0 is __syncthreads').
-    const auto group_barrier = [&]() { asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "r"(32 * SPLIT) : "memory"); };
-    group_barrier();
-    const auto request = [&](u32 step) {
+    __device__ __forceinline__ void group_barrier() const {
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "r"(32 * SPLIT) : "memory");
+    }
+#if __CUDA_ARCH__ >= 900
+    __device__ __forceinline__ void request(u32 step) const {
         const u32 row = first + step * stride;
         if (!leader || row >= n) return;
         unsigned long long* barrier = &barriers[step % stages];
         slot_expect_bytes(barrier, row_bytes);
         bulk_copy_to_slot(slots + (size_t)(step % stages) * row_bytes, weight + (size_t)row * row_bytes, row_bytes,
                           barrier);
-    };
-    for (u32 s = 0; s < stages; ++s) request(s);
-    wait_for_previous_kernel();
-    typename HeldFormat<F>::Fragment held[UNITS_PER_LANE];
-    #pragma unroll
-    for (int i = 0; i < UNITS_PER_LANE; ++i) {
-        const u32 unit = (part * UNITS_PER_LANE + i) * 32 + lane;
-        if (unit < units) held[i] = HeldFormat<F>::fragment(x, unit);
     }
-    for (u32 step = 0; first + step * stride < n; ++step) {
-        const u32 s = step % stages;
-        slot_wait(&barriers[s], step / stages);
-        const u8* row = slots + (size_t)s * row_bytes;
-        float sum = 0.0f;
+#endif
+    // Lays the ring out at `storage` (every thread of the block calls it)
+    // and issues its first `stages` copies.
+    __device__ __forceinline__ void begin(const u8* weight_rows, u32 rows, u32 k, u32 ring_stages, u8* storage) {
+#if __CUDA_ARCH__ >= 900
+        weight = weight_rows;
+        n = rows;
+        blocks = k / F::BLOCK;
+        row_bytes = (u32)planar_row_bytes<F>(blocks);
+        units = blocks * F::UNITS;
+        stages = ring_stages;
+        const u32 warps = blockDim.x / 32, warp = quant_uniform_warp(), groups = warps / SPLIT;
+        lane = threadIdx.x & 31;
+        group = warp / SPLIT;
+        part = warp % SPLIT;
+        barriers = (unsigned long long*)storage + group * stages;
+        shares = (float*)(storage + streamed_barrier_bytes(groups, stages)) + group * SPLIT * 2;
+        slots = storage + streamed_barrier_bytes(groups, stages) + streamed_barrier_bytes(groups * SPLIT, 1) +
+                (size_t)group * stages * row_bytes;
+        first = blockIdx.x * groups + group;
+        stride = gridDim.x * groups;
+        leader = part == 0 && lane == 0;
+        if (leader) {
+            for (u32 s = 0; s < stages; ++s) slot_barrier_init(&barriers[s]);
+            slot_barriers_published();
+        }
+        group_barrier();
+        for (u32 s = 0; s < stages; ++s) request(s);
+#else
+        __trap();
+#endif
+    }
+    // out[row] += W[row] · x for every row of this group, x quantized as
+    // `Staged` at `xq` (`staged_bytes(k)` bytes), ready when this is called.
+    __device__ __forceinline__ void finish(const u8* xq, float* out) const {
+#if __CUDA_ARCH__ >= 900
+        const Staged x = staged_at(xq, blocks * F::BLOCK);
+        typename HeldFormat<F>::Fragment held[UNITS_PER_LANE];
         #pragma unroll
         for (int i = 0; i < UNITS_PER_LANE; ++i) {
             const u32 unit = (part * UNITS_PER_LANE + i) * 32 + lane;
-            if (unit < units) sum += HeldFormat<F>::dot(F::template load<FromShared>(row, blocks, unit), held[i], unit);
+            if (unit < units) held[i] = HeldFormat<F>::fragment(x, unit);
         }
-        sum = warp_sum(sum);
-        if (lane == 0) shares[part * 2 + (step & 1)] = sum;
-        // Every warp of the group is done with the slot and has left its share.
-        group_barrier();
-        if (leader) {
-            float total = 0.0f;
+        for (u32 step = 0; first + step * stride < n; ++step) {
+            const u32 s = step % stages;
+            slot_wait(&barriers[s], step / stages);
+            const u8* row = slots + (size_t)s * row_bytes;
+            float sum = 0.0f;
             #pragma unroll
-            for (int p = 0; p < SPLIT; ++p) total += shares[p * 2 + (step & 1)];
-            out[first + step * stride] += total;
+            for (int i = 0; i < UNITS_PER_LANE; ++i) {
+                const u32 unit = (part * UNITS_PER_LANE + i) * 32 + lane;
+                if (unit < units) sum += HeldFormat<F>::dot(F::template load<FromShared>(row, blocks, unit), held[i], unit);
+            }
+            sum = warp_sum(sum);
+            if (lane == 0) shares[part * 2 + (step & 1)] = sum;
+            // Every warp of the group is done with the slot and has left its share.
+            group_barrier();
+            if (leader) {
+                float total = 0.0f;
+                #pragma unroll
+                for (int p = 0; p < SPLIT; ++p) total += shares[p * 2 + (step & 1)];
+                out[first + step * stride] += total;
+            }
+            request(step + stages);
         }
-        request(step + stages);
-    }
 #else
-    __trap();
+        __trap();
 #endif
+    }
+};
+
+// The split rows as one kernel's body: the copies, the previous kernel's
+// end, the products.
+template <typename F, int UNITS_PER_LANE, int SPLIT>
+__device__ void streamed_add_split(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 stages) {
+    extern __shared__ float4 quant_storage[];
+    SplitRows<F, UNITS_PER_LANE, SPLIT> rows;
+    rows.begin(weight, n, k, stages, (u8*)quant_storage);
+    wait_for_previous_kernel();
+    rows.finish(xq, out);
 }

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The persistent feed-forward kernel (ops/quantized/feed_forward) on one
+# GPU, from the checkout with .gpu/ (tools/gpu/bundle.sh): its GPU tests,
+# then decode of Q4_K_M files kscope writes, the persistent kernel against
+# the four kernels it replaces (the default; `--persistent-steps` asks for
+# the persistent one) in turns, what profiling
+# with its in-kernel stamps costs, and one profile that shows its steps.
+#   STAGES="tests models bench cost profile" SHAPES="llama-3.2-1b" ROUNDS=2 bash tools/gpu/feed_forward_run.sh
+# Logs under $OUT (default /tmp/feed_forward).
+set -u
+OUT=${OUT:-/tmp/feed_forward}
+STAGES=${STAGES:-"tests models bench cost profile"}
+SHAPES=${SHAPES:-"llama-3.2-1b"}
+ROUNDS=${ROUNDS:-2}
+MODELS=${MODELS:-/tmp/models}
+mkdir -p "$OUT" "$MODELS"
+kscope() { bash .gpu/run.sh kscope "$@"; }
+has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
+
+if has tests; then
+  for test in feed_forward_kernel streamed_kernels quantized_kernels; do
+    binary=$(ls "$PWD"/.gpu/tests/"$test"-* | head -n 1)
+    KSCOPE_REQUIRE_GPU=1 bash .gpu/run.sh "$binary" --test-threads=1 > "$OUT/test_$test.log" 2>&1
+    echo "test $test: rc=$? $(grep -h 'test result' "$OUT/test_$test.log" | tail -1)"
+  done
+fi
+for shape in $SHAPES; do
+  file="$MODELS/$shape-Q4_K_M.gguf"
+  if has models && [ ! -f "$file" ]; then
+    kscope gen-model --preset "$shape" --out "$file" --quant q4_k_m > "$OUT/gen_$shape.log" 2>&1 || echo "gen-model $shape failed"
+  fi
+  if has bench; then
+    for round in $(seq "$ROUNDS"); do
+      for variant in persistent split; do
+        extra=(); [ "$variant" = persistent ] && extra=(--persistent-steps)
+        kscope bench --model "$file" --device cuda -p 0 -n 128 -r 3 --bandwidth-mib 1024 "${extra[@]}" \
+          > "$OUT/bench_${shape}_${variant}_$round.log" 2>&1
+        echo "$shape round $round $variant: $(grep -E 'tg128' "$OUT/bench_${shape}_${variant}_$round.log" | tail -1)"
+      done
+    done
+  fi
+  if has cost; then
+    kscope bench --model "$file" --device cuda -p 0 -n 128 -r 3 --profile dispatch --persistent-steps > "$OUT/cost_$shape.log" 2>&1
+    echo "$shape profiled: $(grep -iE 'tg128|profil' "$OUT/cost_$shape.log" | tail -4 | tr '\n' ' ')"
+  fi
+  if has profile; then
+    for variant in persistent split; do
+      extra=(); [ "$variant" = persistent ] && extra=(--persistent-steps)
+      kscope run --model "$file" --device cuda --profile --max-tokens 32 "${extra[@]}" \
+        --profile-json "$OUT/profile_${shape}_$variant.json" > "$OUT/profile_${shape}_$variant.txt" 2>&1
+      echo "$shape profile $variant: rc=$?"
+    done
+  fi
+done
