@@ -12,13 +12,16 @@ OUT=${OUT:-/tmp/feed_forward}
 STAGES=${STAGES:-"tests models bench cost profile"}
 SHAPES=${SHAPES:-"llama-3.2-1b"}
 ROUNDS=${ROUNDS:-2}
+# before: .gpu/bin/kscope-before (another build, packed beside), where present.
+VARIANTS=${VARIANTS:-"persistent split"}
+TESTS=${TESTS:-"feed_forward_kernel streamed_kernels quantized_kernels"}
 MODELS=${MODELS:-/tmp/models}
 mkdir -p "$OUT" "$MODELS"
 kscope() { bash .gpu/run.sh kscope "$@"; }
 has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
 
 if has tests; then
-  for test in feed_forward_kernel streamed_kernels quantized_kernels; do
+  for test in $TESTS; do
     binary=$(ls "$PWD"/.gpu/tests/"$test"-* | head -n 1)
     KSCOPE_REQUIRE_GPU=1 bash .gpu/run.sh "$binary" --test-threads=1 > "$OUT/test_$test.log" 2>&1
     echo "test $test: rc=$? $(grep -h 'test result' "$OUT/test_$test.log" | tail -1)"
@@ -31,9 +34,10 @@ for shape in $SHAPES; do
   fi
   if has bench; then
     for round in $(seq "$ROUNDS"); do
-      for variant in persistent split; do
+      for variant in $VARIANTS; do
         extra=(); [ "$variant" = persistent ] && extra=(--persistent-steps)
-        kscope bench --model "$file" --device cuda -p 0 -n 128 -r 3 --bandwidth-mib 1024 "${extra[@]}" \
+        binary=kscope; [ "$variant" = before ] && binary=kscope-before
+        bash .gpu/run.sh "$binary" bench --model "$file" --device cuda -p 0 -n 128 -r 3 --bandwidth-mib 1024 "${extra[@]}" \
           > "$OUT/bench_${shape}_${variant}_$round.log" 2>&1
         echo "$shape round $round $variant: $(grep -E 'tg128' "$OUT/bench_${shape}_${variant}_$round.log" | tail -1)"
       done

@@ -209,3 +209,45 @@ fn cuda_feed_forward_profile_sees_its_four_steps_inside_the_launch() {
         assert!(launch[1].duration_ns() > 0);
     }
 }
+
+#[test]
+fn cuda_feed_forward_unprofiled_stamps_nothing_and_matches_its_reference() {
+    let Some(device) = Backend::Cuda.device(DeviceOptions::new()) else {
+        return;
+    };
+    let registry = ops::registry();
+    let (k_blocks, n_blocks) = (8, 32);
+    let k = k_blocks * 256;
+    let gate = random_matrix(QuantFormat::Q4_K, n_blocks * 256, k_blocks, 81);
+    let up = random_matrix(QuantFormat::Q4_K, n_blocks * 256, k_blocks, 82);
+    let down = random_matrix(QuantFormat::Q4_K, k, n_blocks, 83);
+    let norm_weight = random(84, k, 1.0);
+    let op = QuantizedFeedForward::new(&registry, &device, QuantFormat::Q4_K, QuantFormat::Q4_K).unwrap();
+    let (gate_buffer, up_buffer, down_buffer) =
+        (gate.upload(&device), up.upload(&device), down.upload(&device));
+    let norm = device.buffer_from_slice(&norm_weight, &[k]).unwrap();
+    for launch in 0..2u64 {
+        let x = random(85 + launch, k, 2.0);
+        let out = device.buffer_from_slice(&x, &[k]).unwrap();
+        let mut encoder = device.command_encoder();
+        op.encode(
+            &mut encoder,
+            &out,
+            &norm,
+            &gate_buffer,
+            &up_buffer,
+            &down_buffer,
+            EPS,
+        )
+        .unwrap();
+        encoder.commit_and_wait().unwrap();
+        let expected = reference(&x, &norm_weight, &gate, &up, &down);
+        assert_matches(
+            &read(&out),
+            &expected,
+            3e-3,
+            &format!("unprofiled feed_forward, launch {launch}"),
+        );
+    }
+    assert!(device.profiler().dispatches().is_empty());
+}

@@ -37,21 +37,25 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
 // (`runtime::STAMP_RING`, which a test holds equal).
 #define STAMP_RING 8
 
-// The stamps of one launch, where `stamps` (u64, or null when the profile
-// does not look inside) is laid out as: [0] the launches so far; then
-// STAMP_RING slots, each the launch's number and, per block,
-// `per_block` stamps. Thread 0 of each block writes its block's stamps.
+// The stamps of one launch: `launches` (device memory) counts the ring's
+// launches so far, and `stamps` (host memory mapped for the device, or null
+// when the profile does not look inside) holds STAMP_RING slots, each the
+// launch's number and, per block, `per_block` stamps. Thread 0 of each
+// block writes its block's stamps; they cross the bus as the kernel runs.
+// The counter stays in device memory: every block reads it at its start,
+// and a read over the bus would have been on each block's path.
 struct PhaseStamps {
     unsigned long long* mine;
     unsigned long long* counter;
     unsigned long long launch;
 
-    __device__ __forceinline__ void open(unsigned long long* stamps, unsigned int per_block) {
+    __device__ __forceinline__ void open(unsigned long long* launches, unsigned long long* stamps,
+                                         unsigned int per_block) {
         mine = nullptr;
-        counter = stamps;
+        counter = launches;
         if (stamps == nullptr || threadIdx.x != 0) return;
-        launch = *(volatile unsigned long long*)stamps;
-        unsigned long long* slot = stamps + 1 + (launch % STAMP_RING) * (1 + (size_t)gridDim.x * per_block);
+        launch = *(volatile unsigned long long*)launches;
+        unsigned long long* slot = stamps + (launch % STAMP_RING) * (1 + (size_t)gridDim.x * per_block);
         if (blockIdx.x == 0) slot[0] = launch;
         mine = slot + 1 + (size_t)blockIdx.x * per_block;
     }

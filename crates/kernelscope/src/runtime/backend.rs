@@ -102,6 +102,12 @@ pub(crate) trait Backend {
     /// A zero-filled allocation for `shape` elements of `dtype` (the byte
     /// size is already checked not to overflow).
     fn alloc(&self, dtype: DType, shape: &[usize]) -> Result<Arc<dyn DeviceMemory>>;
+    /// A zero-filled allocation the device writes and the host reads in
+    /// place, without a copy (pinned host memory mapped for a GPU); the
+    /// CPU's own memory already is one.
+    fn alloc_host_mapped(&self, dtype: DType, shape: &[usize]) -> Result<Arc<dyn DeviceMemory>> {
+        self.alloc(dtype, shape)
+    }
     /// An allocation holding `byte_len` bytes of `map` at `byte_offset`
     /// (in place where the device can read host memory, else a copy).
     fn map_file(

@@ -155,6 +155,16 @@ impl Device {
         Ok(Buffer::new(memory, dtype, shape.to_vec()))
     }
 
+    /// A zero-filled buffer the device writes and the host reads in place
+    /// (pinned host memory mapped for a GPU; plain memory on the CPU): for
+    /// small records a kernel leaves for the host, such as a persistent
+    /// kernel's stamps, read without a copy on the host's critical path.
+    pub fn alloc_host_mapped(&self, dtype: DType, shape: &[usize]) -> Result<Buffer> {
+        checked_byte_len(dtype, shape)?;
+        let memory = self.backend_ref().alloc_host_mapped(dtype, shape)?;
+        Ok(Buffer::new(memory, dtype, shape.to_vec()))
+    }
+
     /// A buffer holding a copy of `data` (one host-device copy).
     pub fn buffer_from_slice<T: Element>(&self, data: &[T], shape: &[usize]) -> Result<Buffer> {
         let elements: usize = shape.iter().product();

@@ -382,6 +382,11 @@ impl Backend for CudaDevice {
         Ok(Arc::new(CudaMemory::zeroed(self.state.clone(), byte_len)?))
     }
 
+    fn alloc_host_mapped(&self, dtype: DType, shape: &[usize]) -> Result<Arc<dyn DeviceMemory>> {
+        let byte_len = shape.iter().product::<usize>() * dtype.size_in_bytes();
+        Ok(Arc::new(CudaMemory::host_mapped(self.state.clone(), byte_len)?))
+    }
+
     /// Copies the mapped bytes into device memory.
     fn map_file(
         &self,

@@ -14,20 +14,34 @@ use crate::error::{Error, Result};
 use crate::profile::Counters;
 use crate::runtime::memory::{DeviceMemory, PendingBytes};
 
-/// One device allocation.
+/// One device allocation, or pinned host memory mapped into the device's
+/// address space (`host_mapped`), which kernels write over the bus and the
+/// host reads in place.
 pub(crate) struct CudaMemory {
     state: Arc<DeviceState>,
+    /// The address kernels use.
     pointer: sys::CUdeviceptr,
     byte_len: usize,
+    /// The host's address of a mapped allocation.
+    host: Option<usize>,
 }
 
 impl Drop for CudaMemory {
     fn drop(&mut self) {
         if self.state.bind().is_ok() {
-            // SAFETY: allocated by malloc_sync in `zeroed` and freed once;
-            // cuMemFree waits for work using it to finish.
-            unsafe {
-                let _ = result::free_sync(self.pointer);
+            match self.host {
+                // SAFETY: allocated by cuMemHostAlloc in `host_mapped` and
+                // freed once; the device is synchronized first, as no
+                // stream orders a host free after the kernels writing it.
+                Some(host) => unsafe {
+                    let _ = self.state.stream().synchronize();
+                    let _ = sys::cuMemFreeHost(host as *mut std::ffi::c_void);
+                },
+                // SAFETY: allocated by malloc_sync in `zeroed` and freed
+                // once; cuMemFree waits for work using it to finish.
+                None => unsafe {
+                    let _ = result::free_sync(self.pointer);
+                },
             }
         }
     }
@@ -47,6 +61,32 @@ impl CudaMemory {
             state,
             pointer,
             byte_len,
+            host: None,
+        })
+    }
+
+    /// `byte_len` zeroed bytes of pinned host memory the device reads and
+    /// writes through its own address for them.
+    pub(crate) fn host_mapped(state: Arc<DeviceState>, byte_len: usize) -> Result<Self> {
+        state.bind()?;
+        let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
+        // SAFETY: `host` receives a fresh pinned allocation of at least one
+        // byte, mapped for the device (CU_MEMHOSTALLOC_DEVICEMAP).
+        unsafe { sys::cuMemHostAlloc(&mut host, byte_len.max(1), sys::CU_MEMHOSTALLOC_DEVICEMAP) }
+            .result()
+            .map_err(allocation_error("allocating mapped host memory", byte_len))?;
+        // SAFETY: `host` is the allocation just made, `byte_len` bytes long.
+        unsafe { std::ptr::write_bytes(host as *mut u8, 0, byte_len) };
+        let mut pointer: sys::CUdeviceptr = 0;
+        // SAFETY: `host` is a mapped pinned allocation; flags must be 0.
+        unsafe { sys::cuMemHostGetDevicePointer_v2(&mut pointer, host, 0) }
+            .result()
+            .map_err(driver_error("finding the device's address of mapped host memory"))?;
+        Ok(CudaMemory {
+            state,
+            pointer,
+            byte_len,
+            host: Some(host as usize),
         })
     }
 
@@ -140,6 +180,21 @@ impl DeviceMemory for CudaMemory {
 
     fn read_settled(&self, byte_offset: usize, out: &mut [u8]) -> Result<()> {
         self.check(byte_offset, out.len())?;
+        if let Some(host) = self.host {
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            // SAFETY: in bounds (checked) of the mapped allocation, which
+            // lives as long as `self`; the kernels that wrote these bytes
+            // have finished (the caller's contract), so no write races the
+            // copy.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (host as *const u8).add(byte_offset),
+                    out.as_mut_ptr(),
+                    out.len(),
+                )
+            };
+            return Ok(());
+        }
         self.state.bind()?;
         // SAFETY: in bounds (checked); a synchronous copy on the legacy
         // stream, which does not wait for our non-blocking stream, so it

@@ -32,7 +32,8 @@ use crate::runtime::{
 pub(crate) mod arguments {
     crate::ops::kernel_arguments! {
         X: "x" ReadWrite, NORM_WEIGHT: "norm_weight" Read, GATE: "gate" Read, UP: "up" Read, DOWN: "down" Read,
-        H: "h" ReadWrite, HQ: "hq" ReadWrite, ARRIVALS: "arrivals" ReadWrite, STAMPS: "stamps" ReadWrite,
+        H: "h" ReadWrite, HQ: "hq" ReadWrite, ARRIVALS: "arrivals" ReadWrite, LAUNCHES: "launches" ReadWrite,
+        STAMPS: "stamps" ReadWrite,
         K: "k" U32, N: "n" U32, EPS: "eps" F32, STAGES: "stages" U32, STAMPING: "stamping" U32
     }
 }
@@ -117,8 +118,9 @@ struct Scratch {
     /// h in f32, h quantized, and the two barriers' words (zeroed once;
     /// the barriers need no reset).
     buffers: Option<(Buffer, Buffer, Buffer)>,
-    /// The placeholder stamps argument of launches that stamp nothing.
-    no_stamps: Option<Buffer>,
+    /// The placeholder stamps and launch-counter arguments of launches
+    /// that stamp nothing (two: a dispatch may not bind one buffer twice).
+    no_stamps: Option<(Buffer, Buffer)>,
 }
 
 /// How one launch is laid out.
@@ -269,7 +271,8 @@ impl QuantizedFeedForward {
         } else {
             None
         };
-        let stamps = ring.as_ref().map_or(&no_stamps, StampRing::buffer);
+        let stamps = ring.as_ref().map_or(&no_stamps.0, StampRing::buffer);
+        let launches = ring.as_ref().map_or(&no_stamps.1, StampRing::launches);
         let (read, written, flops) = costs.total();
         let mut dispatch = Arguments::new(ARGUMENTS)
             .buffer(X, x)
@@ -280,6 +283,7 @@ impl QuantizedFeedForward {
             .buffer(H, &h)
             .buffer(HQ, &hq)
             .buffer(ARRIVALS, &arrivals)
+            .buffer(LAUNCHES, launches)
             .buffer(STAMPS, stamps)
             .scalar(K, k as u32)
             .scalar(N, n as u32)
@@ -302,7 +306,7 @@ impl QuantizedFeedForward {
     }
 
     /// The shared scratch, grown to `n` hidden values.
-    fn scratch_for(&self, device: &Device, n: usize) -> Result<(Buffer, Buffer, Buffer, Buffer)> {
+    fn scratch_for(&self, device: &Device, n: usize) -> Result<(Buffer, Buffer, Buffer, (Buffer, Buffer))> {
         let mut scratch = self.scratch.lock().expect("not poisoned");
         let fits = scratch.buffers.as_ref().is_some_and(|(h, _, _)| h.len() >= n);
         if !fits {
@@ -313,7 +317,7 @@ impl QuantizedFeedForward {
             ));
         }
         if scratch.no_stamps.is_none() {
-            scratch.no_stamps = Some(device.alloc(DType::U32, &[2])?);
+            scratch.no_stamps = Some((device.alloc(DType::U32, &[2])?, device.alloc(DType::U32, &[2])?));
         }
         let (h, hq, arrivals) = scratch.buffers.clone().expect("made above");
         let no_stamps = scratch.no_stamps.clone().expect("made above");
