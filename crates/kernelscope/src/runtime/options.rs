@@ -93,7 +93,7 @@ impl DeviceOptions {
     /// Runs several of decode's steps in one persistent launch where an op
     /// has such a kernel (a quantized layer's feed-forward half: norm,
     /// gate/up, quantize and down; CUDA). Off by default: on an H200 it
-    /// decoded llama-3.2-1b Q4_K_M 4 % slower than the four kernels it
+    /// decoded llama-3.2-1b Q4_K_M 1.5 % slower than the four kernels it
     /// replaces (docs/PERF.md), so it is for measuring and developing it.
     pub fn persistent_steps(mut self) -> Self {
         self.persistent_steps = true;
