@@ -81,19 +81,10 @@ impl Forward<'_> {
         steps: &[Step<'_>],
         activations: &Activations,
     ) -> Result<usize> {
+        let Some((weight, gate, up, rest)) = gate_up_steps(steps) else {
+            return Ok(0);
+        };
         let [
-            Step::Norm { weight },
-            Step::Linear {
-                linear: gate,
-                input: Slot::Normed,
-                output: Slot::Gate,
-            },
-            Step::Linear {
-                linear: up,
-                input: Slot::Normed,
-                output: Slot::Up,
-            },
-            Step::SiluMul,
             Step::Linear {
                 linear: down,
                 input: Slot::Activated,
@@ -101,7 +92,7 @@ impl Forward<'_> {
             },
             Step::AddResidual,
             ..,
-        ] = steps
+        ] = rest
         else {
             return Ok(0);
         };
@@ -138,22 +129,7 @@ impl Forward<'_> {
         steps: &[Step<'_>],
         activations: &Activations,
     ) -> Result<usize> {
-        let [
-            Step::Norm { weight },
-            Step::Linear {
-                linear: gate,
-                input: Slot::Normed,
-                output: Slot::Gate,
-            },
-            Step::Linear {
-                linear: up,
-                input: Slot::Normed,
-                output: Slot::Up,
-            },
-            Step::SiluMul,
-            ..,
-        ] = steps
-        else {
+        let Some((weight, gate, up, _)) = gate_up_steps(steps) else {
             return Ok(0);
         };
         let unbiased = !gate.has_bias() && !up.has_bias();
@@ -429,5 +405,30 @@ impl Forward<'_> {
             _ => product(encoder, true)?,
         }
         Ok(())
+    }
+}
+
+/// The norm weight, gate and up of steps that begin with RMSNorm, the gate
+/// and up mat-vecs of the normed input and SiLU·mul, and the steps after.
+fn gate_up_steps<'s, 'w>(
+    steps: &'s [Step<'w>],
+) -> Option<(&'w Buffer, &'w Linear, &'w Linear, &'s [Step<'w>])> {
+    match steps {
+        [
+            Step::Norm { weight },
+            Step::Linear {
+                linear: gate,
+                input: Slot::Normed,
+                output: Slot::Gate,
+            },
+            Step::Linear {
+                linear: up,
+                input: Slot::Normed,
+                output: Slot::Up,
+            },
+            Step::SiluMul,
+            rest @ ..,
+        ] => Some((weight, gate, up, rest)),
+        _ => None,
     }
 }

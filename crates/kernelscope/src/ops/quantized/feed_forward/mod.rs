@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 
 use super::linear::{BlockLayout, quantized_kernel, weight_blocks};
 use crate::error::{Error, Result};
-use crate::ops::{Arguments, bytes_of, expect};
-use crate::profile::{PhaseMeta, PhasePlan, Role, Roles};
+use crate::ops::{Arguments, expect};
+use crate::profile::PhasePlan;
 use crate::quant::QuantFormat;
 use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive, StampRing,
@@ -38,6 +38,9 @@ pub(crate) mod arguments {
     }
 }
 use arguments::*;
+use costs::StepCosts;
+
+mod costs;
 
 /// Threads of a block (`QUANT_THREADS`): the row loops of products.cuh
 /// assume it.
@@ -352,93 +355,6 @@ fn ring_bytes(stages: usize, row_bytes: usize) -> usize {
     barriers(GROUPS * stages) + barriers(GROUPS * 2) + GROUPS * stages * row_bytes
 }
 
-/// What each step reads, writes and computes: the phases the profile
-/// splits the launch into, and their sum.
-struct StepCosts {
-    steps: [(Role, &'static str, OpKind, u64, u64, u64, bool); 4],
-}
-
-impl StepCosts {
-    fn new(
-        gate: QuantFormat,
-        down: QuantFormat,
-        k: usize,
-        n: usize,
-        gate_blocks: usize,
-        down_blocks: usize,
-    ) -> Self {
-        let staged = |values: usize| (values + 8 * (values / 32)) as u64;
-        let gate_bytes = (2 * n * gate_blocks * gate.block_bytes()) as u64;
-        let down_bytes = (k * down_blocks * down.block_bytes()) as u64;
-        let f32_bytes = |values: usize| bytes_of(values, DType::F32);
-        StepCosts {
-            steps: [
-                (
-                    Role::MlpNorm,
-                    "norm",
-                    OpKind::RmsNorm,
-                    f32_bytes(2 * k),
-                    0,
-                    6 * k as u64,
-                    false,
-                ),
-                (
-                    Role::GateUp,
-                    "gate/up",
-                    OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]),
-                    gate_bytes,
-                    f32_bytes(n),
-                    4 * (n * k) as u64 + 6 * n as u64,
-                    true,
-                ),
-                (
-                    Role::ActivationQuantization,
-                    "quantize",
-                    OpKind::Copy,
-                    f32_bytes(n),
-                    staged(n),
-                    2 * n as u64,
-                    true,
-                ),
-                (
-                    Role::Down,
-                    "down",
-                    OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd]),
-                    down_bytes + staged(n) + f32_bytes(k),
-                    f32_bytes(k),
-                    2 * (n * k) as u64 + k as u64,
-                    false,
-                ),
-            ],
-        }
-    }
-
-    /// Bytes read, bytes written and flops of the whole launch.
-    fn total(&self) -> (u64, u64, u64) {
-        self.steps.iter().fold((0, 0, 0), |(read, written, flops), step| {
-            (read + step.3, written + step.4, flops + step.5)
-        })
-    }
-
-    /// The steps as the profile's phases.
-    fn phases(&self) -> Vec<PhaseMeta> {
-        self.steps
-            .iter()
-            .map(
-                |&(role, name, op_kind, read, written, flops, barrier)| PhaseMeta {
-                    name: name.into(),
-                    op_kind,
-                    roles: Roles::NONE.with(role),
-                    bytes: read + written,
-                    bytes_written: written,
-                    flops,
-                    ends_at_grid_barrier: barrier,
-                },
-            )
-            .collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,28 +370,6 @@ mod tests {
         // Four groups of three slots: 12 barriers (one line), 8 shares
         // (one line), then the rows.
         assert_eq!(ring_bytes(3, 6_720), 128 + 128 + 12 * 6_720);
-    }
-
-    #[test]
-    fn the_phases_add_up_to_the_launch() {
-        let costs = StepCosts::new(QuantFormat::Q4_K, QuantFormat::Q6_K, 2_048, 8_192, 8, 32);
-        let (read, written, flops) = costs.total();
-        let phases = costs.phases();
-        assert_eq!(phases.len(), 4);
-        assert_eq!(
-            phases.iter().map(|phase| phase.bytes).sum::<u64>(),
-            read + written
-        );
-        assert_eq!(
-            phases.iter().map(|phase| phase.bytes_written).sum::<u64>(),
-            written
-        );
-        assert_eq!(phases.iter().map(|phase| phase.flops).sum::<u64>(), flops);
-        // The two steps before a grid barrier say so; the others do not.
-        let barriers: Vec<bool> = phases.iter().map(|phase| phase.ends_at_grid_barrier).collect();
-        assert_eq!(barriers, [false, true, true, false]);
-        // Gate and up: two matrices of 8,192 rows of 8 Q4_K blocks.
-        assert_eq!(phases[1].bytes - phases[1].bytes_written, 2 * 8_192 * 8 * 144);
     }
 
     #[test]
