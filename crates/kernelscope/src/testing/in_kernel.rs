@@ -7,8 +7,7 @@
 use std::sync::Arc;
 
 use crate::profile::{
-    CounterSnapshot, DispatchRecord, OpKind, Phase, PhaseMeta, Profile, Role, Roles, SubmissionRecord,
-    TokenRecord, split_into_phases,
+    CounterSnapshot, DispatchRecord, OpKind, PhaseMeta, Profile, Role, Roles, split_into_phases,
 };
 use crate::rng::SplitMix64;
 
@@ -145,27 +144,7 @@ pub fn synthetic_in_kernel_profile(tokens: u32, layers: usize, seed: u64) -> Pro
             index += 1;
             now = record.end_ns + 400;
         }
-        profile.submissions.push(SubmissionRecord {
-            label: label.clone(),
-            submission: u64::from(token),
-            stream: 0,
-            token: Some(token),
-            start_ns: token_start,
-            end_ns: now,
-            dispatches: index,
-            enqueue: None,
-            idle: None,
-        });
-        now += 2_000;
-        profile.tokens.push(TokenRecord {
-            index: token,
-            phase: Phase::Decode,
-            start_ns: token_start,
-            end_ns: now,
-            counters: per_token,
-            timed: true,
-        });
-        profile.counters = profile.counters + per_token;
+        now = super::close_synthetic_token(&mut profile, &label, token, token_start, now, index, per_token);
     }
     profile.with_idle()
 }

@@ -206,7 +206,7 @@ pub fn synthetic_layered_profile(
     use std::sync::Arc;
 
     use crate::OpKind;
-    use crate::profile::{CounterSnapshot, DispatchRecord, Phase, SubmissionRecord, TokenRecord};
+    use crate::profile::{CounterSnapshot, DispatchRecord};
 
     let mut rng = SplitMix64::new(seed);
     let label: Arc<str> = Arc::from("decode");
@@ -258,29 +258,46 @@ pub fn synthetic_layered_profile(
                 now += duration + 500;
             }
         }
-        profile.submissions.push(SubmissionRecord {
-            label: label.clone(),
-            submission: u64::from(token),
-            stream: 0,
-            token: Some(token),
-            start_ns: token_start,
-            end_ns: now,
-            dispatches: index,
-            enqueue: None,
-            idle: None,
-        });
-        now += 2_000;
-        profile.tokens.push(TokenRecord {
-            index: token,
-            phase: Phase::Decode,
-            start_ns: token_start,
-            end_ns: now,
-            counters: per_token,
-            timed: true,
-        });
-        profile.counters = profile.counters + per_token;
+        now = close_synthetic_token(&mut profile, &label, token, token_start, now, index, per_token);
     }
     profile.with_idle()
+}
+
+/// Closes decode token `token` of a synthetic profile: one submission of
+/// `dispatches` dispatches from `start_ns` to `end_ns`, the token ending 2
+/// µs later, its counters added to the profile's. Returns the token's end.
+pub(crate) fn close_synthetic_token(
+    profile: &mut crate::profile::Profile,
+    label: &std::sync::Arc<str>,
+    token: u32,
+    start_ns: u64,
+    end_ns: u64,
+    dispatches: u32,
+    counters: crate::profile::CounterSnapshot,
+) -> u64 {
+    use crate::profile::{Phase, SubmissionRecord, TokenRecord};
+    profile.submissions.push(SubmissionRecord {
+        label: label.clone(),
+        submission: u64::from(token),
+        stream: 0,
+        token: Some(token),
+        start_ns,
+        end_ns,
+        dispatches,
+        enqueue: None,
+        idle: None,
+    });
+    let token_end = end_ns + 2_000;
+    profile.tokens.push(TokenRecord {
+        index: token,
+        phase: Phase::Decode,
+        start_ns,
+        end_ns: token_end,
+        counters,
+        timed: true,
+    });
+    profile.counters = profile.counters + counters;
+    token_end
 }
 
 /// The `inc_one` kernel (`out[i] = in[i] + 1` over `n` f32s, parameters

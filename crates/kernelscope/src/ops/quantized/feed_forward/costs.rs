@@ -2,6 +2,7 @@
 //! the phases the profile splits a launch into, and the launch's whole cost.
 
 use crate::ops::bytes_of;
+use crate::ops::quantized::linear::staged_bytes;
 use crate::profile::{PhaseMeta, Role, Roles};
 use crate::quant::QuantFormat;
 use crate::runtime::{DType, OpKind, Primitive};
@@ -9,7 +10,29 @@ use crate::runtime::{DType, OpKind, Primitive};
 /// What each step reads, writes and computes: the phases the profile
 /// splits the launch into, and their sum.
 pub(super) struct StepCosts {
-    steps: [(Role, &'static str, OpKind, u64, u64, u64, bool); 4],
+    steps: Vec<PhaseMeta>,
+}
+
+/// A step of `role` named `name` that reads `read` bytes and writes
+/// `written`, ending at a grid barrier where `barrier`.
+fn step(
+    role: Role,
+    name: &str,
+    op_kind: OpKind,
+    read: u64,
+    written: u64,
+    flops: u64,
+    barrier: bool,
+) -> PhaseMeta {
+    PhaseMeta {
+        name: name.into(),
+        op_kind,
+        roles: Roles::NONE.with(role),
+        bytes: read + written,
+        bytes_written: written,
+        flops,
+        ends_at_grid_barrier: barrier,
+    }
 }
 
 impl StepCosts {
@@ -21,46 +44,49 @@ impl StepCosts {
         gate_blocks: usize,
         down_blocks: usize,
     ) -> Self {
-        let staged = |values: usize| (values + 8 * (values / 32)) as u64;
+        let staged = staged_bytes(n) as u64;
         let gate_bytes = (2 * n * gate_blocks * gate.block_bytes()) as u64;
         let down_bytes = (k * down_blocks * down.block_bytes()) as u64;
         let f32_bytes = |values: usize| bytes_of(values, DType::F32);
+        let gate_up = OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]);
+        let down_add = OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd]);
+        let (n_k, n_u, k_u) = ((n * k) as u64, n as u64, k as u64);
         StepCosts {
-            steps: [
-                (
+            steps: vec![
+                step(
                     Role::MlpNorm,
                     "norm",
                     OpKind::RmsNorm,
                     f32_bytes(2 * k),
                     0,
-                    6 * k as u64,
+                    6 * k_u,
                     false,
                 ),
-                (
+                step(
                     Role::GateUp,
                     "gate/up",
-                    OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]),
+                    gate_up,
                     gate_bytes,
                     f32_bytes(n),
-                    4 * (n * k) as u64 + 6 * n as u64,
+                    4 * n_k + 6 * n_u,
                     true,
                 ),
-                (
+                step(
                     Role::ActivationQuantization,
                     "quantize",
                     OpKind::Copy,
                     f32_bytes(n),
-                    staged(n),
-                    2 * n as u64,
+                    staged,
+                    2 * n_u,
                     true,
                 ),
-                (
+                step(
                     Role::Down,
                     "down",
-                    OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd]),
-                    down_bytes + staged(n) + f32_bytes(k),
+                    down_add,
+                    down_bytes + staged + f32_bytes(k),
                     f32_bytes(k),
-                    2 * (n * k) as u64 + k as u64,
+                    2 * n_k + k_u,
                     false,
                 ),
             ],
@@ -70,26 +96,17 @@ impl StepCosts {
     /// Bytes read, bytes written and flops of the whole launch.
     pub(super) fn total(&self) -> (u64, u64, u64) {
         self.steps.iter().fold((0, 0, 0), |(read, written, flops), step| {
-            (read + step.3, written + step.4, flops + step.5)
+            (
+                read + step.bytes - step.bytes_written,
+                written + step.bytes_written,
+                flops + step.flops,
+            )
         })
     }
 
     /// The steps as the profile's phases.
     pub(super) fn phases(&self) -> Vec<PhaseMeta> {
-        self.steps
-            .iter()
-            .map(
-                |&(role, name, op_kind, read, written, flops, barrier)| PhaseMeta {
-                    name: name.into(),
-                    op_kind,
-                    roles: Roles::NONE.with(role),
-                    bytes: read + written,
-                    bytes_written: written,
-                    flops,
-                    ends_at_grid_barrier: barrier,
-                },
-            )
-            .collect()
+        self.steps.clone()
     }
 }
 

@@ -19,7 +19,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::linear::{BlockLayout, quantized_kernel, weight_blocks};
+use super::linear::streamed::{SHARED_PER_MULTIPROCESSOR, SHARED_RESERVED_PER_BLOCK, split_shared_bytes};
+use super::linear::{BlockLayout, quantized_kernel, staged_bytes, weight_blocks};
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, expect};
 use crate::profile::PhasePlan;
@@ -48,10 +49,6 @@ const THREADS: u32 = 256;
 /// Blocks a multiprocessor runs at most: gate/up's register loop ran
 /// fastest at three (`gate_up_blocks` in linear/fused.rs).
 const MOST_BLOCKS_PER_MULTIPROCESSOR: u32 = 3;
-/// Shared memory a multiprocessor has for blocks, and what the driver
-/// reserves a block (Hopper).
-const SHARED_PER_MULTIPROCESSOR: usize = 227 << 10;
-const SHARED_RESERVED_PER_BLOCK: usize = 1 << 10;
 /// The most and fewest rows a two-warp group keeps in flight.
 const MOST_STAGES: usize = 8;
 const FEWEST_STAGES: usize = 2;
@@ -315,7 +312,7 @@ impl QuantizedFeedForward {
         if !fits {
             scratch.buffers = Some((
                 device.alloc(DType::F32, &[n])?,
-                device.alloc(DType::U8, &[n + 8 * (n / 32)])?,
+                device.alloc(DType::U8, &[staged_bytes(n)])?,
                 device.alloc(DType::U32, &[2])?,
             ));
         }
@@ -324,12 +321,7 @@ impl QuantizedFeedForward {
         }
         let (h, hq, arrivals) = scratch.buffers.clone().expect("made above");
         let no_stamps = scratch.no_stamps.clone().expect("made above");
-        Ok((
-            h.slice(0, n)?,
-            hq.slice(0, n + 8 * (n / 32))?,
-            arrivals,
-            no_stamps,
-        ))
+        Ok((h.slice(0, n)?, hq.slice(0, staged_bytes(n))?, arrivals, no_stamps))
     }
 }
 
@@ -345,14 +337,13 @@ fn held_rows_limit(index: u32) -> usize {
 /// Shared memory x takes staged, rounded to 128 bytes
 /// (`feed_forward_staged_space` in feed_forward.cu).
 fn staged_space(k: usize) -> usize {
-    (k + 8 * (k / 32)).div_ceil(128) * 128
+    staged_bytes(k).div_ceil(128) * 128
 }
 
-/// The down ring's shared memory (SplitRows of streamed.cuh): its slots'
-/// barriers, the warps' shares, then the slots.
+/// The down ring's shared memory (SplitRows of streamed.cuh, laid out as
+/// the split kernels' rings are).
 fn ring_bytes(stages: usize, row_bytes: usize) -> usize {
-    let barriers = |count: usize| (count * 8).div_ceil(128) * 128;
-    barriers(GROUPS * stages) + barriers(GROUPS * 2) + GROUPS * stages * row_bytes
+    split_shared_bytes(GROUPS, stages, row_bytes)
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub use cpu::{IntegerPath, integer_path};
 use cuda::CUDA_KERNELS;
 pub(crate) use cuda::{
     CUDA_THREADS, ROWS_PER_WARP, check_staged, cuda_grid, cuda_source, cuda_source_for, cuda_source_with,
-    quantized_kernel,
+    quantized_kernel, staged_bytes,
 };
 pub use gemm::GEMM_ROWS;
 pub use layout::BlockLayout;

@@ -129,7 +129,7 @@ fn spread(
 
 /// Shared memory of a split kernel's block (`streamed_add_split`): the
 /// slots' barriers, the warps' shares (two a warp), then the slots.
-fn split_shared_bytes(groups: usize, stages: usize, row_bytes: usize) -> usize {
+pub(crate) fn split_shared_bytes(groups: usize, stages: usize, row_bytes: usize) -> usize {
     barrier_bytes(groups, stages) + barrier_bytes(groups * SPLIT, 1) + groups * stages * row_bytes
 }
 
@@ -142,8 +142,8 @@ const SLOT_BUDGET: usize = 40 << 10;
 const MOST_STAGES: usize = 8;
 /// Shared memory one streaming multiprocessor has for blocks, and what the
 /// driver reserves a block (Hopper).
-const SHARED_PER_MULTIPROCESSOR: usize = 227 << 10;
-const SHARED_RESERVED_PER_BLOCK: usize = 1 << 10;
+pub(crate) const SHARED_PER_MULTIPROCESSOR: usize = 227 << 10;
+pub(crate) const SHARED_RESERVED_PER_BLOCK: usize = 1 << 10;
 /// Threads one streaming multiprocessor runs at most.
 const THREADS_PER_MULTIPROCESSOR: usize = 2048;
 
