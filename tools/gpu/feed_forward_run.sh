@@ -44,8 +44,18 @@ for shape in $SHAPES; do
     done
   fi
   if has cost; then
-    kscope bench --model "$file" --device cuda -p 0 -n 128 -r 3 --profile dispatch --persistent-steps > "$OUT/cost_$shape.log" 2>&1
-    echo "$shape profiled: $(grep -iE 'tg128|profil' "$OUT/cost_$shape.log" | tail -4 | tr '\n' ' ')"
+    # What looking inside costs: each path bare and under `--profile
+    # dispatch` in turns, so the stamps' share is persistent profiled over
+    # persistent bare beside the four kernels' same ratio (CUPTI alone).
+    for round in $(seq "$ROUNDS"); do
+      for variant in split split-profiled persistent persistent-profiled; do
+        extra=()
+        case "$variant" in persistent*) extra+=(--persistent-steps) ;; esac
+        case "$variant" in *-profiled) extra+=(--profile dispatch) ;; esac
+        kscope bench --model "$file" --device cuda -p 0 -n 128 -r 3 "${extra[@]}" > "$OUT/cost_${shape}_${variant}_$round.log" 2>&1
+        echo "$shape cost round $round $variant: $(grep -E 'tg128' "$OUT/cost_${shape}_${variant}_$round.log" | tail -1)"
+      done
+    done
   fi
   if has profile; then
     for variant in persistent split; do

@@ -37,35 +37,61 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
 // (`runtime::STAMP_RING`, which a test holds equal).
 #define STAMP_RING 8
 
-// The stamps of one launch: `launches` (device memory) counts the ring's
-// launches so far, and `stamps` (host memory mapped for the device, or null
-// when the profile does not look inside) holds STAMP_RING slots, each the
-// launch's number and, per block, `per_block` stamps. Thread 0 of each
-// block writes its block's stamps; they cross the bus as the kernel runs.
-// The counter stays in device memory: every block reads it at its start,
-// and a read over the bus would have been on each block's path.
+// The stamps of one launch, reduced over its blocks as they run, so that
+// only a few words cross the bus a launch whatever the grid (every block
+// writing its own stamps to host memory had cost 7 % of profiled decode).
+// `totals` (device memory, zeroed when allocated) holds 3 + 2 * phases
+// words: the ring's launches so far, the blocks done with this launch, the
+// bitwise complement of the earliest block start (so an atomic max finds
+// the earliest from a zeroed word), then per phase the latest block's end,
+// then per phase the sum of every block's end (unsigned, wrapping: the
+// host subtracts blocks * earliest start and the small true sum remains).
+// `stamps` (host memory mapped for the device, or null when the profile
+// does not look inside) holds STAMP_RING slots of 3 + 2 * phases words:
+// the launch's number, its blocks, the earliest start, the latest ends and
+// the sums. The last block to finish writes its launch's slot, zeroes the
+// totals for the next launch and only then advances the count of launches
+// (every block has read it by then: it read it at its start).
 struct PhaseStamps {
-    unsigned long long* mine;
-    unsigned long long* counter;
+    unsigned long long* totals;
+    unsigned long long* slot;
     unsigned long long launch;
+    unsigned int phases;
 
     __device__ __forceinline__ void open(unsigned long long* launches, unsigned long long* stamps,
-                                         unsigned int per_block) {
-        mine = nullptr;
-        counter = launches;
+                                         unsigned int phase_count) {
+        totals = nullptr;
         if (stamps == nullptr || threadIdx.x != 0) return;
+        totals = launches;
+        phases = phase_count;
         launch = *(volatile unsigned long long*)launches;
-        unsigned long long* slot = stamps + (launch % STAMP_RING) * (1 + (size_t)gridDim.x * per_block);
-        if (blockIdx.x == 0) slot[0] = launch;
-        mine = slot + 1 + (size_t)blockIdx.x * per_block;
+        slot = stamps + (launch % STAMP_RING) * (3 + 2 * (size_t)phase_count);
     }
     // Stamp `index` of this block: 0 its start, i the end of its step i.
     __device__ __forceinline__ void mark(unsigned int index) const {
-        if (mine != nullptr) mine[index] = global_timer_ns();
+        if (totals == nullptr) return;
+        const unsigned long long now = global_timer_ns();
+        if (index == 0) {
+            atomicMax(totals + 2, ~now);
+        } else {
+            atomicMax(totals + 2 + index, now);
+            atomicAdd(totals + 2 + phases + index, now);
+        }
     }
-    // Counts the launch: called by every block after the grid's last
-    // barrier (every block has read the counter by then), before it ends.
+    // Counts this block out after its last stamp; the last block out
+    // writes the launch's slot and readies the totals for the next one.
     __device__ __forceinline__ void close() const {
-        if (mine != nullptr && blockIdx.x == 0) *counter = launch + 1;
+        if (totals == nullptr) return;
+        __threadfence();
+        if (atomicAdd(totals + 1, 1ull) != gridDim.x - 1) return;
+        // Every other block fenced its stamps before counting itself out.
+        __threadfence();
+        slot[0] = launch;
+        slot[1] = gridDim.x;
+        slot[2] = ~atomicExch(totals + 2, 0ull);
+        for (unsigned int word = 3; word < 3 + 2 * phases; ++word) slot[word] = atomicExch(totals + word, 0ull);
+        atomicExch(totals + 1, 0ull);
+        __threadfence_system();
+        *(volatile unsigned long long*)totals = launch + 1;
     }
 };

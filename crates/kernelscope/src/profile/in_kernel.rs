@@ -6,32 +6,39 @@
 //! record and those stamps become one record per phase, so every table,
 //! chart, gap account and comparison sees per-role, per-layer time.
 //!
+//! What a launch leaves ([`LaunchStamps`]): its blocks' stamps reduced
+//! over the grid as they run, so that a few words a launch cross the bus
+//! whatever the grid: the earliest block's start, and per phase the latest
+//! block's end and the sum of every block's end (the kernel adds u64 stamps
+//! with wrapping atomics; [`LaunchStamps::mean_end`] takes the earliest
+//! start out again). [`LaunchStamps::of_blocks`] reduces per-block stamps
+//! the same way on the host.
+//!
 //! How a launch is split ([`split_into_phases`]): the stamps are read on
 //! the GPU's own global timer, which has an offset of its own from the
 //! profiler's clock, so only their differences are used. Let `t0` be the
-//! earliest start stamp of any block. The first boundary is the record's
-//! start and the last its end: the launch's span, as the dispatch clock
-//! measured it, stays what it was. The boundary after phase `i` (all but
-//! the last) is, where the phase ends at a grid barrier, the latest of the
-//! blocks' stamps at its end (the last arrival releases the barrier, so no
-//! block starts the next phase before it), and otherwise the median of
-//! them (the two middle values' mean, rounded down, for an even count of
-//! blocks), where blocks run on without waiting; it is placed at
-//! `record.start_ns + (stamp - t0)`, then clamped between the boundary
-//! before it and the record's end, so the boundaries never go back and the
-//! phases tile the record's span exactly: their durations add up to the
-//! launch's. A barrier phase's waiting time is the mean over blocks of how
-//! long each waited there for the last one (`latest - its own stamp`).
+//! earliest start. The first boundary is the record's start and the last
+//! its end: the launch's span, as the dispatch clock measured it, stays
+//! what it was. The boundary after phase `i` (all but the last) is, where
+//! the phase ends at a grid barrier, the latest of the blocks' stamps at
+//! its end (the last arrival releases the barrier, so no block starts the
+//! next phase before it), and otherwise their mean (rounded down), where
+//! blocks run on without waiting; it is placed at `record.start_ns + (stamp
+//! - t0)`, then clamped between the boundary before it and the record's
+//! end, so the boundaries never go back and the phases tile the record's
+//! span exactly: their durations add up to the launch's. A barrier phase's
+//! waiting time is the mean over blocks of how long each waited there for
+//! the last one (`latest - mean`).
 //!
 //! The phase records copy the launch's label, submission, index, kernel,
 //! format, scope, stream and token (the phases of one launch share its
 //! index: [`DispatchRecord::is_launch`] counts the launch once) and take
 //! op kind, roles, bytes and flops from their phase's declaration (no
 //! measured bytes: a DRAM count is of a whole launch, never of a phase),
-//! with `in_kernel` saying which phase each is. Stamps
-//! that cannot be a launch's (their count not one per phase boundary of
-//! every block, a zero, a block's stamps going back) split nothing: the
-//! launch keeps its one record.
+//! with `in_kernel` saying which phase each is. Stamps that cannot be a
+//! launch's (another block count or phase count, a zero start, ends
+//! before the start or going back from one phase to the next) split
+//! nothing: the launch keeps its one record.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -71,11 +78,104 @@ pub struct PhaseMeta {
 /// device memory.
 pub trait StampSource: Send + Sync + std::fmt::Debug {
     /// The stamps of launch number `launch` (0, 1, 2, ... in stream
-    /// order): per block, phases + 1 global-timer values in ns, `[block 0:
-    /// start, end of phase 1, ..., end of phase P, block 1: ...]`. `None`
-    /// where they are gone (overwritten by a later launch) or could not be
-    /// read.
-    fn read(&self, launch: u64) -> Option<Vec<u64>>;
+    /// order), reduced over its blocks. `None` where they are gone
+    /// (overwritten by a later launch) or could not be read.
+    fn read(&self, launch: u64) -> Option<LaunchStamps>;
+}
+
+/// One launch's global-timer stamps (ns) reduced over its blocks, as a
+/// persistent kernel leaves them (`PhaseStamps` in ops/persistent.cuh).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchStamps {
+    /// How many blocks stamped.
+    pub blocks: u32,
+    /// The earliest block's start.
+    pub earliest_start: u64,
+    /// Per phase, the latest block's end.
+    pub latest_ends: Vec<u64>,
+    /// Per phase, the sum of every block's end modulo 2^64.
+    pub end_sums: Vec<u64>,
+}
+
+impl LaunchStamps {
+    /// Reduces per-block stamps `[block 0: start, end of phase 1, ..., end
+    /// of phase P, block 1: ...]` of `phases` phases as the kernel does;
+    /// `None` where they cannot be a launch's (no block, a count that is
+    /// not one per boundary of every block, a zero, a block's stamps going
+    /// back).
+    pub fn of_blocks(stamps: &[u64], phases: usize) -> Option<LaunchStamps> {
+        let per_block = phases.checked_add(1)?;
+        if phases == 0 || stamps.is_empty() || !stamps.len().is_multiple_of(per_block) {
+            return None;
+        }
+        let rows: Vec<&[u64]> = stamps.chunks_exact(per_block).collect();
+        if !rows
+            .iter()
+            .all(|row| row.iter().all(|&stamp| stamp > 0) && row.is_sorted())
+        {
+            return None;
+        }
+        let column = |position: usize| rows.iter().map(move |row| row[position]);
+        Some(LaunchStamps {
+            blocks: u32::try_from(rows.len()).ok()?,
+            earliest_start: column(0).min()?,
+            latest_ends: (1..per_block)
+                .map(|position| column(position).max().unwrap_or(0))
+                .collect(),
+            end_sums: (1..per_block)
+                .map(|position| column(position).fold(0u64, u64::wrapping_add))
+                .collect(),
+        })
+    }
+
+    /// Reads a slot as the kernel writes it: `[blocks, earliest start,
+    /// latest end of each of `phases` phases, sum of the ends of each]`.
+    pub fn from_words(words: &[u64], phases: usize) -> Option<LaunchStamps> {
+        if words.len() != 2 + 2 * phases {
+            return None;
+        }
+        Some(LaunchStamps {
+            blocks: u32::try_from(words[0]).ok()?,
+            earliest_start: words[1],
+            latest_ends: words[2..2 + phases].to_vec(),
+            end_sums: words[2 + phases..].to_vec(),
+        })
+    }
+
+    /// The blocks' mean end of phase `position` (rounded down): their sum
+    /// less `blocks` earliest starts is small, so wrapping arithmetic
+    /// recovers it exactly.
+    pub fn mean_end(&self, position: usize) -> u64 {
+        let blocks = u64::from(self.blocks.max(1));
+        let above_start = self.end_sums[position].wrapping_sub(blocks.wrapping_mul(self.earliest_start));
+        self.earliest_start + above_start / blocks
+    }
+
+    /// Whether these can be the stamps of a launch of `blocks` blocks
+    /// running `phases` phases: that count of both, a start, and per phase
+    /// a mean and a latest end from the start on, neither going back.
+    fn fits(&self, blocks: u32, phases: usize) -> bool {
+        if self.blocks != blocks || blocks == 0 || self.earliest_start == 0 {
+            return false;
+        }
+        if self.latest_ends.len() != phases || self.end_sums.len() != phases || phases == 0 {
+            return false;
+        }
+        let spread =
+            u64::from(blocks).checked_mul(self.latest_ends[phases - 1].saturating_sub(self.earliest_start));
+        let mut before = (self.earliest_start, self.earliest_start);
+        (0..phases).all(|position| {
+            let above_start =
+                self.end_sums[position].wrapping_sub(u64::from(blocks).wrapping_mul(self.earliest_start));
+            let (mean, latest) = (self.mean_end(position), self.latest_ends[position]);
+            let fits = spread.is_some_and(|spread| above_start <= spread)
+                && before.0 <= mean
+                && mean <= latest
+                && before.1 <= latest;
+            before = (mean, latest);
+            fits
+        })
+    }
 }
 
 /// What a dispatch declares of its phases, shared by every launch of it.
@@ -120,20 +220,6 @@ pub struct InKernelLaunch {
     pub launch: u64,
 }
 
-/// The median of `values` (sorted here): the middle one, or the mean of
-/// the two middle ones (rounded down) for an even count. `values` is never
-/// empty: there is at least one block.
-fn median(values: &mut [u64]) -> u64 {
-    values.sort_unstable();
-    let middle = values.len() / 2;
-    if values.len() % 2 == 1 {
-        values[middle]
-    } else {
-        let (low, high) = (values[middle - 1], values[middle]);
-        low + (high - low) / 2
-    }
-}
-
 /// Splits `record` (the whole launch, its times on the profiler's clock)
 /// into one record per phase by the launch's `stamps` from its `blocks`
 /// blocks (see the module's documentation); `None` where the stamps cannot
@@ -141,40 +227,28 @@ fn median(values: &mut [u64]) -> u64 {
 pub fn split_into_phases(
     record: &DispatchRecord,
     phases: &[PhaseMeta],
-    stamps: &[u64],
+    stamps: &LaunchStamps,
     blocks: u32,
 ) -> Option<Vec<DispatchRecord>> {
     let count = phases.len();
-    let per_block = count.checked_add(1)?;
-    if blocks == 0 || count == 0 || Some(stamps.len()) != per_block.checked_mul(blocks as usize) {
+    if !stamps.fits(blocks, count) {
         return None;
     }
-    let rows: Vec<&[u64]> = stamps.chunks_exact(per_block).collect();
-    let well_formed = |row: &&[u64]| row.iter().all(|&stamp| stamp > 0) && row.is_sorted();
-    if !rows.iter().all(well_formed) {
-        return None;
-    }
-    let t0 = rows.iter().map(|row| row[0]).min()?;
+    let t0 = stamps.earliest_start;
     let phase_count = u32::try_from(count).ok()?;
     let mut records = Vec::with_capacity(count);
     let mut start = record.start_ns;
     for (position, phase) in phases.iter().enumerate() {
-        let mut ends: Vec<u64> = rows.iter().map(|row| row[position + 1]).collect();
-        let latest = ends.iter().copied().max()?;
+        let (latest, mean) = (stamps.latest_ends[position], stamps.mean_end(position));
         let waiting_ns = if phase.ends_at_grid_barrier {
-            let waited: u128 = ends.iter().map(|&end| u128::from(latest - end)).sum();
-            u64::try_from(waited / ends.len() as u128).unwrap_or(u64::MAX)
+            latest - mean
         } else {
             0
         };
         let end = if position + 1 == count {
             record.end_ns.max(start)
         } else {
-            let stamp = if phase.ends_at_grid_barrier {
-                latest
-            } else {
-                median(&mut ends)
-            };
+            let stamp = if phase.ends_at_grid_barrier { latest } else { mean };
             record
                 .start_ns
                 .saturating_add(stamp - t0)

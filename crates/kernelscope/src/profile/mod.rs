@@ -63,7 +63,8 @@ pub use gap::{
 };
 pub use idle::{idle_before_by, idle_gaps, submission_idle};
 pub use in_kernel::{
-    InKernelLaunch, PhaseMeta, PhasePlan, PhaseTotals, StampSource, phase_totals, split_into_phases,
+    InKernelLaunch, LaunchStamps, PhaseMeta, PhasePlan, PhaseTotals, StampSource, phase_totals,
+    split_into_phases,
 };
 pub use injected::{
     EVENT_TIMED_GRAPHS_MODE, ProcessTrace, StepRule, WHOLE_GRAPHS_MODE, profile_of_program,

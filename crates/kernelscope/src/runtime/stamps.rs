@@ -1,53 +1,54 @@
 //! The ring a persistent kernel stamps its steps' boundaries into
 //! (`ops/persistent.cuh`'s `PhaseStamps`), and its reading for the profiler:
-//! each launch takes the next of [`STAMP_RING`] slots, numbered by a
-//! counter at the ring's start that the kernel advances, and the profiler
-//! reads a launch's slot once the token it ran in is done. A slot holds the
+//! the blocks reduce their stamps in device memory as they run (earliest
+//! start; per step the latest end and the sum of ends), and the last block
+//! out writes the launch's few words into the next of [`STAMP_RING`] slots,
+//! numbered by a counter the kernel advances; the profiler reads a
+//! launch's slot once the token it ran in is done. A slot holds the
 //! launch's number, so a slot overwritten by a later launch is known and
 //! dropped rather than misread. On a GPU the ring is pinned host memory
-//! mapped for the device: the kernel's stamps cross the bus as it runs, and
-//! reading them costs the host no copy (a copy of each launch's slot, on
-//! the host's path between tokens, had cost a third of profiled decode).
+//! mapped for the device, so reading it costs the host no copy (a copy of
+//! each launch's slot on the host's path between tokens had cost a third
+//! of profiled decode, and every block's own stamps crossing the bus 7 %).
 
 use std::fmt;
 use std::sync::Arc;
 
 use super::{Buffer, DType, Device};
 use crate::error::Result;
-use crate::profile::StampSource;
+use crate::profile::{LaunchStamps, StampSource};
 
 /// Slots of a ring (`STAMP_RING` in persistent.cuh): a persistent kernel's
 /// ring belongs to one dispatch, which runs once a token, and the profiler
 /// reads its slot with at most a token or two more in flight.
 pub const STAMP_RING: u64 = 8;
 
-/// A ring of stamps in device memory for one dispatch of `blocks` blocks,
-/// each writing `per_block` stamps a launch.
+/// A ring of stamps for one dispatch of `blocks` blocks running `phases`
+/// steps.
 #[derive(Clone)]
 pub struct StampRing {
     /// The slots (host memory mapped for the device, where there is one).
     buffer: Buffer,
-    /// The launches so far (u64 in device memory), which the kernel
-    /// advances.
+    /// The kernel's running totals (u64 words in device memory): the
+    /// launches so far, which it advances, then its current launch's
+    /// reduction of its blocks' stamps.
     launches: Buffer,
     blocks: u32,
-    per_block: u32,
+    phases: u32,
 }
 
 impl fmt::Debug for StampRing {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "StampRing({} blocks, {} stamps a block)",
-            self.blocks, self.per_block
-        )
+        write!(f, "StampRing({} blocks, {} steps)", self.blocks, self.phases)
     }
 }
 
 impl StampRing {
-    /// u64 words of one slot: the launch's number, then every block's stamps.
-    fn slot_words(&self) -> usize {
-        1 + self.blocks as usize * self.per_block as usize
+    /// u64 words of one slot (and of the kernel's totals): the launch's
+    /// number (the launches so far), its blocks (done so far), the earliest
+    /// start, then per step the latest end and the sum of ends.
+    fn slot_words(phases: u32) -> usize {
+        3 + 2 * phases as usize
     }
 
     /// The slots the kernel stamps (u64 words, allocated as twice as many u32).
@@ -55,7 +56,8 @@ impl StampRing {
         &self.buffer
     }
 
-    /// The counter of launches the kernel reads and advances (one u64).
+    /// The kernel's totals: the counter of launches it reads and advances,
+    /// then the words it reduces a launch's stamps in.
     pub fn launches(&self) -> &Buffer {
         &self.launches
     }
@@ -67,8 +69,8 @@ impl StampRing {
 }
 
 impl StampSource for StampRing {
-    fn read(&self, launch: u64) -> Option<Vec<u64>> {
-        let words = self.slot_words();
+    fn read(&self, launch: u64) -> Option<LaunchStamps> {
+        let words = Self::slot_words(self.phases);
         let first = (launch % STAMP_RING) as usize * words;
         let mut bytes = vec![0u8; words * 8];
         self.buffer.memory().read_settled(first * 8, &mut bytes).ok()?;
@@ -76,20 +78,24 @@ impl StampSource for StampRing {
             .chunks_exact(8)
             .map(|word| u64::from_le_bytes(word.try_into().expect("8 bytes")))
             .collect();
-        (slot[0] == launch).then(|| slot[1..].to_vec())
+        if slot[0] != launch {
+            return None;
+        }
+        LaunchStamps::from_words(&slot[1..], self.phases as usize)
+            .filter(|stamps| stamps.blocks == self.blocks)
     }
 }
 
 impl Device {
-    /// A zeroed ring for a dispatch of `blocks` blocks writing `per_block`
-    /// stamps each a launch.
-    pub fn stamp_ring(&self, blocks: u32, per_block: u32) -> Result<StampRing> {
-        let words = STAMP_RING as usize * (1 + blocks as usize * per_block as usize);
+    /// A zeroed ring for a dispatch of `blocks` blocks running `phases`
+    /// steps a launch.
+    pub fn stamp_ring(&self, blocks: u32, phases: u32) -> Result<StampRing> {
+        let words = StampRing::slot_words(phases);
         Ok(StampRing {
-            buffer: self.alloc_host_mapped(DType::U32, &[2 * words])?,
-            launches: self.alloc(DType::U32, &[2])?,
+            buffer: self.alloc_host_mapped(DType::U32, &[2 * STAMP_RING as usize * words])?,
+            launches: self.alloc(DType::U32, &[2 * words])?,
             blocks,
-            per_block,
+            phases,
         })
     }
 }
@@ -99,9 +105,9 @@ mod tests {
     use super::*;
     use crate::rng::SplitMix64;
 
-    /// Writes a launch's slot as the kernel would.
-    fn write_slot(ring: &StampRing, launch: u64, stamps: &[u64]) {
-        let words = ring.slot_words();
+    /// Writes a launch's slot as the kernel's last block would.
+    fn write_slot(ring: &StampRing, launch: u64, stamps: &LaunchStamps) {
+        let words = StampRing::slot_words(ring.phases);
         let mut all: Vec<u64> = ring
             .buffer
             .to_vec::<u32>()
@@ -110,13 +116,33 @@ mod tests {
             .map(|pair| u64::from(pair[0]) | (u64::from(pair[1]) << 32))
             .collect();
         let first = (launch % STAMP_RING) as usize * words;
-        all[first] = launch;
-        all[first + 1..first + words].copy_from_slice(stamps);
+        let slot = [launch, u64::from(stamps.blocks), stamps.earliest_start]
+            .into_iter()
+            .chain(stamps.latest_ends.iter().copied())
+            .chain(stamps.end_sums.iter().copied());
+        for (word, value) in all[first..first + words].iter_mut().zip(slot) {
+            *word = value;
+        }
         let halves: Vec<u32> = all
             .iter()
             .flat_map(|word| [*word as u32, (word >> 32) as u32])
             .collect();
         ring.buffer.write_from(&halves).expect("write");
+    }
+
+    /// Random stamps of `blocks` blocks over `phases` steps, reduced.
+    fn random_launch(rng: &mut SplitMix64, blocks: u32, phases: usize) -> LaunchStamps {
+        let epoch = 1 << 60 | rng.below(1 << 50);
+        let mut per_block = Vec::new();
+        for _ in 0..blocks {
+            let mut time = epoch + rng.below(3_000);
+            per_block.push(time);
+            for _ in 0..phases {
+                time += rng.below(10_000);
+                per_block.push(time);
+            }
+        }
+        LaunchStamps::of_blocks(&per_block, phases).expect("a launch's")
     }
 
     #[test]
@@ -128,22 +154,20 @@ mod tests {
     #[test]
     fn a_launch_reads_back_its_own_slot_and_an_overwritten_one_reads_nothing() {
         let device = Device::cpu();
-        let ring = device.stamp_ring(3, 5).expect("ring");
+        let ring = device.stamp_ring(3, 4).expect("ring");
+        assert_eq!(ring.launches().len(), 2 * StampRing::slot_words(4));
         let mut rng = SplitMix64::new(53);
-        let stamps: Vec<u64> = (0..15).map(|_| rng.next_u64() >> 8).collect();
+        let stamps = random_launch(&mut rng, 3, 4);
         write_slot(&ring, 11, &stamps);
         assert_eq!(ring.read(11), Some(stamps.clone()));
         // Launch 3 shares slot 3 with 11, which overwrote it.
         assert_eq!(ring.read(3), None);
-        write_slot(
-            &ring,
-            11 + STAMP_RING,
-            &stamps[..].iter().rev().copied().collect::<Vec<_>>(),
-        );
+        let later = random_launch(&mut rng, 3, 4);
+        write_slot(&ring, 11 + STAMP_RING, &later);
         assert_eq!(ring.read(11), None);
-        assert!(
-            ring.read(11 + STAMP_RING)
-                .is_some_and(|read| read[0] == stamps[14])
-        );
+        assert_eq!(ring.read(11 + STAMP_RING), Some(later));
+        let other_grid = random_launch(&mut rng, 5, 4);
+        write_slot(&ring, 12, &other_grid);
+        assert_eq!(ring.read(12), None, "a slot of another grid's blocks");
     }
 }

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use crate::profile::{
-    CounterSnapshot, DispatchRecord, OpKind, PhaseMeta, Profile, Role, Roles, split_into_phases,
+    CounterSnapshot, DispatchRecord, LaunchStamps, OpKind, PhaseMeta, Profile, Role, Roles, split_into_phases,
 };
 use crate::rng::SplitMix64;
 
@@ -137,7 +137,9 @@ pub fn synthetic_in_kernel_profile(tokens: u32, layers: usize, seed: u64) -> Pro
             record.scope = Arc::from(format!("layer.{layer}.mlp"));
             record.start_ns = now;
             record.end_ns = finished - gpu_offset + 300;
-            let split = split_into_phases(&record, &phases, &stamps, 16);
+            let reduced =
+                LaunchStamps::of_blocks(&stamps, phases.len()).expect("simulated stamps are a launch's");
+            let split = split_into_phases(&record, &phases, &reduced, 16);
             profile
                 .dispatches
                 .extend(split.expect("simulated stamps are a launch's"));

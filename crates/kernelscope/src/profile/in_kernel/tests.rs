@@ -1,7 +1,8 @@
 //! Tests of splitting a launch into its phases by stamps: random stamps of
-//! random kernels tile the launch, each boundary is the statistic its phase
-//! calls for, malformed stamps split nothing, and a dispatch's records read
-//! its launch's stamps through the plan.
+//! random kernels, reduced over their blocks, tile the launch, each
+//! boundary is the statistic its phase calls for, the reduction's wrapping
+//! sums give exact means, malformed stamps split nothing, and a dispatch's
+//! records read its launch's stamps through the plan.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -65,16 +66,15 @@ fn random_stamps(rng: &mut SplitMix64, blocks: u32, count: usize) -> Vec<u64> {
     stamps
 }
 
-/// The median as the module defines it, by a sort of its own.
-fn reference_median(values: &[u64]) -> u64 {
-    let mut sorted = values.to_vec();
-    sorted.sort();
-    let middle = sorted.len() / 2;
-    if sorted.len() % 2 == 1 {
-        sorted[middle]
-    } else {
-        ((u128::from(sorted[middle - 1]) + u128::from(sorted[middle])) / 2) as u64
-    }
+/// The mean as the module defines it (rounded down), in wide arithmetic.
+fn reference_mean(values: &[u64]) -> u64 {
+    let sum: u128 = values.iter().map(|&value| u128::from(value)).sum();
+    (sum / values.len() as u128) as u64
+}
+
+/// Per-block stamps reduced, which must be a launch's.
+fn reduced(stamps: &[u64], phases: usize) -> LaunchStamps {
+    LaunchStamps::of_blocks(stamps, phases).expect("well-formed stamps")
 }
 
 #[test]
@@ -90,7 +90,8 @@ fn random_stamps_split_a_launch_into_phases_that_tile_it_at_the_boundaries_their
         // boundaries are then clamped, and still tile the launch.
         let end = start + rng.below(150_000);
         let record = launch(start, end);
-        let split = split_into_phases(&record, &phases, &stamps, blocks).expect("well-formed stamps");
+        let split = split_into_phases(&record, &phases, &reduced(&stamps, count), blocks)
+            .expect("well-formed stamps");
         assert_eq!(split.len(), count, "case {case}");
         assert_eq!(split[0].start_ns, start);
         assert_eq!(split[count - 1].end_ns, end);
@@ -113,12 +114,12 @@ fn random_stamps_split_a_launch_into_phases_that_tile_it_at_the_boundaries_their
                 let statistic = if meta.ends_at_grid_barrier {
                     latest
                 } else {
-                    reference_median(&ends)
+                    reference_mean(&ends)
                 };
                 let expected = (start + (statistic - t0)).clamp(phase.start_ns, end);
                 assert_eq!(phase.end_ns, expected, "case {case}, phase {position}");
             }
-            let waited: u64 = ends.iter().map(|stamp| latest - stamp).sum::<u64>() / u64::from(blocks);
+            let waited = latest - reference_mean(&ends);
             let in_kernel = phase.in_kernel.as_ref().expect("a phase");
             let expected_waiting = if meta.ends_at_grid_barrier { waited } else { 0 };
             assert_eq!(
@@ -191,10 +192,11 @@ fn a_worked_launch_of_two_blocks_splits_where_the_last_arrival_releases_each_bar
         .collect();
     // Block 1 starts 100 ns after block 0; norm's barrier opens 1_500 ns
     // after the first start, at block 1's arrival (block 0 waited 500 ns of
-    // it: 250 the mean), gate/up ends at the median of 3_000 and 4_000,
+    // it: 250 the mean), gate/up ends at the mean of 3_000 and 4_000,
     // down at the record's end (block 0 waited 400 ns at its barrier).
     let stamps = [1_000, 2_000, 3_000, 9_000, 1_100, 2_500, 4_000, 9_400];
-    let split = split_into_phases(&launch(10_000, 20_000), &phases, &stamps, 2).expect("a launch");
+    let split =
+        split_into_phases(&launch(10_000, 20_000), &phases, &reduced(&stamps, 3), 2).expect("a launch");
     let spans: Vec<(u64, u64, u64)> = split
         .iter()
         .map(|phase| {
@@ -212,49 +214,113 @@ fn a_worked_launch_of_two_blocks_splits_where_the_last_arrival_releases_each_bar
 }
 
 #[test]
+fn sums_that_wrap_past_two_to_the_64_still_give_the_exact_mean() {
+    let mut rng = SplitMix64::new(0x77);
+    for _ in 0..100 {
+        let blocks = 2 + rng.below(500) as u32;
+        // A timer this far from zero wraps u64 after 16 or so blocks' sums.
+        let epoch = u64::MAX / 16 + rng.below(1 << 40);
+        let mut stamps = Vec::new();
+        for _ in 0..blocks {
+            let start = epoch + rng.below(5_000);
+            stamps.extend([start, start + rng.below(30_000)]);
+        }
+        let launch = reduced(&stamps, 1);
+        let ends: Vec<u64> = stamps.chunks(2).map(|row| row[1]).collect();
+        assert_eq!(launch.mean_end(0), reference_mean(&ends));
+        assert_eq!(launch.latest_ends, vec![*ends.iter().max().expect("a block")]);
+        assert_eq!(
+            launch.earliest_start,
+            stamps.chunks(2).map(|row| row[0]).min().expect("a block")
+        );
+        assert_eq!(launch.blocks, blocks);
+    }
+}
+
+#[test]
+fn a_slot_reads_as_the_kernel_writes_it() {
+    let mut rng = SplitMix64::new(5);
+    let launch = reduced(&random_stamps(&mut rng, 7, 3), 3);
+    let words: Vec<u64> = [u64::from(launch.blocks), launch.earliest_start]
+        .into_iter()
+        .chain(launch.latest_ends.iter().copied())
+        .chain(launch.end_sums.iter().copied())
+        .collect();
+    assert_eq!(LaunchStamps::from_words(&words, 3), Some(launch));
+    assert_eq!(LaunchStamps::from_words(&words[1..], 3), None, "one short");
+    assert_eq!(LaunchStamps::from_words(&words, 2), None, "another step count");
+}
+
+#[test]
 fn stamps_that_cannot_be_a_launchs_split_nothing() {
     let mut rng = SplitMix64::new(11);
     let phases = random_phases(&mut rng, 3);
     let good = random_stamps(&mut rng, 4, 3);
     let record = launch(100, 100_000);
-    assert!(split_into_phases(&record, &phases, &good, 4).is_some());
-    assert_eq!(
-        split_into_phases(&record, &phases, &good[1..], 4),
-        None,
-        "one short"
-    );
-    assert_eq!(
-        split_into_phases(&record, &phases, &good, 3),
-        None,
-        "another block count"
-    );
-    assert_eq!(split_into_phases(&record, &phases, &[], 0), None, "no blocks");
-    assert_eq!(split_into_phases(&record, &[], &good[..4], 4), None, "no phases");
+    let launch_stamps = reduced(&good, 3);
+    assert!(split_into_phases(&record, &phases, &launch_stamps, 4).is_some());
+    // Per-block stamps a kernel could not have written reduce to nothing.
+    assert_eq!(LaunchStamps::of_blocks(&good[1..], 3), None, "one short");
+    assert_eq!(LaunchStamps::of_blocks(&[], 3), None, "no blocks");
+    assert_eq!(LaunchStamps::of_blocks(&good[..4], 0), None, "no phases");
     for position in 0..good.len() {
         let mut zero = good.clone();
         zero[position] = 0;
-        assert_eq!(
-            split_into_phases(&record, &phases, &zero, 4),
-            None,
-            "a zero at {position}"
-        );
+        assert_eq!(LaunchStamps::of_blocks(&zero, 3), None, "a zero at {position}");
     }
     let mut backwards = good.clone();
     backwards.swap(5, 6);
     backwards[6] = backwards[5].saturating_sub(1);
     assert_eq!(
-        split_into_phases(&record, &phases, &backwards, 4),
+        LaunchStamps::of_blocks(&backwards, 3),
         None,
         "a block's stamps go back"
+    );
+    // Reduced stamps that no launch of this kernel could leave.
+    assert_eq!(
+        split_into_phases(&record, &phases, &launch_stamps, 3),
+        None,
+        "another block count"
+    );
+    assert_eq!(
+        split_into_phases(&record, &phases[..2], &launch_stamps, 4),
+        None,
+        "another phase count"
+    );
+    let broken = |change: &dyn Fn(&mut LaunchStamps)| {
+        let mut stamps = launch_stamps.clone();
+        change(&mut stamps);
+        split_into_phases(&record, &phases, &stamps, 4)
+    };
+    assert_eq!(broken(&|stamps| stamps.earliest_start = 0), None, "no start");
+    assert_eq!(
+        broken(&|stamps| stamps.latest_ends[1] = stamps.latest_ends[0] - 1),
+        None,
+        "the latest end goes back"
+    );
+    assert_eq!(
+        broken(&|stamps| stamps.latest_ends[0] = stamps.earliest_start - 1),
+        None,
+        "an end before the start"
+    );
+    assert_eq!(
+        broken(&|stamps| stamps.end_sums[2] = stamps.end_sums[2].wrapping_add(1 << 40)),
+        None,
+        "a sum more than every block's latest end"
+    );
+    assert_eq!(
+        broken(&|stamps| stamps.end_sums[1] = stamps.end_sums[0].wrapping_sub(4)),
+        None,
+        "the mean end goes back"
     );
 }
 
 /// Stamps kept by launch number, as a ring the kernel writes would hold them.
 #[derive(Debug, Default)]
-struct KeptStamps(HashMap<u64, Vec<u64>>);
+struct KeptStamps(HashMap<u64, LaunchStamps>);
 
 impl StampSource for KeptStamps {
-    fn read(&self, launch: u64) -> Option<Vec<u64>> {
+    fn read(&self, launch: u64) -> Option<LaunchStamps> {
         self.0.get(&launch).cloned()
     }
 }
@@ -263,7 +329,7 @@ impl StampSource for KeptStamps {
 fn a_dispatch_reads_its_launchs_stamps_and_keeps_one_record_where_they_are_gone() {
     let mut rng = SplitMix64::new(29);
     let phases = random_phases(&mut rng, 4);
-    let stamps = random_stamps(&mut rng, 8, 4);
+    let stamps = reduced(&random_stamps(&mut rng, 8, 4), 4);
     let source = KeptStamps(HashMap::from([(1, stamps.clone())]));
     let plan = Arc::new(PhasePlan::new(phases.clone(), 8, Arc::new(source)));
     assert_eq!(

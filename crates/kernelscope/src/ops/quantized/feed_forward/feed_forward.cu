@@ -140,7 +140,7 @@ __device__ __forceinline__ void feed_forward(float* x, const float* norm_weight,
     if constexpr (HELD > 0) split.begin(down, k, n, stages, storage + feed_forward_staged_space(k));
     wait_for_previous_kernel();
     PhaseStamps stamp;
-    stamp.open(launches, stamping != 0 ? stamps : nullptr, FEED_FORWARD_STEPS + 1);
+    stamp.open(launches, stamping != 0 ? stamps : nullptr, FEED_FORWARD_STEPS);
     stamp.mark(0);
     const Staged staged = stage_normed(x, norm_weight, k, eps, storage);
     stamp.mark(1);

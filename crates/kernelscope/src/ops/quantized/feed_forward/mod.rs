@@ -54,8 +54,8 @@ const MOST_STAGES: usize = 8;
 const FEWEST_STAGES: usize = 2;
 /// Two-warp groups a block (`THREADS` / 64).
 const GROUPS: usize = THREADS as usize / 64;
-/// Stamps a block writes: its start and the end of each of the four steps.
-const STAMPS_PER_BLOCK: u32 = 5;
+/// Steps the kernel stamps the ends of (`FEED_FORWARD_STEPS` in feed_forward.cu).
+const STEPS: u32 = 4;
 
 /// The down formats whose rows stream (`HeldFormat` in streamed.cuh), and
 /// the units the streaming loop reads them in.
@@ -267,7 +267,7 @@ impl QuantizedFeedForward {
         let blocks = plan.grid.blocks[0];
         let costs = StepCosts::new(self.gate, self.down, k, n, gate_blocks, down_blocks);
         let ring = if device.profiler().times_dispatches() {
-            Some(device.stamp_ring(blocks, STAMPS_PER_BLOCK)?)
+            Some(device.stamp_ring(blocks, STEPS)?)
         } else {
             None
         };
@@ -361,6 +361,13 @@ mod tests {
         // Four groups of three slots: 12 barriers (one line), 8 shares
         // (one line), then the rows.
         assert_eq!(ring_bytes(3, 6_720), 128 + 128 + 12 * 6_720);
+    }
+
+    #[test]
+    fn the_kernel_stamps_as_many_steps_as_its_costs_declare() {
+        assert!(include_str!("feed_forward.cu").contains(&format!("#define FEED_FORWARD_STEPS {STEPS}\n")));
+        let costs = StepCosts::new(QuantFormat::Q4_K, QuantFormat::Q6_K, 2_048, 8_192, 8, 32);
+        assert_eq!(costs.phases().len(), STEPS as usize);
     }
 
     #[test]
