@@ -115,10 +115,14 @@ const DECLARED: [(&str, &str, &[Argument]); 35] = [
     ),
 ];
 
-/// Files holding kernels of several argument lists, instantiated per
-/// quantized format (`{format}` in their names, see
+/// Files holding kernels of several argument lists (most instantiated per
+/// quantized format: `{format}` in their names, see
 /// `quantized::linear::cuda_source`): each kernel's list by its name.
-const DECLARED_PER_KERNEL: [(&str, &[Argument]); 15] = [
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 16] = [
+    (
+        "attention_combine_q8",
+        crate::ops::attention::combine_quantized::ARGUMENTS,
+    ),
     ("matvec_{format}_q8", crate::ops::quantized::linear::ARGUMENTS),
     ("matmul_{format}", crate::ops::quantized::linear::ARGUMENTS),
     ("matvec_add_{format}_q8", crate::ops::matvec::residual::ARGUMENTS),

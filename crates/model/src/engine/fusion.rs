@@ -42,6 +42,7 @@ impl Forward<'_> {
             Self::fuse_norm_gate_up,
             Self::fuse_norm_readers,
             Self::fuse_rope_append,
+            Self::fuse_attention_output,
             Self::fuse_matvec_residual,
         ];
         for pattern in patterns {
@@ -327,6 +328,51 @@ impl Forward<'_> {
                 Ok(3)
             }
         }
+    }
+
+    /// Attention whose combine step quantizes its output for a quantized
+    /// o_proj, then o_proj adding into the residual stream: the kernel that
+    /// quantized the attention's output before o_proj is gone (the combine
+    /// step's warps hold one block of 32 values each). Only where o_proj is
+    /// whole (a split o_proj's partial sums need their all-reduce), unbiased
+    /// and has fused kernels, and the head dimension is whole blocks of 32.
+    fn fuse_attention_output(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [
+            Step::Attention { layer },
+            Step::Linear {
+                linear,
+                input: Slot::Attention,
+                output: Slot::Projected,
+            },
+            Step::AddResidual,
+            ..,
+        ] = steps
+        else {
+            return Ok(0);
+        };
+        let WeightFormat::Quantized(format) = linear.format() else {
+            return Ok(0);
+        };
+        let heads = self.config.heads();
+        let whole = linear.parallel == Parallel::Whole && !linear.has_bias();
+        if !whole || !self.has_fused_kernels(linear.format()) || !heads.dim.is_multiple_of(32) {
+            return Ok(0);
+        }
+        let fused = self
+            .ops
+            .quantized_fused(format)
+            .expect("has_fused_kernels checked the kernels");
+        let staged = fused.stage_scratch(encoder.device(), heads.query * heads.dim)?;
+        if !self.encode_attention_quantized(encoder, *layer, activations, staged.buffer())? {
+            return Ok(0);
+        }
+        fused.encode_matvec_add_staged(encoder, &linear.weight, &staged, &activations.hidden)?;
+        Ok(3)
     }
 
     /// A mat-vec adding into the residual stream (a bias belongs before the

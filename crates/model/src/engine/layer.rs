@@ -412,6 +412,36 @@ impl Forward<'_> {
         Ok(())
     }
 
+    /// One position's attention over layer `layer`'s cache with its output
+    /// also quantized into `quantized` (see `Attention::encode_quantized`);
+    /// false, encoding nothing, for a pass of several positions.
+    pub(super) fn encode_attention_quantized(
+        &self,
+        encoder: &mut CommandEncoder,
+        layer: usize,
+        activations: &Activations,
+        quantized: &Buffer,
+    ) -> Result<bool> {
+        let PassShape::Vector { position } = activations.shape else {
+            return Ok(false);
+        };
+        let (ops, state) = (self.ops, self.state);
+        ops.attention.encode_quantized(
+            encoder,
+            &activations.query,
+            &state.key_cache[layer],
+            &state.value_cache[layer],
+            &activations.positions.0,
+            activations.positions.1,
+            self.config.heads(),
+            position + 1,
+            &state.attention_scratch,
+            &activations.attention,
+            quantized,
+        )?;
+        Ok(true)
+    }
+
     /// `output = linear(input)`, complete: the product for the weight's
     /// format and the pass's shape, the bias this rank holds, then what the
     /// split asks (partial sums all-reduced; vocabulary shares gathered

@@ -59,6 +59,19 @@ pub(crate) mod combine {
     }
 }
 
+/// The arguments of `attention_combine_q8`: the combine's, and where its
+/// output goes quantized for o_proj (the `Staged` layout).
+pub(crate) mod combine_quantized {
+    crate::ops::kernel_arguments! {
+        PARTIALS: "partials" Read,
+        OUT: "out" Write,
+        QUANTIZED: "quantized" Write,
+        QUERY_HEADS: "query_heads" U32,
+        DIM: "dim" U32,
+        SPLITS: "splits" U32,
+    }
+}
+
 /// The arguments of the RoPE-fused split kernels (`attention_rope_split_*`):
 /// the split's, with this position's key and value before RoPE and the
 /// caches they are stored in, RoPE's frequencies and scaling.

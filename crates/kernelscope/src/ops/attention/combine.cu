@@ -7,20 +7,21 @@
 // shared memory (a loop over every split per thread made this step a tenth
 // of the attention's time at long context).
 #define COMBINE_WARPS 8
-extern "C" __global__ void attention_combine_f32(const float* partials, float* out, u32 query_heads, u32 dim,
-                                                u32 splits) {
-    wait_for_previous_kernel();
+
+// The combined value of this thread's dim: every thread of the block calls
+// it; true on warp 0's lanes whose dim is in the head, `value` then set.
+__device__ __forceinline__ bool combine_chunk(const float* partials, u32 query_heads, u32 dim, u32 splits,
+                                              float* value_out) {
     __shared__ float values[COMBINE_WARPS][32];
     __shared__ float totals[COMBINE_WARPS];
-    u32 head = blockIdx.x;
-    u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    u32 d = blockIdx.y * 32 + lane;
-    if (head >= query_heads) return;
-    u32 stride = dim + 2;
-    const float* first = partials + (size_t)head * stride;
-    size_t split_stride = (size_t)query_heads * stride;
-    // The overall max: each warp over its splits, then across the warps.
     __shared__ float maxima[COMBINE_WARPS];
+    const u32 head = blockIdx.x;
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u32 d = blockIdx.y * 32 + lane;
+    const u32 stride = dim + 2;
+    const float* first = partials + (size_t)head * stride;
+    const size_t split_stride = (size_t)query_heads * stride;
+    // The overall max: each warp over its splits, then across the warps.
     float best = -INFINITY;
     for (u32 s = warp; s < splits; s += COMBINE_WARPS) best = fmaxf(best, first[s * split_stride + dim]);
     if (lane == 0) maxima[warp] = best;
@@ -38,13 +39,52 @@ extern "C" __global__ void attention_combine_f32(const float* partials, float* o
     values[warp][lane] = value;
     if (lane == 0) totals[warp] = total;
     __syncthreads();
-    if (warp == 0 && d < dim) {
-        float sum = 0.0f, weight_sum = 0.0f;
+    if (warp != 0 || d >= dim) return false;
+    float sum = 0.0f, weight_sum = 0.0f;
 #pragma unroll
-        for (u32 w = 0; w < COMBINE_WARPS; ++w) {
-            sum += values[w][lane];
-            weight_sum += totals[w];
-        }
-        out[(size_t)head * dim + d] = sum / weight_sum;
+    for (u32 w = 0; w < COMBINE_WARPS; ++w) {
+        sum += values[w][lane];
+        weight_sum += totals[w];
+    }
+    *value_out = sum / weight_sum;
+    return true;
+}
+
+extern "C" __global__ void attention_combine_f32(const float* partials, float* out, u32 query_heads, u32 dim,
+                                                u32 splits) {
+    wait_for_previous_kernel();
+    if (blockIdx.x >= query_heads) return;
+    float value;
+    if (combine_chunk(partials, query_heads, dim, splits, &value))
+        out[(size_t)blockIdx.x * dim + blockIdx.y * 32 + (threadIdx.x & 31)] = value;
+}
+
+// The same, and the output also quantized for o_proj's fused product
+// (the `Staged` layout of quantized.cuh, query_heads * dim values): warp 0
+// of a block holds one block of 32 values (dim is a multiple of 32), which
+// it quantizes with quantize_q8's arithmetic, bit for bit, so the kernel
+// that quantized the output before o_proj is not needed.
+extern "C" __global__ void attention_combine_q8(const float* partials, float* out, u8* quantized, u32 query_heads,
+                                               u32 dim, u32 splits) {
+    wait_for_previous_kernel();
+    if (blockIdx.x >= query_heads) return;
+    float value;
+    if (!combine_chunk(partials, query_heads, dim, splits, &value)) return;
+    const u32 lane = threadIdx.x & 31, at = blockIdx.x * dim + blockIdx.y * 32 + lane;
+    out[at] = value;
+    float largest = fabsf(value);
+    for (int offset = 16; offset > 0; offset >>= 1)
+        largest = larger_keeping_nan(largest, __shfl_xor_sync(0xffffffffu, largest, offset));
+    const float scale = largest / 127.0f;
+    const float inverse = scale != 0.0f ? 1.0f / scale : 0.0f;
+    const int rounded = (int)roundf(value * inverse);
+    int sum = rounded;
+    for (int offset = 16; offset > 0; offset >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    quantized[at] = (u8)(rounded & 0xff);
+    if (lane == 0) {
+        const u32 k = query_heads * dim, block = at / 32;
+        float* scales = (float*)(quantized + k);
+        scales[block] = scale;
+        scales[k / 32 + block] = scale * (float)sum;
     }
 }

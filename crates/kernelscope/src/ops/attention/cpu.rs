@@ -182,7 +182,7 @@ fn split_partials<C: WeightElement>(
         });
 }
 
-/// `out` `[query_heads, dim]`: the splits' outputs merged by their maxima.
+/// `attention_combine_f32`: the splits' partials merged into each head's output.
 pub(super) fn attention_combine(args: &KernelArgs<'_>) -> Result<()> {
     let partials = args.input::<f32>(COMBINE_PARTIALS)?;
     let out = args.output::<f32>(COMBINE_OUT)?;
@@ -191,8 +191,41 @@ pub(super) fn attention_combine(args: &KernelArgs<'_>) -> Result<()> {
         args.u32(COMBINE_DIM)? as usize,
         args.u32(COMBINE_SPLITS)? as usize,
     );
+    combine_into(partials, out, query_heads, dim, splits);
+    Ok(())
+}
+
+/// `attention_combine_q8`: the same, and the output quantized as
+/// `quantize_q8` quantizes it.
+pub(super) fn attention_combine_q8(args: &KernelArgs<'_>) -> Result<()> {
+    use super::arguments::combine_quantized::{DIM, OUT, PARTIALS, QUANTIZED, QUERY_HEADS, SPLITS};
+    let partials = args.input::<f32>(PARTIALS)?;
+    let out = args.output::<f32>(OUT)?;
+    let quantized = args.output::<u8>(QUANTIZED)?;
+    let (query_heads, dim, splits) = (
+        args.u32(QUERY_HEADS)? as usize,
+        args.u32(DIM)? as usize,
+        args.u32(SPLITS)? as usize,
+    );
+    let values = query_heads * dim;
+    if !dim.is_multiple_of(32) || out.len() < values || quantized.len() < values + values / 4 {
+        return Err(Error::KernelFailed {
+            kernel: "attention_combine_q8".into(),
+            message: format!(
+                "head dimension {dim} is not whole blocks of 32, or a buffer is shorter than {query_heads} heads"
+            ),
+        });
+    }
+    combine_into(partials, out, query_heads, dim, splits);
+    crate::ops::quantized::linear::stage::stage_values(&out[..values], quantized);
+    Ok(())
+}
+
+/// Each head's splits merged into `out` `[query_heads][dim]`.
+fn combine_into(partials: &[f32], out: &mut [f32], query_heads: usize, dim: usize, splits: usize) {
     let stride = dim + 2;
     out.par_chunks_mut(dim.max(1))
+        .take(query_heads)
         .enumerate()
         .for_each(|(head, out_head)| {
             let split = |s: usize| {
@@ -216,5 +249,4 @@ pub(super) fn attention_combine(args: &KernelArgs<'_>) -> Result<()> {
                 *o = (0..splits).map(|s| split(s)[d] * weights[s]).sum::<f32>() / total;
             }
         });
-    Ok(())
 }

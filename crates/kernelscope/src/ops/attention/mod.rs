@@ -10,7 +10,7 @@
 //! heads over more blocks; other geometries take the generic kernel.
 
 mod arguments;
-pub(crate) use arguments::combine;
+pub(crate) use arguments::{combine, combine_quantized};
 mod cpu;
 pub(crate) mod rope;
 pub(crate) use arguments::{
@@ -28,14 +28,15 @@ use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Dispatch, Kernel, KernelRegistry, LaunchGrid, OpKind,
 };
 
-use cpu::{attention_combine, attention_rope_split, attention_split};
+use cpu::{attention_combine, attention_combine_q8, attention_rope_split, attention_split};
 
 use combine::{
     DIM as COMBINE_DIM, OUT as COMBINE_OUT, PARTIALS as COMBINE_PARTIALS, QUERY_HEADS as COMBINE_QUERY_HEADS,
     SPLITS as COMBINE_SPLITS,
 };
 
-/// Registers `attention_split_<cache dtype>` and `attention_combine_f32`.
+/// Registers `attention_split_<cache dtype>`, `attention_combine_f32` and
+/// `attention_combine_q8`.
 pub fn register(registry: &mut KernelRegistry) {
     // One source for every split kernel: the RoPE-fused entries (rope.cu)
     // instantiate attention.cu's vector split.
@@ -76,12 +77,18 @@ pub fn register(registry: &mut KernelRegistry) {
             }
         }
     }
+    // The quantized combine shares quantize_q8's helpers (quantized.cuh).
+    let combine_source = super::cuda_source(&format!(
+        "{}\n{}",
+        include_str!("../quantized/linear/quantized.cuh"),
+        include_str!("combine.cu")
+    ));
     registry.register_cpu("attention_combine_f32", attention_combine);
-    registry.register_cuda_source(
-        "attention_combine_f32",
-        super::cuda_source(include_str!("combine.cu")),
-    );
+    registry.register_cuda_source("attention_combine_f32", combine_source.clone());
     registry.register_format("attention_combine_f32", "f32");
+    registry.register_cpu("attention_combine_q8", attention_combine_q8);
+    registry.register_cuda_source("attention_combine_q8", combine_source);
+    registry.register_format("attention_combine_q8", "f32");
 }
 
 /// The vector kernel for a padded head dim, padded group and cache dtype.
@@ -139,6 +146,8 @@ pub struct Attention {
     /// `vector_rope[d][g]`: the same with RoPE and the KV append fused in.
     vector_rope: Vec<Vec<Kernel>>,
     combine: Kernel,
+    /// The combine that also quantizes its output for o_proj.
+    combine_quantized: Kernel,
     cache_dtype: DType,
 }
 
@@ -169,6 +178,7 @@ impl Attention {
             vector: table(&vector_name)?,
             vector_rope: table(&arguments::rope::kernel_name)?,
             combine: super::kernel_for(registry, device, "attention_combine", DType::F32)?,
+            combine_quantized: registry.kernel(device, "attention_combine_q8")?,
             cache_dtype,
         })
     }
@@ -265,6 +275,72 @@ impl Attention {
         scratch: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
+        let inputs = (query, key_cache, value_cache, position_slot);
+        self.encode_into(encoder, inputs, index, heads, context, scratch, out, None)
+    }
+
+    /// [`encode`](Self::encode), with the output also quantized into
+    /// `quantized` (u8, `staged_bytes(query heads · dim)`: 8-bit blocks of
+    /// 32 with their scales and scaled sums, as `quantize_q8` writes them)
+    /// by the combine step itself, for a quantized o_proj's fused product
+    /// to read with no quantize kernel of its own. The head dimension must
+    /// be a multiple of 32 (one block of a warp's 32 values).
+    #[allow(clippy::too_many_arguments)]
+    pub fn encode_quantized(
+        &self,
+        encoder: &mut CommandEncoder,
+        query: &Buffer,
+        key_cache: &Buffer,
+        value_cache: &Buffer,
+        position_slot: &Buffer,
+        index: usize,
+        heads: Heads,
+        context: usize,
+        scratch: &Buffer,
+        out: &Buffer,
+        quantized: &Buffer,
+    ) -> Result<()> {
+        if !heads.dim.is_multiple_of(32) {
+            return Err(Error::ShapeMismatch {
+                context: "attention quantizing its output (blocks of 32 dims of a head)".into(),
+                expected: vec![heads.dim.next_multiple_of(32)],
+                found: vec![heads.dim],
+            });
+        }
+        let values = heads.query * heads.dim;
+        expect(
+            "attention",
+            "quantized output",
+            quantized,
+            DType::U8,
+            &[super::quantized::linear::staged_bytes(values)],
+        )?;
+        let inputs = (query, key_cache, value_cache, position_slot);
+        self.encode_into(
+            encoder,
+            inputs,
+            index,
+            heads,
+            context,
+            scratch,
+            out,
+            Some(quantized),
+        )
+    }
+
+    /// The split kernel, then the combine (quantizing where `quantized` is given).
+    #[allow(clippy::too_many_arguments)]
+    fn encode_into(
+        &self,
+        encoder: &mut CommandEncoder,
+        (query, key_cache, value_cache, position_slot): (&Buffer, &Buffer, &Buffer, &Buffer),
+        index: usize,
+        heads: Heads,
+        context: usize,
+        scratch: &Buffer,
+        out: &Buffer,
+        quantized: Option<&Buffer>,
+    ) -> Result<()> {
         heads.check("attention")?;
         let kv_dim = heads.key_value * heads.dim;
         let max_positions = expect_kv_caches("attention", key_cache, value_cache, self.cache_dtype, kv_dim)?;
@@ -306,7 +382,7 @@ impl Attention {
                 .cost_per_position(context as u64, bytes_per_position, flops_per_position)
                 .op_kind(OpKind::Attention),
         )?;
-        encoder.dispatch(self.combine(&partials, out, heads, splits)?)
+        encoder.dispatch(self.combine(&partials, out, quantized, heads, splits)?)
     }
 
     /// The grid of a split kernel of `threads` a block: block (g, s, z)
@@ -340,26 +416,48 @@ impl Attention {
         scratch.slice(0, needed)
     }
 
-    /// The dispatch that merges the `splits` partial results into `out`.
-    fn combine(&self, partials: &Buffer, out: &Buffer, heads: Heads, splits: usize) -> Result<Dispatch> {
+    /// The dispatch that merges the `splits` partial results into `out`
+    /// (and quantizes them into `quantized`, where given).
+    fn combine(
+        &self,
+        partials: &Buffer,
+        out: &Buffer,
+        quantized: Option<&Buffer>,
+        heads: Heads,
+        splits: usize,
+    ) -> Result<Dispatch> {
         let needed = partials.len();
-        Ok(Arguments::new(combine::ARGUMENTS)
-            .buffer(COMBINE_PARTIALS, partials)
-            .buffer(COMBINE_OUT, out)
-            .scalar(COMBINE_QUERY_HEADS, heads.query as u32)
-            .scalar(COMBINE_DIM, heads.dim as u32)
-            .scalar(COMBINE_SPLITS, splits as u32)
-            .dispatch(&self.combine)?
+        let values = heads.query * heads.dim;
+        let arguments = match quantized {
+            None => Arguments::new(combine::ARGUMENTS)
+                .buffer(COMBINE_PARTIALS, partials)
+                .buffer(COMBINE_OUT, out)
+                .scalar(COMBINE_QUERY_HEADS, heads.query as u32)
+                .scalar(COMBINE_DIM, heads.dim as u32)
+                .scalar(COMBINE_SPLITS, splits as u32),
+            Some(quantized) => Arguments::new(combine_quantized::ARGUMENTS)
+                .buffer(combine_quantized::PARTIALS, partials)
+                .buffer(combine_quantized::OUT, out)
+                .buffer(combine_quantized::QUANTIZED, quantized)
+                .scalar(combine_quantized::QUERY_HEADS, heads.query as u32)
+                .scalar(combine_quantized::DIM, heads.dim as u32)
+                .scalar(combine_quantized::SPLITS, splits as u32),
+        };
+        let kernel = if quantized.is_some() {
+            &self.combine_quantized
+        } else {
+            &self.combine
+        };
+        let written = bytes_of(values, DType::F32)
+            + quantized.map_or(0, |_| super::quantized::linear::staged_bytes(values) as u64);
+        Ok(arguments
+            .dispatch(kernel)?
             .grid(LaunchGrid {
                 blocks: [heads.query as u32, heads.dim.div_ceil(32) as u32, 1],
                 threads_per_block: [COMBINE_THREADS, 1, 1],
                 shared_memory_bytes: 0,
             })
-            .cost(
-                bytes_of(needed, DType::F32),
-                bytes_of(heads.query * heads.dim, DType::F32),
-                3 * needed as u64,
-            )
+            .cost(bytes_of(needed, DType::F32), written, 3 * needed as u64)
             .op_kind(OpKind::Attention))
     }
 }

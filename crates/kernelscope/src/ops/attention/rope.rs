@@ -152,6 +152,6 @@ impl Attention {
                     Primitive::Attention,
                 ])),
         )?;
-        encoder.dispatch(self.combine(&partials, out, heads, splits)?)
+        encoder.dispatch(self.combine(&partials, out, None, heads, splits)?)
     }
 }

@@ -57,6 +57,18 @@ pub struct StagedInput {
     length: usize,
 }
 
+impl StagedInput {
+    /// The bytes (u8, `staged_bytes(length)`): x's 8-bit values, then its
+    /// blocks' scales, then their scaled sums, for a kernel that writes x
+    /// so itself (the attention's combine, `Attention::encode_quantized`).
+    pub fn buffer(&self) -> &Buffer {
+        &self.buffer
+    }
+}
+
+/// The name errors give the fused mat-vec adding into the residual stream.
+const MATVEC_ADD: &str = "quantized matvec_add";
+
 /// The fused quantized kernels of one format.
 #[derive(Clone, Debug)]
 pub struct QuantizedFused {
@@ -135,10 +147,42 @@ impl QuantizedFused {
         x: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
-        const OP: &str = "quantized matvec_add";
+        let (_, _, k) = weight_blocks(MATVEC_ADD, self.format, BlockLayout::Planes, weight)?;
+        let buffer = self.encode_stage(encoder, MATVEC_ADD, x, None, k)?;
+        self.encode_matvec_add_staged(encoder, weight, &StagedInput { buffer, length: k }, out)
+    }
+
+    /// This format's scratch for a quantized x of `length` values, to be
+    /// written by a kernel that quantizes its own output (see
+    /// [`StagedInput::buffer`]) and read by
+    /// [`encode_matvec_add_staged`](Self::encode_matvec_add_staged); valid
+    /// until the next stage of this format.
+    pub fn stage_scratch(&self, device: &Device, length: usize) -> Result<StagedInput> {
+        check_quantizable(MATVEC_ADD, length)?;
+        let mut slot = self.staged.lock().expect("not poisoned");
+        let buffer = scratch_view(device, &mut slot, DType::U8, &[staged_bytes(length)])?;
+        Ok(StagedInput { buffer, length })
+    }
+
+    /// `out[n] += weight · x`, x as `staged` holds it.
+    pub fn encode_matvec_add_staged(
+        &self,
+        encoder: &mut CommandEncoder,
+        weight: &Buffer,
+        staged: &StagedInput,
+        out: &Buffer,
+    ) -> Result<()> {
+        const OP: &str = MATVEC_ADD;
         let (n, blocks, k) = weight_blocks(OP, self.format, BlockLayout::Planes, weight)?;
         expect(OP, "output", out, DType::F32, &[n])?;
-        let staged = self.encode_stage(encoder, OP, x, None, k)?;
+        if staged.length != k {
+            return Err(Error::ShapeMismatch {
+                context: format!("{OP}: x staged for another length than the weight's rows"),
+                expected: vec![k],
+                found: vec![staged.length],
+            });
+        }
+        let staged = &staged.buffer;
         let bytes_read =
             (n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64 + bytes_of(n, DType::F32);
         let kind = OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd]);
@@ -151,7 +195,7 @@ impl QuantizedFused {
             return encoder.dispatch(
                 Arguments::new(streamed_add::ARGUMENTS)
                     .buffer(streamed_add::WEIGHT, weight)
-                    .buffer(streamed_add::X, &staged)
+                    .buffer(streamed_add::X, staged)
                     .buffer(streamed_add::OUT, out)
                     .scalar(streamed_add::N, n as u32)
                     .scalar(streamed_add::K, k as u32)
@@ -165,7 +209,7 @@ impl QuantizedFused {
         encoder.dispatch(
             Arguments::new(add::ARGUMENTS)
                 .buffer(add::WEIGHT, weight)
-                .buffer(add::X, &staged)
+                .buffer(add::X, staged)
                 .buffer(add::OUT, out)
                 .scalar(add::N, n as u32)
                 .scalar(add::K, k as u32)

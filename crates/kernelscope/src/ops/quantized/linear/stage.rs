@@ -48,6 +48,16 @@ pub(super) fn quantize_q8(args: &KernelArgs<'_>) -> Result<()> {
             message: format!("{k} values are not whole blocks of 32, or a buffer is shorter than its shape"),
         });
     }
+    stage_values(&x[..k], out);
+    Ok(())
+}
+
+/// `x` (whole blocks of 32) quantized into `out` (at least
+/// `staged_bytes(x.len())` bytes) in the `Staged` layout, as `quantize_q8`
+/// writes it.
+pub(crate) fn stage_values(x: &[f32], out: &mut [u8]) {
+    let k = x.len();
+    let blocks = k / STAGE_BLOCK;
     let (values, fields) = out.split_at_mut(k);
     let (scales, sums) = fields[..8 * blocks].split_at_mut(4 * blocks);
     for block in 0..blocks {
@@ -61,7 +71,6 @@ pub(super) fn quantize_q8(args: &KernelArgs<'_>) -> Result<()> {
         scales[4 * block..4 * block + 4].copy_from_slice(&scale.to_le_bytes());
         sums[4 * block..4 * block + 4].copy_from_slice(&scaled_sum.to_le_bytes());
     }
-    Ok(())
 }
 
 /// Row `row` of x staged as one vector of rows of `length` values (`total`
