@@ -7,12 +7,13 @@
 //! chart, gap account and comparison sees per-role, per-layer time.
 //!
 //! What a launch leaves ([`LaunchStamps`]): its blocks' stamps reduced
-//! over the grid as they run, so that a few words a launch cross the bus
-//! whatever the grid: the earliest block's start, and per phase the latest
-//! block's end and the sum of every block's end (the kernel adds u64 stamps
-//! with wrapping atomics; [`LaunchStamps::mean_end`] takes the earliest
-//! start out again). [`LaunchStamps::of_blocks`] reduces per-block stamps
-//! the same way on the host.
+//! over the grid inside the kernel, so that a few words a launch cross the
+//! bus whatever the grid: the earliest block's start, and per phase but the
+//! last (whose end is the launch's own) the latest block's end and the sum
+//! of every block's end (u64 stamps added with wrapping;
+//! [`LaunchStamps::mean_end`] takes the earliest start out again).
+//! [`LaunchStamps::of_blocks`] reduces per-block stamps the same way on the
+//! host.
 //!
 //! How a launch is split ([`split_into_phases`]): the stamps are read on
 //! the GPU's own global timer, which has an offset of its own from the
@@ -28,7 +29,8 @@
 //! end, so the boundaries never go back and the phases tile the record's
 //! span exactly: their durations add up to the launch's. A barrier phase's
 //! waiting time is the mean over blocks of how long each waited there for
-//! the last one (`latest - mean`).
+//! the last one (`latest - mean`); the last phase has no end stamps, so no
+//! waiting time.
 //!
 //! The phase records copy the launch's label, submission, index, kernel,
 //! format, scope, stream and token (the phases of one launch share its
@@ -91,18 +93,19 @@ pub struct LaunchStamps {
     pub blocks: u32,
     /// The earliest block's start.
     pub earliest_start: u64,
-    /// Per phase, the latest block's end.
+    /// Per phase but the last, the latest block's end.
     pub latest_ends: Vec<u64>,
-    /// Per phase, the sum of every block's end modulo 2^64.
+    /// Per phase but the last, the sum of every block's end modulo 2^64.
     pub end_sums: Vec<u64>,
 }
 
 impl LaunchStamps {
     /// Reduces per-block stamps `[block 0: start, end of phase 1, ..., end
-    /// of phase P, block 1: ...]` of `phases` phases as the kernel does;
-    /// `None` where they cannot be a launch's (no block, a count that is
-    /// not one per boundary of every block, a zero, a block's stamps going
-    /// back).
+    /// of phase P, block 1: ...]` of `phases` phases as the kernel does
+    /// (each block's last end, which the kernel does not stamp, only
+    /// checked); `None` where they cannot be a launch's (no block, a count
+    /// that is not one per boundary of every block, a zero, a block's
+    /// stamps going back).
     pub fn of_blocks(stamps: &[u64], phases: usize) -> Option<LaunchStamps> {
         let per_block = phases.checked_add(1)?;
         if phases == 0 || stamps.is_empty() || !stamps.len().is_multiple_of(per_block) {
@@ -119,30 +122,33 @@ impl LaunchStamps {
         Some(LaunchStamps {
             blocks: u32::try_from(rows.len()).ok()?,
             earliest_start: column(0).min()?,
-            latest_ends: (1..per_block)
+            latest_ends: (1..phases)
                 .map(|position| column(position).max().unwrap_or(0))
                 .collect(),
-            end_sums: (1..per_block)
+            end_sums: (1..phases)
                 .map(|position| column(position).fold(0u64, u64::wrapping_add))
                 .collect(),
         })
     }
 
     /// Reads a slot as the kernel writes it: `[blocks, earliest start,
-    /// latest end of each of `phases` phases, sum of the ends of each]`.
+    /// latest end of each of `phases` phases but the last, sum of the ends
+    /// of each]`.
     pub fn from_words(words: &[u64], phases: usize) -> Option<LaunchStamps> {
-        if words.len() != 2 + 2 * phases {
+        let ends = phases.checked_sub(1)?;
+        if words.len() != 2 + 2 * ends {
             return None;
         }
         Some(LaunchStamps {
             blocks: u32::try_from(words[0]).ok()?,
             earliest_start: words[1],
-            latest_ends: words[2..2 + phases].to_vec(),
-            end_sums: words[2 + phases..].to_vec(),
+            latest_ends: words[2..2 + ends].to_vec(),
+            end_sums: words[2 + ends..].to_vec(),
         })
     }
 
-    /// The blocks' mean end of phase `position` (rounded down): their sum
+    /// The blocks' mean end of phase `position` (not the last; rounded
+    /// down): their sum
     /// less `blocks` earliest starts is small, so wrapping arithmetic
     /// recovers it exactly.
     pub fn mean_end(&self, position: usize) -> u64 {
@@ -153,18 +159,20 @@ impl LaunchStamps {
 
     /// Whether these can be the stamps of a launch of `blocks` blocks
     /// running `phases` phases: that count of both, a start, and per phase
-    /// a mean and a latest end from the start on, neither going back.
+    /// but the last a mean and a latest end from the start on, neither
+    /// going back.
     fn fits(&self, blocks: u32, phases: usize) -> bool {
-        if self.blocks != blocks || blocks == 0 || self.earliest_start == 0 {
+        if self.blocks != blocks || blocks == 0 || self.earliest_start == 0 || phases == 0 {
             return false;
         }
-        if self.latest_ends.len() != phases || self.end_sums.len() != phases || phases == 0 {
+        let ends = phases - 1;
+        if self.latest_ends.len() != ends || self.end_sums.len() != ends {
             return false;
         }
-        let spread =
-            u64::from(blocks).checked_mul(self.latest_ends[phases - 1].saturating_sub(self.earliest_start));
+        let last = self.latest_ends.last().copied().unwrap_or(self.earliest_start);
+        let spread = u64::from(blocks).checked_mul(last.saturating_sub(self.earliest_start));
         let mut before = (self.earliest_start, self.earliest_start);
-        (0..phases).all(|position| {
+        (0..ends).all(|position| {
             let above_start =
                 self.end_sums[position].wrapping_sub(u64::from(blocks).wrapping_mul(self.earliest_start));
             let (mean, latest) = (self.mean_end(position), self.latest_ends[position]);
@@ -239,13 +247,19 @@ pub fn split_into_phases(
     let mut records = Vec::with_capacity(count);
     let mut start = record.start_ns;
     for (position, phase) in phases.iter().enumerate() {
-        let (latest, mean) = (stamps.latest_ends[position], stamps.mean_end(position));
-        let waiting_ns = if phase.ends_at_grid_barrier {
+        // The last phase's end is the launch's own: it has no stamps.
+        let last = position + 1 == count;
+        let (latest, mean) = if last {
+            (0, 0)
+        } else {
+            (stamps.latest_ends[position], stamps.mean_end(position))
+        };
+        let waiting_ns = if phase.ends_at_grid_barrier && !last {
             latest - mean
         } else {
             0
         };
-        let end = if position + 1 == count {
+        let end = if last {
             record.end_ns.max(start)
         } else {
             let stamp = if phase.ends_at_grid_barrier { latest } else { mean };

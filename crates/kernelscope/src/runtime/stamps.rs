@@ -1,21 +1,23 @@
 //! The ring a persistent kernel stamps its steps' boundaries into
 //! (`ops/persistent.cuh`'s `PhaseStamps`), and its reading for the profiler:
-//! the blocks reduce their stamps in device memory as they run (earliest
-//! start; per step the latest end and the sum of ends), and the last block
-//! out writes the launch's few words into the next of [`STAMP_RING`] slots,
-//! numbered by a counter the kernel advances; the profiler reads a
-//! launch's slot once the token it ran in is done. A slot holds the
-//! launch's number, so a slot overwritten by a later launch is known and
-//! dropped rather than misread. On a GPU the ring is pinned host memory
-//! mapped for the device, so reading it costs the host no copy (a copy of
-//! each launch's slot on the host's path between tokens had cost a third
-//! of profiled decode, and every block's own stamps crossing the bus 7 %).
+//! each block stores its stamps in device memory, and block 0, after the
+//! grid's last barrier, reduces them (earliest start; per step but the
+//! last, whose end is the launch's, the latest end and the sum of ends)
+//! into the next of [`STAMP_RING`] slots, numbered by a counter it
+//! advances; the profiler reads a launch's slot once the token it ran in
+//! is done. A slot holds the launch's number, so a slot overwritten by a
+//! later launch is known and dropped rather than misread. On a GPU the ring
+//! is pinned host memory mapped for the device, so reading it costs the
+//! host no copy (a copy of each launch's slot on the host's path between
+//! tokens had cost a third of profiled decode, every block's own stamps
+//! crossing the bus 7 %, and every block's atomics on a few shared words
+//! 12 %).
 
 use std::fmt;
 use std::sync::Arc;
 
 use super::{Buffer, DType, Device};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::profile::{LaunchStamps, StampSource};
 
 /// Slots of a ring (`STAMP_RING` in persistent.cuh): a persistent kernel's
@@ -29,9 +31,9 @@ pub const STAMP_RING: u64 = 8;
 pub struct StampRing {
     /// The slots (host memory mapped for the device, where there is one).
     buffer: Buffer,
-    /// The kernel's running totals (u64 words in device memory): the
-    /// launches so far, which it advances, then its current launch's
-    /// reduction of its blocks' stamps.
+    /// The kernel's scratch (u64 words in device memory): the launches so
+    /// far, which it advances, then each block's stamps of its current
+    /// launch (`phases` a block).
     launches: Buffer,
     blocks: u32,
     phases: u32,
@@ -44,11 +46,11 @@ impl fmt::Debug for StampRing {
 }
 
 impl StampRing {
-    /// u64 words of one slot (and of the kernel's totals): the launch's
-    /// number (the launches so far), its blocks (done so far), the earliest
-    /// start, then per step the latest end and the sum of ends.
+    /// u64 words of one slot: the launch's number, its blocks, the
+    /// earliest start, then per step but the last the latest end, then
+    /// the sums of ends.
     fn slot_words(phases: u32) -> usize {
-        3 + 2 * phases as usize
+        1 + 2 * phases as usize
     }
 
     /// The slots the kernel stamps (u64 words, allocated as twice as many u32).
@@ -56,8 +58,8 @@ impl StampRing {
         &self.buffer
     }
 
-    /// The kernel's totals: the counter of launches it reads and advances,
-    /// then the words it reduces a launch's stamps in.
+    /// The kernel's scratch: the counter of launches it reads and
+    /// advances, then every block's stamps.
     pub fn launches(&self) -> &Buffer {
         &self.launches
     }
@@ -88,12 +90,20 @@ impl StampSource for StampRing {
 
 impl Device {
     /// A zeroed ring for a dispatch of `blocks` blocks running `phases`
-    /// steps a launch.
+    /// steps a launch (1 to `PHASE_STAMPS_MOST` in persistent.cuh, 8).
     pub fn stamp_ring(&self, blocks: u32, phases: u32) -> Result<StampRing> {
+        if !(1..=8).contains(&phases) {
+            return Err(Error::ShapeMismatch {
+                context: "a persistent kernel's stamp ring (1 to 8 steps)".into(),
+                expected: vec![8],
+                found: vec![phases as usize],
+            });
+        }
         let words = StampRing::slot_words(phases);
+        let scratch_words = 1 + blocks as usize * phases as usize;
         Ok(StampRing {
             buffer: self.alloc_host_mapped(DType::U32, &[2 * STAMP_RING as usize * words])?,
-            launches: self.alloc(DType::U32, &[2 * words])?,
+            launches: self.alloc(DType::U32, &[2 * scratch_words])?,
             blocks,
             phases,
         })
@@ -146,16 +156,22 @@ mod tests {
     }
 
     #[test]
-    fn the_kernels_ring_has_as_many_slots_as_this_one() {
+    fn the_kernels_ring_has_as_many_slots_and_steps_as_this_one() {
         let source = include_str!("../ops/persistent.cuh");
         assert!(source.contains(&format!("#define STAMP_RING {STAMP_RING}\n")));
+        assert!(source.contains("#define PHASE_STAMPS_MOST 8\n"));
     }
 
     #[test]
     fn a_launch_reads_back_its_own_slot_and_an_overwritten_one_reads_nothing() {
         let device = Device::cpu();
         let ring = device.stamp_ring(3, 4).expect("ring");
-        assert_eq!(ring.launches().len(), 2 * StampRing::slot_words(4));
+        assert_eq!(ring.launches().len(), 2 * (1 + 3 * 4));
+        assert_eq!(StampRing::slot_words(4), 9);
+        assert!(
+            device.stamp_ring(3, 9).is_err(),
+            "more steps than the kernel reduces"
+        );
         let mut rng = SplitMix64::new(53);
         let stamps = random_launch(&mut rng, 3, 4);
         write_slot(&ring, 11, &stamps);

@@ -2,7 +2,9 @@
 //! the one written layer (`layer`) begin with a pattern one kernel can do
 //! (RMSNorm and the mat-vecs that read it; RMSNorm, gate/up and SiLU·mul; a
 //! mat-vec and the residual add; RoPE on q and k and the KV append, with
-//! Qwen3's per-head norms of q and k before it), that kernel is encoded in their place. The fused kernels are mat-vecs, so
+//! Qwen3's per-head norms of q and k before it; attention whose combine
+//! step quantizes its output for a quantized o_proj), that kernel is
+//! encoded in their place. The fused kernels are mat-vecs, so
 //! only one position's pass fuses; a linear layer fuses only where its
 //! format has the kernel and its split needs nothing between the steps
 //! (a bias belongs before a residual add, a partial sum's all-reduce

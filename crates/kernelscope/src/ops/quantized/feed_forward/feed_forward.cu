@@ -160,8 +160,7 @@ __device__ __forceinline__ void feed_forward(float* x, const float* norm_weight,
         quantized_rows<Down, 1, 1>(k, down_blocks, staged_at(hq, n), down_rows,
                                    [&](u32 row, const float* sums) { x[row] += sums[0]; });
     }
-    stamp.mark(4);
-    stamp.close();
+    stamp.close(storage);
 }
 
 // Three blocks a multiprocessor is what the host sizes the grid by where
