@@ -37,88 +37,59 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
 // (`runtime::STAMP_RING`, which a test holds equal).
 #define STAMP_RING 8
 
-// The stamps of one launch. Thread 0 of each block stores its block's
-// start and the end of every step but the last (the launch's own end
-// closes that one) into `scratch` (device memory: the ring's launch count,
-// then `phases` words a block), plain stores to addresses no other block
-// touches. After the grid's last barrier every block's stamps are visible,
-// and block 0, once its own work is done, reduces them (the earliest
-// start; per step the latest end and the sum of ends, unsigned and
-// wrapping: the host subtracts blocks * earliest start and the small true
-// sum remains) into the launch's slot of `stamps` (host memory mapped for
-// the device, or null when the profile does not look inside): STAMP_RING
-// slots of 3 + 2 * (phases - 1) words, the launch's number, its blocks,
-// the earliest start, the latest ends, the sums. Every block writing its
-// own stamps across the bus had cost 7 % of profiled decode, and atomics
-// of all blocks on the same few words more (each grid barrier's fence
-// waited for hundreds of them).
-#define PHASE_STAMPS_MOST 8
+// The stamps of one launch of a kernel of PHASES steps (at most
+// PHASE_STAMPS_MOST). Thread 0 of each block keeps its start's low 32
+// bits and each step's end but the last (the launch's own end closes it)
+// as 32-bit offsets from its start, in registers, and writes them once, at
+// its end, as one 16-byte row of the launch's slot in `stamps` (host
+// memory mapped for the device, or null when the profile does not look
+// inside): STAMP_RING slots of 2 + 2 * blocks words, the launch's number
+// and block 0's whole start, then the blocks' rows. `launches` (device
+// memory) counts the ring's launches: every block reads it at its start,
+// and block 0 advances it after the grid's last barrier. Five stamps a
+// block written across the bus as the kernel ran had cost 7 % of profiled
+// decode; atomics of every block on a few shared words 12 %, each grid
+// barrier's fence waiting out hundreds of them; block 0 reducing every
+// block's stamps after its own work 8 %.
+#define PHASE_STAMPS_MOST 4
+template <int PHASES>
 struct PhaseStamps {
-    unsigned long long* scratch;
+    static_assert(PHASES >= 1 && PHASES <= PHASE_STAMPS_MOST, "a row holds a start and three ends");
+    uint4* row;
     unsigned long long* slot;
+    unsigned long long* counter;
     unsigned long long launch;
-    unsigned int phases;
+    unsigned long long start;
+    unsigned int offsets[PHASE_STAMPS_MOST];
 
-    __device__ __forceinline__ void open(unsigned long long* launches, unsigned long long* stamps,
-                                         unsigned int phase_count) {
-        scratch = nullptr;
-        phases = phase_count;
-        if (stamps == nullptr) return;
-        scratch = launches;
-        if (blockIdx.x != 0 || threadIdx.x != 0) return;
+    __device__ __forceinline__ void open(unsigned long long* launches, unsigned long long* stamps) {
+        row = nullptr;
+        if (stamps == nullptr || threadIdx.x != 0) return;
+        counter = launches;
         launch = *(volatile unsigned long long*)launches;
-        slot = stamps + (launch % STAMP_RING) * (3 + 2 * (size_t)(phase_count - 1));
+        slot = stamps + (launch % STAMP_RING) * (2 + 2 * (size_t)gridDim.x);
+        row = (uint4*)(slot + 2) + blockIdx.x;
+#pragma unroll
+        for (int i = 0; i < PHASE_STAMPS_MOST; ++i) offsets[i] = 0;
     }
-    // Stamp `index` (< phases) of this block: 0 its start, i the end of step i.
-    __device__ __forceinline__ void mark(unsigned int index) const {
-        if (scratch != nullptr && threadIdx.x == 0)
-            scratch[1 + (size_t)blockIdx.x * phases + index] = global_timer_ns();
+    // Stamp `index` (< PHASES) of this block: 0 its start, i the end of step i.
+    __device__ __forceinline__ void mark(int index) {
+        if (row == nullptr) return;
+        const unsigned long long now = global_timer_ns();
+        if (index == 0) {
+            start = now;
+            offsets[0] = (unsigned int)now;
+        } else {
+            offsets[index] = (unsigned int)(now - start);
+        }
     }
-    // Every thread of every block calls it after the grid's last barrier
-    // and its own last work; block 0 reduces the stamps through `shared`
-    // (at least warps * (2 * phases - 1) words of the block's shared
-    // memory, free by then), writes the launch's slot and counts the
-    // launch (only it reads the count, at its start). At most
-    // PHASE_STAMPS_MOST phases.
-    __device__ __forceinline__ void close(void* shared) const {
-        if (scratch == nullptr || blockIdx.x != 0) return;
-        __syncthreads();
-        const unsigned int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-        const unsigned int words = 2 * phases - 1;
-        unsigned long long* partial = (unsigned long long*)shared;
-        // Per thread: the complement of the earliest start (so a max finds
-        // it), then per step but the last the latest end, then the sums.
-        unsigned long long mine[2 * PHASE_STAMPS_MOST - 1];
-        for (unsigned int word = 0; word < words; ++word) mine[word] = 0;
-        for (unsigned int block = threadIdx.x; block < gridDim.x; block += blockDim.x) {
-            const unsigned long long* row = scratch + 1 + (size_t)block * phases;
-            mine[0] = max(mine[0], ~__ldcg(row));
-            for (unsigned int step = 1; step < phases; ++step) {
-                const unsigned long long end = __ldcg(row + step);
-                mine[step] = max(mine[step], end);
-                mine[phases - 1 + step] += end;
-            }
-        }
-        for (unsigned int word = 0; word < words; ++word) {
-            unsigned long long value = mine[word];
-            for (int offset = 16; offset > 0; offset >>= 1) {
-                const unsigned long long other = __shfl_xor_sync(0xffffffffu, value, offset);
-                value = word < phases ? max(value, other) : value + other;
-            }
-            if (lane == 0) partial[warp * words + word] = value;
-        }
-        __syncthreads();
-        if (threadIdx.x != 0) return;
-        for (unsigned int word = 0; word < words; ++word) {
-            unsigned long long value = partial[word];
-            for (unsigned int other = 1; other < warps; ++other) {
-                const unsigned long long next = partial[other * words + word];
-                value = word < phases ? max(value, next) : value + next;
-            }
-            slot[2 + word] = word == 0 ? ~value : value;
-        }
+    // Every block calls it after the grid's last barrier and its own work.
+    __device__ __forceinline__ void close() const {
+        if (row == nullptr) return;
+        *row = make_uint4(offsets[0], offsets[1], offsets[2], offsets[3]);
+        if (blockIdx.x != 0) return;
         slot[0] = launch;
-        slot[1] = gridDim.x;
-        *(volatile unsigned long long*)scratch = launch + 1;
+        slot[1] = start;
+        *(volatile unsigned long long*)counter = launch + 1;
     }
 };

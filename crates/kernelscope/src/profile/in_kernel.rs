@@ -6,14 +6,12 @@
 //! record and those stamps become one record per phase, so every table,
 //! chart, gap account and comparison sees per-role, per-layer time.
 //!
-//! What a launch leaves ([`LaunchStamps`]): its blocks' stamps reduced
-//! over the grid inside the kernel, so that a few words a launch cross the
-//! bus whatever the grid: the earliest block's start, and per phase but the
-//! last (whose end is the launch's own) the latest block's end and the sum
-//! of every block's end (u64 stamps added with wrapping;
-//! [`LaunchStamps::mean_end`] takes the earliest start out again).
-//! [`LaunchStamps::of_blocks`] reduces per-block stamps the same way on the
-//! host.
+//! What a launch leaves: each block's start and the end of each phase but
+//! the last (whose end is the launch's own), which the host reduces over
+//! the grid ([`LaunchStamps::of_rows`]) to the earliest block's start and,
+//! per phase but the last, the latest block's end and the sum of every
+//! block's end (u64 stamps added with wrapping; [`LaunchStamps::mean_end`]
+//! takes the earliest start out again).
 //!
 //! How a launch is split ([`split_into_phases`]): the stamps are read on
 //! the GPU's own global timer, which has an offset of its own from the
@@ -101,17 +99,33 @@ pub struct LaunchStamps {
 
 impl LaunchStamps {
     /// Reduces per-block stamps `[block 0: start, end of phase 1, ..., end
-    /// of phase P, block 1: ...]` of `phases` phases as the kernel does
-    /// (each block's last end, which the kernel does not stamp, only
-    /// checked); `None` where they cannot be a launch's (no block, a count
-    /// that is not one per boundary of every block, a zero, a block's
-    /// stamps going back).
+    /// of phase P, block 1: ...]` of `phases` phases (each block's last end,
+    /// which the kernel does not stamp, only checked) as
+    /// [`of_rows`](Self::of_rows) does.
     pub fn of_blocks(stamps: &[u64], phases: usize) -> Option<LaunchStamps> {
         let per_block = phases.checked_add(1)?;
         if phases == 0 || stamps.is_empty() || !stamps.len().is_multiple_of(per_block) {
             return None;
         }
-        let rows: Vec<&[u64]> = stamps.chunks_exact(per_block).collect();
+        let mut rows = Vec::with_capacity(stamps.len() / per_block * phases);
+        for block in stamps.chunks_exact(per_block) {
+            if block[phases] < block[phases - 1] {
+                return None;
+            }
+            rows.extend_from_slice(&block[..phases]);
+        }
+        Self::of_rows(&rows, phases)
+    }
+
+    /// Reduces the rows a kernel of `phases` phases stamps, `phases` values
+    /// a block (its start, then the end of every phase but the last):
+    /// `None` where they cannot be a launch's (no block, a count that is
+    /// not a whole row a block, a zero, a block's stamps going back).
+    pub fn of_rows(rows: &[u64], phases: usize) -> Option<LaunchStamps> {
+        if phases == 0 || rows.is_empty() || !rows.len().is_multiple_of(phases) {
+            return None;
+        }
+        let rows: Vec<&[u64]> = rows.chunks_exact(phases).collect();
         if !rows
             .iter()
             .all(|row| row.iter().all(|&stamp| stamp > 0) && row.is_sorted())
@@ -128,22 +142,6 @@ impl LaunchStamps {
             end_sums: (1..phases)
                 .map(|position| column(position).fold(0u64, u64::wrapping_add))
                 .collect(),
-        })
-    }
-
-    /// Reads a slot as the kernel writes it: `[blocks, earliest start,
-    /// latest end of each of `phases` phases but the last, sum of the ends
-    /// of each]`.
-    pub fn from_words(words: &[u64], phases: usize) -> Option<LaunchStamps> {
-        let ends = phases.checked_sub(1)?;
-        if words.len() != 2 + 2 * ends {
-            return None;
-        }
-        Some(LaunchStamps {
-            blocks: u32::try_from(words[0]).ok()?,
-            earliest_start: words[1],
-            latest_ends: words[2..2 + ends].to_vec(),
-            end_sums: words[2 + ends..].to_vec(),
         })
     }
 

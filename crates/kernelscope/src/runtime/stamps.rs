@@ -1,17 +1,15 @@
 //! The ring a persistent kernel stamps its steps' boundaries into
 //! (`ops/persistent.cuh`'s `PhaseStamps`), and its reading for the profiler:
-//! each block stores its stamps in device memory, and block 0, after the
-//! grid's last barrier, reduces them (earliest start; per step but the
-//! last, whose end is the launch's, the latest end and the sum of ends)
-//! into the next of [`STAMP_RING`] slots, numbered by a counter it
-//! advances; the profiler reads a launch's slot once the token it ran in
-//! is done. A slot holds the launch's number, so a slot overwritten by a
-//! later launch is known and dropped rather than misread. On a GPU the ring
+//! each launch takes the next of [`STAMP_RING`] slots, numbered by a
+//! counter the kernel advances, and every block writes one 16-byte row
+//! there as it ends (its start's low 32 bits, then its steps' ends but the
+//! last as 32-bit offsets from its start), block 0 its whole start and the
+//! launch's number beside them; the profiler reads a launch's slot once the
+//! token it ran in is done. The launch's number marks a slot overwritten by
+//! a later launch, which is dropped rather than misread. On a GPU the ring
 //! is pinned host memory mapped for the device, so reading it costs the
 //! host no copy (a copy of each launch's slot on the host's path between
-//! tokens had cost a third of profiled decode, every block's own stamps
-//! crossing the bus 7 %, and every block's atomics on a few shared words
-//! 12 %).
+//! tokens had cost a third of profiled decode).
 
 use std::fmt;
 use std::sync::Arc;
@@ -25,15 +23,18 @@ use crate::profile::{LaunchStamps, StampSource};
 /// reads its slot with at most a token or two more in flight.
 pub const STAMP_RING: u64 = 8;
 
+/// The most steps a row holds (`PHASE_STAMPS_MOST` in persistent.cuh): a
+/// start and three ends of 32 bits.
+pub const MOST_STAMPED_STEPS: u32 = 4;
+
 /// A ring of stamps for one dispatch of `blocks` blocks running `phases`
 /// steps.
 #[derive(Clone)]
 pub struct StampRing {
     /// The slots (host memory mapped for the device, where there is one).
     buffer: Buffer,
-    /// The kernel's scratch (u64 words in device memory): the launches so
-    /// far, which it advances, then each block's stamps of its current
-    /// launch (`phases` a block).
+    /// The count of launches (one u64 in device memory), which every block
+    /// reads and block 0 advances.
     launches: Buffer,
     blocks: u32,
     phases: u32,
@@ -46,11 +47,10 @@ impl fmt::Debug for StampRing {
 }
 
 impl StampRing {
-    /// u64 words of one slot: the launch's number, its blocks, the
-    /// earliest start, then per step but the last the latest end, then
-    /// the sums of ends.
-    fn slot_words(phases: u32) -> usize {
-        1 + 2 * phases as usize
+    /// u64 words of one slot: the launch's number, block 0's whole start,
+    /// then a row of two words (four u32) a block.
+    fn slot_words(blocks: u32) -> usize {
+        2 + 2 * blocks as usize
     }
 
     /// The slots the kernel stamps (u64 words, allocated as twice as many u32).
@@ -58,8 +58,7 @@ impl StampRing {
         &self.buffer
     }
 
-    /// The kernel's scratch: the counter of launches it reads and
-    /// advances, then every block's stamps.
+    /// The counter of launches the kernel reads and advances (one u64).
     pub fn launches(&self) -> &Buffer {
         &self.launches
     }
@@ -68,11 +67,38 @@ impl StampRing {
     pub fn source(&self) -> Arc<dyn StampSource> {
         Arc::new(self.clone())
     }
+
+    /// A slot's words as the blocks' stamps, `phases` a block (start, then
+    /// each step's end but the last); `None` for another launch's slot.
+    fn rows(&self, slot: &[u64], launch: u64) -> Option<Vec<u64>> {
+        let [number, base, rows @ ..] = slot else {
+            return None;
+        };
+        if *number != launch {
+            return None;
+        }
+        let phases = self.phases as usize;
+        let mut stamps = Vec::with_capacity(self.blocks as usize * phases);
+        for row in rows
+            .iter()
+            .flat_map(|pair| [*pair as u32, (pair >> 32) as u32])
+            .collect::<Vec<_>>()
+            .chunks_exact(4)
+        {
+            // Blocks start within a second of block 0: the low 32 bits and
+            // its whole start give each block's.
+            let from_base = row[0].wrapping_sub(*base as u32) as i32;
+            let start = base.checked_add_signed(i64::from(from_base))?;
+            stamps.push(start);
+            stamps.extend(row[1..phases].iter().map(|&offset| start + u64::from(offset)));
+        }
+        Some(stamps)
+    }
 }
 
 impl StampSource for StampRing {
     fn read(&self, launch: u64) -> Option<LaunchStamps> {
-        let words = Self::slot_words(self.phases);
+        let words = Self::slot_words(self.blocks);
         let first = (launch % STAMP_RING) as usize * words;
         let mut bytes = vec![0u8; words * 8];
         self.buffer.memory().read_settled(first * 8, &mut bytes).ok()?;
@@ -80,30 +106,25 @@ impl StampSource for StampRing {
             .chunks_exact(8)
             .map(|word| u64::from_le_bytes(word.try_into().expect("8 bytes")))
             .collect();
-        if slot[0] != launch {
-            return None;
-        }
-        LaunchStamps::from_words(&slot[1..], self.phases as usize)
-            .filter(|stamps| stamps.blocks == self.blocks)
+        LaunchStamps::of_rows(&self.rows(&slot, launch)?, self.phases as usize)
     }
 }
 
 impl Device {
     /// A zeroed ring for a dispatch of `blocks` blocks running `phases`
-    /// steps a launch (1 to `PHASE_STAMPS_MOST` in persistent.cuh, 8).
+    /// steps a launch (1 to [`MOST_STAMPED_STEPS`]).
     pub fn stamp_ring(&self, blocks: u32, phases: u32) -> Result<StampRing> {
-        if !(1..=8).contains(&phases) {
+        if !(1..=MOST_STAMPED_STEPS).contains(&phases) {
             return Err(Error::ShapeMismatch {
-                context: "a persistent kernel's stamp ring (1 to 8 steps)".into(),
-                expected: vec![8],
+                context: format!("a persistent kernel's stamp ring (1 to {MOST_STAMPED_STEPS} steps)"),
+                expected: vec![MOST_STAMPED_STEPS as usize],
                 found: vec![phases as usize],
             });
         }
-        let words = StampRing::slot_words(phases);
-        let scratch_words = 1 + blocks as usize * phases as usize;
+        let words = STAMP_RING as usize * StampRing::slot_words(blocks);
         Ok(StampRing {
-            buffer: self.alloc_host_mapped(DType::U32, &[2 * STAMP_RING as usize * words])?,
-            launches: self.alloc(DType::U32, &[2 * scratch_words])?,
+            buffer: self.alloc_host_mapped(DType::U32, &[2 * words])?,
+            launches: self.alloc(DType::U32, &[2])?,
             blocks,
             phases,
         })
@@ -115,75 +136,99 @@ mod tests {
     use super::*;
     use crate::rng::SplitMix64;
 
-    /// Writes a launch's slot as the kernel's last block would.
-    fn write_slot(ring: &StampRing, launch: u64, stamps: &LaunchStamps) {
-        let words = StampRing::slot_words(ring.phases);
-        let mut all: Vec<u64> = ring
-            .buffer
-            .to_vec::<u32>()
-            .expect("read")
-            .chunks_exact(2)
-            .map(|pair| u64::from(pair[0]) | (u64::from(pair[1]) << 32))
-            .collect();
-        let first = (launch % STAMP_RING) as usize * words;
-        let slot = [launch, u64::from(stamps.blocks), stamps.earliest_start]
-            .into_iter()
-            .chain(stamps.latest_ends.iter().copied())
-            .chain(stamps.end_sums.iter().copied());
-        for (word, value) in all[first..first + words].iter_mut().zip(slot) {
-            *word = value;
-        }
-        let halves: Vec<u32> = all
-            .iter()
-            .flat_map(|word| [*word as u32, (word >> 32) as u32])
-            .collect();
-        ring.buffer.write_from(&halves).expect("write");
-    }
-
-    /// Random stamps of `blocks` blocks over `phases` steps, reduced.
-    fn random_launch(rng: &mut SplitMix64, blocks: u32, phases: usize) -> LaunchStamps {
-        let epoch = 1 << 60 | rng.below(1 << 50);
-        let mut per_block = Vec::new();
-        for _ in 0..blocks {
-            let mut time = epoch + rng.below(3_000);
-            per_block.push(time);
-            for _ in 0..phases {
-                time += rng.below(10_000);
-                per_block.push(time);
+    /// Writes a launch's slot as the kernel's blocks would: `starts` and
+    /// `ends` (per block, `phases - 1` ends) in ns on the GPU's timer.
+    fn write_slot(ring: &StampRing, launch: u64, starts: &[u64], ends: &[Vec<u64>]) {
+        let words = StampRing::slot_words(ring.blocks);
+        let mut all: Vec<u32> = ring.buffer.to_vec::<u32>().expect("read");
+        let first = 2 * (launch % STAMP_RING) as usize * words;
+        let slot = &mut all[first..first + 2 * words];
+        slot[..4].copy_from_slice(&[
+            launch as u32,
+            (launch >> 32) as u32,
+            starts[0] as u32,
+            (starts[0] >> 32) as u32,
+        ]);
+        for (block, (start, ends)) in starts.iter().zip(ends).enumerate() {
+            let row = &mut slot[4 + 4 * block..8 + 4 * block];
+            row[0] = *start as u32;
+            for (offset, end) in row[1..].iter_mut().zip(ends) {
+                *offset = (end - start) as u32;
             }
         }
-        LaunchStamps::of_blocks(&per_block, phases).expect("a launch's")
+        ring.buffer.write_from(&all).expect("write");
+    }
+
+    /// Random starts and ends of `blocks` blocks over `phases` steps, on
+    /// a timer whose low 32 bits wrap just after block 0's start: block 1
+    /// starts past the wrap, block 2 before block 0.
+    fn random_launch(
+        rng: &mut SplitMix64,
+        blocks: u32,
+        phases: usize,
+    ) -> (Vec<u64>, Vec<Vec<u64>>, Vec<u64>) {
+        let epoch = (1 << 60 | rng.below(1 << 40) << 32) + u64::from(u32::MAX) - 1_500;
+        let (mut starts, mut ends, mut rows) = (Vec::new(), Vec::new(), Vec::new());
+        for block in 0..blocks {
+            let mut time = epoch
+                + match block {
+                    0 => 1_000,
+                    1 => 2_900,
+                    2 => 10,
+                    _ => rng.below(3_000),
+                };
+            starts.push(time);
+            rows.push(time);
+            let mut block_ends = Vec::new();
+            for _ in 1..phases {
+                time += rng.below(10_000);
+                block_ends.push(time);
+                rows.push(time);
+            }
+            ends.push(block_ends);
+        }
+        (starts, ends, rows)
     }
 
     #[test]
     fn the_kernels_ring_has_as_many_slots_and_steps_as_this_one() {
         let source = include_str!("../ops/persistent.cuh");
         assert!(source.contains(&format!("#define STAMP_RING {STAMP_RING}\n")));
-        assert!(source.contains("#define PHASE_STAMPS_MOST 8\n"));
+        assert!(source.contains(&format!("#define PHASE_STAMPS_MOST {MOST_STAMPED_STEPS}\n")));
     }
 
     #[test]
-    fn a_launch_reads_back_its_own_slot_and_an_overwritten_one_reads_nothing() {
+    fn a_launch_reads_back_its_blocks_stamps_and_an_overwritten_one_reads_nothing() {
         let device = Device::cpu();
-        let ring = device.stamp_ring(3, 4).expect("ring");
-        assert_eq!(ring.launches().len(), 2 * (1 + 3 * 4));
-        assert_eq!(StampRing::slot_words(4), 9);
-        assert!(
-            device.stamp_ring(3, 9).is_err(),
-            "more steps than the kernel reduces"
-        );
+        let ring = device.stamp_ring(5, 4).expect("ring");
+        assert!(device.stamp_ring(5, 5).is_err(), "more steps than a row holds");
         let mut rng = SplitMix64::new(53);
-        let stamps = random_launch(&mut rng, 3, 4);
-        write_slot(&ring, 11, &stamps);
-        assert_eq!(ring.read(11), Some(stamps.clone()));
+        let (starts, ends, rows) = random_launch(&mut rng, 5, 4);
+        assert!(
+            (starts[1] as u32) < (starts[0] as u32),
+            "block 1's low bits wrapped"
+        );
+        write_slot(&ring, 11, &starts, &ends);
+        let expected = LaunchStamps::of_rows(&rows, 4);
+        assert!(expected.is_some());
+        assert_eq!(ring.read(11), expected);
         // Launch 3 shares slot 3 with 11, which overwrote it.
         assert_eq!(ring.read(3), None);
-        let later = random_launch(&mut rng, 3, 4);
-        write_slot(&ring, 11 + STAMP_RING, &later);
+        let (starts, ends, rows) = random_launch(&mut rng, 5, 4);
+        write_slot(&ring, 11 + STAMP_RING, &starts, &ends);
         assert_eq!(ring.read(11), None);
-        assert_eq!(ring.read(11 + STAMP_RING), Some(later));
-        let other_grid = random_launch(&mut rng, 5, 4);
-        write_slot(&ring, 12, &other_grid);
-        assert_eq!(ring.read(12), None, "a slot of another grid's blocks");
+        assert_eq!(ring.read(11 + STAMP_RING), LaunchStamps::of_rows(&rows, 4));
+    }
+
+    #[test]
+    fn a_ring_of_fewer_steps_reads_only_its_own_offsets() {
+        let device = Device::cpu();
+        let ring = device.stamp_ring(3, 2).expect("ring");
+        let mut rng = SplitMix64::new(7);
+        let (starts, ends, rows) = random_launch(&mut rng, 3, 2);
+        write_slot(&ring, 0, &starts, &ends);
+        let read = ring.read(0).expect("a launch");
+        assert_eq!(Some(read.clone()), LaunchStamps::of_rows(&rows, 2));
+        assert_eq!((read.blocks, read.latest_ends.len()), (3, 1));
     }
 }

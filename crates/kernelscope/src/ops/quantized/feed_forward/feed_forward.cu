@@ -139,8 +139,8 @@ __device__ __forceinline__ void feed_forward(float* x, const float* norm_weight,
     SplitRows<DownUnits, (HELD > 0 ? HELD : 1), 2> split;
     if constexpr (HELD > 0) split.begin(down, k, n, stages, storage + feed_forward_staged_space(k));
     wait_for_previous_kernel();
-    PhaseStamps stamp;
-    stamp.open(launches, stamping != 0 ? stamps : nullptr, FEED_FORWARD_STEPS);
+    PhaseStamps<FEED_FORWARD_STEPS> stamp;
+    stamp.open(launches, stamping != 0 ? stamps : nullptr);
     stamp.mark(0);
     const Staged staged = stage_normed(x, norm_weight, k, eps, storage);
     stamp.mark(1);
@@ -160,7 +160,7 @@ __device__ __forceinline__ void feed_forward(float* x, const float* norm_weight,
         quantized_rows<Down, 1, 1>(k, down_blocks, staged_at(hq, n), down_rows,
                                    [&](u32 row, const float* sums) { x[row] += sums[0]; });
     }
-    stamp.close(storage);
+    stamp.close();
 }
 
 // Three blocks a multiprocessor is what the host sizes the grid by where

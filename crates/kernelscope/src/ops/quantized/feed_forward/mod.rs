@@ -54,7 +54,7 @@ const MOST_STAGES: usize = 8;
 const FEWEST_STAGES: usize = 2;
 /// Two-warp groups a block (`THREADS` / 64).
 const GROUPS: usize = THREADS as usize / 64;
-/// Steps the kernel stamps the ends of (`FEED_FORWARD_STEPS` in feed_forward.cu).
+/// Steps the kernel runs and stamps (`FEED_FORWARD_STEPS` in feed_forward.cu).
 const STEPS: u32 = 4;
 
 /// The down formats whose rows stream (`HeldFormat` in streamed.cuh), and
