@@ -97,6 +97,18 @@ fn every_registered_cuda_source_compiles_with_nvrtc() {
             }
         }
     }
+    // KSCOPE_PTX_DUMP=DIR keeps each source's PTX as DIR/<first kernel>.ptx,
+    // for `ptxas -v` (registers, spills) where there is no GPU.
+    if let Some(folder) = std::env::var_os("KSCOPE_PTX_DUMP") {
+        let folder = std::path::PathBuf::from(folder);
+        std::fs::create_dir_all(&folder).expect("the PTX folder");
+        for source in &compiled {
+            if let Ok(ptx) = &source.ptx {
+                let path = folder.join(format!("{}.ptx", source.kernels[0]));
+                std::fs::write(&path, ptx).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            }
+        }
+    }
     let elapsed = start.elapsed().as_secs_f64();
     assert!(
         failures.is_empty(),

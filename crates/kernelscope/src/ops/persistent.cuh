@@ -38,58 +38,57 @@ __device__ __forceinline__ unsigned long long global_timer_ns() {
 #define STAMP_RING 8
 
 // The stamps of one launch of a kernel of PHASES steps (at most
-// PHASE_STAMPS_MOST). Thread 0 of each block keeps its start's low 32
-// bits and each step's end but the last (the launch's own end closes it)
-// as 32-bit offsets from its start, in registers, and writes them once, at
-// its end, as one 16-byte row of the launch's slot in `stamps` (host
-// memory mapped for the device, or null when the profile does not look
-// inside): STAMP_RING slots of 2 + 2 * blocks words, the launch's number
-// and block 0's whole start, then the blocks' rows. `launches` (device
-// memory) counts the ring's launches: every block reads it at its start,
-// and block 0 advances it after the grid's last barrier. Five stamps a
-// block written across the bus as the kernel ran had cost 7 % of profiled
-// decode; atomics of every block on a few shared words 12 %, each grid
-// barrier's fence waiting out hundreds of them; block 0 reducing every
-// block's stamps after its own work 8 %.
+// PHASE_STAMPS_MOST). Thread 0 of each block keeps, in registers, the
+// launch number's and its start's low 32 bits and each step's end but the
+// last (the launch's own end closes it) as a 32-bit offset from its start,
+// and writes them once, as it ends, as one 16-byte row of the launch's
+// slot in `stamps` (host memory mapped for the device, or null when the
+// profile does not look inside): STAMP_RING slots of 2 + 2 * blocks
+// words, the launch's number and block 0's whole start, then the blocks'
+// rows. `launches` (device memory) counts the ring's launches: every block
+// reads it at its start, and block 0 advances it after the grid's last
+// barrier. The kernel passes its arguments to every call, so nothing but
+// those five words stays live across its steps (the kernel is at its
+// register bound). Five stamps a block written across the bus as the
+// kernel ran had cost 7 % of profiled decode; atomics of every block on a
+// few shared words 12 %, each grid barrier's fence waiting out hundreds of
+// them; block 0 reducing every block's stamps after its own work 8 %.
 #define PHASE_STAMPS_MOST 4
 template <int PHASES>
 struct PhaseStamps {
     static_assert(PHASES >= 1 && PHASES <= PHASE_STAMPS_MOST, "a row holds a start and three ends");
-    uint4* row;
-    unsigned long long* slot;
-    unsigned long long* counter;
-    unsigned long long launch;
-    unsigned long long start;
-    unsigned int offsets[PHASE_STAMPS_MOST];
+    unsigned int launch;
+    unsigned int start;
+    unsigned int offsets[PHASE_STAMPS_MOST - 1];
 
-    __device__ __forceinline__ void open(unsigned long long* launches, unsigned long long* stamps) {
-        row = nullptr;
+    __device__ __forceinline__ void open(const unsigned long long* launches, const unsigned long long* stamps) {
         if (stamps == nullptr || threadIdx.x != 0) return;
-        counter = launches;
-        launch = *(volatile unsigned long long*)launches;
-        slot = stamps + (launch % STAMP_RING) * (2 + 2 * (size_t)gridDim.x);
-        row = (uint4*)(slot + 2) + blockIdx.x;
+        launch = (unsigned int)*(const volatile unsigned long long*)launches;
 #pragma unroll
-        for (int i = 0; i < PHASE_STAMPS_MOST; ++i) offsets[i] = 0;
+        for (int i = 0; i < PHASE_STAMPS_MOST - 1; ++i) offsets[i] = 0;
     }
     // Stamp `index` (< PHASES) of this block: 0 its start, i the end of step i.
-    __device__ __forceinline__ void mark(int index) {
-        if (row == nullptr) return;
-        const unsigned long long now = global_timer_ns();
+    __device__ __forceinline__ void mark(const unsigned long long* stamps, int index) {
+        if (stamps == nullptr || threadIdx.x != 0) return;
+        const unsigned int now = (unsigned int)global_timer_ns();
         if (index == 0) {
             start = now;
-            offsets[0] = (unsigned int)now;
         } else {
-            offsets[index] = (unsigned int)(now - start);
+            offsets[index - 1] = now - start;
         }
     }
     // Every block calls it after the grid's last barrier and its own work.
-    __device__ __forceinline__ void close() const {
-        if (row == nullptr) return;
-        *row = make_uint4(offsets[0], offsets[1], offsets[2], offsets[3]);
+    __device__ __forceinline__ void close(unsigned long long* launches, unsigned long long* stamps) const {
+        if (stamps == nullptr || threadIdx.x != 0) return;
+        unsigned long long* slot = stamps + (launch % STAMP_RING) * (2 + 2 * (size_t)gridDim.x);
+        ((uint4*)(slot + 2))[blockIdx.x] = make_uint4(start, offsets[0], offsets[1], offsets[2]);
         if (blockIdx.x != 0) return;
-        slot[0] = launch;
-        slot[1] = start;
-        *(volatile unsigned long long*)counter = launch + 1;
+        // Block 0 alone writes the count, so its whole value is still this
+        // launch's; its whole start is now less the time since (< 4 s).
+        const unsigned long long number = *(volatile unsigned long long*)launches;
+        const unsigned long long now = global_timer_ns();
+        slot[0] = number;
+        slot[1] = now - (unsigned int)((unsigned int)now - start);
+        *(volatile unsigned long long*)launches = number + 1;
     }
 };

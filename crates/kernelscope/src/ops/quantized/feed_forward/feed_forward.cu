@@ -139,20 +139,22 @@ __device__ __forceinline__ void feed_forward(float* x, const float* norm_weight,
     SplitRows<DownUnits, (HELD > 0 ? HELD : 1), 2> split;
     if constexpr (HELD > 0) split.begin(down, k, n, stages, storage + feed_forward_staged_space(k));
     wait_for_previous_kernel();
+    // Null when this launch stamps nothing: every stamp call checks it.
+    unsigned long long* const stamp_slots = stamping != 0 ? stamps : nullptr;
     PhaseStamps<FEED_FORWARD_STEPS> stamp;
-    stamp.open(launches, stamping != 0 ? stamps : nullptr);
-    stamp.mark(0);
+    stamp.open(launches, stamp_slots);
+    stamp.mark(stamp_slots, 0);
     const Staged staged = stage_normed(x, norm_weight, k, eps, storage);
-    stamp.mark(1);
+    stamp.mark(stamp_slots, 1);
     quantized_rows<G, 2, 1>(n, gate_blocks, staged, gate_rows, [&](u32 row, const float* sums) {
         // The same expression as the SiLU·mul op, so fused and unfused agree.
         h[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1];
     });
     if constexpr (HELD == 0) prefetch_first_rows<1, 1>(k, down_row_bytes, down_rows);
-    stamp.mark(2);
+    stamp.mark(stamp_slots, 2);
     grid_barrier(arrivals);
     quantize_across_grid(h, n, hq);
-    stamp.mark(3);
+    stamp.mark(stamp_slots, 3);
     grid_barrier(arrivals + 1);
     if constexpr (HELD > 0) {
         split.finish(hq, x);
@@ -160,7 +162,7 @@ __device__ __forceinline__ void feed_forward(float* x, const float* norm_weight,
         quantized_rows<Down, 1, 1>(k, down_blocks, staged_at(hq, n), down_rows,
                                    [&](u32 row, const float* sums) { x[row] += sums[0]; });
     }
-    stamp.close();
+    stamp.close(launches, stamp_slots);
 }
 
 // Three blocks a multiprocessor is what the host sizes the grid by where
