@@ -22,9 +22,9 @@
 //! the phase ends at a grid barrier, the latest of the blocks' stamps at
 //! its end (the last arrival releases the barrier, so no block starts the
 //! next phase before it), and otherwise their mean (rounded down), where
-//! blocks run on without waiting; it is placed at `record.start_ns + (stamp
-//! - t0)`, then clamped between the boundary before it and the record's
-//! end, so the boundaries never go back and the phases tile the record's
+//! blocks run on without waiting; it is placed at
+//! `record.start_ns + (stamp - t0)`, then clamped between the boundary
+//! before it and the record's end, so the boundaries never go back and the phases tile the record's
 //! span exactly: their durations add up to the launch's. A barrier phase's
 //! waiting time is the mean over blocks of how long each waited there for
 //! the last one (`latest - mean`); the last phase has no end stamps, so no
