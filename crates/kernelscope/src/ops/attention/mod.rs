@@ -86,9 +86,10 @@ pub fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("attention_combine_f32", attention_combine);
     registry.register_cuda_source("attention_combine_f32", combine_source.clone());
     registry.register_format("attention_combine_f32", "f32");
+    // No format, as its name says none (kernel_formats_tests): like
+    // quantize_q8, its time falls under "other".
     registry.register_cpu("attention_combine_q8", attention_combine_q8);
     registry.register_cuda_source("attention_combine_q8", combine_source);
-    registry.register_format("attention_combine_q8", "f32");
 }
 
 /// The vector kernel for a padded head dim, padded group and cache dtype.
