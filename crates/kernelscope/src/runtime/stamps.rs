@@ -79,12 +79,14 @@ impl StampRing {
         }
         let phases = self.phases as usize;
         let mut stamps = Vec::with_capacity(self.blocks as usize * phases);
-        for row in rows
-            .iter()
-            .flat_map(|pair| [*pair as u32, (pair >> 32) as u32])
-            .collect::<Vec<_>>()
-            .chunks_exact(4)
-        {
+        for pair in rows.chunks_exact(2) {
+            // A row's two words: its start's low 32 bits and three offsets.
+            let row = [
+                pair[0] as u32,
+                (pair[0] >> 32) as u32,
+                pair[1] as u32,
+                (pair[1] >> 32) as u32,
+            ];
             // Blocks start within a second of block 0: the low 32 bits and
             // its whole start give each block's.
             let from_base = row[0].wrapping_sub(*base as u32) as i32;

@@ -89,7 +89,7 @@ fn plain_and_quantized(
         position + 1,
         &scratch,
         &out,
-        &quantized,
+        Some(&quantized),
     )
     .unwrap();
     encoder.commit_and_wait().unwrap();
@@ -187,7 +187,7 @@ fn attention_refuses_to_quantize_what_it_cannot(backend: Backend) {
             4,
             &scratch,
             &out,
-            &quantized,
+            Some(&quantized),
         )
         .map(|_| ())
         .map_err(|error| error.to_string())

@@ -370,9 +370,7 @@ impl Forward<'_> {
             .quantized_fused(format)
             .expect("has_fused_kernels checked the kernels");
         let staged = fused.stage_scratch(encoder.device(), heads.query * heads.dim)?;
-        if !self.encode_attention_quantized(encoder, *layer, activations, staged.buffer())? {
-            return Ok(0);
-        }
+        self.encode_attention(encoder, *layer, activations, Some(staged.buffer()))?;
         fused.encode_matvec_add_staged(encoder, &linear.weight, &staged, &activations.hidden)?;
         Ok(3)
     }

@@ -14,7 +14,7 @@ use kernelscope::{Buffer, CommandEncoder, DType};
 
 pub(super) use super::activations::{Activations, PassShape, Slot};
 use super::forward_parts::Forward;
-use crate::error::Result;
+use crate::error::{ModelError, Result};
 use crate::linear::{Linear, Parallel};
 use crate::weights::{ExpertWeights, FeedForward, LayerWeights};
 
@@ -344,7 +344,7 @@ impl Forward<'_> {
                 positions,
                 first,
             )?,
-            Step::Attention { layer } => self.encode_attention(encoder, layer, activations)?,
+            Step::Attention { layer } => self.encode_attention(encoder, layer, activations, None)?,
             Step::SiluMul => {
                 let silu_mul = if activations.activated.dtype() == DType::F32 {
                     &ops.silu_mul
@@ -374,18 +374,21 @@ impl Forward<'_> {
     }
 
     /// Attention of the pass's queries over layer `layer`'s cache: one
-    /// position's split over the cache, or a chunk's causal attention.
-    fn encode_attention(
+    /// position's split over the cache (its output also quantized into
+    /// `quantized` where given, see `Attention::encode_quantized`), or a
+    /// chunk's causal attention, which quantizes nothing.
+    pub(super) fn encode_attention(
         &self,
         encoder: &mut CommandEncoder,
         layer: usize,
         activations: &Activations,
+        quantized: Option<&Buffer>,
     ) -> Result<()> {
         let (ops, state) = (self.ops, self.state);
         let (positions, first) = (&activations.positions.0, activations.positions.1);
         let (key_cache, value_cache) = (&state.key_cache[layer], &state.value_cache[layer]);
         match activations.shape {
-            PassShape::Vector { position } => ops.attention.encode(
+            PassShape::Vector { position } => ops.attention.encode_quantized(
                 encoder,
                 &activations.query,
                 key_cache,
@@ -396,7 +399,14 @@ impl Forward<'_> {
                 position + 1,
                 &state.attention_scratch,
                 &activations.attention,
+                quantized,
             )?,
+            PassShape::Rows { .. } if quantized.is_some() => {
+                return Err(ModelError::InvalidInput(
+                    "a chunk's attention cannot quantize its output (only one position's fuses with o_proj)"
+                        .into(),
+                ));
+            }
             PassShape::Rows { context_end } => ops.prefill_attention.encode(
                 encoder,
                 &activations.query,
@@ -410,36 +420,6 @@ impl Forward<'_> {
             )?,
         }
         Ok(())
-    }
-
-    /// One position's attention over layer `layer`'s cache with its output
-    /// also quantized into `quantized` (see `Attention::encode_quantized`);
-    /// false, encoding nothing, for a pass of several positions.
-    pub(super) fn encode_attention_quantized(
-        &self,
-        encoder: &mut CommandEncoder,
-        layer: usize,
-        activations: &Activations,
-        quantized: &Buffer,
-    ) -> Result<bool> {
-        let PassShape::Vector { position } = activations.shape else {
-            return Ok(false);
-        };
-        let (ops, state) = (self.ops, self.state);
-        ops.attention.encode_quantized(
-            encoder,
-            &activations.query,
-            &state.key_cache[layer],
-            &state.value_cache[layer],
-            &activations.positions.0,
-            activations.positions.1,
-            self.config.heads(),
-            position + 1,
-            &state.attention_scratch,
-            &activations.attention,
-            quantized,
-        )?;
-        Ok(true)
     }
 
     /// `output = linear(input)`, complete: the product for the weight's

@@ -276,16 +276,28 @@ impl Attention {
         scratch: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
-        let inputs = (query, key_cache, value_cache, position_slot);
-        self.encode_into(encoder, inputs, index, heads, context, scratch, out, None)
+        self.encode_quantized(
+            encoder,
+            query,
+            key_cache,
+            value_cache,
+            position_slot,
+            index,
+            heads,
+            context,
+            scratch,
+            out,
+            None,
+        )
     }
 
     /// [`encode`](Self::encode), with the output also quantized into
-    /// `quantized` (u8, `staged_bytes(query heads · dim)`: 8-bit blocks of
-    /// 32 with their scales and scaled sums, as `quantize_q8` writes them)
-    /// by the combine step itself, for a quantized o_proj's fused product
-    /// to read with no quantize kernel of its own. The head dimension must
-    /// be a multiple of 32 (one block of a warp's 32 values).
+    /// `quantized` where given (u8, `staged_bytes(query heads · dim)`:
+    /// 8-bit blocks of 32 with their scales and scaled sums, as
+    /// `quantize_q8` writes them) by the combine step itself, for a
+    /// quantized o_proj's fused product to read with no quantize kernel of
+    /// its own. The head dimension must then be a multiple of 32 (one block
+    /// of a warp's 32 values).
     #[allow(clippy::too_many_arguments)]
     pub fn encode_quantized(
         &self,
@@ -299,49 +311,25 @@ impl Attention {
         context: usize,
         scratch: &Buffer,
         out: &Buffer,
-        quantized: &Buffer,
-    ) -> Result<()> {
-        if !heads.dim.is_multiple_of(32) {
-            return Err(Error::ShapeMismatch {
-                context: "attention quantizing its output (blocks of 32 dims of a head)".into(),
-                expected: vec![heads.dim.next_multiple_of(32)],
-                found: vec![heads.dim],
-            });
-        }
-        let values = heads.query * heads.dim;
-        expect(
-            "attention",
-            "quantized output",
-            quantized,
-            DType::U8,
-            &[super::quantized::linear::staged_bytes(values)],
-        )?;
-        let inputs = (query, key_cache, value_cache, position_slot);
-        self.encode_into(
-            encoder,
-            inputs,
-            index,
-            heads,
-            context,
-            scratch,
-            out,
-            Some(quantized),
-        )
-    }
-
-    /// The split kernel, then the combine (quantizing where `quantized` is given).
-    #[allow(clippy::too_many_arguments)]
-    fn encode_into(
-        &self,
-        encoder: &mut CommandEncoder,
-        (query, key_cache, value_cache, position_slot): (&Buffer, &Buffer, &Buffer, &Buffer),
-        index: usize,
-        heads: Heads,
-        context: usize,
-        scratch: &Buffer,
-        out: &Buffer,
         quantized: Option<&Buffer>,
     ) -> Result<()> {
+        if let Some(quantized) = quantized {
+            if !heads.dim.is_multiple_of(32) {
+                return Err(Error::ShapeMismatch {
+                    context: "attention quantizing its output (blocks of 32 dims of a head)".into(),
+                    expected: vec![heads.dim.next_multiple_of(32)],
+                    found: vec![heads.dim],
+                });
+            }
+            let values = heads.query * heads.dim;
+            expect(
+                "attention",
+                "quantized output",
+                quantized,
+                DType::U8,
+                &[super::quantized::linear::staged_bytes(values)],
+            )?;
+        }
         heads.check("attention")?;
         let kv_dim = heads.key_value * heads.dim;
         let max_positions = expect_kv_caches("attention", key_cache, value_cache, self.cache_dtype, kv_dim)?;
