@@ -428,3 +428,56 @@ fn bytes_per_token_are_the_bytes_the_weights_take() {
     assert_eq!(model.weight_bytes_per_token(), (matrices + vectors + row) as u64);
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+/// On a GPU a quantized file's decode stages each product's input in the
+/// product before it (`QuantizedFused`'s handoff): per step, one
+/// norm-and-quantize kernel (layer 0's attention norm, after the
+/// embedding) and no quantize kernel in any layer or the LM head; each
+/// layer's o_proj and down projection hand off the next norm's input, its
+/// gate/up the down projection's. Skips loudly without a GPU.
+#[test]
+fn cuda_decode_stages_every_input_in_the_product_before_it() {
+    use kernelscope::profile::ProfileLevel;
+    let Some(device) = kernelscope::testing::Backend::Cuda
+        .device(kernelscope::DeviceOptions::new().profile(ProfileLevel::Dispatch))
+    else {
+        return;
+    };
+    let folder = std::env::temp_dir().join(format!("kscope-gguf-handoff-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let gguf = GgufModel::open(&written("tiny-256", GgufFileType::Q4_K_M, &folder)).unwrap();
+    let mut model =
+        Model::load_gguf(&gguf, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap();
+    let layers = preset("tiny-256").unwrap().num_layers;
+    device.profiler().reset();
+    let steps = logits(&mut model).len();
+    let dispatches = device.profiler().dispatches();
+    let named = |pick: &dyn Fn(&str, &str) -> bool| {
+        dispatches
+            .iter()
+            .filter(|dispatch| pick(&dispatch.kernel, &dispatch.scope))
+            .count()
+    };
+    let in_layers = |scope: &str| scope.starts_with("layer.") || scope == "lm_head";
+    assert_eq!(
+        named(&|kernel, scope| kernel == "norm_quantize_q8" && scope == "layer.0.attn"),
+        steps
+    );
+    assert_eq!(
+        named(&|kernel, scope| kernel == "norm_quantize_q8" && scope != "layer.0.attn"),
+        0
+    );
+    assert_eq!(
+        named(&|kernel, scope| kernel == "quantize_q8" && in_layers(scope)),
+        0
+    );
+    assert_eq!(
+        named(&|kernel, _| kernel.ends_with("_norm_stage")),
+        2 * layers * steps
+    );
+    assert_eq!(
+        named(&|kernel, _| kernel.starts_with("matvec_silu_") && kernel.ends_with("_q8_stage")),
+        layers * steps
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+}

@@ -38,3 +38,48 @@ extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
     wait_for_previous_kernel();
     streamed_add_split<Q6_K, 4, 2>(weight, x, out, n, k, stages);
 }
+// The same products handing their output to the next product (handoff.cuh):
+// gate/up staging its output for the down projection, the down projection
+// `rmsnorm(out) * norm_weight` for the next norm's readers.
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_silu_q4_k_held2_stage(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages,
+                                 u8* staged, u32* arrivals) {
+    wait_for_previous_kernel();
+    streamed_silu_held_x<2>(x, gate, up, out, n, k, stages);
+    hand_off(out, nullptr, staged, arrivals, n, 0.0f);
+}
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_silu_q4_k_held4_stage(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages,
+                                 u8* staged, u32* arrivals) {
+    wait_for_previous_kernel();
+    streamed_silu_held_x<4>(x, gate, up, out, n, k, stages);
+    hand_off(out, nullptr, staged, arrivals, n, 0.0f);
+}
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_add_q4_k_split2_held2_norm_stage(const u8* weight, const u8* x, float* out, u32 n, u32 k, u32 stages,
+                                            const float* norm_weight, u8* staged, u32* arrivals, float eps) {
+    wait_for_previous_kernel();
+    streamed_add_split<Q4_K_Pairs, 2, 2>(weight, x, out, n, k, stages);
+    hand_off(out, norm_weight, staged, arrivals, n, eps);
+}
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_add_q4_k_split2_held4_norm_stage(const u8* weight, const u8* x, float* out, u32 n, u32 k, u32 stages,
+                                            const float* norm_weight, u8* staged, u32* arrivals, float eps) {
+    wait_for_previous_kernel();
+    streamed_add_split<Q4_K_Pairs, 4, 2>(weight, x, out, n, k, stages);
+    hand_off(out, norm_weight, staged, arrivals, n, eps);
+}
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_add_q6_k_split2_held2_norm_stage(const u8* weight, const u8* x, float* out, u32 n, u32 k, u32 stages,
+                                            const float* norm_weight, u8* staged, u32* arrivals, float eps) {
+    wait_for_previous_kernel();
+    streamed_add_split<Q6_K, 2, 2>(weight, x, out, n, k, stages);
+    hand_off(out, norm_weight, staged, arrivals, n, eps);
+}
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_add_q6_k_split2_held4_norm_stage(const u8* weight, const u8* x, float* out, u32 n, u32 k, u32 stages,
+                                            const float* norm_weight, u8* staged, u32* arrivals, float eps) {
+    wait_for_previous_kernel();
+    streamed_add_split<Q6_K, 4, 2>(weight, x, out, n, k, stages);
+    hand_off(out, norm_weight, staged, arrivals, n, eps);
+}
