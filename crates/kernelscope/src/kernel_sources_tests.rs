@@ -118,7 +118,7 @@ const DECLARED: [(&str, &str, &[Argument]); 35] = [
 /// Files holding kernels of several argument lists (most instantiated per
 /// quantized format: `{format}` in their names, see
 /// `quantized::linear::cuda_source`): each kernel's list by its name.
-const DECLARED_PER_KERNEL: [(&str, &[Argument]); 24] = [
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 16] = [
     (
         "attention_combine_q8",
         crate::ops::attention::combine_quantized::ARGUMENTS,
@@ -170,38 +170,6 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 24] = [
     (
         "stream_add_q6_k_split2_held4",
         crate::ops::quantized::linear::streamed::add_arguments::ARGUMENTS,
-    ),
-    (
-        "matvec_add_{format}_q8_norm_stage",
-        crate::ops::quantized::linear::fused::add_norm_stage::ARGUMENTS,
-    ),
-    (
-        "matvec_silu_{format}_q8_stage",
-        crate::ops::quantized::linear::fused::silu_stage::ARGUMENTS,
-    ),
-    (
-        "stream_silu_q4_k_held2_stage",
-        crate::ops::quantized::linear::streamed::silu_handoff_arguments::ARGUMENTS,
-    ),
-    (
-        "stream_silu_q4_k_held4_stage",
-        crate::ops::quantized::linear::streamed::silu_handoff_arguments::ARGUMENTS,
-    ),
-    (
-        "stream_add_q4_k_split2_held2_norm_stage",
-        crate::ops::quantized::linear::streamed::add_handoff_arguments::ARGUMENTS,
-    ),
-    (
-        "stream_add_q4_k_split2_held4_norm_stage",
-        crate::ops::quantized::linear::streamed::add_handoff_arguments::ARGUMENTS,
-    ),
-    (
-        "stream_add_q6_k_split2_held2_norm_stage",
-        crate::ops::quantized::linear::streamed::add_handoff_arguments::ARGUMENTS,
-    ),
-    (
-        "stream_add_q6_k_split2_held4_norm_stage",
-        crate::ops::quantized::linear::streamed::add_handoff_arguments::ARGUMENTS,
     ),
 ];
 

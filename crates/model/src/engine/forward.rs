@@ -51,14 +51,10 @@ impl Forward<'_> {
         encoder.set_roles(Role::Embedding);
         self.encode_embedding(encoder, &state.step, TOKEN_SLOT, &state.hidden)?;
         let activations = self.step_activations(position, state.hidden.clone());
-        // One list for the whole pass: a product at a layer's end sees the
-        // next layer's (or the LM head's) norm, and hands its input off.
-        let mut steps = Vec::new();
         for (index, layer) in self.weights.layers.iter().enumerate() {
-            steps.extend_from_slice(&layer::decoder_layer(index, layer));
+            self.encode_steps(encoder, &layer::decoder_layer(index, layer), &activations)?;
         }
-        steps.extend_from_slice(&self.lm_head_steps());
-        self.encode_steps(encoder, &steps, &activations)
+        self.encode_steps(encoder, &self.lm_head_steps(), &activations)
     }
 
     /// The LM head's steps.
@@ -91,7 +87,6 @@ impl Forward<'_> {
                 .map(|padded| (padded, state.logits.clone())),
             positions: (state.step.clone(), POSITION_SLOT),
             experts: state.experts.clone(),
-            handed_off: Default::default(),
         }
     }
 

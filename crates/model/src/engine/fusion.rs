@@ -19,11 +19,9 @@
 //! made decode 2-3 % slower than the append then attention (docs/PERF.md).
 
 use kernelscope::ops::WeightFormat;
-use kernelscope::ops::quantized::feed_forward::QuantizedFeedForward;
 use kernelscope::{Buffer, CommandEncoder, DType};
 
 use super::forward_parts::Forward;
-use super::handoff::Source;
 use super::layer::{Activations, Slot, Step};
 use crate::error::Result;
 use crate::linear::{Linear, Parallel};
@@ -60,14 +58,14 @@ impl Forward<'_> {
 
     /// Whether `linear` can be one of several outputs of a fused mat-vec:
     /// its format has the fused kernels and its output needs no reduction.
-    pub(super) fn fuses_as_output(&self, linear: &Linear) -> bool {
+    fn fuses_as_output(&self, linear: &Linear) -> bool {
         linear.parallel != Parallel::SplitInputs && self.has_fused_kernels(linear.format())
     }
 
     /// Whether weights of `format` have fused kernels here: dense ones of
     /// the model's dtype, quantized ones where the device has them (their
     /// norm weight must then be f32, as GGUF files keep it).
-    pub(super) fn has_fused_kernels(&self, format: WeightFormat) -> bool {
+    fn has_fused_kernels(&self, format: WeightFormat) -> bool {
         match format {
             WeightFormat::Dense(dtype) => dtype == self.weights.dtype,
             WeightFormat::Quantized(quant) => {
@@ -86,28 +84,9 @@ impl Forward<'_> {
         steps: &[Step<'_>],
         activations: &Activations,
     ) -> Result<usize> {
-        let Some((kernels, [weight, gate, up, down])) = self.feed_forward_kernel(steps) else {
+        let Some((weight, gate, up, rest)) = gate_up_steps(steps) else {
             return Ok(0);
         };
-        kernels.encode(
-            encoder,
-            &activations.hidden,
-            weight,
-            gate,
-            up,
-            down,
-            self.config.rms_norm_eps,
-        )?;
-        Ok(6)
-    }
-
-    /// The persistent feed-forward kernel that takes the six steps `steps`
-    /// begin with, and its norm weight, gate, up and down, if one does.
-    pub(super) fn feed_forward_kernel<'w>(
-        &self,
-        steps: &[Step<'w>],
-    ) -> Option<(&QuantizedFeedForward, [&'w Buffer; 4])> {
-        let (weight, gate, up, rest) = gate_up_steps(steps)?;
         let [
             Step::Linear {
                 linear: down,
@@ -118,19 +97,32 @@ impl Forward<'_> {
             ..,
         ] = rest
         else {
-            return None;
+            return Ok(0);
         };
         let (WeightFormat::Quantized(gate_format), WeightFormat::Quantized(down_format)) =
             (gate.format(), down.format())
         else {
-            return None;
+            return Ok(0);
         };
         let whole = [gate, up, down]
             .iter()
             .all(|linear| linear.parallel == Parallel::Whole && !linear.has_bias());
-        let kernels = self.ops.quantized_feed_forward(gate_format, down_format)?;
-        (whole && up.format() == gate.format() && self.weights.dtype == DType::F32)
-            .then_some((kernels, [weight, &gate.weight, &up.weight, &down.weight]))
+        let Some(kernels) = self.ops.quantized_feed_forward(gate_format, down_format) else {
+            return Ok(0);
+        };
+        if !whole || up.format() != gate.format() || self.weights.dtype != DType::F32 {
+            return Ok(0);
+        }
+        kernels.encode(
+            encoder,
+            &activations.hidden,
+            weight,
+            &gate.weight,
+            &up.weight,
+            &down.weight,
+            self.config.rms_norm_eps,
+        )?;
+        Ok(6)
     }
 
     /// RMSNorm + the gate and up mat-vecs + SiLU·mul.
@@ -140,7 +132,7 @@ impl Forward<'_> {
         steps: &[Step<'_>],
         activations: &Activations,
     ) -> Result<usize> {
-        let Some((weight, gate, up, rest)) = gate_up_steps(steps) else {
+        let Some((weight, gate, up, _)) = gate_up_steps(steps) else {
             return Ok(0);
         };
         let unbiased = !gate.has_bias() && !up.has_bias();
@@ -163,22 +155,11 @@ impl Forward<'_> {
                 out,
                 eps,
             )?,
-            WeightFormat::Quantized(format) => {
-                let fused = self
-                    .ops
-                    .quantized_fused(format)
-                    .expect("fuses_as_output checked the kernels");
-                let staged = match self.take_handed_off(encoder, activations, &Source::Norm(weight.clone())) {
-                    Some(staged) => staged,
-                    None => fused.encode_norm_stage(encoder, x, weight, eps, x.len())?,
-                };
-                let (gate, up, hand_off) = (&gate.weight, &up.weight, self.staged_down_first(rest));
-                if let Some(handed) =
-                    fused.encode_matvec_silu_staged(encoder, &staged, gate, up, out, hand_off)?
-                {
-                    self.hand_off(encoder, activations, Source::Slot(Slot::Activated), handed);
-                }
-            }
+            WeightFormat::Quantized(format) => self
+                .ops
+                .quantized_fused(format)
+                .expect("fuses_as_output checked the kernels")
+                .encode_norm_matvec_silu(encoder, x, weight, &gate.weight, &up.weight, out, eps)?,
         }
         Ok(4)
     }
@@ -242,11 +223,10 @@ impl Forward<'_> {
             start = end;
         }
         let (x, eps) = (&activations.hidden, self.config.rms_norm_eps);
-        // Quantized groups share one quantized x, staged by the first (or
-        // handed off by the product before): the layout is every format's
-        // (a Q4_K_M layer's v in Q6_K then costs no norm-and-quantize
-        // kernel of its own).
-        let mut staged = self.take_handed_off(encoder, activations, &Source::Norm((*weight).clone()));
+        // Quantized groups share one quantized x, staged by the first: the
+        // layout is every format's (a Q4_K_M layer's v in Q6_K then costs
+        // no norm-and-quantize kernel of its own).
+        let mut staged = None;
         for (format, weights, joined) in &groups {
             match format {
                 WeightFormat::Dense(dtype) => self
@@ -351,11 +331,132 @@ impl Forward<'_> {
             }
         }
     }
+
+    /// Attention whose combine step quantizes its output for a quantized
+    /// o_proj, then o_proj adding into the residual stream: the kernel that
+    /// quantized the attention's output before o_proj is gone (the combine
+    /// step's warps hold one block of 32 values each). Only where o_proj is
+    /// whole (a split o_proj's partial sums need their all-reduce), unbiased
+    /// and has fused kernels, and the head dimension is whole blocks of 32.
+    fn fuse_attention_output(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [
+            Step::Attention { layer },
+            Step::Linear {
+                linear,
+                input: Slot::Attention,
+                output: Slot::Projected,
+            },
+            Step::AddResidual,
+            ..,
+        ] = steps
+        else {
+            return Ok(0);
+        };
+        let WeightFormat::Quantized(format) = linear.format() else {
+            return Ok(0);
+        };
+        let heads = self.config.heads();
+        let whole = linear.parallel == Parallel::Whole && !linear.has_bias();
+        if !whole || !self.has_fused_kernels(linear.format()) || !heads.dim.is_multiple_of(32) {
+            return Ok(0);
+        }
+        let fused = self
+            .ops
+            .quantized_fused(format)
+            .expect("has_fused_kernels checked the kernels");
+        let staged = fused.stage_scratch(encoder.device(), heads.query * heads.dim)?;
+        self.encode_attention(encoder, *layer, activations, Some(staged.buffer()))?;
+        fused.encode_matvec_add_staged(encoder, &linear.weight, &staged, &activations.hidden)?;
+        Ok(3)
+    }
+
+    /// A mat-vec adding into the residual stream (a bias belongs before the
+    /// add, so a biased projection stays apart).
+    fn fuse_matvec_residual(
+        &self,
+        encoder: &mut CommandEncoder,
+        steps: &[Step<'_>],
+        activations: &Activations,
+    ) -> Result<usize> {
+        let [
+            Step::Linear {
+                linear,
+                input,
+                output: Slot::Projected,
+            },
+            Step::AddResidual,
+            ..,
+        ] = steps
+        else {
+            return Ok(0);
+        };
+        let splits_allow = matches!(linear.parallel, Parallel::Whole | Parallel::SplitInputs);
+        if linear.has_bias() || !self.has_fused_kernels(linear.format()) || !splits_allow {
+            return Ok(0);
+        }
+        self.encode_matvec_into_residual(encoder, linear, activations.slot(*input)?, activations)?;
+        Ok(2)
+    }
+
+    /// `hidden += linear(input)` in one kernel. Split, each rank's product
+    /// is a partial sum: rank 0 adds its part into the residual stream and
+    /// the others overwrite their (identical) copy of it with theirs, so one
+    /// all-reduce of the residual stream adds it all up.
+    fn encode_matvec_into_residual(
+        &self,
+        encoder: &mut CommandEncoder,
+        linear: &Linear,
+        input: &Buffer,
+        activations: &Activations,
+    ) -> Result<()> {
+        let hidden = &activations.hidden;
+        // `hidden += W · input`, or (`add` false) `hidden = W · input`.
+        let product = |encoder: &mut CommandEncoder, add: bool| -> Result<()> {
+            match linear.format() {
+                WeightFormat::Dense(dtype) => {
+                    let kernels = self.ops.linear_kernels(dtype)?;
+                    if add {
+                        kernels
+                            .matvec_add
+                            .encode(encoder, &linear.weight, input, hidden)?
+                    } else {
+                        kernels.matvec.encode(encoder, &linear.weight, input, hidden)?
+                    }
+                }
+                WeightFormat::Quantized(format) => {
+                    if add {
+                        self.ops
+                            .quantized_fused(format)
+                            .expect("has_fused_kernels checked the kernels")
+                            .encode_matvec_add(encoder, &linear.weight, input, hidden)?
+                    } else {
+                        self.ops
+                            .quantized_linear(format)?
+                            .encode(encoder, &linear.weight, input, hidden)?
+                    }
+                }
+            }
+            Ok(())
+        };
+        match &self.ops.collectives {
+            Some(collectives) if linear.parallel == Parallel::SplitInputs => {
+                product(encoder, self.ops.partition.rank == 0)?;
+                collectives.all_reduce.encode(encoder, hidden)?;
+            }
+            _ => product(encoder, true)?,
+        }
+        Ok(())
+    }
 }
 
 /// The norm weight, gate and up of steps that begin with RMSNorm, the gate
 /// and up mat-vecs of the normed input and SiLU·mul, and the steps after.
-pub(super) fn gate_up_steps<'s, 'w>(
+fn gate_up_steps<'s, 'w>(
     steps: &'s [Step<'w>],
 ) -> Option<(&'w Buffer, &'w Linear, &'w Linear, &'s [Step<'w>])> {
     match steps {

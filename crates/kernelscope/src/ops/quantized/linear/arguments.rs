@@ -30,26 +30,3 @@ pub(crate) mod silu {
 }
 // `matvec_add_<format>_q8` takes the dense residual mat-vec's arguments,
 // name for name (x the quantized input).
-/// The arguments of `matvec_add_<format>_q8_norm_stage` (kernels.cu): the
-/// residual mat-vec's, then the handoff's (`handoff.cuh`): the next norm's
-/// weight, the staged output, the blocks' arrival count and eps.
-// The twin's positions fill the first arguments (a test checks they are
-// the same), so those of this list go unused.
-#[allow(dead_code)]
-pub(crate) mod add_norm_stage {
-    crate::ops::kernel_arguments! {
-        WEIGHT: "weight" Read, X: "x" Read, OUT: "out" ReadWrite, N: "n" U32, K: "k" U32,
-        NORM_WEIGHT: "norm_weight" Read, STAGED: "staged" Write, ARRIVALS: "arrivals" ReadWrite, EPS: "eps" F32
-    }
-}
-/// The arguments of `matvec_silu_<format>_q8_stage` (kernels.cu): gate/up's,
-/// then the staged output and the blocks' arrival count.
-// The twin's positions fill the first arguments (a test checks they are
-// the same), so those of this list go unused.
-#[allow(dead_code)]
-pub(crate) mod silu_stage {
-    crate::ops::kernel_arguments! {
-        X: "x" Read, GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32, K: "k" U32,
-        STAGED: "staged" Write, ARRIVALS: "arrivals" ReadWrite
-    }
-}

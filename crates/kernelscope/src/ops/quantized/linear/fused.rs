@@ -16,18 +16,20 @@ use std::sync::{Arc, Mutex};
 use super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, cuda_grid, quantized_kernel, staged_bytes};
 use super::gemm::scratch_view;
 use super::layout::{BlockLayout, weight_blocks};
-use super::streamed::{StreamedDown, StreamedGateUp};
+use super::streamed::{
+    StreamedDown, StreamedGateUp, add_arguments as streamed_add, arguments as streamed_silu,
+};
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
 use crate::profile::Role;
 use crate::quant::QuantFormat;
-use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind};
-
-mod handoff;
-use handoff::HandedOff;
+use crate::runtime::{
+    Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
+};
 
 /// The arguments of `quantize_q8` (stage.cu).
-pub(crate) use super::arguments::{add_norm_stage, matvecs, norm_quantize, quantize, silu, silu_stage};
+pub(crate) use super::arguments::{matvecs, norm_quantize, quantize, silu};
+use crate::ops::matvec::residual as add;
 
 /// Registers `quantize_q8` and `norm_quantize_q8` on CUDA, and
 /// `quantize_q8`'s reference on the CPU (the products are registered with
@@ -35,9 +37,8 @@ pub(crate) use super::arguments::{add_norm_stage, matvecs, norm_quantize, quanti
 pub(super) fn register(registry: &mut KernelRegistry) {
     registry.register_cpu("quantize_q8", super::stage::quantize_q8);
     let source: Arc<str> = crate::ops::cuda_source(&format!(
-        "{}\n{}\n{}",
+        "{}\n{}",
         include_str!("quantized.cuh"),
-        include_str!("handoff.cuh"),
         include_str!("stage.cu")
     ))
     .into();
@@ -76,9 +77,6 @@ pub struct QuantizedFused {
     matvec_add: Kernel,
     matvecs: Kernel,
     matvec_silu: Kernel,
-    /// matvec_add and matvec_silu handing their output off (`handoff`).
-    matvec_add_norm_stage: Kernel,
-    matvec_silu_stage: Kernel,
     /// Q4_K's gate/up streamed through shared memory, where the device has
     /// bulk copies (`streamed.rs`).
     streamed_gate_up: Option<StreamedGateUp>,
@@ -89,9 +87,6 @@ pub struct QuantizedFused {
     /// x quantized, read by the product after it: grown to the longest x
     /// seen and shared by every clone (one stream runs the layers in turn).
     staged: Arc<Mutex<Option<Buffer>>>,
-    /// Where the products handing their output off stage it, apart from
-    /// `staged`, which they read (`handoff`).
-    handed_off: HandedOff,
 }
 
 impl QuantizedFused {
@@ -112,13 +107,10 @@ impl QuantizedFused {
             matvec_add: kernel("matvec_add_{}_q8")?,
             matvecs: kernel("matvecs_{}_q8")?,
             matvec_silu: kernel("matvec_silu_{}_q8")?,
-            matvec_add_norm_stage: kernel("matvec_add_{}_q8_norm_stage")?,
-            matvec_silu_stage: kernel("matvec_silu_{}_q8_stage")?,
             streamed_gate_up: StreamedGateUp::new(registry, device, format)?,
             streamed_down: StreamedDown::new(registry, device, format)?,
             format,
             staged: Arc::default(),
-            handed_off: HandedOff::new(device)?,
         })
     }
 
@@ -180,7 +172,52 @@ impl QuantizedFused {
         staged: &StagedInput,
         out: &Buffer,
     ) -> Result<()> {
-        self.encode_add(encoder, weight, staged, out, None).map(drop)
+        const OP: &str = MATVEC_ADD;
+        let (n, blocks, k) = weight_blocks(OP, self.format, BlockLayout::Planes, weight)?;
+        expect(OP, "output", out, DType::F32, &[n])?;
+        if staged.length != k {
+            return Err(Error::ShapeMismatch {
+                context: format!("{OP}: x staged for another length than the weight's rows"),
+                expected: vec![k],
+                found: vec![staged.length],
+            });
+        }
+        let staged = &staged.buffer;
+        let bytes_read =
+            (n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64 + bytes_of(n, DType::F32);
+        let kind = OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd]);
+        let row_bytes = weight.shape()[1];
+        if let Some((kernel, plan)) = self
+            .streamed_down
+            .as_ref()
+            .and_then(|streamed| streamed.plan(n, k, row_bytes))
+        {
+            return encoder.dispatch(
+                Arguments::new(streamed_add::ARGUMENTS)
+                    .buffer(streamed_add::WEIGHT, weight)
+                    .buffer(streamed_add::X, staged)
+                    .buffer(streamed_add::OUT, out)
+                    .scalar(streamed_add::N, n as u32)
+                    .scalar(streamed_add::K, k as u32)
+                    .scalar(streamed_add::STAGES, plan.stages)
+                    .dispatch(kernel)?
+                    .grid(plan.grid)
+                    .cost(bytes_read, bytes_of(n, DType::F32), 2 * (n * k) as u64 + n as u64)
+                    .op_kind(kind),
+            );
+        }
+        encoder.dispatch(
+            Arguments::new(add::ARGUMENTS)
+                .buffer(add::WEIGHT, weight)
+                .buffer(add::X, staged)
+                .buffer(add::OUT, out)
+                .scalar(add::N, n as u32)
+                .scalar(add::K, k as u32)
+                .dispatch(&self.matvec_add)?
+                .grid(product_grid(n, ROWS_PER_WARP, CUDA_MOST_BLOCKS))
+                .cost(bytes_read, bytes_of(n, DType::F32), 2 * (n * k) as u64 + n as u64)
+                .op_kind(kind),
+        )
     }
 
     /// `out = [weights[0]; weights[1]; ...] · (rmsnorm(x, eps) * norm_weight)`
@@ -294,7 +331,7 @@ impl QuantizedFused {
         eps: f32,
     ) -> Result<()> {
         const OP: &str = "quantized norm_matvec_silu";
-        let (n, _, k) = weight_blocks(OP, self.format, BlockLayout::Planes, gate)?;
+        let (n, blocks, k) = weight_blocks(OP, self.format, BlockLayout::Planes, gate)?;
         let (up_rows, _, up_k) = weight_blocks(OP, self.format, BlockLayout::Planes, up)?;
         if (up_rows, up_k) != (n, k) {
             return Err(Error::ShapeMismatch {
@@ -304,10 +341,51 @@ impl QuantizedFused {
             });
         }
         expect(OP, "output", out, DType::F32, &[n])?;
-        let buffer = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
-        let staged = StagedInput { buffer, length: k };
-        self.encode_gate_up(encoder, &staged, gate, up, out, false)
-            .map(drop)
+        let staged = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
+        let bytes_read = (2 * n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64;
+        let kind = OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]);
+        let row_bytes = gate.shape()[1];
+        if let Some((kernel, plan)) = self
+            .streamed_gate_up
+            .as_ref()
+            .and_then(|streamed| streamed.plan(n, k, row_bytes))
+        {
+            return encoder.dispatch(
+                Arguments::new(streamed_silu::ARGUMENTS)
+                    .buffer(streamed_silu::X, &staged)
+                    .buffer(streamed_silu::GATE, gate)
+                    .buffer(streamed_silu::UP, up)
+                    .buffer(streamed_silu::OUT, out)
+                    .scalar(streamed_silu::N, n as u32)
+                    .scalar(streamed_silu::K, k as u32)
+                    .scalar(streamed_silu::STAGES, plan.stages)
+                    .dispatch(kernel)?
+                    .grid(plan.grid)
+                    .cost(
+                        bytes_read,
+                        bytes_of(n, DType::F32),
+                        4 * (n * k) as u64 + 6 * n as u64,
+                    )
+                    .op_kind(kind),
+            );
+        }
+        encoder.dispatch(
+            Arguments::new(silu::ARGUMENTS)
+                .buffer(silu::X, &staged)
+                .buffer(silu::GATE, gate)
+                .buffer(silu::UP, up)
+                .buffer(silu::OUT, out)
+                .scalar(silu::N, n as u32)
+                .scalar(silu::K, k as u32)
+                .dispatch(&self.matvec_silu)?
+                .grid(product_grid(n, 1, gate_up_blocks(self.format)))
+                .cost(
+                    bytes_read,
+                    bytes_of(n, DType::F32),
+                    4 * (n * k) as u64 + 6 * n as u64,
+                )
+                .op_kind(kind),
+        )
     }
 }
 

@@ -30,23 +30,6 @@ extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
     wait_for_previous_kernel();
     quantized_matvec_silu<{Format}>(x, gate, up, out, n, k);
 }
-// The same products handing their output to the next product (handoff.cuh):
-// o_proj and the down projection stage `rmsnorm(out) * norm_weight` for
-// the next norm's readers, gate/up its output for the down projection.
-extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
-    matvec_add_{format}_q8_norm_stage(const u8* weight, const u8* x, float* out, u32 n, u32 k,
-                                      const float* norm_weight, u8* staged, u32* arrivals, float eps) {
-    wait_for_previous_kernel();
-    quantized_matvec_add<{Format}>(weight, x, out, n, k);
-    hand_off(out, norm_weight, staged, arrivals, n, eps);
-}
-extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
-    matvec_silu_{format}_q8_stage(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u8* staged,
-                                  u32* arrivals) {
-    wait_for_previous_kernel();
-    quantized_matvec_silu<{Format}>(x, gate, up, out, n, k);
-    hand_off(out, nullptr, staged, arrivals, n, 0.0f);
-}
 extern "C" __global__ void dequantize_{format}_bf16(const u8* weight, bf16* out, u32 n, u32 k) {
     wait_for_previous_kernel();
     quantized_dequantize_bf16<{Format}>(weight, out, n, k);

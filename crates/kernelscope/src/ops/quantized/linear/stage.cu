@@ -34,8 +34,7 @@ extern "C" __global__ void quantize_q8(const float* x, u8* out, u32 k) {
 
 // rmsnorm(x) * norm_weight, quantized: every block sums all of x's squares
 // itself (k is a few thousand; one block's share would need a grid-wide
-// barrier), as a product's handoff does (handoff.cuh), so the two stage
-// the same bytes.
+// barrier), with the same reduction as the RMSNorm op.
 // This block's own four values and their norm weights are loaded with the
 // sum's first loads, so the kernel waits on L2 once, not twice.
 extern "C" __global__ void norm_quantize_q8(const float* x, const float* norm_weight, u8* out, u32 k, float eps) {
@@ -47,7 +46,12 @@ extern "C" __global__ void norm_quantize_q8(const float* x, const float* norm_we
         value = *(const float4*)(x + at);
         weight = *(const float4*)(norm_weight + at);
     }
-    const float norm = rsqrtf(sum_of_squares(x, k, [](const float* p) { return *(const float4*)p; }) / k + eps);
+    float squares = 0.0f;
+    for (u32 i = 4 * threadIdx.x; i < k; i += 4 * blockDim.x) {
+        const float4 v = *(const float4*)(x + i);
+        squares += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+    const float norm = rsqrtf(block_sum(squares) / k + eps);
     const float4 v = make_float4(value.x * norm * weight.x, value.y * norm * weight.y, value.z * norm * weight.z,
                                  value.w * norm * weight.w);
     quantize_to_global(v, k, out);

@@ -18,13 +18,8 @@ use super::cuda::{cuda_source_with, quantized_kernel};
 
 /// The streamed gate/up kernels, by the longest row (in values) each holds
 /// x for: a lane holds 2 or 4 pairs of Q4_K sub-blocks (64 values each) of
-/// every row. Each has a twin handing its output off (`_stage`,
-/// handoff.cuh).
+/// every row.
 const HELD_KERNELS: [(&str, usize); 2] = [("stream_silu_q4_k_held2", 4096), ("stream_silu_q4_k_held4", 8192)];
-/// The suffix of a streamed kernel's twin that hands its output off:
-/// gate/up's output quantized, the down projection's normalised first.
-const SILU_HANDOFF: &str = "_stage";
-const ADD_HANDOFF: &str = "_norm_stage";
 /// Rows this short keep the register loop: llama-3.2-1b's gate/up (2,048
 /// values) took 8.6-9.4 µs streamed against 8.6-8.9 in the engine (H200,
 /// CUPTI), and decoded 0.6 % slower, though it measured faster alone.
@@ -32,8 +27,7 @@ const SHORTEST_STREAMED: usize = 2049;
 
 /// The streamed down projections (`out += W · x`), each row split over two
 /// warps: by format, the kernel and the longest row (in values) it holds x
-/// for (2 or 4 units of 64 values a lane, two warps a row). Each has a twin
-/// handing its output off normalised (`_norm_stage`).
+/// for (2 or 4 units of 64 values a lane, two warps a row).
 const SPLIT_KERNELS: [(QuantFormat, &str, usize); 4] = [
     (QuantFormat::Q4_K, "stream_add_q4_k_split2_held2", 8192),
     (QuantFormat::Q4_K, "stream_add_q4_k_split2_held4", 16384),
@@ -59,48 +53,16 @@ pub(crate) mod arguments {
     }
 }
 
-/// The arguments of the streamed down projections handing their output off
-/// (`stream_add_<format>_split2_held<N>_norm_stage`): theirs, then the next
-/// norm's weight, the staged output, the blocks' arrival count and eps.
-// The twin's positions fill the first arguments (a test checks they are
-// the same), so those of this list go unused.
-#[allow(dead_code)]
-pub(crate) mod add_handoff_arguments {
-    crate::ops::kernel_arguments! {
-        WEIGHT: "weight" Read, X: "x" Read, OUT: "out" ReadWrite, N: "n" U32, K: "k" U32, STAGES: "stages" U32,
-        NORM_WEIGHT: "norm_weight" Read, STAGED: "staged" Write, ARRIVALS: "arrivals" ReadWrite, EPS: "eps" F32
-    }
-}
-
-/// The arguments of the streamed gate/up kernels handing their output off
-/// (`stream_silu_q4_k_held<N>_stage`): theirs, then the staged output and
-/// the blocks' arrival count.
-// The twin's positions fill the first arguments (a test checks they are
-// the same), so those of this list go unused.
-#[allow(dead_code)]
-pub(crate) mod silu_handoff_arguments {
-    crate::ops::kernel_arguments! {
-        X: "x" Read, GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32, K: "k" U32,
-        STAGES: "stages" U32, STAGED: "staged" Write, ARRIVALS: "arrivals" ReadWrite
-    }
-}
-
 /// Registers the streamed kernels on CUDA (Q4_K's gate/up).
 pub(super) fn register(registry: &mut KernelRegistry) {
     let source: Arc<str> = cuda_source_with(include_str!("streamed_kernels.cu")).into();
-    let kernels = HELD_KERNELS
-        .iter()
-        .map(|&(name, _)| (QuantFormat::Q4_K, name, SILU_HANDOFF))
-        .chain(
-            SPLIT_KERNELS
-                .iter()
-                .map(|&(format, name, _)| (format, name, ADD_HANDOFF)),
-        );
-    for (format, name, handoff) in kernels {
-        for name in [name.to_string(), format!("{name}{handoff}")] {
-            registry.register_cuda_source(&name, source.clone());
-            registry.register_format(&name, format.name());
-        }
+    for (name, _) in HELD_KERNELS {
+        registry.register_cuda_source(name, source.clone());
+        registry.register_format(name, QuantFormat::Q4_K.name());
+    }
+    for (format, name, _) in SPLIT_KERNELS {
+        registry.register_cuda_source(name, source.clone());
+        registry.register_format(name, format.name());
     }
 }
 
@@ -221,48 +183,37 @@ fn barrier_bytes(warps: usize, stages: usize) -> usize {
     (warps * stages * 8).div_ceil(128) * 128
 }
 
-/// A streamed kernel and its twin that hands its output off to the next
-/// product (handoff.cuh).
-#[derive(Clone, Debug)]
-pub(crate) struct Held {
-    pub kernel: Kernel,
-    pub handing_off: Kernel,
-    /// The longest row (in values) both hold x for.
-    longest: usize,
-}
-
-/// The kernels `names` (each with the longest row it holds x for) and their
-/// twins (`handoff` appended to the name) on `device`, or the error saying
-/// `what` is not done there.
+/// The kernels `names` (each with the longest row it holds x for) on
+/// `device`, or the error saying `what` is not done there.
 fn held_kernels(
     registry: &KernelRegistry,
     device: &Device,
     names: impl IntoIterator<Item = (&'static str, usize)>,
-    handoff: &str,
     what: &str,
-) -> Result<Vec<Held>> {
+) -> Result<Vec<(Kernel, usize)>> {
     names
         .into_iter()
         .map(|(name, longest)| {
-            Ok(Held {
-                kernel: quantized_kernel(registry, device, name.to_string(), what)?,
-                handing_off: quantized_kernel(registry, device, format!("{name}{handoff}"), what)?,
+            Ok((
+                quantized_kernel(registry, device, name.to_string(), what)?,
                 longest,
-            })
+            ))
         })
         .collect()
 }
 
 /// The first of `held` (shortest first) that holds x for rows of `k`.
-fn holding(held: &[Held], k: usize) -> Option<&Held> {
-    held.iter().find(|held| k <= held.longest)
+fn holding(held: &[(Kernel, usize)], k: usize) -> Option<&Kernel> {
+    held.iter()
+        .find(|(_, longest)| k <= *longest)
+        .map(|(kernel, _)| kernel)
 }
 
 /// Q4_K's streamed gate/up kernels on a device that has bulk copies.
 #[derive(Clone, Debug)]
 pub(crate) struct StreamedGateUp {
-    /// The kernels by the longest row they hold x for, shortest first.
-    held: Vec<Held>,
+    /// Each kernel with the longest row it holds x for, shortest first.
+    held: Vec<(Kernel, usize)>,
     multiprocessors: u32,
 }
 
@@ -281,13 +232,7 @@ impl StreamedGateUp {
         else {
             return Ok(None);
         };
-        let held = held_kernels(
-            registry,
-            device,
-            HELD_KERNELS,
-            SILU_HANDOFF,
-            "Q4_K gate/up is streamed",
-        )?;
+        let held = held_kernels(registry, device, HELD_KERNELS, "Q4_K gate/up is streamed")?;
         Ok(Some(StreamedGateUp {
             held,
             multiprocessors,
@@ -297,7 +242,7 @@ impl StreamedGateUp {
     /// The kernel and plan for `n` rows of gate and up of `k` values in
     /// planar rows of `row_bytes`, or `None` where no kernel holds rows that
     /// long or their slots do not fit.
-    pub(crate) fn plan(&self, n: usize, k: usize, row_bytes: usize) -> Option<(&Held, StreamPlan)> {
+    pub(crate) fn plan(&self, n: usize, k: usize, row_bytes: usize) -> Option<(&Kernel, StreamPlan)> {
         if k < SHORTEST_STREAMED {
             return None;
         }
@@ -312,8 +257,8 @@ impl StreamedGateUp {
 /// copies.
 #[derive(Clone, Debug)]
 pub(crate) struct StreamedDown {
-    /// The kernels by the longest row they hold x for, shortest first.
-    held: Vec<Held>,
+    /// Each kernel with the longest row it holds x for, shortest first.
+    held: Vec<(Kernel, usize)>,
     multiprocessors: u32,
     shared_limit: usize,
 }
@@ -339,13 +284,7 @@ impl StreamedDown {
             .iter()
             .filter(|(kernel_format, _, _)| *kernel_format == format)
             .map(|&(_, name, longest)| (name, longest));
-        let held = held_kernels(
-            registry,
-            device,
-            kernels,
-            ADD_HANDOFF,
-            "down projections are streamed",
-        )?;
+        let held = held_kernels(registry, device, kernels, "down projections are streamed")?;
         Ok((!held.is_empty()).then_some(StreamedDown {
             held,
             multiprocessors,
@@ -353,14 +292,9 @@ impl StreamedDown {
         }))
     }
 
-    /// The shared memory a block may take on this device.
-    pub(crate) fn shared_limit(&self) -> usize {
-        self.shared_limit
-    }
-
     /// The kernel and plan for `n` rows of `k` values in planar rows of
     /// `row_bytes`, or `None` where the register loop runs.
-    pub(crate) fn plan(&self, n: usize, k: usize, row_bytes: usize) -> Option<(&Held, StreamPlan)> {
+    pub(crate) fn plan(&self, n: usize, k: usize, row_bytes: usize) -> Option<(&Kernel, StreamPlan)> {
         if k < SHORTEST_SPLIT {
             return None;
         }
