@@ -118,7 +118,7 @@ const DECLARED: [(&str, &str, &[Argument]); 35] = [
 /// Files holding kernels of several argument lists (most instantiated per
 /// quantized format: `{format}` in their names, see
 /// `quantized::linear::cuda_source`): each kernel's list by its name.
-const DECLARED_PER_KERNEL: [(&str, &[Argument]); 16] = [
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 17] = [
     (
         "attention_combine_q8",
         crate::ops::attention::combine_quantized::ARGUMENTS,
@@ -133,6 +133,10 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 16] = [
     (
         "matvec_silu_{format}_q8",
         crate::ops::quantized::linear::fused::silu::ARGUMENTS,
+    ),
+    (
+        "matvec_silu_{format}_q8_stage",
+        crate::ops::quantized::linear::fused::silu_stage::ARGUMENTS,
     ),
     (
         "quantize_q8",

@@ -428,3 +428,41 @@ fn bytes_per_token_are_the_bytes_the_weights_take() {
     assert_eq!(model.weight_bytes_per_token(), (matrices + vectors + row) as u64);
     std::fs::remove_dir_all(&folder).unwrap();
 }
+
+/// On a GPU a quantized file's decode stages the down projection's input
+/// in gate/up (`QuantizedFused::encode_matvec_silu_staged`): no quantize
+/// kernel in any layer, and every layer's gate/up the staging kernel.
+/// Skips loudly without a GPU.
+#[test]
+fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
+    use kernelscope::profile::ProfileLevel;
+    let Some(device) = kernelscope::testing::Backend::Cuda
+        .device(kernelscope::DeviceOptions::new().profile(ProfileLevel::Dispatch))
+    else {
+        return;
+    };
+    let folder = std::env::temp_dir().join(format!("kscope-gguf-staged-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let gguf = GgufModel::open(&written("tiny-256", GgufFileType::Q4_K_M, &folder)).unwrap();
+    let mut model =
+        Model::load_gguf(&gguf, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap();
+    let layers = preset("tiny-256").unwrap().num_layers;
+    device.profiler().reset();
+    let steps = logits(&mut model).len();
+    let dispatches = device.profiler().dispatches();
+    let count = |pick: &dyn Fn(&str, &str) -> bool| {
+        dispatches
+            .iter()
+            .filter(|dispatch| pick(&dispatch.kernel, &dispatch.scope))
+            .count()
+    };
+    assert_eq!(
+        count(&|kernel, scope| kernel == "quantize_q8" && scope.starts_with("layer.")),
+        0
+    );
+    assert_eq!(
+        count(&|kernel, _| kernel.starts_with("matvec_silu_") && kernel.ends_with("_q8_stage")),
+        layers * steps
+    );
+    std::fs::remove_dir_all(&folder).unwrap();
+}

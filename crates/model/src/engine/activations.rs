@@ -2,9 +2,12 @@
 //! step reads and writes, named by slot, and how the pass's rows reach
 //! the kernels (one position, or a chunk of them).
 
+use std::cell::RefCell;
+
 use kernelscope::Buffer;
 
 use super::experts::ExpertBuffers;
+use super::handoff::HandedOff;
 use crate::error::Result;
 
 /// An activation buffer a step reads or writes (see [`Activations`]).
@@ -66,6 +69,9 @@ pub(super) struct Activations {
     pub positions: (Buffer, usize),
     /// A sparse model's router and expert buffers.
     pub experts: Option<ExpertBuffers>,
+    /// A quantized input a product handed off, waiting for the step that
+    /// reads it (`handoff`); empty at the start of a pass.
+    pub handed_off: RefCell<Option<HandedOff>>,
 }
 
 impl Activations {

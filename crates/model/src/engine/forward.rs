@@ -87,6 +87,7 @@ impl Forward<'_> {
                 .map(|padded| (padded, state.logits.clone())),
             positions: (state.step.clone(), POSITION_SLOT),
             experts: state.experts.clone(),
+            handed_off: Default::default(),
         }
     }
 

@@ -65,7 +65,7 @@ impl Forward<'_> {
     /// Whether weights of `format` have fused kernels here: dense ones of
     /// the model's dtype, quantized ones where the device has them (their
     /// norm weight must then be f32, as GGUF files keep it).
-    fn has_fused_kernels(&self, format: WeightFormat) -> bool {
+    pub(super) fn has_fused_kernels(&self, format: WeightFormat) -> bool {
         match format {
             WeightFormat::Dense(dtype) => dtype == self.weights.dtype,
             WeightFormat::Quantized(quant) => {
@@ -132,7 +132,7 @@ impl Forward<'_> {
         steps: &[Step<'_>],
         activations: &Activations,
     ) -> Result<usize> {
-        let Some((weight, gate, up, _)) = gate_up_steps(steps) else {
+        let Some((weight, gate, up, rest)) = gate_up_steps(steps) else {
             return Ok(0);
         };
         let unbiased = !gate.has_bias() && !up.has_bias();
@@ -155,11 +155,23 @@ impl Forward<'_> {
                 out,
                 eps,
             )?,
-            WeightFormat::Quantized(format) => self
-                .ops
-                .quantized_fused(format)
-                .expect("fuses_as_output checked the kernels")
-                .encode_norm_matvec_silu(encoder, x, weight, &gate.weight, &up.weight, out, eps)?,
+            WeightFormat::Quantized(format) => {
+                let fused = self
+                    .ops
+                    .quantized_fused(format)
+                    .expect("fuses_as_output checked the kernels");
+                let (gate, up) = (&gate.weight, &up.weight);
+                // Its output staged for a quantized down projection after it,
+                // where that product reads it so.
+                if self.staged_down_first(rest) {
+                    let staged = fused.encode_norm_stage(encoder, x, weight, eps, x.len())?;
+                    if let Some(handed) = fused.encode_matvec_silu_staged(encoder, &staged, gate, up, out)? {
+                        self.hand_off(encoder, activations, Slot::Activated, handed);
+                    }
+                } else {
+                    fused.encode_norm_matvec_silu(encoder, x, weight, gate, up, out, eps)?
+                }
+            }
         }
         Ok(4)
     }
@@ -399,7 +411,7 @@ impl Forward<'_> {
         if linear.has_bias() || !self.has_fused_kernels(linear.format()) || !splits_allow {
             return Ok(0);
         }
-        self.encode_matvec_into_residual(encoder, linear, activations.slot(*input)?, activations)?;
+        self.encode_matvec_into_residual(encoder, linear, *input, activations)?;
         Ok(2)
     }
 
@@ -411,10 +423,10 @@ impl Forward<'_> {
         &self,
         encoder: &mut CommandEncoder,
         linear: &Linear,
-        input: &Buffer,
+        input_slot: Slot,
         activations: &Activations,
     ) -> Result<()> {
-        let hidden = &activations.hidden;
+        let (hidden, input) = (&activations.hidden, activations.slot(input_slot)?);
         // `hidden += W · input`, or (`add` false) `hidden = W · input`.
         let product = |encoder: &mut CommandEncoder, add: bool| -> Result<()> {
             match linear.format() {
@@ -430,10 +442,17 @@ impl Forward<'_> {
                 }
                 WeightFormat::Quantized(format) => {
                     if add {
-                        self.ops
+                        let fused = self
+                            .ops
                             .quantized_fused(format)
-                            .expect("has_fused_kernels checked the kernels")
-                            .encode_matvec_add(encoder, &linear.weight, input, hidden)?
+                            .expect("has_fused_kernels checked the kernels");
+                        // x as gate/up staged it, where it did.
+                        match self.take_handed_off(encoder, activations, input_slot) {
+                            Some(staged) => {
+                                fused.encode_matvec_add_staged(encoder, &linear.weight, &staged, hidden)?
+                            }
+                            None => fused.encode_matvec_add(encoder, &linear.weight, input, hidden)?,
+                        }
                     } else {
                         self.ops
                             .quantized_linear(format)?

@@ -47,6 +47,7 @@ mod forward;
 mod forward_parts;
 mod fusion;
 mod generation;
+mod handoff;
 mod layer;
 mod model;
 mod prefill;

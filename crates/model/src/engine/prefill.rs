@@ -214,6 +214,7 @@ impl Forward<'_> {
                 (Some(buffers), Some(experts)) => Some(buffers.rows(experts, rows)?),
                 _ => None,
             },
+            handed_off: Default::default(),
         };
 
         encoder.set_scope("embed");

@@ -30,3 +30,14 @@ pub(crate) mod silu {
 }
 // `matvec_add_<format>_q8` takes the dense residual mat-vec's arguments,
 // name for name (x the quantized input).
+/// The arguments of `matvec_silu_<format>_q8_stage` (kernels.cu): gate/up's,
+/// then where its output is staged.
+// gate/up's positions fill the first arguments (a test checks they are
+// the same), so those of this list go unused.
+#[allow(dead_code)]
+pub(crate) mod silu_stage {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32, K: "k" U32,
+        STAGED: "staged" Write
+    }
+}

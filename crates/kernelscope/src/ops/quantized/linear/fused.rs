@@ -16,9 +16,7 @@ use std::sync::{Arc, Mutex};
 use super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, cuda_grid, quantized_kernel, staged_bytes};
 use super::gemm::scratch_view;
 use super::layout::{BlockLayout, weight_blocks};
-use super::streamed::{
-    StreamedDown, StreamedGateUp, add_arguments as streamed_add, arguments as streamed_silu,
-};
+use super::streamed::{StreamedDown, StreamedGateUp, add_arguments as streamed_add};
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
 use crate::profile::Role;
@@ -27,8 +25,10 @@ use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
 };
 
+mod gate_up;
+
 /// The arguments of `quantize_q8` (stage.cu).
-pub(crate) use super::arguments::{matvecs, norm_quantize, quantize, silu};
+pub(crate) use super::arguments::{matvecs, norm_quantize, quantize, silu, silu_stage};
 use crate::ops::matvec::residual as add;
 
 /// Registers `quantize_q8` and `norm_quantize_q8` on CUDA, and
@@ -77,6 +77,8 @@ pub struct QuantizedFused {
     matvec_add: Kernel,
     matvecs: Kernel,
     matvec_silu: Kernel,
+    /// matvec_silu staging its output for the down projection (`gate_up`).
+    matvec_silu_stage: Kernel,
     /// Q4_K's gate/up streamed through shared memory, where the device has
     /// bulk copies (`streamed.rs`).
     streamed_gate_up: Option<StreamedGateUp>,
@@ -87,6 +89,9 @@ pub struct QuantizedFused {
     /// x quantized, read by the product after it: grown to the longest x
     /// seen and shared by every clone (one stream runs the layers in turn).
     staged: Arc<Mutex<Option<Buffer>>>,
+    /// Gate/up's output staged for the down projection, apart from
+    /// `staged`, which gate/up reads.
+    activation: Arc<Mutex<Option<Buffer>>>,
 }
 
 impl QuantizedFused {
@@ -107,10 +112,12 @@ impl QuantizedFused {
             matvec_add: kernel("matvec_add_{}_q8")?,
             matvecs: kernel("matvecs_{}_q8")?,
             matvec_silu: kernel("matvec_silu_{}_q8")?,
+            matvec_silu_stage: kernel("matvec_silu_{}_q8_stage")?,
             streamed_gate_up: StreamedGateUp::new(registry, device, format)?,
             streamed_down: StreamedDown::new(registry, device, format)?,
             format,
             staged: Arc::default(),
+            activation: Arc::default(),
         })
     }
 
@@ -331,7 +338,7 @@ impl QuantizedFused {
         eps: f32,
     ) -> Result<()> {
         const OP: &str = "quantized norm_matvec_silu";
-        let (n, blocks, k) = weight_blocks(OP, self.format, BlockLayout::Planes, gate)?;
+        let (n, _, k) = weight_blocks(OP, self.format, BlockLayout::Planes, gate)?;
         let (up_rows, _, up_k) = weight_blocks(OP, self.format, BlockLayout::Planes, up)?;
         if (up_rows, up_k) != (n, k) {
             return Err(Error::ShapeMismatch {
@@ -341,51 +348,10 @@ impl QuantizedFused {
             });
         }
         expect(OP, "output", out, DType::F32, &[n])?;
-        let staged = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
-        let bytes_read = (2 * n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64;
-        let kind = OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]);
-        let row_bytes = gate.shape()[1];
-        if let Some((kernel, plan)) = self
-            .streamed_gate_up
-            .as_ref()
-            .and_then(|streamed| streamed.plan(n, k, row_bytes))
-        {
-            return encoder.dispatch(
-                Arguments::new(streamed_silu::ARGUMENTS)
-                    .buffer(streamed_silu::X, &staged)
-                    .buffer(streamed_silu::GATE, gate)
-                    .buffer(streamed_silu::UP, up)
-                    .buffer(streamed_silu::OUT, out)
-                    .scalar(streamed_silu::N, n as u32)
-                    .scalar(streamed_silu::K, k as u32)
-                    .scalar(streamed_silu::STAGES, plan.stages)
-                    .dispatch(kernel)?
-                    .grid(plan.grid)
-                    .cost(
-                        bytes_read,
-                        bytes_of(n, DType::F32),
-                        4 * (n * k) as u64 + 6 * n as u64,
-                    )
-                    .op_kind(kind),
-            );
-        }
-        encoder.dispatch(
-            Arguments::new(silu::ARGUMENTS)
-                .buffer(silu::X, &staged)
-                .buffer(silu::GATE, gate)
-                .buffer(silu::UP, up)
-                .buffer(silu::OUT, out)
-                .scalar(silu::N, n as u32)
-                .scalar(silu::K, k as u32)
-                .dispatch(&self.matvec_silu)?
-                .grid(product_grid(n, 1, gate_up_blocks(self.format)))
-                .cost(
-                    bytes_read,
-                    bytes_of(n, DType::F32),
-                    4 * (n * k) as u64 + 6 * n as u64,
-                )
-                .op_kind(kind),
-        )
+        let buffer = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
+        let staged = StagedInput { buffer, length: k };
+        self.encode_gate_up(encoder, &staged, gate, up, out, false)
+            .map(drop)
     }
 }
 

@@ -30,6 +30,13 @@ extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
     wait_for_previous_kernel();
     quantized_matvec_silu<{Format}>(x, gate, up, out, n, k);
 }
+// The same, its output also staged for the down projection.
+extern "C" __global__ void __launch_bounds__(CHUNK_WARPS * 32)
+    matvec_silu_{format}_q8_stage(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
+                                  u8* staged) {
+    wait_for_previous_kernel();
+    quantized_matvec_silu_staged<{Format}>(x, gate, up, out, staged, n, k);
+}
 extern "C" __global__ void dequantize_{format}_bf16(const u8* weight, bf16* out, u32 n, u32 k) {
     wait_for_previous_kernel();
     quantized_dequantize_bf16<{Format}>(weight, out, n, k);

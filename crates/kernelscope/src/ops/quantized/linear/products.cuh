@@ -218,6 +218,73 @@ __device__ void quantized_matvec_silu(const u8* x, const u8* gate, const u8* up,
         [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
 }
 
+// quantized_matvec_silu whose output is also quantized where it is made,
+// for the down projection (the `Staged` layout at `staged`, what
+// quantize_q8 would write of `out`, bit for bit): each block owns 32
+// consecutive rows at a time, one 8-bit block of the output, its
+// CHUNK_WARPS warps taking rows w, w + CHUNK_WARPS, ... of them; the
+// outputs meet in shared memory and warp 0 quantizes them. n is a multiple
+// of 32. Twelve warps a chunk keep about as many warps streaming as the
+// grid-stride kernel's 396 blocks of eight (llama-3.2-1b's 8,192 rows: 256
+// blocks of twelve).
+#define CHUNK_WARPS 12
+template <typename Format>
+__device__ void quantized_matvec_silu_staged(const u8* x, const u8* gate, const u8* up, float* out, u8* staged,
+                                             u32 n, u32 k) {
+    using F = typename GateUpUnits<Format>::type;
+    __shared__ __align__(16) float chunk[32];
+    const u32 blocks = k / F::BLOCK, units = blocks * F::UNITS, lane = threadIdx.x & 31;
+    const u32 warp = quant_uniform_warp();
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const Staged xs = staged_at(x, k);
+    float* scales = (float*)(staged + n);
+    for (u32 first = blockIdx.x * 32; first < n; first += gridDim.x * 32) {
+        for (u32 row = first + warp; row < first + 32; row += CHUNK_WARPS) {
+            const u8* rows[2] = {gate + row * row_bytes, up + row * row_bytes};
+            float sums[2] = {0.0f, 0.0f};
+            for (u32 base = 0; base < units; base += 32 * F::UNROLL) {
+                typename F::Unit loaded[2][F::UNROLL];
+                #pragma unroll
+                for (u32 u = 0; u < F::UNROLL; ++u) {
+                    const u32 unit = base + u * 32 + lane;
+                    if (unit < units) {
+                        loaded[0][u] = F::load(rows[0], blocks, unit);
+                        loaded[1][u] = F::load(rows[1], blocks, unit);
+                    }
+                }
+                #pragma unroll
+                for (u32 u = 0; u < F::UNROLL; ++u) {
+                    const u32 unit = base + u * 32 + lane;
+                    if (unit < units) {
+                        sums[0] += F::dot(loaded[0][u], unit, xs);
+                        sums[1] += F::dot(loaded[1][u], unit, xs);
+                    }
+                }
+            }
+            const float g = warp_sum(sums[0]), u = warp_sum(sums[1]);
+            if (lane == 0) {
+                // The same expression as the SiLU·mul op, so fused and unfused agree.
+                const float h = g / (1.0f + expf(-g)) * u;
+                out[row] = h;
+                chunk[row - first] = h;
+            }
+        }
+        __syncthreads();
+        if (warp == 0) {
+            const float4 v = lane < 8 ? *(const float4*)(chunk + 4 * lane) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            float scale, sum;
+            const u32 packed = quantize_four(v, &scale, &sum);
+            if (lane < 8) *(u32*)(staged + first + 4 * lane) = packed;
+            if (lane == 0) {
+                scales[first / 32] = scale;
+                scales[n / 32 + first / 32] = sum;
+            }
+        }
+        // Warp 0 has read the chunk before the next one's rows overwrite it.
+        __syncthreads();
+    }
+}
+
 // out[n, k] = W dequantized to bf16 (rounded to nearest even): the weight
 // of a prefill chunk's tensor-core GEMM, written to scratch and read once.
 // A thread a unit (its blocks' fields read once), a warp 32 consecutive

@@ -1,0 +1,76 @@
+//! A product's output quantized where it is produced, for the product after
+//! it: a quantized gate/up whose next step is a quantized down projection
+//! stages its output for it in the same kernel (each block quantizes the
+//! rows it computed: `QuantizedFused::encode_matvec_silu_staged`), so the
+//! kernel that quantized it apart goes. The staged input waits in
+//! [`Activations::handed_off`] for the step that reads it, which takes it
+//! only if no dispatch came between (anything else stages x itself).
+
+use kernelscope::CommandEncoder;
+use kernelscope::ops::WeightFormat;
+use kernelscope::ops::quantized::linear::fused::StagedInput;
+
+use super::forward_parts::Forward;
+use super::layer::{Activations, Slot, Step};
+use crate::linear::Parallel;
+
+/// A quantized input a product staged, for the step after it.
+pub(crate) struct HandedOff {
+    /// The activation slot whose values it holds.
+    slot: Slot,
+    staged: StagedInput,
+    /// The encoder's position after the product: only a reader dispatched
+    /// right there may take it.
+    position: usize,
+}
+
+impl Forward<'_> {
+    /// Leaves `staged` (`slot`'s values, quantized by the dispatch just
+    /// encoded) for the step after it.
+    pub(super) fn hand_off(
+        &self,
+        encoder: &CommandEncoder,
+        activations: &Activations,
+        slot: Slot,
+        staged: StagedInput,
+    ) {
+        *activations.handed_off.borrow_mut() = Some(HandedOff {
+            slot,
+            staged,
+            position: encoder.position(),
+        });
+    }
+
+    /// `slot`'s values as the dispatch just before staged them, if it did
+    /// (taken: a later step stages its own).
+    pub(super) fn take_handed_off(
+        &self,
+        encoder: &CommandEncoder,
+        activations: &Activations,
+        slot: Slot,
+    ) -> Option<StagedInput> {
+        let handed = activations.handed_off.borrow_mut().take()?;
+        (handed.position == encoder.position() && handed.slot == slot).then_some(handed.staged)
+    }
+
+    /// Whether `steps` begin with a quantized down projection adding into
+    /// the residual stream that reads a staged x (whole, unbiased, with
+    /// fused kernels): what gate/up before it stages its output for.
+    pub(super) fn staged_down_first(&self, steps: &[Step<'_>]) -> bool {
+        let [
+            Step::Linear {
+                linear,
+                input: Slot::Activated,
+                output: Slot::Projected,
+            },
+            Step::AddResidual,
+            ..,
+        ] = steps
+        else {
+            return false;
+        };
+        let quantized = matches!(linear.format(), WeightFormat::Quantized(_));
+        let whole = linear.parallel == Parallel::Whole && !linear.has_bias();
+        quantized && whole && self.has_fused_kernels(linear.format())
+    }
+}
