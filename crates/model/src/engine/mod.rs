@@ -5,7 +5,8 @@
 //! split by job: `layer` is the model math, written once over a pass's rows
 //! as a list of steps (decode is one position, a prefill chunk many), and
 //! the encoder of any such list; `fusion` recognises the step patterns a
-//! fused kernel does in one dispatch; `forward` and `prefill` run the
+//! fused kernel does in one dispatch, `handoff` carries an input one product
+//! staged to the next (gate/up's output for down); `forward` and `prefill` run the
 //! layers over one position's and one chunk's activations; `execution` is
 //! how that work reaches the device (eager or graph replay, pipelined
 //! decode, the profiler's token windows), `generation` the loop from a
