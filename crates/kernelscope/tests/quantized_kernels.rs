@@ -28,7 +28,8 @@ use kernelscope::{Buffer, DType, Device, DeviceOptions, OpKind};
 
 mod common;
 use common::quantized::{
-    EPS, Matrix, assert_matches, exact_products, normed, poisoned, random, random_matrix, read, staged,
+    EPS, Matrix, assert_gate_up_matches, assert_matches, exact_products, normed, poisoned, random,
+    random_matrix, read, staged,
 };
 
 fn cuda() -> Option<Device> {
@@ -264,21 +265,7 @@ fn cuda_fused_quantized_kernels_match_the_steps_they_replace() {
                 )
                 .unwrap();
             encoder.commit_and_wait().unwrap();
-            let gates = exact_products(gate, &h);
-            let ups = exact_products(up, &h);
-            let actual = read(&out);
-            for i in 0..37 {
-                let (g, u) = (gates[i].0, ups[i].0);
-                let expected = g / (1.0 + (-g).exp()) * u;
-                // Errors in g and u (3e-3 of their magnitudes) carried
-                // through silu(g)·u, whose slope in g is at most 1.1·|u|.
-                let bound = 3e-3 * (1.1 * gates[i].1 * u.abs() + ups[i].1 * g.abs().max(1.0)) + 1e-6;
-                assert!(
-                    (actual[i] as f64 - expected).abs() <= bound,
-                    "norm_matvec_silu {what} [{i}]: {} against {expected} (bound {bound:e})",
-                    actual[i]
-                );
-            }
+            assert_gate_up_matches(gate, up, &h, &read(&out), &format!("norm_matvec_silu {what}"));
 
             // Mat-vec + residual add.
             let residual = random(seed + 6, 37, 4.0);

@@ -16,7 +16,7 @@ use kernelscope::testing::Backend;
 use kernelscope::{Device, DeviceOptions};
 
 mod common;
-use common::quantized::{EPS, exact_products, normed, random, random_matrix, read, staged};
+use common::quantized::{EPS, assert_gate_up_matches, normed, random, random_matrix, read, staged};
 
 fn cuda() -> Option<Device> {
     Backend::Cuda.device(DeviceOptions::new().profile(ProfileLevel::Dispatch))
@@ -88,17 +88,7 @@ fn cuda_gate_up_stages_the_bytes_quantize_writes() {
             let dispatches = device.profiler().dispatches();
             assert_eq!(&*dispatches[1].kernel, kernel, "{what}");
             let h = staged(&normed(&x, &norm_weight));
-            let (gates, ups, actual) = (exact_products(&gate, &h), exact_products(&up, &h), read(&out));
-            for i in 0..rows {
-                let (g, u) = (gates[i].0, ups[i].0);
-                let expected = g / (1.0 + (-g).exp()) * u;
-                let bound = 3e-3 * (1.1 * gates[i].1 * u.abs() + ups[i].1 * g.abs().max(1.0)) + 1e-6;
-                assert!(
-                    (actual[i] as f64 - expected).abs() <= bound,
-                    "{what} [{i}]: {} against {expected} (bound {bound:e})",
-                    actual[i]
-                );
-            }
+            assert_gate_up_matches(&gate, &up, &h, &read(&out), &what);
             let (Some(handed), Some(separate)) = (handed, separate) else {
                 continue;
             };

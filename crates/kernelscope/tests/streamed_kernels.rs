@@ -15,7 +15,8 @@ use kernelscope::{Device, DeviceOptions};
 
 mod common;
 use common::quantized::{
-    EPS, assert_matches, exact_products, normed, poisoned, random, random_matrix, read, staged,
+    EPS, assert_gate_up_matches, assert_matches, exact_products, normed, poisoned, random, random_matrix,
+    read, staged,
 };
 
 /// A CUDA device with bulk copies, dispatches recorded; `None` (said
@@ -145,16 +146,12 @@ fn cuda_streamed_gate_up_matches_the_exact_products() {
         encoder.commit_and_wait().unwrap();
         let dispatches = device.profiler().dispatches();
         assert_eq!(&*dispatches[1].kernel, kernel, "k {k}");
-        let (gates, ups, actual) = (exact_products(&gate, &h), exact_products(&up, &h), read(&out));
-        for i in 0..rows {
-            let (g, u) = (gates[i].0, ups[i].0);
-            let expected = g / (1.0 + (-g).exp()) * u;
-            let bound = 3e-3 * (1.1 * gates[i].1 * u.abs() + ups[i].1 * g.abs().max(1.0)) + 1e-6;
-            assert!(
-                (actual[i] as f64 - expected).abs() <= bound,
-                "{kernel} k {k} [{i}] of {rows}: {} against {expected} (bound {bound:e})",
-                actual[i]
-            );
-        }
+        assert_gate_up_matches(
+            &gate,
+            &up,
+            &h,
+            &read(&out),
+            &format!("{kernel} k {k} rows {rows}"),
+        );
     }
 }

@@ -138,3 +138,20 @@ pub fn normed(x: &[f32], norm_weight: &[f32]) -> Vec<f32> {
     let scale = (1.0 / (squares / x.len() as f64 + EPS as f64).sqrt()) as f32;
     x.iter().zip(norm_weight).map(|(v, w)| v * scale * w).collect()
 }
+
+/// `actual[i]` against `silu(gate[i] · h) * (up[i] · h)` of the exact
+/// products, for every row: errors in g and u (3e-3 of their magnitudes)
+/// carried through silu(g)·u, whose slope in g is at most 1.1·|u|.
+pub fn assert_gate_up_matches(gate: &Matrix, up: &Matrix, h: &[f32], actual: &[f32], what: &str) {
+    let (gates, ups) = (exact_products(gate, h), exact_products(up, h));
+    assert_eq!(actual.len(), gates.len(), "{what}: length");
+    for (i, ((g, g_size), (u, u_size))) in gates.into_iter().zip(ups).enumerate() {
+        let expected = g / (1.0 + (-g).exp()) * u;
+        let bound = 3e-3 * (1.1 * g_size * u.abs() + u_size * g.abs().max(1.0)) + 1e-6;
+        assert!(
+            (actual[i] as f64 - expected).abs() <= bound,
+            "{what} [{i}]: {} against {expected} (bound {bound:e})",
+            actual[i]
+        );
+    }
+}
