@@ -5,9 +5,9 @@
 use std::cell::RefCell;
 
 use kernelscope::Buffer;
+use kernelscope::ops::quantized::linear::fused::StagedInput;
 
 use super::experts::ExpertBuffers;
-use super::handoff::HandedOff;
 use crate::error::Result;
 
 /// An activation buffer a step reads or writes (see [`Activations`]).
@@ -114,4 +114,14 @@ impl Activations {
             _ => None,
         }
     }
+}
+
+/// A quantized input a product staged, for the step after it (`handoff`).
+pub(super) struct HandedOff {
+    /// The activation slot whose values it holds.
+    pub slot: Slot,
+    pub staged: StagedInput,
+    /// The encoder's position after the product: only a reader dispatched
+    /// right there may take it.
+    pub position: usize,
 }

@@ -10,19 +10,10 @@ use kernelscope::CommandEncoder;
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::quantized::linear::fused::StagedInput;
 
+use super::activations::HandedOff;
 use super::forward_parts::Forward;
 use super::layer::{Activations, Slot, Step};
 use crate::linear::Parallel;
-
-/// A quantized input a product staged, for the step after it.
-pub(crate) struct HandedOff {
-    /// The activation slot whose values it holds.
-    slot: Slot,
-    staged: StagedInput,
-    /// The encoder's position after the product: only a reader dispatched
-    /// right there may take it.
-    position: usize,
-}
 
 impl Forward<'_> {
     /// Leaves `staged` (`slot`'s values, quantized by the dispatch just
