@@ -8,8 +8,10 @@
 //! quantized once to 8-bit blocks in scratch (`norm_quantize_q8`,
 //! `quantize_q8`: stage.cu), then the product every block of which reads
 //! that (`matvecs_<format>_q8`, `matvec_silu_<format>_q8`,
-//! `matvec_add_<format>_q8`). The references they are tested against are
-//! the compositions of the RMSNorm, quantized mat-vec, SiLU·mul and add ops.
+//! `matvec_add_<format>_q8`). Gate/up may also stage its own output for
+//! the down projection, which then needs no quantize kernel (`gate_up`).
+//! The references they are tested against are the compositions of the
+//! RMSNorm, quantized mat-vec, SiLU·mul and add ops.
 
 use std::sync::{Arc, Mutex};
 
