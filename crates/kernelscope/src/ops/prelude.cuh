@@ -53,6 +53,11 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 #endif
 }
 
+// silu(g) = g · sigmoid(g), as the SiLU·mul op computes it: every kernel
+// that fuses SiLU·mul writes `silu(g) * u`, so fused and unfused agree bit
+// for bit.
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;

@@ -15,8 +15,7 @@ __device__ void norm_matvec_silu(const float* x, const W* norm_weight, const W* 
             rows[0] = gate + (size_t)row * k;
             rows[1] = up + (size_t)row * k;
         },
-        // The same expression as the SiLU·mul op, so fused and unfused agree.
-        [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+        [&](u32 row, const float* sums) { out[row] = silu(sums[0]) * sums[1]; });
 }
 
 extern "C" __global__ void __launch_bounds__(MATVEC_THREADS)

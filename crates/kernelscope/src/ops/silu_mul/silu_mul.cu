@@ -5,7 +5,7 @@ __device__ void silu_mul(const float* gate, const float* up, O* out, u32 n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float g = gate[i];
-    from_f32(g / (1.0f + expf(-g)) * up[i], out + i);
+    from_f32(silu(g) * up[i], out + i);
 }
 
 extern "C" __global__ void silu_mul_f32(const float* gate, const float* up, float* out, u32 n) {

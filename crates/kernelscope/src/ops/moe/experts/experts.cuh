@@ -34,6 +34,5 @@ __device__ void expert_gate_up(const float* staged, const u32* ids, const W* gat
             pointers[0] = gate_rows + (size_t)i * hidden;
             pointers[1] = up_rows + (size_t)i * hidden;
         },
-        // The same expression as the SiLU·mul op, so every path agrees.
-        [&](u32 i, const float* sums) { output[i] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+        [&](u32 i, const float* sums) { output[i] = silu(sums[0]) * sums[1]; });
 }

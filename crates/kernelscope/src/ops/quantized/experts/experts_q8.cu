@@ -44,8 +44,7 @@ __device__ void moe_quantized_gate_up(const u8* x, const u32* ids, const u8* gat
     prefetch_first_rows<2, 1>(expert_rows, row_bytes, pointers);
     quantized_rows<F, 2, 1>(
         expert_rows, blocks, staged_row(x, rows * hidden, hidden, row), pointers,
-        // The same expression as the SiLU·mul op, so every path agrees.
-        [&](u32 i, const float* sums) { output[i] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+        [&](u32 i, const float* sums) { output[i] = silu(sums[0]) * sums[1]; });
 }
 
 // hidden[row, r] += Σ_j weights[row, j] · (down[e_j, r] · activated[row, j]):

@@ -147,8 +147,7 @@ __device__ __forceinline__ void feed_forward(float* x, const float* norm_weight,
     const Staged staged = stage_normed(x, norm_weight, k, eps, storage);
     stamp.mark(stamp_slots, 1);
     quantized_rows<G, 2, 1>(n, gate_blocks, staged, gate_rows, [&](u32 row, const float* sums) {
-        // The same expression as the SiLU·mul op, so fused and unfused agree.
-        h[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1];
+        h[row] = silu(sums[0]) * sums[1];
     });
     if constexpr (HELD == 0) prefetch_first_rows<1, 1>(k, down_row_bytes, down_rows);
     stamp.mark(stamp_slots, 2);

@@ -214,8 +214,7 @@ __device__ void quantized_matvec_silu(const u8* x, const u8* gate, const u8* up,
     prefetch_first_rows<2, 1>(n, row_bytes, pointers);
     quantized_rows<F, 2, 1>(
         n, blocks, staged_at(x, k), pointers,
-        // The same expression as the SiLU·mul op, so fused and unfused agree.
-        [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+        [&](u32 row, const float* sums) { out[row] = silu(sums[0]) * sums[1]; });
 }
 
 // quantized_matvec_silu whose output is also quantized where it is made,
@@ -263,8 +262,7 @@ __device__ void quantized_matvec_silu_staged(const u8* x, const u8* gate, const 
             }
             const float g = warp_sum(sums[0]), u = warp_sum(sums[1]);
             if (lane == 0) {
-                // The same expression as the SiLU·mul op, so fused and unfused agree.
-                const float h = g / (1.0f + expf(-g)) * u;
+                const float h = silu(g) * u;
                 out[row] = h;
                 chunk[row - first] = h;
             }

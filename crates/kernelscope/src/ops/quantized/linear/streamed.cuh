@@ -224,7 +224,7 @@ __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, 
             rows[1] = up + (size_t)row * row_bytes;
         },
         Q4KPairsHeldX<UNITS_PER_LANE, 2>{blocks, staged_at(x, k)},
-        [&](u32 row, const float* sums) { out[row] = sums[0] / (1.0f + expf(-sums[0])) * sums[1]; });
+        [&](u32 row, const float* sums) { out[row] = silu(sums[0]) * sums[1]; });
 }
 
 // ---- rows too long for one warp to hold x: a row split over SPLIT warps ----
