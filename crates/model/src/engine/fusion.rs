@@ -22,6 +22,7 @@ use kernelscope::ops::WeightFormat;
 use kernelscope::{Buffer, CommandEncoder, DType};
 
 use super::forward_parts::Forward;
+use super::handoff::down_step;
 use super::layer::{Activations, Slot, Step};
 use crate::error::Result;
 use crate::linear::{Linear, Parallel};
@@ -87,16 +88,7 @@ impl Forward<'_> {
         let Some((weight, gate, up, rest)) = gate_up_steps(steps) else {
             return Ok(0);
         };
-        let [
-            Step::Linear {
-                linear: down,
-                input: Slot::Activated,
-                output: Slot::Projected,
-            },
-            Step::AddResidual,
-            ..,
-        ] = rest
-        else {
+        let Some(down) = down_step(rest) else {
             return Ok(0);
         };
         let (WeightFormat::Quantized(gate_format), WeightFormat::Quantized(down_format)) =

@@ -13,7 +13,7 @@ use kernelscope::ops::quantized::linear::fused::StagedInput;
 use super::activations::HandedOff;
 use super::forward_parts::Forward;
 use super::layer::{Activations, Slot, Step};
-use crate::linear::Parallel;
+use crate::linear::{Linear, Parallel};
 
 impl Forward<'_> {
     /// Leaves `staged` (`slot`'s values, quantized by the dispatch just
@@ -48,7 +48,20 @@ impl Forward<'_> {
     /// the residual stream that reads a staged x (whole, unbiased, with
     /// fused kernels): what gate/up before it stages its output for.
     pub(super) fn staged_down_first(&self, steps: &[Step<'_>]) -> bool {
-        let [
+        let Some(linear) = down_step(steps) else {
+            return false;
+        };
+        let quantized = matches!(linear.format(), WeightFormat::Quantized(_));
+        let whole = linear.parallel == Parallel::Whole && !linear.has_bias();
+        quantized && whole && self.has_fused_kernels(linear.format())
+    }
+}
+
+/// The down projection of steps that begin with it (SiLU·mul's output into
+/// the residual stream) and the residual add.
+pub(super) fn down_step<'w>(steps: &[Step<'w>]) -> Option<&'w Linear> {
+    match steps {
+        [
             Step::Linear {
                 linear,
                 input: Slot::Activated,
@@ -56,12 +69,7 @@ impl Forward<'_> {
             },
             Step::AddResidual,
             ..,
-        ] = steps
-        else {
-            return false;
-        };
-        let quantized = matches!(linear.format(), WeightFormat::Quantized(_));
-        let whole = linear.parallel == Parallel::Whole && !linear.has_bias();
-        quantized && whole && self.has_fused_kernels(linear.format())
+        ] => Some(linear),
+        _ => None,
     }
 }

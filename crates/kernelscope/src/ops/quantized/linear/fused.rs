@@ -340,16 +340,7 @@ impl QuantizedFused {
         eps: f32,
     ) -> Result<()> {
         const OP: &str = "quantized norm_matvec_silu";
-        let (n, _, k) = weight_blocks(OP, self.format, BlockLayout::Planes, gate)?;
-        let (up_rows, _, up_k) = weight_blocks(OP, self.format, BlockLayout::Planes, up)?;
-        if (up_rows, up_k) != (n, k) {
-            return Err(Error::ShapeMismatch {
-                context: format!("{OP}: the up projection's shape differs from the gate's"),
-                expected: vec![n, k],
-                found: vec![up_rows, up_k],
-            });
-        }
-        expect(OP, "output", out, DType::F32, &[n])?;
+        let (_, _, k) = self.gate_up_shape(OP, gate, up, out)?;
         let buffer = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
         let staged = StagedInput { buffer, length: k };
         self.encode_gate_up(encoder, &staged, gate, up, out, false)

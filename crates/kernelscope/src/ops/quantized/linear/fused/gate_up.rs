@@ -7,7 +7,7 @@ use super::super::cuda::staged_bytes;
 use super::super::gemm::scratch_view;
 use super::super::layout::{BlockLayout, weight_blocks};
 use super::super::streamed::arguments as streamed_silu;
-use super::{QuantizedFused, StagedInput, gate_up_blocks, product_grid, silu, silu_stage};
+use super::{MATVEC_ADD, QuantizedFused, StagedInput, gate_up_blocks, product_grid, silu, silu_stage};
 use crate::Buffer;
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
@@ -41,8 +41,30 @@ impl QuantizedFused {
     /// format's scratch: what the down projection reads.
     pub fn encode_quantize(&self, encoder: &mut CommandEncoder, x: &Buffer) -> Result<StagedInput> {
         let length = x.len();
-        let buffer = self.encode_stage(encoder, "quantized matvec_add", x, None, length)?;
+        let buffer = self.encode_stage(encoder, MATVEC_ADD, x, None, length)?;
         Ok(StagedInput { buffer, length })
+    }
+
+    /// Gate/up's rows, blocks a row and row length (`weight_blocks`), once
+    /// up and the output are checked against it.
+    pub(super) fn gate_up_shape(
+        &self,
+        op: &str,
+        gate: &Buffer,
+        up: &Buffer,
+        out: &Buffer,
+    ) -> Result<(usize, usize, usize)> {
+        let (n, blocks, k) = weight_blocks(op, self.format, BlockLayout::Planes, gate)?;
+        let (up_rows, _, up_k) = weight_blocks(op, self.format, BlockLayout::Planes, up)?;
+        if (up_rows, up_k) != (n, k) {
+            return Err(Error::ShapeMismatch {
+                context: format!("{op}: the up projection's shape differs from the gate's"),
+                expected: vec![n, k],
+                found: vec![up_rows, up_k],
+            });
+        }
+        expect(op, "output", out, DType::F32, &[n])?;
+        Ok((n, blocks, k))
     }
 
     /// Gate/up and SiLU·mul over `staged`, staging `out` as well where
@@ -57,16 +79,14 @@ impl QuantizedFused {
         stage_output: bool,
     ) -> Result<Option<StagedInput>> {
         const OP: &str = "quantized matvec_silu";
-        let (n, blocks, k) = weight_blocks(OP, self.format, BlockLayout::Planes, gate)?;
-        let (up_rows, _, up_k) = weight_blocks(OP, self.format, BlockLayout::Planes, up)?;
-        if (up_rows, up_k, staged.length) != (n, k, k) {
+        let (n, blocks, k) = self.gate_up_shape(OP, gate, up, out)?;
+        if staged.length != k {
             return Err(Error::ShapeMismatch {
-                context: format!("{OP}: the up projection's shape or x's length differs from the gate's"),
-                expected: vec![n, k, k],
-                found: vec![up_rows, up_k, staged.length],
+                context: format!("{OP}: x's length differs from the gate's rows"),
+                expected: vec![k],
+                found: vec![staged.length],
             });
         }
-        expect(OP, "output", out, DType::F32, &[n])?;
         let bytes_read = (2 * n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64;
         let flops = 4 * (n * k) as u64 + 6 * n as u64;
         let kind = OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]);
