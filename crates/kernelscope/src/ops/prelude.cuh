@@ -58,6 +58,21 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 // for bit.
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 
+// RoPE's cosine and sine at `position` for one pair's inverse frequency,
+// both scaled by `scaling`, and the pair (x0, x1) rotated by them: every
+// kernel that rotates a pair calls these, so fused and unfused agree bit
+// for bit.
+__device__ __forceinline__ void rope_cos_sin(u32 position, float inverse_frequency, float scaling, float* c,
+                                             float* s) {
+    const float angle = (float)position * inverse_frequency;
+    sincosf(angle, s, c);
+    *s *= scaling;
+    *c *= scaling;
+}
+__device__ __forceinline__ float2 rope_rotate(float x0, float x1, float c, float s) {
+    return make_float2(x0 * c - x1 * s, x1 * c + x0 * s);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;

@@ -202,11 +202,8 @@ __device__ __forceinline__ void rope_angles(u32 position, u32 first_dim, const F
                                             float (&cosines)[PER_LOAD], float (&sines)[PER_LOAD]) {
 #pragma unroll
     for (u32 e = 0; e < PER_LOAD; ++e) {
-        const float angle = (float)position * fresh.inverse_frequencies[(first_dim + e) % (PADDED_DIM / 2)];
-        float s, c;
-        sincosf(angle, &s, &c);
-        sines[e] = s * fresh.attention_scaling;
-        cosines[e] = c * fresh.attention_scaling;
+        rope_cos_sin(position, fresh.inverse_frequencies[(first_dim + e) % (PADDED_DIM / 2)],
+                     fresh.attention_scaling, &cosines[e], &sines[e]);
     }
 }
 

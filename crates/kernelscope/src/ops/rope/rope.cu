@@ -11,14 +11,11 @@ extern "C" __global__ void rope_f32(float* x, const float* inverse_frequencies, 
     u32 i = item % half;
     size_t head = item / half;  // over all rows: row * heads + head within the row
     u32 row = head / heads;
-    float angle = (float)positions[first + row] * inverse_frequencies[i];
-    float s, c;
-    sincosf(angle, &s, &c);
     // transformers scales cos and sin (YaRN's attention factor; 1 otherwise).
-    s *= attention_scaling;
-    c *= attention_scaling;
+    float c, s;
+    rope_cos_sin(positions[first + row], inverse_frequencies[i], attention_scaling, &c, &s);
     float* h = x + head * head_dim;
-    float x0 = h[i], x1 = h[i + half];
-    h[i] = x0 * c - x1 * s;
-    h[i + half] = x1 * c + x0 * s;
+    const float2 rotated = rope_rotate(h[i], h[i + half], c, s);
+    h[i] = rotated.x;
+    h[i + half] = rotated.y;
 }

@@ -37,19 +37,16 @@ __device__ void rope_append_normed(float* query, const float* key, const float* 
         for (u32 i = lane; i < head_dim; i += 32) staged[i] = staged[i] * scale * to_f32(weight[i]);
         __syncwarp();
         for (u32 i = lane; i < half; i += 32) {
-            const float angle = (float)position * inverse_frequencies[i];
-            float s, c;
-            sincosf(angle, &s, &c);
-            s *= attention_scaling;
-            c *= attention_scaling;
-            const float x0 = staged[i], x1 = staged[i + half];
+            float c, s;
+            rope_cos_sin(position, inverse_frequencies[i], attention_scaling, &c, &s);
+            const float2 rotated = rope_rotate(staged[i], staged[i + half], c, s);
             if (is_query) {
-                query[at + i] = x0 * c - x1 * s;
-                query[at + i + half] = x1 * c + x0 * s;
+                query[at + i] = rotated.x;
+                query[at + i + half] = rotated.y;
             } else if (stored) {
                 C* row = key_cache + (size_t)position * kv_dim + at;
-                from_f32(x0 * c - x1 * s, &row[i]);
-                from_f32(x1 * c + x0 * s, &row[i + half]);
+                from_f32(rotated.x, &row[i]);
+                from_f32(rotated.y, &row[i + half]);
             }
         }
     }

@@ -2,9 +2,10 @@
 // query heads are rotated in place, the key heads rotated on their way into
 // the key cache and the values copied into the value cache, at the position
 // positions[first]. One thread per rotated pair, then one per value element;
-// the arithmetic is the RoPE and KV-append ops' own, so fused and unfused
-// agree bit for bit. A position beyond the cache stores nothing (the host
-// checks positions before they get here).
+// the arithmetic is the RoPE and KV-append ops' own (the prelude's
+// rope_cos_sin and rope_rotate), so fused and unfused agree bit for bit. A
+// position beyond the cache stores nothing (the host checks positions
+// before they get here).
 template <typename C>
 __device__ void rope_append(float* query, const float* key, const float* value, C* key_cache, C* value_cache,
                             const float* inverse_frequencies, const u32* positions, u32 first, u32 max_positions,
@@ -16,22 +17,19 @@ __device__ void rope_append(float* query, const float* key, const float* value, 
     const size_t rotations = (size_t)(query_heads + kv_heads) * half;
     if (item < rotations) {
         const u32 i = item % half, head = item / half;
-        const float angle = (float)position * inverse_frequencies[i];
-        float s, c;
-        sincosf(angle, &s, &c);
-        s *= attention_scaling;
-        c *= attention_scaling;
+        float c, s;
+        rope_cos_sin(position, inverse_frequencies[i], attention_scaling, &c, &s);
         if (head < query_heads) {
             float* h = query + (size_t)head * head_dim;
-            const float x0 = h[i], x1 = h[i + half];
-            h[i] = x0 * c - x1 * s;
-            h[i + half] = x1 * c + x0 * s;
+            const float2 rotated = rope_rotate(h[i], h[i + half], c, s);
+            h[i] = rotated.x;
+            h[i + half] = rotated.y;
         } else if (stored) {
             const u32 at = (head - query_heads) * head_dim;
-            const float x0 = key[at + i], x1 = key[at + i + half];
+            const float2 rotated = rope_rotate(key[at + i], key[at + i + half], c, s);
             C* row = key_cache + (size_t)position * kv_dim + at;
-            from_f32(x0 * c - x1 * s, &row[i]);
-            from_f32(x1 * c + x0 * s, &row[i + half]);
+            from_f32(rotated.x, &row[i]);
+            from_f32(rotated.y, &row[i + half]);
         }
     } else if (item < rotations + kv_dim && stored) {
         const u32 i = item - rotations;
