@@ -118,7 +118,7 @@ const DECLARED: [(&str, &str, &[Argument]); 35] = [
 /// Files holding kernels of several argument lists (most instantiated per
 /// quantized format: `{format}` in their names, see
 /// `quantized::linear::cuda_source`): each kernel's list by its name.
-const DECLARED_PER_KERNEL: [(&str, &[Argument]); 17] = [
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 18] = [
     (
         "attention_combine_q8",
         crate::ops::attention::combine_quantized::ARGUMENTS,
@@ -129,6 +129,10 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 17] = [
     (
         "matvecs_{format}_q8",
         crate::ops::quantized::linear::fused::matvecs::ARGUMENTS,
+    ),
+    (
+        "matvecs_rope_{format}_q8_bf16",
+        crate::ops::quantized::linear::fused::matvecs_rope::ARGUMENTS,
     ),
     (
         "matvec_silu_{format}_q8",

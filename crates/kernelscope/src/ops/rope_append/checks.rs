@@ -32,6 +32,36 @@ pub(crate) fn check(
     first: usize,
     heads: Heads,
 ) -> Result<Checked> {
+    let checked = check_stores(
+        op,
+        query,
+        [key_cache, value_cache],
+        cache_dtype,
+        frequencies,
+        positions,
+        first,
+        heads,
+    )?;
+    let head_dim = heads.dim;
+    expect(op, "key", key, DType::F32, &[heads.key_value, head_dim])?;
+    expect(op, "value", value, DType::F32, &[heads.key_value, head_dim])?;
+    Ok(checked)
+}
+
+/// [`check`] of everything but the new key and value: for the ops that
+/// compute those themselves (q/k/v's mat-vecs with RoPE and the append in
+/// their stores, `quantized::linear::fused`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn check_stores(
+    op: &str,
+    query: &Buffer,
+    [key_cache, value_cache]: [&Buffer; 2],
+    cache_dtype: DType,
+    frequencies: &RopeFrequencies,
+    positions: &Buffer,
+    first: usize,
+    heads: Heads,
+) -> Result<Checked> {
     let inverse_frequencies = &frequencies.inverse_frequencies;
     let half = inverse_frequencies.len();
     let head_dim = 2 * half;
@@ -52,8 +82,6 @@ pub(crate) fn check(
         &[half],
     )?;
     expect(op, "query", query, DType::F32, &[heads.query, head_dim])?;
-    expect(op, "key", key, DType::F32, &[heads.key_value, head_dim])?;
-    expect(op, "value", value, DType::F32, &[heads.key_value, head_dim])?;
     let max_positions = expect_kv_caches(op, key_cache, value_cache, cache_dtype, kv_dim)?;
     expect_indices(op, "positions", positions, first, 1)?;
     Ok(Checked {

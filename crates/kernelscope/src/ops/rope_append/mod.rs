@@ -22,7 +22,7 @@ use crate::runtime::{
     Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, LaunchGrid, OpKind, Primitive,
 };
 
-pub(crate) use checks::{Checked, check};
+pub(crate) use checks::{Checked, check, check_stores};
 use cpu::rope_append;
 
 /// Registers `rope_append_<cache dtype>`.

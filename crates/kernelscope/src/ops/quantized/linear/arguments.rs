@@ -22,6 +22,20 @@ pub(crate) mod matvecs {
         OUT: "out" Write, ROWS_A: "rows_a" U32, ROWS_B: "rows_b" U32, ROWS_C: "rows_c" U32, K: "k" U32
     }
 }
+/// The arguments of `matvecs_rope_<format>_q8_bf16` (kernels.cu): the
+/// products' input and weights, the row of [q; k; v] its first matrix
+/// begins at, then rope_append's stores, name for name.
+pub(crate) mod matvecs_rope {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, WEIGHT_A: "weight_a" Read, WEIGHT_B: "weight_b" Read, WEIGHT_C: "weight_c" Read,
+        ROWS_A: "rows_a" U32, ROWS_B: "rows_b" U32, ROWS_C: "rows_c" U32, K: "k" U32,
+        FIRST_ROW: "first_row" U32, QUERY: "query" ReadWrite, KEY_CACHE: "key_cache" ReadWrite,
+        VALUE_CACHE: "value_cache" ReadWrite, INVERSE_FREQUENCIES: "inverse_frequencies" Read,
+        POSITIONS: "positions" Read, FIRST: "first" U32, MAX_POSITIONS: "max_positions" U32,
+        QUERY_HEADS: "query_heads" U32, KV_HEADS: "kv_heads" U32, HEAD_DIM: "head_dim" U32,
+        ATTENTION_SCALING: "attention_scaling" F32
+    }
+}
 /// The arguments of `matvec_silu_<format>_q8` (kernels.cu).
 pub(crate) mod silu {
     crate::ops::kernel_arguments! {

@@ -9,11 +9,12 @@ use crate::runtime::{Device, Kernel, KernelRegistry, LaunchGrid};
 
 /// The CUDA kernels of each format (`kernels.cu`), `{}` standing for its
 /// name.
-pub(crate) const CUDA_KERNELS: [&str; 7] = [
+pub(crate) const CUDA_KERNELS: [&str; 8] = [
     "matvec_{}_q8",
     "matmul_{}",
     "matvec_add_{}_q8",
     "matvecs_{}_q8",
+    "matvecs_rope_{}_q8_bf16",
     "matvec_silu_{}_q8",
     "matvec_silu_{}_q8_stage",
     "dequantize_{}_bf16",

@@ -9,7 +9,9 @@
 //! `quantize_q8`: stage.cu), then the product every block of which reads
 //! that (`matvecs_<format>_q8`, `matvec_silu_<format>_q8`,
 //! `matvec_add_<format>_q8`). Gate/up may also stage its own output for
-//! the down projection, which then needs no quantize kernel (`gate_up`).
+//! the down projection, which then needs no quantize kernel (`gate_up`),
+//! and q/k/v rotate and append their own outputs, which then need no
+//! `rope_append` (`rope`).
 //! The references they are tested against are the compositions of the
 //! RMSNorm, quantized mat-vec, SiLU·mul and add ops.
 
@@ -28,9 +30,10 @@ use crate::runtime::{
 };
 
 mod gate_up;
+pub mod rope;
 
 /// The arguments of `quantize_q8` (stage.cu).
-pub(crate) use super::arguments::{matvecs, norm_quantize, quantize, silu, silu_stage};
+pub(crate) use super::arguments::{matvecs, matvecs_rope, norm_quantize, quantize, silu, silu_stage};
 use crate::ops::matvec::residual as add;
 
 /// Registers `quantize_q8` and `norm_quantize_q8` on CUDA, and
@@ -78,6 +81,8 @@ pub struct QuantizedFused {
     norm_quantize: Kernel,
     matvec_add: Kernel,
     matvecs: Kernel,
+    /// matvecs with RoPE and the KV append in its stores (`rope`).
+    matvecs_rope: Kernel,
     matvec_silu: Kernel,
     /// matvec_silu staging its output for the down projection (`gate_up`).
     matvec_silu_stage: Kernel,
@@ -113,6 +118,7 @@ impl QuantizedFused {
             norm_quantize: kernel("norm_quantize_q8")?,
             matvec_add: kernel("matvec_add_{}_q8")?,
             matvecs: kernel("matvecs_{}_q8")?,
+            matvecs_rope: kernel("matvecs_rope_{}_q8_bf16")?,
             matvec_silu: kernel("matvec_silu_{}_q8")?,
             matvec_silu_stage: kernel("matvec_silu_{}_q8_stage")?,
             streamed_gate_up: StreamedGateUp::new(registry, device, format)?,

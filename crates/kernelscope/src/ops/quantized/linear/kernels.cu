@@ -25,6 +25,19 @@ extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
     wait_for_previous_kernel();
     quantized_matvecs<{Format}>(x, weight_a, weight_b, weight_c, out, rows_a, rows_b, rows_c, k);
 }
+// The same over q, k and v, RoPE and the append into bf16 caches in its
+// stores.
+extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
+    matvecs_rope_{format}_q8_bf16(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c,
+                                  u32 rows_a, u32 rows_b, u32 rows_c, u32 k, u32 first_row, float* query,
+                                  bf16* key_cache, bf16* value_cache, const float* inverse_frequencies,
+                                  const u32* positions, u32 first, u32 max_positions, u32 query_heads,
+                                  u32 kv_heads, u32 head_dim, float attention_scaling) {
+    wait_for_previous_kernel();
+    quantized_matvecs_rope<{Format}>(x, weight_a, weight_b, weight_c, rows_a, rows_b, rows_c, k, first_row, query,
+                                     key_cache, value_cache, inverse_frequencies, positions, first, max_positions,
+                                     query_heads, kv_heads, head_dim, attention_scaling);
+}
 extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
     matvec_silu_{format}_q8(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k) {
     wait_for_previous_kernel();

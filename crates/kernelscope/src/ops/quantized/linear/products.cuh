@@ -95,9 +95,12 @@ __device__ __forceinline__ void quantized_rows(u32 n, u32 blocks, const Staged& 
 // out a load's latency per row (llama-3-8b's q/k/v 11.0 -> 9.7 µs, its
 // Q6_K LM head 143.5 -> 131.2 µs, llama-3.2-1b's 89.5 -> 73.5 µs, H200).
 // Two matrices at once (gate/up) hold too many registers so.
-template <typename F, typename Pointers, typename Store>
-__device__ __forceinline__ void quantized_rows_pipelined(u32 n, u32 blocks, const Staged& x, Pointers pointers,
-                                                         Store store) {
+// `finish(row, sum)` runs on every lane of the warp with the row's sum
+// (so it may meet other warps at a barrier); quantized_rows_pipelined's
+// `store(row, sums)` on lane 0 alone.
+template <typename F, typename Pointers, typename Finish>
+__device__ __forceinline__ void quantized_rows_pipelined_each(u32 n, u32 blocks, const Staged& x,
+                                                              Pointers pointers, Finish finish) {
     const u32 lane = threadIdx.x & 31;
     const u32 units = blocks * F::UNITS, stride = gridDim.x * QUANT_WARPS, chunk = 32 * F::UNROLL;
     u32 row = blockIdx.x * QUANT_WARPS + quant_uniform_warp(), base = 0;
@@ -131,8 +134,7 @@ __device__ __forceinline__ void quantized_rows_pipelined(u32 n, u32 blocks, cons
             if (unit < units) sum += F::dot(current[u], unit, x);
         }
         if (next_base == 0) {
-            sum = warp_sum(sum);
-            if (lane == 0) store(row, &sum);
+            finish(row, warp_sum(sum));
             sum = 0.0f;
         }
         if (!more) break;
@@ -142,6 +144,14 @@ __device__ __forceinline__ void quantized_rows_pipelined(u32 n, u32 blocks, cons
         base = next_base;
         weights = next_weights;
     }
+}
+template <typename F, typename Pointers, typename Store>
+__device__ __forceinline__ void quantized_rows_pipelined(u32 n, u32 blocks, const Staged& x, Pointers pointers,
+                                                         Store store) {
+    const u32 lane = threadIdx.x & 31;
+    quantized_rows_pipelined_each<F>(n, blocks, x, pointers, [&](u32 row, float sum) {
+        if (lane == 0) store(row, &sum);
+    });
 }
 
 // out[r, :] = W · x[r, :] for each of `x_rows` rows, x staged by each block
@@ -198,6 +208,73 @@ __device__ void quantized_matvecs(const u8* x, const u8* weight_a, const u8* wei
     prefetch_first_rows<1, MATVEC_GROUP>(rows_a + rows_b + rows_c, row_bytes, pointers);
     quantized_rows_pipelined<F>(rows_a + rows_b + rows_c, blocks, staged_at(x, k), pointers,
                                 [&](u32 row, const float* sums) { out[row] = sums[0]; });
+}
+
+// quantized_matvecs over rows of [q; k; v] with RoPE and the KV-cache
+// append in its stores, for one decode position (positions[first]): the
+// rows of A, B and C are those of [q; k; v] from row `first_row` on (0,
+// q's rows, or q's and k's: whole matrices). Warps take the rotated rows
+// (q's and k's) in pairs: neighbouring warps 2j and 2j + 1 take rows i and
+// i + half of one head, meet at a barrier of their own (64 threads), and
+// each stores its rotated value, the query's into `query`, the key's into
+// the key cache at the position; value rows go to the value cache. The
+// sums are quantized_matvecs', the rotation rope_append's (the prelude's),
+// so fused and unfused agree bit for bit. A position beyond the cache
+// stores no key or value (the host checks positions before they get here).
+template <typename F, typename C>
+__device__ void quantized_matvecs_rope(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c,
+                                       u32 rows_a, u32 rows_b, u32 rows_c, u32 k, u32 first_row, float* query,
+                                       C* key_cache, C* value_cache, const float* inverse_frequencies,
+                                       const u32* positions, u32 first, u32 max_positions, u32 query_heads,
+                                       u32 kv_heads, u32 head_dim, float attention_scaling) {
+    // Each warp's sum for its partner, in two rounds' slots: a warp writes
+    // a slot again only after both have passed the barrier between.
+    __shared__ float exchanged[2][QUANT_WARPS];
+    const u32 blocks = k / F::BLOCK, n = rows_a + rows_b + rows_c, half = head_dim / 2;
+    const u32 query_rows = query_heads * head_dim, kv_dim = kv_heads * head_dim;
+    const u32 rotated_end = query_rows + kv_dim;
+    const u32 rotated = first_row < rotated_end ? min(rotated_end - first_row, n) : 0;
+    const size_t row_bytes = planar_row_bytes<F>(blocks);
+    const u32 position = positions[first];
+    const bool stored = position < max_positions;
+    const u32 warp = quant_uniform_warp(), lane = threadIdx.x & 31;
+    // The row of the group a warp's `slot` stands for: slots 2p and 2p + 1
+    // are pair p's two rows.
+    const auto row_of = [&](u32 slot) -> u32 {
+        if (slot >= rotated) return slot;
+        const u32 pair = slot >> 1, head = pair / half;
+        return head * head_dim + (pair - head * half) + (slot & 1) * half;
+    };
+    const auto pointers = [&](u32 slot, const u8** rows) {
+        const u32 row = row_of(slot);
+        rows[0] = row < rows_a            ? weight_a + row * row_bytes
+                  : row < rows_a + rows_b ? weight_b + (row - rows_a) * row_bytes
+                                          : weight_c + (row - rows_a - rows_b) * row_bytes;
+    };
+    prefetch_first_rows<1, MATVEC_GROUP>(n, row_bytes, pointers);
+    u32 round = 0;
+    quantized_rows_pipelined_each<F>(n, blocks, staged_at(x, k), pointers, [&](u32 slot, float sum) {
+        const u32 row = first_row + row_of(slot);
+        if (slot < rotated) {
+            if (lane == 0) exchanged[round][warp] = sum;
+            asm volatile("bar.sync %0, 64;" ::"r"(1 + warp / 2) : "memory");
+            if (lane == 0) {
+                const float other = exchanged[round][warp ^ 1];
+                const bool second = slot & 1;
+                float c, s;
+                rope_cos_sin(position, inverse_frequencies[(slot >> 1) % half], attention_scaling, &c, &s);
+                const float2 pair = rope_rotate(second ? other : sum, second ? sum : other, c, s);
+                const float value = second ? pair.y : pair.x;
+                if (row < query_rows)
+                    query[row] = value;
+                else if (stored)
+                    from_f32(value, &key_cache[(size_t)position * kv_dim + (row - query_rows)]);
+            }
+            round ^= 1;
+        } else if (lane == 0 && stored) {
+            from_f32(sum, &value_cache[(size_t)position * kv_dim + (row - rotated_end)]);
+        }
+    });
 }
 
 // out[i] = silu(gate[i] · x) * (up[i] · x), x the normalised input; F read

@@ -1,0 +1,164 @@
+//! q, k and v's mat-vecs with RoPE and the KV-cache append in their stores
+//! (`matvecs_rope_<format>_q8_bf16`, products.cuh): one decode position's
+//! query rotated into its buffer, its key rotated and its value stored
+//! into bf16 caches, so `rope_append` needs no kernel of its own. Each
+//! format's product takes the matrices of [q; k; v] it holds (a Q4_K_M
+//! layer's q and k in Q4_K, its v in Q6_K: two products over one staged
+//! x). The reference is the composition the engine runs otherwise:
+//! `matvecs_<format>_q8`, then `rope_append`.
+
+use super::super::layout::{BlockLayout, weight_blocks};
+use super::{QuantizedFused, StagedInput, matvecs_rope, product_grid};
+use crate::Buffer;
+use crate::error::{Error, Result};
+use crate::ops::attention::Heads;
+use crate::ops::rope::RopeFrequencies;
+use crate::ops::rope_append::{Checked, check_stores};
+use crate::ops::{Arguments, bytes_of};
+use crate::runtime::{CommandEncoder, DType, OpKind, Primitive};
+
+use super::super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, staged_bytes};
+
+/// The name errors give the op.
+const OP: &str = "quantized matvecs_rope";
+
+/// Where q/k/v's products store with RoPE and the append: what
+/// `RopeAppend::encode` takes, less the key and value the products make.
+#[derive(Clone, Copy, Debug)]
+pub struct RopeAppendStores<'a> {
+    /// f32 `[heads.query, heads.dim]`: the rotated query.
+    pub query: &'a Buffer,
+    /// bf16 `[max_positions, heads.key_value * heads.dim]`: the rotated key
+    /// is stored at the position.
+    pub key_cache: &'a Buffer,
+    /// The value cache, of the key cache's shape.
+    pub value_cache: &'a Buffer,
+    /// RoPE's inverse frequencies and attention scaling.
+    pub frequencies: &'a RopeFrequencies,
+    /// u32 slots, of which `positions[first]` is the position decoded.
+    pub positions: &'a Buffer,
+    /// The slot of `positions` holding the position.
+    pub first: usize,
+    /// The attention geometry (this rank's heads).
+    pub heads: Heads,
+}
+
+/// The parts of [q; k; v] a product's first matrix may begin with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueryKeyValue {
+    /// q's rows, `heads.query * heads.dim`.
+    Query = 0,
+    /// k's rows, `heads.key_value * heads.dim`.
+    Key = 1,
+    /// v's rows, as many as k's.
+    Value = 2,
+}
+
+impl QuantizedFused {
+    /// The dtype of the caches [`encode_matvecs_rope_staged`](Self::encode_matvecs_rope_staged)
+    /// stores into.
+    pub const ROPE_CACHE_DTYPE: DType = DType::BF16;
+
+    /// `[weights...] · x` for the consecutive matrices of [q; k; v] from
+    /// `first_part` on (one to three, whole matrices of this format), x as
+    /// `staged` holds it, with RoPE and the append in the stores: q's rows
+    /// rotated into `stores.query`, k's rotated and v's stored at the
+    /// position in the caches. What [`encode_matvecs_staged`](Self::encode_matvecs_staged)
+    /// into q, k and v then `RopeAppend::encode` do, bit for bit.
+    pub fn encode_matvecs_rope_staged(
+        &self,
+        encoder: &mut CommandEncoder,
+        staged: &StagedInput,
+        weights: &[&Buffer],
+        first_part: QueryKeyValue,
+        stores: &RopeAppendStores<'_>,
+    ) -> Result<()> {
+        let heads = stores.heads;
+        let Checked {
+            half,
+            kv_dim,
+            max_positions,
+        } = check_stores(
+            OP,
+            stores.query,
+            [stores.key_cache, stores.value_cache],
+            Self::ROPE_CACHE_DTYPE,
+            stores.frequencies,
+            stores.positions,
+            stores.first,
+            heads,
+        )?;
+        let part_rows = [heads.query * heads.dim, kv_dim, kv_dim];
+        let first = first_part as usize;
+        if weights.is_empty() || first + weights.len() > part_rows.len() {
+            return Err(Error::ShapeMismatch {
+                context: format!("{OP} takes the matrices of q, k and v from {first_part:?} on"),
+                expected: vec![part_rows.len() - first],
+                found: vec![weights.len()],
+            });
+        }
+        let k = staged.length;
+        let mut rows = [0usize; 3];
+        let mut read = 0usize;
+        for (slot, weight) in weights.iter().enumerate() {
+            let (n, blocks, elements) = weight_blocks(OP, self.format, BlockLayout::Planes, weight)?;
+            let part = first + slot;
+            if (n, elements) != (part_rows[part], k) {
+                return Err(Error::ShapeMismatch {
+                    context: format!(
+                        "{OP}: matrix {slot} is {:?}'s, rows of the heads' size as long as x",
+                        [QueryKeyValue::Query, QueryKeyValue::Key, QueryKeyValue::Value][part]
+                    ),
+                    expected: vec![part_rows[part], k],
+                    found: vec![n, elements],
+                });
+            }
+            rows[slot] = n;
+            read += n * blocks * self.format.block_bytes();
+        }
+        let n: usize = rows.iter().sum();
+        let first_row: usize = part_rows[..first].iter().sum();
+        let query_rows = part_rows[0].saturating_sub(first_row).min(n);
+        let cached = n - query_rows;
+        let weight = |slot: usize| weights.get(slot).copied().unwrap_or(weights[0]);
+        let frequencies = stores.frequencies;
+        encoder.dispatch(
+            Arguments::new(matvecs_rope::ARGUMENTS)
+                .buffer(matvecs_rope::X, &staged.buffer)
+                .buffer(matvecs_rope::WEIGHT_A, weight(0))
+                .buffer(matvecs_rope::WEIGHT_B, weight(1))
+                .buffer(matvecs_rope::WEIGHT_C, weight(2))
+                .scalar(matvecs_rope::ROWS_A, rows[0] as u32)
+                .scalar(matvecs_rope::ROWS_B, rows[1] as u32)
+                .scalar(matvecs_rope::ROWS_C, rows[2] as u32)
+                .scalar(matvecs_rope::K, k as u32)
+                .scalar(matvecs_rope::FIRST_ROW, first_row as u32)
+                .buffer(matvecs_rope::QUERY, stores.query)
+                .buffer(matvecs_rope::KEY_CACHE, stores.key_cache)
+                .buffer(matvecs_rope::VALUE_CACHE, stores.value_cache)
+                .buffer(
+                    matvecs_rope::INVERSE_FREQUENCIES,
+                    &frequencies.inverse_frequencies,
+                )
+                .buffer(matvecs_rope::POSITIONS, stores.positions)
+                .scalar(matvecs_rope::FIRST, stores.first as u32)
+                .scalar(matvecs_rope::MAX_POSITIONS, max_positions as u32)
+                .scalar(matvecs_rope::QUERY_HEADS, heads.query as u32)
+                .scalar(matvecs_rope::KV_HEADS, heads.key_value as u32)
+                .scalar(matvecs_rope::HEAD_DIM, heads.dim as u32)
+                .scalar(matvecs_rope::ATTENTION_SCALING, frequencies.attention_scaling)
+                .dispatch(&self.matvecs_rope)?
+                .grid(product_grid(n, ROWS_PER_WARP, CUDA_MOST_BLOCKS))
+                .cost(
+                    (read + staged_bytes(k)) as u64 + bytes_of(half, DType::F32) + 4,
+                    bytes_of(query_rows, DType::F32) + bytes_of(cached, Self::ROPE_CACHE_DTYPE),
+                    2 * (n * k) as u64 + 6 * n as u64,
+                )
+                .op_kind(OpKind::fused(&[
+                    Primitive::MatVec,
+                    Primitive::Rope,
+                    Primitive::Copy,
+                ])),
+        )
+    }
+}
