@@ -431,8 +431,12 @@ fn bytes_per_token_are_the_bytes_the_weights_take() {
 
 /// On a GPU a quantized file's decode stages the down projection's input
 /// in gate/up (`QuantizedFused::encode_matvec_silu_staged`): no quantize
-/// kernel in any layer, and every layer's gate/up the staging kernel.
-/// Skips loudly without a GPU.
+/// kernel in any layer, and every layer's gate/up the staging kernel; and
+/// q/k/v rotate and append their own outputs
+/// (`QuantizedFused::encode_matvecs_rope_staged`): no `rope_append` kernel,
+/// every layer's q/k/v products the rotating kernels. (CUDA's logits
+/// against the CPU's, which runs every step apart, are
+/// `ggufs_run_on_every_backend`'s.) Skips loudly without a GPU.
 #[test]
 fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
     use kernelscope::profile::ProfileLevel;
@@ -463,6 +467,12 @@ fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
     assert_eq!(
         count(&|kernel, _| kernel.starts_with("matvec_silu_") && kernel.ends_with("_q8_stage")),
         layers * steps
+    );
+    assert_eq!(count(&|kernel, _| kernel.starts_with("rope_append")), 0);
+    assert!(count(&|kernel, _| kernel.starts_with("matvecs_rope_")) >= layers * steps);
+    assert_eq!(
+        count(&|kernel, scope| kernel.starts_with("matvecs_") && scope.starts_with("layer.")),
+        count(&|kernel, _| kernel.starts_with("matvecs_rope_"))
     );
     std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -2,7 +2,8 @@
 //! the one written layer (`layer`) begin with a pattern one kernel can do
 //! (RMSNorm and the mat-vecs that read it; RMSNorm, gate/up and SiLU·mul; a
 //! mat-vec and the residual add; RoPE on q and k and the KV append, with
-//! Qwen3's per-head norms of q and k before it; attention whose combine
+//! Qwen3's per-head norms of q and k before it; RMSNorm, q, k and v, RoPE
+//! and the append, quantized: `query_key_value`; attention whose combine
 //! step quantizes its output for a quantized o_proj), that kernel is
 //! encoded in their place. The fused kernels are mat-vecs, so
 //! only one position's pass fuses; a linear layer fuses only where its
@@ -43,6 +44,7 @@ impl Forward<'_> {
             Self::fuse_sparse_prologue,
             Self::fuse_feed_forward,
             Self::fuse_norm_gate_up,
+            Self::fuse_query_key_value_rope,
             Self::fuse_norm_readers,
             Self::fuse_rope_append,
             Self::fuse_attention_output,
@@ -59,7 +61,7 @@ impl Forward<'_> {
 
     /// Whether `linear` can be one of several outputs of a fused mat-vec:
     /// its format has the fused kernels and its output needs no reduction.
-    fn fuses_as_output(&self, linear: &Linear) -> bool {
+    pub(super) fn fuses_as_output(&self, linear: &Linear) -> bool {
         linear.parallel != Parallel::SplitInputs && self.has_fused_kernels(linear.format())
     }
 

@@ -52,6 +52,7 @@ mod handoff;
 mod layer;
 mod model;
 mod prefill;
+mod query_key_value;
 mod ranks;
 mod shard;
 mod state;
