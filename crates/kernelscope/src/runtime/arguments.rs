@@ -51,6 +51,12 @@ macro_rules! kernel_arguments {
             name: $name,
             kind: $crate::runtime::arguments::ArgumentKind::$kind,
         }),+];
+        // A list longer than a dispatch holds fails here, at build time,
+        // not at its first launch on a GPU.
+        const _: () = assert!(
+            ARGUMENTS.len() <= $crate::runtime::arguments::MAX_ARGUMENTS,
+            "a kernel declares more arguments than runtime::arguments::MAX_ARGUMENTS"
+        );
         $crate::runtime::arguments::kernel_arguments!(@positions 0usize; $($position $name),+);
     };
     (@positions $index:expr; $position:ident $name:literal $(, $rest:ident $rest_name:literal)*) => {
@@ -62,8 +68,10 @@ macro_rules! kernel_arguments {
 }
 pub(crate) use kernel_arguments;
 
-/// The most arguments any op's kernel takes.
-const MAX_ARGUMENTS: usize = 16;
+/// The most arguments any op's kernel takes (q/k/v's products with RoPE
+/// and the append take 20); `kernel_arguments!` refuses a longer list at
+/// build time.
+pub(crate) const MAX_ARGUMENTS: usize = 24;
 
 /// A value given for one argument.
 #[derive(Clone, Copy)]
