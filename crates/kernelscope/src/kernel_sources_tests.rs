@@ -9,7 +9,7 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 35] = [
+const DECLARED: [(&str, &str, &[Argument]); 36] = [
     ("ops/add", "add", crate::ops::add::ARGUMENTS),
     ("ops/argmax", "argmax", crate::ops::argmax::ARGUMENTS),
     ("ops/attention", "attention", crate::ops::attention::ARGUMENTS),
@@ -44,6 +44,11 @@ const DECLARED: [(&str, &str, &[Argument]); 35] = [
         "ops/norm_matvec",
         "silu",
         crate::ops::norm_matvec::silu::ARGUMENTS,
+    ),
+    (
+        "ops/norm_matvec",
+        "rope",
+        crate::ops::norm_matvec::rope::ARGUMENTS,
     ),
     (
         "ops/prefill_attention",

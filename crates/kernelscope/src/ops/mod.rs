@@ -91,6 +91,7 @@ pub fn registry() -> KernelRegistry {
     matvec::residual::register(&mut registry);
     norm_matvec::register(&mut registry);
     norm_matvec::silu::register(&mut registry);
+    norm_matvec::rope::register(&mut registry);
     prefill_attention::register(&mut registry);
     quantized::register(&mut registry);
     head_norm::register(&mut registry);

@@ -46,3 +46,28 @@ pub(crate) mod silu {
         EPS: "eps" F32,
     }
 }
+
+/// The arguments of RMSNorm, q/k/v's mat-vecs, RoPE and the KV append in
+/// one kernel (`rope.rs`).
+pub(crate) mod rope {
+    crate::ops::kernel_arguments! {
+        X: "x" Read,
+        NORM_WEIGHT: "norm_weight" Read,
+        WEIGHT_Q: "weight_q" Read,
+        WEIGHT_K: "weight_k" Read,
+        WEIGHT_V: "weight_v" Read,
+        QUERY: "query" Write,
+        KEY_CACHE: "key_cache" ReadWrite,
+        VALUE_CACHE: "value_cache" ReadWrite,
+        INVERSE_FREQUENCIES: "inverse_frequencies" Read,
+        POSITIONS: "positions" Read,
+        FIRST: "first" U32,
+        MAX_POSITIONS: "max_positions" U32,
+        QUERY_HEADS: "query_heads" U32,
+        KV_HEADS: "kv_heads" U32,
+        HEAD_DIM: "head_dim" U32,
+        K: "k" U32,
+        EPS: "eps" F32,
+        ATTENTION_SCALING: "attention_scaling" F32,
+    }
+}

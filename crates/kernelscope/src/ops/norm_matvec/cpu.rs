@@ -5,9 +5,10 @@
 use rayon::prelude::*;
 
 use crate::cpu_simd::dot::PreparedX;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::WeightElement;
 use crate::ops::rms_norm::cpu::scale_of;
+use crate::ops::rope::cpu::{rotate, rotations};
 use crate::runtime::KernelArgs;
 
 /// Rows per parallel task: enough work per task to amortise scheduling.
@@ -20,6 +21,16 @@ fn normed<W: WeightElement>(x: &[f32], norm_weight: &[W], eps: f32) -> Vec<f32> 
         .zip(norm_weight)
         .map(|(v, w)| v * scale * w.to_f32())
         .collect()
+}
+
+/// `weight · h` into `out`, `out.len()` rows of `k`, in parallel tasks.
+fn dot_rows_into<W: WeightElement>(h: &PreparedX, weight: &[W], k: usize, out: &mut [f32]) {
+    out.par_chunks_mut(ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(task, chunk)| {
+            let first_row = task * ROWS_PER_TASK;
+            h.dot_rows(&weight[first_row * k..(first_row + chunk.len()) * k], k, chunk);
+        });
 }
 
 /// `out` = `[weight_a; weight_b; weight_c]` (`rows_a + rows_b + rows_c` rows
@@ -38,12 +49,7 @@ pub(super) fn norm_matvec<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()>
         let rows = args.u32(rows)? as usize;
         let weight = args.input::<W>(weight)?;
         let (part, rest) = std::mem::take(&mut out).split_at_mut(rows);
-        part.par_chunks_mut(ROWS_PER_TASK)
-            .enumerate()
-            .for_each(|(task, chunk)| {
-                let first_row = task * ROWS_PER_TASK;
-                h.dot_rows(&weight[first_row * k..(first_row + chunk.len()) * k], k, chunk);
-            });
+        dot_rows_into(&h, weight, k, part);
         out = rest;
     }
     Ok(())
@@ -76,5 +82,63 @@ pub(super) fn norm_matvec_silu<W: WeightElement>(args: &KernelArgs<'_>) -> Resul
                 *value = g / (1.0 + (-g).exp()) * *u;
             }
         });
+    Ok(())
+}
+
+/// RMSNorm, q/k/v's mat-vecs, RoPE and the KV append: `norm_matvec` into
+/// q, k and v, then `rope_append`'s rotation of q and k, k and v stored at
+/// `positions[first]` of the caches (of the weights' dtype).
+pub(super) fn norm_matvec_rope<W: WeightElement>(args: &KernelArgs<'_>) -> Result<()> {
+    use super::arguments::rope::{
+        ATTENTION_SCALING, EPS, FIRST, HEAD_DIM, INVERSE_FREQUENCIES, K, KEY_CACHE, KV_HEADS, MAX_POSITIONS,
+        NORM_WEIGHT, POSITIONS, QUERY, QUERY_HEADS, VALUE_CACHE, WEIGHT_K, WEIGHT_Q, WEIGHT_V, X,
+    };
+    let k = args.u32(K)? as usize;
+    let head_dim = (args.u32(HEAD_DIM)? as usize).max(2);
+    let query_rows = args.u32(QUERY_HEADS)? as usize * head_dim;
+    let kv_dim = args.u32(KV_HEADS)? as usize * head_dim;
+    let first = args.u32(FIRST)? as usize;
+    let position = *args
+        .input::<u32>(POSITIONS)?
+        .get(first)
+        .ok_or_else(|| Error::KernelFailed {
+            kernel: "norm_matvec_rope".into(),
+            message: format!("position slot {first} is beyond the positions given"),
+        })?;
+    let max_positions = args.u32(MAX_POSITIONS)? as usize;
+    if position as usize >= max_positions {
+        return Err(Error::KernelFailed {
+            kernel: "norm_matvec_rope".into(),
+            message: format!("position {position} is beyond the cache's {max_positions} positions"),
+        });
+    }
+    let h = normed(
+        args.input::<f32>(X)?,
+        args.input::<W>(NORM_WEIGHT)?,
+        args.f32(EPS)?,
+    );
+    let h = PreparedX::new::<W>(&h);
+    let query = &mut args.output::<f32>(QUERY)?[..query_rows];
+    dot_rows_into(&h, args.input::<W>(WEIGHT_Q)?, k, query);
+    let (mut key, mut value) = (vec![0.0f32; kv_dim], vec![0.0f32; kv_dim]);
+    dot_rows_into(&h, args.input::<W>(WEIGHT_K)?, k, &mut key);
+    dot_rows_into(&h, args.input::<W>(WEIGHT_V)?, k, &mut value);
+    let rotations = rotations(
+        position,
+        args.input::<f32>(INVERSE_FREQUENCIES)?,
+        args.f32(ATTENTION_SCALING)?,
+    );
+    for head in query
+        .chunks_exact_mut(head_dim)
+        .chain(key.chunks_exact_mut(head_dim))
+    {
+        rotate(head, &rotations);
+    }
+    let at = position as usize * kv_dim..(position as usize + 1) * kv_dim;
+    for (cache, source) in [(KEY_CACHE, &key), (VALUE_CACHE, &value)] {
+        for (stored, value) in args.output::<W>(cache)?[at.clone()].iter_mut().zip(source) {
+            *stored = W::from_f32(*value);
+        }
+    }
     Ok(())
 }

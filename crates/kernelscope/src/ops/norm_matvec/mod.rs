@@ -1,7 +1,8 @@
 //! RMSNorm fused into the mat-vecs that read it, for decode: `out = [A; B;
 //! C] · (rmsnorm(x) * norm_weight)` over up to three weight matrices read as
 //! one (q_proj, k_proj and v_proj in one dispatch; the LM head alone), and,
-//! in `silu`, the gate and up projections with SiLU·mul in the epilogue.
+//! in `silu`, the gate and up projections with SiLU·mul in the epilogue;
+//! in `rope`, q/k/v with RoPE and the KV-cache append in their stores.
 //!
 //! Each block normalises x into shared memory before its warps stream
 //! weight rows, so x must fit there: `k` floats within
@@ -11,6 +12,7 @@
 
 mod arguments;
 mod cpu;
+pub mod rope;
 pub mod silu;
 use arguments::MOST_BLOCKS;
 pub(crate) use arguments::{

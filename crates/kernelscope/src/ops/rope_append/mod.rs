@@ -36,6 +36,28 @@ pub fn register(registry: &mut KernelRegistry) {
     normed::register(registry);
 }
 
+/// Where q/k/v's products store with RoPE and the append in their stores
+/// (`norm_matvec::rope`, `quantized::linear::fused::rope`): what
+/// [`RopeAppend::encode`] takes, less the key and value the products make.
+#[derive(Clone, Copy, Debug)]
+pub struct RopeAppendStores<'a> {
+    /// f32 `[heads.query, heads.dim]`: the rotated query.
+    pub query: &'a Buffer,
+    /// `[max_positions, heads.key_value * heads.dim]` in the dtype the op
+    /// takes: the rotated key is stored at the position.
+    pub key_cache: &'a Buffer,
+    /// The value cache, of the key cache's shape.
+    pub value_cache: &'a Buffer,
+    /// RoPE's inverse frequencies and attention scaling.
+    pub frequencies: &'a RopeFrequencies,
+    /// u32 slots, of which `positions[first]` is the position decoded.
+    pub positions: &'a Buffer,
+    /// The slot of `positions` holding the position.
+    pub first: usize,
+    /// The attention geometry (this rank's heads).
+    pub heads: Heads,
+}
+
 /// The fused RoPE and KV-append op for one cache dtype.
 #[derive(Clone, Debug)]
 pub struct RopeAppend {

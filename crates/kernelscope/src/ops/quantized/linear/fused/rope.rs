@@ -11,9 +11,7 @@ use super::super::layout::{BlockLayout, weight_blocks};
 use super::{QuantizedFused, StagedInput, matvecs_rope, product_grid};
 use crate::Buffer;
 use crate::error::{Error, Result};
-use crate::ops::attention::Heads;
-use crate::ops::rope::RopeFrequencies;
-use crate::ops::rope_append::{Checked, check_stores};
+use crate::ops::rope_append::{Checked, RopeAppendStores, check_stores};
 use crate::ops::{Arguments, bytes_of};
 use crate::runtime::{CommandEncoder, DType, OpKind, Primitive};
 
@@ -21,27 +19,6 @@ use super::super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, staged_bytes};
 
 /// The name errors give the op.
 const OP: &str = "quantized matvecs_rope";
-
-/// Where q/k/v's products store with RoPE and the append: what
-/// `RopeAppend::encode` takes, less the key and value the products make.
-#[derive(Clone, Copy, Debug)]
-pub struct RopeAppendStores<'a> {
-    /// f32 `[heads.query, heads.dim]`: the rotated query.
-    pub query: &'a Buffer,
-    /// bf16 `[max_positions, heads.key_value * heads.dim]`: the rotated key
-    /// is stored at the position.
-    pub key_cache: &'a Buffer,
-    /// The value cache, of the key cache's shape.
-    pub value_cache: &'a Buffer,
-    /// RoPE's inverse frequencies and attention scaling.
-    pub frequencies: &'a RopeFrequencies,
-    /// u32 slots, of which `positions[first]` is the position decoded.
-    pub positions: &'a Buffer,
-    /// The slot of `positions` holding the position.
-    pub first: usize,
-    /// The attention geometry (this rank's heads).
-    pub heads: Heads,
-}
 
 /// The parts of [q; k; v] a product's first matrix may begin with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
