@@ -290,8 +290,10 @@ fn graph_mode_costs_one_launch_and_one_sync_per_token(backend: Backend) {
         .collect();
     assert_eq!(decode.len(), 11);
     let dispatches_per_step = decode[0].counters.dispatches;
+    // tiny's four layers take at least five dispatches each, fused (norm,
+    // q/k/v and RoPE; attention; o_proj; norm and gate/up; down).
     assert!(
-        dispatches_per_step > 30,
+        dispatches_per_step >= 4 * 5,
         "a whole forward pass per launch: {dispatches_per_step}"
     );
     // Decode is pipelined: token N+1 is queued before token N is read back,

@@ -1,18 +1,22 @@
 //! q, k and v's products with RoPE and the KV-cache append in their stores:
 //! where a layer's attention begins with RMSNorm, the q, k and v mat-vecs
-//! of the normed input, RoPE on q and k and the append, all three quantized
-//! with fused kernels, unbiased, and the caches bf16, one normalised and
-//! quantized x feeds each format's product
-//! (`QuantizedFused::encode_matvecs_rope_staged`), which rotates q and k
-//! and stores k and v in the caches itself: the `rope_append` kernel is
-//! gone (a Q4_K_M layer's q and k in Q4_K and v in Q6_K: two products).
-//! Qwen3's per-head norms come between the products and RoPE, so its
-//! layers keep `rope_append_normed`; a biased layer keeps its bias step.
+//! of the normed input, RoPE on q and k and the append, all unbiased and
+//! whole on this rank, the products rotate q and k and store k and v in
+//! the caches themselves, so the `rope_append` kernel is gone. Dense
+//! weights take one kernel for all of it (`NormMatVecRope`, caches of the
+//! weights' dtype); quantized weights one normalised and quantized x for
+//! each format's product (`QuantizedFused::encode_matvecs_rope_staged`,
+//! bf16 caches; a Q4_K_M layer's q and k in Q4_K and v in Q6_K: two
+//! products). Qwen3's per-head norms come between the products and RoPE,
+//! so its layers keep `rope_append_normed`; a biased layer keeps its bias
+//! step.
 
 use kernelscope::CommandEncoder;
 use kernelscope::ops::WeightFormat;
+use kernelscope::ops::norm_matvec;
 use kernelscope::ops::quantized::linear::fused::QuantizedFused;
-use kernelscope::ops::quantized::linear::fused::rope::{QueryKeyValue, RopeAppendStores};
+use kernelscope::ops::quantized::linear::fused::rope::QueryKeyValue;
+use kernelscope::ops::rope_append::RopeAppendStores;
 
 use super::forward_parts::Forward;
 use super::layer::{Activations, Slot, Step};
@@ -53,13 +57,6 @@ impl Forward<'_> {
             return Ok(0);
         };
         let linears = [*query, *key, *value];
-        let mut formats = Vec::with_capacity(linears.len());
-        for linear in linears {
-            match linear.format() {
-                WeightFormat::Quantized(format) => formats.push(format),
-                WeightFormat::Dense(_) => return Ok(0),
-            }
-        }
         let state = self.state;
         let caches = [&state.key_cache[*layer], &state.value_cache[*layer]];
         let heads = self.config.heads();
@@ -67,10 +64,7 @@ impl Forward<'_> {
         let fuses = linears.iter().zip(part_rows).all(|(linear, rows)| {
             !linear.has_bias() && self.fuses_as_output(linear) && linear.weight.shape().first() == Some(&rows)
         });
-        let cached_in_bf16 = caches
-            .iter()
-            .all(|cache| cache.dtype() == QuantizedFused::ROPE_CACHE_DTYPE);
-        if !(fuses && cached_in_bf16) {
+        if !fuses {
             return Ok(0);
         }
         let stores = RopeAppendStores {
@@ -82,8 +76,33 @@ impl Forward<'_> {
             first: activations.positions.1,
             heads,
         };
-        let parts = [QueryKeyValue::Query, QueryKeyValue::Key, QueryKeyValue::Value];
         let (x, eps) = (&activations.hidden, self.config.rms_norm_eps);
+        let cached_in = |dtype| caches.iter().all(|cache| cache.dtype() == dtype);
+        let formats = linears.map(|linear| linear.format());
+        if let WeightFormat::Dense(dtype) = formats[0] {
+            let one_dtype = formats.iter().all(|format| *format == formats[0]);
+            if !(one_dtype && cached_in(dtype) && norm_matvec::fits(x.len())) {
+                return Ok(0);
+            }
+            let weights = linears.map(|linear| &linear.weight);
+            self.ops
+                .linear_kernels(dtype)?
+                .norm_matvec_rope
+                .encode(encoder, x, weight, weights, &stores, eps)?;
+            return Ok(7);
+        }
+        let mut quantized = Vec::with_capacity(formats.len());
+        for format in formats {
+            match format {
+                WeightFormat::Quantized(format) => quantized.push(format),
+                WeightFormat::Dense(_) => return Ok(0),
+            }
+        }
+        if !cached_in(QuantizedFused::ROPE_CACHE_DTYPE) {
+            return Ok(0);
+        }
+        let formats = quantized;
+        let parts = [QueryKeyValue::Query, QueryKeyValue::Key, QueryKeyValue::Value];
         // One staged x for every format's product, staged by the first.
         let mut staged = None;
         let mut start = 0;

@@ -8,7 +8,7 @@ use kernelscope::ops::collective::{AllGather, AllReduce};
 use kernelscope::ops::head_norm::HeadNorm;
 use kernelscope::ops::matmul::MatMul;
 use kernelscope::ops::matvec::residual::MatVecAdd;
-use kernelscope::ops::norm_matvec::{NormMatVec, silu::NormMatVecSiluMul};
+use kernelscope::ops::norm_matvec::{NormMatVec, rope::NormMatVecRope, silu::NormMatVecSiluMul};
 use kernelscope::ops::prefill_attention::PrefillAttention;
 use kernelscope::ops::quantized::embedding::QuantizedEmbedding;
 use kernelscope::ops::quantized::feed_forward::QuantizedFeedForward;
@@ -133,6 +133,8 @@ pub(crate) struct LinearKernels {
     pub norm_matvec: NormMatVec,
     /// RMSNorm + gate/up mat-vecs + SiLU·mul.
     pub norm_matvec_silu: NormMatVecSiluMul,
+    /// RMSNorm + q/k/v mat-vecs with RoPE and the KV append in the stores.
+    pub norm_matvec_rope: NormMatVecRope,
 }
 
 impl LinearKernels {
@@ -144,6 +146,7 @@ impl LinearKernels {
             matvec_add: MatVecAdd::new(registry, device, format)?,
             norm_matvec: NormMatVec::new(registry, device, format)?,
             norm_matvec_silu: NormMatVecSiluMul::new(registry, device, format)?,
+            norm_matvec_rope: NormMatVecRope::new(registry, device, format)?,
         })
     }
 }
