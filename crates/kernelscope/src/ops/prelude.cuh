@@ -73,6 +73,26 @@ __device__ __forceinline__ float2 rope_rotate(float x0, float x1, float c, float
     return make_float2(x0 * c - x1 * s, x1 * c + x0 * s);
 }
 
+// Waits for the other warp of `warp`'s pair (warps 2p and 2p + 1 of a block
+// of WARPS warps) at named barrier 1 + p. The barrier is named by a
+// constant: one named by a register makes ptxas reserve all 16 for the
+// block, and the barriers a block reserves can limit the blocks an SM holds.
+// Both warps must call it as often, all lanes of each together.
+template <u32 WARPS>
+__device__ __forceinline__ void warp_pair_barrier(u32 warp) {
+    static_assert(WARPS % 2 == 0 && WARPS <= 16, "pairs of warps, at most 8 pairs");
+    switch (warp / 2) {
+    case 0: asm volatile("bar.sync 1, 64;" ::: "memory"); break;
+    case 1: if (WARPS > 2) asm volatile("bar.sync 2, 64;" ::: "memory"); break;
+    case 2: if (WARPS > 4) asm volatile("bar.sync 3, 64;" ::: "memory"); break;
+    case 3: if (WARPS > 6) asm volatile("bar.sync 4, 64;" ::: "memory"); break;
+    case 4: if (WARPS > 8) asm volatile("bar.sync 5, 64;" ::: "memory"); break;
+    case 5: if (WARPS > 10) asm volatile("bar.sync 6, 64;" ::: "memory"); break;
+    case 6: if (WARPS > 12) asm volatile("bar.sync 7, 64;" ::: "memory"); break;
+    default: if (WARPS > 14) asm volatile("bar.sync 8, 64;" ::: "memory"); break;
+    }
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;

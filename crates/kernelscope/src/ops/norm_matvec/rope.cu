@@ -48,7 +48,7 @@ __device__ void norm_matvec_rope(const float* x, const W* norm_weight, const W* 
         }
         if (slot < rotated) {
             if (lane == 0) exchanged[round][warp] = sum;
-            asm volatile("bar.sync %0, 64;" ::"r"(1 + warp / 2) : "memory");
+            warp_pair_barrier<MATVEC_WARPS>(warp);
             if (lane == 0) {
                 const float other = exchanged[round][warp ^ 1];
                 const bool second = slot & 1;

@@ -257,7 +257,7 @@ __device__ void quantized_matvecs_rope(const u8* x, const u8* weight_a, const u8
         const u32 row = first_row + row_of(slot);
         if (slot < rotated) {
             if (lane == 0) exchanged[round][warp] = sum;
-            asm volatile("bar.sync %0, 64;" ::"r"(1 + warp / 2) : "memory");
+            warp_pair_barrier<QUANT_WARPS>(warp);
             if (lane == 0) {
                 const float other = exchanged[round][warp ^ 1];
                 const bool second = slot & 1;
