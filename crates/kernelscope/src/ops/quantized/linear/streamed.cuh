@@ -249,14 +249,9 @@ struct SplitRows {
     u8* slots;
     bool leader;
 
-    // The group's barrier (id 0 is __syncthreads'). Pairs name theirs by
-    // a constant (warp_pair_barrier: a barrier named by a register makes
-    // ptxas reserve all 16 for the block).
+    // The group's barrier (id 0 is __syncthreads').
     __device__ __forceinline__ void group_barrier() const {
-        if (SPLIT == 2)
-            warp_pair_barrier<STREAM_THREADS / 32>(2 * group);
-        else
-            asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "r"(32 * SPLIT) : "memory");
+        asm volatile("bar.sync %0, %1;" ::"r"(1 + group), "r"(32 * SPLIT) : "memory");
     }
 #if __CUDA_ARCH__ >= 900
     __device__ __forceinline__ void request(u32 step) const {
