@@ -69,8 +69,11 @@ __device__ __forceinline__ void rope_cos_sin(u32 position, float inverse_frequen
     *s *= scaling;
     *c *= scaling;
 }
+// Rounded explicitly: left to the compiler, a product and a difference
+// fuse into an FMA in one kernel and not in another, and the bits differ
+// (the rotating q/k/v products against rope_append, 1-4 ulp on an H200).
 __device__ __forceinline__ float2 rope_rotate(float x0, float x1, float c, float s) {
-    return make_float2(x0 * c - x1 * s, x1 * c + x0 * s);
+    return make_float2(__fmaf_rn(x0, c, -__fmul_rn(x1, s)), __fmaf_rn(x1, c, __fmul_rn(x0, s)));
 }
 
 // Waits for the other warp of `warp`'s pair (warps 2p and 2p + 1 of a block
