@@ -96,6 +96,61 @@ __device__ __forceinline__ void warp_pair_barrier(u32 warp) {
     }
 }
 
+// The stores of q/k/v products that rotate their own outputs (RoPE and the
+// KV append in their stores, one decode position): slots are the rows a
+// product's row loop hands out, from the product's first row of [q; k; v];
+// the first `rotated_slots` (q's and k's rows from there) come in pairs,
+// slots 2p and 2p + 1 standing for rows i and i + half of one head, taken by
+// neighbouring warps 2j and 2j + 1, which swap their sums in `exchanged` at
+// their pair's barrier; each stores its rotated value, the query's into
+// `query`, the key's into the key cache at `position`. Value rows are stored
+// as they are. Nothing goes to the caches when the position is beyond them
+// (`cached` false). WARPS, the block's warps, must be even.
+template <typename C, u32 WARPS>
+struct RotatingStores {
+    float* query;
+    C* key_cache;
+    C* value_cache;
+    const float* inverse_frequencies;
+    float scaling;
+    u32 position, head_dim, half, query_rows, kv_dim, rotated_slots;
+    bool cached;
+    // Each warp's sum for its partner, in two rounds' halves: a warp writes
+    // a half again only after both have passed the barrier between.
+    float (*exchanged)[WARPS];
+    u32 round;
+
+    // The row of [q; k; v] (from the product's first) `slot` stands for.
+    __device__ __forceinline__ u32 row_of(u32 slot) const {
+        if (slot >= rotated_slots) return slot;
+        const u32 pair = slot >> 1, head = pair / half;
+        return head * head_dim + (pair - head * half) + (slot & 1) * half;
+    }
+    // Stores `sum`, the product of `slot`'s row `row` of [q; k; v]; every
+    // lane of the warp calls it, and both warps of a rotated pair.
+    __device__ __forceinline__ void store(u32 slot, u32 row, float sum, u32 warp, u32 lane) {
+        if (slot < rotated_slots) {
+            if (lane == 0) exchanged[round][warp] = sum;
+            warp_pair_barrier<WARPS>(warp);
+            if (lane == 0) {
+                const float other = exchanged[round][warp ^ 1];
+                const bool second = slot & 1;
+                float c, s;
+                rope_cos_sin(position, inverse_frequencies[(slot >> 1) % half], scaling, &c, &s);
+                const float2 pair = rope_rotate(second ? other : sum, second ? sum : other, c, s);
+                const float value = second ? pair.y : pair.x;
+                if (row < query_rows)
+                    query[row] = value;
+                else if (cached)
+                    from_f32(value, &key_cache[(size_t)position * kv_dim + (row - query_rows)]);
+            }
+            round ^= 1;
+        } else if (lane == 0 && cached) {
+            from_f32(sum, &value_cache[(size_t)position * kv_dim + (row - query_rows - kv_dim)]);
+        }
+    }
+};
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;

@@ -214,10 +214,11 @@ __device__ void quantized_matvecs(const u8* x, const u8* weight_a, const u8* wei
 // append in its stores, for one decode position (positions[first]): the
 // rows of A, B and C are those of [q; k; v] from row `first_row` on (0,
 // q's rows, or q's and k's: whole matrices). Warps take the rotated rows
-// (q's and k's) in pairs: neighbouring warps 2j and 2j + 1 take rows i and
-// i + half of one head, meet at a barrier of their own (64 threads), and
-// each stores its rotated value, the query's into `query`, the key's into
-// the key cache at the position; value rows go to the value cache. The
+// (q's and k's) in pairs and store them as the prelude's RotatingStores
+// says: neighbouring warps take rows i and i + half of one head, meet at a
+// barrier of their own (64 threads), and each stores its rotated value,
+// the query's into `query`, the key's into the key cache at the position;
+// value rows go to the value cache. The
 // sums are quantized_matvecs', the rotation rope_append's (the prelude's),
 // so fused and unfused agree bit for bit. A position beyond the cache
 // stores no key or value (the host checks positions before they get here).
@@ -227,53 +228,26 @@ __device__ void quantized_matvecs_rope(const u8* x, const u8* weight_a, const u8
                                        C* key_cache, C* value_cache, const float* inverse_frequencies,
                                        const u32* positions, u32 first, u32 max_positions, u32 query_heads,
                                        u32 kv_heads, u32 head_dim, float attention_scaling) {
-    // Each warp's sum for its partner, in two rounds' slots: a warp writes
-    // a slot again only after both have passed the barrier between.
     __shared__ float exchanged[2][QUANT_WARPS];
-    const u32 blocks = k / F::BLOCK, n = rows_a + rows_b + rows_c, half = head_dim / 2;
+    const u32 blocks = k / F::BLOCK, n = rows_a + rows_b + rows_c;
     const u32 query_rows = query_heads * head_dim, kv_dim = kv_heads * head_dim;
     const u32 rotated_end = query_rows + kv_dim;
     const u32 rotated = first_row < rotated_end ? min(rotated_end - first_row, n) : 0;
     const size_t row_bytes = planar_row_bytes<F>(blocks);
     const u32 position = positions[first];
-    const bool stored = position < max_positions;
+    RotatingStores<C, QUANT_WARPS> stores{query,    key_cache,  value_cache, inverse_frequencies,
+                                          attention_scaling, position, head_dim, head_dim / 2, query_rows,
+                                          kv_dim,   rotated,    position < max_positions, exchanged, 0};
     const u32 warp = quant_uniform_warp(), lane = threadIdx.x & 31;
-    // The row of the group a warp's `slot` stands for: slots 2p and 2p + 1
-    // are pair p's two rows.
-    const auto row_of = [&](u32 slot) -> u32 {
-        if (slot >= rotated) return slot;
-        const u32 pair = slot >> 1, head = pair / half;
-        return head * head_dim + (pair - head * half) + (slot & 1) * half;
-    };
     const auto pointers = [&](u32 slot, const u8** rows) {
-        const u32 row = row_of(slot);
+        const u32 row = stores.row_of(slot);
         rows[0] = row < rows_a            ? weight_a + row * row_bytes
                   : row < rows_a + rows_b ? weight_b + (row - rows_a) * row_bytes
                                           : weight_c + (row - rows_a - rows_b) * row_bytes;
     };
     prefetch_first_rows<1, MATVEC_GROUP>(n, row_bytes, pointers);
-    u32 round = 0;
     quantized_rows_pipelined_each<F>(n, blocks, staged_at(x, k), pointers, [&](u32 slot, float sum) {
-        const u32 row = first_row + row_of(slot);
-        if (slot < rotated) {
-            if (lane == 0) exchanged[round][warp] = sum;
-            warp_pair_barrier<QUANT_WARPS>(warp);
-            if (lane == 0) {
-                const float other = exchanged[round][warp ^ 1];
-                const bool second = slot & 1;
-                float c, s;
-                rope_cos_sin(position, inverse_frequencies[(slot >> 1) % half], attention_scaling, &c, &s);
-                const float2 pair = rope_rotate(second ? other : sum, second ? sum : other, c, s);
-                const float value = second ? pair.y : pair.x;
-                if (row < query_rows)
-                    query[row] = value;
-                else if (stored)
-                    from_f32(value, &key_cache[(size_t)position * kv_dim + (row - query_rows)]);
-            }
-            round ^= 1;
-        } else if (lane == 0 && stored) {
-            from_f32(sum, &value_cache[(size_t)position * kv_dim + (row - rotated_end)]);
-        }
+        stores.store(slot, first_row + stores.row_of(slot), sum, warp, lane);
     });
 }
 
