@@ -5,10 +5,11 @@
 use rayon::prelude::*;
 
 use crate::cpu_simd::dot::PreparedX;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops::WeightElement;
 use crate::ops::rms_norm::cpu::scale_of;
-use crate::ops::rope::cpu::{rotate, rotations};
+use crate::ops::rope::cpu::rotations;
+use crate::ops::rope_append::cpu::{cached_position, rotate_and_append};
 use crate::runtime::KernelArgs;
 
 /// Rows per parallel task: enough work per task to amortise scheduling.
@@ -97,21 +98,12 @@ pub(super) fn norm_matvec_rope<W: WeightElement>(args: &KernelArgs<'_>) -> Resul
     let head_dim = (args.u32(HEAD_DIM)? as usize).max(2);
     let query_rows = args.u32(QUERY_HEADS)? as usize * head_dim;
     let kv_dim = args.u32(KV_HEADS)? as usize * head_dim;
-    let first = args.u32(FIRST)? as usize;
-    let position = *args
-        .input::<u32>(POSITIONS)?
-        .get(first)
-        .ok_or_else(|| Error::KernelFailed {
-            kernel: "norm_matvec_rope".into(),
-            message: format!("position slot {first} is beyond the positions given"),
-        })?;
-    let max_positions = args.u32(MAX_POSITIONS)? as usize;
-    if position as usize >= max_positions {
-        return Err(Error::KernelFailed {
-            kernel: "norm_matvec_rope".into(),
-            message: format!("position {position} is beyond the cache's {max_positions} positions"),
-        });
-    }
+    let position = cached_position(
+        "norm_matvec_rope",
+        args.input::<u32>(POSITIONS)?,
+        args.u32(FIRST)? as usize,
+        args.u32(MAX_POSITIONS)? as usize,
+    )?;
     let h = normed(
         args.input::<f32>(X)?,
         args.input::<W>(NORM_WEIGHT)?,
@@ -123,22 +115,18 @@ pub(super) fn norm_matvec_rope<W: WeightElement>(args: &KernelArgs<'_>) -> Resul
     let (mut key, mut value) = (vec![0.0f32; kv_dim], vec![0.0f32; kv_dim]);
     dot_rows_into(&h, args.input::<W>(WEIGHT_K)?, k, &mut key);
     dot_rows_into(&h, args.input::<W>(WEIGHT_V)?, k, &mut value);
-    let rotations = rotations(
+    rotate_and_append(
+        query,
+        &mut key,
+        &value,
+        [args.output::<W>(KEY_CACHE)?, args.output::<W>(VALUE_CACHE)?],
+        &rotations(
+            position,
+            args.input::<f32>(INVERSE_FREQUENCIES)?,
+            args.f32(ATTENTION_SCALING)?,
+        ),
+        head_dim,
         position,
-        args.input::<f32>(INVERSE_FREQUENCIES)?,
-        args.f32(ATTENTION_SCALING)?,
     );
-    for head in query
-        .chunks_exact_mut(head_dim)
-        .chain(key.chunks_exact_mut(head_dim))
-    {
-        rotate(head, &rotations);
-    }
-    let at = position as usize * kv_dim..(position as usize + 1) * kv_dim;
-    for (cache, source) in [(KEY_CACHE, &key), (VALUE_CACHE, &value)] {
-        for (stored, value) in args.output::<W>(cache)?[at.clone()].iter_mut().zip(source) {
-            *stored = W::from_f32(*value);
-        }
-    }
     Ok(())
 }

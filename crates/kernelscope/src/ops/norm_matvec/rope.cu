@@ -30,14 +30,14 @@ __device__ void norm_matvec_rope(const float* x, const W* norm_weight, const W* 
         // Both warps of a pair are on the same side of `rotated`, as it and
         // MATVEC_WARPS are even, and take the same groups.
         const u32 slot = group * MATVEC_WARPS + warp, row = stores.row_of(slot);
-        float sum = 0.0f;
         if (slot < n) {
+            float sum;
             const W* rows[1] = {row < query_rows ? weight_q + (size_t)row * k
                                 : row < rotated  ? weight_k + (size_t)(row - query_rows) * k
                                                  : weight_v + (size_t)(row - rotated) * k};
             dot_rows<W, 1>(rows, staged, k, packed, 0, 1, &sum);
+            stores.store(slot, row, sum, warp, lane);
         }
-        if (slot < n) stores.store(slot, row, sum, warp, lane);
     }
 }
 

@@ -14,7 +14,7 @@ use super::cpu::norm_matvec_rope;
 use super::{MOST_BLOCKS, check_normed_input};
 use crate::error::Result;
 use crate::ops::matvec::{cost, grid, with_core};
-use crate::ops::rope_append::{Checked, RopeAppendStores, check_stores};
+use crate::ops::rope_append::{Checked, RopeAppendStores};
 use crate::ops::{Arguments, bytes_of, dimensions, expect, kernel_for, register_weight_kernels};
 use crate::runtime::{Buffer, CommandEncoder, DType, Device, Kernel, KernelRegistry, OpKind, Primitive};
 
@@ -67,16 +67,7 @@ impl NormMatVecRope {
             half,
             kv_dim,
             max_positions,
-        } = check_stores(
-            OP,
-            stores.query,
-            [stores.key_cache, stores.value_cache],
-            self.dtype,
-            stores.frequencies,
-            stores.positions,
-            stores.first,
-            heads,
-        )?;
+        } = stores.check(OP, self.dtype)?;
         let [_, k] = dimensions(OP, "weight", weight_q)?;
         let query_rows = heads.query * heads.dim;
         for (name, weight, rows) in [

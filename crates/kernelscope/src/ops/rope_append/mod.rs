@@ -7,7 +7,7 @@
 
 mod arguments;
 mod checks;
-mod cpu;
+pub(crate) mod cpu;
 pub mod normed;
 pub(crate) use arguments::{
     ARGUMENTS, ATTENTION_SCALING, FIRST, HEAD_DIM, INVERSE_FREQUENCIES, KEY, KEY_CACHE, KV_HEADS,
@@ -56,6 +56,22 @@ pub struct RopeAppendStores<'a> {
     pub first: usize,
     /// The attention geometry (this rank's heads).
     pub heads: Heads,
+}
+
+impl RopeAppendStores<'_> {
+    /// [`check_stores`] of these stores for `op`, its caches of `cache_dtype`.
+    pub(crate) fn check(&self, op: &str, cache_dtype: DType) -> Result<Checked> {
+        check_stores(
+            op,
+            self.query,
+            [self.key_cache, self.value_cache],
+            cache_dtype,
+            self.frequencies,
+            self.positions,
+            self.first,
+            self.heads,
+        )
+    }
 }
 
 /// The fused RoPE and KV-append op for one cache dtype.

@@ -11,7 +11,7 @@ use super::super::layout::{BlockLayout, weight_blocks};
 use super::{QuantizedFused, StagedInput, matvecs_rope, product_grid};
 use crate::Buffer;
 use crate::error::{Error, Result};
-use crate::ops::rope_append::{Checked, RopeAppendStores, check_stores};
+use crate::ops::rope_append::{Checked, RopeAppendStores};
 use crate::ops::{Arguments, bytes_of};
 use crate::runtime::{CommandEncoder, DType, OpKind, Primitive};
 
@@ -55,16 +55,7 @@ impl QuantizedFused {
             half,
             kv_dim,
             max_positions,
-        } = check_stores(
-            OP,
-            stores.query,
-            [stores.key_cache, stores.value_cache],
-            Self::ROPE_CACHE_DTYPE,
-            stores.frequencies,
-            stores.positions,
-            stores.first,
-            heads,
-        )?;
+        } = stores.check(OP, Self::ROPE_CACHE_DTYPE)?;
         let part_rows = [heads.query * heads.dim, kv_dim, kv_dim];
         let first = first_part as usize;
         if weights.is_empty() || first + weights.len() > part_rows.len() {
