@@ -8,7 +8,6 @@ use crate::cpu_simd::dot::PreparedX;
 use crate::error::Result;
 use crate::ops::WeightElement;
 use crate::ops::rms_norm::cpu::scale_of;
-use crate::ops::rope::cpu::rotations;
 use crate::ops::rope_append::cpu::{cached_position, rotate_and_append};
 use crate::runtime::KernelArgs;
 
@@ -120,8 +119,7 @@ pub(super) fn norm_matvec_rope<W: WeightElement>(args: &KernelArgs<'_>) -> Resul
         &mut key,
         &value,
         [args.output::<W>(KEY_CACHE)?, args.output::<W>(VALUE_CACHE)?],
-        &rotations(
-            position,
+        (
             args.input::<f32>(INVERSE_FREQUENCIES)?,
             args.f32(ATTENTION_SCALING)?,
         ),

@@ -32,8 +32,7 @@ pub(super) fn rope_append<C: WeightElement>(args: &KernelArgs<'_>) -> Result<()>
         &mut key[..kv_dim].to_vec(),
         &value[..kv_dim],
         [args.output::<C>(KEY_CACHE)?, args.output::<C>(VALUE_CACHE)?],
-        &rotations(
-            position,
+        (
             args.input::<f32>(INVERSE_FREQUENCIES)?,
             args.f32(ATTENTION_SCALING)?,
         ),
@@ -64,7 +63,8 @@ pub(crate) fn cached_position(
     Ok(position)
 }
 
-/// RoPE by `rotations` on each head of `query` and `key` in place, then
+/// RoPE at `position` (`inverse_frequencies`, `attention_scaling`: the
+/// RoPE reference's `rotations`) on each head of `query` and `key` in place, then
 /// `key` and `value` (`kv_dim` each) stored at `position` of the caches
 /// `[_, kv_dim]`, rounded to `C`: what every op that appends a rotated key
 /// does on the CPU.
@@ -73,15 +73,16 @@ pub(crate) fn rotate_and_append<C: WeightElement>(
     key: &mut [f32],
     value: &[f32],
     [key_cache, value_cache]: [&mut [C]; 2],
-    rotations: &[(f32, f32)],
+    (inverse_frequencies, attention_scaling): (&[f32], f32),
     head_dim: usize,
     position: u32,
 ) {
+    let rotations = rotations(position, inverse_frequencies, attention_scaling);
     for head in query
         .chunks_exact_mut(head_dim)
         .chain(key.chunks_exact_mut(head_dim))
     {
-        rotate(head, rotations);
+        rotate(head, &rotations);
     }
     let kv_dim = key.len();
     let at = position as usize * kv_dim..(position as usize + 1) * kv_dim;
