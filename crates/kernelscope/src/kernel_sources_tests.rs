@@ -123,7 +123,7 @@ const DECLARED: [(&str, &str, &[Argument]); 36] = [
 /// Files holding kernels of several argument lists (most instantiated per
 /// quantized format: `{format}` in their names, see
 /// `quantized::linear::cuda_source`): each kernel's list by its name.
-const DECLARED_PER_KERNEL: [(&str, &[Argument]); 18] = [
+const DECLARED_PER_KERNEL: [(&str, &[Argument]); 22] = [
     (
         "attention_combine_q8",
         crate::ops::attention::combine_quantized::ARGUMENTS,
@@ -148,6 +148,14 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 18] = [
         crate::ops::quantized::linear::fused::silu_stage::ARGUMENTS,
     ),
     (
+        "matvec_silu_{format}_q8_norm_stage",
+        crate::ops::quantized::linear::fused::silu_norm_stage::ARGUMENTS,
+    ),
+    (
+        "matvec_add_{format}_q8_norm_stage",
+        crate::ops::quantized::linear::fused::matvec_add_norm_stage::ARGUMENTS,
+    ),
+    (
         "quantize_q8",
         crate::ops::quantized::linear::fused::quantize::ARGUMENTS,
     ),
@@ -167,6 +175,14 @@ const DECLARED_PER_KERNEL: [(&str, &[Argument]); 18] = [
     (
         "moe_down_add_{format}_q8",
         crate::ops::quantized::experts::down::ARGUMENTS,
+    ),
+    (
+        "stream_silu_q4_k_held2_norm",
+        crate::ops::quantized::linear::streamed::norm_arguments::ARGUMENTS,
+    ),
+    (
+        "stream_silu_q4_k_held4_norm",
+        crate::ops::quantized::linear::streamed::norm_arguments::ARGUMENTS,
     ),
     (
         "stream_add_q4_k_split2_held2",

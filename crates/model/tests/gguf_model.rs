@@ -431,7 +431,9 @@ fn bytes_per_token_are_the_bytes_the_weights_take() {
 
 /// On a GPU a quantized file's decode stages the down projection's input
 /// in gate/up (`QuantizedFused::encode_matvec_silu_staged`): no quantize
-/// kernel in any layer, and every layer's gate/up the staging kernel; and
+/// kernel in any layer, and every layer's gate/up the staging kernel; o_proj
+/// stages the residual for the norm before gate/up
+/// (`QuantizedFused::encode_matvec_add_norm_staged`), whose kernel goes; and
 /// q/k/v rotate and append their own outputs
 /// (`QuantizedFused::encode_matvecs_rope_staged`): no `rope_append` kernel,
 /// every layer's q/k/v products the rotating kernels. (CUDA's logits
@@ -465,7 +467,17 @@ fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
         0
     );
     assert_eq!(
-        count(&|kernel, _| kernel.starts_with("matvec_silu_") && kernel.ends_with("_q8_stage")),
+        count(&|kernel, _| kernel.starts_with("matvec_silu_") && kernel.ends_with("_q8_norm_stage")),
+        layers * steps
+    );
+    // o_proj stages the residual for gate/up's norm, which finishes it:
+    // the only norm kernels left in a layer are the attention's.
+    assert_eq!(
+        count(&|kernel, _| kernel.starts_with("matvec_add_") && kernel.ends_with("_q8_norm_stage")),
+        layers * steps
+    );
+    assert_eq!(
+        count(&|kernel, scope| kernel == "norm_quantize_q8" && scope.starts_with("layer.")),
         layers * steps
     );
     assert_eq!(count(&|kernel, _| kernel.starts_with("rope_append")), 0);

@@ -158,7 +158,11 @@ impl Forward<'_> {
                 // Its output staged for a quantized down projection after it,
                 // where that product reads it so.
                 if self.staged_down_first(rest) {
-                    let staged = fused.encode_norm_stage(encoder, x, weight, eps, x.len())?;
+                    // x as o_proj staged it before the norm, where it did.
+                    let staged = match self.take_handed_off(encoder, activations, Slot::Normed) {
+                        Some(staged) => staged,
+                        None => fused.encode_norm_stage(encoder, x, weight, eps, x.len())?,
+                    };
                     if let Some(handed) = fused.encode_matvec_silu_staged(encoder, &staged, gate, up, out)? {
                         self.hand_off(encoder, activations, Slot::Activated, handed);
                     }
@@ -377,7 +381,23 @@ impl Forward<'_> {
             .expect("has_fused_kernels checked the kernels");
         let staged = fused.stage_scratch(encoder.device(), heads.query * heads.dim)?;
         self.encode_attention(encoder, *layer, activations, Some(staged.buffer()))?;
-        fused.encode_matvec_add_staged(encoder, &linear.weight, &staged, &activations.hidden)?;
+        let (weight, hidden) = (&linear.weight, &activations.hidden);
+        // The residual staged for the norm after it, where gate/up reads it so.
+        match self.pending_norm_reader(&steps[3..]) {
+            Some(norm_weight) => {
+                let eps = self.config.rms_norm_eps;
+                let handed = fused.encode_matvec_add_norm_staged(
+                    encoder,
+                    weight,
+                    &staged,
+                    hidden,
+                    norm_weight,
+                    eps,
+                )?;
+                self.hand_off(encoder, activations, Slot::Normed, handed);
+            }
+            None => fused.encode_matvec_add_staged(encoder, weight, &staged, hidden)?,
+        }
         Ok(3)
     }
 
@@ -469,7 +489,7 @@ impl Forward<'_> {
 
 /// The norm weight, gate and up of steps that begin with RMSNorm, the gate
 /// and up mat-vecs of the normed input and SiLU·mul, and the steps after.
-fn gate_up_steps<'s, 'w>(
+pub(super) fn gate_up_steps<'s, 'w>(
     steps: &'s [Step<'w>],
 ) -> Option<(&'w Buffer, &'w Linear, &'w Linear, &'s [Step<'w>])> {
     match steps {

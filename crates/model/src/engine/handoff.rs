@@ -5,13 +5,18 @@
 //! kernel that quantized it apart goes. The staged input waits in
 //! [`Activations::handed_off`] for the step that reads it, which takes it
 //! only if no dispatch came between (anything else stages x itself).
+//! Likewise o_proj stages the residual stream for the norm after it, times
+//! the norm's weight and with its chunks' sums of squares, where that norm
+//! is read by such a gate/up (which finishes the norm from the sums), so
+//! the norm's own kernel goes too.
 
-use kernelscope::CommandEncoder;
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::quantized::linear::fused::StagedInput;
+use kernelscope::{Buffer, CommandEncoder};
 
 use super::activations::HandedOff;
 use super::forward_parts::Forward;
+use super::fusion::gate_up_steps;
 use super::layer::{Activations, Slot, Step};
 use crate::linear::{Linear, Parallel};
 
@@ -54,6 +59,31 @@ impl Forward<'_> {
         let quantized = matches!(linear.format(), WeightFormat::Quantized(_));
         let whole = linear.parallel == Parallel::Whole && !linear.has_bias();
         quantized && whole && self.has_fused_kernels(linear.format())
+    }
+
+    /// The norm weight of `steps` where they begin with RMSNorm, gate/up and
+    /// SiLU·mul that `fuse_norm_gate_up` encodes as a quantized gate/up
+    /// staging its output for the down projection after it, in a kernel
+    /// that reads an x still waiting for its norm: what the o_proj before
+    /// them stages its output for. Not where the persistent feed-forward
+    /// kernel takes those steps.
+    pub(super) fn pending_norm_reader<'w>(&self, steps: &[Step<'w>]) -> Option<&'w Buffer> {
+        let (weight, gate, up, rest) = gate_up_steps(steps)?;
+        let WeightFormat::Quantized(format) = gate.format() else {
+            return None;
+        };
+        let persistent = match down_step(rest).map(Linear::format) {
+            Some(WeightFormat::Quantized(down)) => self.ops.quantized_feed_forward(format, down).is_some(),
+            _ => false,
+        };
+        let unbiased = !gate.has_bias() && !up.has_bias();
+        let fuses = up.format() == gate.format() && self.fuses_as_output(gate) && self.fuses_as_output(up);
+        let reads = fuses
+            && self
+                .ops
+                .quantized_fused(format)
+                .is_some_and(|fused| fused.gate_up_reads_pending_norm(&gate.weight));
+        (!persistent && unbiased && reads && self.staged_down_first(rest)).then_some(weight)
     }
 }
 

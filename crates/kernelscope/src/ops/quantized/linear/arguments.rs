@@ -55,3 +55,23 @@ pub(crate) mod silu_stage {
         STAGED: "staged" Write
     }
 }
+/// The arguments of `matvec_silu_<format>_q8_norm_stage` (kernels.cu): the
+/// staging gate/up's, then x's chunks' sums of squares and the norm's
+/// epsilon (x staged before its RMSNorm).
+#[allow(dead_code)]
+pub(crate) mod silu_norm_stage {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32, K: "k" U32,
+        STAGED: "staged" Write, SQUARES: "squares" Read, EPS: "eps" F32
+    }
+}
+/// The arguments of `matvec_add_<format>_q8_norm_stage` (kernels.cu): the
+/// residual mat-vec's, then the next norm's weight and where the new
+/// residual is staged for its readers, with its chunks' sums of squares.
+#[allow(dead_code)]
+pub(crate) mod matvec_add_norm_stage {
+    crate::ops::kernel_arguments! {
+        WEIGHT: "weight" Read, X: "x" Read, OUT: "out" ReadWrite, N: "n" U32, K: "k" U32,
+        NORM_WEIGHT: "norm_weight" Read, STAGED: "staged" Write, SQUARES: "squares" Write
+    }
+}

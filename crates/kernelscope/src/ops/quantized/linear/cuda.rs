@@ -9,14 +9,16 @@ use crate::runtime::{Device, Kernel, KernelRegistry, LaunchGrid};
 
 /// The CUDA kernels of each format (`kernels.cu`), `{}` standing for its
 /// name.
-pub(crate) const CUDA_KERNELS: [&str; 8] = [
+pub(crate) const CUDA_KERNELS: [&str; 10] = [
     "matvec_{}_q8",
     "matmul_{}",
     "matvec_add_{}_q8",
+    "matvec_add_{}_q8_norm_stage",
     "matvecs_{}_q8",
     "matvecs_rope_{}_q8_bf16",
     "matvec_silu_{}_q8",
     "matvec_silu_{}_q8_stage",
+    "matvec_silu_{}_q8_norm_stage",
     "dequantize_{}_bf16",
 ];
 
@@ -49,13 +51,15 @@ pub(crate) fn cuda_source_for(format: QuantFormat, template: &str) -> String {
 
 /// The CUDA source of `kernels` (one format's, its names put in) over what
 /// every quantized kernel shares: the prelude, `quantized.cuh`,
-/// `formats.cuh` and `products.cuh` (other ops' quantized kernels too).
+/// `formats.cuh`, `products.cuh` and `chunked.cuh` (other ops' quantized
+/// kernels too).
 pub(crate) fn cuda_source_with(kernels: &str) -> String {
     crate::ops::cuda_source(&format!(
-        "{}\n{}\n{}\n{}\n{kernels}",
+        "{}\n{}\n{}\n{}\n{}\n{kernels}",
         include_str!("quantized.cuh"),
         include_str!("formats.cuh"),
         include_str!("products.cuh"),
+        include_str!("chunked.cuh"),
         include_str!("streamed.cuh")
     ))
 }

@@ -30,10 +30,13 @@ use crate::runtime::{
 };
 
 mod gate_up;
+mod norm_stage;
 pub mod rope;
 
 /// The arguments of `quantize_q8` (stage.cu).
-pub(crate) use super::arguments::{matvecs, matvecs_rope, norm_quantize, quantize, silu, silu_stage};
+pub(crate) use super::arguments::{
+    matvec_add_norm_stage, matvecs, matvecs_rope, norm_quantize, quantize, silu, silu_norm_stage, silu_stage,
+};
 use crate::ops::matvec::residual as add;
 
 /// Registers `quantize_q8` and `norm_quantize_q8` on CUDA, and
@@ -60,9 +63,55 @@ pub struct StagedInput {
     buffer: Buffer,
     /// x's elements.
     length: usize,
+    /// Where x was staged before its RMSNorm (o_proj staging the residual
+    /// stream for the norm after it, `norm_stage`): what the reader
+    /// normalises with.
+    pending_norm: Option<PendingNorm>,
+}
+
+/// The RMSNorm still to apply to a staged x: its chunks' sums of squares
+/// (f32 `[length / 32]`) and the norm's epsilon. x was staged times the
+/// norm weight, so only the RMS is left.
+#[derive(Clone, Debug)]
+struct PendingNorm {
+    squares: Buffer,
+    eps: f32,
 }
 
 impl StagedInput {
+    /// x of `length` values as its stage kernel left it, normalised where
+    /// its norm asked.
+    fn normalised(buffer: Buffer, length: usize) -> Self {
+        StagedInput {
+            buffer,
+            length,
+            pending_norm: None,
+        }
+    }
+
+    /// Where x still waits for its RMSNorm (o_proj staged it before the
+    /// norm, `encode_matvec_add_norm_staged`): the sums of squares of its
+    /// blocks of 32 (f32 `[length / 32]`) the reader finishes the norm
+    /// with. Only the staging gate/up reads such an x.
+    pub fn pending_squares(&self) -> Option<&Buffer> {
+        self.pending_norm.as_ref().map(|pending| &pending.squares)
+    }
+
+    /// An error naming `kernel` where x still waits for its RMSNorm: the
+    /// products other than the staging gate/up read a normalised x.
+    fn expect_normalised(&self, kernel: &str, index: usize) -> Result<()> {
+        match self.pending_norm {
+            None => Ok(()),
+            Some(_) => Err(Error::KernelArgument {
+                kernel: kernel.to_string(),
+                index,
+                problem: "x was staged before its RMSNorm (o_proj's norm staging); \
+                          only gate/up's staging kernel normalises it"
+                    .into(),
+            }),
+        }
+    }
+
     /// The bytes (u8, `staged_bytes(length)`): x's 8-bit values, then its
     /// blocks' scales, then their scaled sums, for a kernel that writes x
     /// so itself (the attention's combine, `Attention::encode_quantized`).
@@ -86,6 +135,10 @@ pub struct QuantizedFused {
     matvec_silu: Kernel,
     /// matvec_silu staging its output for the down projection (`gate_up`).
     matvec_silu_stage: Kernel,
+    /// matvec_silu_stage over an x still to be normalised, and matvec_add
+    /// staging its output so for the next norm (`norm_stage`).
+    matvec_silu_norm_stage: Kernel,
+    matvec_add_norm_stage: Kernel,
     /// Q4_K's gate/up streamed through shared memory, where the device has
     /// bulk copies (`streamed.rs`).
     streamed_gate_up: Option<StreamedGateUp>,
@@ -99,6 +152,11 @@ pub struct QuantizedFused {
     /// Gate/up's output staged for the down projection, apart from
     /// `staged`, which gate/up reads.
     activation: Arc<Mutex<Option<Buffer>>>,
+    /// o_proj's output staged for the next norm's readers, and its
+    /// chunks' sums of squares (`norm_stage`), apart from both above
+    /// (o_proj reads `staged`, gate/up of its format writes `activation`).
+    norm_staged: Arc<Mutex<Option<Buffer>>>,
+    squares: Arc<Mutex<Option<Buffer>>>,
 }
 
 impl QuantizedFused {
@@ -121,11 +179,15 @@ impl QuantizedFused {
             matvecs_rope: kernel("matvecs_rope_{}_q8_bf16")?,
             matvec_silu: kernel("matvec_silu_{}_q8")?,
             matvec_silu_stage: kernel("matvec_silu_{}_q8_stage")?,
+            matvec_silu_norm_stage: kernel("matvec_silu_{}_q8_norm_stage")?,
+            matvec_add_norm_stage: kernel("matvec_add_{}_q8_norm_stage")?,
             streamed_gate_up: StreamedGateUp::new(registry, device, format)?,
             streamed_down: StreamedDown::new(registry, device, format)?,
             format,
             staged: Arc::default(),
             activation: Arc::default(),
+            norm_staged: Arc::default(),
+            squares: Arc::default(),
         })
     }
 
@@ -164,7 +226,7 @@ impl QuantizedFused {
     ) -> Result<()> {
         let (_, _, k) = weight_blocks(MATVEC_ADD, self.format, BlockLayout::Planes, weight)?;
         let buffer = self.encode_stage(encoder, MATVEC_ADD, x, None, k)?;
-        self.encode_matvec_add_staged(encoder, weight, &StagedInput { buffer, length: k }, out)
+        self.encode_matvec_add_staged(encoder, weight, &StagedInput::normalised(buffer, k), out)
     }
 
     /// This format's scratch for a quantized x of `length` values, to be
@@ -176,7 +238,7 @@ impl QuantizedFused {
         check_quantizable(MATVEC_ADD, length)?;
         let mut slot = self.staged.lock().expect("not poisoned");
         let buffer = scratch_view(device, &mut slot, DType::U8, &[staged_bytes(length)])?;
-        Ok(StagedInput { buffer, length })
+        Ok(StagedInput::normalised(buffer, length))
     }
 
     /// `out[n] += weight · x`, x as `staged` holds it.
@@ -197,6 +259,7 @@ impl QuantizedFused {
                 found: vec![staged.length],
             });
         }
+        staged.expect_normalised(OP, add::X)?;
         let staged = &staged.buffer;
         let bytes_read =
             (n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64 + bytes_of(n, DType::F32);
@@ -269,7 +332,7 @@ impl QuantizedFused {
         k: usize,
     ) -> Result<StagedInput> {
         let buffer = self.encode_stage(encoder, "quantized norm_matvec", x, Some((norm_weight, eps)), k)?;
-        Ok(StagedInput { buffer, length: k })
+        Ok(StagedInput::normalised(buffer, k))
     }
 
     /// `out = [weights[0]; weights[1]; ...] · x` for one to three weight
@@ -293,6 +356,7 @@ impl QuantizedFused {
         }
         let mut rows = [0usize; 3];
         let mut read = 0usize;
+        staged.expect_normalised(OP, matvecs::X)?;
         let k = staged.length;
         for (slot, weight) in weights.iter().enumerate() {
             let (n, blocks, elements) = weight_blocks(OP, self.format, BlockLayout::Planes, weight)?;
@@ -348,7 +412,7 @@ impl QuantizedFused {
         const OP: &str = "quantized norm_matvec_silu";
         let (_, _, k) = self.gate_up_shape(OP, gate, up, out)?;
         let buffer = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
-        let staged = StagedInput { buffer, length: k };
+        let staged = StagedInput::normalised(buffer, k);
         self.encode_gate_up(encoder, &staged, gate, up, out, false)
             .map(drop)
     }

@@ -183,18 +183,24 @@ template <> struct HeldFormat<Q6_K> {
 // registers once (`prepare`, after the previous kernel) and a row's
 // products read only weights. Read from global memory for every unit, x
 // was 2 bytes of L1 traffic for each byte of weights and most of the
-// warps' stalls.
+// warps' stalls. Where `squares` is not null, x is o_proj's unnormalised
+// staging (chunked.cuh): `prepare` also takes x's 1 / RMS into `norm`,
+// which the sums are multiplied by (1, exactly, where it is null).
 template <int UNITS_PER_LANE, int MATRICES>
 struct Q4KPairsHeldX {
     using Held = HeldFormat<Q4_K_Pairs>;
     u32 blocks;
     Staged x;
+    const float* squares;
+    float eps;
+    float norm;
     Held::Fragment held[UNITS_PER_LANE];
     __device__ __forceinline__ void prepare() {
         const u32 lane = threadIdx.x & 31, units = blocks * Q4_K_Pairs::UNITS;
         #pragma unroll
         for (int i = 0; i < UNITS_PER_LANE; ++i)
             if (lane + 32 * i < units) held[i] = Held::fragment(x, lane + 32 * i);
+        norm = squares != nullptr ? inverse_rms(squares, blocks * Q4_K::BLOCK, eps) : 1.0f;
     }
     __device__ __forceinline__ void operator()(const u8* const* rows, float* sums) const {
         const u32 lane = threadIdx.x & 31, units = blocks * Q4_K_Pairs::UNITS;
@@ -206,16 +212,18 @@ struct Q4KPairsHeldX {
                 const u32 unit = lane + 32 * i;
                 if (unit < units) sum += Held::dot(Q4_K_Pairs::load<FromShared>(rows[m], blocks, unit), held[i], unit);
             }
-            sums[m] = warp_sum(sum);
+            sums[m] = warp_sum(sum) * norm;
         }
     }
 };
 
 // out[i] = silu(gate[i] · x) * (up[i] · x) over Q4_K rows of up to
 // UNITS_PER_LANE * 2,048 values, x held in registers (Q4KPairsHeldX).
+// Where `squares` is not null, x is o_proj's unnormalised staging
+// (chunked.cuh), normalised by Q4KPairsHeldX.
 template <int UNITS_PER_LANE>
 __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
-                                     u32 stages) {
+                                     u32 stages, const float* squares, float eps) {
     const u32 blocks = k / Q4_K::BLOCK, row_bytes = (u32)planar_row_bytes<Q4_K>(blocks);
     streamed_rows<2>(
         n, row_bytes, stages,
@@ -223,7 +231,7 @@ __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, 
             rows[0] = gate + (size_t)row * row_bytes;
             rows[1] = up + (size_t)row * row_bytes;
         },
-        Q4KPairsHeldX<UNITS_PER_LANE, 2>{blocks, staged_at(x, k)},
+        Q4KPairsHeldX<UNITS_PER_LANE, 2>{blocks, staged_at(x, k), squares, eps},
         [&](u32 row, const float* sums) { out[row] = silu(sums[0]) * sums[1]; });
 }
 

@@ -20,6 +20,12 @@ use super::cuda::{cuda_source_with, quantized_kernel};
 /// x for: a lane holds 2 or 4 pairs of Q4_K sub-blocks (64 values each) of
 /// every row.
 const HELD_KERNELS: [(&str, usize); 2] = [("stream_silu_q4_k_held2", 4096), ("stream_silu_q4_k_held4", 8192)];
+/// The same over an x o_proj staged before its norm, which they finish
+/// (`norm_arguments`).
+const HELD_NORM_KERNELS: [(&str, usize); 2] = [
+    ("stream_silu_q4_k_held2_norm", 4096),
+    ("stream_silu_q4_k_held4_norm", 8192),
+];
 /// Rows this short keep the register loop: llama-3.2-1b's gate/up (2,048
 /// values) took 8.6-9.4 µs streamed against 8.6-8.9 in the engine (H200,
 /// CUPTI), and decoded 0.6 % slower, though it measured faster alone.
@@ -53,10 +59,22 @@ pub(crate) mod arguments {
     }
 }
 
+/// The arguments of the streamed gate/up kernels that finish x's norm:
+/// gate/up's, then x's blocks' sums of squares and the norm's epsilon.
+// gate/up's positions fill the first arguments (a test checks they are
+// the same), so those of this list go unused.
+#[allow(dead_code)]
+pub(crate) mod norm_arguments {
+    crate::ops::kernel_arguments! {
+        X: "x" Read, GATE: "gate" Read, UP: "up" Read, OUT: "out" Write, N: "n" U32, K: "k" U32,
+        STAGES: "stages" U32, SQUARES: "squares" Read, EPS: "eps" F32
+    }
+}
+
 /// Registers the streamed kernels on CUDA (Q4_K's gate/up).
 pub(super) fn register(registry: &mut KernelRegistry) {
     let source: Arc<str> = cuda_source_with(include_str!("streamed_kernels.cu")).into();
-    for (name, _) in HELD_KERNELS {
+    for (name, _) in HELD_KERNELS.into_iter().chain(HELD_NORM_KERNELS) {
         registry.register_cuda_source(name, source.clone());
         registry.register_format(name, QuantFormat::Q4_K.name());
     }
@@ -214,6 +232,8 @@ fn holding(held: &[(Kernel, usize)], k: usize) -> Option<&Kernel> {
 pub(crate) struct StreamedGateUp {
     /// Each kernel with the longest row it holds x for, shortest first.
     held: Vec<(Kernel, usize)>,
+    /// The same finishing x's norm (`HELD_NORM_KERNELS`).
+    held_norm: Vec<(Kernel, usize)>,
     multiprocessors: u32,
 }
 
@@ -232,9 +252,10 @@ impl StreamedGateUp {
         else {
             return Ok(None);
         };
-        let held = held_kernels(registry, device, HELD_KERNELS, "Q4_K gate/up is streamed")?;
+        let what = "Q4_K gate/up is streamed";
         Ok(Some(StreamedGateUp {
-            held,
+            held: held_kernels(registry, device, HELD_KERNELS, what)?,
+            held_norm: held_kernels(registry, device, HELD_NORM_KERNELS, what)?,
             multiprocessors,
         }))
     }
@@ -242,12 +263,24 @@ impl StreamedGateUp {
     /// The kernel and plan for `n` rows of gate and up of `k` values in
     /// planar rows of `row_bytes`, or `None` where no kernel holds rows that
     /// long or their slots do not fit.
-    pub(crate) fn plan(&self, n: usize, k: usize, row_bytes: usize) -> Option<(&Kernel, StreamPlan)> {
+    /// The kernel is the one finishing x's norm where `finishes_norm` asks.
+    pub(crate) fn plan(
+        &self,
+        n: usize,
+        k: usize,
+        row_bytes: usize,
+        finishes_norm: bool,
+    ) -> Option<(&Kernel, StreamPlan)> {
         if k < SHORTEST_STREAMED {
             return None;
         }
+        let held = if finishes_norm {
+            &self.held_norm
+        } else {
+            &self.held
+        };
         Some((
-            holding(&self.held, k)?,
+            holding(held, k)?,
             stream_plan(n, 2 * row_bytes, self.multiprocessors)?,
         ))
     }
@@ -308,6 +341,19 @@ impl StreamedDown {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernels finishing x's norm take gate/up's arguments first, in
+    /// order (their dispatch fills them by gate/up's positions).
+    #[test]
+    fn the_norm_finishing_list_begins_with_gate_ups() {
+        let list = norm_arguments::ARGUMENTS;
+        assert_eq!(&list[..arguments::ARGUMENTS.len()], arguments::ARGUMENTS);
+        let rest: Vec<&str> = list[arguments::ARGUMENTS.len()..]
+            .iter()
+            .map(|argument| argument.name)
+            .collect();
+        assert_eq!(rest, ["squares", "eps"]);
+    }
 
     /// The plans the H200 measurements chose (docs/PERF.md): llama-3-8b's
     /// gate/up (14,336 rows of 2,304 bytes, each slot gate's and up's) in

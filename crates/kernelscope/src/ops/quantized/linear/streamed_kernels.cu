@@ -7,12 +7,26 @@
 extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
     stream_silu_q4_k_held2(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages) {
     wait_for_previous_kernel();
-    streamed_silu_held_x<2>(x, gate, up, out, n, k, stages);
+    streamed_silu_held_x<2>(x, gate, up, out, n, k, stages, nullptr, 0.0f);
 }
 extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
     stream_silu_q4_k_held4(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages) {
     wait_for_previous_kernel();
-    streamed_silu_held_x<4>(x, gate, up, out, n, k, stages);
+    streamed_silu_held_x<4>(x, gate, up, out, n, k, stages, nullptr, 0.0f);
+}
+// The same over x o_proj staged before its norm (chunked.cuh), `squares`
+// its blocks' sums of squares.
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_silu_q4_k_held2_norm(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages,
+                                const float* squares, float eps) {
+    wait_for_previous_kernel();
+    streamed_silu_held_x<2>(x, gate, up, out, n, k, stages, squares, eps);
+}
+extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
+    stream_silu_q4_k_held4_norm(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k, u32 stages,
+                                const float* squares, float eps) {
+    wait_for_previous_kernel();
+    streamed_silu_held_x<4>(x, gate, up, out, n, k, stages, squares, eps);
 }
 // The streamed down projections (out += W · x, x quantized by
 // quantize_q8): each row split over two warps, each holding x for 2 or 4

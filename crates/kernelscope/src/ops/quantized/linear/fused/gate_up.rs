@@ -6,8 +6,10 @@
 use super::super::cuda::staged_bytes;
 use super::super::gemm::scratch_view;
 use super::super::layout::{BlockLayout, weight_blocks};
-use super::super::streamed::arguments as streamed_silu;
-use super::{MATVEC_ADD, QuantizedFused, StagedInput, gate_up_blocks, product_grid, silu, silu_stage};
+use super::super::streamed::{arguments as streamed_silu, norm_arguments as streamed_norm};
+use super::{
+    MATVEC_ADD, QuantizedFused, StagedInput, gate_up_blocks, product_grid, silu, silu_norm_stage, silu_stage,
+};
 use crate::Buffer;
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
@@ -15,7 +17,7 @@ use crate::runtime::{CommandEncoder, DType, LaunchGrid, OpKind, Primitive};
 
 /// Rows a block of the staging gate/up takes at a time (one 8-bit block of
 /// its output), and its threads (`CHUNK_WARPS` warps, products.cuh).
-const CHUNK_ROWS: usize = 32;
+pub(super) const CHUNK_ROWS: usize = 32;
 const CHUNK_THREADS: u32 = 12 * 32;
 
 impl QuantizedFused {
@@ -42,7 +44,7 @@ impl QuantizedFused {
     pub fn encode_quantize(&self, encoder: &mut CommandEncoder, x: &Buffer) -> Result<StagedInput> {
         let length = x.len();
         let buffer = self.encode_stage(encoder, MATVEC_ADD, x, None, length)?;
-        Ok(StagedInput { buffer, length })
+        Ok(StagedInput::normalised(buffer, length))
     }
 
     /// Gate/up's rows, blocks a row and row length (`weight_blocks`), once
@@ -67,6 +69,18 @@ impl QuantizedFused {
         Ok((n, blocks, k))
     }
 
+    /// Whether gate/up of `n` rows of `k` values (`row_bytes` bytes a row)
+    /// runs the kernel that stages its output (and reads an x still
+    /// waiting for its norm): not where Q4_K's rows stream, and only for
+    /// whole 32-row chunks.
+    pub(super) fn gate_up_stages(&self, n: usize, k: usize, row_bytes: usize) -> bool {
+        let streamed = self
+            .streamed_gate_up
+            .as_ref()
+            .is_some_and(|streamed| streamed.plan(n, k, row_bytes, false).is_some());
+        !streamed && n.is_multiple_of(CHUNK_ROWS)
+    }
+
     /// Gate/up and SiLU·mul over `staged`, staging `out` as well where
     /// `stage_output` asks and the product that runs can.
     pub(super) fn encode_gate_up(
@@ -87,30 +101,50 @@ impl QuantizedFused {
                 found: vec![staged.length],
             });
         }
-        let bytes_read = (2 * n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64;
+        let row_bytes = gate.shape()[1];
+        let pending = staged.pending_norm.as_ref();
+        let mut bytes_read = (2 * n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64;
+        let mut kind = OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]);
+        if pending.is_some() {
+            bytes_read += bytes_of(k / CHUNK_ROWS, DType::F32);
+            kind = OpKind::fused(&[Primitive::RmsNorm, Primitive::MatVec, Primitive::SiluMul]);
+        }
         let flops = 4 * (n * k) as u64 + 6 * n as u64;
-        let kind = OpKind::fused(&[Primitive::MatVec, Primitive::SiluMul]);
         let input = &staged.buffer;
         let streamed = self
             .streamed_gate_up
             .as_ref()
-            .and_then(|streamed| streamed.plan(n, k, gate.shape()[1]));
+            .and_then(|streamed| streamed.plan(n, k, row_bytes, pending.is_some()));
         if let Some((kernel, plan)) = streamed {
+            let list = match pending {
+                Some(_) => streamed_norm::ARGUMENTS,
+                None => streamed_silu::ARGUMENTS,
+            };
+            let mut arguments = Arguments::new(list)
+                .buffer(streamed_silu::X, input)
+                .buffer(streamed_silu::GATE, gate)
+                .buffer(streamed_silu::UP, up)
+                .buffer(streamed_silu::OUT, out)
+                .scalar(streamed_silu::N, n as u32)
+                .scalar(streamed_silu::K, k as u32)
+                .scalar(streamed_silu::STAGES, plan.stages);
+            if let Some(pending) = pending {
+                arguments = arguments
+                    .buffer(streamed_norm::SQUARES, &pending.squares)
+                    .scalar(streamed_norm::EPS, pending.eps);
+            }
             encoder.dispatch(
-                Arguments::new(streamed_silu::ARGUMENTS)
-                    .buffer(streamed_silu::X, input)
-                    .buffer(streamed_silu::GATE, gate)
-                    .buffer(streamed_silu::UP, up)
-                    .buffer(streamed_silu::OUT, out)
-                    .scalar(streamed_silu::N, n as u32)
-                    .scalar(streamed_silu::K, k as u32)
-                    .scalar(streamed_silu::STAGES, plan.stages)
+                arguments
                     .dispatch(kernel)?
                     .grid(plan.grid)
                     .cost(bytes_read, bytes_of(n, DType::F32), flops)
                     .op_kind(kind),
             )?;
             return Ok(None);
+        }
+        let stages = stage_output && self.gate_up_stages(n, k, row_bytes);
+        if pending.is_some() && !stages {
+            staged.expect_normalised(OP, silu::X)?;
         }
         let arguments = |list| {
             Arguments::new(list)
@@ -121,7 +155,7 @@ impl QuantizedFused {
                 .scalar(silu::N, n as u32)
                 .scalar(silu::K, k as u32)
         };
-        if !(stage_output && n.is_multiple_of(CHUNK_ROWS)) {
+        if !stages {
             encoder.dispatch(
                 arguments(silu::ARGUMENTS)
                     .dispatch(&self.matvec_silu)?
@@ -135,10 +169,19 @@ impl QuantizedFused {
             let mut slot = self.activation.lock().expect("not poisoned");
             scratch_view(encoder.device(), &mut slot, DType::U8, &[staged_bytes(n)])?
         };
-        encoder.dispatch(
-            arguments(silu_stage::ARGUMENTS)
+        // x still waiting for its norm: the kernel that normalises the sums.
+        let dispatch = match pending {
+            None => arguments(silu_stage::ARGUMENTS)
                 .buffer(silu_stage::STAGED, &output)
-                .dispatch(&self.matvec_silu_stage)?
+                .dispatch(&self.matvec_silu_stage)?,
+            Some(pending) => arguments(silu_norm_stage::ARGUMENTS)
+                .buffer(silu_norm_stage::STAGED, &output)
+                .buffer(silu_norm_stage::SQUARES, &pending.squares)
+                .scalar(silu_norm_stage::EPS, pending.eps)
+                .dispatch(&self.matvec_silu_norm_stage)?,
+        };
+        encoder.dispatch(
+            dispatch
                 .grid(LaunchGrid {
                     blocks: [(n / CHUNK_ROWS) as u32, 1, 1],
                     threads_per_block: [CHUNK_THREADS, 1, 1],
@@ -151,10 +194,7 @@ impl QuantizedFused {
                 )
                 .op_kind(kind),
         )?;
-        Ok(Some(StagedInput {
-            buffer: output,
-            length: n,
-        }))
+        Ok(Some(StagedInput::normalised(output, n)))
     }
 }
 
@@ -172,5 +212,18 @@ mod tests {
             .map(|argument| argument.name)
             .collect();
         assert_eq!(rest, ["staged"]);
+    }
+
+    /// The kernel over an x still waiting for its norm takes the staging
+    /// kernel's arguments first, in order, then the norm's.
+    #[test]
+    fn the_norm_staging_list_begins_with_the_staging_ones() {
+        let list = silu_norm_stage::ARGUMENTS;
+        assert_eq!(&list[..silu_stage::ARGUMENTS.len()], silu_stage::ARGUMENTS);
+        let rest: Vec<&str> = list[silu_stage::ARGUMENTS.len()..]
+            .iter()
+            .map(|argument| argument.name)
+            .collect();
+        assert_eq!(rest, ["squares", "eps"]);
     }
 }

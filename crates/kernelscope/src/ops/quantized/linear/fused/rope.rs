@@ -65,6 +65,7 @@ impl QuantizedFused {
                 found: vec![weights.len()],
             });
         }
+        staged.expect_normalised(OP, matvecs_rope::X)?;
         let k = staged.length;
         let mut rows = [0usize; 3];
         let mut read = 0usize;
