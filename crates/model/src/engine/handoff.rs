@@ -67,8 +67,11 @@ impl Forward<'_> {
     /// that reads an x still waiting for its norm: what the o_proj before
     /// them stages its output for. Not where the persistent feed-forward
     /// kernel takes those steps.
+    /// The profiler's scope markers before the norm dispatch nothing, so
+    /// they are passed over (the next layer half's scope opens there).
     pub(super) fn pending_norm_reader<'w>(&self, steps: &[Step<'w>]) -> Option<&'w Buffer> {
-        let (weight, gate, up, rest) = gate_up_steps(steps)?;
+        let first = steps.iter().position(|step| !matches!(step, Step::Scope(_)))?;
+        let (weight, gate, up, rest) = gate_up_steps(&steps[first..])?;
         let WeightFormat::Quantized(format) = gate.format() else {
             return None;
         };
