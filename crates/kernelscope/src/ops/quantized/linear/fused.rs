@@ -34,8 +34,8 @@ mod norm_stage;
 pub mod rope;
 mod staged_input;
 
-pub use staged_input::StagedInput;
 use staged_input::PendingNorm;
+pub use staged_input::StagedInput;
 
 /// The arguments of `quantize_q8` (stage.cu).
 pub(crate) use super::arguments::{
