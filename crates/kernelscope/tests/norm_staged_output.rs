@@ -83,9 +83,15 @@ fn cuda_o_proj_stages_the_next_norm_and_gate_up_finishes_it() {
         let o_proj = random_matrix(o_format, hidden, o_blocks, seed + 2);
         let (gate_buffer, up_buffer, o_buffer) =
             (gate.upload(&device), up.upload(&device), o_proj.upload(&device));
-        assert!(fused.gate_up_reads_pending_norm(&gate_buffer), "{format} {rows}");
-        let o_name = format!("matvec_add_{}_q8_norm_stage", o_format.name());
+        // The engine hands such an x only to the streamed kernel (the
+        // register one measured slower than the norm kernel it saves).
         let streamed = streams && format == QuantFormat::Q4_K && hidden > 2_048;
+        assert_eq!(
+            fused.gate_up_reads_pending_norm(&gate_buffer),
+            streamed,
+            "{format} {rows}"
+        );
+        let o_name = format!("matvec_add_{}_q8_norm_stage", o_format.name());
         let name = match streamed {
             true => "stream_silu_q4_k_held2_norm".to_string(),
             false => format!("matvec_silu_{}_q8_norm_stage", format.name()),

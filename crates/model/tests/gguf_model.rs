@@ -431,9 +431,7 @@ fn bytes_per_token_are_the_bytes_the_weights_take() {
 
 /// On a GPU a quantized file's decode stages the down projection's input
 /// in gate/up (`QuantizedFused::encode_matvec_silu_staged`): no quantize
-/// kernel in any layer, and every layer's gate/up the staging kernel; o_proj
-/// stages the residual for the norm before gate/up
-/// (`QuantizedFused::encode_matvec_add_norm_staged`), whose kernel goes; and
+/// kernel in any layer, and every layer's gate/up the staging kernel; and
 /// q/k/v rotate and append their own outputs
 /// (`QuantizedFused::encode_matvecs_rope_staged`): no `rope_append` kernel,
 /// every layer's q/k/v products the rotating kernels. (CUDA's logits
@@ -467,24 +465,100 @@ fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
         0
     );
     assert_eq!(
-        count(&|kernel, _| kernel.starts_with("matvec_silu_") && kernel.ends_with("_q8_norm_stage")),
+        count(&|kernel, _| kernel.starts_with("matvec_silu_") && kernel.ends_with("_q8_stage")),
         layers * steps
     );
-    // o_proj stages the residual for gate/up's norm, which finishes it:
-    // the only norm kernels left in a layer are the attention's.
-    assert_eq!(
-        count(&|kernel, _| kernel.starts_with("matvec_add_") && kernel.ends_with("_q8_norm_stage")),
-        layers * steps
-    );
-    assert_eq!(
-        count(&|kernel, scope| kernel == "norm_quantize_q8" && scope.starts_with("layer.")),
-        layers * steps
-    );
+    // Rows this short keep the MLP's norm kernel (o_proj stages nothing).
+    assert_eq!(count(&|kernel, _| kernel.ends_with("_norm_stage")), 0);
     assert_eq!(count(&|kernel, _| kernel.starts_with("rope_append")), 0);
     assert!(count(&|kernel, _| kernel.starts_with("matvecs_rope_")) >= layers * steps);
     assert_eq!(
         count(&|kernel, scope| kernel.starts_with("matvecs_") && scope.starts_with("layer.")),
         count(&|kernel, _| kernel.starts_with("matvecs_rope_"))
     );
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+/// On a GPU, where gate/up's Q4_K rows stream (longer than 2,048 values:
+/// a small model of 2,304 hidden values here), o_proj stages the residual
+/// for the MLP's norm and the streamed gate/up finishes it
+/// (`QuantizedFused::encode_matvec_add_norm_staged`): every layer's o_proj
+/// and gate/up the norm-finishing kernels, the only norm kernels left in a
+/// layer the attention's, and the logits within the 8-bit activations'
+/// bound of the CPU's f32 products. Skips loudly without a GPU.
+#[test]
+fn cuda_decode_finishes_the_mlp_norm_in_streamed_gate_up() {
+    use kernelscope::profile::ProfileLevel;
+    let Some(device) = kernelscope::testing::Backend::Cuda
+        .device(kernelscope::DeviceOptions::new().profile(ProfileLevel::Dispatch))
+    else {
+        return;
+    };
+    if !device.capabilities().bulk_copies {
+        eprintln!(
+            "skipped: {} has no bulk copies, so no streamed gate/up to finish the norm",
+            device.name()
+        );
+        return;
+    }
+    let folder = std::env::temp_dir().join(format!("kscope-gguf-norm-staged-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let config = kernelscope_model::Config {
+        hidden_size: 2_304,
+        intermediate_size: 256,
+        num_layers: 2,
+        ..preset("tiny-256").unwrap()
+    };
+    let path = folder.join("wide-Q4_K_M.gguf");
+    write_gguf(
+        &config,
+        &path,
+        GgufFileType::Q4_K_M,
+        "wide",
+        true,
+        true,
+        |tensor, shape| Ok(tensor_values(tensor, shape, SEED)),
+    )
+    .unwrap();
+    let gguf = GgufModel::open(&path).unwrap();
+    let load = |device: &Device| {
+        Model::load_gguf(&gguf, std::slice::from_ref(device), LoadOptions { quiet: true }).unwrap()
+    };
+    let mut cpu = load(&Device::cpu());
+    cpu.set_quantized_activations(Activations::F32).unwrap();
+    let reference = sixteen_steps(&mut cpu);
+    let mut model = load(&device);
+    model.set_kv_dtype(DType::F32).unwrap();
+    device.profiler().reset();
+    let steps = logits(&mut model).len();
+    let dispatches = device.profiler().dispatches();
+    let count = |pick: &dyn Fn(&str, &str) -> bool| {
+        dispatches
+            .iter()
+            .filter(|dispatch| pick(&dispatch.kernel, &dispatch.scope))
+            .count()
+    };
+    let layers = config.num_layers;
+    assert_eq!(
+        count(&|kernel, _| kernel.starts_with("matvec_add_") && kernel.ends_with("_q8_norm_stage")),
+        layers * steps
+    );
+    assert_eq!(
+        count(&|kernel, _| kernel.starts_with("stream_silu_") && kernel.ends_with("_norm")),
+        layers * steps
+    );
+    assert_eq!(
+        count(&|kernel, scope| kernel == "norm_quantize_q8" && scope.starts_with("layer.")),
+        layers * steps
+    );
+    let fused = sixteen_steps(&mut model);
+    let same = agreeing_rows(&fused, &reference);
+    assert!(same > 0, "no row's argmax agrees with the CPU's");
+    let error = common::worst_relative_error(&fused.logits[..same], &reference.logits[..same]);
+    eprintln!(
+        "hidden 2,304 Q4_K_M on {}: {same} rows, worst relative error vs the CPU's f32 products {error:e}",
+        device.name()
+    );
+    assert!(error <= INT8_ACTIVATION_TOLERANCE, "relative error {error:e}");
     std::fs::remove_dir_all(&folder).unwrap();
 }

@@ -69,38 +69,13 @@ __device__ __forceinline__ void stage_chunk(const float* chunk, float4 weight, u
     }
 }
 
-// x's 1 / RMS from the sums of squares of its k / 32 blocks (stage_chunk's)
-// in two halves: `load` issues each lane's loads of the first 128 before
-// the weights' (so they are in flight together: summed at once, they held
-// every weight load back by an L2 round trip, gate/up 8.9 -> 9.7 µs on
-// llama-3.2-1b, H200), `inverse` sums them, and any after, in one fixed
-// order: the same value in every warp of every block, run after run.
-// Null squares: 1. Every lane of a warp calls both.
-struct InverseRms {
-    const float* squares;
-    u32 k;
-    float eps;
-    float held[4];
-    __device__ __forceinline__ void load() {
-        const u32 lane = threadIdx.x & 31;
-        #pragma unroll
-        for (u32 i = 0; i < 4; ++i)
-            held[i] = squares != nullptr && lane + 32 * i < k / 32 ? squares[lane + 32 * i] : 0.0f;
-    }
-    __device__ __forceinline__ float inverse() const {
-        if (squares == nullptr) return 1.0f;
-        float sum = (held[0] + held[1]) + (held[2] + held[3]);
-        for (u32 i = (threadIdx.x & 31) + 128; i < k / 32; i += 32) sum += squares[i];
-        return rsqrtf(warp_sum(sum) / k + eps);
-    }
-};
-
-// 1 / RMS for the streamed gate/up (streamed.cuh), whose x loads go out
-// with these: summed at once.
+// 1 / RMS of the k values whose blocks' sums of squares `squares` holds
+// (stage_chunk's), the lanes summing them in one fixed order: the same
+// value in every warp of every block, run after run. Every lane calls it.
 __device__ __forceinline__ float inverse_rms(const float* squares, u32 k, float eps) {
-    InverseRms rms{squares, k, eps};
-    rms.load();
-    return rms.inverse();
+    float sum = 0.0f;
+    for (u32 i = threadIdx.x & 31; i < k / 32; i += 32) sum += squares[i];
+    return rsqrtf(warp_sum(sum) / k + eps);
 }
 
 // quantized_matvec_silu whose output is also quantized where it is made,
@@ -113,7 +88,10 @@ __device__ __forceinline__ float inverse_rms(const float* squares, u32 k, float 
 // (llama-3.2-1b's 8,192 rows: 256 blocks of twelve).
 // Where `squares` is not null, x is o_proj's unnormalised staging (see the
 // top of this file): gate's and up's sums are multiplied by x's 1 / RMS
-// before SiLU. Null, they are as they were (times 1, exactly).
+// before SiLU. Null, they are as they were (times 1, exactly). The engine
+// leaves this kernel its own norm (`gate_up_reads_pending_norm`): on
+// llama-3.2-1b the norm staging cost o_proj and this kernel more than the
+// norm kernel it saved (H200, docs/PERF.md).
 #define CHUNK_WARPS 12
 template <typename Format>
 __device__ void quantized_matvec_silu_staged(const u8* x, const u8* gate, const u8* up, float* out, u8* staged,
@@ -124,20 +102,12 @@ __device__ void quantized_matvec_silu_staged(const u8* x, const u8* gate, const 
     const u32 warp = quant_uniform_warp();
     const size_t row_bytes = planar_row_bytes<F>(blocks);
     const Staged xs = staged_at(x, k);
-    InverseRms rms{squares, k, eps};
-    rms.load();
-    // Summed once a warp, when its first row's sums are in.
-    float norm = 0.0f;
-    bool normed = false;
+    const float norm = squares != nullptr ? inverse_rms(squares, k, eps) : 1.0f;
     for (u32 first = blockIdx.x * 32; first < n; first += gridDim.x * 32) {
         for (u32 row = first + warp; row < first + 32; row += CHUNK_WARPS) {
             const u8* rows[2] = {gate + row * row_bytes, up + row * row_bytes};
             float sums[2];
             chunk_row_sums<F, 2>(rows, blocks, xs, sums);
-            if (!normed) {
-                norm = rms.inverse();
-                normed = true;
-            }
             if (lane == 0) {
                 const float h = silu(sums[0] * norm) * (sums[1] * norm);
                 out[row] = h;

@@ -22,27 +22,29 @@ use crate::runtime::{CommandEncoder, DType, LaunchGrid, OpKind, Primitive};
 const NORM_STAGE_THREADS: u32 = 16 * 32;
 
 impl QuantizedFused {
-    /// Whether gate/up over `gate` (up of its shape), staging its output
-    /// where it can, reads an x o_proj staged before its norm, here: where
-    /// it runs the kernel that stages its own output, or streams Q4_K's
-    /// rows.
+    /// Whether the engine hands gate/up over `gate` (up of its shape) an x
+    /// o_proj staged before its norm: where Q4_K's rows stream (long rows:
+    /// llama-3-8b's gate/up), whose kernel finishes the norm with x's own
+    /// loads. The register kernel that stages its output can finish it too
+    /// ([`encode_matvec_silu_staged`](Self::encode_matvec_silu_staged)
+    /// takes such an x), but on llama-3.2-1b o_proj's norm staging and the
+    /// sums' 1 / RMS cost more than the norm kernel they replace (o_proj
+    /// 2.8 -> 3.8 µs, gate/up 8.9 -> 9.7 µs a call, the norm 2.1; H200), so
+    /// those keep the norm's kernel.
     pub fn gate_up_reads_pending_norm(&self, gate: &Buffer) -> bool {
         let Ok((n, _, k)) = weight_blocks(MATVEC_ADD, self.format, BlockLayout::Planes, gate) else {
             return false;
         };
-        let row_bytes = gate.shape()[1];
-        let streamed = self
-            .streamed_gate_up
+        self.streamed_gate_up
             .as_ref()
-            .is_some_and(|streamed| streamed.plan(n, k, row_bytes, true).is_some());
-        streamed || self.gate_up_stages(n, k, row_bytes)
+            .is_some_and(|streamed| streamed.plan(n, k, gate.shape()[1], true).is_some())
     }
 
     /// `out[n] += weight · x` (x as `staged` holds it), and the new `out`
     /// staged for the readers of `rmsnorm(out, eps) * norm_weight`: the
     /// staged input returned holds `out * norm_weight` quantized and the
-    /// sums of squares the norm is finished with, which only gate/up's
-    /// staging kernel reads ([`Self::gate_up_reads_pending_norm`]). Valid
+    /// sums of squares the norm is finished with, which only gate/up reads
+    /// ([`Self::gate_up_reads_pending_norm`]). Valid
     /// until the next such product of this format. `out` has whole blocks
     /// of 32 values.
     pub fn encode_matvec_add_norm_staged(
