@@ -40,6 +40,25 @@ fn written(name: &str, file_type: GgufFileType, folder: &std::path::Path) -> std
     path
 }
 
+/// A GPU profiling every dispatch, or `None` (skipped loudly) without one.
+fn profiled_cuda() -> Option<Device> {
+    use kernelscope::profile::ProfileLevel;
+    kernelscope::testing::Backend::Cuda
+        .device(kernelscope::DeviceOptions::new().profile(ProfileLevel::Dispatch))
+}
+
+/// How many of the dispatches `device`'s profiler recorded `pick` (by
+/// kernel name and scope) chooses.
+fn dispatch_counter(device: &Device) -> impl Fn(&dyn Fn(&str, &str) -> bool) -> usize {
+    let dispatches = device.profiler().dispatches();
+    move |pick| {
+        dispatches
+            .iter()
+            .filter(|dispatch| pick(&dispatch.kernel, &dispatch.scope))
+            .count()
+    }
+}
+
 fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
     a.iter()
         .flatten()
@@ -439,10 +458,7 @@ fn bytes_per_token_are_the_bytes_the_weights_take() {
 /// `ggufs_run_on_every_backend`'s.) Skips loudly without a GPU.
 #[test]
 fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
-    use kernelscope::profile::ProfileLevel;
-    let Some(device) = kernelscope::testing::Backend::Cuda
-        .device(kernelscope::DeviceOptions::new().profile(ProfileLevel::Dispatch))
-    else {
+    let Some(device) = profiled_cuda() else {
         return;
     };
     let folder = std::env::temp_dir().join(format!("kscope-gguf-staged-{}", std::process::id()));
@@ -453,13 +469,7 @@ fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
     let layers = preset("tiny-256").unwrap().num_layers;
     device.profiler().reset();
     let steps = logits(&mut model).len();
-    let dispatches = device.profiler().dispatches();
-    let count = |pick: &dyn Fn(&str, &str) -> bool| {
-        dispatches
-            .iter()
-            .filter(|dispatch| pick(&dispatch.kernel, &dispatch.scope))
-            .count()
-    };
+    let count = dispatch_counter(&device);
     assert_eq!(
         count(&|kernel, scope| kernel == "quantize_q8" && scope.starts_with("layer.")),
         0
@@ -488,10 +498,7 @@ fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
 /// bound of the CPU's f32 products. Skips loudly without a GPU.
 #[test]
 fn cuda_decode_finishes_the_mlp_norm_in_streamed_gate_up() {
-    use kernelscope::profile::ProfileLevel;
-    let Some(device) = kernelscope::testing::Backend::Cuda
-        .device(kernelscope::DeviceOptions::new().profile(ProfileLevel::Dispatch))
-    else {
+    let Some(device) = profiled_cuda() else {
         return;
     };
     if !device.capabilities().bulk_copies {
@@ -531,13 +538,7 @@ fn cuda_decode_finishes_the_mlp_norm_in_streamed_gate_up() {
     model.set_kv_dtype(DType::F32).unwrap();
     device.profiler().reset();
     let steps = logits(&mut model).len();
-    let dispatches = device.profiler().dispatches();
-    let count = |pick: &dyn Fn(&str, &str) -> bool| {
-        dispatches
-            .iter()
-            .filter(|dispatch| pick(&dispatch.kernel, &dispatch.scope))
-            .count()
-    };
+    let count = dispatch_counter(&device);
     let layers = config.num_layers;
     assert_eq!(
         count(&|kernel, _| kernel.starts_with("matvec_add_") && kernel.ends_with("_q8_norm_stage")),

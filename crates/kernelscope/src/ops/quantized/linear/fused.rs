@@ -11,7 +11,8 @@
 //! `matvec_add_<format>_q8`). Gate/up may also stage its own output for
 //! the down projection, which then needs no quantize kernel (`gate_up`),
 //! and q/k/v rotate and append their own outputs, which then need no
-//! `rope_append` (`rope`).
+//! `rope_append` (`rope`); o_proj may stage the residual for the MLP's
+//! norm, which the gate/up after it finishes (`norm_stage`).
 //! The references they are tested against are the compositions of the
 //! RMSNorm, quantized mat-vec, SiLU·mul and add ops.
 

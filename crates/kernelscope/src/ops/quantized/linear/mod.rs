@@ -17,7 +17,8 @@
 //! decode as the dense mat-vecs do (`fused`: RMSNorm into the mat-vecs that
 //! read it, gate/up with SiLU·mul, the residual add, x quantized once per
 //! product by `stage.cu`): loads and staging in `quantized.cuh`, the formats
-//! in `formats.cuh`, the row loops in `products.cuh`, the kernels in
+//! in `formats.cuh`, the row loops in `products.cuh`, the products whose
+//! blocks quantize their own output in `chunked.cuh`, the kernels in
 //! `kernels.cu`, instantiated per format.
 
 #[cfg(target_arch = "x86_64")]

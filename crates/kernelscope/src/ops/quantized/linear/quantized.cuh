@@ -19,7 +19,8 @@
 //
 // This file holds what every format shares: the loads, x staged as 8-bit
 // blocks and the integer dot products; formats.cuh the formats themselves,
-// products.cuh the row loops and kernel bodies, which kernels.cu
+// products.cuh the row loops and kernel bodies (chunked.cuh those whose
+// blocks quantize their own output), which kernels.cu
 // instantiates per format, its `{format}` and `{Format}` replaced by the
 // format's name and struct (`q4_k`, `Q4_K`).
 typedef unsigned char u8;

@@ -111,6 +111,16 @@ impl QuantizedFused {
         }
         let flops = 4 * (n * k) as u64 + 6 * n as u64;
         let input = &staged.buffer;
+        // Every kernel here takes gate/up's arguments first (tests check).
+        let arguments = |list| {
+            Arguments::new(list)
+                .buffer(silu::X, input)
+                .buffer(silu::GATE, gate)
+                .buffer(silu::UP, up)
+                .buffer(silu::OUT, out)
+                .scalar(silu::N, n as u32)
+                .scalar(silu::K, k as u32)
+        };
         let streamed = self
             .streamed_gate_up
             .as_ref()
@@ -120,21 +130,14 @@ impl QuantizedFused {
                 Some(_) => streamed_norm::ARGUMENTS,
                 None => streamed_silu::ARGUMENTS,
             };
-            let mut arguments = Arguments::new(list)
-                .buffer(streamed_silu::X, input)
-                .buffer(streamed_silu::GATE, gate)
-                .buffer(streamed_silu::UP, up)
-                .buffer(streamed_silu::OUT, out)
-                .scalar(streamed_silu::N, n as u32)
-                .scalar(streamed_silu::K, k as u32)
-                .scalar(streamed_silu::STAGES, plan.stages);
+            let mut streamed_arguments = arguments(list).scalar(streamed_silu::STAGES, plan.stages);
             if let Some(pending) = pending {
-                arguments = arguments
+                streamed_arguments = streamed_arguments
                     .buffer(streamed_norm::SQUARES, &pending.squares)
                     .scalar(streamed_norm::EPS, pending.eps);
             }
             encoder.dispatch(
-                arguments
+                streamed_arguments
                     .dispatch(kernel)?
                     .grid(plan.grid)
                     .cost(bytes_read, bytes_of(n, DType::F32), flops)
@@ -146,15 +149,6 @@ impl QuantizedFused {
         if pending.is_some() && !stages {
             staged.expect_normalised(OP, silu::X)?;
         }
-        let arguments = |list| {
-            Arguments::new(list)
-                .buffer(silu::X, input)
-                .buffer(silu::GATE, gate)
-                .buffer(silu::UP, up)
-                .buffer(silu::OUT, out)
-                .scalar(silu::N, n as u32)
-                .scalar(silu::K, k as u32)
-        };
         if !stages {
             encoder.dispatch(
                 arguments(silu::ARGUMENTS)
@@ -212,6 +206,16 @@ mod tests {
             .map(|argument| argument.name)
             .collect();
         assert_eq!(rest, ["staged"]);
+    }
+
+    /// The streamed kernels take gate/up's arguments first, in order, then
+    /// their slots (and the norm's, where they finish it).
+    #[test]
+    fn the_streamed_lists_begin_with_gate_ups() {
+        for list in [streamed_silu::ARGUMENTS, streamed_norm::ARGUMENTS] {
+            assert_eq!(&list[..silu::ARGUMENTS.len()], silu::ARGUMENTS);
+            assert_eq!(list[silu::ARGUMENTS.len()].name, "stages");
+        }
     }
 
     /// The kernel over an x still waiting for its norm takes the staging
