@@ -2,8 +2,10 @@
 //! (`matvec_add_<format>_q8_norm_stage`, chunked.cuh): each block adds 32
 //! rows into the residual, then quantizes them times the norm's weight and
 //! writes their sum of squares, so the norm-and-quantize kernel before
-//! gate/up goes; gate/up (`matvec_silu_<format>_q8_norm_stage`) takes the
-//! RMS from those sums and multiplies its sums by 1 / RMS. 8-bit
+//! gate/up goes; gate/up (Q4_K's streamed `stream_silu_q4_k_held*_norm`
+//! in the engine, the register `matvec_silu_<format>_q8_norm_stage` where
+//! asked) takes the RMS from those sums and multiplies its sums by
+//! 1 / RMS. 8-bit
 //! quantization is scale-invariant, so this is the norm within a rounding
 //! of each value's 8-bit step (not bit for bit `norm_quantize_q8`).
 
