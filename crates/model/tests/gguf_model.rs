@@ -47,9 +47,12 @@ fn profiled_cuda() -> Option<Device> {
         .device(kernelscope::DeviceOptions::new().profile(ProfileLevel::Dispatch))
 }
 
+/// A choice of dispatches by kernel name and scope.
+type Pick = dyn Fn(&str, &str) -> bool;
+
 /// How many of the dispatches `device`'s profiler recorded `pick` (by
 /// kernel name and scope) chooses.
-fn dispatch_counter(device: &Device) -> impl Fn(&dyn Fn(&str, &str) -> bool) -> usize {
+fn dispatch_counter(device: &Device) -> impl Fn(&Pick) -> usize {
     let dispatches = device.profiler().dispatches();
     move |pick| {
         dispatches
