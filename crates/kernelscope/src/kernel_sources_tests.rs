@@ -9,10 +9,15 @@ use crate::runtime::arguments::ArgumentKind;
 
 /// Every op's folder, each `.cu` file in it, and the kernel arguments its
 /// kernels take (an op of two steps has a file, and a list, per step).
-const DECLARED: [(&str, &str, &[Argument]); 36] = [
+const DECLARED: [(&str, &str, &[Argument]); 37] = [
     ("ops/add", "add", crate::ops::add::ARGUMENTS),
     ("ops/argmax", "argmax", crate::ops::argmax::ARGUMENTS),
     ("ops/attention", "attention", crate::ops::attention::ARGUMENTS),
+    (
+        "ops/attention",
+        "vector_kernels",
+        crate::ops::attention::ARGUMENTS,
+    ),
     (
         "ops/attention",
         "combine",

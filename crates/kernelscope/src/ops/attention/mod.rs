@@ -38,11 +38,13 @@ use combine::{
 /// Registers `attention_split_<cache dtype>`, `attention_combine_f32` and
 /// `attention_combine_q8`.
 pub fn register(registry: &mut KernelRegistry) {
-    // One source for every split kernel: the RoPE-fused entries (rope.cu)
-    // instantiate attention.cu's vector split.
+    // One source for every split kernel: the vector kernels
+    // (vector_kernels.cu) and the RoPE-fused entries (rope.cu) instantiate
+    // attention.cu's vector split.
     let source: std::sync::Arc<str> = super::cuda_source(&format!(
-        "{}\n{}",
+        "{}\n{}\n{}",
         include_str!("attention.cu"),
+        include_str!("vector_kernels.cu"),
         include_str!("rope.cu")
     ))
     .into();
