@@ -23,7 +23,7 @@ use kernelscope::ops::WeightFormat;
 use kernelscope::{Buffer, CommandEncoder, DType};
 
 use super::forward_parts::Forward;
-use super::handoff::down_step;
+use super::handoff::{down_step, gate_up_steps};
 use super::layer::{Activations, Slot, Step};
 use crate::error::Result;
 use crate::linear::{Linear, Parallel};
@@ -484,30 +484,5 @@ impl Forward<'_> {
             _ => product(encoder, true)?,
         }
         Ok(())
-    }
-}
-
-/// The norm weight, gate and up of steps that begin with RMSNorm, the gate
-/// and up mat-vecs of the normed input and SiLU·mul, and the steps after.
-pub(super) fn gate_up_steps<'s, 'w>(
-    steps: &'s [Step<'w>],
-) -> Option<(&'w Buffer, &'w Linear, &'w Linear, &'s [Step<'w>])> {
-    match steps {
-        [
-            Step::Norm { weight },
-            Step::Linear {
-                linear: gate,
-                input: Slot::Normed,
-                output: Slot::Gate,
-            },
-            Step::Linear {
-                linear: up,
-                input: Slot::Normed,
-                output: Slot::Up,
-            },
-            Step::SiluMul,
-            rest @ ..,
-        ] => Some((weight, gate, up, rest)),
-        _ => None,
     }
 }

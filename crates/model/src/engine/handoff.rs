@@ -16,7 +16,6 @@ use kernelscope::{Buffer, CommandEncoder};
 
 use super::activations::HandedOff;
 use super::forward_parts::Forward;
-use super::fusion::gate_up_steps;
 use super::layer::{Activations, Slot, Step};
 use crate::linear::{Linear, Parallel};
 
@@ -103,6 +102,31 @@ pub(super) fn down_step<'w>(steps: &[Step<'w>]) -> Option<&'w Linear> {
             Step::AddResidual,
             ..,
         ] => Some(linear),
+        _ => None,
+    }
+}
+
+/// The norm weight, gate and up of steps that begin with RMSNorm, the gate
+/// and up mat-vecs of the normed input and SiLU·mul, and the steps after.
+pub(super) fn gate_up_steps<'s, 'w>(
+    steps: &'s [Step<'w>],
+) -> Option<(&'w Buffer, &'w Linear, &'w Linear, &'s [Step<'w>])> {
+    match steps {
+        [
+            Step::Norm { weight },
+            Step::Linear {
+                linear: gate,
+                input: Slot::Normed,
+                output: Slot::Gate,
+            },
+            Step::Linear {
+                linear: up,
+                input: Slot::Normed,
+                output: Slot::Up,
+            },
+            Step::SiluMul,
+            rest @ ..,
+        ] => Some((weight, gate, up, rest)),
         _ => None,
     }
 }
