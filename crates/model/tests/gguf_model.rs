@@ -40,6 +40,19 @@ fn written(name: &str, file_type: GgufFileType, folder: &std::path::Path) -> std
     path
 }
 
+/// `gguf` loaded on `device`.
+fn loaded(gguf: &GgufModel, device: &Device) -> Model {
+    Model::load_gguf(gguf, std::slice::from_ref(device), LoadOptions { quiet: true }).unwrap()
+}
+
+/// `gguf` on the CPU with f32 activations into its products: the
+/// reference the GPU's quantized products are measured against.
+fn cpu_in_f32(gguf: &GgufModel) -> Model {
+    let mut cpu = loaded(gguf, &Device::cpu());
+    cpu.set_quantized_activations(Activations::F32).unwrap();
+    cpu
+}
+
 /// A GPU profiling every dispatch, or `None` (skipped loudly) without one.
 fn profiled_cuda() -> Option<Device> {
     use kernelscope::profile::ProfileLevel;
@@ -313,13 +326,9 @@ fn ggufs_run_on_every_backend(backend: kernelscope::testing::Backend) {
         ("tiny", GgufFileType::Q4_0),
     ] {
         let gguf = GgufModel::open(&written(name, file_type, &folder)).unwrap();
-        let load = |device: &Device| {
-            Model::load_gguf(&gguf, std::slice::from_ref(device), LoadOptions { quiet: true }).unwrap()
-        };
-        let mut cpu = load(&Device::cpu());
-        cpu.set_quantized_activations(Activations::F32).unwrap();
+        let mut cpu = cpu_in_f32(&gguf);
         let reference = sixteen_steps(&mut cpu);
-        let mut model = load(&device);
+        let mut model = loaded(&gguf, &device);
         let name_on_device = model.name().to_string();
         assert!(!name_on_device.contains("dequantized"), "{name_on_device}");
         if matches!(device, Device::Cpu(_)) {
@@ -531,13 +540,8 @@ fn cuda_decode_finishes_the_mlp_norm_in_streamed_gate_up() {
     )
     .unwrap();
     let gguf = GgufModel::open(&path).unwrap();
-    let load = |device: &Device| {
-        Model::load_gguf(&gguf, std::slice::from_ref(device), LoadOptions { quiet: true }).unwrap()
-    };
-    let mut cpu = load(&Device::cpu());
-    cpu.set_quantized_activations(Activations::F32).unwrap();
-    let reference = sixteen_steps(&mut cpu);
-    let mut model = load(&device);
+    let reference = sixteen_steps(&mut cpu_in_f32(&gguf));
+    let mut model = loaded(&gguf, &device);
     model.set_kv_dtype(DType::F32).unwrap();
     device.profiler().reset();
     let steps = logits(&mut model).len();
