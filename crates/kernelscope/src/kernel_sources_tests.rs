@@ -135,6 +135,49 @@ fn every_kernel_but_the_calibration_spin_may_launch_early() {
     assert!(kernels > 80, "only {kernels} kernels found");
 }
 
+/// The one `.cu` file whose kernels read weights before they wait
+/// (`reads_weights_before_waiting`): its loops issue their bulk copies,
+/// then call the wait themselves (streamed.cuh).
+const READS_WEIGHTS_FIRST: &str = "ops/quantized/linear/streamed_kernels.cu";
+
+/// A kernel may open by reading weights only where its loop waits after
+/// its copies: no other file's kernel says so, and every kernel of that
+/// file does, each reaching a wait of its own (streamed_rows or
+/// streamed_add_split, both calling `wait_for_previous_kernel`).
+#[test]
+fn only_the_streamed_kernels_read_weights_before_waiting() {
+    const OPENING: &str = "reads_weights_before_waiting();";
+    let mut streamed = 0;
+    for (_, _, file, source) in kernel_files() {
+        let is_streamed = file.ends_with(READS_WEIGHTS_FIRST);
+        for (kernel, _) in kernel_signatures(&source) {
+            let body_start = source
+                .find(&format!("{kernel}("))
+                .expect("the kernel's definition");
+            // Past the name, which may hold `{format}`.
+            let body = &source[body_start + kernel.len()..];
+            let body = body[body.find('{').expect("a body") + 1..].trim_start();
+            let opens_so = body.starts_with(OPENING);
+            assert_eq!(opens_so, is_streamed, "{kernel} in {}", file.display());
+            if is_streamed {
+                let call = body.lines().nth(1).expect("a call after the opening").trim();
+                assert!(
+                    call.starts_with("streamed_silu_held_x<") || call.starts_with("streamed_add_split<"),
+                    "{kernel}: {call} is not a loop that waits after its copies"
+                );
+                streamed += 1;
+            }
+        }
+    }
+    assert_eq!(streamed, 8, "the streamed kernels");
+    let helpers = include_str!("ops/quantized/linear/streamed.cuh");
+    for loop_body in ["void streamed_rows(", "void streamed_add_split("] {
+        let body = &helpers[helpers.find(loop_body).expect("the loop")..];
+        let body = &body[..body.find("\n}\n").expect("its end")];
+        assert!(body.contains("wait_for_previous_kernel();"), "{loop_body} waits");
+    }
+}
+
 /// Whether a CUDA parameter type takes an argument of `kind`.
 fn spells(cuda_type: &str, kind: ArgumentKind) -> bool {
     match kind {

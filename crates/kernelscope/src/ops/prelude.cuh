@@ -53,6 +53,28 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 #endif
 }
 
+// The first statement of a kernel that reads weights before it waits for
+// the previous kernel itself (the streamed products: their first bulk
+// copies go out before `wait_for_previous_kernel`). Weights are written
+// once, before any graph runs, so reading them early is as safe as
+// waiting first; the launcher launches such a kernel early too
+// (runtime/early_launch.rs). It does nothing: it says what the kernel does.
+__device__ __forceinline__ void reads_weights_before_waiting() {}
+
+// Lets the next kernel launch now, not when this kernel's blocks exit:
+// called by the kernels whose successor reads weights before it waits
+// (`reads_weights_before_waiting`), so that its blocks take the
+// multiprocessors this kernel's blocks leave and their copies fill this
+// kernel's tail. The next kernel still waits for this one to finish
+// before it reads anything this one writes, and it launches only once
+// every block of this one has called this or exited, so no block of this
+// kernel waits behind the next one's.
+__device__ __forceinline__ void let_next_kernel_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // silu(g) = g · sigmoid(g), as the SiLU·mul op computes it: every kernel
 // that fuses SiLU·mul writes `silu(g) * u`, so fused and unfused agree bit
 // for bit.

@@ -1,9 +1,11 @@
 //! Which kernels may be launched early (CUDA's programmatic dependent
 //! launch): a kernel launched so can start while the kernel before it is
 //! still running, which is only safe when it touches no memory before
-//! `wait_for_previous_kernel()` (ops/prelude.cuh). The kernel's source says
-//! so by making that call its first statement; the launcher reads it here,
-//! so the kernel and its launch cannot disagree.
+//! `wait_for_previous_kernel()` (ops/prelude.cuh) but weights, which no
+//! kernel writes. The kernel's source says so by making that call its first
+//! statement, or `reads_weights_before_waiting()` where it reads weights
+//! first (the streamed products); the launcher reads it here, so the kernel
+//! and its launch cannot disagree.
 //!
 //! The CUDA backend launches kernels so in graphs where the GPU has
 //! programmatic dependent launch (compute capability 9.0 or later), unless
@@ -18,12 +20,13 @@
 /// What opens every kernel definition the ops write.
 const KERNEL_OPENING: &str = "extern \"C\" __global__ void ";
 
-/// The call that makes a kernel safe to launch early.
-const WAIT_CALL: &str = "wait_for_previous_kernel();";
+/// The first statements that make a kernel safe to launch early: the wait
+/// itself, or the word of a kernel that reads only weights before it.
+const SAFE_OPENINGS: [&str; 2] = ["wait_for_previous_kernel();", "reads_weights_before_waiting();"];
 
-/// Whether the kernel `name` defined in `source` begins its body with
-/// [`WAIT_CALL`]. A kernel this cannot find, or whose body starts with
-/// anything else, is launched normally.
+/// Whether the kernel `name` defined in `source` begins its body with one
+/// of [`SAFE_OPENINGS`]. A kernel this cannot find, or whose body starts
+/// with anything else, is launched normally.
 pub(crate) fn begins_by_waiting(source: &str, name: &str) -> bool {
     let mut rest = source;
     while let Some(start) = rest.find(KERNEL_OPENING) {
@@ -43,9 +46,12 @@ pub(crate) fn begins_by_waiting(source: &str, name: &str) -> bool {
             continue;
         }
         // Parameter lists hold no braces: the first one opens the body.
-        return declaration[open..]
-            .find('{')
-            .is_some_and(|body| declaration[open + body + 1..].trim_start().starts_with(WAIT_CALL));
+        return declaration[open..].find('{').is_some_and(|body| {
+            let statements = declaration[open + body + 1..].trim_start();
+            SAFE_OPENINGS
+                .iter()
+                .any(|opening| statements.starts_with(opening))
+        });
     }
     false
 }
@@ -70,12 +76,20 @@ extern "C" __global__ void waits_later(float* x) {
     helper(x);
 }
 extern "C" __global__ void other(float* x) { wait_for_previous_kernel(); }
+extern "C" __global__ void streams(const float* w, float* x) {
+    reads_weights_before_waiting();
+    helper(x);
+}
 "#;
 
     #[test]
     fn reads_the_first_statement_of_the_named_kernel() {
         assert!(begins_by_waiting(SOURCE, "waits"));
         assert!(begins_by_waiting(SOURCE, "bounded_waits"));
+        assert!(
+            begins_by_waiting(SOURCE, "streams"),
+            "a kernel reading weights first"
+        );
         assert!(
             !begins_by_waiting(SOURCE, "writes_first"),
             "a write before the wait"

@@ -20,11 +20,15 @@ extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
     quantized_matvec_add<{Format}>(weight, x, out, n, k);
 }
 // The same, the new residual staged for the next RMSNorm's readers
-// before it is normalised (chunked.cuh).
+// before it is normalised (chunked.cuh). Its reader, the streamed gate/up,
+// may launch at once and fill its rings while this runs
+// (let_next_kernel_launch); so may the streamed down after the staging
+// gate/up kernels below.
 extern "C" __global__ void __launch_bounds__(NORM_STAGE_WARPS * 32)
     matvec_add_{format}_q8_norm_stage(const u8* weight, const u8* x, float* out, u32 n, u32 k,
                                       const float* norm_weight, u8* staged, float* squares) {
     wait_for_previous_kernel();
+    let_next_kernel_launch();
     quantized_matvec_add_norm_staged<{Format}>(weight, x, out, n, k, norm_weight, staged, squares);
 }
 extern "C" __global__ void __launch_bounds__(QUANT_THREADS)
@@ -56,6 +60,7 @@ extern "C" __global__ void __launch_bounds__(CHUNK_WARPS * 32)
     matvec_silu_{format}_q8_stage(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
                                   u8* staged) {
     wait_for_previous_kernel();
+    let_next_kernel_launch();
     quantized_matvec_silu_staged<{Format}>(x, gate, up, out, staged, n, k, nullptr, 0.0f);
 }
 // The same over x o_proj staged unnormalised (chunked.cuh), `squares` its
@@ -64,6 +69,7 @@ extern "C" __global__ void __launch_bounds__(CHUNK_WARPS * 32)
     matvec_silu_{format}_q8_norm_stage(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
                                        u8* staged, const float* squares, float eps) {
     wait_for_previous_kernel();
+    let_next_kernel_launch();
     quantized_matvec_silu_staged<{Format}>(x, gate, up, out, staged, n, k, squares, eps);
 }
 extern "C" __global__ void dequantize_{format}_bf16(const u8* weight, bf16* out, u32 n, u32 k) {

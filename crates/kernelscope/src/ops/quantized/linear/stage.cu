@@ -25,8 +25,11 @@ __device__ __forceinline__ u32 quantized_position(u32 k, bool* live) {
     return (thread / 8) * 32 + (thread % 8) * 4;
 }
 
+// Down's input on llama-3-8b, whose down streams: it may launch now and
+// fill its rings while this runs (let_next_kernel_launch).
 extern "C" __global__ void quantize_q8(const float* x, u8* out, u32 k) {
     wait_for_previous_kernel();
+    let_next_kernel_launch();
     bool live;
     const u32 at = quantized_position(k, &live);
     quantize_to_global(live ? *(const float4*)(x + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), k, out);

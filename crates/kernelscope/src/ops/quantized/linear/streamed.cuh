@@ -10,8 +10,8 @@
 // lane also holds its units of x in registers (HeldFormat): read from L1
 // for every row, x had been twice the weights' bytes and most of the
 // stalls. The loops issue their first copies before their own wait for
-// the previous kernel (the weights depend on none); the project's kernels
-// wait first all the same, as an early launch requires.
+// the previous kernel (the weights depend on none), and their kernels open
+// with `reads_weights_before_waiting` (prelude.cuh) to say so.
 //
 // The planar rows (`quant::planes`) are whole 16-byte multiples at 16-byte
 // boundaries, which is what a bulk copy needs; a row's slot holds the row
