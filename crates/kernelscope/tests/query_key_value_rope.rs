@@ -7,8 +7,12 @@
 //! dims 64 and 128, grouped heads, the matrices of one format or split over
 //! two (a Q4_K_M layer's v in Q6_K, or q alone), the position first, inside
 //! and last in the cache, and one past it (the query rotated, nothing
-//! stored). They say they skipped without a GPU and fail so under
-//! KSCOPE_REQUIRE_GPU=1.
+//! stored). Where Q4_K rows of 2,048 to 8,192 values stream on Hopper
+//! (`stream_matvecs_rope_q4_k_held*_bf16`, streamed.cuh: a warp a pair of
+//! rows, sums in another order), the bit-for-bit comparison gives way to
+//! the exact products' bound for the query, the key and the value, and
+//! every other cache row must be untouched. They say they skipped without
+//! a GPU and fail so under KSCOPE_REQUIRE_GPU=1.
 
 use half::bf16;
 use kernelscope::ops;
@@ -62,6 +66,18 @@ fn bits(buffer: &Buffer) -> Vec<u16> {
         .iter()
         .map(|v| v.to_bits())
         .collect()
+}
+
+/// The kernel a product of `format` over rows of `k` values runs on
+/// `device`: the streamed one where it has bulk copies and a kernel holds
+/// the row (Q4_K, 2,048 to 8,192 values), else the register loop.
+fn kernel_of(device: &Device, format: QuantFormat, k: usize) -> String {
+    let streams = device.capabilities().bulk_copies && format == QuantFormat::Q4_K;
+    match k {
+        2048..=4096 if streams => "stream_matvecs_rope_q4_k_held2_bf16".into(),
+        4097..=8192 if streams => "stream_matvecs_rope_q4_k_held4_bf16".into(),
+        _ => format!("matvecs_rope_{}_q8_bf16", format.name()),
+    }
 }
 
 /// Consecutive parts of one format: (first part, first matrix, count).
@@ -128,6 +144,30 @@ fn cuda_products_with_rope_store_what_rope_append_stores() {
             blocks: 16,
             max_positions: 9,
             position: 5,
+        },
+        // Streamed where the GPU has bulk copies: llama-3-8b's head dim, x
+        // held in four units a lane; q in Q6_K and the Q4_K product from
+        // the key on, its value rows in pairs; rows past the longest held.
+        Case {
+            heads: heads(8, 2, 128),
+            formats: [q4_k, q4_k, q6_k],
+            blocks: 24,
+            max_positions: 20,
+            position: 19,
+        },
+        Case {
+            heads: heads(4, 2, 64),
+            formats: [q6_k, q4_k, q4_k],
+            blocks: 12,
+            max_positions: 8,
+            position: 3,
+        },
+        Case {
+            heads: heads(4, 1, 128),
+            formats: [q4_k, q4_k, q4_k],
+            blocks: 40,
+            max_positions: 5,
+            position: 0,
         },
         // One past the cache: the query rotated, nothing stored.
         Case {
@@ -212,10 +252,13 @@ fn cuda_products_with_rope_store_what_rope_append_stores() {
         }
         encoder.commit_and_wait().unwrap();
         let dispatches = device.profiler().dispatches();
-        for (dispatch, &(first, _)) in dispatches[1..].iter().zip(&groups(formats)) {
-            let expected = format!("matvecs_rope_{}_q8_bf16", formats[first].name());
-            assert_eq!(&*dispatch.kernel, expected, "{what}");
-        }
+        let kernels: Vec<String> = groups(formats)
+            .iter()
+            .map(|&(first, _)| kernel_of(&device, formats[first], k))
+            .collect();
+        let ran: Vec<&str> = dispatches[1..].iter().map(|dispatch| &*dispatch.kernel).collect();
+        assert_eq!(ran, kernels, "{what}");
+        let streamed = kernels.iter().any(|kernel| kernel.starts_with("stream_"));
 
         // Unfused: the products into q, k and v, then rope_append.
         let projections = device
@@ -268,20 +311,37 @@ fn cuda_products_with_rope_store_what_rope_append_stores() {
 
         let fused_query = query.to_vec::<f32>().unwrap();
         let unfused_query = expected_query.to_vec::<f32>().unwrap();
-        let differs = fused_query
-            .iter()
-            .zip(&unfused_query)
-            .position(|(a, b)| a.to_bits() != b.to_bits());
-        assert_eq!(differs, None, "{what}: query against rope_append's");
-        let differs = bits(&key_cache)
-            .iter()
-            .zip(bits(&expected_key_cache))
-            .position(|(a, b)| *a != b);
-        assert_eq!(differs, None, "{what}: key cache against rope_append's");
-        let (stored, expected_stored) = (bits(&value_cache), bits(&expected_value_cache));
-        let differs = stored.iter().zip(&expected_stored).position(|(a, b)| a != b);
-        assert_eq!(differs, None, "{what}: value cache against rope_append's");
         let row = position as usize * kv_dim..(position as usize + 1) * kv_dim;
+        let (stored, expected_stored) = (bits(&value_cache), bits(&expected_value_cache));
+        let (stored_keys, expected_keys) = (bits(&key_cache), bits(&expected_key_cache));
+        if streamed {
+            // Sums in another order: every row but the position's as it was.
+            let outside = |cache: &[u16], expected: &[u16]| {
+                (0..cache.len())
+                    .filter(|i| !row.contains(i))
+                    .position(|i| cache[i] != expected[i])
+            };
+            assert_eq!(
+                outside(&stored_keys, &expected_keys),
+                None,
+                "{what}: keys outside the position"
+            );
+            assert_eq!(
+                outside(&stored, &expected_stored),
+                None,
+                "{what}: values outside the position"
+            );
+        } else {
+            let differs = fused_query
+                .iter()
+                .zip(&unfused_query)
+                .position(|(a, b)| a.to_bits() != b.to_bits());
+            assert_eq!(differs, None, "{what}: query against rope_append's");
+            let differs = stored_keys.iter().zip(&expected_keys).position(|(a, b)| a != b);
+            assert_eq!(differs, None, "{what}: key cache against rope_append's");
+            let differs = stored.iter().zip(&expected_stored).position(|(a, b)| a != b);
+            assert_eq!(differs, None, "{what}: value cache against rope_append's");
+        }
         let untouched: Vec<u16> = cached_values
             .iter()
             .map(|&v| bf16::from_f32(v).to_bits())
@@ -325,11 +385,16 @@ fn cuda_products_with_rope_store_what_rope_append_stores() {
         };
         common::quantized::assert_matches(&fused_query, &rotate(&exact[0]), 3e-3, &format!("{what}: query"));
         if (position as usize) < max_positions {
-            let keys: Vec<f32> = key_cache.to_vec::<bf16>().unwrap()[row]
+            let keys: Vec<f32> = key_cache.to_vec::<bf16>().unwrap()[row.clone()]
                 .iter()
                 .map(|v| v.to_f32())
                 .collect();
             common::quantized::assert_matches(&keys, &rotate(&exact[1]), 8e-3, &format!("{what}: key"));
+            let values: Vec<f32> = value_cache.to_vec::<bf16>().unwrap()[row]
+                .iter()
+                .map(|v| v.to_f32())
+                .collect();
+            common::quantized::assert_matches(&values, &exact[2], 8e-3, &format!("{what}: value"));
         }
     }
 }

@@ -501,6 +501,74 @@ fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
+/// A small Q4_K_M model whose rows stream on Hopper (2,304 hidden values,
+/// two layers), written into `folder`: its config and the opened file.
+fn wide_q4_k_m(folder: &std::path::Path) -> (kernelscope_model::Config, GgufModel) {
+    std::fs::create_dir_all(folder).unwrap();
+    let config = kernelscope_model::Config {
+        hidden_size: 2_304,
+        intermediate_size: 256,
+        num_layers: 2,
+        ..preset("tiny-256").unwrap()
+    };
+    let path = folder.join("wide-Q4_K_M.gguf");
+    write_gguf(
+        &config,
+        &path,
+        GgufFileType::Q4_K_M,
+        "wide",
+        true,
+        true,
+        |tensor, shape| Ok(tensor_values(tensor, shape, SEED)),
+    )
+    .unwrap();
+    (config, GgufModel::open(&path).unwrap())
+}
+
+/// On a GPU with bulk copies, a Q4_K_M file whose q and k rows stream
+/// (2,304 values) decodes them with RoPE and the bf16 KV append in the
+/// streamed kernel (`stream_matvecs_rope_q4_k_held2_bf16`, a warp a
+/// rotated pair of rows), once a layer a step, and its logits stay within
+/// the 8-bit activations' bound of the CPU's f32 products over the same
+/// bf16 caches. Skips loudly without a GPU or bulk copies.
+#[test]
+fn cuda_decode_streams_q4_k_query_and_key_with_rope() {
+    let Some(device) = profiled_cuda() else {
+        return;
+    };
+    if !device.capabilities().bulk_copies {
+        eprintln!(
+            "skipped: {} has no bulk copies, so q/k/v do not stream",
+            device.name()
+        );
+        return;
+    }
+    let folder = std::env::temp_dir().join(format!("kscope-gguf-streamed-rope-{}", std::process::id()));
+    let (config, gguf) = wide_q4_k_m(&folder);
+    let mut cpu = cpu_in_f32(&gguf);
+    cpu.set_kv_dtype(DType::BF16).unwrap();
+    let reference = sixteen_steps(&mut cpu);
+    let mut model = loaded(&gguf, &device);
+    model.set_kv_dtype(DType::BF16).unwrap();
+    device.profiler().reset();
+    let steps = logits(&mut model).len();
+    let count = dispatch_counter(&device);
+    assert_eq!(
+        count(&|kernel, _| kernel == "stream_matvecs_rope_q4_k_held2_bf16"),
+        config.num_layers * steps
+    );
+    let fused = sixteen_steps(&mut model);
+    let same = agreeing_rows(&fused, &reference);
+    assert!(same > 0, "no row's argmax agrees with the CPU's");
+    let error = common::worst_relative_error(&fused.logits[..same], &reference.logits[..same]);
+    eprintln!(
+        "hidden 2,304 Q4_K_M, streamed q/k with RoPE on {}: {same} rows, worst relative error {error:e}",
+        device.name()
+    );
+    assert!(error <= INT8_ACTIVATION_TOLERANCE, "relative error {error:e}");
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
 /// On a GPU, where gate/up's Q4_K rows stream (longer than 2,048 values:
 /// a small model of 2,304 hidden values here), o_proj stages the residual
 /// for the MLP's norm and the streamed gate/up finishes it
@@ -521,25 +589,7 @@ fn cuda_decode_finishes_the_mlp_norm_in_streamed_gate_up() {
         return;
     }
     let folder = std::env::temp_dir().join(format!("kscope-gguf-norm-staged-{}", std::process::id()));
-    std::fs::create_dir_all(&folder).unwrap();
-    let config = kernelscope_model::Config {
-        hidden_size: 2_304,
-        intermediate_size: 256,
-        num_layers: 2,
-        ..preset("tiny-256").unwrap()
-    };
-    let path = folder.join("wide-Q4_K_M.gguf");
-    write_gguf(
-        &config,
-        &path,
-        GgufFileType::Q4_K_M,
-        "wide",
-        true,
-        true,
-        |tensor, shape| Ok(tensor_values(tensor, shape, SEED)),
-    )
-    .unwrap();
-    let gguf = GgufModel::open(&path).unwrap();
+    let (config, gguf) = wide_q4_k_m(&folder);
     let reference = sixteen_steps(&mut cpu_in_f32(&gguf));
     let mut model = loaded(&gguf, &device);
     model.set_kv_dtype(DType::F32).unwrap();

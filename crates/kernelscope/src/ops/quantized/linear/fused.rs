@@ -22,6 +22,7 @@ use super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, cuda_grid, quantized_kernel, 
 use super::gemm::scratch_view;
 use super::layout::{BlockLayout, weight_blocks};
 use super::streamed::{StreamedDown, StreamedGateUp, add_arguments as streamed_add};
+use super::streamed_rope::StreamedQueryKeyValue;
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
 use crate::profile::Role;
@@ -85,6 +86,9 @@ pub struct QuantizedFused {
     /// The down projection (and any `matvec_add` of long rows) streamed,
     /// rows split over two warps, where the device has bulk copies.
     streamed_down: Option<StreamedDown>,
+    /// Q4_K's q/k/v with RoPE streamed, where the device has bulk copies
+    /// (`streamed_rope.rs`).
+    streamed_query_key_value: Option<StreamedQueryKeyValue>,
     format: QuantFormat,
     /// x quantized, read by the product after it: grown to the longest x
     /// seen and shared by every clone (one stream runs the layers in turn).
@@ -123,6 +127,7 @@ impl QuantizedFused {
             matvec_add_norm_stage: kernel("matvec_add_{}_q8_norm_stage")?,
             streamed_gate_up: StreamedGateUp::new(registry, device, format)?,
             streamed_down: StreamedDown::new(registry, device, format)?,
+            streamed_query_key_value: StreamedQueryKeyValue::new(registry, device, format)?,
             format,
             staged: Arc::default(),
             activation: Arc::default(),

@@ -35,6 +35,7 @@ pub(crate) mod gemm;
 mod layout;
 pub(crate) mod stage;
 pub(crate) mod streamed;
+pub(crate) mod streamed_rope;
 
 pub(crate) use arguments::ARGUMENTS;
 use arguments::{K, N, OUT, ROWS, WEIGHT, X};

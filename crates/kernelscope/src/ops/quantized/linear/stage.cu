@@ -40,8 +40,11 @@ extern "C" __global__ void quantize_q8(const float* x, u8* out, u32 k) {
 // barrier), with the same reduction as the RMSNorm op.
 // This block's own four values and their norm weights are loaded with the
 // sum's first loads, so the kernel waits on L2 once, not twice.
+// Its readers on llama-3-8b, the streamed q/k/v, may launch now and fill
+// their rings while this runs (let_next_kernel_launch).
 extern "C" __global__ void norm_quantize_q8(const float* x, const float* norm_weight, u8* out, u32 k, float eps) {
     wait_for_previous_kernel();
+    let_next_kernel_launch();
     bool live;
     const u32 at = quantized_position(k, &live);
     float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f), weight = value;

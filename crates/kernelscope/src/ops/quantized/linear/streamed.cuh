@@ -235,6 +235,69 @@ __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, 
         [&](u32 row, const float* sums) { out[row] = silu(sums[0]) * sums[1]; });
 }
 
+// q, k and v's products over Q4_K rows of up to UNITS_PER_LANE * 2,048
+// values (x held, Q4KPairsHeldX), with RoPE and the KV append in their
+// stores, as `quantized_matvecs_rope` (products.cuh) computes them: the
+// matrices of [q; k; v] from row `first_row` on, a warp a pair of rows. A
+// rotated pair is a head's rows i and i + half, so lane 0 rotates the two
+// sums it holds (the register loop pairs two warps at a barrier instead);
+// value rows go two at a time, stored as they are. Rows of a pair always
+// lie in one matrix: matrices are whole heads.
+template <int UNITS_PER_LANE, typename C>
+__device__ void streamed_matvecs_rope_held_x(const u8* x, const u8* weight_a, const u8* weight_b,
+                                             const u8* weight_c, u32 rows_a, u32 rows_b, u32 rows_c, u32 k,
+                                             u32 first_row, float* query, C* key_cache, C* value_cache,
+                                             const float* inverse_frequencies, const u32* positions, u32 first,
+                                             u32 max_positions, u32 query_heads, u32 kv_heads, u32 head_dim,
+                                             float attention_scaling, u32 stages) {
+    const u32 blocks = k / Q4_K::BLOCK, row_bytes = (u32)planar_row_bytes<Q4_K>(blocks);
+    const u32 n = rows_a + rows_b + rows_c, query_rows = query_heads * head_dim, kv_dim = kv_heads * head_dim;
+    const u32 half = head_dim / 2, rotated_end = query_rows + kv_dim;
+    const u32 rotated = first_row < rotated_end ? min(rotated_end - first_row, n) : 0;
+    // The row (from the product's first) of row m of pair `pair`.
+    const auto row_of = [&](u32 pair, u32 m) -> u32 {
+        if (2 * pair >= rotated) return 2 * pair + m;
+        const u32 head = pair / half;
+        return head * head_dim + (pair - head * half) + m * half;
+    };
+    streamed_rows<2>(
+        n / 2, row_bytes, stages,
+        [&](u32 pair, const u8** rows) {
+            #pragma unroll
+            for (int m = 0; m < 2; ++m) {
+                const u32 row = row_of(pair, m);
+                rows[m] = row < rows_a            ? weight_a + (size_t)row * row_bytes
+                          : row < rows_a + rows_b ? weight_b + (size_t)(row - rows_a) * row_bytes
+                                                  : weight_c + (size_t)(row - rows_a - rows_b) * row_bytes;
+            }
+        },
+        Q4KPairsHeldX<UNITS_PER_LANE, 2>{blocks, staged_at(x, k), nullptr, 0.0f},
+        [&](u32 pair, const float* sums) {
+            // Read after the wait: the position is the previous kernels' to set.
+            const u32 position = positions[first];
+            const bool cached = position < max_positions;
+            const u32 row = first_row + row_of(pair, 0);
+            // A rotated row of [q; k; v]: the query's, or the key's.
+            const auto store_rotated = [&](u32 at, float value) {
+                if (at < query_rows)
+                    query[at] = value;
+                else if (cached)
+                    from_f32(value, &key_cache[(size_t)position * kv_dim + (at - query_rows)]);
+            };
+            if (2 * pair < rotated) {
+                float c, s;
+                rope_cos_sin(position, inverse_frequencies[pair % half], attention_scaling, &c, &s);
+                const float2 turned = rope_rotate(sums[0], sums[1], c, s);
+                store_rotated(row, turned.x);
+                store_rotated(row + half, turned.y);
+            } else if (cached) {
+                C* values = value_cache + (size_t)position * kv_dim + (row - rotated_end);
+                from_f32(sums[0], &values[0]);
+                from_f32(sums[1], &values[1]);
+            }
+        });
+}
+
 // ---- rows too long for one warp to hold x: a row split over SPLIT warps ----
 
 // out[row] += W[row] · x for rows split over SPLIT warps: the block's warps

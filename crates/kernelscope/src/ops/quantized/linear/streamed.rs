@@ -74,10 +74,12 @@ pub(crate) mod norm_arguments {
     }
 }
 
-/// Registers the streamed kernels on CUDA (Q4_K's gate/up).
+/// Registers the streamed kernels on CUDA (Q4_K's gate/up and q/k/v,
+/// Q4_K's and Q6_K's down).
 pub(super) fn register(registry: &mut KernelRegistry) {
     let source: Arc<str> = cuda_source_with(include_str!("streamed_kernels.cu")).into();
-    for (name, _) in HELD_KERNELS.into_iter().chain(HELD_NORM_KERNELS) {
+    let rope = super::streamed_rope::HELD_ROPE_KERNELS;
+    for (name, _) in HELD_KERNELS.into_iter().chain(HELD_NORM_KERNELS).chain(rope) {
         registry.register_cuda_source(name, source.clone());
         registry.register_format(name, QuantFormat::Q4_K.name());
     }
@@ -206,7 +208,7 @@ fn barrier_bytes(warps: usize, stages: usize) -> usize {
 
 /// The kernels `names` (each with the longest row it holds x for) on
 /// `device`, or the error saying `what` is not done there.
-fn held_kernels(
+pub(super) fn held_kernels(
     registry: &KernelRegistry,
     device: &Device,
     names: impl IntoIterator<Item = (&'static str, usize)>,
@@ -224,7 +226,7 @@ fn held_kernels(
 }
 
 /// The first of `held` (shortest first) that holds x for rows of `k`.
-fn holding(held: &[(Kernel, usize)], k: usize) -> Option<&Kernel> {
+pub(super) fn holding(held: &[(Kernel, usize)], k: usize) -> Option<&Kernel> {
     held.iter()
         .find(|(_, longest)| k <= *longest)
         .map(|(kernel, _)| kernel)

@@ -16,6 +16,7 @@ use crate::ops::{Arguments, bytes_of};
 use crate::runtime::{CommandEncoder, DType, OpKind, Primitive};
 
 use super::super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, staged_bytes};
+use super::super::streamed_rope::rope_arguments;
 
 /// The name errors give the op.
 const OP: &str = "quantized matvecs_rope";
@@ -91,33 +92,53 @@ impl QuantizedFused {
         let cached = n - query_rows;
         let weight = |slot: usize| weights.get(slot).copied().unwrap_or(weights[0]);
         let frequencies = stores.frequencies;
+        let streamed = self
+            .streamed_query_key_value
+            .as_ref()
+            .and_then(|streamed| streamed.plan(n, k, weights[0].shape()[1]));
+        let list = match streamed {
+            Some(_) => rope_arguments::ARGUMENTS,
+            None => matvecs_rope::ARGUMENTS,
+        };
+        // The streamed kernel takes matvecs_rope's arguments first (a test
+        // checks), then its slots.
+        let arguments = Arguments::new(list)
+            .buffer(matvecs_rope::X, &staged.buffer)
+            .buffer(matvecs_rope::WEIGHT_A, weight(0))
+            .buffer(matvecs_rope::WEIGHT_B, weight(1))
+            .buffer(matvecs_rope::WEIGHT_C, weight(2))
+            .scalar(matvecs_rope::ROWS_A, rows[0] as u32)
+            .scalar(matvecs_rope::ROWS_B, rows[1] as u32)
+            .scalar(matvecs_rope::ROWS_C, rows[2] as u32)
+            .scalar(matvecs_rope::K, k as u32)
+            .scalar(matvecs_rope::FIRST_ROW, first_row as u32)
+            .buffer(matvecs_rope::QUERY, stores.query)
+            .buffer(matvecs_rope::KEY_CACHE, stores.key_cache)
+            .buffer(matvecs_rope::VALUE_CACHE, stores.value_cache)
+            .buffer(
+                matvecs_rope::INVERSE_FREQUENCIES,
+                &frequencies.inverse_frequencies,
+            )
+            .buffer(matvecs_rope::POSITIONS, stores.positions)
+            .scalar(matvecs_rope::FIRST, stores.first as u32)
+            .scalar(matvecs_rope::MAX_POSITIONS, max_positions as u32)
+            .scalar(matvecs_rope::QUERY_HEADS, heads.query as u32)
+            .scalar(matvecs_rope::KV_HEADS, heads.key_value as u32)
+            .scalar(matvecs_rope::HEAD_DIM, heads.dim as u32)
+            .scalar(matvecs_rope::ATTENTION_SCALING, frequencies.attention_scaling);
+        let dispatch = match streamed {
+            Some((kernel, plan)) => arguments
+                .scalar(rope_arguments::STAGES, plan.stages)
+                .dispatch(kernel)?
+                .grid(plan.grid),
+            None => {
+                arguments
+                    .dispatch(&self.matvecs_rope)?
+                    .grid(product_grid(n, ROWS_PER_WARP, CUDA_MOST_BLOCKS))
+            }
+        };
         encoder.dispatch(
-            Arguments::new(matvecs_rope::ARGUMENTS)
-                .buffer(matvecs_rope::X, &staged.buffer)
-                .buffer(matvecs_rope::WEIGHT_A, weight(0))
-                .buffer(matvecs_rope::WEIGHT_B, weight(1))
-                .buffer(matvecs_rope::WEIGHT_C, weight(2))
-                .scalar(matvecs_rope::ROWS_A, rows[0] as u32)
-                .scalar(matvecs_rope::ROWS_B, rows[1] as u32)
-                .scalar(matvecs_rope::ROWS_C, rows[2] as u32)
-                .scalar(matvecs_rope::K, k as u32)
-                .scalar(matvecs_rope::FIRST_ROW, first_row as u32)
-                .buffer(matvecs_rope::QUERY, stores.query)
-                .buffer(matvecs_rope::KEY_CACHE, stores.key_cache)
-                .buffer(matvecs_rope::VALUE_CACHE, stores.value_cache)
-                .buffer(
-                    matvecs_rope::INVERSE_FREQUENCIES,
-                    &frequencies.inverse_frequencies,
-                )
-                .buffer(matvecs_rope::POSITIONS, stores.positions)
-                .scalar(matvecs_rope::FIRST, stores.first as u32)
-                .scalar(matvecs_rope::MAX_POSITIONS, max_positions as u32)
-                .scalar(matvecs_rope::QUERY_HEADS, heads.query as u32)
-                .scalar(matvecs_rope::KV_HEADS, heads.key_value as u32)
-                .scalar(matvecs_rope::HEAD_DIM, heads.dim as u32)
-                .scalar(matvecs_rope::ATTENTION_SCALING, frequencies.attention_scaling)
-                .dispatch(&self.matvecs_rope)?
-                .grid(product_grid(n, ROWS_PER_WARP, CUDA_MOST_BLOCKS))
+            dispatch
                 .cost(
                     (read + staged_bytes(k)) as u64 + bytes_of(half, DType::F32) + 4,
                     bytes_of(query_rows, DType::F32) + bytes_of(cached, Self::ROPE_CACHE_DTYPE),
