@@ -7,8 +7,8 @@
 //! dims 64 and 128, grouped heads, the matrices of one format or split over
 //! two (a Q4_K_M layer's v in Q6_K, or q alone), the position first, inside
 //! and last in the cache, and one past it (the query rotated, nothing
-//! stored). Where Q4_K and Q6_K rows of 2,048 to 8,192 values stream on
-//! Hopper (`stream_matvecs_rope_<format>_held*_bf16`, streamed.cuh: a warp a pair of
+//! stored). Where Q4_K rows of 2,048 to 8,192 values stream on Hopper
+//! (`stream_matvecs_rope_q4_k_held*_bf16`, streamed.cuh: a warp a pair of
 //! rows, sums in another order), the bit-for-bit comparison gives way to
 //! the exact products' bound for the query, the key and the value, and
 //! every other cache row must be untouched. They say they skipped without
@@ -70,15 +70,13 @@ fn bits(buffer: &Buffer) -> Vec<u16> {
 
 /// The kernel a product of `format` over rows of `k` values runs on
 /// `device`: the streamed one where it has bulk copies and a kernel holds
-/// the row (Q4_K and Q6_K, 2,048 to 8,192 values), else the register loop.
+/// the row (Q4_K, 2,048 to 8,192 values), else the register loop.
 fn kernel_of(device: &Device, format: QuantFormat, k: usize) -> String {
-    let streams =
-        device.capabilities().bulk_copies && matches!(format, QuantFormat::Q4_K | QuantFormat::Q6_K);
-    let name = format.name();
+    let streams = device.capabilities().bulk_copies && format == QuantFormat::Q4_K;
     match k {
-        2048..=4096 if streams => format!("stream_matvecs_rope_{name}_held2_bf16"),
-        4097..=8192 if streams => format!("stream_matvecs_rope_{name}_held4_bf16"),
-        _ => format!("matvecs_rope_{name}_q8_bf16"),
+        2048..=4096 if streams => "stream_matvecs_rope_q4_k_held2_bf16".into(),
+        4097..=8192 if streams => "stream_matvecs_rope_q4_k_held4_bf16".into(),
+        _ => format!("matvecs_rope_{}_q8_bf16", format.name()),
     }
 }
 

@@ -126,7 +126,7 @@ pub(super) const DECLARED: [(&str, &str, &[Argument]); 37] = [
 /// Files holding kernels of several argument lists (most instantiated per
 /// quantized format: `{format}` in their names, see
 /// `quantized::linear::cuda_source`): each kernel's list by its name.
-pub(super) const DECLARED_PER_KERNEL: [(&str, &[Argument]); 26] = [
+pub(super) const DECLARED_PER_KERNEL: [(&str, &[Argument]); 24] = [
     (
         "attention_combine_q8",
         crate::ops::attention::combine_quantized::ARGUMENTS,
@@ -193,14 +193,6 @@ pub(super) const DECLARED_PER_KERNEL: [(&str, &[Argument]); 26] = [
     ),
     (
         "stream_matvecs_rope_q4_k_held4_bf16",
-        crate::ops::quantized::linear::streamed_rope::rope_arguments::ARGUMENTS,
-    ),
-    (
-        "stream_matvecs_rope_q6_k_held2_bf16",
-        crate::ops::quantized::linear::streamed_rope::rope_arguments::ARGUMENTS,
-    ),
-    (
-        "stream_matvecs_rope_q6_k_held4_bf16",
         crate::ops::quantized::linear::streamed_rope::rope_arguments::ARGUMENTS,
     ),
     (

@@ -177,9 +177,8 @@ template <> struct HeldFormat<Q6_K> {
         return half_to_float(u.d) * sum;
     }
 };
-// `multiply` of streamed_rows for rows of a held format F (Q4_K read in
-// pairs of sub-blocks, Q6_K), UNITS_PER_LANE * 32 units of 64 values (k up
-// to UNITS_PER_LANE * 2,048): every row puts the
+// `multiply` of streamed_rows for Q4_K rows of up to UNITS_PER_LANE * 32
+// pairs of sub-blocks (k up to UNITS_PER_LANE * 2,048): every row puts the
 // same units on the same lane, so each lane loads its units of x into
 // registers once (`prepare`, after the previous kernel) and a row's
 // products read only weights. Read from global memory for every unit, x
@@ -187,31 +186,31 @@ template <> struct HeldFormat<Q6_K> {
 // warps' stalls. Where `squares` is not null, x is o_proj's unnormalised
 // staging (chunked.cuh): `prepare` also takes x's 1 / RMS into `norm`,
 // which the sums are multiplied by (1, exactly, where it is null).
-template <typename F, int UNITS_PER_LANE, int MATRICES>
-struct HeldX {
-    using Held = HeldFormat<F>;
+template <int UNITS_PER_LANE, int MATRICES>
+struct Q4KPairsHeldX {
+    using Held = HeldFormat<Q4_K_Pairs>;
     u32 blocks;
     Staged x;
     const float* squares;
     float eps;
     float norm;
-    typename Held::Fragment held[UNITS_PER_LANE];
+    Held::Fragment held[UNITS_PER_LANE];
     __device__ __forceinline__ void prepare() {
-        const u32 lane = threadIdx.x & 31, units = blocks * F::UNITS;
+        const u32 lane = threadIdx.x & 31, units = blocks * Q4_K_Pairs::UNITS;
         #pragma unroll
         for (int i = 0; i < UNITS_PER_LANE; ++i)
             if (lane + 32 * i < units) held[i] = Held::fragment(x, lane + 32 * i);
-        norm = squares != nullptr ? inverse_rms(squares, blocks * F::BLOCK, eps) : 1.0f;
+        norm = squares != nullptr ? inverse_rms(squares, blocks * Q4_K::BLOCK, eps) : 1.0f;
     }
     __device__ __forceinline__ void operator()(const u8* const* rows, float* sums) const {
-        const u32 lane = threadIdx.x & 31, units = blocks * F::UNITS;
+        const u32 lane = threadIdx.x & 31, units = blocks * Q4_K_Pairs::UNITS;
         #pragma unroll
         for (int m = 0; m < MATRICES; ++m) {
             float sum = 0.0f;
             #pragma unroll
             for (int i = 0; i < UNITS_PER_LANE; ++i) {
                 const u32 unit = lane + 32 * i;
-                if (unit < units) sum += Held::dot(F::template load<FromShared>(rows[m], blocks, unit), held[i], unit);
+                if (unit < units) sum += Held::dot(Q4_K_Pairs::load<FromShared>(rows[m], blocks, unit), held[i], unit);
             }
             sums[m] = warp_sum(sum) * norm;
         }
@@ -219,9 +218,9 @@ struct HeldX {
 };
 
 // out[i] = silu(gate[i] · x) * (up[i] · x) over Q4_K rows of up to
-// UNITS_PER_LANE * 2,048 values, x held in registers (HeldX).
+// UNITS_PER_LANE * 2,048 values, x held in registers (Q4KPairsHeldX).
 // Where `squares` is not null, x is o_proj's unnormalised staging
-// (chunked.cuh), normalised by HeldX.
+// (chunked.cuh), normalised by Q4KPairsHeldX.
 template <int UNITS_PER_LANE>
 __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
                                      u32 stages, const float* squares, float eps) {
@@ -232,26 +231,26 @@ __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, 
             rows[0] = gate + (size_t)row * row_bytes;
             rows[1] = up + (size_t)row * row_bytes;
         },
-        HeldX<Q4_K_Pairs, UNITS_PER_LANE, 2>{blocks, staged_at(x, k), squares, eps},
+        Q4KPairsHeldX<UNITS_PER_LANE, 2>{blocks, staged_at(x, k), squares, eps},
         [&](u32 row, const float* sums) { out[row] = silu(sums[0]) * sums[1]; });
 }
 
-// q, k and v's products over rows of F (Q4_K in pairs of sub-blocks, or
-// Q6_K) of up to UNITS_PER_LANE * 2,048 values (x held, HeldX), with RoPE and the KV append in their
+// q, k and v's products over Q4_K rows of up to UNITS_PER_LANE * 2,048
+// values (x held, Q4KPairsHeldX), with RoPE and the KV append in their
 // stores, as `quantized_matvecs_rope` (products.cuh) computes them: the
 // matrices of [q; k; v] from row `first_row` on, a warp a pair of rows. A
 // rotated pair is a head's rows i and i + half, so lane 0 rotates the two
 // sums it holds (the register loop pairs two warps at a barrier instead);
 // value rows go two at a time, stored as they are. Rows of a pair always
 // lie in one matrix: matrices are whole heads.
-template <typename F, int UNITS_PER_LANE, typename C>
+template <int UNITS_PER_LANE, typename C>
 __device__ void streamed_matvecs_rope_held_x(const u8* x, const u8* weight_a, const u8* weight_b,
                                              const u8* weight_c, u32 rows_a, u32 rows_b, u32 rows_c, u32 k,
                                              u32 first_row, float* query, C* key_cache, C* value_cache,
                                              const float* inverse_frequencies, const u32* positions, u32 first,
                                              u32 max_positions, u32 query_heads, u32 kv_heads, u32 head_dim,
                                              float attention_scaling, u32 stages) {
-    const u32 blocks = k / F::BLOCK, row_bytes = (u32)planar_row_bytes<F>(blocks);
+    const u32 blocks = k / Q4_K::BLOCK, row_bytes = (u32)planar_row_bytes<Q4_K>(blocks);
     const u32 n = rows_a + rows_b + rows_c, query_rows = query_heads * head_dim, kv_dim = kv_heads * head_dim;
     const u32 half = head_dim / 2, rotated_end = query_rows + kv_dim;
     const u32 rotated = first_row < rotated_end ? min(rotated_end - first_row, n) : 0;
@@ -272,7 +271,7 @@ __device__ void streamed_matvecs_rope_held_x(const u8* x, const u8* weight_a, co
                                                   : weight_c + (size_t)(row - rows_a - rows_b) * row_bytes;
             }
         },
-        HeldX<F, UNITS_PER_LANE, 2>{blocks, staged_at(x, k), nullptr, 0.0f},
+        Q4KPairsHeldX<UNITS_PER_LANE, 2>{blocks, staged_at(x, k), nullptr, 0.0f},
         [&](u32 pair, const float* sums) {
             // Read after the wait: the position is the previous kernels' to set.
             const u32 position = positions[first];

@@ -78,12 +78,12 @@ pub(crate) mod norm_arguments {
 /// Q4_K's and Q6_K's down).
 pub(super) fn register(registry: &mut KernelRegistry) {
     let source: Arc<str> = cuda_source_with(include_str!("streamed_kernels.cu")).into();
-    for (name, _) in HELD_KERNELS.into_iter().chain(HELD_NORM_KERNELS) {
+    let rope = super::streamed_rope::HELD_ROPE_KERNELS;
+    for (name, _) in HELD_KERNELS.into_iter().chain(HELD_NORM_KERNELS).chain(rope) {
         registry.register_cuda_source(name, source.clone());
         registry.register_format(name, QuantFormat::Q4_K.name());
     }
-    let rope = super::streamed_rope::HELD_ROPE_KERNELS;
-    for (format, name, _) in SPLIT_KERNELS.into_iter().chain(rope) {
+    for (format, name, _) in SPLIT_KERNELS {
         registry.register_cuda_source(name, source.clone());
         registry.register_format(name, format.name());
     }

@@ -31,7 +31,7 @@ extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
     reads_weights_before_waiting();
     streamed_silu_held_x<4>(x, gate, up, out, n, k, stages, squares, eps);
 }
-// q, k and v's products of Q4_K (and below, Q6_K) rows with RoPE and the KV append in their
+// q, k and v's products of Q4_K rows with RoPE and the KV append in their
 // stores (streamed_matvecs_rope_held_x), rows of up to 4,096 and 8,192
 // values, x quantized by norm_quantize_q8, bf16 caches; `stages` slots of
 // a pair of rows a warp.
@@ -42,7 +42,7 @@ extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
                                         const u32* positions, u32 first, u32 max_positions, u32 query_heads,
                                         u32 kv_heads, u32 head_dim, float attention_scaling, u32 stages) {
     reads_weights_before_waiting();
-    streamed_matvecs_rope_held_x<Q4_K_Pairs, 2, bf16>(x, weight_a, weight_b, weight_c, rows_a, rows_b, rows_c, k, first_row,
+    streamed_matvecs_rope_held_x<2, bf16>(x, weight_a, weight_b, weight_c, rows_a, rows_b, rows_c, k, first_row,
                                           query, key_cache, value_cache, inverse_frequencies, positions, first,
                                           max_positions, query_heads, kv_heads, head_dim, attention_scaling,
                                           stages);
@@ -54,32 +54,7 @@ extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
                                         const u32* positions, u32 first, u32 max_positions, u32 query_heads,
                                         u32 kv_heads, u32 head_dim, float attention_scaling, u32 stages) {
     reads_weights_before_waiting();
-    streamed_matvecs_rope_held_x<Q4_K_Pairs, 4, bf16>(x, weight_a, weight_b, weight_c, rows_a, rows_b, rows_c, k, first_row,
-                                          query, key_cache, value_cache, inverse_frequencies, positions, first,
-                                          max_positions, query_heads, kv_heads, head_dim, attention_scaling,
-                                          stages);
-}
-// The same over Q6_K rows (a Q4_K_M layer's v).
-extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
-    stream_matvecs_rope_q6_k_held2_bf16(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c,
-                                        u32 rows_a, u32 rows_b, u32 rows_c, u32 k, u32 first_row, float* query,
-                                        bf16* key_cache, bf16* value_cache, const float* inverse_frequencies,
-                                        const u32* positions, u32 first, u32 max_positions, u32 query_heads,
-                                        u32 kv_heads, u32 head_dim, float attention_scaling, u32 stages) {
-    reads_weights_before_waiting();
-    streamed_matvecs_rope_held_x<Q6_K, 2, bf16>(x, weight_a, weight_b, weight_c, rows_a, rows_b, rows_c, k, first_row,
-                                          query, key_cache, value_cache, inverse_frequencies, positions, first,
-                                          max_positions, query_heads, kv_heads, head_dim, attention_scaling,
-                                          stages);
-}
-extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
-    stream_matvecs_rope_q6_k_held4_bf16(const u8* x, const u8* weight_a, const u8* weight_b, const u8* weight_c,
-                                        u32 rows_a, u32 rows_b, u32 rows_c, u32 k, u32 first_row, float* query,
-                                        bf16* key_cache, bf16* value_cache, const float* inverse_frequencies,
-                                        const u32* positions, u32 first, u32 max_positions, u32 query_heads,
-                                        u32 kv_heads, u32 head_dim, float attention_scaling, u32 stages) {
-    reads_weights_before_waiting();
-    streamed_matvecs_rope_held_x<Q6_K, 4, bf16>(x, weight_a, weight_b, weight_c, rows_a, rows_b, rows_c, k, first_row,
+    streamed_matvecs_rope_held_x<4, bf16>(x, weight_a, weight_b, weight_c, rows_a, rows_b, rows_c, k, first_row,
                                           query, key_cache, value_cache, inverse_frequencies, positions, first,
                                           max_positions, query_heads, kv_heads, head_dim, attention_scaling,
                                           stages);

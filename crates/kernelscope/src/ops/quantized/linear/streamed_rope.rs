@@ -1,5 +1,5 @@
 //! q, k and v's products streamed on CUDA (`streamed_matvecs_rope_held_x`,
-//! streamed.cuh): Q4_K and Q6_K rows brought into rings of shared memory by bulk
+//! streamed.cuh): Q4_K rows brought into rings of shared memory by bulk
 //! copies, a warp a pair of rows (a head's rows i and i + half, which lane
 //! 0 rotates, or two value rows), x held in registers, RoPE and the KV
 //! append in the stores as `matvecs_rope_<format>_q8_bf16` does them. The
@@ -12,14 +12,11 @@ use crate::runtime::{Device, Kernel, KernelRegistry};
 
 use super::streamed::{StreamPlan, held_kernels, holding, stream_plan};
 
-/// The streamed q/k/v kernels: by format, the kernel and the longest row
-/// (in values) it holds x for (a lane holds 2 or 4 units of 64 values of
-/// every row: Q4_K's pairs of sub-blocks, Q6_K's units).
-pub(super) const HELD_ROPE_KERNELS: [(QuantFormat, &str, usize); 4] = [
-    (QuantFormat::Q4_K, "stream_matvecs_rope_q4_k_held2_bf16", 4096),
-    (QuantFormat::Q4_K, "stream_matvecs_rope_q4_k_held4_bf16", 8192),
-    (QuantFormat::Q6_K, "stream_matvecs_rope_q6_k_held2_bf16", 4096),
-    (QuantFormat::Q6_K, "stream_matvecs_rope_q6_k_held4_bf16", 8192),
+/// The streamed q/k/v kernels, by the longest row (in values) each holds x
+/// for: a lane holds 2 or 4 pairs of Q4_K sub-blocks of every row.
+pub(super) const HELD_ROPE_KERNELS: [(&str, usize); 2] = [
+    ("stream_matvecs_rope_q4_k_held2_bf16", 4096),
+    ("stream_matvecs_rope_q4_k_held4_bf16", 8192),
 ];
 
 /// Rows shorter than this keep the register loop.
@@ -42,8 +39,7 @@ pub(crate) mod rope_arguments {
     }
 }
 
-/// Q4_K's or Q6_K's streamed q/k/v kernels on a device that has bulk
-/// copies.
+/// Q4_K's streamed q/k/v kernels on a device that has bulk copies.
 #[derive(Clone, Debug)]
 pub(crate) struct StreamedQueryKeyValue {
     /// Each kernel with the longest row it holds x for, shortest first.
@@ -52,25 +48,22 @@ pub(crate) struct StreamedQueryKeyValue {
 }
 
 impl StreamedQueryKeyValue {
-    /// The kernels of `format` where it has them (Q4_K, Q6_K) and `device`
-    /// has bulk copies and says how many multiprocessors it has; `None`
-    /// otherwise (the register loop runs).
+    /// The kernels, where `format` is Q4_K and `device` has bulk copies and
+    /// says how many multiprocessors it has; `None` otherwise (the register
+    /// loop runs).
     pub(crate) fn new(
         registry: &KernelRegistry,
         device: &Device,
         format: QuantFormat,
     ) -> Result<Option<Self>> {
         let capabilities = device.capabilities();
-        let (true, Some(multiprocessors)) = (capabilities.bulk_copies, capabilities.multiprocessors) else {
+        let (true, Some(multiprocessors), QuantFormat::Q4_K) =
+            (capabilities.bulk_copies, capabilities.multiprocessors, format)
+        else {
             return Ok(None);
         };
-        let kernels = HELD_ROPE_KERNELS
-            .iter()
-            .filter(|(kernel_format, _, _)| *kernel_format == format)
-            .map(|&(_, name, longest)| (name, longest));
-        let held = held_kernels(registry, device, kernels, "q/k/v are streamed")?;
-        Ok((!held.is_empty()).then_some(StreamedQueryKeyValue {
-            held,
+        Ok(Some(StreamedQueryKeyValue {
+            held: held_kernels(registry, device, HELD_ROPE_KERNELS, "Q4_K q/k/v are streamed")?,
             multiprocessors,
         }))
     }
