@@ -6,74 +6,15 @@
 //! format mix.
 
 use kernelscope::ops::quantized::linear::Activations;
-use kernelscope::ops::sample::Sampling;
-use kernelscope::profile::Phase;
 use kernelscope::{DType, Device};
-use kernelscope_model::gguf_export::{GgufFileType, write_gguf};
+use kernelscope_model::gguf_export::GgufFileType;
 use kernelscope_model::gguf_model::GgufModel;
-use kernelscope_model::synthetic::tensor_values;
-use kernelscope_model::{LoadOptions, Model, SyntheticOptions, preset};
+use kernelscope_model::{LoadOptions, Model, SyntheticOptions};
 
-const SEED: u64 = 11;
-const TOKENS: [u32; 5] = [7, 300, 5, 1999, 42];
-
-fn logits(model: &mut Model) -> Vec<Vec<f32>> {
-    TOKENS
-        .iter()
-        .enumerate()
-        .map(|(position, &token)| {
-            model
-                .step(token, position, Phase::Decode, Sampling::GREEDY, 0.0)
-                .unwrap();
-            model.logits().unwrap()
-        })
-        .collect()
-}
-
-fn written(name: &str, file_type: GgufFileType, folder: &std::path::Path) -> std::path::PathBuf {
-    let config = preset(name).unwrap();
-    let path = folder.join(format!("{name}-{file_type:?}.gguf"));
-    write_gguf(&config, &path, file_type, name, true, true, |tensor, shape| {
-        Ok(tensor_values(tensor, shape, SEED))
-    })
-    .unwrap();
-    path
-}
-
-/// `gguf` loaded on `device`.
-fn loaded(gguf: &GgufModel, device: &Device) -> Model {
-    Model::load_gguf(gguf, std::slice::from_ref(device), LoadOptions { quiet: true }).unwrap()
-}
-
-/// `gguf` on the CPU with f32 activations into its products: the
-/// reference the GPU's quantized products are measured against.
-fn cpu_in_f32(gguf: &GgufModel) -> Model {
-    let mut cpu = loaded(gguf, &Device::cpu());
-    cpu.set_quantized_activations(Activations::F32).unwrap();
-    cpu
-}
-
-/// A GPU profiling every dispatch, or `None` (skipped loudly) without one.
-fn profiled_cuda() -> Option<Device> {
-    use kernelscope::profile::ProfileLevel;
-    kernelscope::testing::Backend::Cuda
-        .device(kernelscope::DeviceOptions::new().profile(ProfileLevel::Dispatch))
-}
-
-/// A choice of dispatches by kernel name and scope.
-type Pick = dyn Fn(&str, &str) -> bool;
-
-/// How many of the dispatches `device`'s profiler recorded `pick` (by
-/// kernel name and scope) chooses.
-fn dispatch_counter(device: &Device) -> impl Fn(&Pick) -> usize {
-    let dispatches = device.profiler().dispatches();
-    move |pick| {
-        dispatches
-            .iter()
-            .filter(|dispatch| pick(&dispatch.kernel, &dispatch.scope))
-            .count()
-    }
-}
+mod gguf_runs;
+use gguf_runs::{
+    INT8_ACTIVATION_TOLERANCE, SEED, agreeing_rows, cpu_in_f32, loaded, logits, sixteen_steps, written,
+};
 
 fn largest_difference(a: &[Vec<f32>], b: &[Vec<f32>]) -> f32 {
     a.iter()
@@ -259,26 +200,6 @@ fn quantized_products_equal_the_dense_product_of_the_dequantized_weights() {
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
-/// Relative error allowed between a GPU run of a quantized file (its
-/// blocks multiplied in place with x quantized to 8-bit blocks of 32) and
-/// the CPU's products of the same blocks with f32 activations: max |a - b|
-/// over a row over the row's largest |logit|. The 8-bit activations are
-/// off by up to half a step (1/254 of each block's largest value) in every
-/// mat-vec; carried through the layers that stays within a few percent.
-const INT8_ACTIVATION_TOLERANCE: f32 = 5e-2;
-
-/// The first `5 + n` logits rows of 16 steps of `model` from a fixed
-/// prompt, and the tokens it chose.
-fn sixteen_steps(model: &mut Model) -> kernelscope_model::Generation {
-    model
-        .generate(&kernelscope_model::GenerationRequest {
-            stop_at_eos: false,
-            keep_logits: true,
-            ..kernelscope_model::GenerationRequest::new(&[1, 2, 3, 4, 5], 16)
-        })
-        .unwrap()
-}
-
 /// Prompt rows of [`chunk_steps`]: more than a chunk needs to take the
 /// GEMM on a GPU.
 const CHUNK_PROMPT_ROWS: usize = kernelscope::ops::quantized::linear::GEMM_ROWS + 4;
@@ -296,19 +217,6 @@ fn chunk_steps(model: &mut Model) -> kernelscope_model::Generation {
             ..kernelscope_model::GenerationRequest::new(&prompt, 2)
         })
         .unwrap()
-}
-
-/// Rows of logits to compare: the prompt's and the generated ones while
-/// both runs chose the same tokens (after a different choice the contexts
-/// differ).
-fn agreeing_rows(a: &kernelscope_model::Generation, b: &kernelscope_model::Generation) -> usize {
-    5 + a
-        .generated
-        .iter()
-        .zip(&b.generated)
-        .take_while(|(x, y)| x == y)
-        .count()
-        .min(15)
 }
 
 fn ggufs_run_on_every_backend(backend: kernelscope::testing::Backend) {
@@ -457,166 +365,5 @@ fn bytes_per_token_are_the_bytes_the_weights_take() {
     let row = embedding.byte_len() / embedding.dims()[1] as usize;
     // Vectors are F32 in the file and f32 on the CPU.
     assert_eq!(model.weight_bytes_per_token(), (matrices + vectors + row) as u64);
-    std::fs::remove_dir_all(&folder).unwrap();
-}
-
-/// On a GPU a quantized file's decode stages the down projection's input
-/// in gate/up (`QuantizedFused::encode_matvec_silu_staged`): no quantize
-/// kernel in any layer, and every layer's gate/up the staging kernel; and
-/// q/k/v rotate and append their own outputs
-/// (`QuantizedFused::encode_matvecs_rope_staged`): no `rope_append` kernel,
-/// every layer's q/k/v products the rotating kernels. (CUDA's logits
-/// against the CPU's, which runs every step apart, are
-/// `ggufs_run_on_every_backend`'s.) Skips loudly without a GPU.
-#[test]
-fn cuda_decode_stages_the_down_projections_input_in_gate_up() {
-    let Some(device) = profiled_cuda() else {
-        return;
-    };
-    let folder = std::env::temp_dir().join(format!("kscope-gguf-staged-{}", std::process::id()));
-    std::fs::create_dir_all(&folder).unwrap();
-    let gguf = GgufModel::open(&written("tiny-256", GgufFileType::Q4_K_M, &folder)).unwrap();
-    let mut model =
-        Model::load_gguf(&gguf, std::slice::from_ref(&device), LoadOptions { quiet: true }).unwrap();
-    let layers = preset("tiny-256").unwrap().num_layers;
-    device.profiler().reset();
-    let steps = logits(&mut model).len();
-    let count = dispatch_counter(&device);
-    assert_eq!(
-        count(&|kernel, scope| kernel == "quantize_q8" && scope.starts_with("layer.")),
-        0
-    );
-    assert_eq!(
-        count(&|kernel, _| kernel.starts_with("matvec_silu_") && kernel.ends_with("_q8_stage")),
-        layers * steps
-    );
-    // Rows this short keep the MLP's norm kernel (o_proj stages nothing).
-    assert_eq!(count(&|kernel, _| kernel.ends_with("_norm_stage")), 0);
-    assert_eq!(count(&|kernel, _| kernel.starts_with("rope_append")), 0);
-    assert!(count(&|kernel, _| kernel.starts_with("matvecs_rope_")) >= layers * steps);
-    assert_eq!(
-        count(&|kernel, scope| kernel.starts_with("matvecs_") && scope.starts_with("layer.")),
-        count(&|kernel, _| kernel.starts_with("matvecs_rope_"))
-    );
-    std::fs::remove_dir_all(&folder).unwrap();
-}
-
-/// A small Q4_K_M model whose rows stream on Hopper (2,304 hidden values,
-/// two layers), written into `folder`: its config and the opened file.
-fn wide_q4_k_m(folder: &std::path::Path) -> (kernelscope_model::Config, GgufModel) {
-    std::fs::create_dir_all(folder).unwrap();
-    let config = kernelscope_model::Config {
-        hidden_size: 2_304,
-        intermediate_size: 256,
-        num_layers: 2,
-        ..preset("tiny-256").unwrap()
-    };
-    let path = folder.join("wide-Q4_K_M.gguf");
-    write_gguf(
-        &config,
-        &path,
-        GgufFileType::Q4_K_M,
-        "wide",
-        true,
-        true,
-        |tensor, shape| Ok(tensor_values(tensor, shape, SEED)),
-    )
-    .unwrap();
-    (config, GgufModel::open(&path).unwrap())
-}
-
-/// On a GPU with bulk copies, a Q4_K_M file whose q and k rows stream
-/// (2,304 values) decodes them with RoPE and the bf16 KV append in the
-/// streamed kernel (`stream_matvecs_rope_q4_k_held2_bf16`, a warp a
-/// rotated pair of rows), once a layer a step, and its logits stay within
-/// the 8-bit activations' bound of the CPU's f32 products over the same
-/// bf16 caches. Skips loudly without a GPU or bulk copies.
-#[test]
-fn cuda_decode_streams_q4_k_query_and_key_with_rope() {
-    let Some(device) = profiled_cuda() else {
-        return;
-    };
-    if !device.capabilities().bulk_copies {
-        eprintln!(
-            "skipped: {} has no bulk copies, so q/k/v do not stream",
-            device.name()
-        );
-        return;
-    }
-    let folder = std::env::temp_dir().join(format!("kscope-gguf-streamed-rope-{}", std::process::id()));
-    let (config, gguf) = wide_q4_k_m(&folder);
-    let mut cpu = cpu_in_f32(&gguf);
-    cpu.set_kv_dtype(DType::BF16).unwrap();
-    let reference = sixteen_steps(&mut cpu);
-    let mut model = loaded(&gguf, &device);
-    model.set_kv_dtype(DType::BF16).unwrap();
-    device.profiler().reset();
-    let steps = logits(&mut model).len();
-    let count = dispatch_counter(&device);
-    assert_eq!(
-        count(&|kernel, _| kernel == "stream_matvecs_rope_q4_k_held2_bf16"),
-        config.num_layers * steps
-    );
-    let fused = sixteen_steps(&mut model);
-    let same = agreeing_rows(&fused, &reference);
-    assert!(same > 0, "no row's argmax agrees with the CPU's");
-    let error = common::worst_relative_error(&fused.logits[..same], &reference.logits[..same]);
-    eprintln!(
-        "hidden 2,304 Q4_K_M, streamed q/k with RoPE on {}: {same} rows, worst relative error {error:e}",
-        device.name()
-    );
-    assert!(error <= INT8_ACTIVATION_TOLERANCE, "relative error {error:e}");
-    std::fs::remove_dir_all(&folder).unwrap();
-}
-
-/// On a GPU, where gate/up's Q4_K rows stream (longer than 2,048 values:
-/// a small model of 2,304 hidden values here), o_proj stages the residual
-/// for the MLP's norm and the streamed gate/up finishes it
-/// (`QuantizedFused::encode_matvec_add_norm_staged`): every layer's o_proj
-/// and gate/up the norm-finishing kernels, the only norm kernels left in a
-/// layer the attention's, and the logits within the 8-bit activations'
-/// bound of the CPU's f32 products. Skips loudly without a GPU.
-#[test]
-fn cuda_decode_finishes_the_mlp_norm_in_streamed_gate_up() {
-    let Some(device) = profiled_cuda() else {
-        return;
-    };
-    if !device.capabilities().bulk_copies {
-        eprintln!(
-            "skipped: {} has no bulk copies, so no streamed gate/up to finish the norm",
-            device.name()
-        );
-        return;
-    }
-    let folder = std::env::temp_dir().join(format!("kscope-gguf-norm-staged-{}", std::process::id()));
-    let (config, gguf) = wide_q4_k_m(&folder);
-    let reference = sixteen_steps(&mut cpu_in_f32(&gguf));
-    let mut model = loaded(&gguf, &device);
-    model.set_kv_dtype(DType::F32).unwrap();
-    device.profiler().reset();
-    let steps = logits(&mut model).len();
-    let count = dispatch_counter(&device);
-    let layers = config.num_layers;
-    assert_eq!(
-        count(&|kernel, _| kernel.starts_with("matvec_add_") && kernel.ends_with("_q8_norm_stage")),
-        layers * steps
-    );
-    assert_eq!(
-        count(&|kernel, _| kernel.starts_with("stream_silu_") && kernel.ends_with("_norm")),
-        layers * steps
-    );
-    assert_eq!(
-        count(&|kernel, scope| kernel == "norm_quantize_q8" && scope.starts_with("layer.")),
-        layers * steps
-    );
-    let fused = sixteen_steps(&mut model);
-    let same = agreeing_rows(&fused, &reference);
-    assert!(same > 0, "no row's argmax agrees with the CPU's");
-    let error = common::worst_relative_error(&fused.logits[..same], &reference.logits[..same]);
-    eprintln!(
-        "hidden 2,304 Q4_K_M on {}: {same} rows, worst relative error vs the CPU's f32 products {error:e}",
-        device.name()
-    );
-    assert!(error <= INT8_ACTIVATION_TOLERANCE, "relative error {error:e}");
     std::fs::remove_dir_all(&folder).unwrap();
 }
