@@ -72,7 +72,7 @@ impl StreamedQueryKeyValue {
     /// whole heads) of `k` values in planar rows of `row_bytes`, a warp's
     /// slot a pair of rows; `None` where the register loop runs.
     pub(crate) fn plan(&self, rows: usize, k: usize, row_bytes: usize) -> Option<(&Kernel, StreamPlan)> {
-        if k < SHORTEST_STREAMED || rows % 2 != 0 {
+        if k < SHORTEST_STREAMED || !rows.is_multiple_of(2) {
             return None;
         }
         Some((
