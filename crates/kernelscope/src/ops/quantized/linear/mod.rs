@@ -105,7 +105,7 @@ pub fn register(registry: &mut KernelRegistry) {
     }
     gemm::register(registry);
     fused::register(registry);
-    streamed::register(registry);
+    streamed::register(registry, &streamed_rope::HELD_ROPE_KERNELS);
 }
 
 /// The quantized products for one format.

@@ -74,12 +74,16 @@ pub(crate) mod norm_arguments {
     }
 }
 
-/// Registers the streamed kernels on CUDA (Q4_K's gate/up and q/k/v,
-/// Q4_K's and Q6_K's down).
-pub(super) fn register(registry: &mut KernelRegistry) {
+/// Registers the streamed kernels on CUDA: Q4_K's gate/up, Q4_K's and
+/// Q6_K's down, and `also` (Q4_K kernels of the same source, named by
+/// their own modules: `streamed_rope`'s q/k/v).
+pub(super) fn register(registry: &mut KernelRegistry, also: &[(&'static str, usize)]) {
     let source: Arc<str> = cuda_source_with(include_str!("streamed_kernels.cu")).into();
-    let rope = super::streamed_rope::HELD_ROPE_KERNELS;
-    for (name, _) in HELD_KERNELS.into_iter().chain(HELD_NORM_KERNELS).chain(rope) {
+    for (name, _) in HELD_KERNELS
+        .into_iter()
+        .chain(HELD_NORM_KERNELS)
+        .chain(also.iter().copied())
+    {
         registry.register_cuda_source(name, source.clone());
         registry.register_format(name, QuantFormat::Q4_K.name());
     }
