@@ -165,3 +165,14 @@ impl<'a> Arguments<'a> {
         Ok(dispatch)
     }
 }
+
+/// Asserts that `list` is `base` in order, then arguments named `rest`: a
+/// kernel whose dispatch fills `base`'s positions (the streamed and staging
+/// variants of a product) must take those arguments first.
+#[cfg(test)]
+pub(crate) fn assert_extends(list: &[Argument], base: &[Argument], rest: &[&str]) {
+    assert!(list.len() >= base.len(), "shorter than the list it extends");
+    assert_eq!(&list[..base.len()], base, "the first arguments");
+    let names: Vec<&str> = list[base.len()..].iter().map(|argument| argument.name).collect();
+    assert_eq!(names, rest, "the arguments after them");
+}

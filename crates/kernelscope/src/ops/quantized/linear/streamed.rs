@@ -355,13 +355,11 @@ mod tests {
     /// order (their dispatch fills them by gate/up's positions).
     #[test]
     fn the_norm_finishing_list_begins_with_gate_ups() {
-        let list = norm_arguments::ARGUMENTS;
-        assert_eq!(&list[..arguments::ARGUMENTS.len()], arguments::ARGUMENTS);
-        let rest: Vec<&str> = list[arguments::ARGUMENTS.len()..]
-            .iter()
-            .map(|argument| argument.name)
-            .collect();
-        assert_eq!(rest, ["squares", "eps"]);
+        crate::runtime::arguments::assert_extends(
+            norm_arguments::ARGUMENTS,
+            arguments::ARGUMENTS,
+            &["squares", "eps"],
+        );
     }
 
     /// The plans the H200 measurements chose (docs/PERF.md): llama-3-8b's

@@ -91,12 +91,10 @@ mod tests {
     /// (their dispatch fills them by its positions), then their slots.
     #[test]
     fn the_streamed_list_begins_with_matvecs_ropes() {
-        let list = rope_arguments::ARGUMENTS;
-        assert_eq!(&list[..matvecs_rope::ARGUMENTS.len()], matvecs_rope::ARGUMENTS);
-        let rest: Vec<&str> = list[matvecs_rope::ARGUMENTS.len()..]
-            .iter()
-            .map(|argument| argument.name)
-            .collect();
-        assert_eq!(rest, ["stages"]);
+        crate::runtime::arguments::assert_extends(
+            rope_arguments::ARGUMENTS,
+            matvecs_rope::ARGUMENTS,
+            &["stages"],
+        );
     }
 }

@@ -195,39 +195,35 @@ impl QuantizedFused {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::arguments::assert_extends;
 
     /// The staging kernel takes gate/up's arguments first, in order (its
     /// dispatch fills them by gate/up's positions), then where it stages.
     #[test]
     fn the_staging_list_begins_with_gate_ups() {
-        assert_eq!(&silu_stage::ARGUMENTS[..silu::ARGUMENTS.len()], silu::ARGUMENTS);
-        let rest: Vec<&str> = silu_stage::ARGUMENTS[silu::ARGUMENTS.len()..]
-            .iter()
-            .map(|argument| argument.name)
-            .collect();
-        assert_eq!(rest, ["staged"]);
+        assert_extends(silu_stage::ARGUMENTS, silu::ARGUMENTS, &["staged"]);
     }
 
     /// The streamed kernels take gate/up's arguments first, in order, then
     /// their slots (and the norm's, where they finish it).
     #[test]
     fn the_streamed_lists_begin_with_gate_ups() {
-        for list in [streamed_silu::ARGUMENTS, streamed_norm::ARGUMENTS] {
-            assert_eq!(&list[..silu::ARGUMENTS.len()], silu::ARGUMENTS);
-            assert_eq!(list[silu::ARGUMENTS.len()].name, "stages");
-        }
+        assert_extends(streamed_silu::ARGUMENTS, silu::ARGUMENTS, &["stages"]);
+        assert_extends(
+            streamed_norm::ARGUMENTS,
+            silu::ARGUMENTS,
+            &["stages", "squares", "eps"],
+        );
     }
 
     /// The kernel over an x still waiting for its norm takes the staging
     /// kernel's arguments first, in order, then the norm's.
     #[test]
     fn the_norm_staging_list_begins_with_the_staging_ones() {
-        let list = silu_norm_stage::ARGUMENTS;
-        assert_eq!(&list[..silu_stage::ARGUMENTS.len()], silu_stage::ARGUMENTS);
-        let rest: Vec<&str> = list[silu_stage::ARGUMENTS.len()..]
-            .iter()
-            .map(|argument| argument.name)
-            .collect();
-        assert_eq!(rest, ["squares", "eps"]);
+        assert_extends(
+            silu_norm_stage::ARGUMENTS,
+            silu_stage::ARGUMENTS,
+            &["squares", "eps"],
+        );
     }
 }
