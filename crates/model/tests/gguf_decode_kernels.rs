@@ -8,7 +8,7 @@ use kernelscope::{DType, Device};
 use kernelscope_model::gguf_export::{GgufFileType, write_gguf};
 use kernelscope_model::gguf_model::GgufModel;
 use kernelscope_model::synthetic::tensor_values;
-use kernelscope_model::{LoadOptions, Model, preset};
+use kernelscope_model::{Generation, LoadOptions, Model, preset};
 
 mod common;
 mod gguf_runs;
@@ -103,6 +103,28 @@ fn wide_q4_k_m(folder: &std::path::Path) -> (kernelscope_model::Config, GgufMode
     (config, GgufModel::open(&path).unwrap())
 }
 
+/// A profiled GPU with bulk copies, or `None`, said loudly (without one,
+/// `what` does not run).
+fn streaming_cuda(what: &str) -> Option<Device> {
+    let device = profiled_cuda()?;
+    if !device.capabilities().bulk_copies {
+        eprintln!("skipped: {} has no bulk copies, so {what}", device.name());
+        return None;
+    }
+    Some(device)
+}
+
+/// `fused`'s logits within the 8-bit activations' bound of the CPU's
+/// `reference` over the rows both runs agree on (at least one), printed as
+/// `what`.
+fn assert_near_the_cpu(fused: &Generation, reference: &Generation, what: &str) {
+    let same = agreeing_rows(fused, reference);
+    assert!(same > 0, "no row's argmax agrees with the CPU's");
+    let error = common::worst_relative_error(&fused.logits[..same], &reference.logits[..same]);
+    eprintln!("{what}: {same} rows, worst relative error vs the CPU's f32 products {error:e}");
+    assert!(error <= INT8_ACTIVATION_TOLERANCE, "relative error {error:e}");
+}
+
 /// On a GPU with bulk copies, a Q4_K_M file whose q and k rows stream
 /// (2,304 values) decodes them with RoPE and the bf16 KV append in the
 /// streamed kernel (`stream_matvecs_rope_q4_k_held2_bf16`, a warp a
@@ -111,16 +133,9 @@ fn wide_q4_k_m(folder: &std::path::Path) -> (kernelscope_model::Config, GgufMode
 /// bf16 caches. Skips loudly without a GPU or bulk copies.
 #[test]
 fn cuda_decode_streams_q4_k_query_and_key_with_rope() {
-    let Some(device) = profiled_cuda() else {
+    let Some(device) = streaming_cuda("q/k/v do not stream") else {
         return;
     };
-    if !device.capabilities().bulk_copies {
-        eprintln!(
-            "skipped: {} has no bulk copies, so q/k/v do not stream",
-            device.name()
-        );
-        return;
-    }
     let folder = std::env::temp_dir().join(format!("kscope-gguf-streamed-rope-{}", std::process::id()));
     let (config, gguf) = wide_q4_k_m(&folder);
     let mut cpu = cpu_in_f32(&gguf);
@@ -136,14 +151,8 @@ fn cuda_decode_streams_q4_k_query_and_key_with_rope() {
         config.num_layers * steps
     );
     let fused = sixteen_steps(&mut model);
-    let same = agreeing_rows(&fused, &reference);
-    assert!(same > 0, "no row's argmax agrees with the CPU's");
-    let error = common::worst_relative_error(&fused.logits[..same], &reference.logits[..same]);
-    eprintln!(
-        "hidden 2,304 Q4_K_M, streamed q/k with RoPE on {}: {same} rows, worst relative error {error:e}",
-        device.name()
-    );
-    assert!(error <= INT8_ACTIVATION_TOLERANCE, "relative error {error:e}");
+    let what = format!("hidden 2,304 Q4_K_M, streamed q/k with RoPE on {}", device.name());
+    assert_near_the_cpu(&fused, &reference, &what);
     std::fs::remove_dir_all(&folder).unwrap();
 }
 
@@ -156,16 +165,9 @@ fn cuda_decode_streams_q4_k_query_and_key_with_rope() {
 /// bound of the CPU's f32 products. Skips loudly without a GPU.
 #[test]
 fn cuda_decode_finishes_the_mlp_norm_in_streamed_gate_up() {
-    let Some(device) = profiled_cuda() else {
+    let Some(device) = streaming_cuda("no streamed gate/up finishes the norm") else {
         return;
     };
-    if !device.capabilities().bulk_copies {
-        eprintln!(
-            "skipped: {} has no bulk copies, so no streamed gate/up to finish the norm",
-            device.name()
-        );
-        return;
-    }
     let folder = std::env::temp_dir().join(format!("kscope-gguf-norm-staged-{}", std::process::id()));
     let (config, gguf) = wide_q4_k_m(&folder);
     let reference = sixteen_steps(&mut cpu_in_f32(&gguf));
@@ -188,13 +190,10 @@ fn cuda_decode_finishes_the_mlp_norm_in_streamed_gate_up() {
         layers * steps
     );
     let fused = sixteen_steps(&mut model);
-    let same = agreeing_rows(&fused, &reference);
-    assert!(same > 0, "no row's argmax agrees with the CPU's");
-    let error = common::worst_relative_error(&fused.logits[..same], &reference.logits[..same]);
-    eprintln!(
-        "hidden 2,304 Q4_K_M on {}: {same} rows, worst relative error vs the CPU's f32 products {error:e}",
+    let what = format!(
+        "hidden 2,304 Q4_K_M, the MLP norm finished in gate/up on {}",
         device.name()
     );
-    assert!(error <= INT8_ACTIVATION_TOLERANCE, "relative error {error:e}");
+    assert_near_the_cpu(&fused, &reference, &what);
     std::fs::remove_dir_all(&folder).unwrap();
 }

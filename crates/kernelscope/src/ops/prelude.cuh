@@ -62,10 +62,10 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 __device__ __forceinline__ void reads_weights_before_waiting() {}
 
 // Lets the next kernel launch now, not when this kernel's blocks exit:
-// called by the kernels whose successor reads weights before it waits
-// (`reads_weights_before_waiting`), so that its blocks take the
-// multiprocessors this kernel's blocks leave and their copies fill this
-// kernel's tail. The next kernel still waits for this one to finish
+// called at the start of the small kernels before the streamed products
+// (whose kernels open with `reads_weights_before_waiting`), so that their
+// blocks take the multiprocessors this kernel's blocks leave and their
+// copies run while this kernel does. The next kernel still waits for this one to finish
 // before it reads anything this one writes, and it launches only once
 // every block of this one has called this or exited, so no block of this
 // kernel waits behind the next one's.

@@ -40,8 +40,10 @@ extern "C" __global__ void quantize_q8(const float* x, u8* out, u32 k) {
 // barrier), with the same reduction as the RMSNorm op.
 // This block's own four values and their norm weights are loaded with the
 // sum's first loads, so the kernel waits on L2 once, not twice.
-// Its readers on llama-3-8b, the streamed q/k/v, may launch now and fill
-// their rings while this runs (let_next_kernel_launch).
+// Its reader may launch now (let_next_kernel_launch): the streamed q/k/v
+// fill their rings while this runs, and a reader that waits first has its
+// blocks started (llama-3.2-1b's register gate/up: 8.1 µs a token less,
+// docs/PERF.md run AW).
 extern "C" __global__ void norm_quantize_q8(const float* x, const float* norm_weight, u8* out, u32 k, float eps) {
     wait_for_previous_kernel();
     let_next_kernel_launch();

@@ -229,6 +229,18 @@ pub(super) fn held_kernels(
         .collect()
 }
 
+/// The multiprocessors of `device` where Q4_K rows stream there: `format`
+/// is Q4_K and the device has bulk copies and says how many
+/// multiprocessors it has (the plans spread rows over them); `None` where
+/// the register loop runs.
+pub(super) fn streams_q4_k(device: &Device, format: QuantFormat) -> Option<u32> {
+    let capabilities = device.capabilities();
+    match (capabilities.bulk_copies, capabilities.multiprocessors, format) {
+        (true, Some(multiprocessors), QuantFormat::Q4_K) => Some(multiprocessors),
+        _ => None,
+    }
+}
+
 /// The first of `held` (shortest first) that holds x for rows of `k`.
 pub(super) fn holding(held: &[(Kernel, usize)], k: usize) -> Option<&Kernel> {
     held.iter()
@@ -255,10 +267,7 @@ impl StreamedGateUp {
         device: &Device,
         format: QuantFormat,
     ) -> Result<Option<Self>> {
-        let capabilities = device.capabilities();
-        let (true, Some(multiprocessors), QuantFormat::Q4_K) =
-            (capabilities.bulk_copies, capabilities.multiprocessors, format)
-        else {
+        let Some(multiprocessors) = streams_q4_k(device, format) else {
             return Ok(None);
         };
         let what = "Q4_K gate/up is streamed";

@@ -3,14 +3,15 @@
 //! copies, a warp a pair of rows (a head's rows i and i + half, which lane
 //! 0 rotates, or two value rows), x held in registers, RoPE and the KV
 //! append in the stores as `matvecs_rope_<format>_q8_bf16` does them. The
-//! first copies go out before the kernel waits for the norm before it, which
-//! lets it launch at its own start, so the rings fill while the norm runs.
+//! first copies go out before the kernel waits for the norm before it, and
+//! the norm lets it launch at the norm's start, so the rings fill while the
+//! norm runs.
 
 use crate::error::Result;
 use crate::quant::QuantFormat;
 use crate::runtime::{Device, Kernel, KernelRegistry};
 
-use super::streamed::{StreamPlan, held_kernels, holding, stream_plan};
+use super::streamed::{StreamPlan, held_kernels, holding, stream_plan, streams_q4_k};
 
 /// The streamed q/k/v kernels, by the longest row (in values) each holds x
 /// for: a lane holds 2 or 4 pairs of Q4_K sub-blocks of every row.
@@ -19,7 +20,9 @@ pub(super) const HELD_ROPE_KERNELS: [(&str, usize); 2] = [
     ("stream_matvecs_rope_q4_k_held4_bf16", 8192),
 ];
 
-/// Rows shorter than this keep the register loop.
+/// Rows shorter than this keep the register loop. Unlike gate/up's,
+/// llama-3.2-1b's rows of 2,048 values stream: its q/k/v took 13.2 µs a
+/// token less streamed (H200, docs/PERF.md run AW).
 const SHORTEST_STREAMED: usize = 2048;
 
 /// The arguments of the streamed q/k/v kernels (`streamed_kernels.cu`):
@@ -56,10 +59,7 @@ impl StreamedQueryKeyValue {
         device: &Device,
         format: QuantFormat,
     ) -> Result<Option<Self>> {
-        let capabilities = device.capabilities();
-        let (true, Some(multiprocessors), QuantFormat::Q4_K) =
-            (capabilities.bulk_copies, capabilities.multiprocessors, format)
-        else {
+        let Some(multiprocessors) = streams_q4_k(device, format) else {
             return Ok(None);
         };
         Ok(Some(StreamedQueryKeyValue {
