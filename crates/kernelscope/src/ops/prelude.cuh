@@ -75,6 +75,18 @@ __device__ __forceinline__ void let_next_kernel_launch() {
 #endif
 }
 
+// The opening of the small kernels between two streamed products
+// (quantize_q8 between gate/up and down, the attention norm between down
+// and q/k/v): the next kernel may launch before this one has waited, so
+// its blocks take each multiprocessor as the streamed product before this
+// leaves it, and its copies run during that product's tail and this
+// kernel's whole run. Nothing is read or written before the wait, so it is
+// as safe an opening as the wait alone (runtime/early_launch.rs).
+__device__ __forceinline__ void let_next_kernel_launch_then_wait() {
+    let_next_kernel_launch();
+    wait_for_previous_kernel();
+}
+
 // silu(g) = g · sigmoid(g), as the SiLU·mul op computes it: every kernel
 // that fuses SiLU·mul writes `silu(g) * u`, so fused and unfused agree bit
 // for bit.

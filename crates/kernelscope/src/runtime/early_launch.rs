@@ -21,8 +21,13 @@
 const KERNEL_OPENING: &str = "extern \"C\" __global__ void ";
 
 /// The first statements that make a kernel safe to launch early: the wait
-/// itself, or the word of a kernel that reads only weights before it.
-const SAFE_OPENINGS: [&str; 2] = ["wait_for_previous_kernel();", "reads_weights_before_waiting();"];
+/// itself, the word of a kernel that reads only weights before it, or the
+/// wait after letting the next kernel launch (which touches no memory).
+const SAFE_OPENINGS: [&str; 3] = [
+    "wait_for_previous_kernel();",
+    "reads_weights_before_waiting();",
+    "let_next_kernel_launch_then_wait();",
+];
 
 /// Whether the kernel `name` defined in `source` begins its body with one
 /// of [`SAFE_OPENINGS`]. A kernel this cannot find, or whose body starts
@@ -80,6 +85,14 @@ extern "C" __global__ void streams(const float* w, float* x) {
     reads_weights_before_waiting();
     helper(x);
 }
+extern "C" __global__ void lets_the_next_launch(float* x) {
+    let_next_kernel_launch_then_wait();
+    helper(x);
+}
+extern "C" __global__ void lets_the_next_launch_unwaited(float* x) {
+    let_next_kernel_launch();
+    helper(x);
+}
 "#;
 
     #[test]
@@ -89,6 +102,14 @@ extern "C" __global__ void streams(const float* w, float* x) {
         assert!(
             begins_by_waiting(SOURCE, "streams"),
             "a kernel reading weights first"
+        );
+        assert!(
+            begins_by_waiting(SOURCE, "lets_the_next_launch"),
+            "a kernel letting the next launch, then waiting"
+        );
+        assert!(
+            !begins_by_waiting(SOURCE, "lets_the_next_launch_unwaited"),
+            "letting the next launch is no wait"
         );
         assert!(
             !begins_by_waiting(SOURCE, "writes_first"),

@@ -237,6 +237,8 @@ __device__ void attention_split_vector(const float* query, const C* key_cache, c
                                        const u32* position_slot, float* partials, u32 index, u32 query_heads,
                                        u32 kv_heads, u32 dim, u32 max_positions, u32 splits,
                                        FreshPosition<C> fresh) {
+    // The combine after may launch now: its blocks wait while this runs.
+    let_next_kernel_launch();
     constexpr u32 PER_LOAD = 16 / sizeof(C);        // elements of one 16-byte load
     constexpr u32 LANES = PADDED_DIM / PER_LOAD;    // lanes per position
     constexpr u32 ROWS = 32 / LANES;                // positions per warp per load

@@ -67,6 +67,11 @@ extern "C" __global__ void attention_combine_f32(const float* partials, float* o
 extern "C" __global__ void attention_combine_q8(const float* partials, float* out, u8* quantized, u32 query_heads,
                                                u32 dim, u32 splits) {
     wait_for_previous_kernel();
+    // o_proj may launch now: its blocks start while this runs. Let launch
+    // before this waited, a streamed o_proj's resident blocks slowed the
+    // attention split (llama-3-8b Q4_K_M: attention +38 µs a token, H100,
+    // docs/PERF.md run AZ).
+    let_next_kernel_launch();
     if (blockIdx.x >= query_heads) return;
     float value;
     if (!combine_chunk(partials, query_heads, dim, splits, &value)) return;

@@ -25,11 +25,11 @@ __device__ __forceinline__ u32 quantized_position(u32 k, bool* live) {
     return (thread / 8) * 32 + (thread % 8) * 4;
 }
 
-// Down's input on llama-3-8b, whose down streams: it may launch now and
-// fill its rings while this runs (let_next_kernel_launch).
+// Down's input on llama-3-8b, whose down streams: it may launch before
+// this kernel waits and fill its rings during gate/up's tail and this run
+// (let_next_kernel_launch_then_wait).
 extern "C" __global__ void quantize_q8(const float* x, u8* out, u32 k) {
-    wait_for_previous_kernel();
-    let_next_kernel_launch();
+    let_next_kernel_launch_then_wait();
     bool live;
     const u32 at = quantized_position(k, &live);
     quantize_to_global(live ? *(const float4*)(x + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), k, out);
@@ -40,13 +40,15 @@ extern "C" __global__ void quantize_q8(const float* x, u8* out, u32 k) {
 // barrier), with the same reduction as the RMSNorm op.
 // This block's own four values and their norm weights are loaded with the
 // sum's first loads, so the kernel waits on L2 once, not twice.
-// Its reader may launch now (let_next_kernel_launch): the streamed q/k/v
-// fill their rings while this runs, and a reader that waits first has its
-// blocks started (llama-3.2-1b's register gate/up: 8.1 µs a token less,
-// docs/PERF.md run AW).
+// Its reader may launch before this kernel waits
+// (let_next_kernel_launch_then_wait): the streamed q/k/v fill their rings
+// during down's tail and this run, and a reader that waits first has its
+// blocks started (llama-3.2-1b's register gate/up: 8.1 µs a token less
+// launched at this kernel's start, docs/PERF.md run AW). The LM head after
+// the final norm took 36.6 µs a token more so on llama-3-8b (run AZ): the
+// one reader it slows, in a token 4.5 % shorter.
 extern "C" __global__ void norm_quantize_q8(const float* x, const float* norm_weight, u8* out, u32 k, float eps) {
-    wait_for_previous_kernel();
-    let_next_kernel_launch();
+    let_next_kernel_launch_then_wait();
     bool live;
     const u32 at = quantized_position(k, &live);
     float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f), weight = value;

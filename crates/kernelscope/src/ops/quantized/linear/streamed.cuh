@@ -224,6 +224,10 @@ struct Q4KPairsHeldX {
 template <int UNITS_PER_LANE>
 __device__ void streamed_silu_held_x(const u8* x, const u8* gate, const u8* up, float* out, u32 n, u32 k,
                                      u32 stages, const float* squares, float eps) {
+    // The kernel after (quantize_q8 before a streamed down, which lets
+    // down launch in turn) may launch now: its blocks wait, and down's
+    // take each multiprocessor as this kernel's blocks leave it.
+    let_next_kernel_launch();
     const u32 blocks = k / Q4_K::BLOCK, row_bytes = (u32)planar_row_bytes<Q4_K>(blocks);
     streamed_rows<2>(
         n, row_bytes, stages,
@@ -409,6 +413,9 @@ struct SplitRows {
 template <typename F, int UNITS_PER_LANE, int SPLIT>
 __device__ void streamed_add_split(const u8* weight, const u8* xq, float* out, u32 n, u32 k, u32 stages) {
     extern __shared__ float4 quant_storage[];
+    // The next layer's attention norm may launch now (it lets the streamed
+    // q/k/v launch in turn), as gate/up lets quantize_q8.
+    let_next_kernel_launch();
     SplitRows<F, UNITS_PER_LANE, SPLIT> rows;
     rows.begin(weight, n, k, stages, (u8*)quant_storage);
     wait_for_previous_kernel();
