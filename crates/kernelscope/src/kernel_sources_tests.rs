@@ -143,8 +143,8 @@ const READS_WEIGHTS_FIRST: &str = "ops/quantized/linear/streamed_kernels.cu";
 /// A kernel may open by reading weights only where its loop waits after
 /// its copies: no other file's kernel says so, and every kernel of that
 /// file does, each reaching a wait of its own (streamed_rows, under the
-/// gate/up and q/k/v loops, or streamed_add_split, both calling
-/// `wait_for_previous_kernel`).
+/// gate/up and q/k/v loops, streamed_add_split or o_proj's
+/// streamed_add_norm_staged, each calling `wait_for_previous_kernel`).
 #[test]
 fn only_the_streamed_kernels_read_weights_before_waiting() {
     const OPENING: &str = "reads_weights_before_waiting();";
@@ -166,7 +166,8 @@ fn only_the_streamed_kernels_read_weights_before_waiting() {
                     [
                         "streamed_silu_held_x<",
                         "streamed_matvecs_rope_held_x<",
-                        "streamed_add_split<"
+                        "streamed_add_split<",
+                        "streamed_add_norm_staged<"
                     ]
                     .iter()
                     .any(|streaming| call.starts_with(streaming)),
@@ -176,9 +177,13 @@ fn only_the_streamed_kernels_read_weights_before_waiting() {
             }
         }
     }
-    assert_eq!(streamed, 10, "the streamed kernels");
+    assert_eq!(streamed, 12, "the streamed kernels");
     let helpers = include_str!("ops/quantized/linear/streamed.cuh");
-    for loop_body in ["void streamed_rows(", "void streamed_add_split("] {
+    for loop_body in [
+        "void streamed_rows(",
+        "void streamed_add_split(",
+        "void streamed_add_norm_staged(",
+    ] {
         let body = &helpers[helpers.find(loop_body).expect("the loop")..];
         let body = &body[..body.find("\n}\n").expect("its end")];
         assert!(body.contains("wait_for_previous_kernel();"), "{loop_body} waits");

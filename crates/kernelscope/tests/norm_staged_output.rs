@@ -7,6 +7,8 @@
 //! residual's; and gate/up's output `silu(g) · u` of the staged values
 //! times 1 / RMS, its own staging bit for bit what `quantize_q8` writes of
 //! it (Q4_K's streamed gate/up finishes the norm and stages nothing).
+//! Q4_K's o_proj of long rows streams where the device has bulk copies
+//! (`stream_add_q4_k_held*_norm_stage`) and is held to the same checks.
 //! Random weights and inputs, o_proj and gate/up in several formats,
 //! an odd number of 32-row chunks, two rounds through the same kernels.
 //! Products that do not finish a norm refuse such an input. They say they
@@ -66,6 +68,12 @@ fn cuda_o_proj_stages_the_next_norm_and_gate_up_finishes_it() {
         // Rows of 4,096 values: Q4_K's gate/up streams where the device
         // has bulk copies, finishing the norm but staging nothing.
         (QuantFormat::Q4_K, 1, QuantFormat::Q4_K, 352, 16),
+        // o_proj's rows of 2,048 values and more stream too: x held two
+        // units a lane (2,304 values: 36 units, lanes 0-3 hold a second;
+        // 4,096) and four (8,192).
+        (QuantFormat::Q4_K, 9, QuantFormat::Q6_K, 160, 3),
+        (QuantFormat::Q4_K, 16, QuantFormat::Q4_K, 64, 7),
+        (QuantFormat::Q4_K, 32, QuantFormat::Q5_K, 96, 9),
     ]
     .into_iter()
     .enumerate()
@@ -91,7 +99,11 @@ fn cuda_o_proj_stages_the_next_norm_and_gate_up_finishes_it() {
             streamed,
             "{format} {rows}"
         );
-        let o_name = format!("matvec_add_{}_q8_norm_stage", o_format.name());
+        let o_name = match (streams && o_format == QuantFormat::Q4_K, o_proj.k) {
+            (true, 2_048..=4_096) => "stream_add_q4_k_held2_norm_stage".to_string(),
+            (true, 4_097..=8_192) => "stream_add_q4_k_held4_norm_stage".to_string(),
+            _ => format!("matvec_add_{}_q8_norm_stage", o_format.name()),
+        };
         let name = match streamed {
             true => "stream_silu_q4_k_held2_norm".to_string(),
             false => format!("matvec_silu_{}_q8_norm_stage", format.name()),

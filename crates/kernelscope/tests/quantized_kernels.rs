@@ -18,7 +18,7 @@
 //! binary of its own, as it forces the CPU off the bf16 path).
 
 use kernelscope::ops::quantized::embedding::QuantizedEmbedding;
-use kernelscope::ops::quantized::linear::fused::QuantizedFused;
+use kernelscope::ops::quantized::linear::fused::{QuantizedFused, Reader};
 use kernelscope::ops::quantized::linear::{Activations, GEMM_ROWS, QuantizedLinear};
 use kernelscope::ops::{self, rms_norm::RmsNorm};
 use kernelscope::profile::ProfileLevel;
@@ -223,7 +223,7 @@ fn cuda_fused_quantized_kernels_match_the_steps_they_replace() {
             let shared = poisoned(&device, 55);
             let mut encoder = device.command_encoder();
             let input = other
-                .encode_norm_stage(&mut encoder, &x_buffer, &norm_buffer, EPS, k)
+                .encode_norm_stage(&mut encoder, &x_buffer, &norm_buffer, EPS, k, Reader::Registers)
                 .unwrap();
             fused
                 .encode_matvecs_staged(&mut encoder, &input, &weights.iter().collect::<Vec<_>>(), &shared)

@@ -17,8 +17,8 @@
 use half::bf16;
 use kernelscope::ops;
 use kernelscope::ops::attention::Heads;
-use kernelscope::ops::quantized::linear::fused::QuantizedFused;
 use kernelscope::ops::quantized::linear::fused::rope::QueryKeyValue;
+use kernelscope::ops::quantized::linear::fused::{QuantizedFused, Reader};
 use kernelscope::ops::rope::{RopeFrequencies, inverse_frequencies};
 use kernelscope::ops::rope_append::RopeAppend;
 use kernelscope::ops::rope_append::RopeAppendStores;
@@ -241,8 +241,15 @@ fn cuda_products_with_rope_store_what_rope_append_stores() {
         let parts = [QueryKeyValue::Query, QueryKeyValue::Key, QueryKeyValue::Value];
         device.profiler().reset();
         let mut encoder = device.command_encoder();
+        // The norm lets a streamed reader launch before it waits.
+        let (first, count) = groups(formats)[0];
+        let reader =
+            match fused[0].matvecs_rope_streams(&uploaded[first..first + count].iter().collect::<Vec<_>>()) {
+                true => Reader::Streamed,
+                false => Reader::Registers,
+            };
         let input = fused[0]
-            .encode_norm_stage(&mut encoder, &x_buffer, &norm_buffer, EPS, k)
+            .encode_norm_stage(&mut encoder, &x_buffer, &norm_buffer, EPS, k, reader)
             .unwrap();
         for &(first, count) in &groups(formats) {
             let weights: Vec<&Buffer> = uploaded[first..first + count].iter().collect();
@@ -259,6 +266,11 @@ fn cuda_products_with_rope_store_what_rope_append_stores() {
         let ran: Vec<&str> = dispatches[1..].iter().map(|dispatch| &*dispatch.kernel).collect();
         assert_eq!(ran, kernels, "{what}");
         let streamed = kernels.iter().any(|kernel| kernel.starts_with("stream_"));
+        let norm = match kernels[0].starts_with("stream_") {
+            true => "norm_quantize_q8_streamed_reader",
+            false => "norm_quantize_q8",
+        };
+        assert_eq!(&*dispatches[0].kernel, norm, "{what}: the norm for its reader");
 
         // Unfused: the products into q, k and v, then rope_append.
         let projections = device
@@ -281,7 +293,7 @@ fn cuda_products_with_rope_store_what_rope_append_stores() {
         let expected_value_cache = bf16_cache(&device, cached_values, max_positions, kv_dim);
         let mut encoder = device.command_encoder();
         let input = fused[0]
-            .encode_norm_stage(&mut encoder, &x_buffer, &norm_buffer, EPS, k)
+            .encode_norm_stage(&mut encoder, &x_buffer, &norm_buffer, EPS, k, Reader::Registers)
             .unwrap();
         for &(first, count) in &groups(formats) {
             let weights: Vec<&Buffer> = uploaded[first..first + count].iter().collect();

@@ -9,7 +9,7 @@
 //! skipped without a GPU and fail so under KSCOPE_REQUIRE_GPU=1.
 
 use kernelscope::ops;
-use kernelscope::ops::quantized::linear::fused::QuantizedFused;
+use kernelscope::ops::quantized::linear::fused::{QuantizedFused, Reader};
 use kernelscope::profile::ProfileLevel;
 use kernelscope::quant::QuantFormat;
 use kernelscope::testing::Backend;
@@ -74,6 +74,7 @@ fn cuda_gate_up_stages_the_bytes_quantize_writes() {
                     &device.buffer_from_slice(&norm_weight, &[k]).unwrap(),
                     EPS,
                     k,
+                    Reader::Registers,
                 )
                 .unwrap();
             let handed = fused

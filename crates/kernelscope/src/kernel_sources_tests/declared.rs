@@ -126,7 +126,7 @@ pub(super) const DECLARED: [(&str, &str, &[Argument]); 37] = [
 /// Files holding kernels of several argument lists (most instantiated per
 /// quantized format: `{format}` in their names, see
 /// `quantized::linear::cuda_source`): each kernel's list by its name.
-pub(super) const DECLARED_PER_KERNEL: [(&str, &[Argument]); 24] = [
+pub(super) const DECLARED_PER_KERNEL: [(&str, &[Argument]); 28] = [
     (
         "attention_combine_q8",
         crate::ops::attention::combine_quantized::ARGUMENTS,
@@ -164,6 +164,14 @@ pub(super) const DECLARED_PER_KERNEL: [(&str, &[Argument]); 24] = [
     ),
     (
         "norm_quantize_q8",
+        crate::ops::quantized::linear::fused::norm_quantize::ARGUMENTS,
+    ),
+    (
+        "quantize_q8_streamed_reader",
+        crate::ops::quantized::linear::fused::quantize::ARGUMENTS,
+    ),
+    (
+        "norm_quantize_q8_streamed_reader",
         crate::ops::quantized::linear::fused::norm_quantize::ARGUMENTS,
     ),
     ("embedding_{format}", crate::ops::embedding::ARGUMENTS),
@@ -210,6 +218,14 @@ pub(super) const DECLARED_PER_KERNEL: [(&str, &[Argument]); 24] = [
     (
         "stream_add_q6_k_split2_held4",
         crate::ops::quantized::linear::streamed::add_arguments::ARGUMENTS,
+    ),
+    (
+        "stream_add_q4_k_held2_norm_stage",
+        crate::ops::quantized::linear::fused::matvec_add_norm_stage::ARGUMENTS,
+    ),
+    (
+        "stream_add_q4_k_held4_norm_stage",
+        crate::ops::quantized::linear::fused::matvec_add_norm_stage::ARGUMENTS,
     ),
 ];
 

@@ -20,6 +20,7 @@
 //! made decode 2-3 % slower than the append then attention (docs/PERF.md).
 
 use kernelscope::ops::WeightFormat;
+use kernelscope::ops::quantized::linear::fused::Reader;
 use kernelscope::{Buffer, CommandEncoder, DType};
 
 use super::forward_parts::Forward;
@@ -161,7 +162,13 @@ impl Forward<'_> {
                     // x as o_proj staged it before the norm, where it did.
                     let staged = match self.take_handed_off(encoder, activations, Slot::Normed) {
                         Some(staged) => staged,
-                        None => fused.encode_norm_stage(encoder, x, weight, eps, x.len())?,
+                        None => {
+                            let reader = match fused.gate_up_reads_pending_norm(gate) {
+                                true => Reader::Streamed,
+                                false => Reader::Registers,
+                            };
+                            fused.encode_norm_stage(encoder, x, weight, eps, x.len(), reader)?
+                        }
                     };
                     if let Some(handed) = fused.encode_matvec_silu_staged(encoder, &staged, gate, up, out)? {
                         self.hand_off(encoder, activations, Slot::Activated, handed);
@@ -251,7 +258,15 @@ impl Forward<'_> {
                         .expect("fuses_as_output checked the kernels");
                     let input = match &staged {
                         Some(input) => input,
-                        None => staged.insert(fused.encode_norm_stage(encoder, x, weight, eps, x.len())?),
+                        // The readers here (the LM head) run register loops.
+                        None => staged.insert(fused.encode_norm_stage(
+                            encoder,
+                            x,
+                            weight,
+                            eps,
+                            x.len(),
+                            Reader::Registers,
+                        )?),
                     };
                     fused.encode_matvecs_staged(encoder, input, weights, joined)?
                 }

@@ -14,8 +14,8 @@
 use kernelscope::CommandEncoder;
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::norm_matvec;
-use kernelscope::ops::quantized::linear::fused::QuantizedFused;
 use kernelscope::ops::quantized::linear::fused::rope::QueryKeyValue;
+use kernelscope::ops::quantized::linear::fused::{QuantizedFused, Reader};
 use kernelscope::ops::rope_append::RopeAppendStores;
 
 use super::forward_parts::Forward;
@@ -117,11 +117,18 @@ impl Forward<'_> {
                 .ops
                 .quantized_fused(format)
                 .expect("fuses_as_output checked the kernels");
+            let weights: Vec<_> = linears[start..end].iter().map(|linear| &linear.weight).collect();
             let input = match &staged {
                 Some(input) => input,
-                None => staged.insert(fused.encode_norm_stage(encoder, x, weight, eps, x.len())?),
+                None => {
+                    // The first product is the norm's reader.
+                    let reader = match fused.matvecs_rope_streams(&weights) {
+                        true => Reader::Streamed,
+                        false => Reader::Registers,
+                    };
+                    staged.insert(fused.encode_norm_stage(encoder, x, weight, eps, x.len(), reader)?)
+                }
             };
-            let weights: Vec<_> = linears[start..end].iter().map(|linear| &linear.weight).collect();
             fused.encode_matvecs_rope_staged(encoder, input, &weights, parts[start], &stores)?;
             start = end;
         }

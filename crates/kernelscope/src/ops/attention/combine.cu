@@ -69,7 +69,7 @@ extern "C" __global__ void attention_combine_q8(const float* partials, float* ou
     wait_for_previous_kernel();
     // o_proj may launch now: its blocks start while this runs. Let launch
     // before this waited, a streamed o_proj's resident blocks slowed the
-    // attention split (llama-3-8b Q4_K_M: attention +38 µs a token, H100,
+    // attention split (llama-3-8b Q4_K_M: attention +52 µs a token, H100,
     // docs/PERF.md run AZ).
     let_next_kernel_launch();
     if (blockIdx.x >= query_heads) return;

@@ -121,6 +121,24 @@ __device__ void quantized_matvec_silu_staged(const u8* x, const u8* gate, const 
     }
 }
 
+// The tail of o_proj's chunk (here and streamed.cuh's): lanes 0 and 1 of
+// each warp add their row's sum (`sums[lane]`, rows `mine`) to the
+// residual `previous` and leave the new value in `chunk` (shared memory,
+// the chunk of rows from `first`); then warp 0 stages the chunk
+// (stage_chunk). Every thread of the block calls it.
+__device__ __forceinline__ void add_and_stage_chunk(float previous, const float* sums, float* out, float* chunk,
+                                                    u32 mine, u32 first, float4 weight_of_lane, u8* staged, u32 n,
+                                                    float* squares) {
+    const u32 lane = threadIdx.x & 31;
+    if (lane < 2) {
+        const float r = previous + (lane == 0 ? sums[0] : sums[1]);
+        out[mine] = r;
+        chunk[mine - first] = r;
+    }
+    __syncthreads();
+    if (quant_uniform_warp() == 0) stage_chunk(chunk, weight_of_lane, staged, n, first / 32, squares);
+}
+
 // out[n] += W · x (o_proj into the residual stream) with the new out,
 // times the next RMSNorm's `norm_weight`, staged at `staged` and each
 // chunk's sum of squares at `squares` for the norm's readers (the top of
@@ -147,13 +165,7 @@ __device__ void quantized_matvec_add_norm_staged(const u8* weight, const u8* x, 
         const u8* rows[2] = {weight + row * row_bytes, weight + (row + NORM_STAGE_WARPS) * row_bytes};
         float sums[2];
         chunk_row_sums<F, 2>(rows, blocks, xs, sums);
-        if (lane < 2) {
-            const float r = previous + (lane == 0 ? sums[0] : sums[1]);
-            out[mine] = r;
-            chunk[mine - first] = r;
-        }
-        __syncthreads();
-        if (warp == 0) stage_chunk(chunk, weight_of_lane, staged, n, first / 32, squares);
+        add_and_stage_chunk(previous, sums, out, chunk, mine, first, weight_of_lane, staged, n, squares);
         // Warp 0 has read the chunk before the next one's rows overwrite it.
         __syncthreads();
     }

@@ -22,6 +22,7 @@ use super::cuda::{CUDA_MOST_BLOCKS, ROWS_PER_WARP, cuda_grid, quantized_kernel, 
 use super::gemm::scratch_view;
 use super::layout::{BlockLayout, weight_blocks};
 use super::streamed::{StreamedDown, StreamedGateUp, add_arguments as streamed_add};
+use super::streamed_norm_stage::StreamedNormStage;
 use super::streamed_rope::StreamedQueryKeyValue;
 use crate::error::{Error, Result};
 use crate::ops::{Arguments, bytes_of, expect};
@@ -45,7 +46,8 @@ pub(crate) use super::arguments::{
 };
 use crate::ops::matvec::residual as add;
 
-/// Registers `quantize_q8` and `norm_quantize_q8` on CUDA, and
+/// Registers `quantize_q8` and `norm_quantize_q8` on CUDA (each also for
+/// a streamed reader, `_streamed_reader`), and
 /// `quantize_q8`'s reference on the CPU (the products are registered with
 /// each format's other kernels).
 pub(super) fn register(registry: &mut KernelRegistry) {
@@ -56,9 +58,30 @@ pub(super) fn register(registry: &mut KernelRegistry) {
         include_str!("stage.cu")
     ))
     .into();
-    for name in ["quantize_q8", "norm_quantize_q8"] {
+    for name in [
+        "quantize_q8",
+        "quantize_q8_streamed_reader",
+        "norm_quantize_q8",
+        "norm_quantize_q8_streamed_reader",
+    ] {
         registry.register_cuda_source(name, source.clone());
     }
+}
+
+/// How the product reading a staged x runs, which decides when the stage
+/// kernel lets it launch (stage.cu).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reader {
+    /// A product of register loops (or any grid smaller than the GPU):
+    /// launched once the stage kernel has waited for the kernel before it.
+    /// Let launch before, the LM head after the final norm took 37 µs a
+    /// token more on llama-3-8b (H100, docs/PERF.md run AZ).
+    Registers,
+    /// A streamed product, whose grid fills every multiprocessor at once
+    /// (see [`QuantizedFused::matvecs_rope_streams`]): launched before the
+    /// stage kernel waits, so its blocks take each multiprocessor as the
+    /// kernel before the stage leaves it and its copies run meanwhile.
+    Streamed,
 }
 
 /// The name errors give the fused mat-vec adding into the residual stream.
@@ -69,6 +92,10 @@ const MATVEC_ADD: &str = "quantized matvec_add";
 pub struct QuantizedFused {
     quantize: Kernel,
     norm_quantize: Kernel,
+    /// The same, their reader let launch before they wait: for streamed
+    /// readers (stage.cu).
+    quantize_streamed_reader: Kernel,
+    norm_quantize_streamed_reader: Kernel,
     matvec_add: Kernel,
     matvecs: Kernel,
     /// matvecs with RoPE and the KV append in its stores (`rope`).
@@ -89,6 +116,9 @@ pub struct QuantizedFused {
     /// Q4_K's q/k/v with RoPE streamed, where the device has bulk copies
     /// (`streamed_rope.rs`).
     streamed_query_key_value: Option<StreamedQueryKeyValue>,
+    /// Q4_K's o_proj staging the MLP's norm, streamed where the device has
+    /// bulk copies (`streamed_norm_stage.rs`).
+    streamed_norm_stage: Option<StreamedNormStage>,
     format: QuantFormat,
     /// x quantized, read by the product after it: grown to the longest x
     /// seen and shared by every clone (one stream runs the layers in turn).
@@ -118,6 +148,8 @@ impl QuantizedFused {
         Ok(QuantizedFused {
             quantize: kernel("quantize_q8")?,
             norm_quantize: kernel("norm_quantize_q8")?,
+            quantize_streamed_reader: kernel("quantize_q8_streamed_reader")?,
+            norm_quantize_streamed_reader: kernel("norm_quantize_q8_streamed_reader")?,
             matvec_add: kernel("matvec_add_{}_q8")?,
             matvecs: kernel("matvecs_{}_q8")?,
             matvecs_rope: kernel("matvecs_rope_{}_q8_bf16")?,
@@ -128,6 +160,7 @@ impl QuantizedFused {
             streamed_gate_up: StreamedGateUp::new(registry, device, format)?,
             streamed_down: StreamedDown::new(registry, device, format)?,
             streamed_query_key_value: StreamedQueryKeyValue::new(registry, device, format)?,
+            streamed_norm_stage: StreamedNormStage::new(registry, device, format)?,
             format,
             staged: Arc::default(),
             activation: Arc::default(),
@@ -138,7 +171,7 @@ impl QuantizedFused {
 
     /// Dispatches x (f32 `[k]`) quantized, normalised first where
     /// `norm` gives the norm weight and eps, into the staged scratch; returns
-    /// the scratch the product reads.
+    /// the scratch the product reads, which `reader` says how to launch.
     fn encode_stage(
         &self,
         encoder: &mut CommandEncoder,
@@ -146,12 +179,14 @@ impl QuantizedFused {
         x: &Buffer,
         norm: Option<(&Buffer, f32)>,
         k: usize,
+        reader: Reader,
     ) -> Result<Buffer> {
         expect(op, "input", x, DType::F32, &[k])?;
-        let kernel = if norm.is_some() {
-            &self.norm_quantize
-        } else {
-            &self.quantize
+        let kernel = match (norm.is_some(), reader) {
+            (true, Reader::Registers) => &self.norm_quantize,
+            (true, Reader::Streamed) => &self.norm_quantize_streamed_reader,
+            (false, Reader::Registers) => &self.quantize,
+            (false, Reader::Streamed) => &self.quantize_streamed_reader,
         };
         stage_input(encoder, op, x, k, kernel, norm, &self.staged)
     }
@@ -169,8 +204,17 @@ impl QuantizedFused {
         x: &Buffer,
         out: &Buffer,
     ) -> Result<()> {
-        let (_, _, k) = weight_blocks(MATVEC_ADD, self.format, BlockLayout::Planes, weight)?;
-        let buffer = self.encode_stage(encoder, MATVEC_ADD, x, None, k)?;
+        let (n, _, k) = weight_blocks(MATVEC_ADD, self.format, BlockLayout::Planes, weight)?;
+        let streams = self
+            .streamed_down
+            .as_ref()
+            .is_some_and(|streamed| streamed.plan(n, k, weight.shape()[1]).is_some());
+        let reader = if streams {
+            Reader::Streamed
+        } else {
+            Reader::Registers
+        };
+        let buffer = self.encode_stage(encoder, MATVEC_ADD, x, None, k, reader)?;
         self.encode_matvec_add_staged(encoder, weight, &StagedInput::normalised(buffer, k), out)
     }
 
@@ -258,7 +302,7 @@ impl QuantizedFused {
         eps: f32,
     ) -> Result<()> {
         let k = x.len();
-        let staged = self.encode_norm_stage(encoder, x, norm_weight, eps, k)?;
+        let staged = self.encode_norm_stage(encoder, x, norm_weight, eps, k, Reader::Registers)?;
         self.encode_matvecs_staged(encoder, &staged, weights, out)
     }
 
@@ -268,6 +312,7 @@ impl QuantizedFused {
     /// of this or another format multiplies, so readers of one norm in
     /// several formats (a Q4_K_M layer's q and k in Q4_K, its v in Q6_K)
     /// quantize it once. Valid until the next stage of this format.
+    /// `reader` is how the product reading it runs.
     pub fn encode_norm_stage(
         &self,
         encoder: &mut CommandEncoder,
@@ -275,8 +320,10 @@ impl QuantizedFused {
         norm_weight: &Buffer,
         eps: f32,
         k: usize,
+        reader: Reader,
     ) -> Result<StagedInput> {
-        let buffer = self.encode_stage(encoder, "quantized norm_matvec", x, Some((norm_weight, eps)), k)?;
+        let op = "quantized norm_matvec";
+        let buffer = self.encode_stage(encoder, op, x, Some((norm_weight, eps)), k, reader)?;
         Ok(StagedInput::normalised(buffer, k))
     }
 
@@ -356,7 +403,7 @@ impl QuantizedFused {
     ) -> Result<()> {
         const OP: &str = "quantized norm_matvec_silu";
         let (_, _, k) = self.gate_up_shape(OP, gate, up, out)?;
-        let buffer = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k)?;
+        let buffer = self.encode_stage(encoder, OP, x, Some((norm_weight, eps)), k, Reader::Registers)?;
         let staged = StagedInput::normalised(buffer, k);
         self.encode_gate_up(encoder, &staged, gate, up, out, false)
             .map(drop)

@@ -35,6 +35,7 @@ pub(crate) mod gemm;
 mod layout;
 pub(crate) mod stage;
 pub(crate) mod streamed;
+pub(crate) mod streamed_norm_stage;
 pub(crate) mod streamed_rope;
 
 pub(crate) use arguments::ARGUMENTS;
@@ -105,7 +106,11 @@ pub fn register(registry: &mut KernelRegistry) {
     }
     gemm::register(registry);
     fused::register(registry);
-    streamed::register(registry, &streamed_rope::HELD_ROPE_KERNELS);
+    let also: Vec<_> = streamed_rope::HELD_ROPE_KERNELS
+        .into_iter()
+        .chain(streamed_norm_stage::HELD_NORM_STAGE_KERNELS)
+        .collect();
+    streamed::register(registry, &also);
 }
 
 /// The quantized products for one format.

@@ -25,14 +25,29 @@ __device__ __forceinline__ u32 quantized_position(u32 k, bool* live) {
     return (thread / 8) * 32 + (thread % 8) * 4;
 }
 
-// Down's input on llama-3-8b, whose down streams: it may launch before
-// this kernel waits and fill its rings during gate/up's tail and this run
-// (let_next_kernel_launch_then_wait).
-extern "C" __global__ void quantize_q8(const float* x, u8* out, u32 k) {
-    let_next_kernel_launch_then_wait();
+__device__ __forceinline__ void quantize_q8_body(const float* x, u8* out, u32 k) {
     bool live;
     const u32 at = quantized_position(k, &live);
     quantize_to_global(live ? *(const float4*)(x + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f), k, out);
+}
+
+// x quantized for a product of register loops: the product may launch
+// once this has waited (let_next_kernel_launch), its blocks started while
+// this runs.
+extern "C" __global__ void quantize_q8(const float* x, u8* out, u32 k) {
+    wait_for_previous_kernel();
+    let_next_kernel_launch();
+    quantize_q8_body(x, out, k);
+}
+
+// x quantized for a streamed product (llama-3-8b's down), whose grid fills
+// every multiprocessor at once: it may launch before this kernel waits, so
+// its blocks take each multiprocessor as the product before this leaves
+// it and its rings fill during that product's tail and this run
+// (let_next_kernel_launch_then_wait).
+extern "C" __global__ void quantize_q8_streamed_reader(const float* x, u8* out, u32 k) {
+    let_next_kernel_launch_then_wait();
+    quantize_q8_body(x, out, k);
 }
 
 // rmsnorm(x) * norm_weight, quantized: every block sums all of x's squares
@@ -40,15 +55,8 @@ extern "C" __global__ void quantize_q8(const float* x, u8* out, u32 k) {
 // barrier), with the same reduction as the RMSNorm op.
 // This block's own four values and their norm weights are loaded with the
 // sum's first loads, so the kernel waits on L2 once, not twice.
-// Its reader may launch before this kernel waits
-// (let_next_kernel_launch_then_wait): the streamed q/k/v fill their rings
-// during down's tail and this run, and a reader that waits first has its
-// blocks started (llama-3.2-1b's register gate/up: 8.1 µs a token less
-// launched at this kernel's start, docs/PERF.md run AW). The LM head after
-// the final norm took 36.6 µs a token more so on llama-3-8b (run AZ): the
-// one reader it slows, in a token 4.5 % shorter.
-extern "C" __global__ void norm_quantize_q8(const float* x, const float* norm_weight, u8* out, u32 k, float eps) {
-    let_next_kernel_launch_then_wait();
+__device__ __forceinline__ void norm_quantize_q8_body(const float* x, const float* norm_weight, u8* out, u32 k,
+                                                      float eps) {
     bool live;
     const u32 at = quantized_position(k, &live);
     float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f), weight = value;
@@ -65,4 +73,22 @@ extern "C" __global__ void norm_quantize_q8(const float* x, const float* norm_we
     const float4 v = make_float4(value.x * norm * weight.x, value.y * norm * weight.y, value.z * norm * weight.z,
                                  value.w * norm * weight.w);
     quantize_to_global(v, k, out);
+}
+
+// The norm for a product of register loops: its reader may launch once
+// this has waited (llama-3.2-1b's register gate/up: 8.1 µs a token less,
+// docs/PERF.md run AW); let launch before, the LM head after the final
+// norm took 37 µs a token more (llama-3-8b Q4_K_M, H100, run AZ).
+extern "C" __global__ void norm_quantize_q8(const float* x, const float* norm_weight, u8* out, u32 k, float eps) {
+    wait_for_previous_kernel();
+    let_next_kernel_launch();
+    norm_quantize_q8_body(x, norm_weight, out, k, eps);
+}
+
+// The norm for a streamed reader (q/k/v), which may launch before this
+// waits, as quantize_q8_streamed_reader lets down.
+extern "C" __global__ void norm_quantize_q8_streamed_reader(const float* x, const float* norm_weight, u8* out,
+                                                           u32 k, float eps) {
+    let_next_kernel_launch_then_wait();
+    norm_quantize_q8_body(x, norm_weight, out, k, eps);
 }

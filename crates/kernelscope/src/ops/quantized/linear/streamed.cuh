@@ -302,6 +302,60 @@ __device__ void streamed_matvecs_rope_held_x(const u8* x, const u8* weight_a, co
         });
 }
 
+// o_proj streamed (`quantized_matvec_add_norm_staged` of chunked.cuh with
+// its weights brought in by bulk copies): a block owns the 32 output rows
+// of one chunk, its NORM_STAGE_WARPS warps two rows each (rows w and w +
+// 16), and every row's copy goes out as the block starts, before the wait
+// (the whole matrix is in flight at once: llama-3-8b's 4,096 rows of 2,304
+// bytes, 72 KiB a block). Launched during attention, it has its weights in
+// shared memory by the time attention's output is ready. x (attention's
+// output, staged by the combine) is held in registers (Q4KPairsHeldX);
+// out[row] += W[row] · x, and the new out is staged times `norm_weight`
+// for the next norm's readers with its chunk's sum of squares, as
+// chunked.cuh does. Shared memory: the warps' barriers
+// (128 bytes), the chunk's 32 sums (128), then the slots.
+template <int UNITS_PER_LANE>
+__device__ void streamed_add_norm_staged(const u8* weight, const u8* x, float* out, u32 n, u32 k,
+                                         const float* norm_weight, u8* staged, float* squares) {
+#if __CUDA_ARCH__ >= 900
+    extern __shared__ float4 quant_storage[];
+    u8* storage = (u8*)quant_storage;
+    const u32 warp = quant_uniform_warp(), lane = threadIdx.x & 31;
+    const u32 blocks = k / Q4_K::BLOCK, row_bytes = (u32)planar_row_bytes<Q4_K>(blocks);
+    const u32 first = blockIdx.x * 32, row = first + warp;
+    unsigned long long* barrier = (unsigned long long*)storage + warp;
+    float* chunk = (float*)(storage + streamed_barrier_bytes(NORM_STAGE_WARPS, 1));
+    u8* slot = storage + streamed_barrier_bytes(NORM_STAGE_WARPS, 1) + 32 * sizeof(float) + (size_t)warp * 2 * row_bytes;
+    if (lane == 0) {
+        slot_barrier_init(barrier);
+        slot_barriers_published();
+        slot_expect_bytes(barrier, 2 * row_bytes);
+        bulk_copy_to_slot(slot, weight + (size_t)row * row_bytes, row_bytes, barrier);
+        bulk_copy_to_slot(slot + row_bytes, weight + (size_t)(row + NORM_STAGE_WARPS) * row_bytes, row_bytes,
+                          barrier);
+    }
+    // The norm weight is a weight: loaded before the wait too.
+    const float4 weight_of_lane = warp == 0 && lane < 8 ? *(const float4*)(norm_weight + first + 4 * lane)
+                                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    __syncwarp();
+    wait_for_previous_kernel();
+    // The streamed gate/up after may launch now and fill its rings while
+    // this multiplies.
+    let_next_kernel_launch();
+    const u32 mine = row + lane * NORM_STAGE_WARPS;
+    const float previous = lane < 2 ? out[mine] : 0.0f;
+    Q4KPairsHeldX<UNITS_PER_LANE, 2> multiply{blocks, staged_at(x, k), nullptr, 0.0f};
+    multiply.prepare();
+    slot_wait(barrier, 0);
+    const u8* rows[2] = {slot, slot + row_bytes};
+    float sums[2];
+    multiply(rows, sums);
+    add_and_stage_chunk(previous, sums, out, chunk, mine, first, weight_of_lane, staged, n, squares);
+#else
+    __trap();
+#endif
+}
+
 // ---- rows too long for one warp to hold x: a row split over SPLIT warps ----
 
 // out[row] += W[row] · x for rows split over SPLIT warps: the block's warps

@@ -76,7 +76,8 @@ pub(crate) mod norm_arguments {
 
 /// Registers the streamed kernels on CUDA: Q4_K's gate/up, Q4_K's and
 /// Q6_K's down, and `also` (Q4_K kernels of the same source, named by
-/// their own modules: `streamed_rope`'s q/k/v).
+/// their own modules: `streamed_rope`'s q/k/v, `streamed_norm_stage`'s
+/// o_proj).
 pub(super) fn register(registry: &mut KernelRegistry, also: &[(&'static str, usize)]) {
     let source: Arc<str> = cuda_source_with(include_str!("streamed_kernels.cu")).into();
     for (name, _) in HELD_KERNELS

@@ -59,6 +59,22 @@ extern "C" __global__ void __launch_bounds__(STREAM_THREADS)
                                           max_positions, query_heads, kv_heads, head_dim, attention_scaling,
                                           stages);
 }
+// o_proj streamed (streamed_add_norm_staged): a block a chunk of 32 Q4_K
+// rows of up to 4,096 and 8,192 values, the residual added, staged times
+// the MLP norm's weight for gate/up with the chunk's sum of squares; the
+// arguments of matvec_add_q4_k_q8_norm_stage.
+extern "C" __global__ void __launch_bounds__(NORM_STAGE_WARPS * 32)
+    stream_add_q4_k_held2_norm_stage(const u8* weight, const u8* x, float* out, u32 n, u32 k,
+                                     const float* norm_weight, u8* staged, float* squares) {
+    reads_weights_before_waiting();
+    streamed_add_norm_staged<2>(weight, x, out, n, k, norm_weight, staged, squares);
+}
+extern "C" __global__ void __launch_bounds__(NORM_STAGE_WARPS * 32)
+    stream_add_q4_k_held4_norm_stage(const u8* weight, const u8* x, float* out, u32 n, u32 k,
+                                     const float* norm_weight, u8* staged, float* squares) {
+    reads_weights_before_waiting();
+    streamed_add_norm_staged<4>(weight, x, out, n, k, norm_weight, staged, squares);
+}
 // The streamed down projections (out += W · x, x quantized by
 // quantize_q8): each row split over two warps, each holding x for 2 or 4
 // units a lane (rows of up to 8,192 or 16,384 values) of Q4_K (read in

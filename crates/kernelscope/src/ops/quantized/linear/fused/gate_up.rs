@@ -8,7 +8,8 @@ use super::super::gemm::scratch_view;
 use super::super::layout::{BlockLayout, weight_blocks};
 use super::super::streamed::{arguments as streamed_silu, norm_arguments as streamed_norm};
 use super::{
-    MATVEC_ADD, QuantizedFused, StagedInput, gate_up_blocks, product_grid, silu, silu_norm_stage, silu_stage,
+    MATVEC_ADD, QuantizedFused, Reader, StagedInput, gate_up_blocks, product_grid, silu, silu_norm_stage,
+    silu_stage,
 };
 use crate::Buffer;
 use crate::error::{Error, Result};
@@ -40,10 +41,11 @@ impl QuantizedFused {
     }
 
     /// x (f32 `[k]`) quantized for the products of any format in this
-    /// format's scratch: what the down projection reads.
+    /// format's scratch: what the down projection reads. Its reader is
+    /// launched as a register loop's is ([`Reader::Registers`]).
     pub fn encode_quantize(&self, encoder: &mut CommandEncoder, x: &Buffer) -> Result<StagedInput> {
         let length = x.len();
-        let buffer = self.encode_stage(encoder, MATVEC_ADD, x, None, length)?;
+        let buffer = self.encode_stage(encoder, MATVEC_ADD, x, None, length, Reader::Registers)?;
         Ok(StagedInput::normalised(buffer, length))
     }
 

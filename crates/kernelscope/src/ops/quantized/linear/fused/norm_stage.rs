@@ -5,7 +5,9 @@
 //! gate/up goes; gate/up (Q4_K's streamed `stream_silu_q4_k_held*_norm`
 //! in the engine, the register `matvec_silu_<format>_q8_norm_stage` where
 //! asked) takes the RMS from those sums and multiplies its sums by
-//! 1 / RMS. 8-bit
+//! 1 / RMS. Q4_K's rows of 2,048 values and more stream where the device
+//! has bulk copies (`stream_add_q4_k_held*_norm_stage`,
+//! `streamed_norm_stage.rs`). 8-bit
 //! quantization is scale-invariant, so this is the norm within a rounding
 //! of each value's 8-bit step (not bit for bit `norm_quantize_q8`).
 
@@ -86,6 +88,22 @@ impl QuantizedFused {
             let mut slot = self.squares.lock().expect("not poisoned");
             scratch_view(&device, &mut slot, DType::F32, &[n / CHUNK_ROWS])?
         };
+        // The streamed kernel takes the register kernel's arguments.
+        let (kernel, grid) = match self
+            .streamed_norm_stage
+            .as_ref()
+            .and_then(|streamed| streamed.plan(n, k, weight.shape()[1]))
+        {
+            Some((kernel, grid)) => (kernel, grid),
+            None => (
+                &self.matvec_add_norm_stage,
+                LaunchGrid {
+                    blocks: [(n / CHUNK_ROWS) as u32, 1, 1],
+                    threads_per_block: [NORM_STAGE_THREADS, 1, 1],
+                    shared_memory_bytes: 0,
+                },
+            ),
+        };
         let bytes_read =
             (n * blocks * self.format.block_bytes() + staged_bytes(k)) as u64 + bytes_of(2 * n, DType::F32);
         let bytes_written = bytes_of(n + n / CHUNK_ROWS, DType::F32) + staged_bytes(n) as u64;
@@ -99,12 +117,8 @@ impl QuantizedFused {
                 .buffer(arguments::NORM_WEIGHT, norm_weight)
                 .buffer(arguments::STAGED, &output)
                 .buffer(arguments::SQUARES, &squares)
-                .dispatch(&self.matvec_add_norm_stage)?
-                .grid(LaunchGrid {
-                    blocks: [(n / CHUNK_ROWS) as u32, 1, 1],
-                    threads_per_block: [NORM_STAGE_THREADS, 1, 1],
-                    shared_memory_bytes: 0,
-                })
+                .dispatch(kernel)?
+                .grid(grid)
                 .cost(bytes_read, bytes_written, 2 * (n * k) as u64 + 6 * n as u64)
                 .op_kind(OpKind::fused(&[Primitive::MatVec, Primitive::ElemAdd])),
         )?;

@@ -37,6 +37,32 @@ impl QuantizedFused {
     /// stores into.
     pub const ROPE_CACHE_DTYPE: DType = DType::BF16;
 
+    /// Whether [`encode_matvecs_rope_staged`](Self::encode_matvecs_rope_staged)
+    /// of `weights` (this format's matrices of q, k and v, in order) runs
+    /// the streamed kernel: the reader its norm stage is for
+    /// ([`Reader::Streamed`](super::Reader)).
+    pub fn matvecs_rope_streams(&self, weights: &[&Buffer]) -> bool {
+        let Some(streamed) = self.streamed_query_key_value.as_ref() else {
+            return false;
+        };
+        let mut rows = 0;
+        let mut length = None;
+        for weight in weights {
+            let Ok((n, _, k)) = weight_blocks(OP, self.format, BlockLayout::Planes, weight) else {
+                return false;
+            };
+            if length.is_some_and(|length| length != k) {
+                return false;
+            }
+            rows += n;
+            length = Some(k);
+        }
+        match (length, weights.first()) {
+            (Some(k), Some(first)) => streamed.plan(rows, k, first.shape()[1]).is_some(),
+            _ => false,
+        }
+    }
+
     /// `[weights...] · x` for the consecutive matrices of [q; k; v] from
     /// `first_part` on (one to three, whole matrices of this format), x as
     /// `staged` holds it, with RoPE and the append in the stores: q's rows
