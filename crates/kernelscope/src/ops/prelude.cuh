@@ -62,10 +62,14 @@ __device__ __forceinline__ void wait_for_previous_kernel() {
 __device__ __forceinline__ void reads_weights_before_waiting() {}
 
 // Lets the next kernel launch now, not when this kernel's blocks exit:
-// called at the start of the small kernels before the streamed products
-// (whose kernels open with `reads_weights_before_waiting`), so that their
-// blocks take the multiprocessors this kernel's blocks leave and their
-// copies run while this kernel does. The next kernel still waits for this one to finish
+// called at the start of the kernels before the streamed products (whose
+// kernels open with `reads_weights_before_waiting`), so that their blocks
+// take the multiprocessors this kernel's blocks leave and their copies run
+// while this kernel does; by the streamed gate/up and down themselves,
+// whose next kernel lets the next streamed product launch in turn
+// (`let_next_kernel_launch_then_wait`); and by the attention split and
+// combine, whose readers' blocks then start while they run. The next
+// kernel still waits for this one to finish
 // before it reads anything this one writes, and it launches only once
 // every block of this one has called this or exited, so no block of this
 // kernel waits behind the next one's.

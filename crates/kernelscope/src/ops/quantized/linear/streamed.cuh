@@ -307,9 +307,11 @@ __device__ void streamed_matvecs_rope_held_x(const u8* x, const u8* weight_a, co
 // of one chunk, its NORM_STAGE_WARPS warps two rows each (rows w and w +
 // 16), and every row's copy goes out as the block starts, before the wait
 // (the whole matrix is in flight at once: llama-3-8b's 4,096 rows of 2,304
-// bytes, 72 KiB a block). Launched during attention, it has its weights in
-// shared memory by the time attention's output is ready. x (attention's
-// output, staged by the combine) is held in registers (Q4KPairsHeldX);
+// bytes, 72 KiB a block). The attention combine lets it launch after the
+// combine's own wait, so its copies run while the combine does (let launch
+// before, its resident blocks slowed the attention split: docs/PERF.md run
+// AZ). x (attention's output, staged by the combine) is held in registers
+// (Q4KPairsHeldX);
 // out[row] += W[row] · x, and the new out is staged times `norm_weight`
 // for the next norm's readers with its chunk's sum of squares, as
 // chunked.cuh does. Shared memory: the warps' barriers

@@ -2,9 +2,9 @@
 //! block a chunk of 32 Q4_K rows, every row's bulk copy issued as the block
 //! starts and before it waits, x held in registers; the residual added and
 //! staged for the MLP's norm as `matvec_add_<format>_q8_norm_stage` does
-//! (chunked.cuh), with the same arguments. The attention kernels before it
-//! let it launch at their start, so its weights arrive while attention
-//! runs.
+//! (chunked.cuh), with the same arguments. The attention combine before it
+//! lets it launch once the combine has waited, so its weights arrive while
+//! the combine runs.
 
 use crate::error::Result;
 use crate::quant::QuantFormat;
