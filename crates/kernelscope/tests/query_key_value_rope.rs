@@ -243,11 +243,8 @@ fn cuda_products_with_rope_store_what_rope_append_stores() {
         let mut encoder = device.command_encoder();
         // The norm lets a streamed reader launch before it waits.
         let (first, count) = groups(formats)[0];
-        let reader =
-            match fused[0].matvecs_rope_streams(&uploaded[first..first + count].iter().collect::<Vec<_>>()) {
-                true => Reader::Streamed,
-                false => Reader::Registers,
-            };
+        let weights: Vec<&Buffer> = uploaded[first..first + count].iter().collect();
+        let reader = fused[0].matvecs_rope_reader(&weights);
         let input = fused[0]
             .encode_norm_stage(&mut encoder, &x_buffer, &norm_buffer, EPS, k, reader)
             .unwrap();

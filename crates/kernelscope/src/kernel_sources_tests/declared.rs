@@ -160,19 +160,19 @@ pub(super) const DECLARED_PER_KERNEL: [(&str, &[Argument]); 28] = [
     ),
     (
         "quantize_q8",
-        crate::ops::quantized::linear::fused::quantize::ARGUMENTS,
+        crate::ops::quantized::linear::fused::staging::quantize::ARGUMENTS,
     ),
     (
         "norm_quantize_q8",
-        crate::ops::quantized::linear::fused::norm_quantize::ARGUMENTS,
+        crate::ops::quantized::linear::fused::staging::norm_quantize::ARGUMENTS,
     ),
     (
         "quantize_q8_streamed_reader",
-        crate::ops::quantized::linear::fused::quantize::ARGUMENTS,
+        crate::ops::quantized::linear::fused::staging::quantize::ARGUMENTS,
     ),
     (
         "norm_quantize_q8_streamed_reader",
-        crate::ops::quantized::linear::fused::norm_quantize::ARGUMENTS,
+        crate::ops::quantized::linear::fused::staging::norm_quantize::ARGUMENTS,
     ),
     ("embedding_{format}", crate::ops::embedding::ARGUMENTS),
     (

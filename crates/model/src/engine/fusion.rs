@@ -163,10 +163,7 @@ impl Forward<'_> {
                     let staged = match self.take_handed_off(encoder, activations, Slot::Normed) {
                         Some(staged) => staged,
                         None => {
-                            let reader = match fused.gate_up_reads_pending_norm(gate) {
-                                true => Reader::Streamed,
-                                false => Reader::Registers,
-                            };
+                            let reader = fused.gate_up_reader(gate);
                             fused.encode_norm_stage(encoder, x, weight, eps, x.len(), reader)?
                         }
                     };
@@ -258,7 +255,7 @@ impl Forward<'_> {
                         .expect("fuses_as_output checked the kernels");
                     let input = match &staged {
                         Some(input) => input,
-                        // The readers here (the LM head) run register loops.
+                        // encode_matvecs_staged runs register loops (the LM head).
                         None => staged.insert(fused.encode_norm_stage(
                             encoder,
                             x,

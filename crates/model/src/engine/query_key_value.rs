@@ -14,8 +14,8 @@
 use kernelscope::CommandEncoder;
 use kernelscope::ops::WeightFormat;
 use kernelscope::ops::norm_matvec;
+use kernelscope::ops::quantized::linear::fused::QuantizedFused;
 use kernelscope::ops::quantized::linear::fused::rope::QueryKeyValue;
-use kernelscope::ops::quantized::linear::fused::{QuantizedFused, Reader};
 use kernelscope::ops::rope_append::RopeAppendStores;
 
 use super::forward_parts::Forward;
@@ -122,10 +122,7 @@ impl Forward<'_> {
                 Some(input) => input,
                 None => {
                     // The first product is the norm's reader.
-                    let reader = match fused.matvecs_rope_streams(&weights) {
-                        true => Reader::Streamed,
-                        false => Reader::Registers,
-                    };
+                    let reader = fused.matvecs_rope_reader(&weights);
                     staged.insert(fused.encode_norm_stage(encoder, x, weight, eps, x.len(), reader)?)
                 }
             };

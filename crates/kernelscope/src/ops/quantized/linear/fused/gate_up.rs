@@ -40,6 +40,12 @@ impl QuantizedFused {
         self.encode_gate_up(encoder, staged, gate, up, out, true)
     }
 
+    /// The reader of the MLP norm's stage before gate/up over `gate`:
+    /// [`Reader::Streamed`] where Q4_K's gate/up streams.
+    pub fn gate_up_reader(&self, gate: &Buffer) -> Reader {
+        Reader::streamed_where(self.gate_up_reads_pending_norm(gate))
+    }
+
     /// x (f32 `[k]`) quantized for the products of any format in this
     /// format's scratch: what the down projection reads. Its reader is
     /// launched as a register loop's is ([`Reader::Registers`]).

@@ -8,7 +8,7 @@
 //! `matvecs_<format>_q8`, then `rope_append`.
 
 use super::super::layout::{BlockLayout, weight_blocks};
-use super::{QuantizedFused, StagedInput, matvecs_rope, product_grid};
+use super::{QuantizedFused, Reader, StagedInput, matvecs_rope, product_grid};
 use crate::Buffer;
 use crate::error::{Error, Result};
 use crate::ops::rope_append::{Checked, RopeAppendStores};
@@ -37,11 +37,16 @@ impl QuantizedFused {
     /// stores into.
     pub const ROPE_CACHE_DTYPE: DType = DType::BF16;
 
-    /// Whether [`encode_matvecs_rope_staged`](Self::encode_matvecs_rope_staged)
-    /// of `weights` (this format's matrices of q, k and v, in order) runs
-    /// the streamed kernel: the reader its norm stage is for
-    /// ([`Reader::Streamed`](super::Reader)).
-    pub fn matvecs_rope_streams(&self, weights: &[&Buffer]) -> bool {
+    /// The reader of the norm stage before
+    /// [`encode_matvecs_rope_staged`](Self::encode_matvecs_rope_staged) of
+    /// `weights` (this format's matrices of q, k and v, in order):
+    /// [`Reader::Streamed`] where that runs the streamed kernel.
+    pub fn matvecs_rope_reader(&self, weights: &[&Buffer]) -> Reader {
+        Reader::streamed_where(self.matvecs_rope_streams(weights))
+    }
+
+    /// Whether the streamed q/k/v kernel has a plan for `weights`.
+    fn matvecs_rope_streams(&self, weights: &[&Buffer]) -> bool {
         let Some(streamed) = self.streamed_query_key_value.as_ref() else {
             return false;
         };
